@@ -1,0 +1,1 @@
+//! loadgen-coordinator: plan to CPU sets, fork and pin, scheduler, aggregator.

@@ -1,0 +1,3 @@
+//! loadgen-perf: the roofline suite and micro benchmarks.
+
+fn main() {}

@@ -1,0 +1,5 @@
+//! llm-loadgen: a load generator for LLM inference endpoints.
+
+mod run;
+
+fn main() {}

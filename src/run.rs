@@ -1,0 +1,1 @@
+//! Benchmark execution: from a validated plan to a finished report directory.
