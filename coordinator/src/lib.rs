@@ -1,1 +1,2 @@
 //! loadgen-coordinator: plan to CPU sets, fork and pin, scheduler, aggregator.
+pub mod metrics;

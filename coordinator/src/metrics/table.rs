@@ -1,0 +1,270 @@
+//! The per-sample table: one row per tracked sample, stored as struct-of-arrays.
+//!
+//! The aggregator pushes a [`SampleRow`] once a sample's record and its client
+//! tokenization have both arrived; the final snapshot is computed from the table
+//! alone. Optional values are stored with a sentinel so a row costs 46 bytes.
+
+/// Why a sample's generation stopped, as the endpoint reported it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum FinishKind {
+    /// `stop`: a stop sequence or end of text.
+    Stop,
+    /// `length`: the output-token limit.
+    Length,
+    /// `tool_calls`.
+    ToolCalls,
+    /// `content_filter`.
+    ContentFilter,
+    /// `function_call`.
+    FunctionCall,
+    /// Any other string.
+    Other,
+}
+
+impl FinishKind {
+    /// Every kind, in the reference's counter order.
+    pub const ALL: [FinishKind; 6] = [
+        FinishKind::Stop,
+        FinishKind::Length,
+        FinishKind::ToolCalls,
+        FinishKind::ContentFilter,
+        FinishKind::FunctionCall,
+        FinishKind::Other,
+    ];
+
+    /// The reference's name for this kind (`tracked_finish_reason_<name>`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FinishKind::Stop => "stop",
+            FinishKind::Length => "length",
+            FinishKind::ToolCalls => "tool_calls",
+            FinishKind::ContentFilter => "content_filter",
+            FinishKind::FunctionCall => "function_call",
+            FinishKind::Other => "other",
+        }
+    }
+
+    /// Classifies an endpoint's `finish_reason` string; unknown strings are `Other`.
+    pub fn from_reason(reason: &str) -> FinishKind {
+        match reason {
+            "stop" => FinishKind::Stop,
+            "length" => FinishKind::Length,
+            "tool_calls" => FinishKind::ToolCalls,
+            "content_filter" => FinishKind::ContentFilter,
+            "function_call" => FinishKind::FunctionCall,
+            _ => FinishKind::Other,
+        }
+    }
+
+    fn to_code(kind: Option<FinishKind>) -> u8 {
+        match kind {
+            None => FINISH_NONE,
+            Some(k) => k as u8,
+        }
+    }
+
+    fn from_code(code: u8) -> Option<FinishKind> {
+        FinishKind::ALL.get(usize::from(code)).copied()
+    }
+}
+
+const FINISH_NONE: u8 = u8::MAX;
+const NS_NONE: u64 = u64::MAX;
+const COUNT_NONE: u32 = u32::MAX;
+const FLAG_FAILED: u8 = 1;
+const FLAG_OUTPUT_EMPTY: u8 = 2;
+
+/// One tracked sample, as the aggregator knows it after its record and client
+/// tokenization arrived.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct SampleRow {
+    /// When the coordinator handed the sample over (CLOCK_MONOTONIC ns).
+    pub issued_ns: u64,
+    /// When the first content chunk arrived; `None` for non-streaming or failed samples.
+    pub first_chunk_ns: Option<u64>,
+    /// When the response completed or failed.
+    pub complete_ns: u64,
+    /// The sample failed (it still counts as completed, and its latency is time to error).
+    pub failed: bool,
+    /// The endpoint's finish reason, if it sent one.
+    pub finish: Option<FinishKind>,
+    /// Client tokenizer count of the prompt.
+    pub isl_client: Option<u32>,
+    /// Client tokenizer count of the whole output; `None` when the output is
+    /// empty or there is no tokenizer.
+    pub osl_client: Option<u32>,
+    /// Client tokenizer count of the text after the first chunk (TPOT denominator).
+    pub tpot_tokens_client: Option<u32>,
+    /// Server `usage.prompt_tokens`, already range-checked by the worker.
+    pub prompt_tokens: Option<u32>,
+    /// Server `usage.completion_tokens`, already range-checked by the worker.
+    pub completion_tokens: Option<u32>,
+    /// The response carried no output text at all.
+    pub output_empty: bool,
+}
+
+/// Struct-of-arrays store of tracked samples.
+#[derive(Debug, Clone, Default)]
+pub struct SampleTable {
+    pub(crate) issued_ns: Vec<u64>,
+    pub(crate) first_chunk_ns: Vec<u64>,
+    pub(crate) complete_ns: Vec<u64>,
+    pub(crate) flags: Vec<u8>,
+    pub(crate) finish: Vec<u8>,
+    pub(crate) isl_client: Vec<u32>,
+    pub(crate) osl_client: Vec<u32>,
+    pub(crate) tpot_tokens_client: Vec<u32>,
+    pub(crate) prompt_tokens: Vec<u32>,
+    pub(crate) completion_tokens: Vec<u32>,
+}
+
+fn count_or_none(value: Option<u32>) -> u32 {
+    // A count of u32::MAX cannot occur (server counts are capped at 10,000,000,
+    // client counts by the prompt and output sizes), so it is free as a sentinel.
+    value.map_or(COUNT_NONE, |v| v.min(COUNT_NONE - 1))
+}
+
+fn some_count(value: u32) -> Option<u32> {
+    (value != COUNT_NONE).then_some(value)
+}
+
+impl SampleTable {
+    /// An empty table with room for `n` rows.
+    pub fn with_capacity(n: usize) -> Self {
+        SampleTable {
+            issued_ns: Vec::with_capacity(n),
+            first_chunk_ns: Vec::with_capacity(n),
+            complete_ns: Vec::with_capacity(n),
+            flags: Vec::with_capacity(n),
+            finish: Vec::with_capacity(n),
+            isl_client: Vec::with_capacity(n),
+            osl_client: Vec::with_capacity(n),
+            tpot_tokens_client: Vec::with_capacity(n),
+            prompt_tokens: Vec::with_capacity(n),
+            completion_tokens: Vec::with_capacity(n),
+        }
+    }
+
+    /// Appends one row.
+    pub fn push(&mut self, row: &SampleRow) {
+        self.issued_ns.push(row.issued_ns);
+        self.first_chunk_ns.push(row.first_chunk_ns.map_or(NS_NONE, |v| v.min(NS_NONE - 1)));
+        self.complete_ns.push(row.complete_ns);
+        let mut flags = 0;
+        if row.failed {
+            flags |= FLAG_FAILED;
+        }
+        if row.output_empty {
+            flags |= FLAG_OUTPUT_EMPTY;
+        }
+        self.flags.push(flags);
+        self.finish.push(FinishKind::to_code(row.finish));
+        self.isl_client.push(count_or_none(row.isl_client));
+        self.osl_client.push(count_or_none(row.osl_client));
+        self.tpot_tokens_client.push(count_or_none(row.tpot_tokens_client));
+        self.prompt_tokens.push(count_or_none(row.prompt_tokens));
+        self.completion_tokens.push(count_or_none(row.completion_tokens));
+    }
+
+    /// Number of rows.
+    pub fn len(&self) -> usize {
+        self.issued_ns.len()
+    }
+
+    /// True when the table has no rows.
+    pub fn is_empty(&self) -> bool {
+        self.issued_ns.is_empty()
+    }
+
+    /// Row `i` as pushed (for post-run tools and tests).
+    pub fn row(&self, i: usize) -> SampleRow {
+        SampleRow {
+            issued_ns: self.issued_ns[i],
+            first_chunk_ns: (self.first_chunk_ns[i] != NS_NONE).then_some(self.first_chunk_ns[i]),
+            complete_ns: self.complete_ns[i],
+            failed: self.flags[i] & FLAG_FAILED != 0,
+            finish: FinishKind::from_code(self.finish[i]),
+            isl_client: some_count(self.isl_client[i]),
+            osl_client: some_count(self.osl_client[i]),
+            tpot_tokens_client: some_count(self.tpot_tokens_client[i]),
+            prompt_tokens: some_count(self.prompt_tokens[i]),
+            completion_tokens: some_count(self.completion_tokens[i]),
+            output_empty: self.flags[i] & FLAG_OUTPUT_EMPTY != 0,
+        }
+    }
+}
+
+/// Run-wide counters and clock marks the aggregator keeps beside the table.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct RunCounters {
+    /// Every sample issued, warm-up included.
+    pub total_samples_issued: u64,
+    /// Every sample completed (failures count as completed, as the reference).
+    pub total_samples_completed: u64,
+    /// Every sample failed.
+    pub total_samples_failed: u64,
+    /// Samples issued while performance tracking was on.
+    pub tracked_samples_issued: u64,
+    /// Tracked samples completed (failures included).
+    pub tracked_samples_completed: u64,
+    /// Tracked samples failed.
+    pub tracked_samples_failed: u64,
+    /// CLOCK_MONOTONIC ns of the session start.
+    pub session_start_ns: u64,
+    /// CLOCK_MONOTONIC ns when performance tracking started.
+    pub tracking_start_ns: u64,
+    /// CLOCK_MONOTONIC ns of the last event of the session.
+    pub last_event_ns: u64,
+    /// Client tokenizer failures (`n_errors`, client basis only).
+    pub n_tokenizer_errors: u64,
+    /// Client tokenizations still outstanding when the snapshot was taken.
+    pub client_token_tasks_pending: u64,
+    /// Samples abandoned in flight (max duration or interrupt).
+    pub abandoned: u64,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn row_round_trips_through_the_table() {
+        let rows = [
+            SampleRow {
+                issued_ns: 10,
+                first_chunk_ns: Some(20),
+                complete_ns: 30,
+                failed: false,
+                finish: Some(FinishKind::Length),
+                isl_client: Some(5),
+                osl_client: Some(0),
+                tpot_tokens_client: Some(4),
+                prompt_tokens: Some(6),
+                completion_tokens: None,
+                output_empty: false,
+            },
+            SampleRow {
+                issued_ns: 1,
+                complete_ns: 2,
+                failed: true,
+                output_empty: true,
+                ..SampleRow::default()
+            },
+        ];
+        let mut table = SampleTable::with_capacity(2);
+        for row in &rows {
+            table.push(row);
+        }
+        assert_eq!(table.len(), 2);
+        assert_eq!(table.row(0), rows[0]);
+        assert_eq!(table.row(1), rows[1]);
+    }
+
+    #[test]
+    fn finish_reason_strings_classify() {
+        for kind in FinishKind::ALL {
+            assert_eq!(FinishKind::from_reason(kind.as_str()), kind);
+        }
+        assert_eq!(FinishKind::from_reason("eos"), FinishKind::Other);
+    }
+}
