@@ -1,1 +1,20 @@
 //! loadgen-stubs: stub servers (echo, max-throughput, variable) that speak the endpoint protocols.
+//!
+//! Start one in-process with [`StubServer::start`] on 127.0.0.1 port 0, read its
+//! [`StubServer::url`], and [`StubServer::stop`] it (dropping it does the same). The
+//! `llm-loadgen stub …` command is [`cli::StubCommand`] + [`cli::run`].
+
+pub mod cli;
+mod config;
+pub mod handler;
+pub mod http;
+mod listen;
+pub mod render;
+mod server;
+pub mod variable;
+mod worker;
+
+pub use config::{
+    FaultConfig, StatusFault, StubConfig, StubKind, UsageFault, VariableConfig,
+};
+pub use server::{StopHandle, StubServer};

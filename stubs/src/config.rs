@@ -1,0 +1,166 @@
+//! Stub server configuration: which stub, where it listens, and the fault modes it injects.
+
+use std::net::{IpAddr, Ipv4Addr};
+
+/// Which stub server to run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StubKind {
+    /// Answers with the request's own input; usage counts characters.
+    Echo,
+    /// Answers every request with precompiled bytes, as fast as possible.
+    MaxThroughput,
+    /// Lognormal output lengths and timings (TTFT, per-token delays, or a response rate).
+    Variable,
+}
+
+/// Distribution and timing settings of the variable stub (reference §7.3).
+#[derive(Debug, Clone, PartialEq)]
+pub struct VariableConfig {
+    /// Mean output length in characters.
+    pub output_len_mean: f64,
+    /// Coefficient of variation of the output length (0 = fixed).
+    pub output_len_spread: f64,
+    /// Lower clamp of the output length.
+    pub output_len_min: usize,
+    /// Upper clamp of the output length; `None` means twice the mean.
+    pub output_len_max: Option<usize>,
+    /// Responses per second over the whole server (0 = off: ICL mode or instant).
+    pub response_rate_mean: f64,
+    /// Coefficient of variation of the per-request rate.
+    pub response_rate_spread: f64,
+    /// Mean time per output character in milliseconds (0 = off).
+    pub inter_token_latency_ms: f64,
+    /// Coefficient of variation of the per-request inter-token latency.
+    pub inter_token_spread: f64,
+    /// Mean time to the first chunk in seconds.
+    pub first_chunk_latency_s: f64,
+    /// Coefficient of variation of the time to the first chunk.
+    pub first_chunk_spread: f64,
+    /// Requests in service at once over the whole server (0 = unlimited); split across workers.
+    pub max_concurrency: usize,
+    /// Seed of worker 0's generator; worker i uses `seed + i`.
+    pub seed: u64,
+}
+
+impl Default for VariableConfig {
+    fn default() -> Self {
+        Self {
+            output_len_mean: 1000.0,
+            output_len_spread: 0.3,
+            output_len_min: 0,
+            output_len_max: None,
+            response_rate_mean: 0.0,
+            response_rate_spread: 0.0,
+            inter_token_latency_ms: 0.0,
+            inter_token_spread: 0.0,
+            first_chunk_latency_s: 0.0,
+            first_chunk_spread: 0.2,
+            max_concurrency: 0,
+            seed: 0,
+        }
+    }
+}
+
+/// How the usage counts of a response are corrupted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum UsageFault {
+    /// `true` instead of each count.
+    Bool,
+    /// A float such as `10.5` instead of each count.
+    Float,
+    /// A string such as `"10"` instead of each count.
+    String,
+    /// The count negated.
+    Negative,
+    /// A count above 10,000,000.
+    Huge,
+    /// No usage object at all (and no usage-only frame).
+    Missing,
+}
+
+/// An HTTP error status answered instead of the response.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StatusFault {
+    /// The status code, e.g. 429 or 500.
+    pub status: u16,
+    /// Every `every`-th request of a worker (1-based) gets the status; 1 = all of them.
+    pub every: u64,
+}
+
+/// Fault modes for tests; all off by default. Request counters are per worker thread, so with
+/// one worker every count is exact.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct FaultConfig {
+    /// Every Nth SSE content frame of a stream (1-based) is replaced by a malformed line.
+    pub malformed_every: Option<u64>,
+    /// Usage counts of the wrong kind.
+    pub usage: Option<UsageFault>,
+    /// HTTP 429/500 for a deterministic fraction of requests.
+    pub status: Option<StatusFault>,
+    /// Every Nth request: the connection is closed halfway through the response.
+    pub close_mid_stream_every: Option<u64>,
+    /// Every Nth request: the response stops halfway without closing, until the client gives
+    /// up or the server stops.
+    pub stall_every: Option<u64>,
+}
+
+impl FaultConfig {
+    /// True when any fault is configured, so the precompiled fast path cannot be used.
+    pub fn any(&self) -> bool {
+        self.malformed_every.is_some()
+            || self.usage.is_some()
+            || self.status.is_some()
+            || self.close_mid_stream_every.is_some()
+            || self.stall_every.is_some()
+    }
+}
+
+/// Everything a stub server needs to start.
+#[derive(Debug, Clone)]
+pub struct StubConfig {
+    /// Which stub.
+    pub kind: StubKind,
+    /// Address to listen on (127.0.0.1 by default).
+    pub host: IpAddr,
+    /// Port to listen on; 0 picks a free one.
+    pub port: u16,
+    /// Worker threads, each with its own SO_REUSEPORT listener and monoio runtime.
+    pub workers: usize,
+    /// Whether to stream when the request body does not say.
+    pub stream_default: bool,
+    /// Characters per SSE content event.
+    pub stream_interval: usize,
+    /// Output length in characters (max-throughput stub).
+    pub output_length: usize,
+    /// Settings of the variable stub.
+    pub variable: VariableConfig,
+    /// Fault modes.
+    pub faults: FaultConfig,
+    /// Print requests/s and MB/s on stderr once a second.
+    pub stats: bool,
+    /// Pin worker i to core `pin_cores[i % len]`.
+    pub pin_cores: Option<Vec<usize>>,
+    /// The `created` field of every response; `None` uses the server's start time.
+    pub created_unix_s: Option<u64>,
+}
+
+impl StubConfig {
+    /// The reference's defaults: output length 160, stream interval 10, one worker, loopback,
+    /// port 0.
+    pub fn new(kind: StubKind) -> Self {
+        Self {
+            kind,
+            host: IpAddr::V4(Ipv4Addr::LOCALHOST),
+            port: 0,
+            workers: 1,
+            stream_default: false,
+            stream_interval: 10,
+            output_length: 160,
+            variable: VariableConfig::default(),
+            faults: FaultConfig::default(),
+            stats: false,
+            pin_cores: None,
+            created_unix_s: None,
+        }
+    }
+}

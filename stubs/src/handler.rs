@@ -1,0 +1,280 @@
+//! What each stub answers: one request in, a `Plan` out (bytes, their deadlines, and how the
+//! connection ends). The max-throughput stub's precompiled table lives here too.
+
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use crate::config::{StubConfig, StubKind};
+use crate::http::{FlagFinders, Request, Route};
+use crate::render::{error_response, render, Rendered, Reply};
+use crate::variable::Rng;
+
+/// `prompt_tokens` the max-throughput and variable stubs report.
+pub const FIXED_PROMPT_TOKENS: u64 = 10;
+
+/// How a connection continues after a response.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum End {
+    /// Keep the connection for the next request.
+    KeepAlive,
+    /// Close it after the bytes.
+    Close,
+    /// Stop sending, keep the socket open, until the client closes or the server stops.
+    Stall,
+}
+
+/// One response: pieces to write, optional deadlines (one per piece), and the ending.
+#[derive(Debug)]
+pub struct Plan {
+    /// Bytes, in order.
+    pub pieces: Vec<Vec<u8>>,
+    /// When each piece may be written; `None` = at once.
+    pub deadlines: Option<Vec<Instant>>,
+    /// What happens after the last piece.
+    pub end: End,
+}
+
+impl Plan {
+    fn now(bytes: Vec<u8>, end: End) -> Self {
+        Self { pieces: vec![bytes], deadlines: None, end }
+    }
+}
+
+/// Precompiled max-throughput responses, indexed `[route][stream][usage]`.
+pub struct Precompiled {
+    table: Vec<Vec<u8>>,
+}
+
+impl Precompiled {
+    /// Renders every variant once.
+    pub fn build(cfg: &StubConfig, created_unix_s: u64) -> Self {
+        let text = "x".repeat(cfg.output_length);
+        let mut table = Vec::with_capacity(12);
+        for route in Route::ALL {
+            for (stream, usage) in [(false, false), (false, true), (true, false), (true, true)] {
+                let reply = base_reply(cfg, route, stream, usage, "max-tp", created_unix_s, &text);
+                table.push(render(&reply).concat());
+            }
+        }
+        Self { table }
+    }
+
+    /// The bytes of one variant.
+    pub fn get(&self, route: Route, stream: bool, usage: bool) -> &[u8] {
+        &self.table[route as usize * 4 + stream as usize * 2 + usage as usize]
+    }
+}
+
+fn base_reply<'a>(
+    cfg: &StubConfig,
+    route: Route,
+    stream: bool,
+    usage: bool,
+    model: &'a str,
+    created_unix_s: u64,
+    text: &'a str,
+) -> Reply<'a> {
+    Reply {
+        route,
+        stream,
+        usage_frame: usage,
+        model,
+        created_unix_s,
+        prompt_tokens: FIXED_PROMPT_TOKENS,
+        text,
+        stream_interval: cfg.stream_interval.max(1),
+        usage_fault: cfg.faults.usage,
+        malformed_every: cfg.faults.malformed_every,
+    }
+}
+
+/// Per-worker state the handlers use.
+pub struct Handler {
+    /// The server's configuration.
+    pub cfg: StubConfig,
+    /// The `created` field.
+    pub created_unix_s: u64,
+    /// Flag scanners.
+    pub finders: FlagFinders,
+    /// The variable stub's generator.
+    pub rng: Rng,
+    /// Requests this worker has answered (1-based after increment): the fault counter.
+    pub served: u64,
+    /// Next free slot of the variable stub's per-worker token bucket.
+    pub rate_next: Option<Instant>,
+}
+
+impl Handler {
+    /// Answers a framed request whose body is `body`. `start` is when it was fully received.
+    pub fn plan(&mut self, req: &Request, body: &[u8], start: Instant) -> Plan {
+        let keep = if req.close { End::Close } else { End::KeepAlive };
+        let Some(route) = req.route else {
+            let msg = format!("no route for {}", req.target);
+            return Plan::now(error_response(404, &msg, !req.close), keep);
+        };
+        self.served += 1;
+        let n = self.served;
+        if let Some(s) = self.cfg.faults.status.filter(|s| n % s.every.max(1) == 0) {
+            let msg = format!("injected fault: status {}", s.status);
+            return Plan::now(error_response(s.status, &msg, !req.close), keep);
+        }
+        let mut plan = match self.cfg.kind {
+            StubKind::Echo => match self.echo(route, body) {
+                Ok(p) => p,
+                Err(msg) => return Plan::now(error_response(400, &msg, !req.close), keep),
+            },
+            StubKind::MaxThroughput => {
+                let (stream, usage) = self.finders.flags(body, self.cfg.stream_default);
+                let text = "x".repeat(self.cfg.output_length);
+                let reply =
+                    base_reply(&self.cfg, route, stream, usage, "max-tp", self.created_unix_s, &text);
+                Plan { pieces: render(&reply).pieces, deadlines: None, end: End::KeepAlive }
+            }
+            StubKind::Variable => self.variable(route, body, start),
+        };
+        plan.end = keep;
+        self.apply_connection_faults(&mut plan, n);
+        plan
+    }
+
+    fn apply_connection_faults(&self, plan: &mut Plan, n: u64) {
+        let hit = |every: Option<u64>| every.is_some_and(|e| n % e.max(1) == 0);
+        let end = if hit(self.cfg.faults.close_mid_stream_every) {
+            End::Close
+        } else if hit(self.cfg.faults.stall_every) {
+            End::Stall
+        } else {
+            return;
+        };
+        cut_half(plan);
+        plan.end = end;
+    }
+
+    fn echo(&self, route: Route, body: &[u8]) -> Result<Plan, String> {
+        let v: Value = serde_json::from_slice(body).map_err(|e| format!("invalid json body: {e}"))?;
+        let text = echo_input(route, &v)?;
+        let stream = v.get("stream").and_then(Value::as_bool).unwrap_or(self.cfg.stream_default);
+        let usage = stream
+            && v.pointer("/stream_options/include_usage").and_then(Value::as_bool) == Some(true);
+        let model = v.get("model").and_then(Value::as_str).unwrap_or("echo");
+        let mut reply = base_reply(&self.cfg, route, stream, usage, model, self.created_unix_s, &text);
+        reply.prompt_tokens = text.chars().count() as u64;
+        Ok(Plan { pieces: render(&reply).pieces, deadlines: None, end: End::KeepAlive })
+    }
+
+    fn variable(&mut self, route: Route, body: &[u8], received: Instant) -> Plan {
+        let (stream, usage) = self.finders.flags(body, self.cfg.stream_default);
+        let v = &self.cfg.variable;
+        let workers = self.cfg.workers.max(1) as f64;
+        let mut start = received;
+        if v.response_rate_mean > 0.0 {
+            // Token bucket: this worker's share of the server's response rate.
+            let slot = self.rate_next.map_or(received, |t| t.max(received));
+            self.rate_next = Some(slot + Duration::from_secs_f64(workers / v.response_rate_mean));
+            start = slot;
+        }
+        let max = v.output_len_max.unwrap_or((2.0 * v.output_len_mean) as usize);
+        let osl = (self.rng.lognormal(v.output_len_mean, v.output_len_spread).round() as usize)
+            .clamp(v.output_len_min, max.max(v.output_len_min));
+        let ttft_s = self.rng.lognormal(v.first_chunk_latency_s, v.first_chunk_spread);
+        let (tpot_s, total_s) = if v.response_rate_mean > 0.0 {
+            let rate = self.rng.lognormal(v.response_rate_mean, v.response_rate_spread);
+            let total = if rate > 0.0 { 1.0 / rate } else { 0.0 };
+            ((total - ttft_s).max(0.0) / (osl.saturating_sub(1).max(1)) as f64, total)
+        } else if v.inter_token_latency_ms > 0.0 {
+            (self.rng.lognormal(v.inter_token_latency_ms, v.inter_token_spread) / 1e3, ttft_s)
+        } else {
+            (0.0, 0.0)
+        };
+        let ttft_s = if v.response_rate_mean > 0.0 || v.inter_token_latency_ms > 0.0 {
+            ttft_s
+        } else {
+            0.0
+        };
+        let text = "x".repeat(osl);
+        let reply = base_reply(&self.cfg, route, stream, usage, "variable-resp", self.created_unix_s, &text);
+        let rendered = render(&reply);
+        let deadlines = if stream {
+            stream_deadlines(&rendered, start, ttft_s, tpot_s, self.cfg.stream_interval.max(1))
+        } else {
+            vec![start + Duration::from_secs_f64(total_s.max(ttft_s))]
+        };
+        Plan { pieces: rendered.pieces, deadlines: Some(deadlines), end: End::KeepAlive }
+    }
+}
+
+/// Deadlines of a rendered stream: the head goes with the first content event at the TTFT;
+/// content event k at TTFT + k × interval × TPOT (computed from the start, so no drift); the
+/// tail right after the last content event.
+fn stream_deadlines(r: &Rendered, start: Instant, ttft_s: f64, tpot_s: f64, every: usize) -> Vec<Instant> {
+    let first = start + Duration::from_secs_f64(ttft_s);
+    let contents = r.pieces.len().saturating_sub(2);
+    let mut out = Vec::with_capacity(r.pieces.len());
+    out.push(first);
+    for k in 0..contents {
+        out.push(first + Duration::from_secs_f64(tpot_s * (k * every) as f64));
+    }
+    let last = *out.last().unwrap_or(&first);
+    out.push(last);
+    out
+}
+
+/// Keeps the first half of a response: for a stream the head and half its content events (at
+/// least one), for a plain body the first half of its bytes.
+fn cut_half(plan: &mut Plan) {
+    let n = plan.pieces.len();
+    if n == 1 {
+        let half = plan.pieces[0].len() / 2;
+        plan.pieces[0].truncate(half);
+        return;
+    }
+    let contents = n - 2;
+    let keep = 1 + (contents / 2).max(1).min(contents);
+    plan.pieces.truncate(keep);
+    if let Some(d) = plan.deadlines.as_mut() {
+        d.truncate(keep);
+    }
+}
+
+/// The text the echo stub answers with. Token-id prompts (`/v1/completions` `prompt: [ids]`,
+/// `/generate` `input_ids`) echo one `x` per id.
+fn echo_input(route: Route, v: &Value) -> Result<String, String> {
+    match route {
+        Route::Chat => {
+            let messages = v.get("messages").and_then(Value::as_array);
+            let user = messages
+                .and_then(|m| m.iter().find(|m| m.get("role").and_then(Value::as_str) == Some("user")))
+                .ok_or_else(|| "no user message in messages".to_string())?;
+            Ok(content_text(user.get("content").unwrap_or(&Value::Null)))
+        }
+        Route::Completions => match v.get("prompt") {
+            Some(Value::String(s)) => Ok(s.clone()),
+            Some(Value::Array(a)) => Ok(match a.first() {
+                Some(Value::String(s)) => s.clone(),
+                Some(Value::Array(ids)) => "x".repeat(ids.len()),
+                _ => "x".repeat(a.len()),
+            }),
+            _ => Err("missing prompt".to_string()),
+        },
+        Route::Generate => match (v.get("text"), v.get("input_ids")) {
+            (Some(Value::String(s)), _) => Ok(s.clone()),
+            (_, Some(Value::Array(ids))) => Ok("x".repeat(ids.len())),
+            _ => Err("missing text or input_ids".to_string()),
+        },
+    }
+}
+
+/// A message's content as text: a string, or the `text` parts of a parts list joined.
+fn content_text(content: &Value) -> String {
+    match content {
+        Value::String(s) => s.clone(),
+        Value::Array(parts) => parts
+            .iter()
+            .filter_map(|p| p.get("text").and_then(Value::as_str))
+            .collect::<Vec<_>>()
+            .concat(),
+        Value::Null => String::new(),
+        other => other.to_string(),
+    }
+}

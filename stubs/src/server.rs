@@ -1,0 +1,196 @@
+//! `StubServer`: binds the listeners, starts one worker thread per listener (pinned when
+//! asked), prints stats when asked, and stops and joins them all.
+
+use std::io;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use crate::config::{StubConfig, StubKind};
+use crate::handler::Precompiled;
+use crate::listen::bind_listeners;
+
+/// Per-worker counters, each on its own cache line so workers never share one.
+#[derive(Debug, Default)]
+#[repr(align(64))]
+pub struct Counters {
+    /// Requests framed.
+    pub requests: AtomicU64,
+    /// Response bytes written.
+    pub bytes: AtomicU64,
+}
+
+/// State shared by the worker threads.
+pub struct Shared {
+    /// The configuration.
+    pub cfg: StubConfig,
+    /// The `created` field of every response.
+    pub created_unix_s: u64,
+    /// The max-throughput stub's responses, when it has no faults to inject.
+    pub precompiled: Option<Precompiled>,
+    /// Set once to stop every thread.
+    pub stop: AtomicBool,
+    /// One per worker.
+    pub counters: Vec<Counters>,
+}
+
+/// A running stub server. Dropping it stops it.
+pub struct StubServer {
+    addr: SocketAddr,
+    shared: Arc<Shared>,
+    threads: Vec<JoinHandle<()>>,
+}
+
+/// A handle that stops a server from another thread (e.g. a signal handler thread).
+#[derive(Clone)]
+pub struct StopHandle {
+    shared: Arc<Shared>,
+    stats: Option<std::thread::Thread>,
+}
+
+impl StopHandle {
+    /// Asks every thread of the server to stop; `StubServer::wait` then returns.
+    pub fn stop(&self) {
+        self.shared.stop.store(true, Ordering::Release);
+        if let Some(t) = &self.stats {
+            t.unpark();
+        }
+    }
+}
+
+impl StubServer {
+    /// Binds every worker's listener and starts the workers; connections made after it
+    /// returns are accepted (the listeners exist before it returns).
+    pub fn start(cfg: StubConfig) -> io::Result<StubServer> {
+        let workers = cfg.workers.max(1);
+        let listeners = bind_listeners(SocketAddr::new(cfg.host, cfg.port), workers)?;
+        let addr = listeners[0].local_addr()?;
+        let created_unix_s = cfg.created_unix_s.unwrap_or_else(|| {
+            SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs())
+        });
+        let precompiled = (cfg.kind == StubKind::MaxThroughput && !cfg.faults.any())
+            .then(|| Precompiled::build(&cfg, created_unix_s));
+        let shared = Arc::new(Shared {
+            counters: (0..workers).map(|_| Counters::default()).collect(),
+            cfg,
+            created_unix_s,
+            precompiled,
+            stop: AtomicBool::new(false),
+        });
+        let mut threads = Vec::with_capacity(workers + 1);
+        for (index, listener) in listeners.into_iter().enumerate() {
+            let for_thread = shared.clone();
+            let spawned = std::thread::Builder::new()
+                .name(format!("stub-worker-{index}"))
+                .spawn(move || worker_thread(for_thread, index, listener));
+            match spawned {
+                Ok(handle) => threads.push(handle),
+                Err(e) => {
+                    shared_stop(&shared);
+                    threads.into_iter().for_each(|t: JoinHandle<()>| drop(t.join()));
+                    return Err(e);
+                }
+            }
+        }
+        if shared.cfg.stats {
+            let shared = shared.clone();
+            threads.push(std::thread::Builder::new().name("stub-stats".into()).spawn(move || {
+                stats_loop(&shared);
+            })?);
+        }
+        Ok(StubServer { addr, shared, threads })
+    }
+
+    /// The address every worker listens on.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// `http://HOST:PORT`.
+    pub fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// A handle that stops the server from elsewhere.
+    pub fn stop_handle(&self) -> StopHandle {
+        let stats = if self.shared.cfg.stats {
+            self.threads.last().map(|t| t.thread().clone())
+        } else {
+            None
+        };
+        StopHandle { shared: self.shared.clone(), stats }
+    }
+
+    /// Requests framed so far, summed over workers.
+    pub fn requests_total(&self) -> u64 {
+        self.shared.counters.iter().map(|c| c.requests.load(Ordering::Relaxed)).sum()
+    }
+
+    /// Stops every thread, closes the listeners and connections, and joins.
+    pub fn stop(mut self) {
+        self.stop_handle().stop();
+        self.join();
+    }
+
+    /// Blocks until a `StopHandle` stops the server, then joins its threads.
+    pub fn wait(mut self) {
+        self.join();
+    }
+
+    fn join(&mut self) {
+        for t in self.threads.drain(..) {
+            let _ = t.join();
+        }
+    }
+}
+
+impl Drop for StubServer {
+    fn drop(&mut self) {
+        if !self.threads.is_empty() {
+            self.stop_handle().stop();
+            self.join();
+        }
+    }
+}
+
+fn shared_stop(shared: &Shared) {
+    shared.stop.store(true, Ordering::Release);
+}
+
+fn worker_thread(shared: Arc<Shared>, index: usize, listener: std::net::TcpListener) {
+    if let Some(cores) = shared.cfg.pin_cores.as_ref().filter(|c| !c.is_empty()) {
+        let id = cores[index % cores.len()];
+        if !core_affinity::set_for_current(core_affinity::CoreId { id }) {
+            eprintln!("stub worker {index}: could not pin to core {id}");
+        }
+    }
+    if let Err(e) = crate::worker::run(shared, index, listener) {
+        eprintln!("stub worker {index}: {e}");
+    }
+}
+
+fn stats_loop(shared: &Shared) {
+    let sum = |f: fn(&Counters) -> &AtomicU64| -> u64 {
+        shared.counters.iter().map(|c| f(c).load(Ordering::Relaxed)).sum()
+    };
+    let (mut last_requests, mut last_bytes) = (0u64, 0u64);
+    let mut last = Instant::now();
+    while !shared.stop.load(Ordering::Acquire) {
+        let due = last + Duration::from_secs(1);
+        let now = Instant::now();
+        if now < due {
+            std::thread::park_timeout(due - now);
+            continue;
+        }
+        let (requests, bytes) = (sum(|c| &c.requests), sum(|c| &c.bytes));
+        let secs = now.duration_since(last).as_secs_f64();
+        eprintln!(
+            "stats: {:.0} req/s | {:.2} MB/s | {requests} total",
+            (requests - last_requests) as f64 / secs,
+            (bytes - last_bytes) as f64 / secs / 1e6
+        );
+        (last_requests, last_bytes, last) = (requests, bytes, now);
+    }
+}

@@ -1,0 +1,147 @@
+//! The variable stub's randomness and pacing: a seeded generator, lognormal samples, deadline
+//! sleeps precise to well under a millisecond, and a per-worker concurrency limit.
+
+use std::cell::{Cell, RefCell};
+use std::collections::VecDeque;
+use std::future::{poll_fn, Future};
+use std::pin::Pin;
+use std::task::{Context, Poll, Waker};
+use std::time::{Duration, Instant};
+
+/// SplitMix64: small, fast, and good enough for load shapes.
+#[derive(Debug, Clone)]
+pub struct Rng {
+    state: u64,
+}
+
+impl Rng {
+    /// A generator from a seed.
+    pub fn new(seed: u64) -> Self {
+        Self { state: seed ^ 0x9e37_79b9_7f4a_7c15 }
+    }
+
+    /// The next 64 random bits.
+    pub fn next_u64(&mut self) -> u64 {
+        self.state = self.state.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.state;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+
+    /// Uniform in (0, 1].
+    fn unit(&mut self) -> f64 {
+        ((self.next_u64() >> 11) + 1) as f64 / (1u64 << 53) as f64
+    }
+
+    /// Standard normal (Box–Muller).
+    fn normal(&mut self) -> f64 {
+        let (u1, u2) = (self.unit(), self.unit());
+        (-2.0 * u1.ln()).sqrt() * (2.0 * std::f64::consts::PI * u2).cos()
+    }
+
+    /// Lognormal with the given mean and coefficient of variation; exactly `mean` when the
+    /// spread is 0 (or the mean is not positive).
+    pub fn lognormal(&mut self, mean: f64, spread: f64) -> f64 {
+        if spread <= 0.0 || mean <= 0.0 {
+            return mean.max(0.0);
+        }
+        let sigma2 = (1.0 + spread * spread).ln();
+        let mu = mean.ln() - sigma2 / 2.0;
+        (mu + sigma2.sqrt() * self.normal()).exp()
+    }
+}
+
+/// Sleeps until `deadline`: a timer sleep (millisecond wheel) to just before it, then yields
+/// to the other tasks until it has passed, so events land within microseconds of their
+/// deadlines rather than up to a millisecond late.
+pub async fn sleep_until_precise(deadline: Instant) {
+    const TIMER_MARGIN: Duration = Duration::from_micros(1_500);
+    let now = Instant::now();
+    if deadline > now + TIMER_MARGIN {
+        monoio::time::sleep(deadline - now - TIMER_MARGIN).await;
+    }
+    while Instant::now() < deadline {
+        YieldNow(false).await;
+    }
+}
+
+struct YieldNow(bool);
+
+impl Future for YieldNow {
+    type Output = ();
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        if self.0 {
+            return Poll::Ready(());
+        }
+        self.0 = true;
+        cx.waker().wake_by_ref();
+        Poll::Pending
+    }
+}
+
+/// A single-thread counting semaphore (the worker's share of `--max-concurrency`).
+#[derive(Debug)]
+pub struct LocalSemaphore {
+    permits: Cell<usize>,
+    waiters: RefCell<VecDeque<Waker>>,
+}
+
+impl LocalSemaphore {
+    /// A semaphore with `permits` permits.
+    pub fn new(permits: usize) -> Self {
+        Self { permits: Cell::new(permits), waiters: RefCell::new(VecDeque::new()) }
+    }
+
+    /// Waits for a permit; it is returned when the guard drops.
+    pub async fn acquire(&self) -> Permit<'_> {
+        poll_fn(|cx| {
+            let left = self.permits.get();
+            if left > 0 {
+                self.permits.set(left - 1);
+                Poll::Ready(())
+            } else {
+                self.waiters.borrow_mut().push_back(cx.waker().clone());
+                Poll::Pending
+            }
+        })
+        .await;
+        Permit { sem: self }
+    }
+}
+
+/// A held permit.
+#[derive(Debug)]
+pub struct Permit<'a> {
+    sem: &'a LocalSemaphore,
+}
+
+impl Drop for Permit<'_> {
+    fn drop(&mut self) {
+        self.sem.permits.set(self.sem.permits.get() + 1);
+        if let Some(w) = self.sem.waiters.borrow_mut().pop_front() {
+            w.wake();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lognormal_is_exact_without_spread_and_right_on_average_with_it() {
+        let mut rng = Rng::new(1);
+        assert_eq!(rng.lognormal(0.25, 0.0), 0.25);
+        let n = 200_000;
+        let mean = (0..n).map(|_| rng.lognormal(100.0, 0.3)).sum::<f64>() / n as f64;
+        assert!((mean - 100.0).abs() < 1.0, "mean {mean}");
+    }
+
+    #[test]
+    fn same_seed_same_sequence() {
+        let (mut a, mut b) = (Rng::new(7), Rng::new(7));
+        assert!((0..100).all(|_| a.next_u64() == b.next_u64()));
+        assert_ne!(Rng::new(7).next_u64(), Rng::new(8).next_u64());
+    }
+}

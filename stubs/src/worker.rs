@@ -1,0 +1,207 @@
+//! One worker thread: a monoio runtime (io_uring, epoll fallback) that accepts on its own
+//! listener and serves each connection in its own task until the server stops.
+
+use std::cell::RefCell;
+use std::net::TcpListener as StdListener;
+use std::rc::Rc;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use monoio::io::{AsyncReadRent, AsyncWriteRentExt};
+use monoio::net::{TcpListener, TcpStream};
+
+use crate::config::StubKind;
+use crate::handler::{End, Handler, Plan};
+use crate::http::{frame_request, FlagFinders, Frame, Request, BODY_LEN_MAX, HEAD_LEN_MAX};
+use crate::render::error_response;
+use crate::server::Shared;
+use crate::variable::{sleep_until_precise, LocalSemaphore, Rng};
+
+const READ_BUF_LEN: usize = 16 * 1024;
+const STOP_POLL: Duration = Duration::from_millis(5);
+
+struct Ctx {
+    shared: Arc<Shared>,
+    index: usize,
+    handler: RefCell<Handler>,
+    limit: Option<LocalSemaphore>,
+}
+
+/// Runs worker `index` on the calling thread until the server's stop flag is set.
+pub fn run(shared: Arc<Shared>, index: usize, listener: StdListener) -> std::io::Result<()> {
+    let mut rt = monoio::RuntimeBuilder::<monoio::FusionDriver>::new().enable_timer().build()?;
+    rt.block_on(async move {
+        let listener = TcpListener::from_std(listener)?;
+        let cfg = shared.cfg.clone();
+        let limit = per_worker_limit(cfg.variable.max_concurrency, cfg.workers, index);
+        let handler = Handler {
+            rng: Rng::new(cfg.variable.seed.wrapping_add(index as u64)),
+            cfg,
+            created_unix_s: shared.created_unix_s,
+            finders: FlagFinders::default(),
+            served: 0,
+            rate_next: None,
+        };
+        let ctx = Rc::new(Ctx {
+            shared: shared.clone(),
+            index,
+            handler: RefCell::new(handler),
+            limit: limit.map(LocalSemaphore::new),
+        });
+        monoio::spawn(accept_loop(listener, ctx));
+        while !shared.stop.load(Ordering::Acquire) {
+            monoio::time::sleep(STOP_POLL).await;
+        }
+        Ok(())
+    })
+}
+
+fn per_worker_limit(total: usize, workers: usize, index: usize) -> Option<usize> {
+    if total == 0 {
+        return None;
+    }
+    let workers = workers.max(1);
+    Some((total / workers + usize::from(index < total % workers)).max(1))
+}
+
+async fn accept_loop(listener: TcpListener, ctx: Rc<Ctx>) {
+    loop {
+        match listener.accept().await {
+            Ok((stream, _)) => {
+                let _ = stream.set_nodelay(true);
+                monoio::spawn(serve(stream, ctx.clone()));
+            }
+            // Out of descriptors or an aborted handshake: keep accepting.
+            Err(_) => monoio::time::sleep(Duration::from_millis(1)).await,
+        }
+    }
+}
+
+async fn serve(mut stream: TcpStream, ctx: Rc<Ctx>) {
+    let fast = ctx.shared.precompiled.as_ref();
+    let mut rbuf: Vec<u8> = Vec::with_capacity(READ_BUF_LEN);
+    let mut out: Vec<u8> = Vec::with_capacity(READ_BUF_LEN);
+    let counters = &ctx.shared.counters[ctx.index];
+    loop {
+        let mut used = 0;
+        let mut end = End::KeepAlive;
+        while end == End::KeepAlive {
+            let req = match frame_request(&rbuf[used..]) {
+                Frame::Partial => break,
+                Frame::Complete(req) => req,
+                Frame::Bad(msg) => {
+                    out.extend_from_slice(&error_response(400, &msg, false));
+                    end = End::Close;
+                    break;
+                }
+            };
+            let body = req.body(&rbuf[used..]);
+            counters.requests.fetch_add(1, Ordering::Relaxed);
+            if let (Some(fast), Some(route)) = (fast, req.route) {
+                let h = ctx.handler.borrow();
+                let (stream_flag, usage) = h.finders.flags(body, h.cfg.stream_default);
+                out.extend_from_slice(fast.get(route, stream_flag, usage));
+                end = if req.close { End::Close } else { End::KeepAlive };
+            } else {
+                let plan = ctx.handler.borrow_mut().plan(&req, body, Instant::now());
+                (out, end) = match write_plan(&mut stream, out, plan, &ctx, &req).await {
+                    Some(v) => v,
+                    None => return,
+                };
+            }
+            used += req.len();
+        }
+        if !out.is_empty() {
+            counters.bytes.fetch_add(out.len() as u64, Ordering::Relaxed);
+            let (res, buf) = stream.write_all(out).await;
+            out = buf;
+            out.clear();
+            if res.is_err() {
+                return;
+            }
+        }
+        match end {
+            End::KeepAlive => {}
+            End::Close => return,
+            End::Stall => return stall(stream).await,
+        }
+        rbuf.drain(..used);
+        rbuf = match read_more(&mut stream, rbuf).await {
+            Some(buf) => buf,
+            None => return,
+        };
+    }
+}
+
+/// Reads more bytes after those already in `rbuf`; `None` on EOF, error, or an oversized request.
+async fn read_more(stream: &mut TcpStream, mut rbuf: Vec<u8>) -> Option<Vec<u8>> {
+    if rbuf.len() == rbuf.capacity() {
+        if rbuf.len() >= HEAD_LEN_MAX + BODY_LEN_MAX {
+            return None;
+        }
+        rbuf.reserve(rbuf.capacity());
+    }
+    let len = rbuf.len();
+    let cap = rbuf.capacity();
+    let (res, slice) = stream.read(monoio::buf::IoBufMut::slice_mut(rbuf, len..cap)).await;
+    let rbuf = slice.into_inner();
+    match res {
+        Ok(n) if n > 0 => Some(rbuf),
+        _ => None,
+    }
+}
+
+/// Writes a planned response (after flushing `out`); `None` when the connection is done.
+async fn write_plan(
+    stream: &mut TcpStream,
+    mut out: Vec<u8>,
+    plan: Plan,
+    ctx: &Ctx,
+    req: &Request,
+) -> Option<(Vec<u8>, End)> {
+    let _permit = match (&ctx.limit, req.route) {
+        (Some(sem), Some(_)) if ctx.shared.cfg.kind == StubKind::Variable => {
+            Some(sem.acquire().await)
+        }
+        _ => None,
+    };
+    let counters = &ctx.shared.counters[ctx.index];
+    let deadlines = plan.deadlines.unwrap_or_default();
+    for (i, piece) in plan.pieces.into_iter().enumerate() {
+        if let Some(&d) = deadlines.get(i) {
+            if !out.is_empty() && d > Instant::now() {
+                let (res, buf) = stream.write_all(out).await;
+                res.ok()?;
+                out = buf;
+                out.clear();
+            }
+            sleep_until_precise(d).await;
+        }
+        counters.bytes.fetch_add(piece.len() as u64, Ordering::Relaxed);
+        out.extend_from_slice(&piece);
+        let next_is_now = deadlines.get(i + 1).is_none_or(|&d| d <= Instant::now());
+        if !next_is_now || plan.end != End::KeepAlive {
+            let (res, buf) = stream.write_all(out).await;
+            res.ok()?;
+            out = buf;
+            out.clear();
+        }
+    }
+    Some((out, plan.end))
+}
+
+/// Holds the connection open without sending, until the client closes it (or the runtime
+/// stops and drops this task).
+async fn stall(mut stream: TcpStream) {
+    let mut buf = Vec::with_capacity(4096);
+    loop {
+        let (res, b) = stream.read(buf).await;
+        buf = b;
+        buf.clear();
+        match res {
+            Ok(n) if n > 0 => {}
+            _ => return,
+        }
+    }
+}
