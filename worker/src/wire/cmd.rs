@@ -1,0 +1,78 @@
+//! Commands from the coordinator's scheduler to a worker, and the worker's events back.
+
+use super::record::RecordView;
+
+/// One command in a worker's issue ring.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum IssueCmd {
+    /// Send the request of dataset row `row` as sample `sample_id`; `issued_ns` was stamped by the
+    /// scheduler when it handed the sample over.
+    Issue { sample_id: u64, row: u32, issued_ns: u64 },
+    /// Finish what is in flight, then send `Done` and exit.
+    Stop,
+    /// Drop what is in flight (reported as `Cancelled`), send `Done`, exit.
+    Abort,
+}
+
+const TAG_ISSUE: u64 = 1;
+const TAG_STOP: u64 = 2;
+const TAG_ABORT: u64 = 3;
+
+impl IssueCmd {
+    /// The slot form: four little words (tag + row, sample id, issued ns, spare).
+    pub(crate) fn encode(self) -> [u64; 4] {
+        match self {
+            IssueCmd::Issue { sample_id, row, issued_ns } => {
+                [TAG_ISSUE | (u64::from(row) << 32), sample_id, issued_ns, 0]
+            }
+            IssueCmd::Stop => [TAG_STOP, 0, 0, 0],
+            IssueCmd::Abort => [TAG_ABORT, 0, 0, 0],
+        }
+    }
+
+    /// Reads a slot; an unknown tag (a bug on the other side) reads as `Abort`.
+    pub(crate) fn decode(slot: [u64; 4]) -> IssueCmd {
+        match slot[0] & 0xffff_ffff {
+            TAG_ISSUE => IssueCmd::Issue {
+                sample_id: slot[1],
+                row: (slot[0] >> 32) as u32,
+                issued_ns: slot[2],
+            },
+            TAG_STOP => IssueCmd::Stop,
+            _ => IssueCmd::Abort,
+        }
+    }
+}
+
+/// One frame a worker sends to the aggregator.
+#[derive(Clone, Copy, Debug)]
+pub enum WorkerEvent<'a> {
+    /// The worker's connections are open; the clock may start.
+    Ready { connections_open: u32 },
+    /// The worker could not start (no connection could be opened, no runtime); it exits next.
+    SetupFailed { message: &'a str },
+    /// One completed (or failed) sample.
+    Record(RecordView<'a>),
+    /// Something the user should know, sent at most a few times per worker.
+    Warning { message: &'a str },
+    /// The worker has sent its last record and is exiting.
+    Done,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn commands_roundtrip() {
+        let cmds = [
+            IssueCmd::Issue { sample_id: 0, row: 0, issued_ns: 0 },
+            IssueCmd::Issue { sample_id: u64::MAX, row: u32::MAX, issued_ns: u64::MAX },
+            IssueCmd::Stop,
+            IssueCmd::Abort,
+        ];
+        for cmd in cmds {
+            assert_eq!(IssueCmd::decode(cmd.encode()), cmd);
+        }
+    }
+}

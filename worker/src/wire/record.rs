@@ -1,0 +1,255 @@
+//! The IPC vocabulary a worker sends to the aggregator: integers only, size asserted at compile time.
+
+use rkyv::{Archive, Deserialize, Serialize};
+
+/// Why a sample failed, grouped by phase; `None` for a success.
+#[repr(u8)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum FailureKind {
+    None = 0,
+    Connect = 1,
+    HttpStatus = 2,
+    Malformed = 3,
+    ConnectionClosed = 4,
+    Timeout = 5,
+    Cancelled = 6,
+}
+
+impl FailureKind {
+    /// Every kind, in wire order.
+    pub const ALL: [FailureKind; 7] = [
+        FailureKind::None,
+        FailureKind::Connect,
+        FailureKind::HttpStatus,
+        FailureKind::Malformed,
+        FailureKind::ConnectionClosed,
+        FailureKind::Timeout,
+        FailureKind::Cancelled,
+    ];
+
+    /// A stable lowercase name for reports and logs.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FailureKind::None => "none",
+            FailureKind::Connect => "connect",
+            FailureKind::HttpStatus => "http_status",
+            FailureKind::Malformed => "malformed",
+            FailureKind::ConnectionClosed => "connection_closed",
+            FailureKind::Timeout => "timeout",
+            FailureKind::Cancelled => "cancelled",
+        }
+    }
+
+    /// The kind with this wire value, `None` (the Rust option) for an unknown value.
+    pub fn from_u8(value: u8) -> Option<FailureKind> {
+        FailureKind::ALL.get(usize::from(value)).copied()
+    }
+}
+
+/// The `finish_reason` an endpoint gave; `None` when it gave none.
+#[repr(u8)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum FinishReason {
+    None = 0,
+    Stop = 1,
+    Length = 2,
+    ToolCalls = 3,
+    ContentFilter = 4,
+    FunctionCall = 5,
+    Other = 6,
+}
+
+impl FinishReason {
+    /// Every reason, in wire order.
+    pub const ALL: [FinishReason; 7] = [
+        FinishReason::None,
+        FinishReason::Stop,
+        FinishReason::Length,
+        FinishReason::ToolCalls,
+        FinishReason::ContentFilter,
+        FinishReason::FunctionCall,
+        FinishReason::Other,
+    ];
+
+    /// The OpenAI spelling ("stop", "length", ...); "" for `None`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FinishReason::None => "",
+            FinishReason::Stop => "stop",
+            FinishReason::Length => "length",
+            FinishReason::ToolCalls => "tool_calls",
+            FinishReason::ContentFilter => "content_filter",
+            FinishReason::FunctionCall => "function_call",
+            FinishReason::Other => "other",
+        }
+    }
+
+    /// The reason with this wire value, `None` (the Rust option) for an unknown value.
+    pub fn from_u8(value: u8) -> Option<FinishReason> {
+        FinishReason::ALL.get(usize::from(value)).copied()
+    }
+
+    /// Maps an endpoint's spelling; unknown non-empty strings become `Other`.
+    pub fn parse(text: &str) -> FinishReason {
+        match text {
+            "" => FinishReason::None,
+            "stop" => FinishReason::Stop,
+            "length" => FinishReason::Length,
+            "tool_calls" => FinishReason::ToolCalls,
+            "content_filter" => FinishReason::ContentFilter,
+            "function_call" => FinishReason::FunctionCall,
+            _ => FinishReason::Other,
+        }
+    }
+}
+
+/// Fixed-size head of a completion record.
+#[derive(Archive, Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RecordHeader {
+    pub sample_id: u64,
+    /// Stamped by the coordinator when the sample was handed to the issue ring.
+    pub issued_ns: u64,
+    /// When the first content-bearing chunk was parsed; 0 = no content chunk.
+    pub first_chunk_ns: u64,
+    /// When the response ended (or the failure was seen).
+    pub complete_ns: u64,
+    /// Dataset row of the sample.
+    pub row: u32,
+    /// Bytes of `output` that came in the first content chunk; equal to `output.len()` when the
+    /// adapter gives no TPOT (SGLang, non-streaming).
+    pub first_chunk_len: u32,
+    pub prompt_tokens: Option<u32>,
+    pub completion_tokens: Option<u32>,
+    pub http_status: u16,
+    pub worker_id: u16,
+    /// A [`FailureKind`] as `u8`.
+    pub failure: u8,
+    /// A [`FinishReason`] as `u8`.
+    pub finish: u8,
+}
+
+/// Size of a serialized header inside a record frame; a multiple of 8 so the bytes after it stay
+/// aligned.
+pub const RECORD_HEADER_BYTES: usize = std::mem::size_of::<ArchivedRecordHeader>();
+const _: () = assert!(RECORD_HEADER_BYTES == 64);
+const _: () = assert!(std::mem::align_of::<ArchivedRecordHeader>() <= 8);
+
+impl RecordHeader {
+    /// The failure kind; an unknown value reads as `Malformed`.
+    pub fn failure_kind(&self) -> FailureKind {
+        FailureKind::from_u8(self.failure).unwrap_or(FailureKind::Malformed)
+    }
+
+    /// The finish reason; an unknown value reads as `Other`.
+    pub fn finish_reason(&self) -> FinishReason {
+        FinishReason::from_u8(self.finish).unwrap_or(FinishReason::Other)
+    }
+
+    /// The timestamp order every record keeps: issued <= first chunk <= complete (first chunk 0
+    /// when absent). Checked by the worker before a push and by the aggregator after a pop.
+    pub fn timestamps_ordered(&self) -> bool {
+        let first_ok = self.first_chunk_ns == 0
+            || (self.issued_ns <= self.first_chunk_ns && self.first_chunk_ns <= self.complete_ns);
+        first_ok && self.issued_ns <= self.complete_ns
+    }
+
+    /// Writes the archived form into `out` (exactly [`RECORD_HEADER_BYTES`], 8-byte aligned).
+    pub(crate) fn encode_into(&self, out: &mut [u8]) {
+        debug_assert_eq!(out.len(), RECORD_HEADER_BYTES);
+        // The low-level API with an empty sub-allocator: a header has no out-of-line data, so
+        // nothing is allocated (safe in a freshly forked child, cheap on the hot path).
+        let written = rkyv::api::low::to_bytes_in_with_alloc::<_, _, rkyv::rancor::Failure>(
+            self,
+            rkyv::ser::writer::Buffer::from(out),
+            rkyv::ser::allocator::SubAllocator::empty(),
+        )
+        .expect("a record header always fits its fixed-size buffer");
+        debug_assert_eq!(written.len(), RECORD_HEADER_BYTES);
+    }
+
+    /// Validates and reads an archived header; `None` when the bytes are not a valid header.
+    pub(crate) fn decode(bytes: &[u8]) -> Option<RecordHeader> {
+        let archived = rkyv::access::<ArchivedRecordHeader, rkyv::rancor::Failure>(bytes).ok()?;
+        Some(RecordHeader {
+            sample_id: archived.sample_id.to_native(),
+            issued_ns: archived.issued_ns.to_native(),
+            first_chunk_ns: archived.first_chunk_ns.to_native(),
+            complete_ns: archived.complete_ns.to_native(),
+            row: archived.row.to_native(),
+            first_chunk_len: archived.first_chunk_len.to_native(),
+            prompt_tokens: archived.prompt_tokens.as_ref().map(|v| v.to_native()),
+            completion_tokens: archived.completion_tokens.as_ref().map(|v| v.to_native()),
+            http_status: archived.http_status.to_native(),
+            worker_id: archived.worker_id.to_native(),
+            failure: archived.failure,
+            finish: archived.finish,
+        })
+    }
+}
+
+/// A record popped from a ring, borrowing the ring's bytes.
+#[derive(Clone, Copy, Debug)]
+pub struct RecordView<'a> {
+    pub header: RecordHeader,
+    /// Reasoning + content + tool-call JSON, as the reference's `str(TextModelOutput)`.
+    pub output: &'a [u8],
+    /// For example "HTTP 404: <body>" or "connection refused"; empty on success.
+    pub error: &'a [u8],
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn header_roundtrips_through_archive() {
+        let header = RecordHeader {
+            sample_id: u64::MAX - 3,
+            issued_ns: 10,
+            first_chunk_ns: 20,
+            complete_ns: 30,
+            row: 7,
+            first_chunk_len: 5,
+            prompt_tokens: Some(12),
+            completion_tokens: None,
+            http_status: 200,
+            worker_id: 3,
+            failure: FailureKind::None as u8,
+            finish: FinishReason::Length as u8,
+        };
+        #[repr(C, align(8))]
+        struct Aligned([u8; RECORD_HEADER_BYTES]);
+        let mut buf = Aligned([0; RECORD_HEADER_BYTES]);
+        header.encode_into(&mut buf.0);
+        assert_eq!(RecordHeader::decode(&buf.0), Some(header));
+    }
+
+    #[test]
+    fn enums_roundtrip_and_reject_unknown() {
+        for kind in FailureKind::ALL {
+            assert_eq!(FailureKind::from_u8(kind as u8), Some(kind));
+        }
+        for reason in FinishReason::ALL {
+            assert_eq!(FinishReason::from_u8(reason as u8), Some(reason));
+            if reason != FinishReason::Other {
+                assert_eq!(FinishReason::parse(reason.as_str()), reason);
+            }
+        }
+        assert_eq!(FailureKind::from_u8(7), None);
+        assert_eq!(FinishReason::from_u8(200), None);
+        assert_eq!(FinishReason::parse("eos"), FinishReason::Other);
+    }
+
+    #[test]
+    fn timestamp_order_check() {
+        let mut h =
+            RecordHeader { issued_ns: 5, first_chunk_ns: 0, complete_ns: 9, ..Default::default() };
+        assert!(h.timestamps_ordered());
+        h.first_chunk_ns = 10;
+        assert!(!h.timestamps_ordered());
+        h.first_chunk_ns = 4;
+        assert!(!h.timestamps_ordered());
+        h.first_chunk_ns = 6;
+        assert!(h.timestamps_ordered());
+    }
+}

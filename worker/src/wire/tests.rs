@@ -1,0 +1,308 @@
+//! Ring tests: wraparound and back-pressure on heap memory, and a cross-process run over fork.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::ring::{wake_pair, HeapRegion, Region, RingLayout};
+use super::*;
+
+struct HeapRings {
+    issue_tx: IssueProducer,
+    issue_rx: IssueConsumer,
+    rec_tx: RecordProducer,
+    rec_rx: RecordConsumer,
+}
+
+fn heap_rings(sizes: RingSizes, ready: &Doorbell, space: &Doorbell) -> HeapRings {
+    let layout = RingLayout::new(sizes);
+    let region: Arc<dyn Region> = Arc::new(HeapRegion::new(layout.total_bytes()));
+    let (tx, rx) = wake_pair().unwrap();
+    HeapRings {
+        issue_tx: IssueProducer::new(region.clone(), layout, tx),
+        issue_rx: IssueConsumer::new(region.clone(), layout, rx, space.clone()),
+        rec_tx: RecordProducer::new(region.clone(), layout, ready.clone(), None),
+        rec_rx: RecordConsumer::new(region, layout),
+    }
+}
+
+fn header(sample_id: u64) -> RecordHeader {
+    RecordHeader {
+        sample_id,
+        issued_ns: sample_id,
+        first_chunk_ns: sample_id + 1,
+        complete_ns: sample_id + 2,
+        row: (sample_id % 1000) as u32,
+        first_chunk_len: 1,
+        prompt_tokens: Some(sample_id as u32),
+        completion_tokens: (sample_id % 3 == 0).then_some(7),
+        http_status: 200,
+        worker_id: 1,
+        failure: 0,
+        finish: 1,
+    }
+}
+
+/// Output bytes for a sample: a length that varies so frames straddle the ring's end.
+fn output_for(sample_id: u64) -> Vec<u8> {
+    let len = (sample_id * 37 % 700) as usize;
+    (0..len).map(|i| b'a' + ((sample_id as usize + i) % 26) as u8).collect()
+}
+
+/// Pops one record and checks it against what was pushed for `expect_id`.
+fn pop_expect(rx: &mut RecordConsumer, expect_id: u64) -> bool {
+    rx.pop(|event| match event {
+        WorkerEvent::Record(view) => {
+            assert_eq!(view.header, header(expect_id));
+            assert!(view.header.timestamps_ordered());
+            assert_eq!(view.output, &output_for(expect_id)[..]);
+            assert_eq!(view.error, format!("e{expect_id}").as_bytes());
+        }
+        other => panic!("unexpected event {other:?}"),
+    })
+    .is_some()
+}
+
+#[test]
+fn issue_ring_wraps_and_reports_full() {
+    let bell = Doorbell::create().unwrap();
+    let mut r = heap_rings(RingSizes { issue_slots: 4, record_bytes: 0 }, &bell, &bell);
+    assert_eq!(r.issue_tx.capacity(), 4);
+    let mut next_push = 0u64;
+    let mut next_pop = 0u64;
+    for round in 0..100 {
+        while r.issue_tx.try_push(IssueCmd::Issue { sample_id: next_push, row: 1, issued_ns: 2 }) {
+            next_push += 1;
+        }
+        assert_eq!(next_push - next_pop, 4, "round {round}: full at exactly capacity");
+        assert_eq!(r.issue_tx.free_slots(), 0);
+        for _ in 0..(round % 4) + 1 {
+            let cmd = r.issue_rx.try_pop().unwrap();
+            assert_eq!(cmd, IssueCmd::Issue { sample_id: next_pop, row: 1, issued_ns: 2 });
+            next_pop += 1;
+        }
+    }
+    while r.issue_rx.try_pop().is_some() {
+        next_pop += 1;
+    }
+    assert_eq!(next_pop, next_push);
+    assert_eq!(r.issue_tx.free_slots(), 4);
+}
+
+#[test]
+fn issue_pop_from_full_rings_space_doorbell() {
+    let ready = Doorbell::create().unwrap();
+    let space = Doorbell::create().unwrap();
+    let mut r = heap_rings(RingSizes { issue_slots: 2, record_bytes: 0 }, &ready, &space);
+    assert!(r.issue_tx.try_push(IssueCmd::Stop));
+    let before = space.epoch();
+    r.issue_rx.try_pop().unwrap();
+    assert_eq!(space.epoch(), before, "a pop from a non-full ring does not ring");
+    assert!(r.issue_tx.try_push(IssueCmd::Stop));
+    assert!(r.issue_tx.try_push(IssueCmd::Abort));
+    assert!(!r.issue_tx.try_push(IssueCmd::Stop));
+    r.issue_rx.try_pop().unwrap();
+    assert_eq!(space.epoch(), before.wrapping_add(1), "a pop from a full ring rings once");
+}
+
+#[test]
+fn sleeping_worker_is_woken_by_push() {
+    let bell = Doorbell::create().unwrap();
+    let r = heap_rings(RingSizes { issue_slots: 8, record_bytes: 0 }, &bell, &bell);
+    let (mut tx, mut rx) = (r.issue_tx, r.issue_rx);
+    let worker = std::thread::spawn(move || rx.pop_blocking(Duration::from_secs(30)));
+    assert!(tx.try_push(IssueCmd::Issue { sample_id: 9, row: 3, issued_ns: 4 }));
+    let got = worker.join().unwrap();
+    assert_eq!(got, Some(IssueCmd::Issue { sample_id: 9, row: 3, issued_ns: 4 }));
+}
+
+#[test]
+fn record_ring_wraps_with_varied_frames() {
+    let bell = Doorbell::create().unwrap();
+    let mut r = heap_rings(RingSizes { issue_slots: 2, record_bytes: 64 * 1024 }, &bell, &bell);
+    let mut pushed = 0u64;
+    let mut popped = 0u64;
+    // Uneven push/pop bursts so the write position lands everywhere, pads included.
+    for round in 0..2000u64 {
+        for _ in 0..(round % 7) + 1 {
+            let error = format!("e{pushed}");
+            assert!(r.rec_tx.push_record(&header(pushed), &output_for(pushed), error.as_bytes()));
+            pushed += 1;
+            if pushed - popped > 40 {
+                break;
+            }
+        }
+        for _ in 0..(round % 5) + 1 {
+            if popped < pushed {
+                assert!(pop_expect(&mut r.rec_rx, popped));
+                popped += 1;
+            }
+        }
+    }
+    while popped < pushed {
+        assert!(pop_expect(&mut r.rec_rx, popped));
+        popped += 1;
+    }
+    assert!(r.rec_rx.pop(|_| ()).is_none());
+    assert_eq!(r.rec_tx.truncated_count(), 0);
+}
+
+#[test]
+fn control_frames_roundtrip() {
+    let bell = Doorbell::create().unwrap();
+    let mut r = heap_rings(RingSizes::default(), &bell, &bell);
+    assert!(r.rec_tx.push_ready(17));
+    assert!(r.rec_tx.push_warning("usage value was a bool"));
+    assert!(r.rec_tx.push_setup_failed("connection refused"));
+    assert!(r.rec_tx.push_done());
+    let mut seen = Vec::new();
+    while let Some(line) = r.rec_rx.pop(|event| match event {
+        WorkerEvent::Ready { connections_open } => format!("ready {connections_open}"),
+        WorkerEvent::Warning { message } => format!("warning {message}"),
+        WorkerEvent::SetupFailed { message } => format!("failed {message}"),
+        WorkerEvent::Done => "done".to_string(),
+        WorkerEvent::Record(_) => "record".to_string(),
+    }) {
+        seen.push(line);
+    }
+    assert_eq!(
+        seen,
+        ["ready 17", "warning usage value was a bool", "failed connection refused", "done"]
+    );
+}
+
+#[test]
+fn oversized_output_is_truncated_and_counted() {
+    let bell = Doorbell::create().unwrap();
+    let mut r = heap_rings(RingSizes { issue_slots: 2, record_bytes: 64 * 1024 }, &bell, &bell);
+    let max_output = r.rec_tx.max_payload_bytes() - RECORD_HEADER_BYTES;
+    let big = vec![b'x'; max_output + 100];
+    assert!(r.rec_tx.push_record(&header(3), &big, b"err"));
+    assert_eq!(r.rec_tx.truncated_count(), 1);
+    let len = r.rec_rx.pop(|event| match event {
+        WorkerEvent::Record(view) => (view.output.len(), view.error.len()),
+        other => panic!("unexpected {other:?}"),
+    });
+    assert_eq!(len, Some((max_output, 0)));
+}
+
+#[test]
+fn records_ready_rings_only_when_ring_turns_non_empty() {
+    let ready = Doorbell::create().unwrap();
+    let space = Doorbell::create().unwrap();
+    let mut r = heap_rings(RingSizes::default(), &ready, &space);
+    let start = ready.epoch();
+    assert!(r.rec_tx.push_done());
+    assert!(r.rec_tx.push_done());
+    assert_eq!(ready.epoch(), start.wrapping_add(1));
+    while r.rec_rx.pop(|_| ()).is_some() {}
+    assert!(r.rec_tx.push_done());
+    assert_eq!(ready.epoch(), start.wrapping_add(2));
+}
+
+/// A slow consumer on a small ring: the producer blocks on back-pressure, nothing is lost.
+#[test]
+fn slow_consumer_loses_nothing() {
+    const COUNT: u64 = 20_000;
+    let ready = Doorbell::create().unwrap();
+    let mut r = heap_rings(RingSizes { issue_slots: 2, record_bytes: 64 * 1024 }, &ready, &ready);
+    let mut tx = r.rec_tx;
+    let producer = std::thread::spawn(move || {
+        for id in 0..COUNT {
+            let error = format!("e{id}");
+            assert!(tx.push_record(&header(id), &output_for(id), error.as_bytes()));
+        }
+    });
+    let mut next = 0u64;
+    while next < COUNT {
+        let seen = ready.epoch();
+        if pop_expect(&mut r.rec_rx, next) {
+            next += 1;
+            if next % 64 == 0 {
+                std::thread::yield_now();
+            }
+        } else {
+            ready.wait(seen, Duration::from_secs(30));
+        }
+    }
+    producer.join().unwrap();
+    assert!(r.rec_rx.pop(|_| ()).is_none());
+}
+
+/// Two processes: the child (forked) pushes records, the parent pops them and feeds the child
+/// issue commands, as a coordinator and a worker do.
+#[test]
+fn cross_process_ring_moves_records() {
+    const COUNT: u64 = 120_000;
+    let ready = Doorbell::create().unwrap();
+    let space = Doorbell::create().unwrap();
+    let rings = WorkerRings::create_with(
+        5,
+        RingSizes { issue_slots: 64, record_bytes: 1 << 20 },
+        &ready,
+        &space,
+    )
+    .unwrap();
+    // SAFETY: the child only touches the rings (shared memory, atomics, futex and socket
+    // syscalls) and leaves with _exit, never returning into the test harness.
+    match unsafe { nix::unistd::fork() }.unwrap() {
+        nix::unistd::ForkResult::Child => {
+            let (mut issue, mut records) = rings.worker_ends();
+            let mut code = 0;
+            for id in 0..COUNT {
+                let Some(IssueCmd::Issue { sample_id, .. }) =
+                    issue.pop_blocking(Duration::from_secs(30))
+                else {
+                    code = 3;
+                    break;
+                };
+                if sample_id != id || !records.push_record(&header(id), b"out", b"") {
+                    code = 4;
+                    break;
+                }
+            }
+            records.push_done();
+            // SAFETY: _exit skips the harness's atexit handlers and destructors in the child.
+            unsafe { libc::_exit(code) }
+        }
+        nix::unistd::ForkResult::Parent { child } => {
+            let (mut issue, mut records) = rings.coordinator_ends();
+            let (mut issued, mut received, mut done) = (0u64, 0u64, false);
+            while !done {
+                let (ready_seen, space_seen) = (ready.epoch(), space.epoch());
+                let mut progressed = false;
+                while issued < COUNT
+                    && issue.try_push(IssueCmd::Issue { sample_id: issued, row: 0, issued_ns: 1 })
+                {
+                    issued += 1;
+                    progressed = true;
+                }
+                while let Some(event) = records.pop(|event| match event {
+                    WorkerEvent::Record(view) => {
+                        assert_eq!(view.header.sample_id, received);
+                        assert_eq!(view.output, b"out");
+                        Some(())
+                    }
+                    WorkerEvent::Done => None,
+                    other => panic!("unexpected {other:?}"),
+                }) {
+                    progressed = true;
+                    match event {
+                        Some(()) => received += 1,
+                        None => done = true,
+                    }
+                }
+                if !progressed && !done {
+                    // Sleep on whichever doorbell applies: space while issuing, records after.
+                    if issued < COUNT && issue.free_slots() == 0 {
+                        space.wait(space_seen, Duration::from_millis(50));
+                    } else {
+                        ready.wait(ready_seen, Duration::from_millis(50));
+                    }
+                }
+            }
+            let status = nix::sys::wait::waitpid(child, None).unwrap();
+            assert_eq!(status, nix::sys::wait::WaitStatus::Exited(child, 0));
+            assert_eq!(received, COUNT);
+        }
+    }
+}
