@@ -1,0 +1,555 @@
+//! Datasets: `--dataset PATH[,key=value…]` parsing, file loading (JSONL, JSON, CSV), the
+//! reference's column mapping, and the built-in synthetic dataset.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use crate::error::AppError;
+
+/// Columns that become `prompt` when the file has no `prompt` column (the reference's
+/// `MakeAdapterCompatible`); at most one of them may be present.
+pub const PROMPT_ALIASES: [&str; 6] =
+    ["user_prompt", "question", "input", "input_text", "problem", "query"];
+
+/// Number of rows in the built-in synthetic dataset.
+pub const SYNTHETIC_ROW_COUNT: usize = 1_000;
+
+/// A loaded dataset: every row materialised before the run.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Dataset {
+    /// Name used in reports (the file's stem unless `name=` was given).
+    pub name: String,
+    pub rows: Vec<Row>,
+}
+
+/// One dataset row after the column mapping.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Row {
+    /// The user prompt text (column `prompt` after mapping).
+    pub prompt: Option<String>,
+    /// A system prompt (column `system`, or `system_prompt`).
+    pub system: Option<String>,
+    /// Chat messages (column `messages`), as JSON.
+    pub messages: Option<Value>,
+    /// Pre-tokenized input (column `token_ids` or `input_tokens`, or a `prompt` that is a
+    /// list of integers).
+    pub token_ids: Option<Vec<u32>>,
+    /// Completions per request (column `n`); rejected above 1 under a server primary.
+    pub n: Option<u32>,
+}
+
+/// Whether a dataset drives the performance phase or an accuracy evaluation.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum DatasetKind {
+    #[default]
+    Performance,
+    Accuracy,
+}
+
+/// Column mapping `{target: source}` (targets `prompt` and `system` only).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ParserMap {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub prompt: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub system: Option<String>,
+}
+
+/// One dataset entry, as written in YAML `datasets:` or on the command line.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DatasetSpec {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    #[serde(default, rename = "type")]
+    pub kind: DatasetKind,
+    pub path: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub format: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub samples: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parser: Option<ParserMap>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub accuracy_config: Option<BTreeMap<String, serde_json::Value>>,
+}
+
+impl DatasetSpec {
+    /// Parses the command-line form `[perf:|acc:]PATH[,key=value…]`.
+    pub fn parse(spec: &str) -> Result<DatasetSpec, AppError> {
+        let (kind, rest) = if let Some(rest) = spec.strip_prefix("perf:") {
+            (DatasetKind::Performance, rest)
+        } else if let Some(rest) = spec.strip_prefix("acc:") {
+            (DatasetKind::Accuracy, rest)
+        } else {
+            (DatasetKind::Performance, spec)
+        };
+        let mut parts = rest.split(',');
+        let path = parts.next().unwrap_or_default().trim();
+        if path.is_empty() {
+            return Err(AppError::Input(format!("--dataset {spec:?} has no path")));
+        }
+        let mut out = DatasetSpec { kind, path: path.to_string(), ..DatasetSpec::default() };
+        for part in parts.map(str::trim).filter(|p| !p.is_empty()) {
+            let Some((key, value)) = part.split_once('=') else {
+                let hint = match part.split_once(':') {
+                    Some((k, v)) => format!(" (write {k}={v})"),
+                    None => String::new(),
+                };
+                return Err(AppError::Input(format!(
+                    "--dataset option {part:?} is not key=value{hint}"
+                )));
+            };
+            out.set_option(key.trim(), value.trim())?;
+        }
+        Ok(out)
+    }
+
+    fn set_option(&mut self, key: &str, value: &str) -> Result<(), AppError> {
+        match key {
+            "name" => self.name = Some(value.to_string()),
+            "format" => self.format = Some(value.to_string()),
+            "type" => {
+                self.kind = match value {
+                    "performance" | "perf" => DatasetKind::Performance,
+                    "accuracy" | "acc" => DatasetKind::Accuracy,
+                    _ => {
+                        return Err(AppError::Input(format!(
+                            "dataset type {value:?} is not performance or accuracy"
+                        )))
+                    }
+                }
+            }
+            "samples" => {
+                let n = value.parse::<u64>().map_err(|_| {
+                    AppError::Input(format!("dataset samples={value:?} is not a whole number"))
+                })?;
+                self.samples = Some(n);
+            }
+            "parser.prompt" => self.parser.get_or_insert_with(Default::default).prompt = Some(value.into()),
+            "parser.system" => self.parser.get_or_insert_with(Default::default).system = Some(value.into()),
+            _ if key.starts_with("parser.") => {
+                return Err(AppError::Input(format!(
+                    "dataset option {key:?}: parser targets are prompt and system"
+                )))
+            }
+            _ if key.starts_with("accuracy_config.") => {
+                let sub = &key["accuracy_config.".len()..];
+                self.accuracy_config
+                    .get_or_insert_with(Default::default)
+                    .insert(sub.to_string(), Value::String(value.to_string()));
+            }
+            _ => {
+                return Err(AppError::Input(format!(
+                    "unknown dataset option {key:?} (known: name, type, format, samples, \
+                     parser.prompt, parser.system, accuracy_config.*)"
+                )))
+            }
+        }
+        Ok(())
+    }
+
+    /// The dataset's name: `name=` if given, else the file's stem.
+    pub fn display_name(&self) -> String {
+        if let Some(name) = &self.name {
+            return name.clone();
+        }
+        Path::new(&self.path)
+            .file_stem()
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_else(|| self.path.clone())
+    }
+}
+
+/// Loads a dataset from its command-line form `PATH[,parser.prompt=COL,…]`.
+pub fn load_dataset(spec: &str) -> Result<Dataset, AppError> {
+    load_dataset_spec(&DatasetSpec::parse(spec)?)
+}
+
+/// Loads a dataset entry: reads the file, applies the column mapping, builds the rows.
+pub fn load_dataset_spec(spec: &DatasetSpec) -> Result<Dataset, AppError> {
+    let path = Path::new(&spec.path);
+    let format = detect_format(spec)?;
+    let text = match std::fs::read_to_string(path) {
+        Ok(text) => text,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return Err(AppError::Input(format!("dataset file not found: {}", spec.path)))
+        }
+        Err(e) => {
+            return Err(AppError::Setup(format!("cannot read dataset {}: {e}", spec.path)))
+        }
+    };
+    let mut records = match format {
+        Format::Jsonl => parse_jsonl(&text, &spec.path)?,
+        Format::Json => parse_json(&text, &spec.path)?,
+        Format::Csv => parse_csv(&text, &spec.path)?,
+    };
+    if records.is_empty() {
+        return Err(AppError::Input(format!("dataset {} has no rows", spec.path)));
+    }
+    if let Some(limit) = spec.samples {
+        records.truncate(limit.max(1) as usize);
+    }
+    let columns = column_names(&records);
+    let mapping = column_mapping(spec, &columns)?;
+    let rows = records
+        .into_iter()
+        .enumerate()
+        .map(|(i, rec)| build_row(rec, &mapping, i, &spec.path))
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(Dataset { name: spec.display_name(), rows })
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Format {
+    Jsonl,
+    Json,
+    Csv,
+}
+
+fn detect_format(spec: &DatasetSpec) -> Result<Format, AppError> {
+    let ext = match &spec.format {
+        Some(f) => f.trim_start_matches('.').to_ascii_lowercase(),
+        None => Path::new(&spec.path)
+            .extension()
+            .map(|e| e.to_string_lossy().to_ascii_lowercase())
+            .unwrap_or_default(),
+    };
+    match ext.as_str() {
+        "jsonl" | "ndjson" => Ok(Format::Jsonl),
+        "json" => Ok(Format::Json),
+        "csv" => Ok(Format::Csv),
+        other => Err(AppError::Input(format!(
+            "dataset {}: format {other:?} is not supported (use .jsonl, .json or .csv, \
+             or set format=jsonl)",
+            spec.path
+        ))),
+    }
+}
+
+fn parse_jsonl(text: &str, path: &str) -> Result<Vec<Map<String, Value>>, AppError> {
+    let mut out = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        if line.trim().is_empty() {
+            continue;
+        }
+        match serde_json::from_str::<Value>(line) {
+            Ok(Value::Object(map)) => out.push(map),
+            Ok(_) => {
+                return Err(AppError::Input(format!(
+                    "dataset {path} line {}: not a JSON object",
+                    i + 1
+                )))
+            }
+            Err(e) => {
+                return Err(AppError::Input(format!("dataset {path} line {}: {e}", i + 1)))
+            }
+        }
+    }
+    Ok(out)
+}
+
+fn parse_json(text: &str, path: &str) -> Result<Vec<Map<String, Value>>, AppError> {
+    let value: Value = serde_json::from_str(text)
+        .map_err(|e| AppError::Input(format!("dataset {path}: {e}")))?;
+    match value {
+        Value::Array(items) => items
+            .into_iter()
+            .enumerate()
+            .map(|(i, v)| match v {
+                Value::Object(map) => Ok(map),
+                _ => Err(AppError::Input(format!("dataset {path} item {i}: not a JSON object"))),
+            })
+            .collect(),
+        Value::Object(columns) => columns_to_records(columns, path),
+        _ => Err(AppError::Input(format!(
+            "dataset {path}: expected an array of objects or an object of columns"
+        ))),
+    }
+}
+
+/// Turns `{col: [v0, v1, …]}` into records, as pandas reads a column-oriented file.
+fn columns_to_records(
+    columns: Map<String, Value>,
+    path: &str,
+) -> Result<Vec<Map<String, Value>>, AppError> {
+    let mut out: Vec<Map<String, Value>> = Vec::new();
+    for (name, col) in columns {
+        let Value::Array(values) = col else {
+            return Err(AppError::Input(format!("dataset {path}: column {name:?} is not an array")));
+        };
+        if out.is_empty() {
+            out.resize(values.len(), Map::new());
+        }
+        if values.len() != out.len() {
+            return Err(AppError::Input(format!(
+                "dataset {path}: column {name:?} has {} values, others have {}",
+                values.len(),
+                out.len()
+            )));
+        }
+        for (rec, v) in out.iter_mut().zip(values) {
+            rec.insert(name.clone(), v);
+        }
+    }
+    Ok(out)
+}
+
+fn parse_csv(text: &str, path: &str) -> Result<Vec<Map<String, Value>>, AppError> {
+    let mut records = split_csv(text).map_err(|e| AppError::Input(format!("dataset {path}: {e}")))?;
+    if records.is_empty() {
+        return Ok(Vec::new());
+    }
+    let header = records.remove(0);
+    let mut out = Vec::with_capacity(records.len());
+    for (i, fields) in records.into_iter().enumerate() {
+        if fields.len() != header.len() {
+            return Err(AppError::Input(format!(
+                "dataset {path} row {}: {} fields, header has {}",
+                i + 1,
+                fields.len(),
+                header.len()
+            )));
+        }
+        let map = header.iter().cloned().zip(fields.into_iter().map(Value::String)).collect();
+        out.push(map);
+    }
+    Ok(out)
+}
+
+/// Splits RFC 4180 CSV text into records (quoted fields, `""` escapes, CRLF or LF).
+fn split_csv(text: &str) -> Result<Vec<Vec<String>>, String> {
+    let mut records = Vec::new();
+    let mut record = Vec::new();
+    let mut field = String::new();
+    let mut in_quotes = false;
+    let mut chars = text.chars().peekable();
+    while let Some(c) = chars.next() {
+        match (c, in_quotes) {
+            ('"', true) if chars.peek() == Some(&'"') => {
+                chars.next();
+                field.push('"');
+            }
+            ('"', true) => in_quotes = false,
+            ('"', false) if field.is_empty() => in_quotes = true,
+            (',', false) => record.push(std::mem::take(&mut field)),
+            ('\r', false) if chars.peek() == Some(&'\n') => {}
+            ('\n', false) => {
+                record.push(std::mem::take(&mut field));
+                records.push(std::mem::take(&mut record));
+            }
+            (c, _) => field.push(c),
+        }
+    }
+    if in_quotes {
+        return Err("unterminated quoted field".to_string());
+    }
+    if !field.is_empty() || !record.is_empty() {
+        record.push(field);
+        records.push(record);
+    }
+    Ok(records)
+}
+
+/// Every column name, in order of first appearance.
+fn column_names(records: &[Map<String, Value>]) -> Vec<String> {
+    let mut names: Vec<String> = Vec::new();
+    for rec in records {
+        for key in rec.keys() {
+            if !names.iter().any(|n| n == key) {
+                names.push(key.clone());
+            }
+        }
+    }
+    names
+}
+
+/// Where each row field comes from after the user's remap and the automatic aliases.
+#[derive(Debug, Default, PartialEq, Eq)]
+struct ColumnMapping {
+    prompt: Option<String>,
+    system: Option<String>,
+    messages: Option<String>,
+    token_ids: Option<String>,
+    n: Option<String>,
+}
+
+fn column_mapping(spec: &DatasetSpec, columns: &[String]) -> Result<ColumnMapping, AppError> {
+    let has = |c: &str| columns.iter().any(|n| n == c);
+    let listed = columns.join(", ");
+    let parser = spec.parser.clone().unwrap_or_default();
+    let mut map = ColumnMapping::default();
+    for (target, source) in [("prompt", &parser.prompt), ("system", &parser.system)] {
+        let Some(source) = source else { continue };
+        if !has(source) {
+            return Err(AppError::Input(format!(
+                "dataset {}: column {source:?} (parser.{target}) not found; the file has \
+                 columns: {listed}",
+                spec.path
+            )));
+        }
+        match target {
+            "prompt" => map.prompt = Some(source.clone()),
+            _ => map.system = Some(source.clone()),
+        }
+    }
+    if map.prompt.is_none() {
+        if has("prompt") {
+            map.prompt = Some("prompt".into());
+        } else {
+            let present: Vec<&str> = PROMPT_ALIASES.iter().copied().filter(|a| has(a)).collect();
+            if present.len() > 1 {
+                return Err(AppError::Input(format!(
+                    "dataset {}: columns {} could each be the prompt; choose one with \
+                     parser.prompt=COL",
+                    spec.path,
+                    present.join(", ")
+                )));
+            }
+            map.prompt = present.first().map(|s| s.to_string());
+        }
+    }
+    if map.system.is_none() {
+        map.system = ["system", "system_prompt"].iter().find(|c| has(c)).map(|s| s.to_string());
+    }
+    map.messages = has("messages").then(|| "messages".to_string());
+    map.token_ids = ["token_ids", "input_tokens"].iter().find(|c| has(c)).map(|s| s.to_string());
+    map.n = has("n").then(|| "n".to_string());
+    if map.prompt.is_none() && map.messages.is_none() && map.token_ids.is_none() {
+        return Err(AppError::Input(format!(
+            "dataset {}: no prompt column; the file has columns: {listed}; map one with \
+             --dataset {},parser.prompt=COL",
+            spec.path, spec.path
+        )));
+    }
+    Ok(map)
+}
+
+fn build_row(
+    mut rec: Map<String, Value>,
+    map: &ColumnMapping,
+    index: usize,
+    path: &str,
+) -> Result<Row, AppError> {
+    let bad = |col: &str, what: &str| {
+        AppError::Input(format!("dataset {path} row {index}: column {col:?} {what}"))
+    };
+    let mut take = |col: &Option<String>| col.as_ref().and_then(|c| rec.remove(c));
+    let mut row = Row::default();
+    match take(&map.prompt) {
+        None | Some(Value::Null) => {}
+        Some(Value::String(s)) => row.prompt = Some(s),
+        Some(Value::Array(items)) => {
+            let col = map.prompt.as_deref().unwrap_or("prompt");
+            row.token_ids = Some(token_list(items).ok_or_else(|| bad(col, "is not a string"))?);
+        }
+        Some(_) => return Err(bad(map.prompt.as_deref().unwrap_or("prompt"), "is not a string")),
+    }
+    match take(&map.system) {
+        None | Some(Value::Null) => {}
+        Some(Value::String(s)) => row.system = Some(s),
+        Some(_) => return Err(bad(map.system.as_deref().unwrap_or("system"), "is not a string")),
+    }
+    match take(&map.messages) {
+        None | Some(Value::Null) => {}
+        Some(v @ Value::Array(_)) => row.messages = Some(v),
+        Some(Value::String(s)) => {
+            let v: Value =
+                serde_json::from_str(&s).map_err(|_| bad("messages", "is not a JSON list"))?;
+            row.messages = Some(v);
+        }
+        Some(_) => return Err(bad("messages", "is not a list")),
+    }
+    if let Some(v) = take(&map.token_ids) {
+        let col = map.token_ids.as_deref().unwrap_or("token_ids");
+        match v {
+            Value::Null => {}
+            Value::Array(items) => {
+                row.token_ids = Some(token_list(items).ok_or_else(|| bad(col, "is not a list of token ids"))?)
+            }
+            _ => return Err(bad(col, "is not a list of token ids")),
+        }
+    }
+    match take(&map.n) {
+        None | Some(Value::Null) => {}
+        Some(v) => {
+            let n = v
+                .as_u64()
+                .or_else(|| v.as_str().and_then(|s| s.parse().ok()))
+                .and_then(|n| u32::try_from(n).ok())
+                .ok_or_else(|| bad("n", "is not a whole number"))?;
+            row.n = Some(n);
+        }
+    }
+    if row.prompt.is_none() && row.messages.is_none() && row.token_ids.is_none() {
+        return Err(AppError::Input(format!(
+            "dataset {path} row {index}: no prompt, messages or token ids"
+        )));
+    }
+    Ok(row)
+}
+
+fn token_list(items: Vec<Value>) -> Option<Vec<u32>> {
+    items.into_iter().map(|v| v.as_u64().and_then(|n| u32::try_from(n).ok())).collect()
+}
+
+const SYNTHETIC_TEMPLATES: [&str; 10] = [
+    "Write a short story about",
+    "Explain the basics of",
+    "Analyze the importance of",
+    "Summarize recent progress in",
+    "Describe a practical use of",
+    "List three open problems in",
+    "Compare two approaches to",
+    "Give a beginner's guide to",
+    "Discuss the main risks of",
+    "Outline a lesson plan on",
+];
+
+const SYNTHETIC_TOPICS: [&str; 10] = [
+    "machine learning",
+    "renewable energy",
+    "ocean currents",
+    "quantum computing",
+    "urban gardening",
+    "ancient history",
+    "space exploration",
+    "public health",
+    "data privacy",
+    "music theory",
+];
+
+/// The prompt of synthetic row `i`: one of 10 templates × 10 topics, tagged with the case.
+pub fn synthetic_prompt(i: usize) -> String {
+    let template = SYNTHETIC_TEMPLATES[i % SYNTHETIC_TEMPLATES.len()];
+    let topic = SYNTHETIC_TOPICS[(i / SYNTHETIC_TEMPLATES.len()) % SYNTHETIC_TOPICS.len()];
+    format!("{template} {topic} (case {i})")
+}
+
+/// The built-in dataset used when no `--dataset` is given: 1,000 deterministic prompts,
+/// the same ones as `tests/assets/datasets/dummy_1k.jsonl`.
+pub fn synthetic_dataset() -> Dataset {
+    let rows = (0..SYNTHETIC_ROW_COUNT)
+        .map(|i| Row { prompt: Some(synthetic_prompt(i)), ..Row::default() })
+        .collect();
+    Dataset { name: "synthetic".to_string(), rows }
+}
+
+/// The JSONL text of `tests/assets/datasets/dummy_1k.jsonl` (prompts in `text_input`).
+pub fn synthetic_jsonl() -> String {
+    let mut out = String::new();
+    for i in 0..SYNTHETIC_ROW_COUNT {
+        let line = serde_json::json!({
+            "text_input": synthetic_prompt(i),
+            "ref_output": format!("A reference answer for case {i}"),
+        });
+        out.push_str(&line.to_string());
+        out.push('\n');
+    }
+    out
+}

@@ -1,0 +1,268 @@
+//! Client tokenizer: local loading only (a `tokenizer.json`, a folder holding one, or a
+//! Hugging Face id found in the local HF cache), and the ISL counting rules of anchor §6.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use serde_json::Value;
+
+use crate::dataset::Row;
+use crate::error::AppError;
+
+/// A loaded tokenizer plus the chat template of its folder's `tokenizer_config.json`.
+///
+/// Counting uses only single-input calls: batch calls start rayon threads, and no thread
+/// may exist in the coordinator before the fork (DESIGN.md).
+#[derive(Debug, Clone)]
+pub struct Tokenizer {
+    inner: Arc<tokenizers::Tokenizer>,
+    chat_template: Option<Arc<str>>,
+    bos_token: Option<String>,
+    eos_token: Option<String>,
+    source: PathBuf,
+}
+
+impl Tokenizer {
+    /// Loads a tokenizer from a `tokenizer.json` file, a folder holding one, or a Hugging
+    /// Face id in the local cache. Never downloads; a failure is a setup error (exit 3)
+    /// that names every place tried.
+    pub fn load(spec: &str) -> Result<Tokenizer, AppError> {
+        let candidates = candidate_files(spec);
+        for file in &candidates {
+            if file.is_file() {
+                return Self::load_file(file);
+            }
+        }
+        let tried: Vec<String> = candidates.iter().map(|p| p.display().to_string()).collect();
+        Err(AppError::Setup(format!(
+            "tokenizer {spec:?} not found locally (tried {}); give a tokenizer.json file, \
+             a folder holding one, or a model id present in the local hugging face cache",
+            tried.join(", ")
+        )))
+    }
+
+    /// Loads one `tokenizer.json`; the chat template comes from `tokenizer_config.json`
+    /// beside it, if any.
+    pub fn load_file(file: &Path) -> Result<Tokenizer, AppError> {
+        let inner = tokenizers::Tokenizer::from_file(file).map_err(|e| {
+            AppError::Setup(format!("cannot load tokenizer {}: {e}", file.display()))
+        })?;
+        let config = file.parent().map(|d| d.join("tokenizer_config.json"));
+        let config = match config.filter(|c| c.is_file()) {
+            Some(path) => read_config(&path)?,
+            None => Value::Null,
+        };
+        Ok(Tokenizer {
+            inner: Arc::new(inner),
+            chat_template: chat_template_of(&config).map(Arc::from),
+            bos_token: special_token(&config, "bos_token"),
+            eos_token: special_token(&config, "eos_token"),
+            source: file.to_path_buf(),
+        })
+    }
+
+    /// The `tokenizer.json` this was loaded from.
+    pub fn source(&self) -> &Path {
+        &self.source
+    }
+
+    /// Whether the folder's `tokenizer_config.json` has a chat template.
+    pub fn has_chat_template(&self) -> bool {
+        self.chat_template.is_some()
+    }
+
+    /// Tokens in `text`, without special tokens.
+    pub fn count(&self, text: &str) -> Result<u32, String> {
+        let enc = self.inner.encode(text, false).map_err(|e| format!("tokenizer failed: {e}"))?;
+        Ok(u32::try_from(enc.len()).unwrap_or(u32::MAX))
+    }
+
+    /// The ISL of a row (anchor §6): token ids by length; `messages` through the chat
+    /// template with a generation prompt (falling back to the JSON of the messages when
+    /// there is no template or it fails); a text prompt raw, without system prompt or
+    /// template. A row with none of them counts 0.
+    pub fn count_row(&self, row: &Row) -> Result<u32, String> {
+        if let Some(ids) = &row.token_ids {
+            return Ok(u32::try_from(ids.len()).unwrap_or(u32::MAX));
+        }
+        if let Some(messages) = row.messages.as_ref().filter(|m| !is_empty_list(m)) {
+            return match self.render_chat(messages) {
+                Some(text) => self.count(&text),
+                None => self.count(&python_json(&serde_json::json!({ "messages": messages }))),
+            };
+        }
+        match &row.prompt {
+            Some(prompt) => self.count(prompt),
+            None => Ok(0),
+        }
+    }
+
+    /// A deep copy for a tokenizer thread, so threads share no model caches.
+    pub fn clone_for_thread(&self) -> Tokenizer {
+        Tokenizer { inner: Arc::new((*self.inner).clone()), ..self.clone() }
+    }
+
+    /// Renders `messages` with the chat template and a generation prompt, as Hugging Face
+    /// does; `None` when there is no template or it fails to render.
+    pub fn render_chat(&self, messages: &Value) -> Option<String> {
+        let template = self.chat_template.as_deref()?;
+        let mut env = minijinja::Environment::new();
+        env.add_function("raise_exception", |msg: String| -> Result<String, minijinja::Error> {
+            Err(minijinja::Error::new(minijinja::ErrorKind::InvalidOperation, msg))
+        });
+        env.add_template("chat", template).ok()?;
+        let ctx = minijinja::context! {
+            messages => minijinja::Value::from_serialize(messages),
+            add_generation_prompt => true,
+            bos_token => self.bos_token.clone().unwrap_or_default(),
+            eos_token => self.eos_token.clone().unwrap_or_default(),
+        };
+        env.get_template("chat").ok()?.render(ctx).ok()
+    }
+}
+
+fn is_empty_list(v: &Value) -> bool {
+    matches!(v, Value::Array(a) if a.is_empty())
+}
+
+/// Where a spec may name a `tokenizer.json`, in the order tried.
+fn candidate_files(spec: &str) -> Vec<PathBuf> {
+    let path = Path::new(spec);
+    if path.is_file() {
+        return vec![path.to_path_buf()];
+    }
+    let mut out = vec![path.join("tokenizer.json")];
+    if path.is_dir() || spec.starts_with('.') || spec.starts_with('/') {
+        return out;
+    }
+    if let Some(repo) = hf_cache_dir().map(|hub| hub.join(format!("models--{}", spec.replace('/', "--")))) {
+        out.extend(hf_snapshot_files(&repo));
+    }
+    out
+}
+
+/// The local Hugging Face hub cache: `$HF_HUB_CACHE`, `$HF_HOME/hub`, or
+/// `~/.cache/huggingface/hub`.
+fn hf_cache_dir() -> Option<PathBuf> {
+    if let Some(dir) = std::env::var_os("HF_HUB_CACHE") {
+        return Some(PathBuf::from(dir));
+    }
+    if let Some(home) = std::env::var_os("HF_HOME") {
+        return Some(PathBuf::from(home).join("hub"));
+    }
+    let home = std::env::var_os("HOME")?;
+    Some(PathBuf::from(home).join(".cache/huggingface/hub"))
+}
+
+/// The repo's `tokenizer.json` candidates: the snapshot `refs/main` names first, then every
+/// other snapshot in name order.
+fn hf_snapshot_files(repo: &Path) -> Vec<PathBuf> {
+    let snapshots = repo.join("snapshots");
+    let mut out = Vec::new();
+    if let Ok(main) = std::fs::read_to_string(repo.join("refs/main")) {
+        out.push(snapshots.join(main.trim()).join("tokenizer.json"));
+    }
+    let mut others: Vec<PathBuf> = std::fs::read_dir(&snapshots)
+        .map(|rd| rd.filter_map(|e| e.ok()).map(|e| e.path().join("tokenizer.json")).collect())
+        .unwrap_or_default();
+    others.sort();
+    for p in others {
+        if !out.contains(&p) {
+            out.push(p);
+        }
+    }
+    if out.is_empty() {
+        out.push(snapshots.join("<revision>").join("tokenizer.json"));
+    }
+    out
+}
+
+fn read_config(path: &Path) -> Result<Value, AppError> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| AppError::Setup(format!("cannot read {}: {e}", path.display())))?;
+    serde_json::from_str(&text)
+        .map_err(|e| AppError::Setup(format!("cannot parse {}: {e}", path.display())))
+}
+
+/// `chat_template` as a string, or the `default` entry of a list of named templates.
+fn chat_template_of(config: &Value) -> Option<String> {
+    match config.get("chat_template")? {
+        Value::String(s) => Some(s.clone()),
+        Value::Array(items) => items
+            .iter()
+            .find(|t| t.get("name").and_then(Value::as_str) == Some("default"))
+            .or_else(|| items.first())
+            .and_then(|t| t.get("template"))
+            .and_then(Value::as_str)
+            .map(str::to_string),
+        _ => None,
+    }
+}
+
+/// A special token given as a string or as `{"content": …}`.
+fn special_token(config: &Value, key: &str) -> Option<String> {
+    match config.get(key)? {
+        Value::String(s) => Some(s.clone()),
+        v => v.get("content").and_then(Value::as_str).map(str::to_string),
+    }
+}
+
+/// JSON as Python's `json.dumps` writes it by default (`", "` and `": "` separators,
+/// non-ASCII escaped), so a fallback count matches the reference's.
+pub fn python_json(value: &Value) -> String {
+    let mut out = String::new();
+    write_python_json(value, &mut out);
+    out
+}
+
+fn write_python_json(value: &Value, out: &mut String) {
+    match value {
+        Value::Array(items) => {
+            out.push('[');
+            for (i, item) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push_str(", ");
+                }
+                write_python_json(item, out);
+            }
+            out.push(']');
+        }
+        Value::Object(map) => {
+            out.push('{');
+            for (i, (k, v)) in map.iter().enumerate() {
+                if i > 0 {
+                    out.push_str(", ");
+                }
+                write_python_str(k, out);
+                out.push_str(": ");
+                write_python_json(v, out);
+            }
+            out.push('}');
+        }
+        Value::String(s) => write_python_str(s, out),
+        other => out.push_str(&other.to_string()),
+    }
+}
+
+fn write_python_str(s: &str, out: &mut String) {
+    out.push('"');
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            '\u{8}' => out.push_str("\\b"),
+            '\u{c}' => out.push_str("\\f"),
+            c if (c as u32) < 0x20 || (c as u32) > 0x7f => {
+                let mut buf = [0u16; 2];
+                for unit in c.encode_utf16(&mut buf) {
+                    out.push_str(&format!("\\u{unit:04x}"));
+                }
+            }
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+}
