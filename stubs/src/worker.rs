@@ -1,7 +1,10 @@
 //! One worker thread: a monoio runtime (io_uring, epoll fallback) that accepts on its own
 //! listener and serves each connection in its own task until the server stops.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
+use std::collections::HashMap;
+use std::future::{poll_fn, Future};
+use std::task::{Poll, Waker};
 use std::net::TcpListener as StdListener;
 use std::rc::Rc;
 use std::sync::atomic::Ordering;
@@ -49,9 +52,16 @@ pub fn run(shared: Arc<Shared>, index: usize, listener: StdListener) -> std::io:
             handler: RefCell::new(handler),
             limit: limit.map(LocalSemaphore::new),
         });
-        monoio::spawn(accept_loop(listener, ctx));
+        let stop = Rc::new(StopSignal::default());
+        monoio::spawn(stop.clone().guard(accept_loop(listener, ctx, stop.clone())));
         while !shared.stop.load(Ordering::Acquire) {
             monoio::time::sleep(STOP_POLL).await;
+        }
+        // Dropping the runtime does not drop its tasks: end each one, which closes its socket.
+        stop.fire();
+        let give_up = Instant::now() + Duration::from_secs(1);
+        while stop.live.get() > 0 && Instant::now() < give_up {
+            monoio::time::sleep(Duration::from_millis(1)).await;
         }
         Ok(())
     })
@@ -65,12 +75,12 @@ fn per_worker_limit(total: usize, workers: usize, index: usize) -> Option<usize>
     Some((total / workers + usize::from(index < total % workers)).max(1))
 }
 
-async fn accept_loop(listener: TcpListener, ctx: Rc<Ctx>) {
+async fn accept_loop(listener: TcpListener, ctx: Rc<Ctx>, stop: Rc<StopSignal>) {
     loop {
         match listener.accept().await {
             Ok((stream, _)) => {
                 let _ = stream.set_nodelay(true);
-                monoio::spawn(serve(stream, ctx.clone()));
+                monoio::spawn(stop.clone().guard(serve(stream, ctx.clone())));
             }
             // Out of descriptors or an aborted handshake: keep accepting.
             Err(_) => monoio::time::sleep(Duration::from_millis(1)).await,
@@ -203,5 +213,50 @@ async fn stall(mut stream: TcpStream) {
             Ok(n) if n > 0 => {}
             _ => return,
         }
+    }
+}
+
+/// Ends every task of a worker when the server stops: each task runs under `guard`, which
+/// drops the task's future (and so closes its socket) once `fire` is called.
+#[derive(Default)]
+struct StopSignal {
+    fired: Cell<bool>,
+    next_id: Cell<u64>,
+    live: Cell<usize>,
+    wakers: RefCell<HashMap<u64, Waker>>,
+}
+
+impl StopSignal {
+    fn fire(&self) {
+        self.fired.set(true);
+        let wakers: Vec<Waker> = self.wakers.borrow_mut().drain().map(|(_, w)| w).collect();
+        wakers.into_iter().for_each(Waker::wake);
+    }
+
+    /// Runs `fut` until it ends or the signal fires. A monoio task's waker is the same on
+    /// every poll, so it is registered once.
+    async fn guard(self: Rc<Self>, fut: impl Future<Output = ()>) {
+        let id = self.next_id.get();
+        self.next_id.set(id + 1);
+        self.live.set(self.live.get() + 1);
+        let mut fut = std::pin::pin!(fut);
+        let mut registered = false;
+        poll_fn(|cx| {
+            if self.fired.get() {
+                return Poll::Ready(());
+            }
+            if fut.as_mut().poll(cx).is_ready() {
+                return Poll::Ready(());
+            }
+            if !registered {
+                self.wakers.borrow_mut().insert(id, cx.waker().clone());
+                registered = true;
+            }
+            Poll::Pending
+        })
+        .await;
+        drop(fut);
+        self.wakers.borrow_mut().remove(&id);
+        self.live.set(self.live.get() - 1);
     }
 }

@@ -1,0 +1,190 @@
+//! Behaviour of the stub servers over real sockets: echo counts, framing of partial and
+//! pipelined requests, errors, stopping, and the variable stub's timing.
+
+mod common;
+
+use std::io::Write;
+use std::net::TcpListener;
+use std::time::{Duration, Instant};
+
+use common::{post, start, Conn};
+use loadgen_stubs::StubKind;
+
+const CHAT: &str = "/v1/chat/completions";
+
+fn sse_frames(body: &str) -> Vec<&str> {
+    body.split("\n\n").filter(|f| !f.is_empty()).map(|f| f.strip_prefix("data: ").unwrap()).collect()
+}
+
+#[test]
+fn echo_counts_characters_not_bytes() {
+    let server = start(StubKind::Echo, |_| {});
+    let mut conn = Conn::new(server.addr());
+    let text = "héllo wörld, ünïcode ✓";
+    let chars = text.chars().count() as u64;
+    let body = format!(
+        r#"{{"model":"m","messages":[{{"role":"system","content":"ignored"}},{{"role":"user","content":"{text}"}}]}}"#
+    );
+    let r = conn.roundtrip(CHAT, &body).json();
+    assert_eq!(r["choices"][0]["message"]["content"], text);
+    assert_eq!(r["model"], "m");
+    assert_eq!(r["usage"]["prompt_tokens"], chars);
+    assert_eq!(r["usage"]["completion_tokens"], chars);
+    assert_eq!(r["usage"]["total_tokens"], 2 * chars);
+    server.stop();
+}
+
+#[test]
+fn echo_streams_interval_sized_events_and_usage_only_when_asked() {
+    let server = start(StubKind::Echo, |c| c.stream_interval = 4);
+    let mut conn = Conn::new(server.addr());
+    let text = "abcdéfghij";
+    for usage in [false, true] {
+        let body = format!(
+            r#"{{"messages":[{{"role":"user","content":"{text}"}}],"stream":true,"stream_options":{{"include_usage":{usage}}}}}"#
+        );
+        let r = conn.roundtrip(CHAT, &body);
+        assert_eq!(r.chunks.len(), 3 + 1, "three content chunks and the tail");
+        let frames = sse_frames(r.body_str());
+        let deltas: Vec<String> = frames[..3]
+            .iter()
+            .map(|f| serde_json::from_str::<serde_json::Value>(f).unwrap())
+            .map(|v| v["choices"][0]["delta"]["content"].as_str().unwrap().to_string())
+            .collect();
+        assert_eq!(deltas, ["abcd", "éfgh", "ij"]);
+        assert_eq!(*frames.last().unwrap(), "[DONE]");
+        let has_usage = frames.iter().any(|f| f.contains("\"usage\""));
+        assert_eq!(has_usage, usage);
+        if usage {
+            let u: serde_json::Value = serde_json::from_str(frames[frames.len() - 2]).unwrap();
+            assert_eq!(u["choices"], serde_json::json!([]));
+            assert_eq!(u["usage"]["completion_tokens"], 10);
+            assert_eq!(u["usage"]["prompt_tokens"], 10);
+        }
+    }
+    server.stop();
+}
+
+#[test]
+fn echo_completions_and_generate_inputs() {
+    let server = start(StubKind::Echo, |_| {});
+    let mut conn = Conn::new(server.addr());
+    let r = conn.roundtrip("/v1/completions", r#"{"prompt":[1,2,3,4,5]}"#).json();
+    assert_eq!(r["choices"][0]["text"], "xxxxx");
+    assert_eq!(r["usage"]["prompt_tokens"], 5);
+    let r = conn.roundtrip("/v1/completions", r#"{"prompt":"hé"}"#).json();
+    assert_eq!(r["usage"]["completion_tokens"], 2);
+    let r = conn.roundtrip("/generate", r#"{"text":"añb","sampling_params":{}}"#).json();
+    assert_eq!(r["text"], "añb");
+    assert_eq!(r["output_ids"], serde_json::json!([97, 241, 98]));
+    assert_eq!(r["meta_info"]["prompt_tokens"], 3);
+    assert_eq!(r["meta_info"]["completion_tokens"], 3);
+    let r = conn.roundtrip("/generate", r#"{"input_ids":[7,8],"stream":true}"#);
+    let frames = sse_frames(r.body_str());
+    let last: serde_json::Value = serde_json::from_str(frames[frames.len() - 2]).unwrap();
+    assert_eq!(last["text"], "xx", "cumulative text");
+    assert_eq!(last["meta_info"]["finish_reason"]["type"], "stop");
+    server.stop();
+}
+
+#[test]
+fn requests_in_single_bytes_and_pipelined_get_one_answer_each() {
+    let server = start(StubKind::Echo, |_| {});
+    let mut conn = Conn::new(server.addr());
+    let req = post(CHAT, r#"{"messages":[{"role":"user","content":"byte by byte"}]}"#);
+    for b in &req {
+        conn.stream.write_all(std::slice::from_ref(b)).unwrap();
+        conn.stream.flush().unwrap();
+    }
+    let r = conn.read_response().unwrap();
+    assert_eq!(r.json()["choices"][0]["message"]["content"], "byte by byte");
+    let mut three = Vec::new();
+    for word in ["one", "two", "three"] {
+        three.extend(post(CHAT, &format!(r#"{{"messages":[{{"role":"user","content":"{word}"}}]}}"#)));
+    }
+    conn.send(&three);
+    for word in ["one", "two", "three"] {
+        let r = conn.read_response().unwrap();
+        assert_eq!(r.json()["choices"][0]["message"]["content"], word);
+    }
+    server.stop();
+}
+
+#[test]
+fn max_throughput_answers_pipelined_requests_in_order() {
+    let server = start(StubKind::MaxThroughput, |c| c.output_length = 3);
+    let mut conn = Conn::new(server.addr());
+    let mut batch = Vec::new();
+    for _ in 0..50 {
+        batch.extend(post(CHAT, r#"{"stream":false}"#));
+        batch.extend(post("/v1/completions", r#"{"stream":true}"#));
+    }
+    conn.send(&batch);
+    for _ in 0..50 {
+        assert!(conn.read_response().unwrap().body_str().contains("\"chat.completion\""));
+        assert!(conn.read_response().unwrap().body_str().ends_with("data: [DONE]\n\n"));
+    }
+    assert_eq!(server.requests_total(), 100);
+    server.stop();
+}
+
+#[test]
+fn bad_requests_get_400_and_unknown_paths_404() {
+    for kind in [StubKind::Echo, StubKind::MaxThroughput, StubKind::Variable] {
+        let server = start(kind, |_| {});
+        let mut conn = Conn::new(server.addr());
+        let r = conn.roundtrip("/v1/nothing", "{}");
+        assert_eq!(r.status, 404);
+        assert!(r.json()["error"]["message"].as_str().unwrap().contains("/v1/nothing"));
+        conn.send(b"NOT HTTP\x01\r\n\r\n");
+        let r = conn.read_response().unwrap();
+        assert_eq!(r.status, 400);
+        assert!(r.json()["error"]["message"].is_string());
+        assert!(conn.closed(), "a bad request closes the connection");
+        server.stop();
+    }
+    let server = start(StubKind::Echo, |_| {});
+    let mut conn = Conn::new(server.addr());
+    assert_eq!(conn.roundtrip(CHAT, "{not json").status, 400);
+    assert_eq!(conn.roundtrip(CHAT, r#"{"messages":[]}"#).status, 400);
+    assert_eq!(conn.roundtrip(CHAT, r#"{"messages":[{"role":"user","content":"ok"}]}"#).status, 200);
+    server.stop();
+}
+
+#[test]
+fn stopped_server_releases_its_port() {
+    let server = start(StubKind::MaxThroughput, |c| c.workers = 2);
+    let addr = server.addr();
+    let mut conn = Conn::new(addr);
+    assert_eq!(conn.roundtrip(CHAT, "{}").status, 200);
+    server.stop();
+    assert!(conn.closed(), "open connections are closed on stop");
+    let again = TcpListener::bind(addr).expect("port is free after stop");
+    drop(again);
+}
+
+#[test]
+fn variable_stub_with_fixed_timings_hits_its_deadlines() {
+    let ttft = Duration::from_millis(40);
+    let server = start(StubKind::Variable, |c| {
+        c.stream_interval = 2;
+        c.variable.output_len_mean = 10.0;
+        c.variable.output_len_spread = 0.0;
+        c.variable.first_chunk_latency_s = ttft.as_secs_f64();
+        c.variable.first_chunk_spread = 0.0;
+        c.variable.inter_token_latency_ms = 5.0;
+    });
+    let mut conn = Conn::new(server.addr());
+    let t0 = Instant::now();
+    conn.send(&post(CHAT, r#"{"stream":true}"#));
+    let r = conn.read_response().unwrap();
+    let total = t0.elapsed();
+    // Five events of two characters: the last at TTFT + 4 x 2 x 5 ms = 80 ms.
+    let want = ttft + Duration::from_millis(40);
+    assert!(total >= want, "{total:?} < {want:?}");
+    assert!(total < want + Duration::from_millis(30), "{total:?} far past {want:?}");
+    assert_eq!(r.chunks.len(), 5 + 1);
+    let frames = sse_frames(r.body_str());
+    assert!(frames[0].contains("\"model\":\"variable-resp\""));
+    server.stop();
+}
