@@ -136,6 +136,17 @@ impl Conn {
         Ok(Response { status, head, raw, body, chunks })
     }
 
+    /// Reads and discards until EOF: true on EOF, false on a timeout or error.
+    pub fn drains_to_eof(&mut self) -> bool {
+        loop {
+            match self.fill() {
+                Ok(true) => continue,
+                Ok(false) => return true,
+                Err(_) => return false,
+            }
+        }
+    }
+
     /// True when the server closed the connection (EOF) with nothing more to read.
     pub fn closed(&mut self) -> bool {
         matches!(self.fill(), Ok(false)) && self.buf.is_empty()
