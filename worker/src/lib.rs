@@ -1,5 +1,6 @@
 //! loadgen-worker: the wire vocabulary (records, rings) and the worker process's HTTP/1.1 client.
 
+pub mod request;
 pub mod wire;
 
 /// CLOCK_MONOTONIC in nanoseconds: the one clock of the project (coordinator and workers alike).

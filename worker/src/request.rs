@@ -1,0 +1,518 @@
+//! Request bytes, built once per dataset row before fork: JSON bodies in the reference's key order
+//! and HTTP/1.1 heads in the reference's header layout.
+
+use std::io::Write;
+use std::net::{SocketAddr, ToSocketAddrs};
+
+/// Which API the endpoint speaks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ApiType {
+    /// `/v1/chat/completions`
+    OpenAiChat,
+    /// `/v1/completions`
+    OpenAiCompletions,
+    /// SGLang's native `/generate`
+    Sglang,
+}
+
+impl ApiType {
+    /// The route under the endpoint's path prefix.
+    pub fn path(self) -> &'static str {
+        match self {
+            ApiType::OpenAiChat => "/v1/chat/completions",
+            ApiType::OpenAiCompletions => "/v1/completions",
+            ApiType::Sglang => "/generate",
+        }
+    }
+}
+
+/// Errors building requests.
+#[derive(Debug, thiserror::Error)]
+pub enum RequestError {
+    #[error("endpoint url {url:?} is not supported: {why}")]
+    BadUrl { url: String, why: &'static str },
+    #[error("cannot resolve endpoint host {host:?}: {source}")]
+    Resolve { host: String, source: std::io::Error },
+    #[error("{api:?} requests cannot carry {what}")]
+    UnsupportedPrompt { api: ApiType, what: &'static str },
+    #[error("cannot encode request json: {0}")]
+    Json(#[from] serde_json::Error),
+}
+
+/// Everything in a request body that is the same for every row.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RequestOptions {
+    pub api: ApiType,
+    pub model: String,
+    pub streaming: bool,
+    /// Add `"stream_options":{"include_usage":true}` to streaming OpenAI requests.
+    pub stream_include_usage: bool,
+    pub max_output_tokens: u32,
+    pub min_output_tokens: Option<u32>,
+    pub temperature: Option<f64>,
+    pub top_p: Option<f64>,
+    pub top_k: Option<i64>,
+    pub seed: Option<u64>,
+    /// Extra top-level keys, appended in order.
+    pub extra: Vec<(String, serde_json::Value)>,
+}
+
+/// One row's prompt.
+#[derive(Clone, Copy, Debug)]
+pub enum Prompt<'a> {
+    Text {
+        system: Option<&'a str>,
+        user: &'a str,
+    },
+    /// A chat `messages` array, sent verbatim.
+    Messages(&'a serde_json::Value),
+    TokenIds(&'a [u32]),
+}
+
+/// Where requests go.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Endpoint {
+    pub host: String,
+    pub port: u16,
+    /// "" or "/prefix" (no trailing slash).
+    pub path_prefix: String,
+    pub addr: SocketAddr,
+}
+
+impl Endpoint {
+    /// Parses `http://host[:port][/prefix]` and resolves the host (first address).
+    pub fn parse(url: &str) -> Result<Endpoint, RequestError> {
+        let bad = |why| RequestError::BadUrl { url: url.to_string(), why };
+        let rest = if let Some(rest) = url.strip_prefix("http://") {
+            rest
+        } else if url.starts_with("https://") {
+            return Err(bad("https is not supported yet; use http://"));
+        } else {
+            return Err(bad("it must start with http://"));
+        };
+        let (authority, path) = match rest.find('/') {
+            Some(i) => (&rest[..i], &rest[i..]),
+            None => (rest, ""),
+        };
+        if authority.is_empty() {
+            return Err(bad("it has no host"));
+        }
+        let (host, port) =
+            split_host_port(authority).ok_or_else(|| bad("its port is not a number"))?;
+        let path_prefix = path.trim_end_matches('/').to_string();
+        let addr = (host.trim_matches(|c| c == '[' || c == ']'), port)
+            .to_socket_addrs()
+            .map_err(|source| RequestError::Resolve { host: host.to_string(), source })?
+            .next()
+            .ok_or_else(|| RequestError::Resolve {
+                host: host.to_string(),
+                source: std::io::Error::other("no address found"),
+            })?;
+        Ok(Endpoint { host: host.to_string(), port, path_prefix, addr })
+    }
+
+    /// The `Host` header value: the port is omitted for 80 and 443.
+    pub fn host_header(&self) -> String {
+        if self.port == 80 || self.port == 443 {
+            self.host.clone()
+        } else {
+            format!("{}:{}", self.host, self.port)
+        }
+    }
+}
+
+fn split_host_port(authority: &str) -> Option<(&str, u16)> {
+    // An IPv6 literal keeps its colons inside brackets.
+    let colon = match authority.rfind(']') {
+        Some(end) => authority[end..].find(':').map(|i| end + i),
+        None => authority.rfind(':'),
+    };
+    match colon {
+        Some(i) => Some((&authority[..i], authority[i + 1..].parse().ok()?)),
+        None => Some((authority, 80)),
+    }
+}
+
+/// The compact JSON body for one row, keys in the reference's order.
+pub fn body_json(opts: &RequestOptions, prompt: Prompt<'_>) -> Result<Vec<u8>, RequestError> {
+    let mut out = Vec::with_capacity(256);
+    match opts.api {
+        ApiType::OpenAiChat => chat_body(&mut out, opts, prompt)?,
+        ApiType::OpenAiCompletions => completions_body(&mut out, opts, prompt)?,
+        ApiType::Sglang => sglang_body(&mut out, opts, prompt)?,
+    }
+    Ok(out)
+}
+
+fn key(out: &mut Vec<u8>, name: &str) {
+    out.push(b',');
+    out.push(b'"');
+    out.extend_from_slice(name.as_bytes());
+    out.extend_from_slice(b"\":");
+}
+
+fn json(out: &mut Vec<u8>, value: &impl serde::Serialize) -> Result<(), RequestError> {
+    serde_json::to_writer(&mut *out, value)?;
+    Ok(())
+}
+
+/// Sampling keys shared by the OpenAI bodies, then stream flags, then extras.
+fn openai_tail(
+    out: &mut Vec<u8>,
+    opts: &RequestOptions,
+    always_stream_key: bool,
+) -> Result<(), RequestError> {
+    if let Some(v) = opts.temperature {
+        key(out, "temperature");
+        json(out, &v)?;
+    }
+    if let Some(v) = opts.top_p {
+        key(out, "top_p");
+        json(out, &v)?;
+    }
+    if let Some(v) = opts.top_k {
+        key(out, "top_k");
+        json(out, &v)?;
+    }
+    if let Some(v) = opts.seed {
+        key(out, "seed");
+        json(out, &v)?;
+    }
+    if opts.streaming || always_stream_key {
+        key(out, "stream");
+        json(out, &opts.streaming)?;
+    }
+    if opts.streaming && opts.stream_include_usage {
+        key(out, "stream_options");
+        out.extend_from_slice(br#"{"include_usage":true}"#);
+    }
+    for (name, value) in &opts.extra {
+        out.push(b',');
+        json(out, name)?;
+        out.push(b':');
+        json(out, value)?;
+    }
+    out.push(b'}');
+    Ok(())
+}
+
+fn chat_body(
+    out: &mut Vec<u8>,
+    opts: &RequestOptions,
+    prompt: Prompt<'_>,
+) -> Result<(), RequestError> {
+    out.extend_from_slice(b"{\"model\":");
+    json(out, &opts.model)?;
+    key(out, "messages");
+    match prompt {
+        Prompt::Text { system, user } => {
+            out.push(b'[');
+            if let Some(system) = system {
+                out.extend_from_slice(br#"{"role":"system","content":"#);
+                json(out, &system)?;
+                out.extend_from_slice(b"},");
+            }
+            out.extend_from_slice(br#"{"role":"user","content":"#);
+            json(out, &user)?;
+            out.extend_from_slice(b"}]");
+        }
+        Prompt::Messages(messages) => json(out, messages)?,
+        Prompt::TokenIds(_) => {
+            return Err(RequestError::UnsupportedPrompt { api: opts.api, what: "token ids" })
+        }
+    }
+    key(out, "max_completion_tokens");
+    json(out, &opts.max_output_tokens)?;
+    openai_tail(out, opts, false)
+}
+
+fn completions_body(
+    out: &mut Vec<u8>,
+    opts: &RequestOptions,
+    prompt: Prompt<'_>,
+) -> Result<(), RequestError> {
+    out.extend_from_slice(b"{\"model\":");
+    json(out, &opts.model)?;
+    key(out, "prompt");
+    match prompt {
+        Prompt::Text { system: None, user } => json(out, &user)?,
+        Prompt::TokenIds(ids) => json(out, &ids)?,
+        Prompt::Text { system: Some(_), .. } => {
+            return Err(RequestError::UnsupportedPrompt { api: opts.api, what: "a system prompt" })
+        }
+        Prompt::Messages(_) => {
+            return Err(RequestError::UnsupportedPrompt { api: opts.api, what: "chat messages" })
+        }
+    }
+    key(out, "max_tokens");
+    json(out, &opts.max_output_tokens)?;
+    key(out, "min_tokens");
+    json(out, &opts.min_output_tokens.unwrap_or(1))?;
+    key(out, "skip_special_tokens");
+    out.extend_from_slice(b"true");
+    openai_tail(out, opts, true)
+}
+
+fn sglang_body(
+    out: &mut Vec<u8>,
+    opts: &RequestOptions,
+    prompt: Prompt<'_>,
+) -> Result<(), RequestError> {
+    match prompt {
+        Prompt::TokenIds(ids) => {
+            out.extend_from_slice(b"{\"input_ids\":");
+            json(out, &ids)?;
+        }
+        Prompt::Text { system: None, user } => {
+            out.extend_from_slice(b"{\"text\":");
+            json(out, &user)?;
+        }
+        Prompt::Text { system: Some(_), .. } => {
+            return Err(RequestError::UnsupportedPrompt { api: opts.api, what: "a system prompt" })
+        }
+        Prompt::Messages(_) => {
+            return Err(RequestError::UnsupportedPrompt { api: opts.api, what: "chat messages" })
+        }
+    }
+    out.extend_from_slice(b",\"sampling_params\":{\"max_new_tokens\":");
+    json(out, &opts.max_output_tokens)?;
+    // SGLang's defaults are omitted, as the reference's msgspec omit_defaults does.
+    if let Some(v) = opts.temperature.filter(|v| *v != 1.0) {
+        key(out, "temperature");
+        json(out, &v)?;
+    }
+    if let Some(v) = opts.top_k.filter(|v| *v != -1) {
+        key(out, "top_k");
+        json(out, &v)?;
+    }
+    if let Some(v) = opts.top_p.filter(|v| *v != 1.0) {
+        key(out, "top_p");
+        json(out, &v)?;
+    }
+    out.push(b'}');
+    key(out, "stream");
+    json(out, &opts.streaming)?;
+    for (name, value) in &opts.extra {
+        out.push(b',');
+        json(out, name)?;
+        out.push(b':');
+        json(out, value)?;
+    }
+    out.push(b'}');
+    Ok(())
+}
+
+/// The whole HTTP/1.1 request: the reference's header layout (no User-Agent, no explicit
+/// keep-alive), then the body.
+pub fn http_request(
+    ep: &Endpoint,
+    api: ApiType,
+    api_key: Option<&str>,
+    streaming: bool,
+    body: &[u8],
+) -> Vec<u8> {
+    let mut out = Vec::with_capacity(body.len() + 200);
+    let accept = if streaming { "text/event-stream" } else { "application/json" };
+    // Writing into a Vec cannot fail.
+    let _ = write!(
+        out,
+        "POST {}{} HTTP/1.1\r\nHost: {}\r\n",
+        ep.path_prefix,
+        api.path(),
+        ep.host_header()
+    );
+    if let Some(key) = api_key {
+        let _ = write!(out, "Authorization: Bearer {key}\r\n");
+    }
+    let _ = write!(
+        out,
+        "Content-Type: application/json\r\nAccept: {accept}\r\nContent-Length: {}\r\n\r\n",
+        body.len()
+    );
+    out.extend_from_slice(body);
+    out
+}
+
+/// All rows' request bytes in one flat buffer plus offsets; shared read-only with the workers
+/// through fork.
+#[derive(Clone, Debug, Default)]
+pub struct RequestTable {
+    bytes: Vec<u8>,
+    /// `offsets[i]..offsets[i + 1]` is row i; starts with 0.
+    offsets: Vec<usize>,
+}
+
+impl RequestTable {
+    pub fn new() -> RequestTable {
+        RequestTable { bytes: Vec::new(), offsets: vec![0] }
+    }
+
+    /// Appends one row's request bytes; returns its row index.
+    pub fn push(&mut self, request: &[u8]) -> u32 {
+        if self.offsets.is_empty() {
+            self.offsets.push(0);
+        }
+        self.bytes.extend_from_slice(request);
+        self.offsets.push(self.bytes.len());
+        (self.offsets.len() - 2) as u32
+    }
+
+    /// Builds every row: body, then the HTTP head around it.
+    pub fn build<'p>(
+        ep: &Endpoint,
+        opts: &RequestOptions,
+        api_key: Option<&str>,
+        prompts: impl IntoIterator<Item = Prompt<'p>>,
+    ) -> Result<RequestTable, RequestError> {
+        let mut table = RequestTable::new();
+        for prompt in prompts {
+            let body = body_json(opts, prompt)?;
+            table.push(&http_request(ep, opts.api, api_key, opts.streaming, &body));
+        }
+        Ok(table)
+    }
+
+    /// Row `i`'s request bytes. Panics if `i` is out of range (rows come from the same plan).
+    pub fn row(&self, i: usize) -> &[u8] {
+        &self.bytes[self.offsets[i]..self.offsets[i + 1]]
+    }
+
+    pub fn len(&self) -> usize {
+        self.offsets.len().saturating_sub(1)
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Bytes held (for the memory budget).
+    pub fn total_bytes(&self) -> usize {
+        self.bytes.len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn opts(api: ApiType, streaming: bool, usage: bool) -> RequestOptions {
+        RequestOptions {
+            api,
+            model: "test-model".into(),
+            streaming,
+            stream_include_usage: usage,
+            max_output_tokens: 1024,
+            min_output_tokens: None,
+            temperature: None,
+            top_p: None,
+            top_k: None,
+            seed: None,
+            extra: Vec::new(),
+        }
+    }
+
+    fn body(o: &RequestOptions, p: Prompt<'_>) -> String {
+        String::from_utf8(body_json(o, p).unwrap()).unwrap()
+    }
+
+    const HELLO: Prompt<'static> = Prompt::Text { system: None, user: "Hello there" };
+
+    #[test]
+    fn chat_bodies_match_reference_bytes() {
+        let pre_feature = r#"{"model":"test-model","messages":[{"role":"user","content":"Hello there"}],"max_completion_tokens":1024,"stream":true}"#;
+        assert_eq!(body(&opts(ApiType::OpenAiChat, true, false), HELLO), pre_feature);
+        assert_eq!(
+            body(&opts(ApiType::OpenAiChat, true, true), HELLO),
+            r#"{"model":"test-model","messages":[{"role":"user","content":"Hello there"}],"max_completion_tokens":1024,"stream":true,"stream_options":{"include_usage":true}}"#
+        );
+        // Non-streaming never carries stream nor stream_options.
+        assert_eq!(
+            body(&opts(ApiType::OpenAiChat, false, true), HELLO),
+            r#"{"model":"test-model","messages":[{"role":"user","content":"Hello there"}],"max_completion_tokens":1024}"#
+        );
+        let sys = Prompt::Text { system: Some("be \"brief\""), user: "hi\n" };
+        assert_eq!(
+            body(&opts(ApiType::OpenAiChat, false, false), sys),
+            r#"{"model":"test-model","messages":[{"role":"system","content":"be \"brief\""},{"role":"user","content":"hi\n"}],"max_completion_tokens":1024}"#
+        );
+        // A `messages` value is written as serde_json orders its maps (sorted keys here).
+        let messages = serde_json::json!([{"content": "x", "role": "user"}]);
+        let mut o = opts(ApiType::OpenAiChat, false, false);
+        o.temperature = Some(0.5);
+        o.seed = Some(7);
+        o.extra.push(("n".into(), serde_json::json!(1)));
+        assert_eq!(
+            body(&o, Prompt::Messages(&messages)),
+            r#"{"model":"test-model","messages":[{"content":"x","role":"user"}],"max_completion_tokens":1024,"temperature":0.5,"seed":7,"n":1}"#
+        );
+    }
+
+    #[test]
+    fn completions_bodies_match_reference_bytes() {
+        let ids = [1u32, 2, 3];
+        assert_eq!(
+            body(&opts(ApiType::OpenAiCompletions, true, false), Prompt::TokenIds(&ids)),
+            r#"{"model":"test-model","prompt":[1,2,3],"max_tokens":1024,"min_tokens":1,"skip_special_tokens":true,"stream":true}"#
+        );
+        assert_eq!(
+            body(&opts(ApiType::OpenAiCompletions, true, true), Prompt::TokenIds(&ids)),
+            r#"{"model":"test-model","prompt":[1,2,3],"max_tokens":1024,"min_tokens":1,"skip_special_tokens":true,"stream":true,"stream_options":{"include_usage":true}}"#
+        );
+        assert_eq!(
+            body(&opts(ApiType::OpenAiCompletions, false, true), HELLO),
+            r#"{"model":"test-model","prompt":"Hello there","max_tokens":1024,"min_tokens":1,"skip_special_tokens":true,"stream":false}"#
+        );
+    }
+
+    #[test]
+    fn sglang_bodies_omit_defaults() {
+        let ids = [5u32, 6];
+        let mut o = opts(ApiType::Sglang, true, true);
+        o.temperature = Some(1.0);
+        o.top_k = Some(20);
+        assert_eq!(
+            body(&o, Prompt::TokenIds(&ids)),
+            r#"{"input_ids":[5,6],"sampling_params":{"max_new_tokens":1024,"top_k":20},"stream":true}"#
+        );
+    }
+
+    #[test]
+    fn unsupported_prompts_are_errors() {
+        let ids = [1u32];
+        assert!(body_json(&opts(ApiType::OpenAiChat, true, true), Prompt::TokenIds(&ids)).is_err());
+        let m = serde_json::json!([]);
+        assert!(body_json(&opts(ApiType::Sglang, true, true), Prompt::Messages(&m)).is_err());
+    }
+
+    #[test]
+    fn endpoint_parsing_and_request_head() {
+        let ep = Endpoint::parse("http://127.0.0.1:8765/").unwrap();
+        assert_eq!((ep.host.as_str(), ep.port, ep.path_prefix.as_str()), ("127.0.0.1", 8765, ""));
+        assert_eq!(ep.addr, "127.0.0.1:8765".parse::<SocketAddr>().unwrap());
+        let ep80 = Endpoint::parse("http://127.0.0.1/api").unwrap();
+        assert_eq!(
+            (ep80.port, ep80.path_prefix.as_str(), ep80.host_header()),
+            (80, "/api", "127.0.0.1".into())
+        );
+        assert!(Endpoint::parse("https://x").is_err());
+        assert!(Endpoint::parse("localhost:80").is_err());
+        assert!(Endpoint::parse("http://127.0.0.1:notaport").is_err());
+        let req = http_request(&ep, ApiType::OpenAiChat, Some("k"), true, b"{}");
+        assert_eq!(
+            String::from_utf8(req).unwrap(),
+            "POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1:8765\r\nAuthorization: Bearer k\r\nContent-Type: application/json\r\nAccept: text/event-stream\r\nContent-Length: 2\r\n\r\n{}"
+        );
+        let req = http_request(&ep80, ApiType::Sglang, None, false, b"{}");
+        assert!(req.starts_with(b"POST /api/generate HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type"));
+    }
+
+    #[test]
+    fn request_table_rows() {
+        let mut t = RequestTable::new();
+        assert!(t.is_empty());
+        assert_eq!(t.push(b"abc"), 0);
+        assert_eq!(t.push(b""), 1);
+        assert_eq!(t.push(b"de"), 2);
+        assert_eq!((t.row(0), t.row(1), t.row(2), t.len()), (&b"abc"[..], &b""[..], &b"de"[..], 3));
+    }
+}
