@@ -1,9 +1,19 @@
 //! Metrics from the per-sample table to the final snapshot, under both token bases.
 
 pub mod basis;
+pub mod early_stop;
+pub mod fixture;
+pub mod pyjson;
+pub mod series;
+pub mod snapshot;
+pub mod stats;
 pub mod table;
+pub mod tokens;
 pub mod usage;
 
 pub use basis::{basis_key, TokenCountSource};
+pub use series::{Num, SeriesStat, SummaryBlock};
+pub use snapshot::{final_snapshot, CounterStat, MetricsOptions, RunState, Snapshot};
 pub use table::{FinishKind, RunCounters, SampleRow, SampleTable};
+pub use tokens::{OslPaired, TokenSeries, UsageTally};
 pub use usage::{classify_usage, UsageClass};

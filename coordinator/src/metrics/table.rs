@@ -71,8 +71,8 @@ impl FinishKind {
 const FINISH_NONE: u8 = u8::MAX;
 const NS_NONE: u64 = u64::MAX;
 const COUNT_NONE: u32 = u32::MAX;
-const FLAG_FAILED: u8 = 1;
-const FLAG_OUTPUT_EMPTY: u8 = 2;
+pub(crate) const FLAG_FAILED: u8 = 1;
+pub(crate) const FLAG_OUTPUT_EMPTY: u8 = 2;
 
 /// One tracked sample, as the aggregator knows it after its record and client
 /// tokenization arrived.

@@ -1,0 +1,101 @@
+//! A deterministic synthetic sample table, for tests, golden files and timing.
+
+use super::table::{FinishKind, SampleRow, SampleTable};
+
+/// Parameters of [`synthetic_table`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FixtureSpec {
+    /// Rows to generate.
+    pub samples: usize,
+    /// Seed of the generator (xorshift64*).
+    pub seed: u64,
+    /// Every n-th sample fails (0: none).
+    pub fail_every: usize,
+    /// Every n-th successful sample lacks server usage (0: none).
+    pub missing_usage_every: usize,
+    /// The server counts output tokens this much lower than the client (reasoning).
+    pub server_osl_deficit: u32,
+}
+
+impl Default for FixtureSpec {
+    fn default() -> Self {
+        FixtureSpec {
+            samples: 200,
+            seed: 42,
+            fail_every: 0,
+            missing_usage_every: 0,
+            server_osl_deficit: 0,
+        }
+    }
+}
+
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+}
+
+/// One synthetic row: streaming timestamps a few ms apart, counts of 20–120 tokens.
+fn synthetic_row(i: usize, rng: &mut Rng, spec: &FixtureSpec) -> SampleRow {
+    let issued_ns = 1_000_000_000 + i as u64 * 50_000 + rng.below(10_000);
+    let ttft_ns = 2_000_000 + rng.below(40_000_000);
+    let osl = 20 + rng.below(100) as u32;
+    let decode_ns = u64::from(osl) * (100_000 + rng.below(50_000));
+    let isl = 30 + rng.below(60) as u32;
+    let failed = spec.fail_every != 0 && i % spec.fail_every == spec.fail_every - 1;
+    if failed {
+        return SampleRow {
+            issued_ns,
+            first_chunk_ns: None,
+            complete_ns: issued_ns + ttft_ns / 2,
+            failed: true,
+            isl_client: Some(isl),
+            ..SampleRow::default()
+        };
+    }
+    let missing = spec.missing_usage_every != 0
+        && i % spec.missing_usage_every == spec.missing_usage_every - 1;
+    let finish = if osl > 110 { FinishKind::Length } else { FinishKind::Stop };
+    SampleRow {
+        issued_ns,
+        first_chunk_ns: Some(issued_ns + ttft_ns),
+        complete_ns: issued_ns + ttft_ns + decode_ns,
+        failed: false,
+        finish: Some(finish),
+        isl_client: Some(isl),
+        osl_client: Some(osl),
+        tpot_tokens_client: Some(osl - 1),
+        prompt_tokens: (!missing).then_some(isl),
+        completion_tokens: (!missing).then_some(osl.saturating_sub(spec.server_osl_deficit)),
+        output_empty: false,
+    }
+}
+
+/// A table of `spec.samples` deterministic rows.
+pub fn synthetic_table(spec: &FixtureSpec) -> SampleTable {
+    let mut rng = Rng(spec.seed.max(1));
+    let mut table = SampleTable::with_capacity(spec.samples);
+    for i in 0..spec.samples {
+        table.push(&synthetic_row(i, &mut rng, spec));
+    }
+    table
+}
+
+/// The same table with every server count removed (the client-only computation).
+pub fn strip_usage(table: &SampleTable) -> SampleTable {
+    let mut out = SampleTable::with_capacity(table.len());
+    for i in 0..table.len() {
+        let row = SampleRow { prompt_tokens: None, completion_tokens: None, ..table.row(i) };
+        out.push(&row);
+    }
+    out
+}

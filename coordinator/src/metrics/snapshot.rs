@@ -1,0 +1,293 @@
+//! The final snapshot: every counter and series of a run, under both token bases.
+//!
+//! [`final_snapshot`] turns the per-sample table into the `metrics/final_snapshot.json`
+//! document. The primary basis keeps the reference's names and order; the other
+//! basis follows, suffixed by [`basis_key`], then the counters the reference lacks.
+
+use serde::ser::{SerializeMap, SerializeStruct};
+use serde::{Serialize, Serializer};
+
+use super::basis::{basis_key, TokenCountSource};
+use super::series::{Num, SeriesStat};
+use super::table::{FinishKind, RunCounters, SampleTable};
+use super::tokens::{client_tokens, server_tokens, OslPaired, TokenSeries, UsageTally};
+
+/// How the run ended, for the snapshot's `state` and the report's completeness.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RunState {
+    /// Every issued sample was accounted for.
+    Complete,
+    /// Ctrl-C or SIGTERM stopped the run.
+    Interrupted,
+    /// The run ended without a full account (drain timeout, dead worker).
+    Incomplete,
+}
+
+impl RunState {
+    /// The snapshot's `state` string (the reference knows only these two terminal states;
+    /// an incomplete run is `complete` with a reason kept beside it).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RunState::Interrupted => "interrupted",
+            RunState::Complete | RunState::Incomplete => "complete",
+        }
+    }
+}
+
+/// What the metrics depend on besides the table.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MetricsOptions {
+    /// Streaming run: register TTFT, chunk delta and TPOT.
+    pub streaming: bool,
+    /// Early-stopping estimates on the primary TTFT, TPOT and latency.
+    pub early_stopping: bool,
+    /// The headline basis.
+    pub primary: TokenCountSource,
+    /// Poisson runs: QPS/TPS over the legacy LoadGen window.
+    pub legacy_loadgen_qps: bool,
+    /// A client tokenizer was loaded (without one the client series stay empty).
+    pub has_tokenizer: bool,
+}
+
+/// One counter of the snapshot.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CounterStat {
+    /// The counter name.
+    pub name: String,
+    /// Its value.
+    pub value: Num,
+}
+
+/// The final snapshot of a run.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Snapshot {
+    /// How the run ended.
+    pub state: RunState,
+    /// Client tokenizations not recorded (`n_pending_tasks`).
+    pub n_pending_tasks: u64,
+    /// The aggregator's clock at the last event (the snapshot's `timestamp_ns`).
+    pub timestamp_ns: u64,
+    /// The options the snapshot was computed with.
+    pub options: MetricsOptions,
+    /// Counters in file order.
+    pub counters: Vec<CounterStat>,
+    /// Series in file order.
+    pub series: Vec<SeriesStat>,
+    /// Server usage classification of the successful samples.
+    pub usage: UsageTally,
+    /// Per-sample client − server OSL over samples with both.
+    pub osl_paired: OslPaired,
+}
+
+/// Base names of the basis-dependent series, in the reference's order.
+pub const ISL: &str = "isl";
+/// Output sequence length series.
+pub const OSL: &str = "osl";
+/// Time per output token series.
+pub const TPOT_NS: &str = "tpot_ns";
+
+impl Snapshot {
+    /// The series called `name`, if registered.
+    pub fn series(&self, name: &str) -> Option<&SeriesStat> {
+        self.series.iter().find(|s| s.name == name)
+    }
+
+    /// The series `base` on `basis` (named by the naming rule).
+    pub fn basis_series(&self, base: &str, basis: TokenCountSource) -> Option<&SeriesStat> {
+        self.series(&basis_key(base, basis, self.options.primary))
+    }
+
+    /// The counter called `name` as an integer, 0 when absent.
+    pub fn counter(&self, name: &str) -> i128 {
+        self.counters.iter().find(|c| c.name == name).map_or(0, |c| match c.value {
+            Num::Int(v) => v,
+            Num::Float(v) => v as i128,
+        })
+    }
+
+    /// The primary basis.
+    pub fn primary(&self) -> TokenCountSource {
+        self.options.primary
+    }
+}
+
+fn counter(name: impl Into<String>, value: impl Into<i128>) -> CounterStat {
+    CounterStat { name: name.into(), value: Num::Int(value.into()) }
+}
+
+/// Builds the final snapshot from the table of tracked samples.
+pub fn final_snapshot(
+    table: &SampleTable,
+    counters: &RunCounters,
+    opts: &MetricsOptions,
+    state: RunState,
+) -> Snapshot {
+    let client = client_tokens(table, opts.streaming, opts.has_tokenizer);
+    let (server, usage, osl_paired) = server_tokens(table, opts.streaming);
+    let (primary_tokens, other_tokens) = match opts.primary {
+        TokenCountSource::Client => (client, server),
+        TokenCountSource::Server => (server, client),
+    };
+    let other = opts.primary.other();
+    let es = opts.early_stopping;
+
+    let mut series = Vec::with_capacity(9);
+    let mut latency = latency_ns(table);
+    series.push(SeriesStat::from_ints("sample_latency_ns", &mut latency, es));
+    let TokenSeries { mut isl, mut osl, mut tpot_ns } = primary_tokens;
+    series.push(SeriesStat::from_ints(ISL, &mut isl, false));
+    series.push(SeriesStat::from_ints(OSL, &mut osl, false));
+    if opts.streaming {
+        let mut ttft = ttft_ns(table);
+        series.push(SeriesStat::from_ints("ttft_ns", &mut ttft, es));
+        series.push(SeriesStat::from_ints("chunk_delta_ns", &mut [], false));
+        series.push(SeriesStat::from_floats(TPOT_NS, &mut tpot_ns, es));
+    }
+    let TokenSeries { isl: mut isl_o, osl: mut osl_o, tpot_ns: mut tpot_o } = other_tokens;
+    let name = |base: &str| basis_key(base, other, opts.primary);
+    series.push(SeriesStat::from_ints(&name(ISL), &mut isl_o, false));
+    series.push(SeriesStat::from_ints(&name(OSL), &mut osl_o, false));
+    if opts.streaming {
+        series.push(SeriesStat::from_floats(&name(TPOT_NS), &mut tpot_o, false));
+    }
+
+    let mut list = reference_counters(table, counters);
+    list.extend(added_counters(counters, &usage, &osl_paired, opts.primary));
+    Snapshot {
+        state,
+        n_pending_tasks: counters.client_token_tasks_pending,
+        timestamp_ns: counters.last_event_ns,
+        options: *opts,
+        counters: list,
+        series,
+        usage,
+        osl_paired,
+    }
+}
+
+fn latency_ns(table: &SampleTable) -> Vec<u64> {
+    let ends = table.complete_ns.iter();
+    table.issued_ns.iter().zip(ends).map(|(&issued, &end)| end.saturating_sub(issued)).collect()
+}
+
+fn ttft_ns(table: &SampleTable) -> Vec<u64> {
+    let mut out = Vec::with_capacity(table.len());
+    for i in 0..table.len() {
+        let first = table.first_chunk_ns[i];
+        if first != u64::MAX {
+            out.push(first.saturating_sub(table.issued_ns[i]));
+        }
+    }
+    out
+}
+
+/// The reference's counters, in its registration order.
+fn reference_counters(table: &SampleTable, c: &RunCounters) -> Vec<CounterStat> {
+    let mut list = vec![
+        counter("total_samples_issued", c.total_samples_issued),
+        counter("total_samples_completed", c.total_samples_completed),
+        counter("total_samples_failed", c.total_samples_failed),
+        counter("tracked_samples_issued", c.tracked_samples_issued),
+        counter("tracked_samples_completed", c.tracked_samples_completed),
+        counter("tracked_samples_failed", c.tracked_samples_failed),
+    ];
+    let mut finish = [0u64; 6];
+    for &code in &table.finish {
+        if let Some(slot) = finish.get_mut(usize::from(code)) {
+            *slot += 1;
+        }
+    }
+    for (kind, n) in FinishKind::ALL.iter().zip(finish) {
+        list.push(counter(format!("tracked_finish_reason_{}", kind.as_str()), n));
+    }
+    let last_complete = table.complete_ns.iter().copied().max();
+    let tracked = last_complete.map_or(0, |end| end.saturating_sub(c.tracking_start_ns));
+    list.push(counter("tracked_duration_ns", tracked));
+    list.push(counter("legacy_loadgen_window_duration_ns", legacy_window_ns(table)));
+    let total = c.last_event_ns.saturating_sub(c.session_start_ns);
+    list.push(counter("total_duration_ns", total));
+    list
+}
+
+/// First tracked issue → completion of the sample issued last (MLPerf LoadGen's window).
+fn legacy_window_ns(table: &SampleTable) -> u64 {
+    let Some(first_issued) = table.issued_ns.iter().copied().min() else {
+        return 0;
+    };
+    let mut last = (0u64, 0u64);
+    for (&issued, &end) in table.issued_ns.iter().zip(&table.complete_ns) {
+        if issued >= last.0 {
+            last = (issued, end);
+        }
+    }
+    last.1.saturating_sub(first_issued)
+}
+
+fn added_counters(
+    c: &RunCounters,
+    usage: &UsageTally,
+    paired: &OslPaired,
+    primary: TokenCountSource,
+) -> Vec<CounterStat> {
+    vec![
+        counter("n_samples_missing_usage", usage.missing_total()),
+        counter("n_samples_missing_usage_empty_output", usage.missing_empty_output),
+        counter("osl_paired_count", paired.count),
+        counter("osl_paired_client_total", paired.client_total),
+        counter("osl_paired_server_total", paired.server_total),
+        counter("client_token_tasks_pending", c.client_token_tasks_pending),
+        counter(basis_key("n_errors", TokenCountSource::Client, primary), c.n_tokenizer_errors),
+    ]
+}
+
+struct Metrics<'a>(&'a Snapshot);
+
+impl Serialize for Metrics<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeSeq;
+        let snap = self.0;
+        let n_reference = reference_counter_count();
+        let mut seq = serializer.serialize_seq(Some(snap.counters.len() + snap.series.len()))?;
+        for c in &snap.counters[..n_reference.min(snap.counters.len())] {
+            seq.serialize_element(c)?;
+        }
+        for s in &snap.series {
+            seq.serialize_element(s)?;
+        }
+        for c in snap.counters.iter().skip(n_reference) {
+            seq.serialize_element(c)?;
+        }
+        seq.end()
+    }
+}
+
+fn reference_counter_count() -> usize {
+    6 + FinishKind::ALL.len() + 3
+}
+
+impl Serialize for CounterStat {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let mut map = serializer.serialize_map(Some(3))?;
+        map.serialize_entry("type", "counter")?;
+        map.serialize_entry("name", &self.name)?;
+        map.serialize_entry("value", &self.value)?;
+        map.end()
+    }
+}
+
+/// `metrics/final_snapshot.json`: the reference's document, then `token_count_source`.
+impl Serialize for Snapshot {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let mut s = serializer.serialize_struct("Snapshot", 6)?;
+        s.serialize_field("counter", &1u64)?;
+        s.serialize_field("timestamp_ns", &self.timestamp_ns)?;
+        s.serialize_field("state", self.state.as_str())?;
+        s.serialize_field("n_pending_tasks", &self.n_pending_tasks)?;
+        s.serialize_field("metrics", &Metrics(self))?;
+        s.serialize_field("token_count_source", &self.options.primary)?;
+        s.end()
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,152 @@
+//! Token series of each basis: client tokenizer counts and server usage counts.
+
+use super::table::{SampleTable, FLAG_FAILED, FLAG_OUTPUT_EMPTY};
+use super::usage::{classify_usage, UsageClass};
+
+const NONE: u32 = u32::MAX;
+
+/// Raw values of one basis's ISL, OSL and TPOT series, in table order.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct TokenSeries {
+    /// Input sequence lengths.
+    pub isl: Vec<u64>,
+    /// Output sequence lengths.
+    pub osl: Vec<u64>,
+    /// Time per output token, ns (streaming only).
+    pub tpot_ns: Vec<f64>,
+}
+
+/// How the successful samples' server usage classified.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct UsageTally {
+    /// Samples with both counts.
+    pub usable: u64,
+    /// Samples lacking a count, with some output.
+    pub missing: u64,
+    /// Samples lacking a count, with no output at all.
+    pub missing_empty_output: u64,
+}
+
+impl UsageTally {
+    /// `n_samples_missing_usage`: every successful sample lacking usage.
+    pub fn missing_total(&self) -> u64 {
+        self.missing + self.missing_empty_output
+    }
+
+    /// No successful sample had usable counts: the server blocks are `null`.
+    pub fn is_empty(&self) -> bool {
+        self.usable == 0
+    }
+
+    /// Some samples with output lacked usage: the server blocks are partial. A sample
+    /// with no output at all has no client OSL either, so it does not make the server
+    /// basis less complete than the client's.
+    pub fn is_partial(&self) -> bool {
+        self.usable > 0 && self.missing > 0
+    }
+}
+
+/// Client − server OSL over samples that have both.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct OslPaired {
+    /// Samples with both counts.
+    pub count: u64,
+    /// Σ client OSL over them.
+    pub client_total: u64,
+    /// Σ server OSL over them.
+    pub server_total: u64,
+}
+
+impl OslPaired {
+    /// Mean per-sample client − server difference, `None` without pairs.
+    pub fn mean(&self) -> Option<f64> {
+        let diff = i128::from(self.client_total) - i128::from(self.server_total);
+        (self.count > 0).then(|| super::stats::div_round_signed(diff, u128::from(self.count)))
+    }
+
+    /// Σ client / Σ server, `None` without pairs or when the server total is 0.
+    pub fn ratio(&self) -> Option<f64> {
+        (self.count > 0 && self.server_total > 0).then(|| {
+            super::stats::div_round(u128::from(self.client_total), u128::from(self.server_total))
+        })
+    }
+}
+
+/// Client series as the reference records them: ISL for every sample (failed ones
+/// too, it is counted at issue), OSL and TPOT for successful samples with output.
+pub fn client_tokens(table: &SampleTable, streaming: bool, has_tokenizer: bool) -> TokenSeries {
+    let mut out = TokenSeries::default();
+    if !has_tokenizer {
+        return out;
+    }
+    out.isl.reserve(table.len());
+    out.osl.reserve(table.len());
+    for i in 0..table.len() {
+        if table.isl_client[i] != NONE {
+            out.isl.push(u64::from(table.isl_client[i]));
+        }
+        if table.flags[i] & FLAG_FAILED != 0 {
+            continue;
+        }
+        if table.osl_client[i] != NONE {
+            out.osl.push(u64::from(table.osl_client[i]));
+        }
+        let tokens = table.tpot_tokens_client[i];
+        let first = table.first_chunk_ns[i];
+        if streaming && first != u64::MAX && tokens != NONE && tokens > 0 {
+            let span = table.complete_ns[i].saturating_sub(first);
+            out.tpot_ns.push(span as f64 / f64::from(tokens));
+        }
+    }
+    out
+}
+
+/// Server series, usage classification and the OSL pairing. Only usable samples feed
+/// the series; no server series records a value below 1; server TPOT follows LoadGen:
+/// (complete − first chunk) / (completion_tokens − 1), skipped when completion_tokens ≤ 1.
+pub fn server_tokens(table: &SampleTable, streaming: bool) -> (TokenSeries, UsageTally, OslPaired) {
+    let mut out = TokenSeries::default();
+    let mut tally = UsageTally::default();
+    let mut paired = OslPaired::default();
+    for i in 0..table.len() {
+        let flags = table.flags[i];
+        if flags & FLAG_FAILED != 0 {
+            continue;
+        }
+        let prompt = (table.prompt_tokens[i] != NONE).then_some(table.prompt_tokens[i]);
+        let completion = (table.completion_tokens[i] != NONE).then_some(table.completion_tokens[i]);
+        let (prompt, completion) =
+            match classify_usage(prompt, completion, flags & FLAG_OUTPUT_EMPTY != 0) {
+                UsageClass::Usable => (prompt.unwrap_or(0), completion.unwrap_or(0)),
+                UsageClass::Missing => {
+                    tally.missing += 1;
+                    continue;
+                }
+                UsageClass::MissingEmptyOutput => {
+                    tally.missing_empty_output += 1;
+                    continue;
+                }
+            };
+        tally.usable += 1;
+        if prompt >= 1 {
+            out.isl.push(u64::from(prompt));
+        }
+        if completion >= 1 {
+            out.osl.push(u64::from(completion));
+        }
+        if table.osl_client[i] != NONE {
+            paired.count += 1;
+            paired.client_total += u64::from(table.osl_client[i]);
+            paired.server_total += u64::from(completion);
+        }
+        let first = table.first_chunk_ns[i];
+        if streaming && first != u64::MAX && completion > 1 {
+            let span = table.complete_ns[i].saturating_sub(first);
+            let tpot = span as f64 / f64::from(completion - 1);
+            if tpot >= 1.0 {
+                out.tpot_ns.push(tpot);
+            }
+        }
+    }
+    (out, tally, paired)
+}
