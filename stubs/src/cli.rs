@@ -1,1 +1,263 @@
-pub fn run() {}
+//! The `llm-loadgen stub echo|max-throughput|variable` command: flags as the reference's stub
+//! servers, plus fault modes; serves until SIGINT or SIGTERM.
+
+use std::io::Write as _;
+use std::net::IpAddr;
+
+use anyhow::{bail, Context as _};
+use clap::{Args, Subcommand, ValueEnum};
+use nix::sys::signal::{SigSet, Signal};
+
+use crate::{FaultConfig, StatusFault, StubConfig, StubKind, StubServer, UsageFault};
+
+/// Which stub server to run.
+#[derive(Debug, Clone, Subcommand)]
+pub enum StubCommand {
+    /// Answers with the first user message (chat), the prompt (completions) or the text
+    /// (SGLang); usage counts characters.
+    Echo(EchoArgs),
+    /// Precompiled responses as fast as the machine allows (the roofline stub).
+    MaxThroughput(MaxThroughputArgs),
+    /// Lognormal output lengths, TTFT and per-token delays, or a response rate.
+    Variable(VariableArgs),
+}
+
+/// Flags every stub takes.
+#[derive(Debug, Clone, Args)]
+pub struct CommonArgs {
+    /// Address to listen on.
+    #[arg(long, default_value = "127.0.0.1")]
+    pub host: IpAddr,
+    /// Port to listen on (0 picks a free one).
+    #[arg(long, default_value_t = 12345)]
+    pub port: u16,
+    /// Worker threads (one SO_REUSEPORT listener and io_uring loop each).
+    #[arg(long = "num-workers", short = 'w')]
+    pub num_workers: Option<usize>,
+    /// Stream (SSE) when the request body does not say.
+    #[arg(long)]
+    pub stream: bool,
+    /// Characters per SSE content event.
+    #[arg(long, default_value_t = 10)]
+    pub stream_interval: usize,
+    /// Print requests/s and MB/s on stderr once a second.
+    #[arg(long)]
+    pub stats: bool,
+    /// Pin worker i to the i-th of these cores (comma-separated, cycled).
+    #[arg(long, value_delimiter = ',')]
+    pub pin_cores: Option<Vec<usize>>,
+    #[command(flatten)]
+    pub faults: FaultArgs,
+}
+
+/// Fault modes, for testing clients.
+#[derive(Debug, Clone, Args)]
+pub struct FaultArgs {
+    /// Every Nth SSE content frame of a stream is malformed.
+    #[arg(long, value_name = "N")]
+    pub fault_malformed_every: Option<u64>,
+    /// Usage counts of the wrong kind.
+    #[arg(long, value_enum)]
+    pub fault_usage: Option<UsageFaultArg>,
+    /// Answer this HTTP status instead of a response (with --fault-status-fraction).
+    #[arg(long, value_parser = clap::value_parser!(u16).range(400..600))]
+    pub fault_status: Option<u16>,
+    /// Fraction of requests that get --fault-status: every round(1/F)-th request per worker.
+    #[arg(long, default_value_t = 1.0, value_name = "F")]
+    pub fault_status_fraction: f64,
+    /// Every Nth request: close the connection halfway through the response.
+    #[arg(long, value_name = "N")]
+    pub fault_close_mid_stream_every: Option<u64>,
+    /// Every Nth request: stop sending halfway, without closing.
+    #[arg(long, value_name = "N")]
+    pub fault_stall_every: Option<u64>,
+}
+
+/// `--fault-usage` values.
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum UsageFaultArg {
+    /// `true` for each count.
+    Bool,
+    /// `N.5` for each count.
+    Float,
+    /// `"N"` for each count.
+    String,
+    /// `-(N+1)` for each count.
+    Negative,
+    /// `10000001+N` for each count.
+    Huge,
+    /// No usage at all.
+    Missing,
+}
+
+/// `stub echo` flags.
+#[derive(Debug, Clone, Args)]
+pub struct EchoArgs {
+    #[command(flatten)]
+    pub common: CommonArgs,
+}
+
+/// `stub max-throughput` flags.
+#[derive(Debug, Clone, Args)]
+pub struct MaxThroughputArgs {
+    #[command(flatten)]
+    pub common: CommonArgs,
+    /// Output length in characters.
+    #[arg(long, default_value_t = 160)]
+    pub output_length: usize,
+}
+
+/// `stub variable` flags (reference §7.3).
+#[derive(Debug, Clone, Args)]
+pub struct VariableArgs {
+    #[command(flatten)]
+    pub common: CommonArgs,
+    /// Mean output length in characters.
+    #[arg(long, default_value_t = 1000.0)]
+    pub output_len_mean: f64,
+    /// Coefficient of variation of the output length.
+    #[arg(long, default_value_t = 0.3)]
+    pub output_len_spread: f64,
+    /// Smallest output length.
+    #[arg(long, default_value_t = 0)]
+    pub output_len_min: usize,
+    /// Largest output length (default twice the mean).
+    #[arg(long)]
+    pub output_len_max: Option<usize>,
+    /// Responses per second over the server (0 = off).
+    #[arg(long, default_value_t = 0.0)]
+    pub response_rate_mean: f64,
+    /// Coefficient of variation of the per-request rate.
+    #[arg(long, default_value_t = 0.0)]
+    pub response_rate_spread: f64,
+    /// Mean time per output character, milliseconds (0 = off).
+    #[arg(long, default_value_t = 0.0)]
+    pub inter_token_latency: f64,
+    /// Coefficient of variation of the per-request inter-token latency.
+    #[arg(long, default_value_t = 0.0)]
+    pub inter_token_spread: f64,
+    /// Mean time to the first chunk, seconds.
+    #[arg(long, default_value_t = 0.0)]
+    pub first_chunk_latency: f64,
+    /// Coefficient of variation of the time to the first chunk.
+    #[arg(long, default_value_t = 0.2)]
+    pub first_chunk_spread: f64,
+    /// Requests in service at once over the server (0 = unlimited).
+    #[arg(long, default_value_t = 0)]
+    pub max_concurrency: usize,
+    /// Seed of worker 0's generator (worker i uses seed + i).
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+}
+
+impl FaultArgs {
+    fn to_config(&self) -> anyhow::Result<FaultConfig> {
+        let every = |n: Option<u64>, flag: &str| match n {
+            Some(0) => bail!("{flag} must be at least 1, got 0"),
+            other => Ok(other),
+        };
+        let status = match self.fault_status {
+            None => None,
+            Some(status) => {
+                let f = self.fault_status_fraction;
+                if !(f > 0.0 && f <= 1.0) {
+                    bail!("--fault-status-fraction must be in (0, 1], got {f}");
+                }
+                Some(StatusFault { status, every: (1.0 / f).round().max(1.0) as u64 })
+            }
+        };
+        Ok(FaultConfig {
+            malformed_every: every(self.fault_malformed_every, "--fault-malformed-every")?,
+            usage: self.fault_usage.map(|u| match u {
+                UsageFaultArg::Bool => UsageFault::Bool,
+                UsageFaultArg::Float => UsageFault::Float,
+                UsageFaultArg::String => UsageFault::String,
+                UsageFaultArg::Negative => UsageFault::Negative,
+                UsageFaultArg::Huge => UsageFault::Huge,
+                UsageFaultArg::Missing => UsageFault::Missing,
+            }),
+            status,
+            close_mid_stream_every: every(
+                self.fault_close_mid_stream_every,
+                "--fault-close-mid-stream-every",
+            )?,
+            stall_every: every(self.fault_stall_every, "--fault-stall-every")?,
+        })
+    }
+}
+
+fn common_config(
+    kind: StubKind,
+    c: &CommonArgs,
+    workers_default: usize,
+) -> anyhow::Result<StubConfig> {
+    if c.stream_interval == 0 {
+        bail!("--stream-interval must be at least 1, got 0");
+    }
+    let mut cfg = StubConfig::new(kind);
+    cfg.host = c.host;
+    cfg.port = c.port;
+    cfg.workers = c.num_workers.unwrap_or(workers_default).max(1);
+    cfg.stream_default = c.stream;
+    cfg.stream_interval = c.stream_interval;
+    cfg.stats = c.stats;
+    cfg.pin_cores = c.pin_cores.clone();
+    cfg.faults = c.faults.to_config()?;
+    Ok(cfg)
+}
+
+/// Turns the command's flags into a server configuration.
+pub fn config(cmd: &StubCommand) -> anyhow::Result<StubConfig> {
+    Ok(match cmd {
+        StubCommand::Echo(a) => common_config(StubKind::Echo, &a.common, 1)?,
+        StubCommand::MaxThroughput(a) => {
+            let mut cfg = common_config(StubKind::MaxThroughput, &a.common, 4)?;
+            cfg.output_length = a.output_length;
+            cfg
+        }
+        StubCommand::Variable(a) => {
+            let mut cfg = common_config(StubKind::Variable, &a.common, 10)?;
+            let v = &mut cfg.variable;
+            v.output_len_mean = a.output_len_mean;
+            v.output_len_spread = a.output_len_spread;
+            v.output_len_min = a.output_len_min;
+            v.output_len_max = a.output_len_max;
+            v.response_rate_mean = a.response_rate_mean;
+            v.response_rate_spread = a.response_rate_spread;
+            v.inter_token_latency_ms = a.inter_token_latency;
+            v.inter_token_spread = a.inter_token_spread;
+            v.first_chunk_latency_s = a.first_chunk_latency;
+            v.first_chunk_spread = a.first_chunk_spread;
+            v.max_concurrency = a.max_concurrency;
+            v.seed = a.seed;
+            cfg
+        }
+    })
+}
+
+/// Serves until SIGINT or SIGTERM; prints `listening on http://HOST:PORT` first.
+pub fn run(cmd: StubCommand) -> anyhow::Result<()> {
+    let cfg = config(&cmd)?;
+    // Block the signals before any thread starts so that every thread inherits the mask and
+    // only the waiting thread below receives them.
+    let mut signals = SigSet::empty();
+    signals.add(Signal::SIGINT);
+    signals.add(Signal::SIGTERM);
+    signals.thread_block().context("blocking SIGINT/SIGTERM")?;
+    let (host, port) = (cfg.host, cfg.port);
+    let server =
+        StubServer::start(cfg).with_context(|| format!("cannot listen on {host}:{port}"))?;
+    println!("listening on {}", server.url());
+    std::io::stdout().flush().ok();
+    let handle = server.stop_handle();
+    let waiter = std::thread::Builder::new()
+        .name("stub-signals".into())
+        .spawn(move || {
+            let _ = signals.wait();
+            handle.stop();
+        })
+        .context("starting the signal thread")?;
+    server.wait();
+    let _ = waiter.join();
+    Ok(())
+}

@@ -127,8 +127,15 @@ impl Handler {
             StubKind::MaxThroughput => {
                 let (stream, usage) = self.finders.flags(body, self.cfg.stream_default);
                 let text = "x".repeat(self.cfg.output_length);
-                let reply =
-                    base_reply(&self.cfg, route, stream, usage, "max-tp", self.created_unix_s, &text);
+                let reply = base_reply(
+                    &self.cfg,
+                    route,
+                    stream,
+                    usage,
+                    "max-tp",
+                    self.created_unix_s,
+                    &text,
+                );
                 Plan { pieces: render(&reply).pieces, deadlines: None, end: End::KeepAlive }
             }
             StubKind::Variable => self.variable(route, body, start),
@@ -152,13 +159,15 @@ impl Handler {
     }
 
     fn echo(&self, route: Route, body: &[u8]) -> Result<Plan, String> {
-        let v: Value = serde_json::from_slice(body).map_err(|e| format!("invalid json body: {e}"))?;
+        let v: Value =
+            serde_json::from_slice(body).map_err(|e| format!("invalid json body: {e}"))?;
         let text = echo_input(route, &v)?;
         let stream = v.get("stream").and_then(Value::as_bool).unwrap_or(self.cfg.stream_default);
         let usage = stream
             && v.pointer("/stream_options/include_usage").and_then(Value::as_bool) == Some(true);
         let model = v.get("model").and_then(Value::as_str).unwrap_or("echo");
-        let mut reply = base_reply(&self.cfg, route, stream, usage, model, self.created_unix_s, &text);
+        let mut reply =
+            base_reply(&self.cfg, route, stream, usage, model, self.created_unix_s, &text);
         reply.prompt_tokens = text.chars().count() as u64;
         Ok(Plan { pieces: render(&reply).pieces, deadlines: None, end: End::KeepAlive })
     }
@@ -187,13 +196,18 @@ impl Handler {
         } else {
             (0.0, 0.0)
         };
-        let ttft_s = if v.response_rate_mean > 0.0 || v.inter_token_latency_ms > 0.0 {
-            ttft_s
-        } else {
-            0.0
-        };
+        let ttft_s =
+            if v.response_rate_mean > 0.0 || v.inter_token_latency_ms > 0.0 { ttft_s } else { 0.0 };
         let text = "x".repeat(osl);
-        let reply = base_reply(&self.cfg, route, stream, usage, "variable-resp", self.created_unix_s, &text);
+        let reply = base_reply(
+            &self.cfg,
+            route,
+            stream,
+            usage,
+            "variable-resp",
+            self.created_unix_s,
+            &text,
+        );
         let rendered = render(&reply);
         let deadlines = if stream {
             stream_deadlines(&rendered, start, ttft_s, tpot_s, self.cfg.stream_interval.max(1))
@@ -207,7 +221,13 @@ impl Handler {
 /// Deadlines of a rendered stream: the head goes with the first content event at the TTFT;
 /// content event k at TTFT + k × interval × TPOT (computed from the start, so no drift); the
 /// tail right after the last content event.
-fn stream_deadlines(r: &Rendered, start: Instant, ttft_s: f64, tpot_s: f64, every: usize) -> Vec<Instant> {
+fn stream_deadlines(
+    r: &Rendered,
+    start: Instant,
+    ttft_s: f64,
+    tpot_s: f64,
+    every: usize,
+) -> Vec<Instant> {
     let first = start + Duration::from_secs_f64(ttft_s);
     let contents = r.pieces.len().saturating_sub(2);
     let mut out = Vec::with_capacity(r.pieces.len());
@@ -244,7 +264,9 @@ fn echo_input(route: Route, v: &Value) -> Result<String, String> {
         Route::Chat => {
             let messages = v.get("messages").and_then(Value::as_array);
             let user = messages
-                .and_then(|m| m.iter().find(|m| m.get("role").and_then(Value::as_str) == Some("user")))
+                .and_then(|m| {
+                    m.iter().find(|m| m.get("role").and_then(Value::as_str) == Some("user"))
+                })
                 .ok_or_else(|| "no user message in messages".to_string())?;
             Ok(content_text(user.get("content").unwrap_or(&Value::Null)))
         }

@@ -233,11 +233,23 @@ mod tests {
         let f = FlagFinders::default();
         let cases: [(&[u8], bool, (bool, bool)); 6] = [
             (b"{\"stream\":true}", false, (true, false)),
-            (b"{\"stream\" : true, \"stream_options\": {\"include_usage\": true}}", false, (true, true)),
-            (b"{\"stream\":false,\"stream_options\":{\"include_usage\":true}}", true, (false, false)),
+            (
+                b"{\"stream\" : true, \"stream_options\": {\"include_usage\": true}}",
+                false,
+                (true, true),
+            ),
+            (
+                b"{\"stream\":false,\"stream_options\":{\"include_usage\":true}}",
+                true,
+                (false, false),
+            ),
             (b"{}", true, (true, false)),
             (b"{\"x\":\"\\\"stream\\\"\",\"stream\":true}", false, (true, false)),
-            (b"{\"stream_options\":{\"include_usage\":false},\"stream\":true}", false, (true, false)),
+            (
+                b"{\"stream_options\":{\"include_usage\":false},\"stream\":true}",
+                false,
+                (true, false),
+            ),
         ];
         for (body, default, want) in cases {
             assert_eq!(f.flags(body, default), want, "{}", String::from_utf8_lossy(body));

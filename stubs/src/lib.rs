@@ -14,7 +14,5 @@ mod server;
 pub mod variable;
 mod worker;
 
-pub use config::{
-    FaultConfig, StatusFault, StubConfig, StubKind, UsageFault, VariableConfig,
-};
+pub use config::{FaultConfig, StatusFault, StubConfig, StubKind, UsageFault, VariableConfig};
 pub use server::{StopHandle, StubServer};

@@ -96,9 +96,11 @@ impl StubServer {
         }
         if shared.cfg.stats {
             let shared = shared.clone();
-            threads.push(std::thread::Builder::new().name("stub-stats".into()).spawn(move || {
-                stats_loop(&shared);
-            })?);
+            threads.push(std::thread::Builder::new().name("stub-stats".into()).spawn(
+                move || {
+                    stats_loop(&shared);
+                },
+            )?);
         }
         Ok(StubServer { addr, shared, threads })
     }

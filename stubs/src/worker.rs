@@ -4,11 +4,11 @@
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::future::{poll_fn, Future};
-use std::task::{Poll, Waker};
 use std::net::TcpListener as StdListener;
 use std::rc::Rc;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
+use std::task::{Poll, Waker};
 use std::time::{Duration, Instant};
 
 use monoio::io::{AsyncReadRent, AsyncWriteRentExt};
@@ -239,23 +239,23 @@ impl StopSignal {
         let id = self.next_id.get();
         self.next_id.set(id + 1);
         self.live.set(self.live.get() + 1);
-        let mut fut = std::pin::pin!(fut);
-        let mut registered = false;
-        poll_fn(|cx| {
-            if self.fired.get() {
-                return Poll::Ready(());
-            }
-            if fut.as_mut().poll(cx).is_ready() {
-                return Poll::Ready(());
-            }
-            if !registered {
-                self.wakers.borrow_mut().insert(id, cx.waker().clone());
-                registered = true;
-            }
-            Poll::Pending
-        })
-        .await;
-        drop(fut);
+        {
+            // The future lives in this block, so it (and its socket) is gone before `live`
+            // drops.
+            let mut fut = std::pin::pin!(fut);
+            let mut registered = false;
+            poll_fn(|cx| {
+                if self.fired.get() || fut.as_mut().poll(cx).is_ready() {
+                    return Poll::Ready(());
+                }
+                if !registered {
+                    self.wakers.borrow_mut().insert(id, cx.waker().clone());
+                    registered = true;
+                }
+                Poll::Pending
+            })
+            .await;
+        }
         self.wakers.borrow_mut().remove(&id);
         self.live.set(self.live.get() - 1);
     }

@@ -42,7 +42,8 @@ fn usage_values_of_the_wrong_kind() {
         let mut conn = Conn::new(server.addr());
         let plain = conn.roundtrip(CHAT, "{}").json();
         assert_eq!(plain["usage"]["prompt_tokens"], want_prompt, "{fault:?}");
-        let stream = conn.roundtrip(CHAT, r#"{"stream":true,"stream_options":{"include_usage":true}}"#);
+        let stream =
+            conn.roundtrip(CHAT, r#"{"stream":true,"stream_options":{"include_usage":true}}"#);
         let usage_frame = stream.body_str().split("\n\n").find(|f| f.contains("usage")).unwrap();
         let v: serde_json::Value = serde_json::from_str(&usage_frame[6..]).unwrap();
         assert_eq!(v["usage"]["prompt_tokens"], want_prompt, "{fault:?} stream");

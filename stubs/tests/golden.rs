@@ -30,10 +30,14 @@ fn max_throughput_bytes_are_exact_for_every_variant() {
     });
     let mut conn = Conn::new(server.addr());
     for (path, stream, usage, want) in GOLDEN {
-        let body = format!("{{\"stream\":{stream},\"stream_options\":{{\"include_usage\":{usage}}}}}");
+        let body =
+            format!("{{\"stream\":{stream},\"stream_options\":{{\"include_usage\":{usage}}}}}");
         let got = conn.roundtrip(path, &body);
-        assert_eq!(String::from_utf8(got.raw).unwrap(), want, "{path} stream={stream} usage={usage}");
+        assert_eq!(
+            String::from_utf8(got.raw).unwrap(),
+            want,
+            "{path} stream={stream} usage={usage}"
+        );
     }
     server.stop();
 }
-

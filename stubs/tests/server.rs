@@ -13,7 +13,10 @@ use loadgen_stubs::StubKind;
 const CHAT: &str = "/v1/chat/completions";
 
 fn sse_frames(body: &str) -> Vec<&str> {
-    body.split("\n\n").filter(|f| !f.is_empty()).map(|f| f.strip_prefix("data: ").unwrap()).collect()
+    body.split("\n\n")
+        .filter(|f| !f.is_empty())
+        .map(|f| f.strip_prefix("data: ").unwrap())
+        .collect()
 }
 
 #[test]
@@ -100,7 +103,10 @@ fn requests_in_single_bytes_and_pipelined_get_one_answer_each() {
     assert_eq!(r.json()["choices"][0]["message"]["content"], "byte by byte");
     let mut three = Vec::new();
     for word in ["one", "two", "three"] {
-        three.extend(post(CHAT, &format!(r#"{{"messages":[{{"role":"user","content":"{word}"}}]}}"#)));
+        three.extend(post(
+            CHAT,
+            &format!(r#"{{"messages":[{{"role":"user","content":"{word}"}}]}}"#),
+        ));
     }
     conn.send(&three);
     for word in ["one", "two", "three"] {
@@ -147,7 +153,10 @@ fn bad_requests_get_400_and_unknown_paths_404() {
     let mut conn = Conn::new(server.addr());
     assert_eq!(conn.roundtrip(CHAT, "{not json").status, 400);
     assert_eq!(conn.roundtrip(CHAT, r#"{"messages":[]}"#).status, 400);
-    assert_eq!(conn.roundtrip(CHAT, r#"{"messages":[{"role":"user","content":"ok"}]}"#).status, 200);
+    assert_eq!(
+        conn.roundtrip(CHAT, r#"{"messages":[{"role":"user","content":"ok"}]}"#).status,
+        200
+    );
     server.stop();
 }
 
