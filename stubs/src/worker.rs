@@ -23,6 +23,7 @@ use crate::variable::{sleep_until_precise, LocalSemaphore, Rng};
 
 const READ_BUF_LEN: usize = 16 * 1024;
 const STOP_POLL: Duration = Duration::from_millis(5);
+const CLOSE_TURNS: usize = 4;
 
 struct Ctx {
     shared: Arc<Shared>,
@@ -61,6 +62,12 @@ pub fn run(shared: Arc<Shared>, index: usize, listener: StdListener) -> std::io:
         stop.fire();
         let give_up = Instant::now() + Duration::from_secs(1);
         while stop.live.get() > 0 && Instant::now() < give_up {
+            monoio::time::sleep(Duration::from_millis(1)).await;
+        }
+        // Under io_uring a dropped socket is closed by a queued close op, which only runs once
+        // the driver submits it, after the cancelled accept/read completes: give the driver a
+        // few turns so every close is submitted before the ring is torn down.
+        for _ in 0..CLOSE_TURNS {
             monoio::time::sleep(Duration::from_millis(1)).await;
         }
         Ok(())
