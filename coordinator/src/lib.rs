@@ -1,2 +1,8 @@
-//! loadgen-coordinator: plan to CPU sets, fork and pin, scheduler, aggregator.
+//! loadgen-coordinator: plan to CPU sets, fork and pin, scheduler, aggregator, run lifecycle.
+
+pub mod aggregate;
+pub mod cpu;
+pub mod fork;
 pub mod metrics;
+pub mod order;
+pub mod schedule;

@@ -1,0 +1,292 @@
+//! `events.jsonl`: compact JSON event lines in the reference's layout, written by a thread of its own.
+//!
+//! The aggregator formats lines into a buffer and hands full buffers to the writer thread over a
+//! bounded channel, so file writes never stall record ingest and memory stays bounded.
+
+use std::fs::File;
+use std::io::{self, BufWriter, Write};
+use std::path::Path;
+use std::thread::JoinHandle;
+
+use crossbeam_channel::{bounded, Sender};
+
+/// Bytes collected before a buffer goes to the writer thread.
+pub const EVENTS_BUFFER_BYTES: usize = 256 * 1024;
+/// Full buffers that may wait for the writer thread before the aggregator waits too.
+pub const EVENTS_QUEUE_BUFFERS: usize = 64;
+
+/// The sample uuid of a sample id: 32 lowercase hex digits, like the reference's uuid4().hex.
+pub fn sample_uuid(sample_id: u64) -> String {
+    format!("{:032x}", sample_id)
+}
+
+/// Formats event lines and ships them to the writer thread.
+pub struct EventLog {
+    buffer: Vec<u8>,
+    sender: Option<Sender<Vec<u8>>>,
+    writer: Option<JoinHandle<io::Result<()>>>,
+}
+
+impl EventLog {
+    /// Creates (truncates) `path` and starts the writer thread.
+    pub fn create(path: &Path) -> io::Result<EventLog> {
+        let file = File::create(path)?;
+        let (sender, receiver) = bounded::<Vec<u8>>(EVENTS_QUEUE_BUFFERS);
+        let writer = std::thread::Builder::new().name("events-writer".into()).spawn(move || {
+            let mut out = BufWriter::with_capacity(1 << 20, file);
+            for chunk in receiver {
+                out.write_all(&chunk)?;
+            }
+            out.flush()?;
+            out.into_inner().map_err(|e| e.into_error())?.sync_all()
+        })?;
+        Ok(EventLog {
+            buffer: Vec::with_capacity(EVENTS_BUFFER_BYTES),
+            sender: Some(sender),
+            writer: Some(writer),
+        })
+    }
+
+    /// An event log that formats nothing and writes nothing (for tests and dry runs).
+    pub fn disabled() -> EventLog {
+        EventLog { buffer: Vec::new(), sender: None, writer: None }
+    }
+
+    fn enabled(&self) -> bool {
+        self.sender.is_some()
+    }
+
+    fn head(&mut self, event_type: &str, timestamp_ns: u64, sample_uuid: &str) {
+        let b = &mut self.buffer;
+        b.extend_from_slice(b"{\"event_type\":\"");
+        b.extend_from_slice(event_type.as_bytes());
+        b.extend_from_slice(b"\",\"timestamp_ns\":");
+        b.extend_from_slice(timestamp_ns.to_string().as_bytes());
+        b.extend_from_slice(b",\"sample_uuid\":\"");
+        b.extend_from_slice(sample_uuid.as_bytes());
+        b.extend_from_slice(b"\",\"conversation_id\":\"\",\"turn\":null,\"data\":");
+    }
+
+    fn end_line(&mut self) {
+        self.buffer.extend_from_slice(b"}\n");
+        if self.buffer.len() >= EVENTS_BUFFER_BYTES {
+            self.ship();
+        }
+    }
+
+    fn ship(&mut self) {
+        if let Some(sender) = &self.sender {
+            let full = std::mem::replace(&mut self.buffer, Vec::with_capacity(EVENTS_BUFFER_BYTES));
+            // A closed channel means the writer failed; finish() reports its error.
+            let _ = sender.send(full);
+        }
+    }
+
+    /// A session event (`session.started`, `session.start_performance_tracking`, ...).
+    pub fn session(&mut self, event_type: &str, timestamp_ns: u64) {
+        if !self.enabled() {
+            return;
+        }
+        self.head(event_type, timestamp_ns, "");
+        self.buffer.extend_from_slice(b"null");
+        self.end_line();
+    }
+
+    /// `sample.issued` with the row's pre-rendered `PromptData` JSON.
+    pub fn issued(&mut self, uuid: &str, timestamp_ns: u64, prompt_data_json: &str) {
+        if !self.enabled() {
+            return;
+        }
+        self.head("sample.issued", timestamp_ns, uuid);
+        self.buffer.extend_from_slice(prompt_data_json.as_bytes());
+        self.end_line();
+    }
+
+    /// `sample.recv_first`.
+    pub fn recv_first(&mut self, uuid: &str, timestamp_ns: u64) {
+        if !self.enabled() {
+            return;
+        }
+        self.head("sample.recv_first", timestamp_ns, uuid);
+        self.buffer.extend_from_slice(b"null");
+        self.end_line();
+    }
+
+    /// `error.generic` with `["ErrorData","error",message]`.
+    pub fn error(&mut self, uuid: &str, timestamp_ns: u64, message: &str) {
+        if !self.enabled() {
+            return;
+        }
+        self.head("error.generic", timestamp_ns, uuid);
+        self.buffer.extend_from_slice(b"[\"ErrorData\",\"error\",");
+        push_json_str(&mut self.buffer, message);
+        self.buffer.push(b']');
+        self.end_line();
+    }
+
+    /// `sample.complete`. `output` is `None` for a failed sample (data null). A streamed output is
+    /// written as the reference's `[first_chunk, rest]` list, a non-streamed one as a string.
+    pub fn complete(&mut self, c: &CompleteEvent<'_>) {
+        if !self.enabled() {
+            return;
+        }
+        self.head("sample.complete", c.timestamp_ns, c.uuid);
+        match c.output {
+            None => self.buffer.extend_from_slice(b"null"),
+            Some(text) => {
+                self.buffer.extend_from_slice(b"[\"TextModelOutput\",");
+                match c.first_chunk_len {
+                    Some(split) if c.streamed => {
+                        let split = floor_char_boundary(text, split);
+                        self.buffer.push(b'[');
+                        if !text.is_empty() {
+                            push_json_str(&mut self.buffer, &text[..split]);
+                            if split < text.len() {
+                                self.buffer.push(b',');
+                                push_json_str(&mut self.buffer, &text[split..]);
+                            }
+                        }
+                        self.buffer.push(b']');
+                    }
+                    _ => push_json_str(&mut self.buffer, text),
+                }
+                self.buffer.extend_from_slice(b",null,null]");
+            }
+        }
+        if let Some(reason) = c.finish_reason {
+            self.buffer.extend_from_slice(b",\"finish_reason\":\"");
+            self.buffer.extend_from_slice(reason.as_bytes());
+            self.buffer.push(b'"');
+        }
+        self.buffer.extend_from_slice(b",\"worker_id\":");
+        self.buffer.extend_from_slice(c.worker_id.to_string().as_bytes());
+        if let Some(p) = c.prompt_tokens {
+            self.buffer.extend_from_slice(b",\"prompt_tokens\":");
+            self.buffer.extend_from_slice(p.to_string().as_bytes());
+        }
+        if let Some(n) = c.completion_tokens {
+            self.buffer.extend_from_slice(b",\"completion_tokens\":");
+            self.buffer.extend_from_slice(n.to_string().as_bytes());
+        }
+        self.end_line();
+    }
+
+    /// Flushes everything and waits for the writer thread.
+    pub fn finish(mut self) -> io::Result<()> {
+        if !self.buffer.is_empty() {
+            self.ship();
+        }
+        self.sender.take();
+        match self.writer.take() {
+            Some(handle) => handle
+                .join()
+                .unwrap_or_else(|_| Err(io::Error::other("the events writer thread panicked"))),
+            None => Ok(()),
+        }
+    }
+}
+
+/// What a `sample.complete` line says.
+pub struct CompleteEvent<'a> {
+    pub uuid: &'a str,
+    pub timestamp_ns: u64,
+    pub output: Option<&'a str>,
+    pub streamed: bool,
+    pub first_chunk_len: Option<usize>,
+    pub finish_reason: Option<&'a str>,
+    pub worker_id: u16,
+    pub prompt_tokens: Option<u32>,
+    pub completion_tokens: Option<u32>,
+}
+
+fn floor_char_boundary(text: &str, index: usize) -> usize {
+    let mut i = index.min(text.len());
+    while !text.is_char_boundary(i) {
+        i -= 1;
+    }
+    i
+}
+
+/// Appends `s` as a JSON string literal.
+pub fn push_json_str(out: &mut Vec<u8>, s: &str) {
+    // serde_json escapes exactly as JSON requires; writing into a Vec cannot fail.
+    let _ = serde_json::to_writer(&mut *out, s);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lines(log: impl FnOnce(&mut EventLog)) -> String {
+        let dir = std::env::temp_dir().join(format!("events-test-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join(format!("{}.jsonl", crate::aggregate::events::tests_counter()));
+        let mut ev = EventLog::create(&path).unwrap();
+        log(&mut ev);
+        ev.finish().unwrap();
+        let text = std::fs::read_to_string(&path).unwrap();
+        std::fs::remove_file(&path).unwrap();
+        text
+    }
+
+    #[test]
+    fn session_and_issued_lines_match_the_reference_layout() {
+        let text = lines(|ev| {
+            ev.session("session.started", 5);
+            ev.issued(&sample_uuid(1), 7, r#"["PromptData","hi",null,null,null,null,null,null]"#);
+        });
+        assert_eq!(
+            text,
+            concat!(
+                r#"{"event_type":"session.started","timestamp_ns":5,"sample_uuid":"","conversation_id":"","turn":null,"data":null}"#,
+                "\n",
+                r#"{"event_type":"sample.issued","timestamp_ns":7,"sample_uuid":"00000000000000000000000000000001","conversation_id":"","turn":null,"data":["PromptData","hi",null,null,null,null,null,null]}"#,
+                "\n"
+            )
+        );
+    }
+
+    #[test]
+    fn complete_lines_carry_usage_only_when_sent() {
+        let base = CompleteEvent {
+            uuid: "u",
+            timestamp_ns: 9,
+            output: Some("Provide examples"),
+            streamed: true,
+            first_chunk_len: Some(7),
+            finish_reason: Some("stop"),
+            worker_id: 1,
+            prompt_tokens: None,
+            completion_tokens: None,
+        };
+        let text = lines(|ev| {
+            ev.complete(&base);
+            ev.complete(&CompleteEvent {
+                prompt_tokens: Some(3),
+                completion_tokens: Some(16),
+                ..base
+            });
+            ev.complete(&CompleteEvent { output: None, finish_reason: None, ..base });
+        });
+        let got: Vec<&str> = text.lines().collect();
+        assert_eq!(
+            got[0],
+            r#"{"event_type":"sample.complete","timestamp_ns":9,"sample_uuid":"u","conversation_id":"","turn":null,"data":["TextModelOutput",["Provide"," examples"],null,null],"finish_reason":"stop","worker_id":1}"#
+        );
+        assert!(got[1].ends_with(r#""worker_id":1,"prompt_tokens":3,"completion_tokens":16}"#));
+        assert!(got[2].contains(r#""data":null,"worker_id":1}"#));
+    }
+
+    #[test]
+    fn error_lines_escape_the_message() {
+        let text = lines(|ev| ev.error("u", 1, "HTTP 404: \"no\"\n"));
+        assert!(text.contains(r#""data":["ErrorData","error","HTTP 404: \"no\"\n"]}"#));
+    }
+}
+
+#[cfg(test)]
+pub(crate) fn tests_counter() -> usize {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    static NEXT: AtomicUsize = AtomicUsize::new(0);
+    NEXT.fetch_add(1, Ordering::Relaxed)
+}
