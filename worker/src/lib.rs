@@ -1,5 +1,7 @@
 //! loadgen-worker: the wire vocabulary (records, rings) and the worker process's HTTP/1.1 client.
 
+pub mod adapter;
+pub mod http;
 pub mod request;
 pub mod wire;
 

@@ -1,0 +1,183 @@
+//! Response adapters: turn SSE frames or whole bodies of each API into one sample's output,
+//! first-chunk stamp, finish reason and usage counts. Only the needed fields are decoded, into
+//! borrowed structs; a malformed frame drops only itself.
+
+pub mod completions;
+pub mod openai;
+pub mod sglang;
+pub mod usage;
+
+use serde::de::{Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
+use serde::Deserialize;
+
+use crate::request::ApiType;
+use crate::wire::FinishReason;
+use usage::UsageState;
+
+/// One response's accumulated result; buffers are reused across responses.
+#[derive(Debug)]
+pub struct Accumulator {
+    pub api: ApiType,
+    /// Reasoning + content + tool-call text, cut at `max_output_bytes`.
+    pub output: Vec<u8>,
+    /// When the first content-bearing frame was parsed (0 = none yet).
+    pub first_chunk_ns: u64,
+    /// Bytes of `output` that came with the first content-bearing frame.
+    pub first_chunk_len: usize,
+    pub finish: FinishReason,
+    pub usage: UsageState,
+    /// Frames that did not decode (each dropped alone).
+    pub malformed_frames: u32,
+    /// The output hit `max_output_bytes` and was cut.
+    pub truncated: bool,
+    max_output_bytes: usize,
+}
+
+impl Accumulator {
+    pub fn new(api: ApiType, max_output_bytes: usize) -> Accumulator {
+        Accumulator {
+            api,
+            output: Vec::with_capacity(max_output_bytes.min(16 * 1024)),
+            first_chunk_ns: 0,
+            first_chunk_len: 0,
+            finish: FinishReason::None,
+            usage: UsageState::default(),
+            malformed_frames: 0,
+            truncated: false,
+            max_output_bytes,
+        }
+    }
+
+    /// Clears everything for the next response, keeping the buffer's capacity.
+    pub fn reset(&mut self) {
+        self.output.clear();
+        self.first_chunk_ns = 0;
+        self.first_chunk_len = 0;
+        self.finish = FinishReason::None;
+        self.usage = UsageState::default();
+        self.malformed_frames = 0;
+        self.truncated = false;
+    }
+
+    /// Appends text, cutting at the limit.
+    pub(crate) fn append(&mut self, text: &[u8]) {
+        let room = self.max_output_bytes.saturating_sub(self.output.len());
+        if text.len() > room {
+            self.truncated = true;
+        }
+        self.output.extend_from_slice(&text[..text.len().min(room)]);
+    }
+
+    /// Replaces the output (SGLang's cumulative text).
+    pub(crate) fn replace(&mut self, text: &[u8]) {
+        self.output.clear();
+        self.append(text);
+    }
+
+    /// Stamps the first content-bearing frame.
+    pub(crate) fn mark_first(&mut self, now_ns: fn() -> u64) {
+        if self.first_chunk_ns == 0 {
+            self.first_chunk_ns = now_ns();
+            self.first_chunk_len = self.output.len();
+        }
+    }
+
+    /// One SSE `data:` payload of a streaming response.
+    pub fn on_sse_frame(&mut self, json: &[u8], now_ns: fn() -> u64) {
+        let ok = match self.api {
+            ApiType::OpenAiChat | ApiType::OpenAiCompletions => {
+                openai::on_frame(self, json, now_ns)
+            }
+            ApiType::Sglang => sglang::on_frame(self, json, now_ns),
+        };
+        if !ok {
+            self.malformed_frames += 1;
+        }
+    }
+
+    /// Ends a streaming response.
+    pub fn finish_stream(&mut self) {
+        if self.api == ApiType::Sglang || self.first_chunk_ns == 0 {
+            // No TPOT for SGLang (cumulative text) or without a content chunk.
+            self.first_chunk_len = self.output.len();
+        }
+    }
+
+    /// A whole non-streaming body; `false` when it does not decode (the sample is malformed).
+    pub fn on_body(&mut self, json: &[u8]) -> bool {
+        let ok = match self.api {
+            ApiType::OpenAiChat => openai::on_body(self, json),
+            ApiType::OpenAiCompletions => completions::on_body(self, json),
+            ApiType::Sglang => sglang::on_body(self, json),
+        };
+        self.first_chunk_ns = 0;
+        self.first_chunk_len = self.output.len();
+        ok
+    }
+}
+
+/// The first element of a JSON array (the rest skipped without allocating); `null` or `[]` give
+/// `None`.
+#[derive(Debug)]
+pub(crate) struct First<T>(pub Option<T>);
+
+impl<T> Default for First<T> {
+    fn default() -> Self {
+        First(None)
+    }
+}
+
+impl<'de, T: Deserialize<'de>> Deserialize<'de> for First<T> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct FirstVisitor<T>(std::marker::PhantomData<T>);
+        impl<'de, T: Deserialize<'de>> Visitor<'de> for FirstVisitor<T> {
+            type Value = First<T>;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("an array")
+            }
+            fn visit_unit<E>(self) -> Result<First<T>, E> {
+                Ok(First(None))
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<First<T>, A::Error> {
+                let first = seq.next_element::<T>()?;
+                while seq.next_element::<IgnoredAny>()?.is_some() {}
+                Ok(First(first))
+            }
+        }
+        d.deserialize_any(FirstVisitor(std::marker::PhantomData))
+    }
+}
+
+/// A finish reason given as a string (OpenAI), an object with `type` (SGLang) or null.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct FinishField(pub FinishReason);
+
+impl<'de> Deserialize<'de> for FinishField {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct FinishVisitor;
+        impl<'de> Visitor<'de> for FinishVisitor {
+            type Value = FinishField;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a finish reason")
+            }
+            fn visit_str<E>(self, v: &str) -> Result<FinishField, E> {
+                Ok(FinishField(FinishReason::parse(v)))
+            }
+            fn visit_unit<E>(self) -> Result<FinishField, E> {
+                Ok(FinishField(FinishReason::None))
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<FinishField, A::Error> {
+                let mut reason = FinishReason::None;
+                while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
+                    if key == "type" {
+                        reason = map.next_value::<FinishField>()?.0;
+                    } else {
+                        map.next_value::<IgnoredAny>()?;
+                    }
+                }
+                Ok(FinishField(reason))
+            }
+        }
+        d.deserialize_any(FinishVisitor)
+    }
+}

@@ -1,0 +1,5 @@
+//! The worker's HTTP/1.1 client: response framing, SSE framing, and the connection loop.
+
+pub mod conn;
+pub mod h1;
+pub mod sse;
