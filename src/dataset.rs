@@ -131,8 +131,12 @@ impl DatasetSpec {
                 })?;
                 self.samples = Some(n);
             }
-            "parser.prompt" => self.parser.get_or_insert_with(Default::default).prompt = Some(value.into()),
-            "parser.system" => self.parser.get_or_insert_with(Default::default).system = Some(value.into()),
+            "parser.prompt" => {
+                self.parser.get_or_insert_with(Default::default).prompt = Some(value.into())
+            }
+            "parser.system" => {
+                self.parser.get_or_insert_with(Default::default).system = Some(value.into())
+            }
             _ if key.starts_with("parser.") => {
                 return Err(AppError::Input(format!(
                     "dataset option {key:?}: parser targets are prompt and system"
@@ -180,9 +184,7 @@ pub fn load_dataset_spec(spec: &DatasetSpec) -> Result<Dataset, AppError> {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
             return Err(AppError::Input(format!("dataset file not found: {}", spec.path)))
         }
-        Err(e) => {
-            return Err(AppError::Setup(format!("cannot read dataset {}: {e}", spec.path)))
-        }
+        Err(e) => return Err(AppError::Setup(format!("cannot read dataset {}: {e}", spec.path))),
     };
     let mut records = match format {
         Format::Jsonl => parse_jsonl(&text, &spec.path)?,
@@ -246,17 +248,15 @@ fn parse_jsonl(text: &str, path: &str) -> Result<Vec<Map<String, Value>>, AppErr
                     i + 1
                 )))
             }
-            Err(e) => {
-                return Err(AppError::Input(format!("dataset {path} line {}: {e}", i + 1)))
-            }
+            Err(e) => return Err(AppError::Input(format!("dataset {path} line {}: {e}", i + 1))),
         }
     }
     Ok(out)
 }
 
 fn parse_json(text: &str, path: &str) -> Result<Vec<Map<String, Value>>, AppError> {
-    let value: Value = serde_json::from_str(text)
-        .map_err(|e| AppError::Input(format!("dataset {path}: {e}")))?;
+    let value: Value =
+        serde_json::from_str(text).map_err(|e| AppError::Input(format!("dataset {path}: {e}")))?;
     match value {
         Value::Array(items) => items
             .into_iter()
@@ -281,7 +281,9 @@ fn columns_to_records(
     let mut out: Vec<Map<String, Value>> = Vec::new();
     for (name, col) in columns {
         let Value::Array(values) = col else {
-            return Err(AppError::Input(format!("dataset {path}: column {name:?} is not an array")));
+            return Err(AppError::Input(format!(
+                "dataset {path}: column {name:?} is not an array"
+            )));
         };
         if out.is_empty() {
             out.resize(values.len(), Map::new());
@@ -301,7 +303,8 @@ fn columns_to_records(
 }
 
 fn parse_csv(text: &str, path: &str) -> Result<Vec<Map<String, Value>>, AppError> {
-    let mut records = split_csv(text).map_err(|e| AppError::Input(format!("dataset {path}: {e}")))?;
+    let mut records =
+        split_csv(text).map_err(|e| AppError::Input(format!("dataset {path}: {e}")))?;
     if records.is_empty() {
         return Ok(Vec::new());
     }
@@ -470,7 +473,8 @@ fn build_row(
         match v {
             Value::Null => {}
             Value::Array(items) => {
-                row.token_ids = Some(token_list(items).ok_or_else(|| bad(col, "is not a list of token ids"))?)
+                row.token_ids =
+                    Some(token_list(items).ok_or_else(|| bad(col, "is not a list of token ids"))?)
             }
             _ => return Err(bad(col, "is not a list of token ids")),
         }
@@ -540,16 +544,127 @@ pub fn synthetic_dataset() -> Dataset {
     Dataset { name: "synthetic".to_string(), rows }
 }
 
-/// The JSONL text of `tests/assets/datasets/dummy_1k.jsonl` (prompts in `text_input`).
-pub fn synthetic_jsonl() -> String {
-    let mut out = String::new();
-    for i in 0..SYNTHETIC_ROW_COUNT {
-        let line = serde_json::json!({
-            "text_input": synthetic_prompt(i),
-            "ref_output": format!("A reference answer for case {i}"),
-        });
-        out.push_str(&line.to_string());
-        out.push('\n');
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write as _;
+
+    fn asset(path: &str) -> String {
+        format!("{}/tests/assets/{path}", env!("CARGO_MANIFEST_DIR"))
     }
-    out
+
+    fn temp_file(name: &str, text: &str) -> (tempdir::Dir, String) {
+        let dir = tempdir::Dir::new(name);
+        let path = dir.path.join(name);
+        std::fs::File::create(&path).unwrap().write_all(text.as_bytes()).unwrap();
+        let p = path.display().to_string();
+        (dir, p)
+    }
+
+    /// A scratch folder removed on drop (no extra dependency for two tests).
+    mod tempdir {
+        pub struct Dir {
+            pub path: std::path::PathBuf,
+        }
+        impl Dir {
+            pub fn new(tag: &str) -> Dir {
+                let path = std::env::temp_dir().join(format!(
+                    "llm-loadgen-dataset-{}-{tag}-{:?}",
+                    std::process::id(),
+                    std::thread::current().id()
+                ));
+                std::fs::create_dir_all(&path).unwrap();
+                Dir { path }
+            }
+        }
+        impl Drop for Dir {
+            fn drop(&mut self) {
+                let _ = std::fs::remove_dir_all(&self.path);
+            }
+        }
+    }
+
+    #[test]
+    fn dummy_1k_asset_holds_the_synthetic_prompts() {
+        let spec = format!("{},parser.prompt=text_input", asset("datasets/dummy_1k.jsonl"));
+        let ds = load_dataset(&spec).unwrap();
+        assert_eq!(ds.name, "dummy_1k");
+        assert_eq!(ds.rows, synthetic_dataset().rows);
+        let lens: Vec<usize> = ds.rows.iter().map(|r| r.prompt.as_ref().unwrap().len()).collect();
+        assert_eq!(*lens.iter().min().unwrap(), 44);
+        assert_eq!(*lens.iter().max().unwrap(), 57);
+    }
+
+    #[test]
+    fn missing_prompt_column_names_the_columns_the_file_has() {
+        let err = load_dataset(&asset("datasets/dummy_1k.jsonl")).unwrap_err();
+        let AppError::Input(msg) = &err else { panic!("{err:?}") };
+        assert!(msg.contains("no prompt column"), "{msg}");
+        assert!(msg.contains("text_input") && msg.contains("ref_output"), "{msg}");
+        assert!(msg.contains("parser.prompt=COL"), "{msg}");
+        let err = load_dataset(&format!("{},parser.prompt=nope", asset("datasets/dummy_1k.jsonl")))
+            .unwrap_err();
+        let AppError::Input(msg) = &err else { panic!("{err:?}") };
+        assert!(msg.contains("column \"nope\" (parser.prompt) not found"), "{msg}");
+        assert!(msg.contains("the file has columns: ") && msg.contains("text_input"), "{msg}");
+    }
+
+    #[test]
+    fn prompt_aliases_map_and_conflict() {
+        let (_d, p) =
+            temp_file("q.jsonl", "{\"question\": \"why?\", \"system_prompt\": \"be brief\"}\n");
+        let ds = load_dataset(&p).unwrap();
+        assert_eq!(ds.rows[0].prompt.as_deref(), Some("why?"));
+        assert_eq!(ds.rows[0].system.as_deref(), Some("be brief"));
+        let (_d2, p2) = temp_file("two.jsonl", "{\"question\": \"a\", \"query\": \"b\"}\n");
+        let err = load_dataset(&p2).unwrap_err();
+        assert!(err.to_string().contains("question, query"), "{err}");
+        // An explicit mapping settles the conflict.
+        let ds = load_dataset(&format!("{p2},parser.prompt=query")).unwrap();
+        assert_eq!(ds.rows[0].prompt.as_deref(), Some("b"));
+    }
+
+    #[test]
+    fn json_csv_messages_token_ids_and_n() {
+        let (_d, p) = temp_file("a.json", r#"[{"prompt": "hi", "n": 2}, {"prompt": [1, 2, 3]}]"#);
+        let ds = load_dataset(&p).unwrap();
+        assert_eq!(ds.rows[0].n, Some(2));
+        assert_eq!(ds.rows[1].token_ids, Some(vec![1, 2, 3]));
+        let (_d, p) = temp_file("c.csv", "id,text\n1,\"hello, \"\"world\"\"\"\n2,plain\n");
+        let ds = load_dataset(&format!("{p},parser.prompt=text")).unwrap();
+        assert_eq!(ds.rows[0].prompt.as_deref(), Some("hello, \"world\""));
+        assert_eq!(ds.rows[1].prompt.as_deref(), Some("plain"));
+        let (_d, p) =
+            temp_file("m.jsonl", "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}]}\n");
+        let ds = load_dataset(&p).unwrap();
+        assert!(ds.rows[0].messages.is_some());
+        let (_d, p) =
+            temp_file("s.jsonl", "{\"prompt\": \"a\"}\n{\"prompt\": \"b\"}\n{\"prompt\": \"c\"}\n");
+        assert_eq!(load_dataset(&format!("{p},samples=2")).unwrap().rows.len(), 2);
+    }
+
+    #[test]
+    fn bad_files_and_specs_are_input_errors() {
+        let err = load_dataset("/nonexistent/x.jsonl").unwrap_err();
+        assert_eq!(err, AppError::Input("dataset file not found: /nonexistent/x.jsonl".into()));
+        let (_d, p) = temp_file("bad.jsonl", "{\"prompt\": \"a\"}\n{oops\n");
+        let err = load_dataset(&p).unwrap_err();
+        assert!(matches!(&err, AppError::Input(m) if m.contains("line 2")), "{err}");
+        let (_d, p) = temp_file("x.parquet", "");
+        assert!(matches!(load_dataset(&p), Err(AppError::Input(m)) if m.contains("parquet")));
+        for (spec, needle) in [
+            ("a.jsonl,parser.prompt:text", "write parser.prompt=text"),
+            ("a.jsonl,parser.answer=x", "parser targets are prompt and system"),
+            ("a.jsonl,colour=red", "unknown dataset option \"colour\""),
+            ("a.jsonl,samples=many", "not a whole number"),
+        ] {
+            let err = DatasetSpec::parse(spec).unwrap_err();
+            assert!(err.to_string().contains(needle), "{spec}: {err}");
+            assert_eq!(err.exit_code(), 2);
+        }
+        let spec = DatasetSpec::parse("acc:x.jsonl,name=n,parser.system=sys").unwrap();
+        assert_eq!(spec.kind, DatasetKind::Accuracy);
+        assert_eq!(spec.display_name(), "n");
+        assert_eq!(spec.parser.unwrap().system.as_deref(), Some("sys"));
+    }
 }

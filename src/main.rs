@@ -1,9 +1,78 @@
 //! llm-loadgen: a load generator for LLM inference endpoints.
 
+mod cli;
+mod commands;
 mod dataset;
 mod error;
 mod plan;
+mod report;
 mod run;
 mod tokenizer;
+mod yaml;
 
-fn main() {}
+use clap::Parser;
+
+use crate::cli::{BenchmarkCommand, Cli, Command};
+use crate::error::AppError;
+use crate::yaml::{BenchType, Config};
+
+fn main() {
+    // A panic is a bug: say so in one line, without a backtrace, and exit 4.
+    std::panic::set_hook(Box::new(|info| {
+        eprintln!("llm-loadgen: internal error: {info}; please report it");
+    }));
+    let code = std::panic::catch_unwind(real_main).unwrap_or(4);
+    std::process::exit(code);
+}
+
+fn real_main() -> i32 {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(err) => {
+            // Usage errors exit 1 as the reference's do (clap's own default is 2);
+            // --help and --version exit 0.
+            let code = if err.use_stderr() { 1 } else { 0 };
+            let _ = err.print();
+            return code;
+        }
+    };
+    match dispatch(cli) {
+        Ok(code) => code,
+        Err(err) => {
+            eprintln!("llm-loadgen: {err}");
+            err.exit_code()
+        }
+    }
+}
+
+fn dispatch(cli: Cli) -> Result<i32, AppError> {
+    match cli.command {
+        Command::Benchmark { mode } => {
+            let config = match mode {
+                BenchmarkCommand::Offline(flags) => {
+                    with_flags(Config::defaults(BenchType::Offline), &flags)?
+                }
+                BenchmarkCommand::Online(flags) => {
+                    with_flags(Config::defaults(BenchType::Online), &flags)?
+                }
+                BenchmarkCommand::FromConfig(args) => {
+                    with_flags(Config::from_yaml_file(&args.config)?, &args.flags)?
+                }
+            };
+            let plan = plan::resolve_plan(config, cli.verbose)?;
+            run::run_benchmark(&plan)
+        }
+        Command::Init { template, output } => commands::init::run(&template, output.as_deref()),
+        Command::ValidateYaml { config } => commands::validate_yaml::run(&config),
+        Command::Info => commands::info::run(),
+        Command::Stub { cmd } => {
+            loadgen_stubs::cli::run(cmd).map_err(|e| AppError::Setup(format!("stub: {e:#}")))?;
+            Ok(0)
+        }
+    }
+}
+
+fn with_flags(mut config: Config, flags: &cli::BenchFlags) -> Result<Config, AppError> {
+    flags.apply(&mut config)?;
+    Ok(config)
+}

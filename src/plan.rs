@@ -3,8 +3,13 @@
 
 use std::path::PathBuf;
 
-use crate::dataset::Dataset;
+use crate::commands::sys::local_timestamp;
+use crate::dataset::{load_dataset_spec, synthetic_dataset, Dataset, DatasetKind};
+use crate::error::AppError;
 use crate::tokenizer::Tokenizer;
+use crate::yaml::{
+    ApiTypeName, BenchType, Config, LoadPatternKind, Runtime, Streaming, TokenSource,
+};
 
 /// How samples are issued.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -144,4 +149,401 @@ pub struct Plan {
     /// The resolved configuration in the reference's schema, secrets redacted: written as
     /// `config.yaml` in the report directory.
     pub config_yaml: String,
+}
+
+/// Default connections per worker when `--max-connections` is not given.
+pub const CONNECTIONS_PER_WORKER_DEFAULT: usize = 32;
+
+/// Model name used with the embedded stub when no `--model` is given.
+pub const EMBEDDED_MODEL: &str = "llm-loadgen-stub";
+
+/// The reference's default target rate for sizing the sample count (anchor §3.5).
+pub const SAMPLE_SIZING_QPS_DEFAULT: f64 = 10.0;
+
+/// Resolves a configuration (YAML and/or flags, already merged) into a validated plan:
+/// checks every setting, loads the dataset and the tokenizer, sizes the run.
+pub fn resolve_plan(mut config: Config, verbose: u8) -> Result<Plan, AppError> {
+    let load_pattern = resolve_load_pattern(&config)?;
+    let endpoints = parse_endpoints(&config)?;
+    let model = resolve_model(&config, &endpoints)?;
+    let api_type = api_type_of(config.endpoint_config.api_type);
+    let streaming = resolve_streaming(&config);
+    config.model_params.streaming = if streaming { Streaming::On } else { Streaming::Off };
+    check_completions_only(&config, api_type)?;
+    let token_count_source = resolve_token_source(&config, api_type, streaming)?;
+    let (dataset, dataset_is_synthetic) = resolve_dataset(&mut config)?;
+    check_rows_n(&dataset, token_count_source)?;
+    let tokenizer = resolve_tokenizer(&config, &model)?;
+    let runtime = &config.settings.runtime;
+    let rows = dataset.rows.len() as u64;
+    let num_samples = samples_to_issue(
+        runtime.n_samples_to_issue,
+        runtime.min_duration_ms,
+        config.settings.load_pattern.target_qps,
+        rows,
+    );
+    let max_duration_ms = check_durations(runtime)?;
+    let (workers, max_connections) = resolve_workers(&config, load_pattern)?;
+    let report_dir = match &config.report_dir {
+        Some(dir) => PathBuf::from(dir),
+        None => PathBuf::from(format!("/tmp/reports_{}", local_timestamp())),
+    };
+    config.report_dir = Some(report_dir.display().to_string());
+    config.settings.token_count_source = match token_count_source {
+        TokenCountSource::Client => TokenSource::Client,
+        TokenCountSource::Server => TokenSource::Server,
+    };
+    if config.name.is_none() {
+        config.name = Some(format!("{}_benchmark", config.kind.as_str()));
+    }
+    let drain_timeout_ms = seconds_to_ms(config.settings.drain.performance_timeout_s, "drain")?;
+    let warmup = &config.settings.warmup;
+    Ok(Plan {
+        load_pattern,
+        endpoints,
+        model,
+        api_type,
+        api_key: config.endpoint_config.api_key.clone(),
+        streaming,
+        stream_include_usage: config.settings.client.stream_include_usage,
+        max_output_tokens: config.model_params.max_new_tokens,
+        min_output_tokens: (config.model_params.min_new_tokens != 1)
+            .then_some(config.model_params.min_new_tokens),
+        temperature: config.model_params.temperature,
+        top_p: config.model_params.top_p,
+        top_k: config.model_params.top_k,
+        seed: config.model_params.seed,
+        dataset,
+        dataset_is_synthetic,
+        tokenizer,
+        num_samples,
+        max_duration_ms,
+        drain_timeout_ms,
+        workers,
+        max_connections,
+        cpu_affinity: config.enable_cpu_affinity,
+        warmup: Warmup {
+            enabled: warmup.enabled,
+            requests: warmup.n_requests,
+            drain: warmup.drain,
+        },
+        early_stopping: config.settings.early_stopping.enabled,
+        report_dir,
+        token_count_source,
+        scheduler_seed: runtime.scheduler_random_seed,
+        dataloader_seed: runtime.dataloader_random_seed,
+        legacy_loadgen_qps: matches!(load_pattern, LoadPattern::Poisson { .. })
+            && config.settings.load_pattern.use_legacy_loadgen_qps_metrics,
+        verbose: verbose.max(u8::from(config.verbose)),
+        config_yaml: config.to_redacted_yaml()?,
+    })
+}
+
+/// The checks that need no file: load pattern, endpoints, model, API-type rules, token
+/// basis, durations, workers and dataset kinds (`validate-yaml` runs only these).
+pub fn check_config(config: &Config) -> Result<(), AppError> {
+    let pattern = resolve_load_pattern(config)?;
+    let endpoints = parse_endpoints(config)?;
+    resolve_model(config, &endpoints)?;
+    let api_type = api_type_of(config.endpoint_config.api_type);
+    check_completions_only(config, api_type)?;
+    resolve_token_source(config, api_type, resolve_streaming(config))?;
+    check_durations(&config.settings.runtime)?;
+    resolve_workers(config, pattern)?;
+    check_dataset_kinds(config)?;
+    Ok(())
+}
+
+fn parse_endpoints(config: &Config) -> Result<Vec<EndpointUrl>, AppError> {
+    config.endpoint_config.endpoints.iter().map(|u| parse_endpoint(u)).collect()
+}
+
+fn resolve_streaming(config: &Config) -> bool {
+    match config.model_params.streaming {
+        Streaming::On => true,
+        Streaming::Off => false,
+        Streaming::Auto => config.kind == BenchType::Online,
+    }
+}
+
+/// Samples to issue (anchor §3.5): `n_samples_to_issue` wins; a zero minimum duration
+/// issues the dataset once; otherwise `ceil(qps × duration × 1.1)` (qps 10 when unset),
+/// rounded up to a multiple of the dataset size.
+pub fn samples_to_issue(
+    n_samples_to_issue: Option<u64>,
+    min_duration_ms: u64,
+    target_qps: Option<f64>,
+    dataset_rows: u64,
+) -> u64 {
+    if let Some(n) = n_samples_to_issue {
+        return n;
+    }
+    let rows = dataset_rows.max(1);
+    if min_duration_ms == 0 {
+        return rows;
+    }
+    let qps = target_qps.unwrap_or(SAMPLE_SIZING_QPS_DEFAULT);
+    let wanted = (qps * (min_duration_ms as f64 / 1000.0) * 1.1).ceil().max(1.0) as u64;
+    wanted.div_ceil(rows) * rows
+}
+
+fn resolve_load_pattern(config: &Config) -> Result<LoadPattern, AppError> {
+    let lp = &config.settings.load_pattern;
+    match config.kind {
+        BenchType::Offline | BenchType::Online => {}
+        other => {
+            return Err(AppError::Input(format!(
+                "config type {:?} is not supported yet (use offline or online)",
+                other.as_str()
+            )))
+        }
+    }
+    if let Some(qps) = lp.target_qps {
+        if !(qps.is_finite() && qps > 0.0) {
+            return Err(AppError::Input(format!("target qps must be above 0, got {qps}")));
+        }
+    }
+    if lp.target_concurrency == Some(0) {
+        return Err(AppError::Input("target concurrency must be above 0, got 0".into()));
+    }
+    let contradiction = |msg: String| Err(AppError::Setup(msg));
+    match (config.kind, lp.kind) {
+        (BenchType::Offline, LoadPatternKind::MaxThroughput) => {
+            if let Some(c) = lp.target_concurrency {
+                return contradiction(format!(
+                    "--concurrency {c} does not apply to benchmark offline (max_throughput); \
+                     use benchmark online --load-pattern concurrency --concurrency {c}"
+                ));
+            }
+            Ok(LoadPattern::Offline)
+        }
+        (BenchType::Offline, kind) => contradiction(format!(
+            "benchmark offline uses load pattern max_throughput, got {}; use benchmark online",
+            kind.as_str()
+        )),
+        (_, LoadPatternKind::Poisson) => match (lp.target_qps, lp.target_concurrency) {
+            (_, Some(c)) => contradiction(format!(
+                "--concurrency {c} does not apply to load pattern poisson (it uses --target-qps)"
+            )),
+            (Some(q), None) => Ok(LoadPattern::Poisson { target_qps: q }),
+            (None, None) => contradiction("load pattern poisson needs --target-qps".into()),
+        },
+        (_, LoadPatternKind::Concurrency) => match lp.target_concurrency {
+            Some(n) => Ok(LoadPattern::Concurrency { n }),
+            None => contradiction("load pattern concurrency needs --concurrency N".into()),
+        },
+        (_, LoadPatternKind::MaxThroughput) => contradiction(
+            "benchmark online needs --load-pattern poisson (with --target-qps) or concurrency \
+             (with --concurrency); for max_throughput use benchmark offline"
+                .into(),
+        ),
+        (_, kind) => contradiction(format!("load pattern {} is not supported", kind.as_str())),
+    }
+}
+
+/// Validates an endpoint base URL: `http://host[:port][/prefix]`.
+pub fn parse_endpoint(url: &str) -> Result<EndpointUrl, AppError> {
+    let url = url.trim();
+    if url.starts_with("https://") {
+        return Err(AppError::Setup(format!(
+            "endpoint {url}: TLS is not supported yet; use an http:// endpoint"
+        )));
+    }
+    let Some(rest) = url.strip_prefix("http://") else {
+        return Err(AppError::Input(format!(
+            "endpoint {url:?} must start with http:// (e.g. http://localhost:8000)"
+        )));
+    };
+    let host = rest.split(['/', '?', '#']).next().unwrap_or_default();
+    let host_only = host.rsplit_once('@').map_or(host, |(_, h)| h);
+    let valid_port = match host_only.rsplit_once(':') {
+        Some((h, port)) if !h.ends_with(']') || host_only.starts_with('[') => {
+            !h.is_empty() && port.parse::<u16>().is_ok()
+        }
+        _ => !host_only.is_empty(),
+    };
+    if host_only.is_empty() || !valid_port {
+        return Err(AppError::Input(format!("endpoint {url:?} has no valid host[:port]")));
+    }
+    Ok(EndpointUrl { url: url.trim_end_matches('/').to_string() })
+}
+
+fn resolve_model(config: &Config, endpoints: &[EndpointUrl]) -> Result<String, AppError> {
+    match &config.model_params.name {
+        Some(name) if !name.trim().is_empty() => Ok(name.clone()),
+        _ if endpoints.is_empty() => Ok(EMBEDDED_MODEL.to_string()),
+        _ => Err(AppError::Usage(
+            "--model is required with --endpoints (model_params.name in YAML)".into(),
+        )),
+    }
+}
+
+fn api_type_of(name: ApiTypeName) -> ApiType {
+    match name {
+        ApiTypeName::Openai => ApiType::OpenAi,
+        ApiTypeName::OpenaiCompletions => ApiType::OpenAiCompletions,
+        ApiTypeName::Sglang => ApiType::Sglang,
+        ApiTypeName::Videogen => ApiType::VideoGen,
+    }
+}
+
+fn check_completions_only(config: &Config, api_type: ApiType) -> Result<(), AppError> {
+    let mp = &config.model_params;
+    if api_type == ApiType::OpenAiCompletions {
+        return Ok(());
+    }
+    if mp.min_new_tokens != 1 {
+        return Err(AppError::Setup(format!(
+            "min_new_tokens {} is only supported with --api-type openai_completions, not {}",
+            mp.min_new_tokens,
+            api_type.as_str()
+        )));
+    }
+    if !mp.skip_special_tokens {
+        return Err(AppError::Setup(format!(
+            "skip_special_tokens false is only supported with --api-type openai_completions, \
+             not {}",
+            api_type.as_str()
+        )));
+    }
+    Ok(())
+}
+
+/// The setup checks of SPEC §4.5 on the token basis.
+fn resolve_token_source(
+    config: &Config,
+    api_type: ApiType,
+    streaming: bool,
+) -> Result<TokenCountSource, AppError> {
+    let wanted = match config.settings.token_count_source {
+        TokenSource::Client => TokenCountSource::Client,
+        TokenSource::Server => TokenCountSource::Server,
+    };
+    if api_type == ApiType::VideoGen {
+        eprintln!("info: api type videogen reports no token usage; token count source is client");
+        return Ok(TokenCountSource::Client);
+    }
+    let opted_out = !config.settings.client.stream_include_usage;
+    if wanted == TokenCountSource::Server && opted_out && streaming && api_type.is_openai() {
+        return Err(AppError::Setup(format!(
+            "--token-count-source server with --no-stream-include-usage on a streaming {} run: \
+             the endpoint would send no usage, so every sample would lack server counts and \
+             the run would fail at the end; drop --no-stream-include-usage or use \
+             --token-count-source client",
+            api_type.as_str()
+        )));
+    }
+    Ok(wanted)
+}
+
+fn check_dataset_kinds(config: &Config) -> Result<(), AppError> {
+    if let Some(acc) = config.datasets.iter().find(|d| d.kind == DatasetKind::Accuracy) {
+        return Err(AppError::Input(format!(
+            "dataset {}: accuracy datasets are not supported yet; give one performance dataset",
+            acc.path
+        )));
+    }
+    if config.datasets.len() > 1 {
+        let paths: Vec<&str> = config.datasets.iter().map(|d| d.path.as_str()).collect();
+        return Err(AppError::Input(format!(
+            "only one performance dataset is supported, got {}: {}",
+            paths.len(),
+            paths.join(", ")
+        )));
+    }
+    Ok(())
+}
+
+fn resolve_dataset(config: &mut Config) -> Result<(Dataset, bool), AppError> {
+    check_dataset_kinds(config)?;
+    let Some(spec) = config.datasets.first_mut() else {
+        return Ok((synthetic_dataset(), true));
+    };
+    let dataset = load_dataset_spec(spec)?;
+    spec.name.get_or_insert_with(|| dataset.name.clone());
+    Ok((dataset, false))
+}
+
+fn check_rows_n(dataset: &Dataset, source: TokenCountSource) -> Result<(), AppError> {
+    if source != TokenCountSource::Server {
+        return Ok(());
+    }
+    match dataset.rows.iter().position(|r| r.n.is_some_and(|n| n > 1)) {
+        Some(i) => Err(AppError::Setup(format!(
+            "dataset row {i} asks for n = {} completions; server usage counts all of them \
+             together, so rows with n > 1 cannot be measured under --token-count-source \
+             server",
+            dataset.rows[i].n.unwrap_or_default()
+        ))),
+        None => Ok(()),
+    }
+}
+
+fn resolve_tokenizer(config: &Config, model: &str) -> Result<Option<Tokenizer>, AppError> {
+    if let Some(spec) = &config.model_params.tokenizer_name {
+        return Tokenizer::load(spec).map(Some);
+    }
+    match Tokenizer::load(model) {
+        Ok(tok) => Ok(Some(tok)),
+        Err(_) => {
+            eprintln!(
+                "warning: no tokenizer for model {model:?} found locally; continuing without \
+                 tokenizer (ISL/OSL/TPOT metrics will be unavailable); give --tokenizer PATH"
+            );
+            Ok(None)
+        }
+    }
+}
+
+fn check_durations(runtime: &Runtime) -> Result<Option<u64>, AppError> {
+    let (min, max) = (runtime.min_duration_ms, runtime.max_duration_ms);
+    if max == 0 {
+        return Ok(None);
+    }
+    if runtime.n_samples_to_issue.is_none() && max < min {
+        return Err(AppError::Setup(format!(
+            "--runtime.max-duration-ms {max} is below the minimum duration {min} ms \
+             (--duration); raise it, lower --duration, or give --num-samples"
+        )));
+    }
+    Ok(Some(max))
+}
+
+fn resolve_workers(config: &Config, pattern: LoadPattern) -> Result<(usize, usize), AppError> {
+    let client = &config.settings.client;
+    let workers = match client.num_workers {
+        -1 => available_cores().saturating_sub(1).max(1),
+        n if n > 0 => n as usize,
+        n => {
+            return Err(AppError::Input(format!(
+                "--workers {n} is not valid; give a positive count or -1 for auto"
+            )))
+        }
+    };
+    let concurrency = match pattern {
+        LoadPattern::Concurrency { n } => n as usize,
+        _ => 0,
+    };
+    let max_connections = match client.max_connections {
+        -1 => (workers * CONNECTIONS_PER_WORKER_DEFAULT).max(concurrency),
+        n if n > 0 => n as usize,
+        n => {
+            return Err(AppError::Input(format!(
+                "--max-connections {n} is not valid; give a positive count or -1 for auto"
+            )))
+        }
+    };
+    Ok((workers.min(max_connections), max_connections))
+}
+
+/// CPUs this process may run on (affinity and cgroup aware).
+pub fn available_cores() -> usize {
+    std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)
+}
+
+fn seconds_to_ms(seconds: f64, what: &str) -> Result<u64, AppError> {
+    if !(seconds.is_finite() && seconds >= 0.0) {
+        return Err(AppError::Input(format!("{what} timeout {seconds} s is not valid")));
+    }
+    Ok((seconds * 1000.0).round() as u64)
 }

@@ -135,7 +135,9 @@ fn candidate_files(spec: &str) -> Vec<PathBuf> {
     if path.is_dir() || spec.starts_with('.') || spec.starts_with('/') {
         return out;
     }
-    if let Some(repo) = hf_cache_dir().map(|hub| hub.join(format!("models--{}", spec.replace('/', "--")))) {
+    if let Some(repo) =
+        hf_cache_dir().map(|hub| hub.join(format!("models--{}", spec.replace('/', "--"))))
+    {
         out.extend(hf_snapshot_files(&repo));
     }
     out
@@ -265,4 +267,96 @@ fn write_python_str(s: &str, out: &mut String) {
         }
     }
     out.push('"');
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn asset(path: &str) -> String {
+        format!("{}/tests/assets/tokenizers/{path}", env!("CARGO_MANIFEST_DIR"))
+    }
+
+    #[test]
+    fn char_tokenizer_counts_one_token_per_character() {
+        for spec in [asset("char"), asset("char/tokenizer.json")] {
+            let tok = Tokenizer::load(&spec).unwrap();
+            assert_eq!(tok.count("hello world").unwrap(), 11);
+            assert_eq!(tok.count("").unwrap(), 0);
+            assert_eq!(tok.count("tab\there\n").unwrap(), 9);
+            // Unknown characters are still one token each.
+            assert_eq!(tok.count("héllo").unwrap(), 5);
+            assert!(!tok.has_chat_template());
+        }
+    }
+
+    #[test]
+    fn count_row_follows_the_isl_rules() {
+        let tok = Tokenizer::load(&asset("char")).unwrap();
+        let prompt = Row {
+            prompt: Some("abc".into()),
+            system: Some("long system".into()),
+            ..Row::default()
+        };
+        assert_eq!(tok.count_row(&prompt).unwrap(), 3);
+        let ids = Row { prompt: Some("abc".into()), token_ids: Some(vec![7; 5]), ..Row::default() };
+        assert_eq!(tok.count_row(&ids).unwrap(), 5);
+        assert_eq!(tok.count_row(&Row::default()).unwrap(), 0);
+        // No chat template: the JSON of the messages is counted, as Python writes it.
+        let messages = serde_json::json!([{"role": "user", "content": "hi"}]);
+        let row = Row { messages: Some(messages.clone()), ..Row::default() };
+        let json = python_json(&serde_json::json!({ "messages": messages }));
+        assert_eq!(json, r#"{"messages": [{"content": "hi", "role": "user"}]}"#);
+        assert_eq!(tok.count_row(&row).unwrap(), json.chars().count() as u32);
+    }
+
+    #[test]
+    fn chat_template_renders_with_a_generation_prompt() {
+        let tok = Tokenizer::load(&asset("char_chat")).unwrap();
+        assert!(tok.has_chat_template());
+        let messages = serde_json::json!([
+            {"role": "system", "content": "be brief"},
+            {"role": "user", "content": "hi"}
+        ]);
+        let text = tok.render_chat(&messages).unwrap();
+        assert_eq!(
+            text,
+            "<|im_start|>system\nbe brief<|im_end|>\n<|im_start|>user\nhi<|im_end|>\n\
+             <|im_start|>assistant\n"
+        );
+        let row = Row { messages: Some(messages), ..Row::default() };
+        assert_eq!(tok.count_row(&row).unwrap(), text.chars().count() as u32);
+        let copy = tok.clone_for_thread();
+        assert_eq!(copy.count("hello").unwrap(), 5);
+    }
+
+    #[test]
+    fn unknown_tokenizer_is_a_setup_error_naming_what_was_tried() {
+        let err = Tokenizer::load("no-such-org/no-such-model").unwrap_err();
+        let AppError::Setup(msg) = &err else { panic!("{err:?}") };
+        assert!(msg.contains("no-such-org/no-such-model/tokenizer.json"), "{msg}");
+        assert!(msg.contains("models--no-such-org--no-such-model"), "{msg}");
+        assert_eq!(err.exit_code(), 3);
+        let dir = std::env::temp_dir().join(format!("llm-loadgen-badtok-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("tokenizer.json"), "{not json").unwrap();
+        let err = Tokenizer::load(&dir.display().to_string()).unwrap_err();
+        std::fs::remove_dir_all(&dir).unwrap();
+        assert!(matches!(&err, AppError::Setup(m) if m.contains("cannot load tokenizer")), "{err}");
+    }
+
+    #[test]
+    fn hf_cache_snapshot_is_found() {
+        let hub = std::env::temp_dir().join(format!("llm-loadgen-hub-{}", std::process::id()));
+        let snap = hub.join("models--org--tiny/snapshots/abc123");
+        std::fs::create_dir_all(&snap).unwrap();
+        std::fs::create_dir_all(hub.join("models--org--tiny/refs")).unwrap();
+        std::fs::write(hub.join("models--org--tiny/refs/main"), "abc123\n").unwrap();
+        std::fs::copy(asset("char/tokenizer.json"), snap.join("tokenizer.json")).unwrap();
+        let found = hf_snapshot_files(&hub.join("models--org--tiny"));
+        assert_eq!(found[0], snap.join("tokenizer.json"));
+        let tok = Tokenizer::load_file(&found[0]).unwrap();
+        std::fs::remove_dir_all(&hub).unwrap();
+        assert_eq!(tok.count("abc").unwrap(), 3);
+    }
 }

@@ -1,0 +1,378 @@
+//! Raw command-line arguments (clap derive): syntax only. `BenchFlags::apply` lays the
+//! flags over a `yaml::Config`, and `plan::resolve_plan` validates the result.
+
+use std::path::PathBuf;
+
+use clap::{ArgAction, Args, Parser, Subcommand, ValueEnum};
+
+use crate::dataset::DatasetSpec;
+use crate::error::AppError;
+use crate::yaml::{ApiTypeName, Config, LoadPatternKind, Streaming, TokenSource};
+
+/// A load generator for LLM inference endpoints.
+#[derive(Debug, Parser)]
+#[command(name = "llm-loadgen", version, about, propagate_version = true)]
+pub struct Cli {
+    /// More output: -v info, -vv debug (the CPU plan, per-phase timings).
+    #[arg(short = 'v', long = "verbose", action = ArgAction::Count, global = true)]
+    pub verbose: u8,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run a benchmark.
+    Benchmark {
+        #[command(subcommand)]
+        mode: BenchmarkCommand,
+    },
+    /// Write a commented YAML template (offline, online or concurrency) to
+    /// <TEMPLATE>_template.yaml.
+    Init {
+        /// offline | online | concurrency
+        template: String,
+        /// Where to write it (default: <TEMPLATE>_template.yaml in the current folder).
+        #[arg(short = 'o', long = "output")]
+        output: Option<PathBuf>,
+    },
+    /// Check a YAML file against the schema.
+    ValidateYaml {
+        /// The YAML file.
+        #[arg(short = 'c', long = "config")]
+        config: PathBuf,
+    },
+    /// Version, CPUs and affinity, io_uring availability, memlock and open-file limits.
+    Info,
+    /// Stub servers (echo, max-throughput, variable) for local testing.
+    Stub {
+        #[command(subcommand)]
+        cmd: loadgen_stubs::cli::StubCommand,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum BenchmarkCommand {
+    /// max_throughput: issue every sample at t=0.
+    Offline(BenchFlags),
+    /// Poisson (--load-pattern poisson --target-qps Q) or concurrency
+    /// (--load-pattern concurrency --concurrency N).
+    Online(BenchFlags),
+    /// Run from a YAML file in the reference's schema; flags given here override it.
+    FromConfig(FromConfigArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct FromConfigArgs {
+    /// The YAML file.
+    #[arg(short = 'c', long = "config")]
+    pub config: PathBuf,
+    #[command(flatten)]
+    pub flags: BenchFlags,
+}
+
+/// `--streaming` values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum StreamingArg {
+    Auto,
+    On,
+    Off,
+}
+
+/// Every benchmark flag; each is optional so that only given flags override the YAML or
+/// the defaults.
+#[derive(Debug, Default, Args)]
+pub struct BenchFlags {
+    /// Model name sent in requests; also the tokenizer unless --tokenizer is given
+    /// [required with --endpoints].
+    #[arg(long = "model", visible_alias = "model-params.name", help_heading = "Endpoint")]
+    pub model: Option<String>,
+    /// Endpoint base URLs, comma-separated or repeated (http:// only); none = the embedded
+    /// max-throughput stub.
+    #[arg(long = "endpoints", visible_alias = "endpoint-config.endpoints", value_delimiter = ',',
+          action = ArgAction::Append, help_heading = "Endpoint")]
+    pub endpoints: Vec<String>,
+    /// Sent as `Authorization: Bearer <KEY>`; redacted in config.yaml.
+    #[arg(long = "api-key", visible_alias = "endpoint-config.api-key", help_heading = "Endpoint")]
+    pub api_key: Option<String>,
+    /// Request protocol [default: openai].
+    #[arg(
+        long = "api-type",
+        visible_alias = "endpoint-config.api-type",
+        help_heading = "Endpoint"
+    )]
+    pub api_type: Option<ApiTypeName>,
+
+    /// PATH[,parser.prompt=COL,parser.system=COL,name=N,format=F,samples=N] (repeatable;
+    /// one performance dataset); none = the built-in synthetic dataset.
+    #[arg(long = "dataset", action = ArgAction::Append, help_heading = "Data")]
+    pub datasets: Vec<String>,
+    /// A tokenizer.json, a folder holding one, or a model id in the local HF cache.
+    #[arg(
+        long = "tokenizer",
+        visible_alias = "model-params.tokenizer-name",
+        help_heading = "Data"
+    )]
+    pub tokenizer: Option<String>,
+
+    /// auto = off for offline, on for online [default: auto].
+    #[arg(long = "streaming", visible_alias = "model-params.streaming", help_heading = "Request")]
+    pub streaming: Option<StreamingArg>,
+    /// Max output tokens per request [default: 1024].
+    #[arg(
+        long = "max-output-tokens",
+        visible_alias = "model-params.max-new-tokens",
+        help_heading = "Request"
+    )]
+    pub max_output_tokens: Option<u32>,
+    /// Min output tokens (openai_completions only) [default: 1].
+    #[arg(
+        long = "min-new-tokens",
+        visible_alias = "model-params.min-new-tokens",
+        help_heading = "Request"
+    )]
+    pub min_new_tokens: Option<u32>,
+    #[arg(
+        long = "temperature",
+        visible_alias = "model-params.temperature",
+        help_heading = "Request"
+    )]
+    pub temperature: Option<f64>,
+    #[arg(long = "top-p", visible_alias = "model-params.top-p", help_heading = "Request")]
+    pub top_p: Option<f64>,
+    #[arg(long = "top-k", visible_alias = "model-params.top-k", help_heading = "Request")]
+    pub top_k: Option<i64>,
+    /// Sampling seed sent in requests.
+    #[arg(long = "seed", visible_alias = "model-params.seed", help_heading = "Request")]
+    pub seed: Option<u64>,
+    /// Ask streaming OpenAI requests for usage (stream_options.include_usage) [default].
+    #[arg(
+        long = "stream-include-usage",
+        visible_alias = "client.stream-include-usage",
+        overrides_with = "no_stream_include_usage",
+        help_heading = "Request"
+    )]
+    pub stream_include_usage: bool,
+    /// Send the reference's pre-usage request bytes (no stream_options).
+    #[arg(
+        long = "no-stream-include-usage",
+        visible_alias = "client.no-stream-include-usage",
+        overrides_with = "stream_include_usage",
+        help_heading = "Request"
+    )]
+    pub no_stream_include_usage: bool,
+
+    /// Exact number of samples; wins over --duration.
+    #[arg(
+        long = "num-samples",
+        visible_alias = "runtime.n-samples-to-issue",
+        help_heading = "Run length"
+    )]
+    pub num_samples: Option<u64>,
+    /// Sizes the sample count: 600s, 10m, 600000ms or plain ms [default: 600000].
+    #[arg(long = "duration", visible_alias = "runtime.min-duration-ms",
+          value_parser = parse_duration_ms, help_heading = "Run length")]
+    pub duration_ms: Option<u64>,
+    /// Wall-time cap (same units as --duration; 0 = none); in-flight samples are abandoned.
+    #[arg(long = "runtime.max-duration-ms", visible_alias = "max-duration",
+          value_parser = parse_duration_ms, help_heading = "Run length")]
+    pub max_duration_ms: Option<u64>,
+    /// Wait for in-flight samples after the last issue, in seconds [default: 240].
+    #[arg(
+        long = "performance-drain-timeout",
+        visible_alias = "drain.performance-timeout-s",
+        help_heading = "Run length"
+    )]
+    pub performance_drain_timeout_s: Option<f64>,
+    /// Accepted for compatibility with the reference, which ignores it too.
+    #[arg(long = "timeout", hide = true)]
+    pub timeout: Option<f64>,
+
+    /// max_throughput (offline) | poisson | concurrency.
+    #[arg(long = "load-pattern", visible_alias = "load-pattern.type", help_heading = "Load")]
+    pub load_pattern: Option<LoadPatternKind>,
+    /// Poisson arrival rate; also sizes the sample count of any pattern [sizing default: 10].
+    #[arg(long = "target-qps", visible_alias = "load-pattern.target-qps", help_heading = "Load")]
+    pub target_qps: Option<f64>,
+    /// Requests in flight for --load-pattern concurrency.
+    #[arg(long = "concurrency", visible_aliases = ["target-concurrency", "load-pattern.target-concurrency"],
+          help_heading = "Load")]
+    pub concurrency: Option<u32>,
+    /// Report QPS in LoadGen's form (poisson only) [default].
+    #[arg(
+        long = "use-legacy-loadgen-qps-metrics",
+        overrides_with = "no_legacy_qps",
+        help_heading = "Load"
+    )]
+    pub legacy_qps: bool,
+    #[arg(
+        long = "no-use-legacy-loadgen-qps-metrics",
+        overrides_with = "legacy_qps",
+        help_heading = "Load"
+    )]
+    pub no_legacy_qps: bool,
+    /// Seed of the poisson arrival times [default: 42].
+    #[arg(long = "runtime.scheduler-random-seed", help_heading = "Load")]
+    pub scheduler_seed: Option<u64>,
+    /// Seed of the sample order [default: 42].
+    #[arg(long = "runtime.dataloader-random-seed", help_heading = "Load")]
+    pub dataloader_seed: Option<u64>,
+
+    /// Worker processes; -1 = available cores - 1 [default: -1].
+    #[arg(long = "workers", visible_aliases = ["num-workers", "client.num-workers"],
+          allow_negative_numbers = true, help_heading = "Client")]
+    pub workers: Option<i64>,
+    /// Connections across all workers; -1 = 32 per worker (at least --concurrency)
+    /// [default: -1].
+    #[arg(
+        long = "max-connections",
+        visible_alias = "client.max-connections",
+        allow_negative_numbers = true,
+        help_heading = "Client"
+    )]
+    pub max_connections: Option<i64>,
+    /// Pin workers to cores [default].
+    #[arg(
+        long = "enable-cpu-affinity",
+        overrides_with = "no_cpu_affinity",
+        help_heading = "Client"
+    )]
+    pub cpu_affinity: bool,
+    #[arg(long = "no-cpu-affinity", overrides_with = "cpu_affinity", help_heading = "Client")]
+    pub no_cpu_affinity: bool,
+
+    /// Issue warm-up samples before tracking starts.
+    #[arg(long = "warmup", visible_alias = "warmup.enabled", help_heading = "Warm-up")]
+    pub warmup: bool,
+    /// Warm-up samples [default: the dataset once].
+    #[arg(long = "warmup-requests", visible_alias = "warmup.n-requests", help_heading = "Warm-up")]
+    pub warmup_requests: Option<u64>,
+    /// Wait for warm-up samples before the performance phase.
+    #[arg(long = "warmup-drain", visible_alias = "warmup.drain", help_heading = "Warm-up")]
+    pub warmup_drain: bool,
+
+    /// MLPerf early-stopping estimates [default].
+    #[arg(long = "early-stopping", overrides_with = "no_early_stopping", help_heading = "Report")]
+    pub early_stopping: bool,
+    #[arg(long = "no-early-stopping", overrides_with = "early_stopping", help_heading = "Report")]
+    pub no_early_stopping: bool,
+    /// Report directory [default: /tmp/reports_YYYYMMDD_HHMMSS].
+    #[arg(long = "report-dir", help_heading = "Report")]
+    pub report_dir: Option<PathBuf>,
+    /// Headline token counts: client (tokenizer) or server (endpoint usage) [default: client].
+    #[arg(
+        long = "token-count-source",
+        visible_alias = "settings.token-count-source",
+        help_heading = "Report"
+    )]
+    pub token_count_source: Option<TokenSource>,
+}
+
+/// Parses `600s`, `10m`, `1h`, `600000ms` or a plain integer (milliseconds).
+pub fn parse_duration_ms(text: &str) -> Result<u64, String> {
+    let t = text.trim();
+    let (number, scale) = if let Some(n) = t.strip_suffix("ms") {
+        (n, 1.0)
+    } else if let Some(n) = t.strip_suffix('s') {
+        (n, 1_000.0)
+    } else if let Some(n) = t.strip_suffix('m') {
+        (n, 60_000.0)
+    } else if let Some(n) = t.strip_suffix('h') {
+        (n, 3_600_000.0)
+    } else {
+        (t, 1.0)
+    };
+    let bad = || format!("{text:?} is not a duration (use 600s, 10m, 1h, 600000ms or ms)");
+    let value: f64 = number.trim().parse().map_err(|_| bad())?;
+    if !(value.is_finite() && value >= 0.0) || number.trim().starts_with(['+', '-']) {
+        return Err(bad());
+    }
+    let ms = value * scale;
+    if ms.fract() != 0.0 || ms > u64::MAX as f64 {
+        return Err(format!("{text:?} is not a whole number of milliseconds"));
+    }
+    Ok(ms as u64)
+}
+
+fn pick(on: bool, off: bool) -> Option<bool> {
+    match (on, off) {
+        (_, true) => Some(false),
+        (true, false) => Some(true),
+        _ => None,
+    }
+}
+
+impl BenchFlags {
+    /// Lays every given flag over `config`.
+    pub fn apply(&self, config: &mut Config) -> Result<(), AppError> {
+        let mp = &mut config.model_params;
+        set(&mut mp.name, self.model.clone());
+        set(&mut mp.tokenizer_name, self.tokenizer.clone());
+        if let Some(s) = self.streaming {
+            mp.streaming = match s {
+                StreamingArg::Auto => Streaming::Auto,
+                StreamingArg::On => Streaming::On,
+                StreamingArg::Off => Streaming::Off,
+            };
+        }
+        replace(&mut mp.max_new_tokens, self.max_output_tokens);
+        replace(&mut mp.min_new_tokens, self.min_new_tokens);
+        set(&mut mp.temperature, self.temperature);
+        set(&mut mp.top_p, self.top_p);
+        set(&mut mp.top_k, self.top_k);
+        set(&mut mp.seed, self.seed);
+        if !self.datasets.is_empty() {
+            config.datasets =
+                self.datasets.iter().map(|d| DatasetSpec::parse(d)).collect::<Result<_, _>>()?;
+        }
+        let ep = &mut config.endpoint_config;
+        let endpoints: Vec<String> =
+            self.endpoints.iter().map(|e| e.trim().to_string()).filter(|e| !e.is_empty()).collect();
+        if !endpoints.is_empty() {
+            ep.endpoints = endpoints;
+        }
+        set(&mut ep.api_key, self.api_key.clone());
+        replace(&mut ep.api_type, self.api_type);
+        let s = &mut config.settings;
+        set(&mut s.runtime.n_samples_to_issue, self.num_samples);
+        replace(&mut s.runtime.min_duration_ms, self.duration_ms);
+        replace(&mut s.runtime.max_duration_ms, self.max_duration_ms);
+        replace(&mut s.runtime.scheduler_random_seed, self.scheduler_seed);
+        replace(&mut s.runtime.dataloader_random_seed, self.dataloader_seed);
+        replace(&mut s.drain.performance_timeout_s, self.performance_drain_timeout_s);
+        replace(&mut s.load_pattern.kind, self.load_pattern);
+        set(&mut s.load_pattern.target_qps, self.target_qps);
+        set(&mut s.load_pattern.target_concurrency, self.concurrency);
+        replace(
+            &mut s.load_pattern.use_legacy_loadgen_qps_metrics,
+            pick(self.legacy_qps, self.no_legacy_qps),
+        );
+        replace(&mut s.client.num_workers, self.workers);
+        replace(&mut s.client.max_connections, self.max_connections);
+        replace(
+            &mut s.client.stream_include_usage,
+            pick(self.stream_include_usage, self.no_stream_include_usage),
+        );
+        s.warmup.enabled |= self.warmup;
+        set(&mut s.warmup.n_requests, self.warmup_requests);
+        s.warmup.drain |= self.warmup_drain;
+        replace(&mut s.early_stopping.enabled, pick(self.early_stopping, self.no_early_stopping));
+        replace(&mut s.token_count_source, self.token_count_source);
+        replace(&mut config.enable_cpu_affinity, pick(self.cpu_affinity, self.no_cpu_affinity));
+        set(&mut config.report_dir, self.report_dir.as_ref().map(|p| p.display().to_string()));
+        set(&mut config.timeout, self.timeout);
+        Ok(())
+    }
+}
+
+fn set<T>(slot: &mut Option<T>, value: Option<T>) {
+    if value.is_some() {
+        *slot = value;
+    }
+}
+
+fn replace<T>(slot: &mut T, value: Option<T>) {
+    if let Some(v) = value {
+        *slot = v;
+    }
+}

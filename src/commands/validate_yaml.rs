@@ -1,0 +1,22 @@
+//! `llm-loadgen validate-yaml -c FILE`: checks a YAML file against the schema and the
+//! plan's file-independent rules, without loading datasets or tokenizers.
+
+use std::path::Path;
+
+use crate::error::AppError;
+use crate::yaml::Config;
+
+/// Validates `path`; prints a one-line summary when it is valid.
+pub fn run(path: &Path) -> Result<i32, AppError> {
+    let config = Config::from_yaml_file(path)?;
+    crate::plan::check_config(&config)?;
+    let name = config.name.clone().unwrap_or_else(|| format!("{}_benchmark", config.kind.as_str()));
+    println!(
+        "{}: valid (name {name}, type {}, load pattern {}, {} dataset(s))",
+        path.display(),
+        config.kind.as_str(),
+        config.settings.load_pattern.kind.as_str(),
+        config.datasets.len()
+    );
+    Ok(0)
+}

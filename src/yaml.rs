@@ -1,0 +1,784 @@
+//! The reference's configuration schema (anchor §2): YAML in (`benchmark from-config`,
+//! `validate-yaml`), the resolved `config.yaml` out, and the `init` templates.
+
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use serde_yaml_ng::Value as YamlValue;
+
+use crate::dataset::DatasetSpec;
+use crate::error::AppError;
+
+/// The whole benchmark configuration, field order as the reference writes it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    #[serde(default = "default_version")]
+    pub version: String,
+    #[serde(rename = "type")]
+    pub kind: BenchType,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub submission_ref: Option<YamlValue>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub benchmark_mode: Option<BenchType>,
+    #[serde(default)]
+    pub model_params: ModelParams,
+    #[serde(default)]
+    pub datasets: Vec<DatasetSpec>,
+    #[serde(default)]
+    pub settings: Settings,
+    #[serde(default)]
+    pub endpoint_config: EndpointConfig,
+    #[serde(default)]
+    pub report_dir: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout: Option<f64>,
+    #[serde(default)]
+    pub verbose: bool,
+    #[serde(default = "yes")]
+    pub enable_cpu_affinity: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub audit: Option<YamlValue>,
+}
+
+/// `type:` of a configuration.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum BenchType {
+    Offline,
+    Online,
+    Eval,
+    Submission,
+}
+
+impl BenchType {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            BenchType::Offline => "offline",
+            BenchType::Online => "online",
+            BenchType::Eval => "eval",
+            BenchType::Submission => "submission",
+        }
+    }
+}
+
+/// `model_params:`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ModelParams {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub temperature: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seed: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub top_k: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub top_p: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub repetition_penalty: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub presence_penalty: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub frequency_penalty: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub chat_template_kwargs: Option<YamlValue>,
+    #[serde(default = "default_max_new_tokens")]
+    pub max_new_tokens: u32,
+    #[serde(default = "one")]
+    pub min_new_tokens: u32,
+    #[serde(default = "yes")]
+    pub skip_special_tokens: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub osl_distribution: Option<YamlValue>,
+    #[serde(default)]
+    pub streaming: Streaming,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tokenizer_name: Option<String>,
+}
+
+impl Default for ModelParams {
+    fn default() -> Self {
+        ModelParams {
+            name: None,
+            temperature: None,
+            seed: None,
+            top_k: None,
+            top_p: None,
+            repetition_penalty: None,
+            presence_penalty: None,
+            frequency_penalty: None,
+            chat_template_kwargs: None,
+            max_new_tokens: default_max_new_tokens(),
+            min_new_tokens: 1,
+            skip_special_tokens: true,
+            osl_distribution: None,
+            streaming: Streaming::Auto,
+            tokenizer_name: None,
+        }
+    }
+}
+
+/// `model_params.streaming`: auto resolves to off offline, on online.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Streaming {
+    #[default]
+    Auto,
+    On,
+    Off,
+}
+
+impl Streaming {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Streaming::Auto => "auto",
+            Streaming::On => "on",
+            Streaming::Off => "off",
+        }
+    }
+}
+
+impl Serialize for Streaming {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
+    }
+}
+
+impl<'de> Deserialize<'de> for Streaming {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Raw {
+            Bool(bool),
+            Text(String),
+        }
+        match Raw::deserialize(d)? {
+            Raw::Bool(true) => Ok(Streaming::On),
+            Raw::Bool(false) => Ok(Streaming::Off),
+            Raw::Text(t) => match t.to_ascii_lowercase().as_str() {
+                "auto" => Ok(Streaming::Auto),
+                "on" | "true" | "yes" => Ok(Streaming::On),
+                "off" | "false" | "no" => Ok(Streaming::Off),
+                _ => Err(serde::de::Error::custom(format!(
+                    "streaming {t:?} is not one of auto, on, off"
+                ))),
+            },
+        }
+    }
+}
+
+/// `settings:`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Settings {
+    #[serde(default)]
+    pub runtime: Runtime,
+    #[serde(default)]
+    pub load_pattern: LoadPatternConfig,
+    #[serde(default)]
+    pub client: Client,
+    #[serde(default)]
+    pub drain: Drain,
+    #[serde(default)]
+    pub warmup: WarmupConfig,
+    #[serde(default)]
+    pub profiling: Profiling,
+    #[serde(default)]
+    pub early_stopping: EarlyStopping,
+    #[serde(default = "default_service_ready_timeout_s")]
+    pub service_ready_timeout_s: f64,
+    #[serde(default)]
+    pub token_count_source: TokenSource,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Settings {
+            runtime: Runtime::default(),
+            load_pattern: LoadPatternConfig::default(),
+            client: Client::default(),
+            drain: Drain::default(),
+            warmup: WarmupConfig::default(),
+            profiling: Profiling::default(),
+            early_stopping: EarlyStopping::default(),
+            service_ready_timeout_s: default_service_ready_timeout_s(),
+            token_count_source: TokenSource::Client,
+        }
+    }
+}
+
+/// `settings.runtime:`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Runtime {
+    #[serde(default = "default_min_duration_ms")]
+    pub min_duration_ms: u64,
+    #[serde(default)]
+    pub max_duration_ms: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub n_samples_to_issue: Option<u64>,
+    #[serde(default = "default_seed")]
+    pub scheduler_random_seed: u64,
+    #[serde(default = "default_seed")]
+    pub dataloader_random_seed: u64,
+}
+
+impl Default for Runtime {
+    fn default() -> Self {
+        Runtime {
+            min_duration_ms: default_min_duration_ms(),
+            max_duration_ms: 0,
+            n_samples_to_issue: None,
+            scheduler_random_seed: 42,
+            dataloader_random_seed: 42,
+        }
+    }
+}
+
+/// `settings.load_pattern.type`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "snake_case")]
+pub enum LoadPatternKind {
+    #[default]
+    #[value(name = "max_throughput", alias = "max-throughput")]
+    MaxThroughput,
+    #[value(name = "poisson")]
+    Poisson,
+    #[value(name = "concurrency")]
+    Concurrency,
+    #[value(name = "agentic_inference", alias = "agentic-inference")]
+    AgenticInference,
+    #[value(name = "burst")]
+    Burst,
+    #[value(name = "step")]
+    Step,
+}
+
+impl LoadPatternKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            LoadPatternKind::MaxThroughput => "max_throughput",
+            LoadPatternKind::Poisson => "poisson",
+            LoadPatternKind::Concurrency => "concurrency",
+            LoadPatternKind::AgenticInference => "agentic_inference",
+            LoadPatternKind::Burst => "burst",
+            LoadPatternKind::Step => "step",
+        }
+    }
+}
+
+/// `settings.load_pattern:`; `use_legacy_loadgen_qps_metrics` is written only for Poisson.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LoadPatternConfig {
+    #[serde(default, rename = "type")]
+    pub kind: LoadPatternKind,
+    #[serde(default)]
+    pub target_qps: Option<f64>,
+    #[serde(default)]
+    pub target_concurrency: Option<u32>,
+    #[serde(default = "yes")]
+    pub use_legacy_loadgen_qps_metrics: bool,
+}
+
+impl Default for LoadPatternConfig {
+    fn default() -> Self {
+        LoadPatternConfig {
+            kind: LoadPatternKind::MaxThroughput,
+            target_qps: None,
+            target_concurrency: None,
+            use_legacy_loadgen_qps_metrics: true,
+        }
+    }
+}
+
+impl Serialize for LoadPatternConfig {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let mut map = s.serialize_map(None)?;
+        map.serialize_entry("type", &self.kind)?;
+        if let Some(q) = self.target_qps {
+            map.serialize_entry("target_qps", &q)?;
+        }
+        if let Some(c) = self.target_concurrency {
+            map.serialize_entry("target_concurrency", &c)?;
+        }
+        if self.kind == LoadPatternKind::Poisson {
+            map.serialize_entry(
+                "use_legacy_loadgen_qps_metrics",
+                &self.use_legacy_loadgen_qps_metrics,
+            )?;
+        }
+        map.end()
+    }
+}
+
+/// `settings.client:` (the reference's fields, plus `stream_include_usage`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Client {
+    #[serde(default = "minus_one")]
+    pub num_workers: i64,
+    #[serde(default = "default_log_level")]
+    pub log_level: String,
+    #[serde(default = "minus_one")]
+    pub warmup_connections: i64,
+    #[serde(default = "default_warmup_budget")]
+    pub auto_warmup_budget_fraction: f64,
+    #[serde(default = "default_max_concurrent_warmup_connects")]
+    pub max_concurrent_warmup_connects: i64,
+    #[serde(default = "minus_one")]
+    pub max_connections: i64,
+    #[serde(default)]
+    pub transport: Transport,
+    #[serde(default)]
+    pub stream_all_chunks: bool,
+    #[serde(default = "sixty")]
+    pub worker_initialization_timeout: f64,
+    #[serde(default = "half")]
+    pub worker_graceful_shutdown_wait: f64,
+    #[serde(default = "half")]
+    pub worker_force_kill_timeout: f64,
+    #[serde(default)]
+    pub insecure: bool,
+    #[serde(default = "four")]
+    pub max_idle_time: f64,
+    #[serde(default = "minus_one")]
+    pub min_required_connections: i64,
+    #[serde(default = "default_gc_mode")]
+    pub worker_gc_mode: String,
+    #[serde(default = "yes")]
+    pub stream_include_usage: bool,
+    /// Synced from `endpoint_config.api_type` by the reference; accepted, not written.
+    #[serde(default, skip_serializing)]
+    pub api_type: Option<ApiTypeName>,
+}
+
+impl Default for Client {
+    fn default() -> Self {
+        Client {
+            num_workers: -1,
+            log_level: default_log_level(),
+            warmup_connections: -1,
+            auto_warmup_budget_fraction: 0.25,
+            max_concurrent_warmup_connects: 128,
+            max_connections: -1,
+            transport: Transport::default(),
+            stream_all_chunks: false,
+            worker_initialization_timeout: 60.0,
+            worker_graceful_shutdown_wait: 0.5,
+            worker_force_kill_timeout: 0.5,
+            insecure: false,
+            max_idle_time: 4.0,
+            min_required_connections: -1,
+            worker_gc_mode: default_gc_mode(),
+            stream_include_usage: true,
+            api_type: None,
+        }
+    }
+}
+
+/// `settings.client.transport:` (the reference's ZMQ knobs; kept for schema parity).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Transport {
+    #[serde(default = "default_transport", rename = "type")]
+    pub kind: String,
+    #[serde(default = "default_buffer")]
+    pub recv_buffer_size: i64,
+    #[serde(default = "default_buffer")]
+    pub send_buffer_size: i64,
+    #[serde(default = "default_io_threads")]
+    pub io_threads: i64,
+    #[serde(default = "one_i64")]
+    pub worker_io_threads: i64,
+    #[serde(default)]
+    pub high_water_mark: i64,
+    #[serde(default = "minus_one")]
+    pub linger: i64,
+    #[serde(default = "one_i64")]
+    pub immediate: i64,
+}
+
+impl Default for Transport {
+    fn default() -> Self {
+        Transport {
+            kind: default_transport(),
+            recv_buffer_size: default_buffer(),
+            send_buffer_size: default_buffer(),
+            io_threads: 4,
+            worker_io_threads: 1,
+            high_water_mark: 0,
+            linger: -1,
+            immediate: 1,
+        }
+    }
+}
+
+/// `settings.drain:`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Drain {
+    #[serde(default = "default_drain_s")]
+    pub warmup_timeout_s: f64,
+    #[serde(default = "default_drain_s")]
+    pub performance_timeout_s: f64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub accuracy_timeout_s: Option<f64>,
+    #[serde(default)]
+    pub metrics_drain_timeout_s: f64,
+    #[serde(default = "default_io_threads")]
+    pub metrics_tokenizer_workers: i64,
+}
+
+impl Default for Drain {
+    fn default() -> Self {
+        Drain {
+            warmup_timeout_s: 240.0,
+            performance_timeout_s: 240.0,
+            accuracy_timeout_s: None,
+            metrics_drain_timeout_s: 0.0,
+            metrics_tokenizer_workers: 4,
+        }
+    }
+}
+
+/// `settings.warmup:`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WarmupConfig {
+    #[serde(default)]
+    pub enabled: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub n_requests: Option<u64>,
+    #[serde(default)]
+    pub salt: bool,
+    #[serde(default)]
+    pub drain: bool,
+    #[serde(default = "default_seed")]
+    pub warmup_random_seed: u64,
+}
+
+impl Default for WarmupConfig {
+    fn default() -> Self {
+        WarmupConfig {
+            enabled: false,
+            n_requests: None,
+            salt: false,
+            drain: false,
+            warmup_random_seed: 42,
+        }
+    }
+}
+
+/// `settings.profiling:`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Profiling {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub engine: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub urls: Option<Vec<String>>,
+}
+
+/// `settings.early_stopping:`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EarlyStopping {
+    #[serde(default = "yes")]
+    pub enabled: bool,
+}
+
+impl Default for EarlyStopping {
+    fn default() -> Self {
+        EarlyStopping { enabled: true }
+    }
+}
+
+/// `settings.token_count_source`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum TokenSource {
+    #[default]
+    Client,
+    Server,
+}
+
+/// `endpoint_config:`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EndpointConfig {
+    #[serde(default)]
+    pub endpoints: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub api_key: Option<String>,
+    #[serde(default)]
+    pub api_type: ApiTypeName,
+}
+
+/// `endpoint_config.api_type`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "snake_case")]
+pub enum ApiTypeName {
+    #[default]
+    #[value(name = "openai")]
+    Openai,
+    #[value(name = "openai_completions", alias = "openai-completions")]
+    OpenaiCompletions,
+    #[value(name = "sglang")]
+    Sglang,
+    #[value(name = "videogen")]
+    Videogen,
+}
+
+fn default_version() -> String {
+    "1.0".to_string()
+}
+fn yes() -> bool {
+    true
+}
+fn one() -> u32 {
+    1
+}
+fn one_i64() -> i64 {
+    1
+}
+fn minus_one() -> i64 {
+    -1
+}
+fn half() -> f64 {
+    0.5
+}
+fn four() -> f64 {
+    4.0
+}
+fn sixty() -> f64 {
+    60.0
+}
+fn default_max_new_tokens() -> u32 {
+    1024
+}
+fn default_min_duration_ms() -> u64 {
+    600_000
+}
+fn default_seed() -> u64 {
+    42
+}
+fn default_service_ready_timeout_s() -> f64 {
+    30.0
+}
+fn default_log_level() -> String {
+    "INFO".to_string()
+}
+fn default_warmup_budget() -> f64 {
+    0.25
+}
+fn default_max_concurrent_warmup_connects() -> i64 {
+    128
+}
+fn default_gc_mode() -> String {
+    "relaxed".to_string()
+}
+fn default_transport() -> String {
+    "zmq".to_string()
+}
+fn default_buffer() -> i64 {
+    16 * 1024 * 1024
+}
+fn default_io_threads() -> i64 {
+    4
+}
+fn default_drain_s() -> f64 {
+    240.0
+}
+
+impl Config {
+    /// The defaults of a benchmark of `kind`, as the CLI starts from them.
+    pub fn defaults(kind: BenchType) -> Config {
+        Config {
+            name: None,
+            version: default_version(),
+            kind,
+            submission_ref: None,
+            benchmark_mode: None,
+            model_params: ModelParams::default(),
+            datasets: Vec::new(),
+            settings: Settings::default(),
+            endpoint_config: EndpointConfig::default(),
+            report_dir: None,
+            timeout: None,
+            verbose: false,
+            enable_cpu_affinity: true,
+            audit: None,
+        }
+    }
+
+    /// Parses YAML text in the reference's schema: `${VAR}`, `${VAR:-default}`, `$VAR` and
+    /// `$$` are substituted in string values first; unknown keys are errors naming the key.
+    pub fn from_yaml_str(text: &str, origin: &str) -> Result<Config, AppError> {
+        let mut value: YamlValue = serde_yaml_ng::from_str(text)
+            .map_err(|e| AppError::Input(format!("config error in {origin}: {e}")))?;
+        substitute_env(&mut value)
+            .map_err(|e| AppError::Input(format!("config error in {origin}: {e}")))?;
+        if value.is_null() {
+            return Err(AppError::Input(format!("config error in {origin}: the file is empty")));
+        }
+        serde_yaml_ng::from_value(value)
+            .map_err(|e| AppError::Input(format!("config error in {origin}: {e}")))
+    }
+
+    /// Reads and parses a YAML file; a missing file is bad input (exit 2).
+    pub fn from_yaml_file(path: &std::path::Path) -> Result<Config, AppError> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| AppError::Input(format!("cannot read config {}: {e}", path.display())))?;
+        Config::from_yaml_str(&text, &path.display().to_string())
+    }
+
+    /// The configuration as YAML with every secret redacted (the `config.yaml` form).
+    pub fn to_redacted_yaml(&self) -> Result<String, AppError> {
+        let mut value = serde_yaml_ng::to_value(self)
+            .map_err(|e| AppError::Execution(format!("cannot serialize config: {e}")))?;
+        redact(&mut value, None);
+        serde_yaml_ng::to_string(&value)
+            .map_err(|e| AppError::Execution(format!("cannot serialize config: {e}")))
+    }
+}
+
+/// The text written for a redacted secret.
+pub const REDACTED: &str = "<redacted>";
+
+/// Whether a key names a secret (api_key, token, password, *_key, *_token, *secret*).
+pub fn is_secret_key(key: &str) -> bool {
+    let k = key.to_ascii_lowercase();
+    matches!(k.as_str(), "api_key" | "token" | "password" | "apikey")
+        || k.ends_with("_key")
+        || k.ends_with("_token")
+        || k.ends_with("_password")
+        || k.contains("secret")
+}
+
+fn redact(value: &mut YamlValue, key: Option<&str>) {
+    match value {
+        YamlValue::Mapping(map) => {
+            for (k, v) in map.iter_mut() {
+                redact(v, k.as_str());
+            }
+        }
+        YamlValue::Sequence(items) => items.iter_mut().for_each(|v| redact(v, key)),
+        YamlValue::Null => {}
+        YamlValue::String(s) => {
+            if key.is_some_and(is_secret_key) {
+                *s = REDACTED.to_string();
+            } else {
+                *s = redact_url(s);
+            }
+        }
+        _ if key.is_some_and(is_secret_key) => *value = YamlValue::String(REDACTED.to_string()),
+        _ => {}
+    }
+}
+
+/// Hides `user:pass@` credentials and secret-looking query parameters in a URL.
+pub fn redact_url(text: &str) -> String {
+    let Some(scheme_end) = text.find("://") else { return text.to_string() };
+    let rest = &text[scheme_end + 3..];
+    let authority_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    let mut out = text[..scheme_end + 3].to_string();
+    let authority = &rest[..authority_end];
+    match authority.rsplit_once('@') {
+        Some((userinfo, host)) => {
+            let user = userinfo.split(':').next().unwrap_or_default();
+            out.push_str(&format!("{user}:{REDACTED}@{host}"));
+        }
+        None => out.push_str(authority),
+    }
+    let tail = &rest[authority_end..];
+    match tail.split_once('?') {
+        Some((path, query)) => {
+            out.push_str(path);
+            out.push('?');
+            let params: Vec<String> = query
+                .split('&')
+                .map(|p| match p.split_once('=') {
+                    Some((k, _)) if is_secret_key(k) || k.eq_ignore_ascii_case("key") => {
+                        format!("{k}={REDACTED}")
+                    }
+                    _ => p.to_string(),
+                })
+                .collect();
+            out.push_str(&params.join("&"));
+        }
+        None => out.push_str(tail),
+    }
+    out
+}
+
+/// Substitutes environment variables in every string value, in place.
+fn substitute_env(value: &mut YamlValue) -> Result<(), String> {
+    match value {
+        YamlValue::String(s) if s.contains('$') => {
+            let whole_var = s.starts_with('$') && !s.starts_with("$$");
+            let replaced = expand_env(s)?;
+            // A value that was only a variable is re-read as YAML, so `${QPS}` can be a number.
+            *value = match serde_yaml_ng::from_str::<YamlValue>(&replaced) {
+                Ok(v @ (YamlValue::Number(_) | YamlValue::Bool(_))) if whole_var => v,
+                _ => YamlValue::String(replaced),
+            };
+        }
+        YamlValue::Mapping(map) => {
+            for (_, v) in map.iter_mut() {
+                substitute_env(v)?;
+            }
+        }
+        YamlValue::Sequence(items) => {
+            for v in items {
+                substitute_env(v)?;
+            }
+        }
+        _ => {}
+    }
+    Ok(())
+}
+
+/// Expands `${VAR}`, `${VAR:-default}`, `$VAR` and `$$` (a literal `$`).
+pub fn expand_env(text: &str) -> Result<String, String> {
+    let mut out = String::new();
+    let mut rest = text;
+    while let Some(pos) = rest.find('$') {
+        out.push_str(&rest[..pos]);
+        rest = &rest[pos + 1..];
+        if let Some(r) = rest.strip_prefix('$') {
+            out.push('$');
+            rest = r;
+        } else if let Some(r) = rest.strip_prefix('{') {
+            let end = r.find('}').ok_or_else(|| format!("unclosed ${{ in {text:?}"))?;
+            let body = &r[..end];
+            let (name, default) = match body.split_once(":-") {
+                Some((n, d)) => (n, Some(d)),
+                None => (body, None),
+            };
+            out.push_str(&lookup_env(name, default)?);
+            rest = &r[end + 1..];
+        } else {
+            let end =
+                rest.find(|c: char| !(c.is_ascii_alphanumeric() || c == '_')).unwrap_or(rest.len());
+            if end == 0 {
+                out.push('$');
+            } else {
+                out.push_str(&lookup_env(&rest[..end], None)?);
+            }
+            rest = &rest[end..];
+        }
+    }
+    out.push_str(rest);
+    Ok(out)
+}
+
+fn lookup_env(name: &str, default: Option<&str>) -> Result<String, String> {
+    match (std::env::var(name), default) {
+        (Ok(v), _) => Ok(v),
+        (Err(_), Some(d)) => Ok(d.to_string()),
+        (Err(_), None) => Err(format!("environment variable {name} is not set and has no default")),
+    }
+}
