@@ -43,7 +43,8 @@ impl Route {
 pub struct Request {
     /// The route, or `None` for an unknown method/path (answered 404).
     pub route: Option<Route>,
-    /// Method and path, for the 404 message.
+    /// Method and path, for the 404 message; empty when the route is known (no allocation on
+    /// the hot path).
     pub target: String,
     /// Bytes of the head including the blank line.
     pub head_len: usize,
@@ -113,9 +114,10 @@ pub fn frame_request(buf: &[u8]) -> Frame {
     }
     let method = req.method.unwrap_or("");
     let path = req.path.unwrap_or("");
+    let route = Route::from_path(method, path);
     Frame::Complete(Request {
-        route: Route::from_path(method, path),
-        target: format!("{method} {path}"),
+        route,
+        target: if route.is_none() { format!("{method} {path}") } else { String::new() },
         head_len,
         body_len,
         close,
