@@ -261,3 +261,62 @@ pub fn run(cmd: StubCommand) -> anyhow::Result<()> {
     let _ = waiter.join();
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::*;
+
+    #[derive(Parser)]
+    struct Wrap {
+        #[command(subcommand)]
+        stub: StubCommand,
+    }
+
+    fn parse(args: &str) -> anyhow::Result<StubConfig> {
+        let argv = std::iter::once("stub").chain(args.split_whitespace());
+        config(&Wrap::try_parse_from(argv)?.stub)
+    }
+
+    #[test]
+    fn reference_flags_map_onto_the_config() {
+        let cfg = parse(
+            "max-throughput --port 8765 --stream -w 2 --stream-interval 1 --output-length 4000",
+        )
+        .unwrap();
+        assert_eq!(cfg.kind, StubKind::MaxThroughput);
+        assert_eq!((cfg.port, cfg.workers, cfg.stream_default), (8765, 2, true));
+        assert_eq!((cfg.stream_interval, cfg.output_length), (1, 4000));
+        let cfg = parse(
+            "variable --num-workers 3 --output-len-mean 50 --output-len-spread 0 \
+             --inter-token-latency 5 --first-chunk-latency 0.1 --first-chunk-spread 0 \
+             --max-concurrency 8 --response-rate-mean 0",
+        )
+        .unwrap();
+        assert_eq!(cfg.workers, 3);
+        assert_eq!(cfg.variable.inter_token_latency_ms, 5.0);
+        assert_eq!(cfg.variable.first_chunk_latency_s, 0.1);
+        assert_eq!(cfg.variable.max_concurrency, 8);
+        assert_eq!(parse("echo").unwrap().workers, 1);
+    }
+
+    #[test]
+    fn fault_flags_map_onto_the_config() {
+        let cfg = parse(
+            "echo --fault-status 429 --fault-status-fraction 0.25 --fault-usage huge \
+             --fault-malformed-every 3 --fault-close-mid-stream-every 5 --fault-stall-every 7",
+        )
+        .unwrap();
+        let f = cfg.faults;
+        assert_eq!(f.status, Some(StatusFault { status: 429, every: 4 }));
+        assert_eq!(f.usage, Some(UsageFault::Huge));
+        assert_eq!(f.malformed_every, Some(3));
+        assert_eq!(f.close_mid_stream_every, Some(5));
+        assert_eq!(f.stall_every, Some(7));
+        assert!(parse("echo --fault-status 429 --fault-status-fraction 0").is_err());
+        assert!(parse("echo --fault-status 200").is_err());
+        assert!(parse("echo --fault-stall-every 0").is_err());
+        assert!(parse("echo --stream-interval 0").is_err());
+    }
+}

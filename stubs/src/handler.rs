@@ -300,3 +300,42 @@ fn content_text(content: &Value) -> String {
         other => other.to_string(),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::http::frame_request;
+
+    #[test]
+    fn precompiled_bytes_equal_the_dynamic_path() {
+        let cfg = StubConfig::new(StubKind::MaxThroughput);
+        let table = Precompiled::build(&cfg, 7);
+        let mut h = Handler {
+            cfg,
+            created_unix_s: 7,
+            finders: FlagFinders::default(),
+            rng: Rng::new(0),
+            served: 0,
+            rate_next: None,
+        };
+        for route in Route::ALL {
+            let path = match route {
+                Route::Chat => "/v1/chat/completions",
+                Route::Completions => "/v1/completions",
+                Route::Generate => "/generate",
+            };
+            for (stream, usage) in [(false, false), (true, false), (true, true)] {
+                let body = format!(
+                    "{{\"stream\":{stream},\"stream_options\":{{\"include_usage\":{usage}}}}}"
+                );
+                let raw =
+                    format!("POST {path} HTTP/1.1\r\nContent-Length: {}\r\n\r\n{body}", body.len());
+                let crate::http::Frame::Complete(req) = frame_request(raw.as_bytes()) else {
+                    panic!("not framed")
+                };
+                let plan = h.plan(&req, req.body(raw.as_bytes()), Instant::now());
+                assert_eq!(plan.pieces.concat(), table.get(route, stream, usage), "{path}");
+            }
+        }
+    }
+}

@@ -177,6 +177,7 @@ async fn write_plan(
     ctx: &Ctx,
     req: &Request,
 ) -> Option<(Vec<u8>, End)> {
+    let queued_at = Instant::now();
     let _permit = match (&ctx.limit, req.route) {
         (Some(sem), Some(_)) if ctx.shared.cfg.kind == StubKind::Variable => {
             Some(sem.acquire().await)
@@ -184,7 +185,10 @@ async fn write_plan(
         _ => None,
     };
     let counters = &ctx.shared.counters[ctx.index];
-    let deadlines = plan.deadlines.unwrap_or_default();
+    // A request's clock starts when it gets its permit: shift its deadlines by the wait.
+    let queued = queued_at.elapsed();
+    let deadlines: Vec<Instant> =
+        plan.deadlines.unwrap_or_default().into_iter().map(|d| d + queued).collect();
     for (i, piece) in plan.pieces.into_iter().enumerate() {
         if let Some(&d) = deadlines.get(i) {
             if !out.is_empty() && d > Instant::now() {

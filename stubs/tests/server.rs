@@ -199,3 +199,44 @@ fn variable_stub_with_fixed_timings_hits_its_deadlines() {
     assert!(frames[0].contains("\"model\":\"variable-resp\""));
     server.stop();
 }
+
+#[test]
+fn variable_stub_max_concurrency_queues_requests() {
+    let ttft = Duration::from_millis(30);
+    let server = start(StubKind::Variable, |c| {
+        c.variable.output_len_mean = 4.0;
+        c.variable.output_len_spread = 0.0;
+        c.variable.first_chunk_latency_s = ttft.as_secs_f64();
+        c.variable.first_chunk_spread = 0.0;
+        c.variable.inter_token_latency_ms = 1.0;
+        c.variable.max_concurrency = 1;
+    });
+    let (mut a, mut b) = (Conn::new(server.addr()), Conn::new(server.addr()));
+    let t0 = Instant::now();
+    a.send(&post(CHAT, "{}"));
+    b.send(&post(CHAT, "{}"));
+    assert_eq!(a.read_response().unwrap().status, 200);
+    assert_eq!(b.read_response().unwrap().status, 200);
+    // Non-streaming in ICL mode waits the TTFT only; one at a time makes it two TTFTs.
+    assert!(t0.elapsed() >= 2 * ttft, "{:?}", t0.elapsed());
+    server.stop();
+}
+
+#[test]
+fn variable_stub_output_lengths_follow_the_distribution() {
+    let server = start(StubKind::Variable, |c| {
+        c.variable.output_len_mean = 100.0;
+        c.variable.output_len_spread = 0.5;
+        c.variable.output_len_min = 20;
+        c.variable.output_len_max = Some(150);
+    });
+    let mut conn = Conn::new(server.addr());
+    let lens: Vec<u64> = (0..200)
+        .map(|_| conn.roundtrip(CHAT, "{}").json()["usage"]["completion_tokens"].as_u64().unwrap())
+        .collect();
+    assert!(lens.iter().all(|&n| (20..=150).contains(&n)), "{lens:?}");
+    assert!(lens.iter().any(|&n| n != lens[0]), "lengths vary");
+    let mean = lens.iter().sum::<u64>() as f64 / lens.len() as f64;
+    assert!((80.0..110.0).contains(&mean), "mean {mean}");
+    server.stop();
+}
