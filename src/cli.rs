@@ -54,10 +54,10 @@ pub enum Command {
 #[derive(Debug, Subcommand)]
 pub enum BenchmarkCommand {
     /// max_throughput: issue every sample at t=0.
-    Offline(BenchFlags),
+    Offline(Box<BenchFlags>),
     /// Poisson (--load-pattern poisson --target-qps Q) or concurrency
     /// (--load-pattern concurrency --concurrency N).
-    Online(BenchFlags),
+    Online(Box<BenchFlags>),
     /// Run from a YAML file in the reference's schema; flags given here override it.
     FromConfig(FromConfigArgs),
 }
@@ -68,7 +68,7 @@ pub struct FromConfigArgs {
     #[arg(short = 'c', long = "config")]
     pub config: PathBuf,
     #[command(flatten)]
-    pub flags: BenchFlags,
+    pub flags: Box<BenchFlags>,
 }
 
 /// `--streaming` values.
@@ -140,7 +140,12 @@ pub struct BenchFlags {
     pub temperature: Option<f64>,
     #[arg(long = "top-p", visible_alias = "model-params.top-p", help_heading = "Request")]
     pub top_p: Option<f64>,
-    #[arg(long = "top-k", visible_alias = "model-params.top-k", help_heading = "Request")]
+    #[arg(
+        long = "top-k",
+        visible_alias = "model-params.top-k",
+        allow_negative_numbers = true,
+        help_heading = "Request"
+    )]
     pub top_k: Option<i64>,
     /// Sampling seed sent in requests.
     #[arg(long = "seed", visible_alias = "model-params.seed", help_heading = "Request")]
@@ -374,5 +379,50 @@ fn set<T>(slot: &mut Option<T>, value: Option<T>) {
 fn replace<T>(slot: &mut T, value: Option<T>) {
     if let Some(v) = value {
         *slot = v;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_parse_like_the_reference() {
+        for (text, ms) in [
+            ("600s", 600_000),
+            ("10m", 600_000),
+            ("600000ms", 600_000),
+            ("600000", 600_000),
+            ("1h", 3_600_000),
+            ("1.5s", 1_500),
+            ("0", 0),
+        ] {
+            assert_eq!(parse_duration_ms(text), Ok(ms), "{text}");
+        }
+        for text in ["", "ten", "-5s", "1.5ms", "5d", "s"] {
+            assert!(parse_duration_ms(text).is_err(), "{text}");
+        }
+    }
+
+    #[test]
+    fn paired_flags_take_the_last_one() {
+        let cli = Cli::try_parse_from([
+            "llm-loadgen",
+            "benchmark",
+            "offline",
+            "--no-cpu-affinity",
+            "--enable-cpu-affinity",
+            "--early-stopping",
+            "--no-early-stopping",
+        ])
+        .unwrap();
+        let Command::Benchmark { mode: BenchmarkCommand::Offline(flags) } = cli.command else {
+            panic!("not offline")
+        };
+        let mut config = Config::defaults(crate::yaml::BenchType::Offline);
+        config.enable_cpu_affinity = false;
+        flags.apply(&mut config).unwrap();
+        assert!(config.enable_cpu_affinity);
+        assert!(!config.settings.early_stopping.enabled);
     }
 }

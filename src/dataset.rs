@@ -171,6 +171,7 @@ impl DatasetSpec {
 }
 
 /// Loads a dataset from its command-line form `PATH[,parser.prompt=COL,…]`.
+#[allow(dead_code, reason = "library-style entry point; the plan loads through DatasetSpec")]
 pub fn load_dataset(spec: &str) -> Result<Dataset, AppError> {
     load_dataset_spec(&DatasetSpec::parse(spec)?)
 }

@@ -547,3 +547,321 @@ fn seconds_to_ms(seconds: f64, what: &str) -> Result<u64, AppError> {
     }
     Ok((seconds * 1000.0).round() as u64)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cli::Cli;
+    use clap::Parser;
+
+    fn asset(path: &str) -> String {
+        format!("{}/tests/assets/{path}", env!("CARGO_MANIFEST_DIR"))
+    }
+
+    /// Parses a `benchmark offline|online …` command line into a config, as main does.
+    fn config_of(args: &[&str]) -> Config {
+        let cli = Cli::try_parse_from(["llm-loadgen", "benchmark"].iter().chain(args)).unwrap();
+        let crate::cli::Command::Benchmark { mode } = cli.command else { unreachable!() };
+        let (kind, flags) = match mode {
+            crate::cli::BenchmarkCommand::Offline(f) => (BenchType::Offline, f),
+            crate::cli::BenchmarkCommand::Online(f) => (BenchType::Online, f),
+            crate::cli::BenchmarkCommand::FromConfig(_) => unreachable!(),
+        };
+        let mut config = Config::defaults(kind);
+        flags.apply(&mut config).unwrap();
+        config
+    }
+
+    fn plan_of(args: &[&str]) -> Result<Plan, AppError> {
+        resolve_plan(config_of(args), 0)
+    }
+
+    fn dummy() -> String {
+        format!("{},parser.prompt=text_input", asset("datasets/dummy_1k.jsonl"))
+    }
+
+    #[test]
+    fn sample_count_follows_the_reference_rule() {
+        // 600 s default on 1,000 rows: ceil(10 × 600 × 1.1) = 6,600 → 7,000.
+        assert_eq!(samples_to_issue(None, 600_000, None, 1_000), 7_000);
+        // Poisson 200 QPS × 5 s: 1,100 → 2,000.
+        assert_eq!(samples_to_issue(None, 5_000, Some(200.0), 1_000), 2_000);
+        assert_eq!(samples_to_issue(Some(123), 600_000, Some(5.0), 1_000), 123);
+        assert_eq!(samples_to_issue(None, 0, None, 1_000), 1_000);
+        assert_eq!(samples_to_issue(None, 1_000, None, 3), 12);
+        let plan = plan_of(&["offline", "--dataset", &dummy()]).unwrap();
+        assert_eq!(plan.num_samples, 7_000);
+        let plan = plan_of(&["offline", "--dataset", &dummy(), "--duration", "0"]).unwrap();
+        assert_eq!(plan.num_samples, 1_000);
+    }
+
+    #[test]
+    fn defaults_resolve_like_the_reference() {
+        let plan = plan_of(&["offline"]).unwrap();
+        assert_eq!(plan.load_pattern, LoadPattern::Offline);
+        assert!(plan.endpoints.is_empty());
+        assert_eq!(plan.model, EMBEDDED_MODEL);
+        assert!(plan.dataset_is_synthetic);
+        assert_eq!(plan.dataset.rows.len(), 1_000);
+        assert!(!plan.streaming, "auto is off for offline");
+        assert!(plan.stream_include_usage);
+        assert_eq!(plan.max_output_tokens, 1024);
+        assert_eq!(plan.drain_timeout_ms, 240_000);
+        assert_eq!(plan.token_count_source, TokenCountSource::Client);
+        assert_eq!((plan.scheduler_seed, plan.dataloader_seed), (42, 42));
+        assert_eq!(plan.workers, available_cores().saturating_sub(1).max(1));
+        assert_eq!(plan.max_connections, plan.workers * CONNECTIONS_PER_WORKER_DEFAULT);
+        assert!(plan.cpu_affinity && plan.early_stopping && !plan.warmup.enabled);
+        assert!(plan.report_dir.display().to_string().starts_with("/tmp/reports_"));
+        let online =
+            plan_of(&["online", "--load-pattern", "poisson", "--target-qps", "50"]).unwrap();
+        assert!(online.streaming, "auto is on for online");
+        assert_eq!(online.load_pattern, LoadPattern::Poisson { target_qps: 50.0 });
+        assert!(online.legacy_loadgen_qps);
+    }
+
+    #[test]
+    fn flags_and_aliases_reach_the_plan() {
+        let plan = plan_of(&[
+            "online",
+            "--endpoint-config.endpoints",
+            "http://127.0.0.1:9/,http://127.0.0.1:10",
+            "--endpoints",
+            "http://h:11",
+            "--model-params.name",
+            "m",
+            "--load-pattern",
+            "concurrency",
+            "--target-concurrency",
+            "300",
+            "--client.num-workers",
+            "2",
+            "--api-type",
+            "openai_completions",
+            "--model-params.min-new-tokens",
+            "4",
+            "--streaming",
+            "off",
+            "--no-stream-include-usage",
+            "--settings.token-count-source",
+            "server",
+            "--runtime.n-samples-to-issue",
+            "99",
+            "--runtime.max-duration-ms",
+            "12s",
+            "--performance-drain-timeout",
+            "1.5",
+            "--no-cpu-affinity",
+            "--warmup",
+            "--warmup-requests",
+            "5",
+            "--warmup-drain",
+            "--no-early-stopping",
+            "--report-dir",
+            "/tmp/x",
+            "--runtime.scheduler-random-seed",
+            "7",
+            "--runtime.dataloader-random-seed",
+            "8",
+            "--temperature",
+            "0.5",
+            "--top-p",
+            "0.9",
+            "--top-k",
+            "-1",
+            "--seed",
+            "3",
+            "--max-output-tokens",
+            "64",
+            "--dataset",
+            &dummy(),
+            "--tokenizer",
+            &asset("tokenizers/char"),
+        ])
+        .unwrap();
+        let urls: Vec<&str> = plan.endpoints.iter().map(|e| e.url.as_str()).collect();
+        assert_eq!(urls, ["http://127.0.0.1:9", "http://127.0.0.1:10", "http://h:11"]);
+        assert_eq!(plan.model, "m");
+        assert_eq!(plan.load_pattern, LoadPattern::Concurrency { n: 300 });
+        assert_eq!((plan.workers, plan.max_connections), (2, 300));
+        assert_eq!(plan.api_type, ApiType::OpenAiCompletions);
+        assert_eq!(plan.min_output_tokens, Some(4));
+        assert!(!plan.streaming && !plan.stream_include_usage);
+        assert_eq!(plan.token_count_source, TokenCountSource::Server);
+        assert_eq!((plan.num_samples, plan.max_duration_ms), (99, Some(12_000)));
+        assert_eq!(plan.drain_timeout_ms, 1_500);
+        assert!(!plan.cpu_affinity && !plan.early_stopping);
+        assert_eq!(plan.warmup, Warmup { enabled: true, requests: Some(5), drain: true });
+        assert_eq!(plan.report_dir, PathBuf::from("/tmp/x"));
+        assert_eq!((plan.scheduler_seed, plan.dataloader_seed), (7, 8));
+        assert_eq!(
+            (plan.temperature, plan.top_p, plan.top_k, plan.seed),
+            (Some(0.5), Some(0.9), Some(-1), Some(3))
+        );
+        assert_eq!(plan.max_output_tokens, 64);
+        assert_eq!(plan.tokenizer.as_ref().unwrap().count("abc").unwrap(), 3);
+    }
+
+    #[test]
+    fn contradictions_are_rejected_naming_the_values() {
+        let cases: &[(&[&str], i32, &str)] = &[
+            (&["online", "--load-pattern", "poisson"], 3, "poisson needs --target-qps"),
+            (&["online", "--load-pattern", "concurrency"], 3, "concurrency needs --concurrency"),
+            (&["online"], 3, "benchmark online needs --load-pattern"),
+            (&["offline", "--concurrency", "8"], 3, "--concurrency 8 does not apply"),
+            (&["offline", "--load-pattern", "poisson", "--target-qps", "1"], 3, "got poisson"),
+            (
+                &["online", "--load-pattern", "poisson", "--target-qps", "1", "--concurrency", "4"],
+                3,
+                "--concurrency 4",
+            ),
+            (&["online", "--load-pattern", "burst"], 3, "burst is not supported"),
+            (
+                &["offline", "--runtime.max-duration-ms", "1000", "--duration", "5s"],
+                3,
+                "1000 is below the minimum duration 5000",
+            ),
+            (&["offline", "--target-qps", "0"], 2, "above 0, got 0"),
+            (&["offline", "--workers", "0"], 2, "--workers 0"),
+            (&["offline", "--max-connections", "-2"], 2, "--max-connections -2"),
+            (
+                &["offline", "--endpoints", "localhost:8000", "--model", "m"],
+                2,
+                "must start with http://",
+            ),
+            (
+                &["offline", "--endpoints", "https://h:1", "--model", "m"],
+                3,
+                "TLS is not supported yet",
+            ),
+            (&["offline", "--endpoints", "http://:1", "--model", "m"], 2, "no valid host"),
+            (&["offline", "--endpoints", "http://h:1"], 1, "--model is required"),
+            (&["offline", "--min-new-tokens", "5"], 3, "min_new_tokens 5 is only supported"),
+            (
+                &[
+                    "offline",
+                    "--streaming",
+                    "on",
+                    "--no-stream-include-usage",
+                    "--token-count-source",
+                    "server",
+                ],
+                3,
+                "the endpoint would send no usage",
+            ),
+            (&["offline", "--tokenizer", "/nonexistent/tok"], 3, "/nonexistent/tok/tokenizer.json"),
+            (
+                &["offline", "--dataset", "/nonexistent.jsonl"],
+                2,
+                "dataset file not found: /nonexistent.jsonl",
+            ),
+            (
+                &["offline", "--dataset", "a.jsonl", "--dataset", "b.jsonl"],
+                2,
+                "only one performance dataset",
+            ),
+            (&["offline", "--dataset", "acc:a.jsonl"], 2, "accuracy datasets are not supported"),
+        ];
+        for (args, code, needle) in cases {
+            let err = plan_of(args).unwrap_err();
+            assert_eq!(err.exit_code(), *code, "{args:?}: {err}");
+            assert!(err.to_string().contains(needle), "{args:?}: {err}");
+        }
+    }
+
+    #[test]
+    fn opt_out_is_fine_unless_streaming_openai_under_server() {
+        for args in [
+            &[
+                "offline",
+                "--streaming",
+                "off",
+                "--no-stream-include-usage",
+                "--token-count-source",
+                "server",
+            ][..],
+            &["offline", "--streaming", "on", "--no-stream-include-usage"][..],
+            &[
+                "offline",
+                "--streaming",
+                "on",
+                "--no-stream-include-usage",
+                "--token-count-source",
+                "server",
+                "--api-type",
+                "sglang",
+            ][..],
+        ] {
+            plan_of(args).unwrap();
+        }
+        let plan =
+            plan_of(&["offline", "--api-type", "videogen", "--token-count-source", "server"])
+                .unwrap();
+        assert_eq!(plan.token_count_source, TokenCountSource::Client);
+    }
+
+    #[test]
+    fn rows_with_n_above_one_are_rejected_only_under_server() {
+        let dir = std::env::temp_dir().join(format!("llm-loadgen-plan-n-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("n.jsonl");
+        std::fs::write(&path, "{\"prompt\": \"a\", \"n\": 1}\n{\"prompt\": \"b\", \"n\": 3}\n")
+            .unwrap();
+        let p = path.display().to_string();
+        let client = plan_of(&["offline", "--dataset", &p]);
+        let server = plan_of(&["offline", "--dataset", &p, "--token-count-source", "server"]);
+        std::fs::remove_dir_all(&dir).unwrap();
+        assert_eq!(client.unwrap().dataset.rows[1].n, Some(3));
+        let err = server.unwrap_err();
+        assert_eq!(err.exit_code(), 3);
+        assert!(err.to_string().contains("row 1 asks for n = 3"), "{err}");
+    }
+
+    #[test]
+    fn config_yaml_is_the_resolved_config_with_secrets_redacted() {
+        let plan = plan_of(&[
+            "offline",
+            "--endpoints",
+            "http://user:pw@127.0.0.1:9",
+            "--model",
+            "test-model",
+            "--api-key",
+            "sk-secret",
+            "--dataset",
+            &dummy(),
+            "--streaming",
+            "on",
+            "--num-samples",
+            "200",
+            "--report-dir",
+            "/tmp/obs",
+            "--workers",
+            "1",
+        ])
+        .unwrap();
+        let yaml = &plan.config_yaml;
+        assert!(!yaml.contains("sk-secret") && !yaml.contains(":pw@"), "{yaml}");
+        assert!(yaml.contains("api_key: <redacted>"), "{yaml}");
+        assert!(yaml.contains("http://user:<redacted>@127.0.0.1:9"), "{yaml}");
+        for line in [
+            "name: offline_benchmark",
+            "type: offline",
+            "  name: test-model",
+            "  streaming: 'on'",
+            "- name: dummy_1k",
+            "    prompt: text_input",
+            "    n_samples_to_issue: 200",
+            "    type: max_throughput",
+            "    num_workers: 1",
+            "report_dir: /tmp/obs",
+            "  token_count_source: client",
+            "    stream_include_usage: true",
+        ] {
+            assert!(yaml.lines().any(|l| l == line), "missing {line:?} in:\n{yaml}");
+        }
+        // The file reads back through the schema to the same plan inputs.
+        let back = Config::from_yaml_str(yaml, "config.yaml").unwrap();
+        assert_eq!(back.settings.runtime.n_samples_to_issue, Some(200));
+        assert_eq!(back.model_params.streaming, Streaming::On);
+    }
+}

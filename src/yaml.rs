@@ -640,9 +640,33 @@ impl Config {
         let mut value = serde_yaml_ng::to_value(self)
             .map_err(|e| AppError::Execution(format!("cannot serialize config: {e}")))?;
         redact(&mut value, None);
-        serde_yaml_ng::to_string(&value)
-            .map_err(|e| AppError::Execution(format!("cannot serialize config: {e}")))
+        let text = serde_yaml_ng::to_string(&value)
+            .map_err(|e| AppError::Execution(format!("cannot serialize config: {e}")))?;
+        Ok(quote_yaml11_bools(&text))
     }
+}
+
+/// Quotes plain scalars that YAML 1.1 readers (PyYAML, so the reference's tools) would
+/// take for booleans, such as `streaming: on`, as the reference writes them (`'on'`).
+pub fn quote_yaml11_bools(text: &str) -> String {
+    const WORDS: [&str; 6] = ["on", "off", "yes", "no", "y", "n"];
+    let mut out = String::with_capacity(text.len() + 16);
+    for line in text.split_inclusive('\n') {
+        let body = line.trim_end_matches('\n');
+        let split = body.rfind(": ").map(|i| i + 2).or_else(|| {
+            let lead = body.len() - body.trim_start().len();
+            body[lead..].starts_with("- ").then_some(lead + 2)
+        });
+        match split {
+            Some(at) if WORDS.contains(&body[at..].to_ascii_lowercase().as_str()) => {
+                out.push_str(&body[..at]);
+                out.push_str(&format!("'{}'", &body[at..]));
+                out.push_str(&line[body.len()..]);
+            }
+            _ => out.push_str(line),
+        }
+    }
+    out
 }
 
 /// The text written for a redacted secret.
@@ -780,5 +804,71 @@ fn lookup_env(name: &str, default: Option<&str>) -> Result<String, String> {
         (Ok(v), _) => Ok(v),
         (Err(_), Some(d)) => Ok(d.to_string()),
         (Err(_), None) => Err(format!("environment variable {name} is not set and has no default")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unknown_keys_are_errors_naming_the_key() {
+        let cases = [
+            ("type: offline\ncolour: red\n", "unknown field `colour`"),
+            (
+                "type: offline\nsettings:\n  runtime:\n    min_duration: 5\n",
+                "unknown field `min_duration`",
+            ),
+            ("type: offline\nmodel_params:\n  streaming: maybe\n", "streaming \"maybe\""),
+            ("type: sideways\n", "sideways"),
+            ("name: x\n", "missing field `type`"),
+            ("", "the file is empty"),
+            ("type: [\n", "config error in t.yaml"),
+        ];
+        for (text, needle) in cases {
+            let err = Config::from_yaml_str(text, "t.yaml").unwrap_err();
+            assert_eq!(err.exit_code(), 2, "{text:?}");
+            assert!(err.to_string().contains(needle), "{text:?}: {err}");
+        }
+    }
+
+    #[test]
+    fn env_vars_are_substituted_and_typed() {
+        std::env::set_var("LLM_LOADGEN_TEST_QPS", "12.5");
+        std::env::set_var("LLM_LOADGEN_TEST_KEY", "k1");
+        let text = "type: online\nsettings:\n  load_pattern:\n    type: poisson\n    \
+                    target_qps: ${LLM_LOADGEN_TEST_QPS}\nendpoint_config:\n  endpoints: \
+                    ['http://${LLM_LOADGEN_TEST_HOST:-localhost}:8000']\n  api_key: \
+                    $LLM_LOADGEN_TEST_KEY-$$x\n";
+        let config = Config::from_yaml_str(text, "t").unwrap();
+        assert_eq!(config.settings.load_pattern.target_qps, Some(12.5));
+        assert_eq!(config.endpoint_config.endpoints, ["http://localhost:8000"]);
+        assert_eq!(config.endpoint_config.api_key.as_deref(), Some("k1-$x"));
+        let err = expand_env("${LLM_LOADGEN_TEST_UNSET_VAR}").unwrap_err();
+        assert!(err.contains("LLM_LOADGEN_TEST_UNSET_VAR is not set"), "{err}");
+    }
+
+    #[test]
+    fn redaction_covers_keys_urls_and_queries() {
+        for key in ["api_key", "token", "password", "hf_token", "my_key", "client_secret"] {
+            assert!(is_secret_key(key), "{key}");
+        }
+        for key in ["max_new_tokens", "token_count_source", "name", "skip_special_tokens"] {
+            assert!(!is_secret_key(key), "{key}");
+        }
+        assert_eq!(
+            redact_url("http://u:p@h:1/v?key=abc&x=1"),
+            "http://u:<redacted>@h:1/v?key=<redacted>&x=1"
+        );
+        assert_eq!(redact_url("http://h:1/v"), "http://h:1/v");
+    }
+
+    #[test]
+    fn yaml11_booleans_are_quoted() {
+        let text = "streaming: on\nx: off\nname: one\n- yes\nurl: http://a\n";
+        assert_eq!(
+            quote_yaml11_bools(text),
+            "streaming: 'on'\nx: 'off'\nname: one\n- 'yes'\nurl: http://a\n"
+        );
     }
 }
