@@ -1,0 +1,74 @@
+//! Report files of a finished run: `report.txt`, `performance/result_summary.json`,
+//! `metrics/final_snapshot.json`, and the short summary printed on stdout.
+#![allow(
+    dead_code,
+    unused_imports,
+    reason = "the run command wires these in; until then only tests call them"
+)]
+
+mod summary;
+mod text;
+mod write;
+
+#[cfg(test)]
+mod tests;
+
+pub use loadgen_coordinator::metrics::{Snapshot, TokenCountSource};
+pub use summary::{is_complete, result_summary, BasisBlocks, ResultSummary};
+pub use text::{console_summary, report_txt};
+pub use write::{write_atomic, write_report_files};
+
+/// The run's load pattern, as `run_config.load_pattern` records it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LoadPatternInfo {
+    /// `max_throughput`, `poisson` or `concurrency`.
+    pub kind: String,
+    /// Poisson target rate.
+    pub target_qps: Option<f64>,
+    /// Closed-loop concurrency.
+    pub target_concurrency: Option<u64>,
+    /// Poisson runs only: whether QPS/TPS use the legacy LoadGen window.
+    pub use_legacy_loadgen_qps_metrics: Option<bool>,
+}
+
+/// The warm-up settings, as `run_config.warmup` records them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WarmupInfo {
+    /// Warm-up requests were sent.
+    pub enabled: bool,
+    /// How many.
+    pub n_requests: Option<u64>,
+    /// Prompts were salted.
+    pub salt: bool,
+    /// The warm-up was drained before tracking.
+    pub drain: bool,
+    /// Seed of the warm-up sampler.
+    pub warmup_random_seed: u64,
+}
+
+/// What the report says about the run besides its metrics.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RunInfo {
+    /// `llm-loadgen` version.
+    pub version: String,
+    /// Git revision of the build, when known.
+    pub git_sha: Option<String>,
+    /// Load pattern settings.
+    pub load_pattern: LoadPatternInfo,
+    /// Warm-up settings.
+    pub warmup: WarmupInfo,
+    /// Scheduler seed.
+    pub scheduler_random_seed: u64,
+    /// Dataset order seed.
+    pub dataloader_random_seed: u64,
+    /// The headline token basis.
+    pub token_count_source: TokenCountSource,
+    /// The run used the built-in stub because no `--endpoints` was given.
+    pub embedded_stub: bool,
+    /// Ctrl-C or SIGTERM ended the run.
+    pub interrupted: bool,
+    /// Why the run's report is incomplete (drain timeout, dead worker, ...).
+    pub incomplete_reason: Option<String>,
+    /// Samples abandoned in flight.
+    pub abandoned: u64,
+}

@@ -1,0 +1,355 @@
+//! Report tests: golden files, key order, partial and null blocks, completeness.
+
+use std::path::{Path, PathBuf};
+
+use loadgen_coordinator::metrics::fixture::{strip_usage, synthetic_table, FixtureSpec};
+use loadgen_coordinator::metrics::pyjson::to_python_json;
+use loadgen_coordinator::metrics::{
+    final_snapshot, MetricsOptions, RunCounters, RunState, SampleTable, Snapshot, TokenCountSource,
+};
+
+use super::*;
+
+const REFERENCE_KEYS: [&str; 19] = [
+    "version",
+    "git_sha",
+    "test_started_at",
+    "n_samples_issued",
+    "n_samples_completed",
+    "n_samples_failed",
+    "duration_ns",
+    "state",
+    "complete",
+    "ttft",
+    "tpot",
+    "latency",
+    "output_sequence_lengths",
+    "input_sequence_lengths",
+    "legacy_loadgen_window_duration_ns",
+    "qps",
+    "tps",
+    "finish_reason_counts",
+    "run_config",
+];
+
+fn info(primary: TokenCountSource) -> RunInfo {
+    RunInfo {
+        version: "0.1.0".into(),
+        git_sha: None,
+        load_pattern: LoadPatternInfo {
+            kind: "max_throughput".into(),
+            target_qps: None,
+            target_concurrency: None,
+            use_legacy_loadgen_qps_metrics: None,
+        },
+        warmup: WarmupInfo {
+            enabled: false,
+            n_requests: None,
+            salt: false,
+            drain: false,
+            warmup_random_seed: 42,
+        },
+        scheduler_random_seed: 42,
+        dataloader_random_seed: 42,
+        token_count_source: primary,
+        embedded_stub: false,
+        interrupted: false,
+        incomplete_reason: None,
+        abandoned: 0,
+    }
+}
+
+fn counters_for(table: &SampleTable) -> RunCounters {
+    let n = table.len() as u64;
+    let failed = (0..table.len()).filter(|&i| table.row(i).failed).count() as u64;
+    let last = (0..table.len()).map(|i| table.row(i).complete_ns).max().unwrap_or(0);
+    RunCounters {
+        total_samples_issued: n,
+        total_samples_completed: n,
+        total_samples_failed: failed,
+        tracked_samples_issued: n,
+        tracked_samples_completed: n,
+        tracked_samples_failed: failed,
+        session_start_ns: 990_000_000,
+        tracking_start_ns: 999_000_000,
+        last_event_ns: last + 5_000_000,
+        ..RunCounters::default()
+    }
+}
+
+fn snapshot(table: &SampleTable, primary: TokenCountSource) -> Snapshot {
+    let opts = MetricsOptions {
+        streaming: true,
+        early_stopping: true,
+        primary,
+        legacy_loadgen_qps: false,
+        has_tokenizer: true,
+    };
+    final_snapshot(table, &counters_for(table), &opts, RunState::Complete)
+}
+
+fn golden_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests").join("golden")
+}
+
+/// Compares `actual` with a golden file byte for byte; `UPDATE_GOLDEN=1` rewrites it.
+fn check_golden(name: &str, actual: &[u8]) {
+    let path = golden_dir().join(name);
+    if std::env::var_os("UPDATE_GOLDEN").is_some_and(|v| v == "1") {
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(&path, actual).unwrap();
+        return;
+    }
+    let expected = std::fs::read(&path)
+        .unwrap_or_else(|e| panic!("{}: {e} (run with UPDATE_GOLDEN=1)", path.display()));
+    if expected != actual {
+        let actual = String::from_utf8_lossy(actual);
+        let expected = String::from_utf8_lossy(&expected);
+        let line = expected.lines().zip(actual.lines()).position(|(a, b)| a != b);
+        panic!("{} differs from the golden file (first differing line {line:?})", path.display());
+    }
+}
+
+fn check_case(case: &str, table: &SampleTable, primary: TokenCountSource) {
+    let snap = snapshot(table, primary);
+    let info = info(primary);
+    let summary = result_summary(&snap, &info);
+    check_golden(&format!("{case}/report.txt"), report_txt(&summary, &info).as_bytes());
+    check_golden(&format!("{case}/result_summary.json"), &to_python_json(&summary).unwrap());
+    check_golden(&format!("{case}/final_snapshot.json"), &to_python_json(&snap).unwrap());
+}
+
+#[test]
+fn golden_client_primary_default_run() {
+    check_case("client", &synthetic_table(&FixtureSpec::default()), TokenCountSource::Client);
+}
+
+#[test]
+fn golden_server_primary_partial_usage_with_failures() {
+    let spec = FixtureSpec {
+        fail_every: 9,
+        missing_usage_every: 11,
+        server_osl_deficit: 2,
+        ..FixtureSpec::default()
+    };
+    check_case("server_partial", &synthetic_table(&spec), TokenCountSource::Server);
+}
+
+#[test]
+fn golden_client_primary_server_without_usage() {
+    let table = strip_usage(&synthetic_table(&FixtureSpec::default()));
+    check_case("client_no_usage", &table, TokenCountSource::Client);
+}
+
+fn summary_json(table: &SampleTable, primary: TokenCountSource) -> serde_json::Value {
+    let summary = result_summary(&snapshot(table, primary), &info(primary));
+    serde_json::from_slice(&to_python_json(&summary).unwrap()).unwrap()
+}
+
+fn top_level_keys(text: &str) -> Vec<String> {
+    // serde_json::Value sorts keys, so read the order from the text: top-level keys
+    // are the lines indented by exactly two spaces.
+    text.lines()
+        .filter_map(|l| l.strip_prefix("  \""))
+        .filter_map(|l| l.split_once('"').map(|(k, _)| k.to_string()))
+        .collect()
+}
+
+#[test]
+fn default_summary_keeps_reference_keys_then_adds() {
+    let table = synthetic_table(&FixtureSpec::default());
+    let snap = snapshot(&table, TokenCountSource::Client);
+    let summary = result_summary(&snap, &info(TokenCountSource::Client));
+    let text = String::from_utf8(to_python_json(&summary).unwrap()).unwrap();
+    let keys = top_level_keys(&text);
+    assert_eq!(&keys[..REFERENCE_KEYS.len()], REFERENCE_KEYS);
+    let added = [
+        "token_count_source",
+        "n_samples_missing_usage",
+        "n_samples_missing_usage_empty_output",
+        "client_token_tasks_pending",
+        "osl_paired",
+        "tpot_server",
+        "output_sequence_lengths_server",
+        "input_sequence_lengths_server",
+        "tps_server",
+    ];
+    assert_eq!(&keys[REFERENCE_KEYS.len()..], added);
+    let server = summary_json(&table, TokenCountSource::Server);
+    for key in ["tpot_client", "output_sequence_lengths_client", "tps_client"] {
+        assert!(server.get(key).is_some(), "{key}");
+    }
+    assert_eq!(server["token_count_source"], "server");
+}
+
+#[test]
+fn client_primary_unsuffixed_values_equal_client_only_run() {
+    let spec = FixtureSpec { fail_every: 6, missing_usage_every: 4, ..FixtureSpec::default() };
+    let table = synthetic_table(&spec);
+    let with_usage = summary_json(&table, TokenCountSource::Client);
+    let client_only = summary_json(&strip_usage(&table), TokenCountSource::Client);
+    for key in REFERENCE_KEYS {
+        assert_eq!(with_usage[key], client_only[key], "{key}");
+    }
+    assert!(client_only["output_sequence_lengths_server"].is_null());
+    assert!(client_only["tps_server"].is_null());
+    assert!(client_only["osl_paired"].is_null());
+}
+
+#[test]
+fn server_blocks_null_partial_and_tps() {
+    let full = synthetic_table(&FixtureSpec::default());
+    let json = summary_json(&full, TokenCountSource::Client);
+    assert!(json["output_sequence_lengths_server"].get("partial").is_none());
+    assert!(json["tps_server"].is_number());
+    assert_eq!(json["tps_server"], json["tps"]);
+    assert_eq!(json["osl_paired"]["mean"], 0.0);
+    assert_eq!(json["osl_paired"]["ratio"], 1.0);
+    assert_eq!(json["osl_paired"]["count"], 200);
+
+    let spec = FixtureSpec { missing_usage_every: 10, ..FixtureSpec::default() };
+    let json = summary_json(&synthetic_table(&spec), TokenCountSource::Client);
+    assert_eq!(json["output_sequence_lengths_server"]["partial"], true);
+    assert_eq!(json["input_sequence_lengths_server"]["partial"], true);
+    assert_eq!(json["tpot_server"]["partial"], true);
+    assert!(json["tps_server"].is_null());
+    assert!(json["tps"].is_number());
+    assert_eq!(json["n_samples_missing_usage"], 20);
+    assert!(json["output_sequence_lengths"].get("partial").is_none());
+
+    let json = summary_json(&strip_usage(&full), TokenCountSource::Client);
+    for key in ["tpot_server", "output_sequence_lengths_server", "input_sequence_lengths_server"] {
+        assert!(json[key].is_null(), "{key}");
+    }
+}
+
+#[test]
+fn report_txt_adds_other_basis_after_reference_rows() {
+    let spec = FixtureSpec { server_osl_deficit: 1, ..FixtureSpec::default() };
+    let table = synthetic_table(&spec);
+    let snap = snapshot(&table, TokenCountSource::Client);
+    let info = info(TokenCountSource::Client);
+    let text = report_txt(&result_summary(&snap, &info), &info);
+    let tps = text.find("\nTPS: ").unwrap();
+    let other = text.find("\nOther token basis (server):\n").unwrap();
+    let breakdown = text.find("------------------- Latency Breakdowns").unwrap();
+    assert!(tps < other && other < breakdown);
+    assert!(text.contains(
+        "  OSL paired (client - server): mean 1.00 tokens/sample, ratio 1.0144 over 200 samples\n"
+    ) || text.contains("  OSL paired (client - server): mean 1.00 tokens/sample, ratio "));
+    let sections = [
+        "\nTTFT:\n",
+        "\nTPOT:\n",
+        "\nLatency:\n",
+        "\nInput sequence lengths:\n",
+        "\nOutput sequence lengths:\n",
+        "\nTPOT (server):\n",
+        "\nInput sequence lengths (server):\n",
+        "\nOutput sequence lengths (server):\n",
+        "\n----------------- End of Report",
+    ];
+    let positions: Vec<usize> = sections.iter().map(|s| text.find(s).expect(s)).collect();
+    assert!(positions.windows(2).all(|w| w[0] < w[1]), "{positions:?}");
+
+    let server = info_with(TokenCountSource::Server);
+    let snap = snapshot(&table, TokenCountSource::Server);
+    let text = report_txt(&result_summary(&snap, &server), &server);
+    assert!(text.contains("\nOther token basis (client):\n  Token count source: server\n"));
+    assert!(text.contains("\nOutput sequence lengths (client):\n"));
+}
+
+fn info_with(primary: TokenCountSource) -> RunInfo {
+    info(primary)
+}
+
+#[test]
+fn completeness_follows_the_primary_basis() {
+    let spec = FixtureSpec { missing_usage_every: 10, ..FixtureSpec::default() };
+    let table = synthetic_table(&spec);
+    let client = result_summary(
+        &snapshot(&table, TokenCountSource::Client),
+        &info(TokenCountSource::Client),
+    );
+    assert_eq!(is_complete(&client, TokenCountSource::Client), Ok(()));
+    let server = result_summary(
+        &snapshot(&table, TokenCountSource::Server),
+        &info(TokenCountSource::Server),
+    );
+    let err = is_complete(&server, TokenCountSource::Server).unwrap_err();
+    assert!(err.contains("20 of 200"), "{err}");
+
+    let stripped = strip_usage(&table);
+    let none = result_summary(
+        &snapshot(&stripped, TokenCountSource::Server),
+        &info(TokenCountSource::Server),
+    );
+    let err = is_complete(&none, TokenCountSource::Server).unwrap_err();
+    assert!(err.contains("none of the 200"), "{err}");
+
+    let failed = FixtureSpec { fail_every: 1, ..FixtureSpec::default() };
+    let all_failed = synthetic_table(&failed);
+    let summary = result_summary(
+        &snapshot(&all_failed, TokenCountSource::Client),
+        &info(TokenCountSource::Client),
+    );
+    let err = is_complete(&summary, TokenCountSource::Client).unwrap_err();
+    assert_eq!(err, "nothing was measured: all 200 samples failed");
+
+    let mut interrupted = info(TokenCountSource::Client);
+    interrupted.interrupted = true;
+    let summary = result_summary(&snapshot(&table, TokenCountSource::Client), &interrupted);
+    assert_eq!(summary.state, "interrupted");
+    assert!(!summary.complete);
+    assert!(report_txt(&summary, &interrupted).contains("WARNING: run was interrupted"));
+
+    let empty = SampleTable::with_capacity(0);
+    let summary = result_summary(
+        &snapshot(&empty, TokenCountSource::Client),
+        &info(TokenCountSource::Client),
+    );
+    assert_eq!(
+        is_complete(&summary, TokenCountSource::Client).unwrap_err(),
+        "nothing was measured: no sample completed"
+    );
+    let text = report_txt(&summary, &info(TokenCountSource::Client));
+    assert!(text.contains("Duration: N/A\nQPS: N/A\nTPS: N/A\n"), "{text}");
+}
+
+#[test]
+fn write_report_files_writes_all_three_atomically() {
+    let dir = std::env::temp_dir().join(format!("llm-loadgen-report-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let table = synthetic_table(&FixtureSpec::default());
+    let snap = snapshot(&table, TokenCountSource::Client);
+    let info = info(TokenCountSource::Client);
+    let summary = write_report_files(&dir, &snap, &info).unwrap();
+    let written = std::fs::read(dir.join("performance/result_summary.json")).unwrap();
+    assert_eq!(written, to_python_json(&summary).unwrap());
+    assert!(std::fs::read_to_string(dir.join("report.txt"))
+        .unwrap()
+        .ends_with("End of Report -----------------\n"));
+    assert!(dir.join("metrics/final_snapshot.json").is_file());
+    // Rewriting replaces the file and leaves no temp file behind.
+    write_atomic(&dir.join("report.txt"), b"second").unwrap();
+    assert_eq!(std::fs::read(dir.join("report.txt")).unwrap(), b"second");
+    let leftovers: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .filter(|e| e.file_name().to_string_lossy().contains(".tmp."))
+        .collect();
+    assert!(leftovers.is_empty());
+    let console = console_summary(&summary, &info, &dir);
+    assert!(console.contains("Samples: 200 issued, 200 completed, 0 failed\n"), "{console}");
+    assert!(console.contains("Token basis: client (TPS (server): "), "{console}");
+    assert!(console.contains(&format!("Report: {}\n", dir.display())));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn write_atomic_reports_a_missing_folder() {
+    let path = std::env::temp_dir()
+        .join(format!("llm-loadgen-missing-{}", std::process::id()))
+        .join("report.txt");
+    let err = write_atomic(&path, b"x").unwrap_err();
+    assert_eq!(err.kind(), std::io::ErrorKind::NotFound);
+}

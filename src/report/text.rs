@@ -1,0 +1,326 @@
+//! `report.txt` in the reference's layout, plus the token-basis additions, and the
+//! short summary printed on stdout at the end of a run.
+
+use std::fmt::Write as _;
+use std::path::Path;
+
+use loadgen_coordinator::metrics::pyjson::python_float_repr;
+use loadgen_coordinator::metrics::stats::PERCENTILE_KEYS;
+use loadgen_coordinator::metrics::{Num, SeriesStat, TokenCountSource};
+
+use super::summary::{BasisBlocks, ResultSummary};
+use super::RunInfo;
+
+const BAR_LENGTH_MAX: f64 = 30.0;
+const NS_TO_MS: f64 = 1e-6;
+
+fn py_opt_f64(v: Option<f64>) -> String {
+    v.map_or_else(|| "None".into(), python_float_repr)
+}
+
+fn py_opt_u64(v: Option<u64>) -> String {
+    v.map_or_else(|| "None".into(), |v| v.to_string())
+}
+
+fn py_bool(v: bool) -> &'static str {
+    if v {
+        "True"
+    } else {
+        "False"
+    }
+}
+
+fn run_config_lines(out: &mut String, s: &ResultSummary) {
+    let lp = &s.load_pattern;
+    let mut pattern = format!(
+        "type={}, target_qps={}, target_concurrency={}",
+        lp.kind,
+        py_opt_f64(lp.target_qps),
+        py_opt_u64(lp.target_concurrency)
+    );
+    if let Some(legacy) = lp.use_legacy_loadgen_qps_metrics {
+        let _ = write!(pattern, ", use_legacy_loadgen_qps_metrics={}", py_bool(legacy));
+    }
+    let w = &s.warmup;
+    let _ = writeln!(out, "Run config:");
+    let _ = writeln!(out, "  load_pattern: {pattern}");
+    let _ = writeln!(
+        out,
+        "  warmup: enabled={}, n_requests={}, salt={}, drain={}, warmup_random_seed={}",
+        py_bool(w.enabled),
+        py_opt_u64(w.n_requests),
+        py_bool(w.salt),
+        py_bool(w.drain),
+        w.warmup_random_seed
+    );
+    let _ = writeln!(out, "  scheduler_random_seed: {}", s.scheduler_random_seed);
+    let _ = writeln!(out, "  dataloader_random_seed: {}", s.dataloader_random_seed);
+}
+
+fn summary_lines(out: &mut String, s: &ResultSummary, info: &RunInfo) {
+    let _ = writeln!(out, "----------------- Summary -----------------");
+    if s.state == "interrupted" {
+        let _ = writeln!(
+            out,
+            "WARNING: run was interrupted (SIGTERM/SIGINT) — metrics below are best-effort \
+             partial data."
+        );
+    } else if !s.complete {
+        let why = match &info.incomplete_reason {
+            Some(reason) => reason.as_str(),
+            None => "drain timed out or no final snapshot received",
+        };
+        let _ = writeln!(
+            out,
+            "WARNING: report is incomplete ({why}) — some async metrics may be missing."
+        );
+    }
+    let _ = writeln!(out, "Version: {}", s.version);
+    if let Some(sha) = s.git_sha.as_deref().filter(|sha| !sha.is_empty()) {
+        let _ = writeln!(out, "Git SHA: {sha}");
+    }
+    if info.embedded_stub {
+        let _ =
+            writeln!(out, "Endpoint: built-in max-throughput stub on loopback (no --endpoints)");
+    }
+    run_config_lines(out, s);
+    let _ = writeln!(out, "Total samples issued: {}", s.n_samples_issued);
+    let _ = writeln!(out, "Total samples completed: {}", s.n_samples_completed);
+    let _ = writeln!(out, "Total samples failed: {}", s.n_samples_failed);
+    match s.duration_ns {
+        Some(ns) => writeln!(out, "Duration: {:.2} seconds", ns as f64 / 1e9),
+        None => writeln!(out, "Duration: N/A"),
+    }
+    .ok();
+    let _ = writeln!(out, "QPS: {}", fixed2(s.qps));
+    let _ = writeln!(out, "TPS: {}", fixed2(s.primary.tps));
+}
+
+fn fixed2(v: Option<f64>) -> String {
+    v.map_or_else(|| "N/A".into(), |v| format!("{v:.2}"))
+}
+
+/// The paired-OSL line, the other basis's TPS and why a server block is partial.
+fn other_basis_lines(out: &mut String, s: &ResultSummary) {
+    let other = s.other.basis;
+    let _ = writeln!(out, "Other token basis ({other}):");
+    let _ = writeln!(out, "  Token count source: {}", s.primary.basis);
+    let _ = writeln!(out, "  TPS ({other}): {}", fixed2(s.other.tps));
+    let paired = &s.osl_paired;
+    match (paired.mean(), paired.ratio()) {
+        (Some(mean), ratio) => {
+            let ratio = ratio.map_or_else(|| "N/A".into(), |r| format!("{r:.4}"));
+            let _ = writeln!(
+                out,
+                "  OSL paired (client - server): mean {mean:.2} tokens/sample, ratio {ratio} \
+                 over {} samples",
+                paired.count
+            );
+        }
+        (None, _) => {
+            let _ =
+                writeln!(out, "  OSL paired (client - server): N/A (no sample has both counts)");
+        }
+    }
+    if let Some(sentence) = usage_sentence(s) {
+        let _ = writeln!(out, "  {sentence}");
+    }
+}
+
+/// Why the server basis is partial or empty, in one sentence.
+fn usage_sentence(s: &ResultSummary) -> Option<String> {
+    let u = s.usage;
+    let successful = u.usable + u.missing_total();
+    if successful == 0 {
+        return None;
+    }
+    if u.usable == 0 {
+        return Some(format!(
+            "Server counts are missing: none of the {successful} successful samples carried \
+             usable usage, so the server blocks are null."
+        ));
+    }
+    if u.missing > 0 {
+        return Some(format!(
+            "Server counts are partial: {} of {successful} successful samples carried no usable \
+             usage ({} of them with empty output), so TPS (server) is N/A.",
+            u.missing_total(),
+            u.missing_empty_output
+        ));
+    }
+    (u.missing_empty_output > 0).then(|| {
+        format!(
+            "{} samples with empty output carried no usage; they have no client OSL either.",
+            u.missing_empty_output
+        )
+    })
+}
+
+fn scaled(v: f64, scale: f64) -> String {
+    format!("{:.2}", v * scale)
+}
+
+fn num_scaled(v: Num, scale: f64) -> String {
+    scaled(v.as_f64(), scale)
+}
+
+fn histogram_lines(out: &mut String, stat: &SeriesStat, scale: f64) {
+    let last = stat.histogram.len().saturating_sub(1);
+    let labels: Vec<String> = stat
+        .histogram
+        .iter()
+        .enumerate()
+        .map(|(i, ([lo, hi], _))| {
+            let close = if i == last { ']' } else { ')' };
+            format!("  [{}, {}{close}", scaled(*lo, scale), scaled(*hi, scale))
+        })
+        .collect();
+    let max_count = stat.histogram.iter().map(|(_, c)| *c).max().unwrap_or(0);
+    let normalize = if max_count > 0 { BAR_LENGTH_MAX / max_count as f64 } else { 1.0 };
+    let width = labels.iter().map(|l| l.chars().count()).max().unwrap_or(0);
+    for (label, (_, count)) in labels.iter().zip(&stat.histogram) {
+        let bar = "#".repeat((*count as f64 * normalize) as usize);
+        let _ = writeln!(out, "  {label:>width$} |{bar} {count}");
+    }
+}
+
+/// One metric section, exactly as the reference's `_display_metric` plus its estimates.
+fn metric_section(out: &mut String, title: &str, stat: &SeriesStat, unit: &str, scale: f64) {
+    let _ = writeln!(out, "{title}:");
+    let _ = writeln!(out, "  Min: {} {unit}", num_scaled(stat.min, scale));
+    let _ = writeln!(out, "  Max: {} {unit}", num_scaled(stat.max, scale));
+    let _ = writeln!(out, "  Median: {} {unit}", scaled(stat.median(), scale));
+    let _ = writeln!(out, "  Avg.: {} {unit}", scaled(stat.avg(), scale));
+    let _ = writeln!(out, "  Std Dev.: {} {unit}", scaled(stat.std_dev(), scale));
+    let _ = writeln!(out, "\n  Histogram:");
+    histogram_lines(out, stat, scale);
+    let _ = writeln!(out, "\n  Percentiles:");
+    for (key, value) in PERCENTILE_KEYS.iter().zip(stat.percentiles) {
+        let _ = writeln!(out, "  {key:>6}: {} {unit}", scaled(value, scale));
+    }
+    if let Some(estimates) = &stat.early_stopping {
+        let _ =
+            writeln!(out, "\n  Early-stopping percentile estimates (N/A = insufficient samples):");
+        for (key, value) in PERCENTILE_KEYS.iter().zip(estimates) {
+            let value = value.map_or_else(|| "N/A".into(), |v| scaled(v, scale));
+            let _ = writeln!(out, "  {key:>6}: {value} {unit}");
+        }
+    }
+    let _ = writeln!(out);
+}
+
+/// The token sections of one basis, titled with `suffix` (`""`, `" (server)"`, ...).
+fn basis_sections(out: &mut String, blocks: &BasisBlocks, suffix: &str) {
+    let partial = if blocks.partial { " (partial)" } else { "" };
+    let sections = [
+        ("TPOT", blocks.tpot.as_ref(), "ms", NS_TO_MS),
+        ("Input sequence lengths", blocks.isl.as_ref(), "tokens", 1.0),
+        ("Output sequence lengths", blocks.osl.as_ref(), "tokens", 1.0),
+    ];
+    for (name, stat, unit, scale) in sections {
+        if let Some(stat) = stat {
+            metric_section(out, &format!("{name}{suffix}{partial}"), stat, unit, scale);
+        }
+    }
+}
+
+/// The whole `report.txt`.
+pub fn report_txt(s: &ResultSummary, info: &RunInfo) -> String {
+    let mut out = String::with_capacity(16 * 1024);
+    summary_lines(&mut out, s, info);
+    other_basis_lines(&mut out, s);
+    let _ = writeln!(out, "\n------------------- Latency Breakdowns -------------------");
+    let p = &s.primary;
+    let partial = if p.partial { " (partial)" } else { "" };
+    if let Some(ttft) = &s.ttft {
+        metric_section(&mut out, "TTFT", ttft, "ms", NS_TO_MS);
+    }
+    if let Some(tpot) = &p.tpot {
+        metric_section(&mut out, &format!("TPOT{partial}"), tpot, "ms", NS_TO_MS);
+    }
+    if let Some(latency) = &s.latency {
+        metric_section(&mut out, "Latency", latency, "ms", NS_TO_MS);
+    }
+    if let Some(isl) = &p.isl {
+        metric_section(&mut out, &format!("Input sequence lengths{partial}"), isl, "tokens", 1.0);
+    }
+    if let Some(osl) = &p.osl {
+        metric_section(&mut out, &format!("Output sequence lengths{partial}"), osl, "tokens", 1.0);
+    }
+    let suffix = format!(" ({})", s.other.basis);
+    basis_sections(&mut out, &s.other, &suffix);
+    let _ = writeln!(out, "----------------- End of Report -----------------");
+    out
+}
+
+fn ms(stat: Option<&SeriesStat>, index: usize) -> String {
+    stat.map_or_else(|| "N/A".into(), |s| format!("{:.2}", s.percentiles[index] * NS_TO_MS))
+}
+
+/// The short summary printed on stdout at the end of a run.
+pub fn console_summary(s: &ResultSummary, info: &RunInfo, report_dir: &Path) -> String {
+    let mut out = String::with_capacity(1024);
+    let status = if s.state == "interrupted" {
+        "interrupted".to_string()
+    } else if let Some(reason) = &s.incomplete_reason {
+        format!("incomplete ({reason})")
+    } else {
+        "complete".to_string()
+    };
+    let _ = writeln!(out, "Run {status}.");
+    if info.embedded_stub {
+        let _ = writeln!(out, "Endpoint: built-in max-throughput stub (no --endpoints given)");
+    }
+    let _ = writeln!(
+        out,
+        "Samples: {} issued, {} completed, {} failed",
+        s.n_samples_issued, s.n_samples_completed, s.n_samples_failed
+    );
+    if s.n_samples_failed > 0 {
+        let _ = writeln!(
+            out,
+            "WARNING: {} of {} samples failed; see events.jsonl for the errors",
+            s.n_samples_failed, s.n_samples_completed
+        );
+    }
+    if info.abandoned > 0 {
+        let _ = writeln!(out, "WARNING: {} samples were abandoned in flight", info.abandoned);
+    }
+    let duration = s.duration_ns.map(|ns| ns as f64 / 1e9);
+    let _ = writeln!(
+        out,
+        "Duration: {} s, QPS: {}, TPS: {}",
+        fixed2(duration),
+        fixed2(s.qps),
+        fixed2(s.primary.tps)
+    );
+    // Grid index 1 is p99.0, index 7 is p50.0.
+    let _ = writeln!(
+        out,
+        "TTFT p50/p99: {} / {} ms, latency p50/p99: {} / {} ms",
+        ms(s.ttft.as_ref(), 7),
+        ms(s.ttft.as_ref(), 1),
+        ms(s.latency.as_ref(), 7),
+        ms(s.latency.as_ref(), 1)
+    );
+    let _ = writeln!(out, "{}", basis_line(s));
+    let _ = writeln!(out, "Report: {}", report_dir.display());
+    out
+}
+
+fn basis_line(s: &ResultSummary) -> String {
+    let primary = s.primary.basis;
+    let other = s.other.basis;
+    let mut line = format!("Token basis: {primary} (TPS ({other}): {}", fixed2(s.other.tps));
+    if let (Some(mean), Some(ratio)) = (s.osl_paired.mean(), s.osl_paired.ratio()) {
+        let _ = write!(line, "; OSL paired mean {mean:.2}, ratio {ratio:.4}");
+    }
+    if primary == TokenCountSource::Server || s.other.partial {
+        let missing = s.usage.missing_total();
+        if missing > 0 {
+            let _ = write!(line, "; {missing} samples without server usage");
+        }
+    }
+    line.push(')');
+    line
+}

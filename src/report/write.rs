@@ -1,0 +1,64 @@
+//! Writing the report files atomically: a temp file in the same folder, fsync, rename.
+
+use std::fs;
+use std::io::{self, Write};
+use std::path::Path;
+
+use loadgen_coordinator::metrics::pyjson::to_python_json;
+use loadgen_coordinator::metrics::Snapshot;
+
+use super::summary::{result_summary, ResultSummary};
+use super::text::report_txt;
+use super::RunInfo;
+
+/// Writes `bytes` to `path` so a reader sees the old file or the whole new one, never
+/// a half-written one: a temp file beside it, fsynced, then renamed over it.
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    let dir = match path.parent() {
+        Some(dir) if !dir.as_os_str().is_empty() => dir,
+        _ => Path::new("."),
+    };
+    let name = path.file_name().ok_or_else(|| {
+        io::Error::new(io::ErrorKind::InvalidInput, format!("not a file path: {}", path.display()))
+    })?;
+    let mut tmp_name = std::ffi::OsString::from(".");
+    tmp_name.push(name);
+    tmp_name.push(format!(".tmp.{}", std::process::id()));
+    let tmp = dir.join(tmp_name);
+    let result = (|| {
+        let mut file = fs::File::create(&tmp)?;
+        file.write_all(bytes)?;
+        file.sync_all()?;
+        fs::rename(&tmp, path)?;
+        // Persist the rename itself.
+        fs::File::open(dir)?.sync_all()
+    })();
+    if result.is_err() {
+        let _ = fs::remove_file(&tmp);
+    }
+    result
+}
+
+fn json_error(e: serde_json::Error) -> io::Error {
+    io::Error::other(format!("cannot encode report json: {e}"))
+}
+
+/// Writes `metrics/final_snapshot.json`, `performance/result_summary.json` and
+/// `report.txt` under `dir`, and returns the summary they were built from.
+pub fn write_report_files(
+    dir: &Path,
+    snap: &Snapshot,
+    info: &RunInfo,
+) -> io::Result<ResultSummary> {
+    let metrics_dir = dir.join("metrics");
+    let performance_dir = dir.join("performance");
+    fs::create_dir_all(&metrics_dir)?;
+    fs::create_dir_all(&performance_dir)?;
+    let summary = result_summary(snap, info);
+    let snapshot_json = to_python_json(snap).map_err(json_error)?;
+    write_atomic(&metrics_dir.join("final_snapshot.json"), &snapshot_json)?;
+    let summary_json = to_python_json(&summary).map_err(json_error)?;
+    write_atomic(&performance_dir.join("result_summary.json"), &summary_json)?;
+    write_atomic(&dir.join("report.txt"), report_txt(&summary, info).as_bytes())?;
+    Ok(summary)
+}
