@@ -138,6 +138,9 @@ pub fn result_summary(snap: &Snapshot, info: &RunInfo) -> ResultSummary {
             snap.n_pending_tasks
         ));
     }
+    if incomplete_reason.is_none() && snap.primary() == TokenCountSource::Server {
+        incomplete_reason = server_usage_problem(snap.usage);
+    }
     if incomplete_reason.is_none() && snap.state == RunState::Incomplete {
         incomplete_reason = Some("the run ended before every sample was accounted for".into());
     }
@@ -172,8 +175,36 @@ pub fn result_summary(snap: &Snapshot, info: &RunInfo) -> ResultSummary {
     }
 }
 
+/// Why the server basis cannot be the headline: no usable usage, or some samples with
+/// output lacked it.
+fn server_usage_problem(usage: UsageTally) -> Option<String> {
+    let successful = usage.usable + usage.missing_total();
+    if successful == 0 {
+        return None;
+    }
+    if usage.usable == 0 {
+        return Some(format!(
+            "none of the {successful} successful samples carried usable server usage under \
+             --token-count-source server (does the endpoint honour \
+             stream_options.include_usage? --token-count-source client reports client counts)"
+        ));
+    }
+    (usage.missing > 0).then(|| {
+        format!(
+            "{} of {} successful samples with output carried no usable server usage under \
+             --token-count-source server",
+            usage.missing,
+            usage.usable + usage.missing
+        )
+    })
+}
+
 /// Whether the run's report is complete under its primary basis, and why not (exit 4).
-pub fn is_complete(summary: &ResultSummary, primary: TokenCountSource) -> Result<(), String> {
+///
+/// The server basis's usage decides completeness only under a server primary; that
+/// reason is folded into `incomplete_reason` by [`result_summary`].
+/// `_primary` is the summary's own primary basis (kept so callers state it).
+pub fn is_complete(summary: &ResultSummary, _primary: TokenCountSource) -> Result<(), String> {
     if let Some(reason) = &summary.incomplete_reason {
         return Err(format!("report is incomplete: {reason}"));
     }
@@ -188,25 +219,6 @@ pub fn is_complete(summary: &ResultSummary, primary: TokenCountSource) -> Result
             "nothing was measured: all {} samples failed",
             summary.n_samples_completed
         ));
-    }
-    if primary == TokenCountSource::Server {
-        let usage = summary.usage;
-        if usage.usable == 0 {
-            return Err(format!(
-                "report is incomplete under --token-count-source server: none of the {} \
-                 successful samples carried usable server usage (does the endpoint honour \
-                 stream_options.include_usage? try --token-count-source client)",
-                usage.usable + usage.missing_total()
-            ));
-        }
-        if usage.missing > 0 {
-            return Err(format!(
-                "report is incomplete under --token-count-source server: {} of {} successful \
-                 samples with output carried no usable server usage",
-                usage.missing,
-                usage.usable + usage.missing
-            ));
-        }
     }
     Ok(())
 }

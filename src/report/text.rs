@@ -66,7 +66,7 @@ fn summary_lines(out: &mut String, s: &ResultSummary, info: &RunInfo) {
              partial data."
         );
     } else if !s.complete {
-        let why = match &info.incomplete_reason {
+        let why = match &s.incomplete_reason {
             Some(reason) => reason.as_str(),
             None => "drain timed out or no final snapshot received",
         };
