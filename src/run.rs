@@ -1,5 +1,418 @@
-//! Benchmark execution: from a validated plan to a finished report directory.
+//! Benchmark execution: from a validated plan to a finished report directory and an exit code.
 
-pub fn run_benchmark(plan: &crate::plan::Plan) -> Result<i32, crate::error::AppError> {
-    Err(crate::error::AppError::Execution("benchmark execution is being built".into()))
+use std::io::{Read, Write};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::sync::Arc;
+use std::time::Duration;
+
+use loadgen_coordinator::aggregate::events::sample_uuid;
+use loadgen_coordinator::aggregate::tokens::TokenCounter;
+use loadgen_coordinator::cpu::{cores_available, CpuPlan};
+use loadgen_coordinator::fork::{fork_child, kill_and_reap};
+use loadgen_coordinator::metrics::{
+    final_snapshot, MetricsOptions, RunState, SampleTable, TokenCountSource,
+};
+use loadgen_coordinator::schedule::Pattern;
+use loadgen_coordinator::{RunEnd, RunError, RunSpec};
+use loadgen_worker::request::{self, Endpoint, Prompt, RequestOptions, RequestTable};
+use loadgen_worker::wire::RingSizes;
+use loadgen_worker::WorkerSpec;
+
+use crate::dataset::Row;
+use crate::error::AppError;
+use crate::plan::{ApiType, LoadPattern, Plan};
+use crate::report::{
+    console_summary, is_complete, write_atomic, write_report_files, LoadPatternInfo, RunInfo,
+    WarmupInfo,
+};
+
+/// Connections a worker may hold at most (a named limit; file descriptors are the real bound).
+pub const MAX_CONNECTIONS_PER_WORKER: usize = 65_536;
+/// How long workers may take to open their connections.
+pub const READY_TIMEOUT: Duration = Duration::from_secs(60);
+/// The longest output a record carries; longer outputs are truncated (and counted).
+pub const MAX_OUTPUT_BYTES: usize = 256 * 1024;
+
+/// Runs the benchmark the plan describes and writes its report directory. Returns the exit code.
+pub fn run_benchmark(plan: &Plan) -> Result<i32, AppError> {
+    if plan.api_type == ApiType::VideoGen {
+        return Err(AppError::Setup(
+            "api type videogen is not supported by this version; use openai, openai_completions or sglang".into(),
+        ));
+    }
+    let embedded = plan.endpoints.is_empty();
+    let cores = cores_available();
+    let cpu_plan = CpuPlan::new(&cores, plan.workers, plan.cpu_affinity, embedded);
+    if plan.verbose > 0 {
+        eprintln!("{cpu_plan}");
+    }
+    std::fs::create_dir_all(&plan.report_dir).map_err(|e| {
+        AppError::Setup(format!(
+            "cannot create the report directory {}: {e}; pass a writable --report-dir",
+            plan.report_dir.display()
+        ))
+    })?;
+
+    // The embedded stub is a child process, forked while we are still single-threaded.
+    let mut stub = None;
+    let urls: Vec<String> = if embedded {
+        let (pid, url) = start_embedded_stub(&cpu_plan, plan.streaming)?;
+        println!("no --endpoints given: benchmarking the embedded max-throughput stub at {url}");
+        stub = Some(pid);
+        vec![url]
+    } else {
+        plan.endpoints.iter().map(|e| e.url.clone()).collect()
+    };
+    if plan.dataset_is_synthetic {
+        println!(
+            "no --dataset given: using the built-in synthetic dataset ({} prompts)",
+            plan.dataset.rows.len()
+        );
+    }
+    let result = run_with_endpoints(plan, &urls, cpu_plan, embedded);
+    if let Some(pid) = stub {
+        kill_and_reap(pid);
+    }
+    result
+}
+
+fn run_with_endpoints(
+    plan: &Plan,
+    urls: &[String],
+    cpu_plan: CpuPlan,
+    embedded: bool,
+) -> Result<i32, AppError> {
+    let endpoints = urls
+        .iter()
+        .map(|u| {
+            Endpoint::parse(u).map_err(|e| {
+                AppError::Setup(format!("cannot use endpoint {u}: {e}; check the host and port"))
+            })
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    let api = worker_api(plan.api_type);
+    let opts = RequestOptions {
+        api,
+        model: plan.model.clone(),
+        streaming: plan.streaming,
+        stream_include_usage: plan.stream_include_usage,
+        max_output_tokens: plan.max_output_tokens,
+        min_output_tokens: plan.min_output_tokens,
+        temperature: plan.temperature,
+        top_p: plan.top_p,
+        top_k: plan.top_k,
+        seed: plan.seed,
+        extra: Vec::new(),
+    };
+    // Request bytes are built once per row, per endpoint, before the fork.
+    let mut tables = Vec::with_capacity(endpoints.len());
+    for ep in &endpoints {
+        let mut table = RequestTable::new();
+        for (i, row) in plan.dataset.rows.iter().enumerate() {
+            let body = request::body_json(&opts, prompt_of(row)).map_err(|e| {
+                AppError::Input(format!("dataset row {i} cannot become a request: {e}"))
+            })?;
+            table.push(&request::http_request(
+                ep,
+                api,
+                plan.api_key.as_deref(),
+                plan.streaming,
+                &body,
+            ));
+        }
+        tables.push(Arc::new(table));
+    }
+
+    let isl_client: Vec<Option<u32>> = match &plan.tokenizer {
+        Some(tok) => plan.dataset.rows.iter().map(|r| tok.count_row(r).ok()).collect(),
+        None => {
+            plan.dataset.rows.iter().map(|r| r.token_ids.as_ref().map(|t| t.len() as u32)).collect()
+        }
+    };
+    let prompt_data_json: Vec<String> = plan.dataset.rows.iter().map(prompt_data_json).collect();
+    let token_counter: Option<TokenCounter> = plan.tokenizer.as_ref().map(|tok| {
+        let tok = tok.clone_for_thread();
+        Arc::new(move |s: &str| tok.count(s)) as TokenCounter
+    });
+
+    let workers = plan.workers.max(1);
+    let connections = plan.max_connections.max(workers);
+    let worker_specs: Vec<WorkerSpec> = (0..workers)
+        .map(|i| {
+            let ep = i % endpoints.len();
+            let share = connections / workers + usize::from(i < connections % workers);
+            WorkerSpec {
+                worker_id: i as u16,
+                core: None,
+                endpoint: endpoints[ep].clone(),
+                connections: share.clamp(1, MAX_CONNECTIONS_PER_WORKER) as u32,
+                api,
+                streaming: plan.streaming,
+                requests: tables[ep].clone(),
+                force_epoll: std::env::var_os("MONOIO_FORCE_LEGACY_DRIVER").is_some(),
+                max_output_bytes: MAX_OUTPUT_BYTES,
+            }
+        })
+        .collect();
+    let per_worker_conns = connections.div_ceil(workers);
+    let ring_sizes = RingSizes {
+        issue_slots: (per_worker_conns * 2).clamp(1024, 1 << 16),
+        record_bytes: 8 << 20,
+    };
+    let pattern = match plan.load_pattern {
+        LoadPattern::Offline => Pattern::Offline,
+        LoadPattern::Poisson { target_qps } => {
+            Pattern::Poisson { target_qps, seed: plan.scheduler_seed }
+        }
+        LoadPattern::Concurrency { n } => Pattern::Concurrency { n: u64::from(n) },
+    };
+    let warmup_samples = if plan.warmup.enabled {
+        plan.warmup.requests.unwrap_or(plan.dataset.rows.len() as u64)
+    } else {
+        0
+    };
+    let spec = RunSpec {
+        workers: worker_specs,
+        cpu_plan,
+        pattern,
+        num_samples: plan.num_samples,
+        warmup_samples,
+        dataset_rows: plan.dataset.rows.len(),
+        dataloader_seed: plan.dataloader_seed,
+        max_duration: plan.max_duration_ms.filter(|&ms| ms > 0).map(Duration::from_millis),
+        drain_timeout: Duration::from_millis(plan.drain_timeout_ms),
+        ready_timeout: READY_TIMEOUT,
+        ring_sizes,
+        streaming: plan.streaming,
+        isl_client: Arc::new(isl_client),
+        prompt_data_json: Arc::new(prompt_data_json),
+        token_counter,
+        tokenizer_threads: 1,
+        events_path: Some(plan.report_dir.join("events.jsonl")),
+        progress_line: std::io::IsTerminal::is_terminal(&std::io::stderr()),
+    };
+    let output = loadgen_coordinator::run(spec).map_err(|e| match e {
+        RunError::WorkerSetup { .. } | RunError::ReadyTimeout(_) => AppError::Setup(format!(
+            "failed to connect to endpoint {}: {e}; check that the server is up and reachable",
+            urls.join(", ")
+        )),
+        other => AppError::Setup(other.to_string()),
+    })?;
+    finish_run(plan, output, embedded)
+}
+
+fn finish_run(
+    plan: &Plan,
+    output: loadgen_coordinator::RunOutput,
+    embedded: bool,
+) -> Result<i32, AppError> {
+    let agg = output.aggregate;
+    let mut table = SampleTable::with_capacity(agg.rows.len());
+    for row in &agg.rows {
+        table.push(row);
+    }
+    let interrupted = output.end == RunEnd::Interrupted;
+    let drain_timed_out = output.drain_timed_out || agg.timed_out;
+    let primary = basis(plan.token_count_source);
+    let opts = MetricsOptions {
+        streaming: plan.streaming,
+        early_stopping: plan.early_stopping,
+        primary,
+        legacy_loadgen_qps: plan.legacy_loadgen_qps
+            && matches!(plan.load_pattern, LoadPattern::Poisson { .. }),
+        has_tokenizer: plan.tokenizer.is_some(),
+    };
+    let incomplete_reason = if !agg.dead_workers.is_empty() {
+        Some(format!("{} worker(s) died during the run", agg.dead_workers.len()))
+    } else if drain_timed_out {
+        Some("in-flight samples did not finish within the drain timeout".to_string())
+    } else {
+        None
+    };
+    let state = if interrupted {
+        RunState::Interrupted
+    } else if incomplete_reason.is_some() {
+        RunState::Incomplete
+    } else {
+        RunState::Complete
+    };
+    let snapshot = final_snapshot(&table, &agg.counters, &opts, state);
+    let info = run_info(plan, embedded, interrupted, incomplete_reason, agg.counters.abandoned);
+    let dir = &plan.report_dir;
+    let write_err = |e: std::io::Error| {
+        AppError::Execution(format!("cannot write the report files in {}: {e}", dir.display()))
+    };
+    write_atomic(&dir.join("config.yaml"), plan.config_yaml.as_bytes()).map_err(write_err)?;
+    write_atomic(&dir.join("sample_idx_map.json"), &sample_idx_map(&agg.sample_rows))
+        .map_err(write_err)?;
+    let summary = write_report_files(dir, &snapshot, &info).map_err(write_err)?;
+    if let Some(err) = &agg.events_error {
+        eprintln!("warning: events.jsonl may be incomplete: {err}");
+    }
+    let mut console = console_summary(&summary, &info, dir);
+    for f in &agg.failures {
+        console
+            .push_str(&format!("  {} failed ({}), first: {}\n", f.count, f.kind, f.first_message));
+    }
+    print!("{console}");
+    let _ = std::io::stdout().flush();
+    if interrupted {
+        return Err(AppError::Interrupted);
+    }
+    if !agg.dead_workers.is_empty() {
+        return Err(AppError::Execution(format!(
+            "{}; the report in {} covers what was measured",
+            agg.dead_workers.iter().map(|(_, m)| m.as_str()).collect::<Vec<_>>().join("; "),
+            dir.display()
+        )));
+    }
+    if let Err(why) = is_complete(&summary, primary) {
+        return Err(AppError::Execution(format!("{why} (report in {})", dir.display())));
+    }
+    Ok(0)
+}
+
+fn basis(source: crate::plan::TokenCountSource) -> TokenCountSource {
+    match source {
+        crate::plan::TokenCountSource::Client => TokenCountSource::Client,
+        crate::plan::TokenCountSource::Server => TokenCountSource::Server,
+    }
+}
+
+fn run_info(
+    plan: &Plan,
+    embedded: bool,
+    interrupted: bool,
+    incomplete_reason: Option<String>,
+    abandoned: u64,
+) -> RunInfo {
+    let (kind, target_qps, target_concurrency, legacy) = match plan.load_pattern {
+        LoadPattern::Offline => ("max_throughput", None, None, None),
+        LoadPattern::Poisson { target_qps } => {
+            ("poisson", Some(target_qps), None, Some(plan.legacy_loadgen_qps))
+        }
+        LoadPattern::Concurrency { n } => ("concurrency", None, Some(u64::from(n)), None),
+    };
+    RunInfo {
+        version: env!("CARGO_PKG_VERSION").to_string(),
+        git_sha: option_env!("LLM_LOADGEN_GIT_SHA").map(str::to_string),
+        load_pattern: LoadPatternInfo {
+            kind: kind.to_string(),
+            target_qps,
+            target_concurrency,
+            use_legacy_loadgen_qps_metrics: legacy,
+        },
+        warmup: WarmupInfo {
+            enabled: plan.warmup.enabled,
+            n_requests: plan.warmup.requests,
+            salt: false,
+            drain: plan.warmup.drain,
+            warmup_random_seed: 42,
+        },
+        scheduler_random_seed: plan.scheduler_seed,
+        dataloader_random_seed: plan.dataloader_seed,
+        token_count_source: basis(plan.token_count_source),
+        embedded_stub: embedded,
+        interrupted,
+        incomplete_reason,
+        abandoned,
+    }
+}
+
+/// `{"performance": {uuid: dataset_index}}`, as the reference writes it.
+fn sample_idx_map(rows: &[(u64, u32)]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(rows.len() * 48 + 32);
+    out.extend_from_slice(b"{\"performance\": {");
+    for (i, (sample_id, row)) in rows.iter().enumerate() {
+        if i > 0 {
+            out.extend_from_slice(b", ");
+        }
+        out.extend_from_slice(format!("\"{}\": {row}", sample_uuid(*sample_id)).as_bytes());
+    }
+    out.extend_from_slice(b"}}");
+    out
+}
+
+fn worker_api(api: ApiType) -> request::ApiType {
+    match api {
+        ApiType::OpenAi | ApiType::VideoGen => request::ApiType::OpenAiChat,
+        ApiType::OpenAiCompletions => request::ApiType::OpenAiCompletions,
+        ApiType::Sglang => request::ApiType::Sglang,
+    }
+}
+
+fn prompt_of(row: &Row) -> Prompt<'_> {
+    if let Some(ids) = &row.token_ids {
+        return Prompt::TokenIds(ids);
+    }
+    if let Some(messages) = &row.messages {
+        return Prompt::Messages(messages);
+    }
+    Prompt::Text { system: row.system.as_deref(), user: row.prompt.as_deref().unwrap_or("") }
+}
+
+/// The reference's `["PromptData", text, token_ids, messages, tools, chat_template_kwargs,
+/// chat_template, tool_choice]` for a row.
+fn prompt_data_json(row: &Row) -> String {
+    let value = serde_json::json!([
+        "PromptData",
+        row.prompt,
+        row.token_ids,
+        row.messages,
+        null,
+        null,
+        null,
+        null
+    ]);
+    value.to_string()
+}
+
+/// Forks the embedded max-throughput stub and returns its pid and URL. Must run before any
+/// thread exists in this process.
+fn start_embedded_stub(
+    cpu_plan: &CpuPlan,
+    streaming: bool,
+) -> Result<(nix::unistd::Pid, String), AppError> {
+    let (read_fd, write_fd) = nix::unistd::pipe()
+        .map_err(|e| AppError::Setup(format!("cannot start the embedded stub: {e}")))?;
+    let cores = cpu_plan.stub_cores.clone();
+    let workers = cores.len().max(1);
+    let (read_raw, write_raw) = (read_fd.as_raw_fd(), write_fd.as_raw_fd());
+    let pid = fork_child(move || {
+        // SAFETY: the child owns its copies of both pipe ends; it closes the read end and
+        // turns the write end into a File exactly once.
+        let write_fd = unsafe {
+            libc::close(read_raw);
+            OwnedFd::from_raw_fd(write_raw)
+        };
+        let mut cfg = loadgen_stubs::StubConfig::new(loadgen_stubs::StubKind::MaxThroughput);
+        cfg.workers = workers;
+        cfg.stream_default = streaming;
+        cfg.pin_cores = if cores.is_empty() { None } else { Some(cores) };
+        let mut pipe = std::fs::File::from(write_fd);
+        match loadgen_stubs::StubServer::start(cfg) {
+            Ok(server) => {
+                let _ = writeln!(pipe, "{}", server.url());
+                drop(pipe);
+                server.wait();
+                0
+            }
+            Err(e) => {
+                let _ = writeln!(pipe, "error {e}");
+                1
+            }
+        }
+    })
+    .map_err(|e| AppError::Setup(format!("cannot fork the embedded stub: {e}")))?;
+    drop(write_fd);
+    let mut text = String::new();
+    let mut file = std::fs::File::from(read_fd);
+    let _ = file.read_to_string(&mut text);
+    let line = text.trim();
+    if let Some(url) = line.strip_prefix("http://") {
+        Ok((pid, format!("http://{url}")))
+    } else {
+        kill_and_reap(pid);
+        Err(AppError::Setup(format!("the embedded stub did not start: {line}")))
+    }
 }

@@ -5,4 +5,7 @@ pub mod cpu;
 pub mod fork;
 pub mod metrics;
 pub mod order;
+pub mod run;
 pub mod schedule;
+
+pub use run::{interrupted, run, RunEnd, RunError, RunOutput, RunSpec};

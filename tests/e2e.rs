@@ -1,0 +1,242 @@
+//! End-to-end runs of the `llm-loadgen` binary against in-process stub servers on 127.0.0.1.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use loadgen_stubs::{StatusFault, StubConfig, StubKind, StubServer, UsageFault};
+
+fn bin() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_llm-loadgen"))
+}
+
+fn assets() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/assets")
+}
+
+fn dataset() -> String {
+    format!("{},parser.prompt=text_input", assets().join("datasets/dummy_1k.jsonl").display())
+}
+
+fn char_tokenizer() -> String {
+    assets().join("tokenizers/char").display().to_string()
+}
+
+/// A fresh report directory under the target dir, removed first if a past run left one.
+fn report_dir(name: &str) -> PathBuf {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("e2e-{name}"));
+    let _ = std::fs::remove_dir_all(&dir);
+    dir
+}
+
+fn stub(kind: StubKind, configure: impl FnOnce(&mut StubConfig)) -> StubServer {
+    let mut cfg = StubConfig::new(kind);
+    configure(&mut cfg);
+    StubServer::start(cfg).expect("the stub starts")
+}
+
+fn run(args: &[&str]) -> Output {
+    let out = bin().args(args).output().expect("the binary runs");
+    eprintln!("--- stdout\n{}", String::from_utf8_lossy(&out.stdout));
+    eprintln!("--- stderr\n{}", String::from_utf8_lossy(&out.stderr));
+    out
+}
+
+fn summary(dir: &Path) -> serde_json::Value {
+    let text = std::fs::read_to_string(dir.join("performance/result_summary.json"))
+        .expect("result_summary.json is written");
+    serde_json::from_str(&text).expect("result_summary.json parses")
+}
+
+fn report_txt(dir: &Path) -> String {
+    std::fs::read_to_string(dir.join("report.txt")).expect("report.txt is written")
+}
+
+fn base_args<'a>(url: &'a str, dir: &'a Path, samples: &'a str) -> Vec<String> {
+    vec![
+        "benchmark".into(),
+        "offline".into(),
+        "--endpoints".into(),
+        url.into(),
+        "--model".into(),
+        "test-model".into(),
+        "--dataset".into(),
+        dataset(),
+        "--num-samples".into(),
+        samples.into(),
+        "--workers".into(),
+        "1".into(),
+        "--max-connections".into(),
+        "16".into(),
+        "--report-dir".into(),
+        dir.display().to_string(),
+    ]
+}
+
+fn run_strings(args: &[String]) -> Output {
+    let refs: Vec<&str> = args.iter().map(|s| s.as_str()).collect();
+    run(&refs)
+}
+
+#[test]
+fn echo_stub_streaming_run_pairs_client_and_server_counts_exactly() {
+    let server = stub(StubKind::Echo, |_| {});
+    let dir = report_dir("echo-stream");
+    let url = server.url();
+    let mut args = base_args(&url, &dir, "1000");
+    args.extend(["--tokenizer".into(), char_tokenizer(), "--streaming".into(), "on".into()]);
+    let out = run_strings(&args);
+    assert_eq!(out.status.code(), Some(0));
+    let s = summary(&dir);
+    assert_eq!(s["n_samples_issued"], 1000);
+    assert_eq!(s["n_samples_completed"], 1000);
+    assert_eq!(s["n_samples_failed"], 0);
+    assert_eq!(s["token_count_source"], "client");
+    let report = report_txt(&dir);
+    assert!(
+        report.contains("OSL paired (client - server): mean 0.00 tokens/sample, ratio 1.0000 over 1000 samples"),
+        "report.txt:\n{report}"
+    );
+    assert!(report.contains("TTFT:"), "a streaming run reports TTFT");
+    for file in ["events.jsonl", "config.yaml", "metrics/final_snapshot.json", "sample_idx_map.json"] {
+        assert!(dir.join(file).is_file(), "{file} is written");
+    }
+    let events = std::fs::read_to_string(dir.join("events.jsonl")).unwrap();
+    let completes = events.lines().filter(|l| l.contains("\"sample.complete\"")).count();
+    assert_eq!(completes, 1000);
+    assert!(events.lines().all(|l| serde_json::from_str::<serde_json::Value>(l).is_ok()));
+}
+
+#[test]
+fn server_primary_reports_the_same_numbers_with_names_swapped() {
+    let server = stub(StubKind::Echo, |_| {});
+    let url = server.url();
+    let client_dir = report_dir("basis-client");
+    let mut args = base_args(&url, &client_dir, "300");
+    args.extend(["--tokenizer".into(), char_tokenizer(), "--streaming".into(), "on".into()]);
+    assert_eq!(run_strings(&args).status.code(), Some(0));
+    let server_dir = report_dir("basis-server");
+    let mut args = base_args(&url, &server_dir, "300");
+    args.extend([
+        "--tokenizer".into(),
+        char_tokenizer(),
+        "--streaming".into(),
+        "on".into(),
+        "--token-count-source".into(),
+        "server".into(),
+    ]);
+    assert_eq!(run_strings(&args).status.code(), Some(0));
+    let c = summary(&client_dir);
+    let s = summary(&server_dir);
+    assert_eq!(s["token_count_source"], "server");
+    // Echo counts characters, as the char tokenizer does: the two bases agree exactly.
+    assert_eq!(c["output_sequence_lengths"]["total"], s["output_sequence_lengths"]["total"]);
+    assert_eq!(c["output_sequence_lengths"]["total"], c["output_sequence_lengths_server"]["total"]);
+    assert_eq!(s["output_sequence_lengths_client"]["total"], c["output_sequence_lengths"]["total"]);
+    assert!(report_txt(&server_dir).contains("Other token basis (client):"));
+}
+
+#[test]
+fn bad_usage_values_count_as_missing_and_the_run_completes() {
+    for fault in [UsageFault::Bool, UsageFault::Float, UsageFault::String, UsageFault::Negative, UsageFault::Huge, UsageFault::Missing] {
+        let server = stub(StubKind::Echo, |c| c.faults.usage = Some(fault));
+        let dir = report_dir(&format!("bad-usage-{fault:?}"));
+        let url = server.url();
+        let mut args = base_args(&url, &dir, "50");
+        args.extend(["--tokenizer".into(), char_tokenizer(), "--streaming".into(), "on".into()]);
+        let out = run_strings(&args);
+        assert_eq!(out.status.code(), Some(0), "fault {fault:?}");
+        let s = summary(&dir);
+        assert_eq!(s["n_samples_failed"], 0, "fault {fault:?}");
+        assert_eq!(s["n_samples_missing_usage"], 50, "fault {fault:?}");
+        assert_eq!(s["output_sequence_lengths"]["total"].as_u64().map(|t| t > 0), Some(true));
+    }
+}
+
+#[test]
+fn usage_withheld_under_a_server_primary_exits_4_saying_why() {
+    let server = stub(StubKind::Echo, |c| c.faults.usage = Some(UsageFault::Missing));
+    let dir = report_dir("server-missing");
+    let url = server.url();
+    let mut args = base_args(&url, &dir, "40");
+    args.extend([
+        "--tokenizer".into(),
+        char_tokenizer(),
+        "--streaming".into(),
+        "on".into(),
+        "--token-count-source".into(),
+        "server".into(),
+    ]);
+    let out = run_strings(&args);
+    assert_eq!(out.status.code(), Some(4));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("usage"), "the message says why: {stderr}");
+    assert!(dir.join("report.txt").is_file(), "the report is still written");
+}
+
+#[test]
+fn max_throughput_stub_non_streaming_run_completes_every_sample() {
+    let server = stub(StubKind::MaxThroughput, |_| {});
+    let dir = report_dir("maxtp-nonstream");
+    let url = server.url();
+    let mut args = base_args(&url, &dir, "5000");
+    args.extend(["--streaming".into(), "off".into()]);
+    let out = run_strings(&args);
+    assert_eq!(out.status.code(), Some(0));
+    let s = summary(&dir);
+    assert_eq!(s["n_samples_completed"], 5000);
+    assert_eq!(s["n_samples_failed"], 0);
+    assert_eq!(s["ttft"], serde_json::json!({}), "no TTFT without streaming");
+    assert!(String::from_utf8_lossy(&out.stdout).contains("QPS"));
+}
+
+#[test]
+fn embedded_default_runs_without_an_endpoint_and_says_so() {
+    let dir = report_dir("embedded");
+    let out = run(&["benchmark", "offline", "--num-samples", "2000", "--report-dir", dir.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(0));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("embedded max-throughput stub"), "{stdout}");
+    assert!(stdout.contains("synthetic dataset"), "{stdout}");
+    assert_eq!(summary(&dir)["n_samples_completed"], 2000);
+}
+
+#[test]
+fn every_request_failing_exits_4_nothing_measured() {
+    let server = stub(StubKind::MaxThroughput, |c| {
+        c.faults.status = Some(StatusFault { status: 500, every: 1 })
+    });
+    let dir = report_dir("all-fail");
+    let url = server.url();
+    let out = run_strings(&base_args(&url, &dir, "100"));
+    assert_eq!(out.status.code(), Some(4));
+    let s = summary(&dir);
+    assert_eq!(s["n_samples_failed"], 100);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("nothing was measured"), "{stderr}");
+    assert!(String::from_utf8_lossy(&out.stdout).contains("HTTP 500"), "the summary says why");
+}
+
+#[test]
+fn some_failures_still_exit_0_and_are_counted() {
+    let server = stub(StubKind::MaxThroughput, |c| {
+        c.faults.status = Some(StatusFault { status: 429, every: 10 })
+    });
+    let dir = report_dir("some-fail");
+    let url = server.url();
+    let out = run_strings(&base_args(&url, &dir, "1000"));
+    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(summary(&dir)["n_samples_failed"], 100);
+}
+
+#[test]
+fn an_unreachable_endpoint_is_a_setup_error() {
+    // Bind and drop a listener to get a port nobody listens on.
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let dir = report_dir("unreachable");
+    let url = format!("http://127.0.0.1:{port}");
+    let out = run_strings(&base_args(&url, &dir, "10"));
+    assert_eq!(out.status.code(), Some(3));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains(&url), "the message names the endpoint: {stderr}");
+    assert!(!stderr.contains("panicked"));
+}
