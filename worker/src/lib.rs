@@ -3,7 +3,10 @@
 pub mod adapter;
 pub mod http;
 pub mod request;
+mod run;
 pub mod wire;
+
+pub use run::{run_worker, WorkerSpec, EXIT_COORDINATOR_GONE, EXIT_OK, EXIT_SETUP_FAILED};
 
 /// CLOCK_MONOTONIC in nanoseconds: the one clock of the project (coordinator and workers alike).
 pub fn monotonic_ns() -> u64 {

@@ -1,1 +1,265 @@
-//! One keep-alive connection and the exchange of one request and its response.
+//! One keep-alive connection and the exchange of one request and its response, with buffers
+//! reused across requests (no allocation per request after warm-up).
+
+use std::io::Write;
+use std::net::SocketAddr;
+
+use monoio::buf::IoBufMut;
+use monoio::io::{AsyncReadRent, AsyncWriteRentExt};
+use monoio::net::TcpStream;
+
+use super::h1::ResponseReader;
+use super::sse::{SseItem, SseParser};
+use crate::adapter::Accumulator;
+use crate::request::ApiType;
+use crate::wire::FailureKind;
+
+/// Bytes read from the socket at a time (and the largest response head accepted, doubled).
+const READ_BUF_BYTES: usize = 64 * 1024;
+/// Largest response head accepted.
+const MAX_HEAD_BYTES: usize = 256 * 1024;
+/// Bytes of an error body quoted in the record's error text.
+const ERROR_BODY_QUOTE_BYTES: usize = 1024;
+
+/// How one exchange ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Outcome {
+    pub failure: FailureKind,
+    pub http_status: u16,
+    /// When the response ended or the failure was seen.
+    pub complete_ns: u64,
+}
+
+/// A connection slot: the socket (None until connected or after a close) and its buffers.
+pub struct Conn {
+    addr: SocketAddr,
+    stream: Option<TcpStream>,
+    read_buf: Vec<u8>,
+    read_start: usize,
+    write_buf: Vec<u8>,
+    body: Vec<u8>,
+    max_body_bytes: usize,
+    reader: ResponseReader,
+    sse: SseParser,
+    /// The response's output, stamps and counts (valid after `exchange`).
+    pub acc: Accumulator,
+    /// Failure text of the last exchange (empty on success).
+    pub error: Vec<u8>,
+    /// Whether the current response is parsed as SSE.
+    sse_mode: bool,
+}
+
+impl std::fmt::Debug for Conn {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Conn")
+            .field("addr", &self.addr)
+            .field("open", &self.stream.is_some())
+            .finish()
+    }
+}
+
+impl Conn {
+    pub fn new(addr: SocketAddr, api: ApiType, max_output_bytes: usize) -> Conn {
+        let max_body_bytes = max_output_bytes.saturating_mul(4).saturating_add(64 * 1024);
+        Conn {
+            addr,
+            stream: None,
+            read_buf: Vec::with_capacity(READ_BUF_BYTES),
+            read_start: 0,
+            write_buf: Vec::with_capacity(4096),
+            body: Vec::with_capacity(16 * 1024),
+            max_body_bytes,
+            reader: ResponseReader::new(),
+            sse: SseParser::new(max_body_bytes),
+            acc: Accumulator::new(api, max_output_bytes),
+            error: Vec::with_capacity(256),
+            sse_mode: false,
+        }
+    }
+
+    pub fn is_open(&self) -> bool {
+        self.stream.is_some()
+    }
+
+    /// Opens the socket if it is closed.
+    pub async fn connect(&mut self) -> std::io::Result<()> {
+        if self.stream.is_none() {
+            let stream = TcpStream::connect_addr(self.addr).await?;
+            stream.set_nodelay(true)?;
+            self.stream = Some(stream);
+            self.read_buf.clear();
+            self.read_start = 0;
+        }
+        Ok(())
+    }
+
+    /// Sends `request` and reads its response into `acc` / `error`. A reused connection that
+    /// turns out closed before any response byte is reopened and the request sent once more.
+    pub async fn exchange(&mut self, request: &[u8], now_ns: fn() -> u64) -> Outcome {
+        let reused = self.stream.is_some();
+        let first = self.exchange_once(request, now_ns).await;
+        if reused && first.failure == FailureKind::ConnectionClosed && !self.reader.head_done() {
+            return self.exchange_once(request, now_ns).await;
+        }
+        first
+    }
+
+    async fn exchange_once(&mut self, request: &[u8], now_ns: fn() -> u64) -> Outcome {
+        self.reader.reset();
+        self.sse.reset();
+        self.acc.reset();
+        self.body.clear();
+        self.error.clear();
+        self.sse_mode = false;
+        if let Err(e) = self.connect().await {
+            let _ = write!(self.error, "cannot connect to {}: {e}", self.addr);
+            return self.fail(FailureKind::Connect, 0, now_ns);
+        }
+        self.write_buf.clear();
+        self.write_buf.extend_from_slice(request);
+        let stream = self.stream.as_mut().expect("connected above");
+        let buf = std::mem::take(&mut self.write_buf);
+        let (result, buf) = stream.write_all(buf).await;
+        self.write_buf = buf;
+        if let Err(e) = result {
+            let _ = write!(self.error, "connection closed while sending: {e}");
+            return self.fail(FailureKind::ConnectionClosed, 0, now_ns);
+        }
+        self.read_response(now_ns).await
+    }
+
+    fn fail(&mut self, kind: FailureKind, http_status: u16, now_ns: fn() -> u64) -> Outcome {
+        self.stream = None;
+        self.read_buf.clear();
+        self.read_start = 0;
+        self.acc.output.clear();
+        self.acc.first_chunk_len = 0;
+        Outcome { failure: kind, http_status, complete_ns: now_ns() }
+    }
+
+    async fn read_response(&mut self, now_ns: fn() -> u64) -> Outcome {
+        loop {
+            match self.parse_buffered(now_ns) {
+                Err(e) => {
+                    let _ = write!(self.error, "{e}");
+                    return self.fail(FailureKind::Malformed, self.reader.head().status, now_ns);
+                }
+                Ok(true) => return self.finish(now_ns),
+                Ok(false) => {}
+            }
+            if self.read_start > 0 {
+                self.read_buf.drain(..self.read_start);
+                self.read_start = 0;
+            }
+            if self.read_buf.len() == self.read_buf.capacity() {
+                if self.read_buf.capacity() >= MAX_HEAD_BYTES {
+                    let _ = write!(self.error, "response head exceeds {MAX_HEAD_BYTES} bytes");
+                    return self.fail(FailureKind::Malformed, 0, now_ns);
+                }
+                self.read_buf.reserve(self.read_buf.capacity());
+            }
+            let stream = self.stream.as_mut().expect("open while reading");
+            let len = self.read_buf.len();
+            let buf = std::mem::take(&mut self.read_buf);
+            let (result, slice) = stream.read(buf.slice_mut(len..)).await;
+            self.read_buf = slice.into_inner();
+            match result {
+                Ok(0) if self.reader.ends_at_close() => {
+                    self.stream = None;
+                    return self.finish(now_ns);
+                }
+                Ok(0) => {
+                    let _ = write!(self.error, "connection closed by the endpoint mid-response");
+                    let status = self.reader.head().status;
+                    return self.fail(FailureKind::ConnectionClosed, status, now_ns);
+                }
+                Ok(_) => {}
+                Err(e) => {
+                    let _ = write!(self.error, "connection error: {e}");
+                    let status = self.reader.head().status;
+                    return self.fail(FailureKind::ConnectionClosed, status, now_ns);
+                }
+            }
+        }
+    }
+
+    /// Parses what is buffered; `Ok(true)` once the response is complete.
+    fn parse_buffered(&mut self, now_ns: fn() -> u64) -> Result<bool, super::h1::H1Error> {
+        if !self.reader.head_done() {
+            let used = self.reader.feed_head(&self.read_buf[self.read_start..])?;
+            if used == 0 {
+                return Ok(false);
+            }
+            self.read_start += used;
+            let head = self.reader.head();
+            self.sse_mode = head.status == 200 && head.event_stream;
+        }
+        let Conn { reader, read_buf, read_start, sse, acc, body, max_body_bytes, sse_mode, .. } =
+            self;
+        loop {
+            let input = &read_buf[*read_start..];
+            let progress = if *sse_mode {
+                reader.feed(input, &mut |bytes| {
+                    sse.feed(bytes, &mut |item| {
+                        if let SseItem::Data(json) = item {
+                            acc.on_sse_frame(json, now_ns);
+                        }
+                    })
+                })?
+            } else {
+                reader.feed(input, &mut |bytes| {
+                    let room = max_body_bytes.saturating_sub(body.len());
+                    body.extend_from_slice(&bytes[..bytes.len().min(room)]);
+                })?
+            };
+            *read_start += progress.consumed;
+            if progress.done {
+                return Ok(true);
+            }
+            if progress.consumed == 0 {
+                return Ok(false);
+            }
+        }
+    }
+
+    fn finish(&mut self, now_ns: fn() -> u64) -> Outcome {
+        let complete_ns = now_ns();
+        let head = self.reader.head();
+        if head.close {
+            self.stream = None;
+        }
+        // Bytes after a complete response belong to nobody (no pipelining): drop them.
+        self.read_buf.clear();
+        self.read_start = 0;
+        let outcome = |failure| Outcome { failure, http_status: head.status, complete_ns };
+        if head.status != 200 {
+            let quote = &self.body[..self.body.len().min(ERROR_BODY_QUOTE_BYTES)];
+            let _ = write!(self.error, "HTTP {}: {}", head.status, String::from_utf8_lossy(quote));
+            self.acc.output.clear();
+            self.acc.first_chunk_len = 0;
+            return outcome(FailureKind::HttpStatus);
+        }
+        if self.sse_mode {
+            let acc = &mut self.acc;
+            self.sse.finish(&mut |item| {
+                if let SseItem::Data(json) = item {
+                    acc.on_sse_frame(json, now_ns);
+                }
+            });
+            self.acc.finish_stream();
+            return outcome(FailureKind::None);
+        }
+        if self.body.len() >= self.max_body_bytes || !self.acc.on_body(&self.body) {
+            let _ = write!(self.error, "malformed response body ({} bytes)", self.body.len());
+            self.acc.output.clear();
+            self.acc.first_chunk_len = 0;
+            return outcome(FailureKind::Malformed);
+        }
+        outcome(FailureKind::None)
+    }
+
+    /// Closes the socket (the next exchange reconnects).
+    pub fn close(&mut self) {
+        self.stream = None;
+    }
+}

@@ -96,6 +96,15 @@ impl ResponseReader {
         self.state == State::Body && self.framing == Framing::UntilClose
     }
 
+    /// Parses only the head (so the caller can pick a body sink from it); returns the bytes
+    /// consumed, 0 while the head is incomplete or already parsed.
+    pub fn feed_head(&mut self, input: &[u8]) -> Result<usize, H1Error> {
+        if self.state != State::Head {
+            return Ok(0);
+        }
+        self.parse_head(input)
+    }
+
     /// Parses as much of `input` as possible, handing body bytes to `body`. Returns the bytes
     /// consumed; unconsumed bytes (an incomplete head or chunk-size line) must be offered again
     /// with more data appended. Call repeatedly until `consumed == 0` or `done`.

@@ -329,6 +329,11 @@ impl IssueConsumer {
         self.wake.as_raw_fd()
     }
 
+    /// A second handle on the wake socket, for an async runtime to wait on.
+    pub fn wake_stream(&self) -> io::Result<std::os::unix::net::UnixStream> {
+        Ok(std::os::unix::net::UnixStream::from(self.wake.try_clone()?))
+    }
+
     /// Reads and discards wake bytes without blocking.
     pub fn drain_wake(&self) {
         let mut buf = [0u8; 64];

@@ -1,0 +1,376 @@
+//! The worker process body: pin, build one monoio runtime, open the connections, then turn issue
+//! commands into requests on free connections and each response into one record.
+
+use std::cell::{Cell, RefCell};
+use std::collections::VecDeque;
+use std::future::Future;
+use std::pin::Pin;
+use std::rc::Rc;
+use std::sync::Arc;
+use std::task::{Context, Poll, Waker};
+
+use monoio::io::AsyncReadRent;
+
+use crate::http::conn::{Conn, Outcome};
+use crate::request::{ApiType, Endpoint, RequestTable};
+use crate::wire::{FailureKind, IssueCmd, IssueConsumer, RecordHeader, RecordProducer};
+
+/// What the coordinator gives one worker (its part of the plan).
+#[derive(Clone, Debug)]
+pub struct WorkerSpec {
+    pub worker_id: u16,
+    /// Pin the process to this core when `Some`.
+    pub core: Option<usize>,
+    pub endpoint: Endpoint,
+    pub connections: u32,
+    pub api: ApiType,
+    pub streaming: bool,
+    pub requests: Arc<RequestTable>,
+    /// Use epoll even where io_uring works.
+    pub force_epoll: bool,
+    /// Longest output kept per sample; longer outputs are cut and counted.
+    pub max_output_bytes: usize,
+}
+
+/// Exit codes of `run_worker`.
+pub const EXIT_OK: i32 = 0;
+pub const EXIT_SETUP_FAILED: i32 = 3;
+pub const EXIT_COORDINATOR_GONE: i32 = 4;
+
+/// One sample waiting for a connection.
+#[derive(Clone, Copy, Debug)]
+struct Job {
+    sample_id: u64,
+    row: u32,
+    issued_ns: u64,
+}
+
+/// Wakers of tasks waiting for a condition on the worker's shared state.
+#[derive(Default)]
+struct WaitList(RefCell<Vec<Waker>>);
+
+impl WaitList {
+    fn wake_one(&self) {
+        let waker = self.0.borrow_mut().pop();
+        if let Some(waker) = waker {
+            waker.wake();
+        }
+    }
+    fn wake_all(&self) {
+        let wakers = std::mem::take(&mut *self.0.borrow_mut());
+        wakers.into_iter().for_each(Waker::wake);
+    }
+    /// Resolves once `ready()` holds; re-checked each time the task is woken.
+    fn until<'a, F: Fn() -> bool + 'a>(&'a self, ready: F) -> impl Future<Output = ()> + 'a {
+        WaitUntil { list: self, ready }
+    }
+}
+
+struct WaitUntil<'a, F> {
+    list: &'a WaitList,
+    ready: F,
+}
+
+impl<F: Fn() -> bool> Future for WaitUntil<'_, F> {
+    type Output = ();
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        if (self.ready)() {
+            return Poll::Ready(());
+        }
+        self.list.0.borrow_mut().push(cx.waker().clone());
+        Poll::Pending
+    }
+}
+
+/// State shared by the worker's tasks (one thread, so `Rc` + `Cell`/`RefCell`).
+struct Shared {
+    spec: WorkerSpec,
+    queue: RefCell<VecDeque<Job>>,
+    queue_limit: usize,
+    stopping: Cell<bool>,
+    aborting: Cell<bool>,
+    coordinator_gone: Cell<bool>,
+    jobs: WaitList,
+    space: WaitList,
+    abort: WaitList,
+    records: RefCell<RecordProducer>,
+    warned_usage: Cell<bool>,
+    warned_frames: Cell<bool>,
+    warned_truncated: Cell<bool>,
+}
+
+/// The worker process body: the child calls this right after fork, then `_exit`s with its
+/// return value (0 ok, 3 setup failed, 4 coordinator gone).
+pub fn run_worker(spec: WorkerSpec, issue: IssueConsumer, mut records: RecordProducer) -> i32 {
+    if let Some(core) = spec.core {
+        if !core_affinity::set_for_current(core_affinity::CoreId { id: core }) {
+            records.push_warning(&format!("worker {}: cannot pin to core {core}", spec.worker_id));
+        }
+    }
+    let entries = (spec.connections.saturating_mul(2)).clamp(256, 32768).next_power_of_two();
+    let mut runtime = match build_runtime(spec.force_epoll, entries) {
+        Ok((runtime, warning)) => {
+            if let Some(warning) = warning {
+                records.push_warning(&format!("worker {}: {warning}", spec.worker_id));
+            }
+            runtime
+        }
+        Err(e) => {
+            records.push_setup_failed(&format!(
+                "worker {}: cannot start runtime: {e}",
+                spec.worker_id
+            ));
+            records.push_done();
+            return EXIT_SETUP_FAILED;
+        }
+    };
+    let queue_limit = (spec.connections as usize * 2).max(64);
+    let shared = Rc::new(Shared {
+        spec,
+        queue: RefCell::new(VecDeque::with_capacity(queue_limit)),
+        queue_limit,
+        stopping: Cell::new(false),
+        aborting: Cell::new(false),
+        coordinator_gone: Cell::new(false),
+        jobs: WaitList::default(),
+        space: WaitList::default(),
+        abort: WaitList::default(),
+        records: RefCell::new(records),
+        warned_usage: Cell::new(false),
+        warned_frames: Cell::new(false),
+        warned_truncated: Cell::new(false),
+    });
+    runtime.block_on(worker_main(shared, issue))
+}
+
+type Runtime = monoio::FusionRuntime<monoio::IoUringDriver, monoio::LegacyDriver>;
+
+/// io_uring unless refused or disabled; then epoll, with the reason as a warning.
+fn build_runtime(force_epoll: bool, entries: u32) -> std::io::Result<(Runtime, Option<String>)> {
+    let forced_by_env = std::env::var_os("MONOIO_FORCE_LEGACY_DRIVER").is_some();
+    let mut warning = None;
+    if !force_epoll && !forced_by_env {
+        match monoio::RuntimeBuilder::<monoio::IoUringDriver>::new().with_entries(entries).build() {
+            Ok(runtime) => return Ok((runtime.into(), None)),
+            Err(e) => warning = Some(format!("io_uring refused ({e}); using epoll")),
+        }
+    }
+    let runtime = monoio::RuntimeBuilder::<monoio::LegacyDriver>::new().build()?;
+    Ok((runtime.into(), warning))
+}
+
+async fn worker_main(shared: Rc<Shared>, mut issue: IssueConsumer) -> i32 {
+    let spec = &shared.spec;
+    let mut opened = Vec::with_capacity(spec.connections as usize);
+    let mut first_error = None;
+    for _ in 0..spec.connections {
+        let mut conn = Conn::new(spec.endpoint.addr, spec.api, spec.max_output_bytes);
+        match conn.connect().await {
+            Ok(()) => opened.push(conn),
+            Err(e) => {
+                first_error.get_or_insert(e);
+                // A closed slot still serves: it reconnects on its first request.
+                opened.push(conn);
+            }
+        }
+    }
+    let open_count = opened.iter().filter(|c| c.is_open()).count() as u32;
+    if open_count == 0 {
+        let message = match first_error {
+            Some(e) => {
+                format!("worker {}: cannot connect to {}: {e}", spec.worker_id, spec.endpoint.addr)
+            }
+            None => format!("worker {}: no connections configured", spec.worker_id),
+        };
+        let mut records = shared.records.borrow_mut();
+        records.push_setup_failed(&message);
+        records.push_done();
+        return EXIT_SETUP_FAILED;
+    }
+    if !shared.records.borrow_mut().push_ready(open_count) {
+        return EXIT_COORDINATOR_GONE;
+    }
+    let tasks: Vec<_> =
+        opened.into_iter().map(|conn| monoio::spawn(conn_task(shared.clone(), conn))).collect();
+    issue_loop(&shared, &mut issue).await;
+    if shared.stopping.get() || shared.aborting.get() {
+        shared.jobs.wake_all();
+    }
+    for task in tasks {
+        task.await;
+    }
+    cancel_queued(&shared);
+    if shared.coordinator_gone.get() {
+        return EXIT_COORDINATOR_GONE;
+    }
+    shared.records.borrow_mut().push_done();
+    EXIT_OK
+}
+
+/// Moves issue commands into the local queue until Stop or Abort; sleeps on the wake socket when
+/// the ring is empty and on the queue when it is full.
+async fn issue_loop(shared: &Rc<Shared>, issue: &mut IssueConsumer) {
+    let wake = issue.wake_stream().and_then(monoio::net::UnixStream::from_std);
+    let mut wake = match wake {
+        Ok(wake) => wake,
+        Err(e) => {
+            shared.records.borrow_mut().push_warning(&format!("worker wake socket: {e}"));
+            shared.aborting.set(true);
+            return;
+        }
+    };
+    let mut scratch = Vec::with_capacity(64);
+    loop {
+        if shared.coordinator_gone.get() {
+            shared.aborting.set(true);
+            shared.abort.wake_all();
+            return;
+        }
+        if shared.queue.borrow().len() >= shared.queue_limit {
+            let s = shared.clone();
+            shared.space.until(move || s.queue.borrow().len() < s.queue_limit).await;
+            continue;
+        }
+        match issue.try_pop() {
+            Some(IssueCmd::Issue { sample_id, row, issued_ns }) => {
+                shared.queue.borrow_mut().push_back(Job { sample_id, row, issued_ns });
+                shared.jobs.wake_one();
+            }
+            Some(IssueCmd::Stop) => {
+                shared.stopping.set(true);
+                return;
+            }
+            Some(IssueCmd::Abort) => {
+                shared.aborting.set(true);
+                shared.abort.wake_all();
+                return;
+            }
+            None => {
+                if issue.prepare_sleep() {
+                    let (_, buf) = wake.read(std::mem::take(&mut scratch)).await;
+                    scratch = buf;
+                    scratch.clear();
+                    issue.end_sleep();
+                }
+            }
+        }
+    }
+}
+
+/// Reports every queued, never-sent sample as cancelled.
+fn cancel_queued(shared: &Shared) {
+    let now = crate::monotonic_ns();
+    while let Some(job) = shared.queue.borrow_mut().pop_front() {
+        let outcome = Outcome { failure: FailureKind::Cancelled, http_status: 0, complete_ns: now };
+        push_failure(shared, job, outcome, b"cancelled before it was sent");
+    }
+}
+
+async fn conn_task(shared: Rc<Shared>, mut conn: Conn) {
+    loop {
+        let job = shared.queue.borrow_mut().pop_front();
+        let Some(job) = job else {
+            if shared.stopping.get() || shared.aborting.get() {
+                return;
+            }
+            let s = shared.clone();
+            shared
+                .jobs
+                .until(move || !s.queue.borrow().is_empty() || s.stopping.get() || s.aborting.get())
+                .await;
+            continue;
+        };
+        shared.space.wake_one();
+        if shared.aborting.get() {
+            shared.queue.borrow_mut().push_front(job);
+            return;
+        }
+        let request = shared.spec.requests.row(job.row as usize);
+        let outcome = {
+            let s = shared.clone();
+            let aborted = shared.abort.until(move || s.aborting.get());
+            monoio::select! {
+                outcome = conn.exchange(request, crate::monotonic_ns) => Some(outcome),
+                _ = aborted => None,
+            }
+        };
+        match outcome {
+            Some(outcome) => push_result(&shared, job, &conn, outcome),
+            None => {
+                conn.close();
+                let now = crate::monotonic_ns();
+                let outcome =
+                    Outcome { failure: FailureKind::Cancelled, http_status: 0, complete_ns: now };
+                push_failure(&shared, job, outcome, b"cancelled by abort");
+                return;
+            }
+        }
+    }
+}
+
+fn base_header(shared: &Shared, job: Job, outcome: Outcome) -> RecordHeader {
+    RecordHeader {
+        sample_id: job.sample_id,
+        issued_ns: job.issued_ns,
+        first_chunk_ns: 0,
+        // A clock read can never precede the issue stamp, but keep the pair assertion true even
+        // if a coordinator stamped issue times ahead.
+        complete_ns: outcome.complete_ns.max(job.issued_ns),
+        row: job.row,
+        first_chunk_len: 0,
+        prompt_tokens: None,
+        completion_tokens: None,
+        http_status: outcome.http_status,
+        worker_id: shared.spec.worker_id,
+        failure: outcome.failure as u8,
+        finish: 0,
+    }
+}
+
+fn push_failure(shared: &Shared, job: Job, outcome: Outcome, error: &[u8]) {
+    let header = base_header(shared, job, outcome);
+    if !shared.records.borrow_mut().push_record(&header, &[], error) {
+        shared.coordinator_gone.set(true);
+    }
+}
+
+fn push_result(shared: &Shared, job: Job, conn: &Conn, outcome: Outcome) {
+    let acc = &conn.acc;
+    let mut header = base_header(shared, job, outcome);
+    if acc.first_chunk_ns != 0 {
+        header.first_chunk_ns = acc.first_chunk_ns.clamp(job.issued_ns, header.complete_ns);
+    }
+    header.first_chunk_len = acc.first_chunk_len.min(acc.output.len()) as u32;
+    header.prompt_tokens = acc.usage.prompt_tokens;
+    header.completion_tokens = acc.usage.completion_tokens;
+    header.finish = acc.finish as u8;
+    let mut records = shared.records.borrow_mut();
+    if !records.push_record(&header, &acc.output, &conn.error) {
+        shared.coordinator_gone.set(true);
+        return;
+    }
+    warn_once(shared, &mut records, conn);
+}
+
+/// One warning per worker process for each kind of trouble the records alone do not show.
+fn warn_once(shared: &Shared, records: &mut RecordProducer, conn: &Conn) {
+    let id = shared.spec.worker_id;
+    if let Some(kind) = conn.acc.usage.first_bad {
+        if !shared.warned_usage.replace(true) {
+            records.push_warning(&format!(
+                "worker {id}: the endpoint sent {kind} as a usage count; such counts are treated as missing"
+            ));
+        }
+    }
+    if conn.acc.malformed_frames > 0 && !shared.warned_frames.replace(true) {
+        records.push_warning(&format!(
+            "worker {id}: dropped a malformed SSE frame (only that frame; the sample continues)"
+        ));
+    }
+    if conn.acc.truncated && !shared.warned_truncated.replace(true) {
+        records.push_warning(&format!(
+            "worker {id}: an output exceeded {} bytes and was cut",
+            shared.spec.max_output_bytes
+        ));
+    }
+}
