@@ -16,10 +16,30 @@ use crate::error::AppError;
 #[derive(Debug, Clone)]
 pub struct Tokenizer {
     inner: Arc<tokenizers::Tokenizer>,
-    chat_template: Option<Arc<str>>,
+    /// The compiled chat template (`None`: no template, or one that does not compile,
+    /// which the reference also treats as a rendering failure).
+    chat: Option<Arc<minijinja::Environment<'static>>>,
+    has_chat_template: bool,
     bos_token: Option<String>,
     eos_token: Option<String>,
     source: PathBuf,
+}
+
+/// Name of the chat template inside its minijinja environment.
+const CHAT_TEMPLATE_NAME: &str = "chat_template";
+
+/// A minijinja environment set up as Hugging Face's (`trim_blocks`, `lstrip_blocks`, loop
+/// controls, `raise_exception`, Python string and dict methods).
+fn chat_environment(template: String) -> Option<minijinja::Environment<'static>> {
+    let mut env = minijinja::Environment::new();
+    env.set_trim_blocks(true);
+    env.set_lstrip_blocks(true);
+    env.set_unknown_method_callback(minijinja_contrib::pycompat::unknown_method_callback);
+    env.add_function("raise_exception", |msg: String| -> Result<String, minijinja::Error> {
+        Err(minijinja::Error::new(minijinja::ErrorKind::InvalidOperation, msg))
+    });
+    env.add_template_owned(CHAT_TEMPLATE_NAME, template).ok()?;
+    Some(env)
 }
 
 impl Tokenizer {
@@ -52,9 +72,11 @@ impl Tokenizer {
             Some(path) => read_config(&path)?,
             None => Value::Null,
         };
+        let template = chat_template_of(&config);
         Ok(Tokenizer {
             inner: Arc::new(inner),
-            chat_template: chat_template_of(&config).map(Arc::from),
+            has_chat_template: template.is_some(),
+            chat: template.and_then(chat_environment).map(Arc::new),
             bos_token: special_token(&config, "bos_token"),
             eos_token: special_token(&config, "eos_token"),
             source: file.to_path_buf(),
@@ -68,7 +90,7 @@ impl Tokenizer {
 
     /// Whether the folder's `tokenizer_config.json` has a chat template.
     pub fn has_chat_template(&self) -> bool {
-        self.chat_template.is_some()
+        self.has_chat_template
     }
 
     /// Tokens in `text`, without special tokens.
@@ -105,19 +127,14 @@ impl Tokenizer {
     /// Renders `messages` with the chat template and a generation prompt, as Hugging Face
     /// does; `None` when there is no template or it fails to render.
     pub fn render_chat(&self, messages: &Value) -> Option<String> {
-        let template = self.chat_template.as_deref()?;
-        let mut env = minijinja::Environment::new();
-        env.add_function("raise_exception", |msg: String| -> Result<String, minijinja::Error> {
-            Err(minijinja::Error::new(minijinja::ErrorKind::InvalidOperation, msg))
-        });
-        env.add_template("chat", template).ok()?;
+        let env = self.chat.as_deref()?;
         let ctx = minijinja::context! {
             messages => minijinja::Value::from_serialize(messages),
             add_generation_prompt => true,
             bos_token => self.bos_token.clone().unwrap_or_default(),
             eos_token => self.eos_token.clone().unwrap_or_default(),
         };
-        env.get_template("chat").ok()?.render(ctx).ok()
+        env.get_template(CHAT_TEMPLATE_NAME).ok()?.render(ctx).ok()
     }
 }
 
@@ -328,6 +345,39 @@ mod tests {
         assert_eq!(tok.count_row(&row).unwrap(), text.chars().count() as u32);
         let copy = tok.clone_for_thread();
         assert_eq!(copy.count("hello").unwrap(), 5);
+    }
+
+    #[test]
+    fn hugging_face_style_templates_render() {
+        let dir = std::env::temp_dir().join(format!("llm-loadgen-hftpl-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::copy(asset("char/tokenizer.json"), dir.join("tokenizer.json")).unwrap();
+        let template = concat!(
+            "{% for m in messages %}\n",
+            "{% if m['role'] not in ['user', 'system'] %}",
+            "{{ raise_exception('bad role ' + m['role']) }}{% endif %}\n",
+            "[{{ m['role'].upper() }}] {{ m['content'].strip() }}\n",
+            "{% if loop.index > 1 %}{% break %}{% endif %}\n",
+            "{% endfor %}"
+        );
+        let config =
+            serde_json::json!({ "chat_template": [{"name": "default", "template": template}] });
+        std::fs::write(dir.join("tokenizer_config.json"), config.to_string()).unwrap();
+        let tok = Tokenizer::load(&dir.display().to_string());
+        std::fs::remove_dir_all(&dir).unwrap();
+        let tok = tok.unwrap();
+        let ok = serde_json::json!([
+            {"role": "system", "content": "  be brief "},
+            {"role": "user", "content": "hi"},
+            {"role": "user", "content": "never reached"}
+        ]);
+        assert_eq!(tok.render_chat(&ok).as_deref(), Some("[SYSTEM] be brief\n[USER] hi\n"));
+        // raise_exception fails the render; the row falls back to the JSON count.
+        let bad = serde_json::json!([{"role": "tool", "content": "x"}]);
+        assert_eq!(tok.render_chat(&bad), None);
+        let row = Row { messages: Some(bad.clone()), ..Row::default() };
+        let json = python_json(&serde_json::json!({ "messages": bad }));
+        assert_eq!(tok.count_row(&row).unwrap(), json.chars().count() as u32);
     }
 
     #[test]
