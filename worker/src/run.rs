@@ -45,29 +45,63 @@ struct Job {
     issued_ns: u64,
 }
 
-/// Wakers of tasks waiting for a condition on the worker's shared state.
-#[derive(Default)]
-struct WaitList(RefCell<Vec<Waker>>);
+/// Wakers of tasks waiting for a condition on the worker's shared state. Each waiter owns a fixed
+/// slot (its connection index), so re-polling a pending wait overwrites its waker instead of
+/// growing the list: the list never holds more than one entry per task.
+struct WaitList {
+    slots: RefCell<Vec<Option<Waker>>>,
+    /// Slots holding a waker, most recent last (each index at most once).
+    stack: RefCell<Vec<usize>>,
+}
 
 impl WaitList {
-    fn wake_one(&self) {
-        let waker = self.0.borrow_mut().pop();
-        if let Some(waker) = waker {
-            waker.wake();
+    fn new(slot_count: usize) -> WaitList {
+        WaitList {
+            slots: RefCell::new(vec![None; slot_count]),
+            stack: RefCell::new(Vec::with_capacity(slot_count)),
         }
     }
-    fn wake_all(&self) {
-        let wakers = std::mem::take(&mut *self.0.borrow_mut());
-        wakers.into_iter().for_each(Waker::wake);
+
+    fn register(&self, slot: usize, waker: &Waker) {
+        let mut slots = self.slots.borrow_mut();
+        if slots[slot].replace(waker.clone()).is_none() {
+            self.stack.borrow_mut().push(slot);
+        }
     }
+
+    fn wake_one(&self) {
+        let waker = loop {
+            let Some(slot) = self.stack.borrow_mut().pop() else { return };
+            if let Some(waker) = self.slots.borrow_mut()[slot].take() {
+                break waker;
+            }
+        };
+        waker.wake();
+    }
+
+    fn wake_all(&self) {
+        let slots: Vec<usize> = std::mem::take(&mut *self.stack.borrow_mut());
+        for slot in slots {
+            let waker = self.slots.borrow_mut()[slot].take();
+            if let Some(waker) = waker {
+                waker.wake();
+            }
+        }
+    }
+
     /// Resolves once `ready()` holds; re-checked each time the task is woken.
-    fn until<'a, F: Fn() -> bool + 'a>(&'a self, ready: F) -> impl Future<Output = ()> + 'a {
-        WaitUntil { list: self, ready }
+    fn until<'a, F: Fn() -> bool + 'a>(
+        &'a self,
+        slot: usize,
+        ready: F,
+    ) -> impl Future<Output = ()> + 'a {
+        WaitUntil { list: self, slot, ready }
     }
 }
 
 struct WaitUntil<'a, F> {
     list: &'a WaitList,
+    slot: usize,
     ready: F,
 }
 
@@ -77,7 +111,7 @@ impl<F: Fn() -> bool> Future for WaitUntil<'_, F> {
         if (self.ready)() {
             return Poll::Ready(());
         }
-        self.list.0.borrow_mut().push(cx.waker().clone());
+        self.list.register(self.slot, cx.waker());
         Poll::Pending
     }
 }
@@ -124,7 +158,8 @@ pub fn run_worker(spec: WorkerSpec, issue: IssueConsumer, mut records: RecordPro
             return EXIT_SETUP_FAILED;
         }
     };
-    let queue_limit = (spec.connections as usize * 2).max(64);
+    let slot_count = spec.connections as usize;
+    let queue_limit = (slot_count * 2).max(64);
     let shared = Rc::new(Shared {
         spec,
         queue: RefCell::new(VecDeque::with_capacity(queue_limit)),
@@ -132,9 +167,9 @@ pub fn run_worker(spec: WorkerSpec, issue: IssueConsumer, mut records: RecordPro
         stopping: Cell::new(false),
         aborting: Cell::new(false),
         coordinator_gone: Cell::new(false),
-        jobs: WaitList::default(),
-        space: WaitList::default(),
-        abort: WaitList::default(),
+        jobs: WaitList::new(slot_count),
+        space: WaitList::new(1),
+        abort: WaitList::new(slot_count),
         records: RefCell::new(records),
         warned_usage: Cell::new(false),
         warned_frames: Cell::new(false),
@@ -190,8 +225,11 @@ async fn worker_main(shared: Rc<Shared>, mut issue: IssueConsumer) -> i32 {
     if !shared.records.borrow_mut().push_ready(open_count) {
         return EXIT_COORDINATOR_GONE;
     }
-    let tasks: Vec<_> =
-        opened.into_iter().map(|conn| monoio::spawn(conn_task(shared.clone(), conn))).collect();
+    let tasks: Vec<_> = opened
+        .into_iter()
+        .enumerate()
+        .map(|(slot, conn)| monoio::spawn(conn_task(shared.clone(), slot, conn)))
+        .collect();
     issue_loop(&shared, &mut issue).await;
     if shared.stopping.get() || shared.aborting.get() {
         shared.jobs.wake_all();
@@ -228,7 +266,7 @@ async fn issue_loop(shared: &Rc<Shared>, issue: &mut IssueConsumer) {
         }
         if shared.queue.borrow().len() >= shared.queue_limit {
             let s = shared.clone();
-            shared.space.until(move || s.queue.borrow().len() < s.queue_limit).await;
+            shared.space.until(0, move || s.queue.borrow().len() < s.queue_limit).await;
             continue;
         }
         match issue.try_pop() {
@@ -266,7 +304,7 @@ fn cancel_queued(shared: &Shared) {
     }
 }
 
-async fn conn_task(shared: Rc<Shared>, mut conn: Conn) {
+async fn conn_task(shared: Rc<Shared>, slot: usize, mut conn: Conn) {
     loop {
         let job = shared.queue.borrow_mut().pop_front();
         let Some(job) = job else {
@@ -276,7 +314,9 @@ async fn conn_task(shared: Rc<Shared>, mut conn: Conn) {
             let s = shared.clone();
             shared
                 .jobs
-                .until(move || !s.queue.borrow().is_empty() || s.stopping.get() || s.aborting.get())
+                .until(slot, move || {
+                    !s.queue.borrow().is_empty() || s.stopping.get() || s.aborting.get()
+                })
                 .await;
             continue;
         };
@@ -288,7 +328,7 @@ async fn conn_task(shared: Rc<Shared>, mut conn: Conn) {
         let request = shared.spec.requests.row(job.row as usize);
         let outcome = {
             let s = shared.clone();
-            let aborted = shared.abort.until(move || s.aborting.get());
+            let aborted = shared.abort.until(slot, move || s.aborting.get());
             monoio::select! {
                 outcome = conn.exchange(request, crate::monotonic_ns) => Some(outcome),
                 _ = aborted => None,
