@@ -122,7 +122,7 @@ impl SeriesStat {
             total += v;
             sum_sq += v * v;
         }
-        values.sort_unstable_by(f64::total_cmp);
+        sort_f64(values);
         let mut stat = SeriesStat {
             name: name.to_string(),
             count: n as u64,
@@ -185,46 +185,74 @@ fn total_sq_over_n_int(total: u128, n: u128) -> f64 {
     }
 }
 
-/// Sorts u64 values: a radix sort for large inputs (an order of magnitude faster than a
-/// comparison sort on millions of values), the standard sort otherwise.
+/// Sorts u64 values: an LSD radix sort for large inputs (an order of magnitude faster
+/// than a comparison sort on millions of values), the standard sort otherwise.
 pub fn sort_u64(values: &mut [u64]) {
     const RADIX_MIN_LEN: usize = 4096;
     if values.len() < RADIX_MIN_LEN {
         values.sort_unstable();
         return;
     }
-    let max = values.iter().copied().max().unwrap_or(0);
-    let passes = (64 - max.leading_zeros()).div_ceil(11);
-    let mut scratch = vec![0u64; values.len()];
-    let mut from_values = true;
-    for pass in 0..passes {
-        let shift = pass * 11;
-        let (src, dst): (&[u64], &mut [u64]) =
-            if from_values { (&*values, &mut scratch[..]) } else { (&scratch[..], &mut *values) };
-        radix_pass(src, dst, shift);
-        from_values = !from_values;
+    let max = values.iter().copied().fold(0, u64::max);
+    let passes = ((64 - max.leading_zeros()).div_ceil(RADIX_BITS)) as usize;
+    // All digit histograms in one read of the data.
+    let mut counts = vec![[0usize; RADIX_BUCKETS]; passes];
+    for &v in values.iter() {
+        for (pass, histogram) in counts.iter_mut().enumerate() {
+            histogram[digit(v, pass)] += 1;
+        }
     }
-    if !from_values {
+    let mut scratch: Vec<u64> = Vec::new();
+    let mut in_values = true;
+    for (pass, histogram) in counts.iter_mut().enumerate() {
+        // A digit every value shares leaves the order unchanged.
+        if histogram.iter().any(|&c| c == values.len()) {
+            continue;
+        }
+        if scratch.is_empty() {
+            scratch = values.to_vec();
+        }
+        let (src, dst): (&[u64], &mut [u64]) =
+            if in_values { (&*values, &mut scratch[..]) } else { (&scratch[..], &mut *values) };
+        radix_pass(src, dst, pass, histogram);
+        in_values = !in_values;
+    }
+    if !in_values {
         values.copy_from_slice(&scratch);
     }
 }
 
-fn radix_pass(src: &[u64], dst: &mut [u64], shift: u32) {
-    const BUCKETS: usize = 1 << 11;
-    let mut offsets = [0usize; BUCKETS];
-    for &v in src {
-        offsets[((v >> shift) as usize) & (BUCKETS - 1)] += 1;
+/// Sorts f64 values ascending; non-negative values sort as their bit patterns do.
+pub fn sort_f64(values: &mut [f64]) {
+    if !values.iter().all(|v| v.is_sign_positive() && !v.is_nan()) {
+        values.sort_unstable_by(f64::total_cmp);
+        return;
     }
+    let mut bits: Vec<u64> = values.iter().map(|v| v.to_bits()).collect();
+    sort_u64(&mut bits);
+    for (slot, b) in values.iter_mut().zip(bits) {
+        *slot = f64::from_bits(b);
+    }
+}
+
+const RADIX_BITS: u32 = 11;
+const RADIX_BUCKETS: usize = 1 << RADIX_BITS;
+
+fn digit(v: u64, pass: usize) -> usize {
+    ((v >> (pass as u32 * RADIX_BITS)) as usize) & (RADIX_BUCKETS - 1)
+}
+
+fn radix_pass(src: &[u64], dst: &mut [u64], pass: usize, counts: &mut [usize; RADIX_BUCKETS]) {
     let mut sum = 0;
-    for slot in offsets.iter_mut() {
+    for slot in counts.iter_mut() {
         let count = *slot;
         *slot = sum;
         sum += count;
     }
     for &v in src {
-        let bucket = ((v >> shift) as usize) & (BUCKETS - 1);
-        dst[offsets[bucket]] = v;
-        offsets[bucket] += 1;
+        let bucket = digit(v, pass);
+        dst[counts[bucket]] = v;
+        counts[bucket] += 1;
     }
 }
 
@@ -334,6 +362,21 @@ mod tests {
         expected.sort_unstable();
         sort_u64(&mut values);
         assert_eq!(values, expected);
+        // Values sharing their high digits skip those passes.
+        let mut narrow: Vec<u64> =
+            expected.iter().rev().map(|v| (1 << 40) + (v & 0xffff)).collect();
+        let mut narrow_expected = narrow.clone();
+        narrow_expected.sort_unstable();
+        sort_u64(&mut narrow);
+        assert_eq!(narrow, narrow_expected);
+        let mut floats: Vec<f64> = expected.iter().map(|&v| v as f64 / 7.0).rev().collect();
+        let mut floats_expected = floats.clone();
+        floats_expected.sort_unstable_by(f64::total_cmp);
+        sort_f64(&mut floats);
+        assert_eq!(floats, floats_expected);
+        let mut mixed = vec![3.5, -1.0, 0.0, 2.0];
+        sort_f64(&mut mixed);
+        assert_eq!(mixed, [-1.0, 0.0, 2.0, 3.5]);
     }
 
     #[test]

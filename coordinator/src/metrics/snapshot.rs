@@ -131,25 +131,24 @@ pub fn final_snapshot(
     let other = opts.primary.other();
     let es = opts.early_stopping;
 
-    let mut series = Vec::with_capacity(9);
-    let mut latency = latency_ns(table);
-    series.push(SeriesStat::from_ints("sample_latency_ns", &mut latency, es));
-    let TokenSeries { mut isl, mut osl, mut tpot_ns } = primary_tokens;
-    series.push(SeriesStat::from_ints(ISL, &mut isl, false));
-    series.push(SeriesStat::from_ints(OSL, &mut osl, false));
+    let mut jobs = Vec::with_capacity(9);
+    jobs.push(Job::ints("sample_latency_ns", latency_ns(table), es));
+    let TokenSeries { isl, osl, tpot_ns } = primary_tokens;
+    jobs.push(Job::ints(ISL, isl, false));
+    jobs.push(Job::ints(OSL, osl, false));
     if opts.streaming {
-        let mut ttft = ttft_ns(table);
-        series.push(SeriesStat::from_ints("ttft_ns", &mut ttft, es));
-        series.push(SeriesStat::from_ints("chunk_delta_ns", &mut [], false));
-        series.push(SeriesStat::from_floats(TPOT_NS, &mut tpot_ns, es));
+        jobs.push(Job::ints("ttft_ns", ttft_ns(table), es));
+        jobs.push(Job::ints("chunk_delta_ns", Vec::new(), false));
+        jobs.push(Job::floats(TPOT_NS, tpot_ns, es));
     }
-    let TokenSeries { isl: mut isl_o, osl: mut osl_o, tpot_ns: mut tpot_o } = other_tokens;
+    let TokenSeries { isl: isl_o, osl: osl_o, tpot_ns: tpot_o } = other_tokens;
     let name = |base: &str| basis_key(base, other, opts.primary);
-    series.push(SeriesStat::from_ints(&name(ISL), &mut isl_o, false));
-    series.push(SeriesStat::from_ints(&name(OSL), &mut osl_o, false));
+    jobs.push(Job::ints(&name(ISL), isl_o, false));
+    jobs.push(Job::ints(&name(OSL), osl_o, false));
     if opts.streaming {
-        series.push(SeriesStat::from_floats(&name(TPOT_NS), &mut tpot_o, false));
+        jobs.push(Job::floats(&name(TPOT_NS), tpot_o, false));
     }
+    let series = run_jobs(jobs);
 
     let mut list = reference_counters(table, counters);
     list.extend(added_counters(counters, &usage, &osl_paired, opts.primary));
@@ -163,6 +162,60 @@ pub fn final_snapshot(
         usage,
         osl_paired,
     }
+}
+
+/// One series to compute: its name, raw values and whether it gets early stopping.
+enum Job {
+    Ints(String, Vec<u64>, bool),
+    Floats(String, Vec<f64>, bool),
+}
+
+impl Job {
+    fn ints(name: &str, values: Vec<u64>, es: bool) -> Job {
+        Job::Ints(name.to_string(), values, es)
+    }
+
+    fn floats(name: &str, values: Vec<f64>, es: bool) -> Job {
+        Job::Floats(name.to_string(), values, es)
+    }
+
+    fn run(self) -> SeriesStat {
+        match self {
+            Job::Ints(name, mut values, es) => SeriesStat::from_ints(&name, &mut values, es),
+            Job::Floats(name, mut values, es) => SeriesStat::from_floats(&name, &mut values, es),
+        }
+    }
+}
+
+/// Computes the series on up to one thread per core (the run is over, the cores are
+/// idle), keeping the registration order.
+fn run_jobs(jobs: Vec<Job>) -> Vec<SeriesStat> {
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get()).min(jobs.len());
+    if threads <= 1 {
+        return jobs.into_iter().map(Job::run).collect();
+    }
+    let queue = std::sync::Mutex::new(jobs.into_iter().enumerate().collect::<Vec<_>>());
+    let mut done: Vec<(usize, SeriesStat)> = std::thread::scope(|scope| {
+        let workers: Vec<_> = (0..threads)
+            .map(|_| {
+                scope.spawn(|| {
+                    let mut out = Vec::new();
+                    loop {
+                        let next = queue.lock().unwrap_or_else(|e| e.into_inner()).pop();
+                        let Some((index, job)) = next else { break };
+                        out.push((index, job.run()));
+                    }
+                    out
+                })
+            })
+            .collect();
+        workers
+            .into_iter()
+            .flat_map(|w| w.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic)))
+            .collect()
+    });
+    done.sort_unstable_by_key(|(index, _)| *index);
+    done.into_iter().map(|(_, stat)| stat).collect()
 }
 
 fn latency_ns(table: &SampleTable) -> Vec<u64> {

@@ -81,6 +81,9 @@ pub fn client_tokens(table: &SampleTable, streaming: bool, has_tokenizer: bool) 
     }
     out.isl.reserve(table.len());
     out.osl.reserve(table.len());
+    if streaming {
+        out.tpot_ns.reserve(table.len());
+    }
     for i in 0..table.len() {
         if table.isl_client[i] != NONE {
             out.isl.push(u64::from(table.isl_client[i]));
@@ -108,6 +111,11 @@ pub fn server_tokens(table: &SampleTable, streaming: bool) -> (TokenSeries, Usag
     let mut out = TokenSeries::default();
     let mut tally = UsageTally::default();
     let mut paired = OslPaired::default();
+    out.isl.reserve(table.len());
+    out.osl.reserve(table.len());
+    if streaming {
+        out.tpot_ns.reserve(table.len());
+    }
     for i in 0..table.len() {
         let flags = table.flags[i];
         if flags & FLAG_FAILED != 0 {
