@@ -206,7 +206,7 @@ pub fn sort_u64(values: &mut [u64]) {
     let mut in_values = true;
     for (pass, histogram) in counts.iter_mut().enumerate() {
         // A digit every value shares leaves the order unchanged.
-        if histogram.iter().any(|&c| c == values.len()) {
+        if histogram.contains(&values.len()) {
             continue;
         }
         if scratch.is_empty() {
