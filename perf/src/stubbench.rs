@@ -17,6 +17,7 @@ use loadgen_stubs::http::Route;
 use loadgen_stubs::{StubConfig, StubKind, StubServer};
 use monoio::io::{AsyncReadRent, AsyncWriteRentExt};
 use monoio::net::{TcpListener, TcpStream};
+use nix::sys::resource::{getrusage, UsageWho};
 
 /// `stub-bench` flags.
 #[derive(Debug, Clone, Args)]
@@ -50,10 +51,39 @@ pub struct StubBenchArgs {
 pub struct CaseResult {
     /// e.g. `c=32 stream`.
     pub case: String,
-    /// Responses per second from the stub.
-    pub stub_rps: f64,
-    /// Responses per second from the minimal responder.
-    pub minimal_rps: f64,
+    /// The stub's totals.
+    pub stub: Sample,
+    /// The minimal responder's totals.
+    pub minimal: Sample,
+}
+
+/// What one server did while the client ran.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Sample {
+    /// Whole responses the client read.
+    pub responses: u64,
+    /// Seconds the client ran.
+    pub elapsed_s: f64,
+    /// On-CPU seconds of the server thread meanwhile.
+    pub server_cpu_s: f64,
+}
+
+impl Sample {
+    fn add(&mut self, o: Sample) {
+        self.responses += o.responses;
+        self.elapsed_s += o.elapsed_s;
+        self.server_cpu_s += o.server_cpu_s;
+    }
+
+    /// Responses per second.
+    pub fn rps(&self) -> f64 {
+        self.responses as f64 / self.elapsed_s
+    }
+
+    /// Server CPU microseconds per response.
+    pub fn cpu_us_per_response(&self) -> f64 {
+        self.server_cpu_s * 1e6 / self.responses.max(1) as f64
+    }
 }
 
 /// Runs every case and prints the table.
@@ -64,27 +94,44 @@ pub fn run(args: &StubBenchArgs) -> anyhow::Result<Vec<CaseResult>> {
     for &conns in &args.connections {
         for stream in [false, true] {
             let request = request_bytes(stream);
-            let (mut stub_rps, mut minimal_rps) = (0.0, 0.0);
+            let (mut stub, mut minimal) = (Sample::default(), Sample::default());
             for _ in 0..rounds {
-                stub_rps += measure_stub(args, conns, &request, duration)? / rounds as f64;
-                minimal_rps +=
-                    measure_minimal(args, stream, conns, &request, duration)? / rounds as f64;
+                stub.add(measure_stub(args, conns, &request, duration)?);
+                minimal.add(measure_minimal(args, stream, conns, &request, duration)?);
             }
             let case = format!("c={conns} {}", if stream { "stream" } else { "non-stream" });
-            results.push(CaseResult { case, stub_rps, minimal_rps });
+            results.push(CaseResult { case, stub, minimal });
         }
     }
-    println!("{:<18} | {:>10} | {:>12} | {:>5}", "case", "stub rps", "minimal rps", "ratio");
-    for r in &results {
+    print_table(&results);
+    Ok(results)
+}
+
+fn print_table(results: &[CaseResult]) {
+    println!(
+        "{:<18} | {:>9} | {:>11} | {:>5} | {:>11} | {:>14} | {:>9}",
+        "case", "stub rps", "minimal rps", "ratio", "stub cpu/rsp", "minimal cpu/rsp", "cpu ratio"
+    );
+    for r in results {
         println!(
-            "{:<18} | {:>10.0} | {:>12.0} | {:>5.2}",
+            "{:<18} | {:>9.0} | {:>11.0} | {:>5.2} | {:>9.2}us | {:>12.2}us | {:>9.2}",
             r.case,
-            r.stub_rps,
-            r.minimal_rps,
-            r.stub_rps / r.minimal_rps
+            r.stub.rps(),
+            r.minimal.rps(),
+            r.stub.rps() / r.minimal.rps(),
+            r.stub.cpu_us_per_response(),
+            r.minimal.cpu_us_per_response(),
+            r.minimal.cpu_us_per_response() / r.stub.cpu_us_per_response(),
         );
     }
-    Ok(results)
+}
+
+/// CPU seconds (user + system) of `who`.
+fn cpu_s(who: UsageWho) -> f64 {
+    getrusage(who).map_or(0.0, |u| {
+        let t = |tv: nix::sys::time::TimeVal| tv.tv_sec() as f64 + tv.tv_usec() as f64 / 1e6;
+        t(u.user_time()) + t(u.system_time())
+    })
 }
 
 fn request_bytes(stream: bool) -> Vec<u8> {
@@ -113,11 +160,11 @@ fn measure_stub(
     conns: usize,
     request: &[u8],
     duration: Duration,
-) -> anyhow::Result<f64> {
+) -> anyhow::Result<Sample> {
     let server = StubServer::start(stub_config(args)).context("starting the stub")?;
-    let rps = run_client(server.addr(), args.client_core, conns, request, duration);
+    let sample = run_client(server.addr(), args.client_core, conns, request, duration);
     server.stop();
-    rps
+    sample
 }
 
 fn measure_minimal(
@@ -126,13 +173,13 @@ fn measure_minimal(
     conns: usize,
     request: &[u8],
     duration: Duration,
-) -> anyhow::Result<f64> {
+) -> anyhow::Result<Sample> {
     let response =
         Precompiled::build(&stub_config(args), 0).get(Route::Chat, stream, false).to_vec();
     let minimal = Minimal::start(args.server_core, request.len(), response)?;
-    let rps = run_client(minimal.addr, args.client_core, conns, request, duration);
+    let sample = run_client(minimal.addr, args.client_core, conns, request, duration);
     minimal.stop();
-    rps
+    sample
 }
 
 /// The minimal responder: for every `request_len` bytes received it writes the response,
@@ -150,13 +197,13 @@ impl Minimal {
         let addr = listener.local_addr()?;
         let stop = Arc::new(AtomicBool::new(false));
         let flag = stop.clone();
-        let thread = std::thread::spawn(move || {
+        let thread = std::thread::Builder::new().name("minimal-0".into()).spawn(move || {
             core_affinity::set_for_current(core_affinity::CoreId { id: core });
             let mut rt = monoio::RuntimeBuilder::<monoio::FusionDriver>::new()
                 .build()
                 .expect("monoio runtime");
             rt.block_on(minimal_accept(listener, flag, request_len, Rc::new(response)));
-        });
+        })?;
         Ok(Self { addr, stop, thread })
     }
 
@@ -211,22 +258,31 @@ async fn minimal_conn(mut stream: TcpStream, req_len: usize, resp: Rc<Vec<u8>>) 
 }
 
 /// Drives `conns` keep-alive connections from a monoio runtime pinned on `core`, one request
-/// in flight per connection, and returns responses per second.
+/// in flight per connection, and measures the server's CPU time meanwhile.
 fn run_client(
     addr: SocketAddr,
     core: usize,
     conns: usize,
     request: &[u8],
     duration: Duration,
-) -> anyhow::Result<f64> {
+) -> anyhow::Result<Sample> {
     let request = request.to_vec();
-    let handle = std::thread::spawn(move || -> anyhow::Result<f64> {
+    // The server's CPU is the process's less the client thread's (this thread only waits).
+    let process_before = cpu_s(UsageWho::RUSAGE_SELF);
+    let handle = std::thread::Builder::new().name("load-client".into()).spawn(move || {
         core_affinity::set_for_current(core_affinity::CoreId { id: core });
+        let client_before = cpu_s(UsageWho::RUSAGE_THREAD);
         let mut rt =
             monoio::RuntimeBuilder::<monoio::FusionDriver>::new().enable_timer().build()?;
-        rt.block_on(client_main(addr, conns, Rc::new(request), duration))
-    });
-    handle.join().map_err(|_| anyhow!("the load client panicked"))?
+        let (responses, elapsed_s) =
+            rt.block_on(client_main(addr, conns, Rc::new(request), duration))?;
+        drop(rt);
+        anyhow::Ok((responses, elapsed_s, cpu_s(UsageWho::RUSAGE_THREAD) - client_before))
+    })?;
+    let (responses, elapsed_s, client_cpu_s) =
+        handle.join().map_err(|_| anyhow!("the load client panicked"))??;
+    let server_cpu_s = (cpu_s(UsageWho::RUSAGE_SELF) - process_before - client_cpu_s).max(0.0);
+    Ok(Sample { responses, elapsed_s, server_cpu_s })
 }
 
 async fn client_main(
@@ -234,7 +290,7 @@ async fn client_main(
     conns: usize,
     request: Rc<Vec<u8>>,
     duration: Duration,
-) -> anyhow::Result<f64> {
+) -> anyhow::Result<(u64, f64)> {
     let mut streams = Vec::with_capacity(conns);
     for _ in 0..conns {
         let s = TcpStream::connect(addr).await.context("connecting the load client")?;
@@ -263,7 +319,7 @@ async fn client_main(
     if failed.get() > 0 {
         return Err(anyhow!("{} load-client connections failed", failed.get()));
     }
-    Ok(done.get() as f64 / elapsed)
+    Ok((done.get(), elapsed))
 }
 
 async fn client_conn(
