@@ -3,8 +3,9 @@
 
 use std::io;
 use std::net::SocketAddr;
+use std::os::unix::net::UnixStream;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -32,6 +33,9 @@ pub struct Shared {
     pub precompiled: Option<Precompiled>,
     /// Set once to stop every thread.
     pub stop: AtomicBool,
+    /// The writing ends of each worker's wake-up socket pair; dropping them wakes the workers
+    /// (EOF on their ends), so an idle worker needs no timer to notice a stop.
+    pub wake: Mutex<Vec<UnixStream>>,
     /// One per worker.
     pub counters: Vec<Counters>,
 }
@@ -54,6 +58,7 @@ impl StopHandle {
     /// Asks every thread of the server to stop; `StubServer::wait` then returns.
     pub fn stop(&self) {
         self.shared.stop.store(true, Ordering::Release);
+        self.shared.wake.lock().unwrap_or_else(|e| e.into_inner()).clear();
         if let Some(t) = &self.stats {
             t.unpark();
         }
@@ -72,19 +77,29 @@ impl StubServer {
         });
         let precompiled = (cfg.kind == StubKind::MaxThroughput && !cfg.faults.any())
             .then(|| Precompiled::build(&cfg, created_unix_s));
+        let mut wake_senders = Vec::with_capacity(workers);
+        let mut wake_receivers = Vec::with_capacity(workers);
+        for _ in 0..workers {
+            let (tx, rx) = UnixStream::pair()?;
+            rx.set_nonblocking(true)?;
+            wake_senders.push(tx);
+            wake_receivers.push(rx);
+        }
         let shared = Arc::new(Shared {
             counters: (0..workers).map(|_| Counters::default()).collect(),
             cfg,
             created_unix_s,
             precompiled,
             stop: AtomicBool::new(false),
+            wake: Mutex::new(wake_senders),
         });
         let mut threads = Vec::with_capacity(workers + 1);
-        for (index, listener) in listeners.into_iter().enumerate() {
+        let pairs = listeners.into_iter().zip(wake_receivers);
+        for (index, (listener, wake)) in pairs.enumerate() {
             let for_thread = shared.clone();
             let spawned = std::thread::Builder::new()
                 .name(format!("stub-worker-{index}"))
-                .spawn(move || worker_thread(for_thread, index, listener));
+                .spawn(move || worker_thread(for_thread, index, listener, wake));
             match spawned {
                 Ok(handle) => threads.push(handle),
                 Err(e) => {
@@ -159,16 +174,22 @@ impl Drop for StubServer {
 
 fn shared_stop(shared: &Shared) {
     shared.stop.store(true, Ordering::Release);
+    shared.wake.lock().unwrap_or_else(|e| e.into_inner()).clear();
 }
 
-fn worker_thread(shared: Arc<Shared>, index: usize, listener: std::net::TcpListener) {
+fn worker_thread(
+    shared: Arc<Shared>,
+    index: usize,
+    listener: std::net::TcpListener,
+    wake: UnixStream,
+) {
     if let Some(cores) = shared.cfg.pin_cores.as_ref().filter(|c| !c.is_empty()) {
         let id = cores[index % cores.len()];
         if !core_affinity::set_for_current(core_affinity::CoreId { id }) {
             eprintln!("stub worker {index}: could not pin to core {id}");
         }
     }
-    if let Err(e) = crate::worker::run(shared, index, listener) {
+    if let Err(e) = crate::worker::run(shared, index, listener, wake) {
         eprintln!("stub worker {index}: {e}");
     }
 }

@@ -22,7 +22,6 @@ use crate::server::Shared;
 use crate::variable::{sleep_until_precise, LocalSemaphore, Rng};
 
 const READ_BUF_LEN: usize = 16 * 1024;
-const STOP_POLL: Duration = Duration::from_millis(5);
 const CLOSE_TURNS: usize = 4;
 
 struct Ctx {
@@ -33,10 +32,16 @@ struct Ctx {
 }
 
 /// Runs worker `index` on the calling thread until the server's stop flag is set.
-pub fn run(shared: Arc<Shared>, index: usize, listener: StdListener) -> std::io::Result<()> {
+pub fn run(
+    shared: Arc<Shared>,
+    index: usize,
+    listener: StdListener,
+    wake: std::os::unix::net::UnixStream,
+) -> std::io::Result<()> {
     let mut rt = monoio::RuntimeBuilder::<monoio::FusionDriver>::new().enable_timer().build()?;
     rt.block_on(async move {
         let listener = TcpListener::from_std(listener)?;
+        let mut wake = monoio::net::UnixStream::from_std(wake)?;
         let cfg = shared.cfg.clone();
         let limit = per_worker_limit(cfg.variable.max_concurrency, cfg.workers, index);
         let handler = Handler {
@@ -55,8 +60,13 @@ pub fn run(shared: Arc<Shared>, index: usize, listener: StdListener) -> std::io:
         });
         let stop = Rc::new(StopSignal::default());
         monoio::spawn(stop.clone().guard(accept_loop(listener, ctx, stop.clone())));
+        // The stop handle drops the other end of `wake`: this read ends with EOF. Nothing
+        // else is ever written to it.
         while !shared.stop.load(Ordering::Acquire) {
-            monoio::time::sleep(STOP_POLL).await;
+            let (res, _) = wake.read(Vec::with_capacity(1)).await;
+            if !matches!(res, Ok(n) if n > 0) {
+                break;
+            }
         }
         // Dropping the runtime does not drop its tasks: end each one, which closes its socket.
         stop.fire();
