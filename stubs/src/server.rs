@@ -145,6 +145,11 @@ impl StubServer {
         self.shared.counters.iter().map(|c| c.requests.load(Ordering::Relaxed)).sum()
     }
 
+    /// Response bytes written so far, summed over workers.
+    pub fn bytes_total(&self) -> u64 {
+        self.shared.counters.iter().map(|c| c.bytes.load(Ordering::Relaxed)).sum()
+    }
+
     /// Stops every thread, closes the listeners and connections, and joins.
     pub fn stop(mut self) {
         self.stop_handle().stop();

@@ -18,7 +18,7 @@ use crate::config::StubKind;
 use crate::handler::{End, Handler, Plan};
 use crate::http::{frame_request, FlagFinders, Frame, Request, BODY_LEN_MAX, HEAD_LEN_MAX};
 use crate::render::error_response;
-use crate::server::Shared;
+use crate::server::{Counters, Shared};
 use crate::variable::{sleep_until_precise, LocalSemaphore, Rng};
 
 const READ_BUF_LEN: usize = 16 * 1024;
@@ -140,13 +140,10 @@ async fn serve(mut stream: TcpStream, ctx: Rc<Ctx>) {
             used += req.len();
         }
         if !out.is_empty() {
-            counters.bytes.fetch_add(out.len() as u64, Ordering::Relaxed);
-            let (res, buf) = stream.write_all(out).await;
-            out = buf;
-            out.clear();
-            if res.is_err() {
-                return;
-            }
+            out = match flush(&mut stream, out, counters).await {
+                Some(buf) => buf,
+                None => return,
+            };
         }
         match end {
             End::KeepAlive => {}
@@ -202,24 +199,26 @@ async fn write_plan(
     for (i, piece) in plan.pieces.into_iter().enumerate() {
         if let Some(&d) = deadlines.get(i) {
             if !out.is_empty() && d > Instant::now() {
-                let (res, buf) = stream.write_all(out).await;
-                res.ok()?;
-                out = buf;
-                out.clear();
+                out = flush(stream, out, counters).await?;
             }
             sleep_until_precise(d).await;
         }
-        counters.bytes.fetch_add(piece.len() as u64, Ordering::Relaxed);
         out.extend_from_slice(&piece);
         let next_is_now = deadlines.get(i + 1).is_none_or(|&d| d <= Instant::now());
         if !next_is_now || plan.end != End::KeepAlive {
-            let (res, buf) = stream.write_all(out).await;
-            res.ok()?;
-            out = buf;
-            out.clear();
+            out = flush(stream, out, counters).await?;
         }
     }
     Some((out, plan.end))
+}
+
+/// Writes and counts `out`; returns it emptied, or `None` when the write failed.
+async fn flush(stream: &mut TcpStream, out: Vec<u8>, counters: &Counters) -> Option<Vec<u8>> {
+    counters.bytes.fetch_add(out.len() as u64, Ordering::Relaxed);
+    let (res, mut out) = stream.write_all(out).await;
+    res.ok()?;
+    out.clear();
+    Some(out)
 }
 
 /// Holds the connection open without sending, until the client closes it (or the runtime

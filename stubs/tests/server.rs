@@ -240,3 +240,20 @@ fn variable_stub_output_lengths_follow_the_distribution() {
     assert!((80.0..110.0).contains(&mean), "mean {mean}");
     server.stop();
 }
+
+#[test]
+fn stats_counters_count_each_request_and_byte_once() {
+    for kind in [StubKind::MaxThroughput, StubKind::Echo, StubKind::Variable] {
+        let server = start(kind, |c| c.variable.output_len_mean = 30.0);
+        let mut conn = Conn::new(server.addr());
+        let body = r#"{"messages":[{"role":"user","content":"count me"}],"stream":true}"#;
+        let mut sent = 0;
+        for _ in 0..3 {
+            sent += conn.roundtrip(CHAT, body).raw.len() as u64;
+        }
+        sent += conn.roundtrip("/nowhere", "{}").raw.len() as u64;
+        assert_eq!(server.requests_total(), 4, "{kind:?}");
+        assert_eq!(server.bytes_total(), sent, "{kind:?}");
+        server.stop();
+    }
+}
