@@ -100,13 +100,18 @@ impl Endpoint {
         let (host, port) =
             split_host_port(authority).ok_or_else(|| bad("its port is not a number"))?;
         let path_prefix = path.trim_end_matches('/').to_string();
-        let addr = (host.trim_matches(|c| c == '[' || c == ']'), port)
+        let addrs: Vec<SocketAddr> = (host.trim_matches(|c| c == '[' || c == ']'), port)
             .to_socket_addrs()
             .map_err(|source| RequestError::Resolve { host: host.to_string(), source })?
-            .next()
-            .ok_or_else(|| RequestError::Resolve {
-                host: host.to_string(),
-                source: std::io::Error::other("no address found"),
+            .collect();
+        // Prefer IPv4: "localhost" often resolves to ::1 first while local servers listen on
+        // 127.0.0.1 only.
+        let addr =
+            addrs.iter().find(|a| a.is_ipv4()).or(addrs.first()).copied().ok_or_else(|| {
+                RequestError::Resolve {
+                    host: host.to_string(),
+                    source: std::io::Error::other("no address found"),
+                }
             })?;
         Ok(Endpoint { host: host.to_string(), port, path_prefix, addr })
     }
@@ -495,6 +500,11 @@ mod tests {
             (80, "/api", "127.0.0.1".into())
         );
         assert!(Endpoint::parse("https://x").is_err());
+        let local = Endpoint::parse("http://localhost:9").unwrap();
+        assert_eq!(
+            (local.host.as_str(), local.addr),
+            ("localhost", "127.0.0.1:9".parse().unwrap())
+        );
         assert!(Endpoint::parse("localhost:80").is_err());
         assert!(Endpoint::parse("http://127.0.0.1:notaport").is_err());
         let req = http_request(&ep, ApiType::OpenAiChat, Some("k"), true, b"{}");
