@@ -76,6 +76,9 @@ impl Request {
 pub enum Frame {
     /// Not a whole request yet: read more.
     Partial,
+    /// The head is in but the body is not, and the client sent `Expect: 100-continue`: answer
+    /// `100 Continue` (once) and read more.
+    ExpectsContinue,
     /// A whole request.
     Complete(Request),
     /// Not HTTP we accept; answered 400 and the connection is closed.
@@ -96,6 +99,7 @@ pub fn frame_request(buf: &[u8]) -> Frame {
     };
     let mut body_len = 0usize;
     let mut close = false;
+    let mut expects_continue = false;
     for h in req.headers.iter() {
         if h.name.eq_ignore_ascii_case("content-length") {
             body_len = match parse_content_length(h.value) {
@@ -107,10 +111,12 @@ pub fn frame_request(buf: &[u8]) -> Frame {
             return Frame::Bad("chunked request bodies are not supported".to_string());
         } else if h.name.eq_ignore_ascii_case("connection") {
             close = h.value.eq_ignore_ascii_case(b"close");
+        } else if h.name.eq_ignore_ascii_case("expect") {
+            expects_continue = h.value.eq_ignore_ascii_case(b"100-continue");
         }
     }
     if buf.len() < head_len + body_len {
-        return Frame::Partial;
+        return if expects_continue { Frame::ExpectsContinue } else { Frame::Partial };
     }
     let method = req.method.unwrap_or("");
     let path = req.path.unwrap_or("");
@@ -204,6 +210,16 @@ mod tests {
             }
             other => panic!("unexpected {other:?}"),
         }
+    }
+
+    #[test]
+    fn asks_for_the_body_when_the_client_expects_100_continue() {
+        let head = b"POST /generate HTTP/1.1\r\nExpect: 100-continue\r\nContent-Length: 2\r\n\r\n";
+        assert_eq!(frame_request(head), Frame::ExpectsContinue);
+        assert_eq!(frame_request(&head[..head.len() - 2]), Frame::Partial);
+        let mut whole = head.to_vec();
+        whole.extend_from_slice(b"{}");
+        assert!(matches!(frame_request(&whole), Frame::Complete(_)));
     }
 
     #[test]

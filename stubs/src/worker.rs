@@ -110,12 +110,20 @@ async fn serve(mut stream: TcpStream, ctx: Rc<Ctx>) {
     let mut rbuf: Vec<u8> = Vec::with_capacity(READ_BUF_LEN);
     let mut out: Vec<u8> = Vec::with_capacity(READ_BUF_LEN);
     let counters = &ctx.shared.counters[ctx.index];
+    let mut continued = false;
     loop {
         let mut used = 0;
         let mut end = End::KeepAlive;
         while end == End::KeepAlive {
             let req = match frame_request(&rbuf[used..]) {
                 Frame::Partial => break,
+                Frame::ExpectsContinue => {
+                    if !continued {
+                        out.extend_from_slice(b"HTTP/1.1 100 Continue\r\n\r\n");
+                        continued = true;
+                    }
+                    break;
+                }
                 Frame::Complete(req) => req,
                 Frame::Bad(msg) => {
                     out.extend_from_slice(&error_response(400, &msg, false));
@@ -124,6 +132,7 @@ async fn serve(mut stream: TcpStream, ctx: Rc<Ctx>) {
                 }
             };
             let body = req.body(&rbuf[used..]);
+            continued = false;
             counters.requests.fetch_add(1, Ordering::Relaxed);
             if let (Some(fast), Some(route)) = (fast, req.route) {
                 let h = ctx.handler.borrow();

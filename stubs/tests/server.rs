@@ -257,3 +257,22 @@ fn stats_counters_count_each_request_and_byte_once() {
         server.stop();
     }
 }
+
+#[test]
+fn expect_100_continue_gets_a_continue_before_the_body() {
+    let server = start(StubKind::Echo, |_| {});
+    let mut conn = Conn::new(server.addr());
+    let body = r#"{"messages":[{"role":"user","content":"later"}]}"#;
+    let head = format!(
+        "POST {CHAT} HTTP/1.1\r\nExpect: 100-continue\r\nContent-Length: {}\r\n\r\n",
+        body.len()
+    );
+    conn.send(head.as_bytes());
+    let mut interim = [0u8; 25];
+    std::io::Read::read_exact(&mut conn.stream, &mut interim).unwrap();
+    assert_eq!(&interim, b"HTTP/1.1 100 Continue\r\n\r\n");
+    conn.send(body.as_bytes());
+    let r = conn.read_response().unwrap();
+    assert_eq!(r.json()["choices"][0]["message"]["content"], "later");
+    server.stop();
+}
