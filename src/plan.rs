@@ -36,16 +36,6 @@ pub enum ApiType {
 }
 
 impl ApiType {
-    /// The route appended to each endpoint URL.
-    pub fn route(self) -> &'static str {
-        match self {
-            ApiType::OpenAi => "/v1/chat/completions",
-            ApiType::OpenAiCompletions => "/v1/completions",
-            ApiType::Sglang => "/generate",
-            ApiType::VideoGen => "/v1/videos/generations",
-        }
-    }
-
     /// The name used on the command line and in YAML.
     pub fn as_str(self) -> &'static str {
         match self {
@@ -70,15 +60,6 @@ pub enum TokenCountSource {
     Client,
     /// The endpoint's own usage counts.
     Server,
-}
-
-impl TokenCountSource {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            TokenCountSource::Client => "client",
-            TokenCountSource::Server => "server",
-        }
-    }
 }
 
 /// A validated `http://` endpoint base URL, without a trailing slash.
@@ -174,6 +155,10 @@ pub fn resolve_plan(mut config: Config, verbose: u8) -> Result<Plan, AppError> {
     let (dataset, dataset_is_synthetic) = resolve_dataset(&mut config)?;
     check_rows_n(&dataset, token_count_source)?;
     let tokenizer = resolve_tokenizer(&config, &model)?;
+    if let (Some(tok), true) = (&tokenizer, verbose > 0) {
+        let template = if tok.has_chat_template() { "with" } else { "without" };
+        eprintln!("tokenizer: {} ({template} a chat template)", tok.source().display());
+    }
     let runtime = &config.settings.runtime;
     let rows = dataset.rows.len() as u64;
     let num_samples = samples_to_issue(
