@@ -353,3 +353,37 @@ fn write_atomic_reports_a_missing_folder() {
     let err = write_atomic(&path, b"x").unwrap_err();
     assert_eq!(err.kind(), std::io::ErrorKind::NotFound);
 }
+
+/// The reference's observed report directory (beside the repository, never copied in).
+fn reference_observed_dir() -> Option<PathBuf> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/reference/observed");
+    dir.join("metrics/final_snapshot.json").is_file().then_some(dir)
+}
+
+#[test]
+fn reference_observed_run_rebuilds_byte_for_byte() {
+    let Some(dir) = reference_observed_dir() else {
+        eprintln!("reference_observed_run_rebuilds_byte_for_byte: no ../shared/reference/observed");
+        return;
+    };
+    let read = |name: &str| std::fs::read_to_string(dir.join(name)).unwrap();
+    let doc: serde_json::Value =
+        serde_json::from_str(&read("metrics/final_snapshot.json")).unwrap();
+    let snap = loadgen_coordinator::metrics::snapshot::snapshot_from_json(&doc, false).unwrap();
+    // Our snapshot is the reference's document plus `token_count_source`.
+    let ours = String::from_utf8(to_python_json(&snap).unwrap()).unwrap();
+    let added = ",\n  \"token_count_source\": \"client\"\n}";
+    assert_eq!(ours.replace(added, "\n}"), read("metrics/final_snapshot.json"));
+    // The summary is the reference's keys, byte for byte, then the additions.
+    let info = info(TokenCountSource::Client);
+    let summary = result_summary(&snap, &info);
+    let ours = String::from_utf8(to_python_json(&summary).unwrap()).unwrap();
+    let cut = ours.find(",\n  \"token_count_source\"").unwrap();
+    assert_eq!(format!("{}\n}}", &ours[..cut]), read("performance/result_summary.json"));
+    // report.txt is the reference's, plus the other-basis block before the breakdowns.
+    let text = report_txt(&summary, &info);
+    let start = text.find("Other token basis (server):\n").unwrap();
+    let end = text.find("\n------------------- Latency Breakdowns").unwrap();
+    let without = format!("{}{}", &text[..start], &text[end..]);
+    assert_eq!(without, read("report.txt"));
+}

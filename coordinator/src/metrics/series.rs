@@ -157,6 +157,38 @@ impl SeriesStat {
             (0..HISTOGRAM_BUCKET_COUNT).map(|i| ([edges[i], edges[i + 1]], counts[i])).collect();
     }
 
+    /// Rebuilds a series from stored rollups (a `final_snapshot.json` entry).
+    #[allow(clippy::too_many_arguments, reason = "one argument per stored field")]
+    pub fn from_parts(
+        name: &str,
+        count: u64,
+        total: Num,
+        min: Num,
+        max: Num,
+        sum_sq: Num,
+        percentiles: [f64; 12],
+        early_stopping: Option<[Option<f64>; EARLY_STOPPING_COUNT]>,
+        histogram: Vec<([f64; 2], u64)>,
+    ) -> SeriesStat {
+        let total_sq_over_n = match (total, count) {
+            (_, 0) => 0.0,
+            (Num::Int(t), n) => total_sq_over_n_int(t.unsigned_abs(), u128::from(n)),
+            (Num::Float(t), n) => t * t / n as f64,
+        };
+        SeriesStat {
+            name: name.to_string(),
+            count,
+            total,
+            min,
+            max,
+            sum_sq,
+            percentiles,
+            early_stopping,
+            histogram,
+            total_sq_over_n,
+        }
+    }
+
     /// Mean (`total / count`, rounded once), 0.0 when empty.
     pub fn avg(&self) -> f64 {
         match (self.total, self.count) {

@@ -283,6 +283,7 @@ fn added_counters(
     primary: TokenCountSource,
 ) -> Vec<CounterStat> {
     vec![
+        counter("n_samples_with_usage", usage.usable),
         counter("n_samples_missing_usage", usage.missing_total()),
         counter("n_samples_missing_usage_empty_output", usage.missing_empty_output),
         counter("osl_paired_count", paired.count),
@@ -341,6 +342,10 @@ impl Serialize for Snapshot {
         s.end()
     }
 }
+
+mod load;
+
+pub use load::{snapshot_from_json, SnapshotError};
 
 #[cfg(test)]
 mod tests;

@@ -229,3 +229,18 @@ fn non_streaming_registers_no_ttft_or_tpot() {
     let snap = final_snapshot(&table, &counters_for(&table), &opts, RunState::Complete);
     assert_eq!(names(&snap), ["sample_latency_ns", "isl", "osl", "isl_server", "osl_server"]);
 }
+
+#[test]
+fn snapshot_round_trips_through_its_json() {
+    let spec = FixtureSpec { fail_every: 9, missing_usage_every: 11, ..FixtureSpec::default() };
+    for primary in [Client, Server] {
+        let snap = snapshot(&synthetic_table(&spec), primary);
+        let bytes = crate::metrics::pyjson::to_python_json(&snap).unwrap();
+        let doc: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
+        let back = snapshot_from_json(&doc, false).unwrap();
+        assert_eq!(back, snap);
+        assert_eq!(crate::metrics::pyjson::to_python_json(&back).unwrap(), bytes);
+    }
+    let err = snapshot_from_json(&serde_json::json!({"state": "complete"}), false).unwrap_err();
+    assert_eq!(err.to_string(), "final snapshot: metrics is missing");
+}
