@@ -387,3 +387,44 @@ fn reference_observed_run_rebuilds_byte_for_byte() {
     let without = format!("{}{}", &text[..start], &text[end..]);
     assert_eq!(without, read("report.txt"));
 }
+
+#[test]
+fn poisson_runs_use_the_legacy_window_and_print_their_settings() {
+    let table = synthetic_table(&FixtureSpec::default());
+    let opts = MetricsOptions {
+        streaming: true,
+        early_stopping: false,
+        primary: TokenCountSource::Client,
+        legacy_loadgen_qps: true,
+        has_tokenizer: true,
+    };
+    let snap = final_snapshot(&table, &counters_for(&table), &opts, RunState::Complete);
+    let mut info = info(TokenCountSource::Client);
+    info.load_pattern = LoadPatternInfo {
+        kind: "poisson".into(),
+        target_qps: Some(100.0),
+        target_concurrency: None,
+        use_legacy_loadgen_qps_metrics: Some(true),
+    };
+    let summary = result_summary(&snap, &info);
+    let window = u64::try_from(snap.counter("legacy_loadgen_window_duration_ns")).unwrap();
+    assert!(window > 0);
+    assert_eq!(summary.legacy_loadgen_window_duration_ns, Some(window));
+    assert_eq!(summary.qps, Some(199.0 / (window as f64 / 1e9)));
+    let osl_total = snap.series("osl").unwrap().total.as_f64();
+    assert_eq!(summary.primary.tps, Some(osl_total / (window as f64 / 1e9)));
+    let text = report_txt(&summary, &info);
+    assert!(text.contains(
+        "  load_pattern: type=poisson, target_qps=100.0, target_concurrency=None, \
+         use_legacy_loadgen_qps_metrics=True\n"
+    ));
+    // Duration stays the native tracked window.
+    let tracked = snap.counter("tracked_duration_ns") as f64 / 1e9;
+    assert!(text.contains(&format!("Duration: {tracked:.2} seconds\n")));
+    assert!(!text.contains("Early-stopping"));
+    let json: serde_json::Value =
+        serde_json::from_slice(&to_python_json(&summary).unwrap()).unwrap();
+    assert_eq!(json["run_config"]["load_pattern"]["target_qps"], 100.0);
+    assert_eq!(json["run_config"]["load_pattern"]["use_legacy_loadgen_qps_metrics"], true);
+    assert!(json["ttft"].get("early_stopping_percentiles").is_none());
+}
