@@ -88,6 +88,13 @@ impl Sample {
 
 /// Runs every case and prints the table.
 pub fn run(args: &StubBenchArgs) -> anyhow::Result<Vec<CaseResult>> {
+    let cores: Vec<usize> =
+        core_affinity::get_core_ids().unwrap_or_default().into_iter().map(|c| c.id).collect();
+    for core in [args.server_core, args.client_core] {
+        if !cores.contains(&core) {
+            anyhow::bail!("core {core} is not usable here (usable cores: {cores:?})");
+        }
+    }
     let rounds = args.rounds.max(1);
     let duration = Duration::from_secs_f64(args.duration_s / rounds as f64);
     let mut results = Vec::new();

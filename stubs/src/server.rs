@@ -70,6 +70,7 @@ impl StubServer {
     /// returns are accepted (the listeners exist before it returns).
     pub fn start(cfg: StubConfig) -> io::Result<StubServer> {
         let workers = cfg.workers.max(1);
+        check_cores(cfg.pin_cores.as_deref())?;
         let listeners = bind_listeners(SocketAddr::new(cfg.host, cfg.port), workers)?;
         let addr = listeners[0].local_addr()?;
         let created_unix_s = cfg.created_unix_s.unwrap_or_else(|| {
@@ -94,19 +95,26 @@ impl StubServer {
             wake: Mutex::new(wake_senders),
         });
         let mut threads = Vec::with_capacity(workers + 1);
+        let (ready_tx, ready_rx) = std::sync::mpsc::channel();
         let pairs = listeners.into_iter().zip(wake_receivers);
         for (index, (listener, wake)) in pairs.enumerate() {
             let for_thread = shared.clone();
+            let ready = ready_tx.clone();
             let spawned = std::thread::Builder::new()
                 .name(format!("stub-worker-{index}"))
-                .spawn(move || worker_thread(for_thread, index, listener, wake));
+                .spawn(move || worker_thread(for_thread, index, listener, wake, ready));
             match spawned {
                 Ok(handle) => threads.push(handle),
-                Err(e) => {
-                    shared_stop(&shared);
-                    threads.into_iter().for_each(|t: JoinHandle<()>| drop(t.join()));
-                    return Err(e);
-                }
+                Err(e) => return Err(abort_start(&shared, threads, e)),
+            }
+        }
+        drop(ready_tx);
+        for _ in 0..workers {
+            let report = ready_rx.recv().unwrap_or_else(|_| {
+                Err(io::Error::other("a stub worker exited before it was ready"))
+            });
+            if let Err(e) = report {
+                return Err(abort_start(&shared, threads, e));
             }
         }
         if shared.cfg.stats {
@@ -177,9 +185,27 @@ impl Drop for StubServer {
     }
 }
 
-fn shared_stop(shared: &Shared) {
+/// Rejects pin cores this process may not run on (core_affinity aborts on ids past the
+/// CPU-set size, so they must never reach it).
+fn check_cores(cores: Option<&[usize]>) -> io::Result<()> {
+    let Some(cores) = cores else { return Ok(()) };
+    let allowed: Vec<usize> =
+        core_affinity::get_core_ids().unwrap_or_default().into_iter().map(|c| c.id).collect();
+    match cores.iter().find(|c| !allowed.contains(c)) {
+        Some(bad) => Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("cannot pin a stub worker to core {bad}: usable cores are {allowed:?}"),
+        )),
+        None => Ok(()),
+    }
+}
+
+/// Stops and joins the workers started so far and passes `e` on.
+fn abort_start(shared: &Shared, threads: Vec<JoinHandle<()>>, e: io::Error) -> io::Error {
     shared.stop.store(true, Ordering::Release);
     shared.wake.lock().unwrap_or_else(|e| e.into_inner()).clear();
+    threads.into_iter().for_each(|t| drop(t.join()));
+    e
 }
 
 fn worker_thread(
@@ -187,16 +213,17 @@ fn worker_thread(
     index: usize,
     listener: std::net::TcpListener,
     wake: UnixStream,
+    ready: std::sync::mpsc::Sender<io::Result<()>>,
 ) {
     if let Some(cores) = shared.cfg.pin_cores.as_ref().filter(|c| !c.is_empty()) {
         let id = cores[index % cores.len()];
         if !core_affinity::set_for_current(core_affinity::CoreId { id }) {
-            eprintln!("stub worker {index}: could not pin to core {id}");
+            let msg = format!("cannot pin stub worker {index} to core {id}");
+            let _ = ready.send(Err(io::Error::other(msg)));
+            return;
         }
     }
-    if let Err(e) = crate::worker::run(shared, index, listener, wake) {
-        eprintln!("stub worker {index}: {e}");
-    }
+    crate::worker::run(shared, index, listener, wake, ready);
 }
 
 fn stats_loop(shared: &Shared) {

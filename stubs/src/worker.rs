@@ -31,17 +31,33 @@ struct Ctx {
     limit: Option<LocalSemaphore>,
 }
 
-/// Runs worker `index` on the calling thread until the server's stop flag is set.
+/// Runs worker `index` on the calling thread until the server's stop flag is set. It reports on
+/// `ready` once it accepts on `listener` (or why it cannot).
 pub fn run(
     shared: Arc<Shared>,
     index: usize,
     listener: StdListener,
     wake: std::os::unix::net::UnixStream,
-) -> std::io::Result<()> {
-    let mut rt = monoio::RuntimeBuilder::<monoio::FusionDriver>::new().enable_timer().build()?;
+    ready: std::sync::mpsc::Sender<std::io::Result<()>>,
+) {
+    let built = monoio::RuntimeBuilder::<monoio::FusionDriver>::new().enable_timer().build();
+    let mut rt = match built {
+        Ok(rt) => rt,
+        Err(e) => {
+            let _ = ready.send(Err(e));
+            return;
+        }
+    };
     rt.block_on(async move {
-        let listener = TcpListener::from_std(listener)?;
-        let mut wake = monoio::net::UnixStream::from_std(wake)?;
+        let sockets = TcpListener::from_std(listener)
+            .and_then(|l| Ok((l, monoio::net::UnixStream::from_std(wake)?)));
+        let (listener, mut wake) = match sockets {
+            Ok(s) => s,
+            Err(e) => {
+                let _ = ready.send(Err(e));
+                return;
+            }
+        };
         let cfg = shared.cfg.clone();
         let limit = per_worker_limit(cfg.variable.max_concurrency, cfg.workers, index);
         let handler = Handler {
@@ -60,6 +76,7 @@ pub fn run(
         });
         let stop = Rc::new(StopSignal::default());
         monoio::spawn(stop.clone().guard(accept_loop(listener, ctx, stop.clone())));
+        let _ = ready.send(Ok(()));
         // The stop handle drops the other end of `wake`: this read ends with EOF. Nothing
         // else is ever written to it.
         while !shared.stop.load(Ordering::Acquire) {
@@ -80,7 +97,6 @@ pub fn run(
         for _ in 0..CLOSE_TURNS {
             monoio::time::sleep(Duration::from_millis(1)).await;
         }
-        Ok(())
     })
 }
 

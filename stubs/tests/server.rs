@@ -276,3 +276,12 @@ fn expect_100_continue_gets_a_continue_before_the_body() {
     assert_eq!(r.json()["choices"][0]["message"]["content"], "later");
     server.stop();
 }
+
+#[test]
+fn start_fails_when_a_worker_cannot_be_pinned() {
+    let mut cfg = loadgen_stubs::StubConfig::new(StubKind::MaxThroughput);
+    cfg.workers = 2;
+    cfg.pin_cores = Some(vec![0, 100_000]);
+    let err = loadgen_stubs::StubServer::start(cfg).err().expect("start must fail");
+    assert!(err.to_string().contains("core 100000"), "{err}");
+}
