@@ -147,6 +147,7 @@ pub fn resolve_plan(mut config: Config, verbose: u8) -> Result<Plan, AppError> {
     let load_pattern = resolve_load_pattern(&config)?;
     let endpoints = parse_endpoints(&config)?;
     let model = resolve_model(&config, &endpoints)?;
+    config.model_params.name = Some(model.clone());
     let api_type = api_type_of(config.endpoint_config.api_type);
     let streaming = resolve_streaming(&config);
     config.model_params.streaming = if streaming { Streaming::On } else { Streaming::Off };
