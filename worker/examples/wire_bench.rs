@@ -1,12 +1,17 @@
 //! Micro benchmarks of the worker's hot path: record ring throughput across two threads (two
-//! cores when available) and SSE frame decoding. Run: `cargo run --release -p loadgen-worker
-//! --example wire_bench`.
+//! cores when available), SSE frame decoding, and one `run_worker` against an in-process monoio
+//! server with precompiled responses. Run: `cargo run --release -p loadgen-worker --example
+//! wire_bench`.
 
 use std::time::{Duration, Instant};
 
+use std::sync::Arc;
+
 use loadgen_worker::adapter::Accumulator;
-use loadgen_worker::request::ApiType;
-use loadgen_worker::wire::{Doorbell, RecordHeader, RingSizes, WorkerEvent, WorkerRings};
+use loadgen_worker::request::{ApiType, Endpoint, Prompt, RequestOptions, RequestTable};
+use loadgen_worker::wire::{Doorbell, IssueCmd, RecordHeader, RingSizes, WorkerEvent, WorkerRings};
+use loadgen_worker::{monotonic_ns, run_worker, WorkerSpec};
+use monoio::io::{AsyncReadRent, AsyncWriteRentExt};
 
 fn ring_throughput(count: u64, output: &[u8]) -> f64 {
     let bell = Doorbell::create().unwrap();
@@ -62,6 +67,159 @@ fn decode_ns(frame: &[u8], iterations: u32) -> f64 {
     start.elapsed().as_nanos() as f64 / f64::from(iterations)
 }
 
+/// A precompiled response: 16 SSE events in one chunked body, or a JSON body.
+fn canned_response(streaming: bool) -> Vec<u8> {
+    if !streaming {
+        let body = r#"{"id":"x","choices":[{"index":0,"message":{"role":"assistant","content":"0123456789"},"finish_reason":"stop"}],"usage":{"prompt_tokens":1,"completion_tokens":10,"total_tokens":11}}"#;
+        let head = format!(
+            "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
+            body.len()
+        );
+        return [head.as_bytes(), body.as_bytes()].concat();
+    }
+    let mut events = String::new();
+    for _ in 0..16 {
+        events.push_str("data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"0123456789\"},\"finish_reason\":null}]}\n\n");
+    }
+    events.push_str("data: {\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}]}\n\ndata: [DONE]\n\n");
+    format!(
+        "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n{:x}\r\n{events}\r\n0\r\n\r\n",
+        events.len()
+    )
+    .into_bytes()
+}
+
+/// Serves `response` to every request on one monoio thread; returns its address.
+fn start_server(response: Vec<u8>) -> std::net::SocketAddr {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    listener.set_nonblocking(true).unwrap();
+    std::thread::spawn(move || {
+        let mut rt = monoio::RuntimeBuilder::<monoio::FusionDriver>::new().build().unwrap();
+        rt.block_on(async move {
+            let listener = monoio::net::TcpListener::from_std(listener).unwrap();
+            let response: &'static [u8] = Box::leak(response.into_boxed_slice());
+            while let Ok((mut stream, _)) = listener.accept().await {
+                monoio::spawn(async move {
+                    let mut buf = Vec::with_capacity(64 * 1024);
+                    loop {
+                        let len = buf.len();
+                        let (n, b) =
+                            stream.read(monoio::buf::IoBufMut::slice_mut(buf, len..)).await;
+                        buf = b.into_inner();
+                        if n.unwrap_or(0) == 0 {
+                            return;
+                        }
+                        // Requests end with a small JSON body; count complete ones by the
+                        // closing brace after a blank line (enough for this benchmark).
+                        while let Some(end) = request_end(&buf) {
+                            buf.drain(..end);
+                            let (r, _) = stream.write_all(response).await;
+                            if r.is_err() {
+                                return;
+                            }
+                        }
+                    }
+                });
+            }
+        });
+    });
+    addr
+}
+
+fn request_end(buf: &[u8]) -> Option<usize> {
+    let head = memchr_find(buf, b"\r\n\r\n")? + 4;
+    let text = std::str::from_utf8(&buf[..head]).ok()?;
+    let len: usize = text
+        .lines()
+        .find_map(|l| l.strip_prefix("Content-Length: "))
+        .and_then(|v| v.trim().parse().ok())?;
+    (buf.len() >= head + len).then_some(head + len)
+}
+
+fn memchr_find(hay: &[u8], needle: &[u8]) -> Option<usize> {
+    hay.windows(needle.len()).position(|w| w == needle)
+}
+
+/// Samples per second through one worker with `connections` keep-alive connections.
+fn worker_qps(streaming: bool, connections: u32, samples: u64) -> f64 {
+    let addr = start_server(canned_response(streaming));
+    let endpoint = Endpoint::parse(&format!("http://{addr}")).unwrap();
+    let opts = RequestOptions {
+        api: ApiType::OpenAiChat,
+        model: "m".into(),
+        streaming,
+        stream_include_usage: false,
+        max_output_tokens: 160,
+        min_output_tokens: None,
+        temperature: None,
+        top_p: None,
+        top_k: None,
+        seed: None,
+        extra: Vec::new(),
+    };
+    let prompt = [Prompt::Text { system: None, user: "hello" }];
+    let table = RequestTable::build(&endpoint, &opts, None, prompt).unwrap();
+    let spec = WorkerSpec {
+        worker_id: 0,
+        core: None,
+        endpoint,
+        connections,
+        api: ApiType::OpenAiChat,
+        streaming,
+        requests: Arc::new(table),
+        force_epoll: false,
+        max_output_bytes: 1 << 16,
+    };
+    let ready = Doorbell::create().unwrap();
+    let space = Doorbell::create().unwrap();
+    let sizes = RingSizes { issue_slots: 4096, record_bytes: 4 << 20 };
+    let rings = WorkerRings::create_with(0, sizes, &ready, &space).unwrap();
+    let (issue_rx, records_tx) = rings.worker_ends();
+    let (mut issue, mut records) = rings.coordinator_ends();
+    let worker = std::thread::spawn(move || run_worker(spec, issue_rx, records_tx));
+    let (mut issued, mut done, mut stopped, mut completed) = (0u64, false, false, 0u64);
+    let mut start = None;
+    while !done {
+        let epoch = ready.epoch();
+        if start.is_some() {
+            while issued < samples
+                && issue.try_push(IssueCmd::Issue {
+                    sample_id: issued,
+                    row: 0,
+                    issued_ns: monotonic_ns(),
+                })
+            {
+                issued += 1;
+            }
+            if issued == samples && !stopped {
+                stopped = issue.try_push(IssueCmd::Stop);
+            }
+        }
+        let mut any = false;
+        while let Some(event) = records.pop(|e| match e {
+            WorkerEvent::Ready { .. } => 1,
+            WorkerEvent::Record(_) => 2,
+            WorkerEvent::Done => 3,
+            _ => 0,
+        }) {
+            any = true;
+            match event {
+                1 => start = Some(Instant::now()),
+                2 => completed += 1,
+                3 => done = true,
+                _ => {}
+            }
+        }
+        if !any {
+            ready.wait(epoch, Duration::from_millis(1));
+        }
+    }
+    assert_eq!(worker.join().unwrap(), 0);
+    assert_eq!(completed, samples);
+    samples as f64 / start.unwrap().elapsed().as_secs_f64()
+}
+
 fn main() {
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     println!("cores available: {cores}");
@@ -78,6 +236,18 @@ fn main() {
         ("usage-only frame", br#"{"id":"chatcmpl-1","object":"chat.completion.chunk","created":1,"model":"m","choices":[],"usage":{"prompt_tokens":10,"completion_tokens":160,"total_tokens":170}}"#),
     ];
     for (label, frame) in frames {
-        println!("decode {label}: {:.0} ns/frame", decode_ns(frame, 2_000_000));
+        // serde_json::Value on the same bytes, side by side: a ratio survives a noisy machine.
+        let start = Instant::now();
+        for _ in 0..200_000 {
+            let v: serde_json::Value = serde_json::from_slice(std::hint::black_box(frame)).unwrap();
+            std::hint::black_box(v);
+        }
+        let value_ns = start.elapsed().as_nanos() as f64 / 200_000.0;
+        let ours = decode_ns(frame, 2_000_000);
+        println!("decode {label}: {ours:.0} ns/frame (serde_json::Value: {value_ns:.0} ns)");
+    }
+    for streaming in [false, true] {
+        let qps = worker_qps(streaming, 64, 200_000);
+        println!("one worker, 64 connections, streaming={streaming}: {qps:.0} samples/s");
     }
 }
