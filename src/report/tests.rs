@@ -2,7 +2,9 @@
 
 use std::path::{Path, PathBuf};
 
-use loadgen_coordinator::metrics::fixture::{strip_usage, synthetic_table, FixtureSpec};
+use loadgen_coordinator::metrics::fixture::{
+    run_counters, strip_usage, synthetic_table, FixtureSpec,
+};
 use loadgen_coordinator::metrics::pyjson::to_python_json;
 use loadgen_coordinator::metrics::{
     final_snapshot, MetricsOptions, RunCounters, RunState, SampleTable, Snapshot, TokenCountSource,
@@ -59,24 +61,6 @@ fn info(primary: TokenCountSource) -> RunInfo {
     }
 }
 
-fn counters_for(table: &SampleTable) -> RunCounters {
-    let n = table.len() as u64;
-    let failed = (0..table.len()).filter(|&i| table.row(i).failed).count() as u64;
-    let last = (0..table.len()).map(|i| table.row(i).complete_ns).max().unwrap_or(0);
-    RunCounters {
-        total_samples_issued: n,
-        total_samples_completed: n,
-        total_samples_failed: failed,
-        tracked_samples_issued: n,
-        tracked_samples_completed: n,
-        tracked_samples_failed: failed,
-        session_start_ns: 990_000_000,
-        tracking_start_ns: 999_000_000,
-        last_event_ns: last + 5_000_000,
-        ..RunCounters::default()
-    }
-}
-
 fn snapshot(table: &SampleTable, primary: TokenCountSource) -> Snapshot {
     let opts = MetricsOptions {
         streaming: true,
@@ -85,7 +69,7 @@ fn snapshot(table: &SampleTable, primary: TokenCountSource) -> Snapshot {
         legacy_loadgen_qps: false,
         has_tokenizer: true,
     };
-    final_snapshot(table, &counters_for(table), &opts, RunState::Complete)
+    final_snapshot(table, &run_counters(table), &opts, RunState::Complete)
 }
 
 fn golden_dir() -> PathBuf {
@@ -398,7 +382,7 @@ fn poisson_runs_use_the_legacy_window_and_print_their_settings() {
         legacy_loadgen_qps: true,
         has_tokenizer: true,
     };
-    let snap = final_snapshot(&table, &counters_for(&table), &opts, RunState::Complete);
+    let snap = final_snapshot(&table, &run_counters(&table), &opts, RunState::Complete);
     let mut info = info(TokenCountSource::Client);
     info.load_pattern = LoadPatternInfo {
         kind: "poisson".into(),

@@ -1,6 +1,6 @@
 //! A deterministic synthetic sample table, for tests, golden files and timing.
 
-use super::table::{FinishKind, SampleRow, SampleTable};
+use super::table::{FinishKind, RunCounters, SampleRow, SampleTable};
 
 /// Parameters of [`synthetic_table`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -98,4 +98,25 @@ pub fn strip_usage(table: &SampleTable) -> SampleTable {
         out.push(&row);
     }
     out
+}
+
+/// Counters consistent with `table`: every sample tracked, the session starting 10 ms and
+/// tracking 1 ms before the first fixture issue, the last event 5 ms after the last
+/// completion.
+pub fn run_counters(table: &SampleTable) -> RunCounters {
+    let n = table.len() as u64;
+    let failed = (0..table.len()).filter(|&i| table.row(i).failed).count() as u64;
+    let last = table.complete_ns.iter().copied().max().unwrap_or(0);
+    RunCounters {
+        total_samples_issued: n,
+        total_samples_completed: n,
+        total_samples_failed: failed,
+        tracked_samples_issued: n,
+        tracked_samples_completed: n,
+        tracked_samples_failed: failed,
+        session_start_ns: 990_000_000,
+        tracking_start_ns: 999_000_000,
+        last_event_ns: last + 5_000_000,
+        ..RunCounters::default()
+    }
 }

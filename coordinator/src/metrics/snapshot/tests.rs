@@ -1,7 +1,7 @@
 //! Tests of the final snapshot under both token bases.
 
 use super::*;
-use crate::metrics::fixture::{strip_usage, synthetic_table, FixtureSpec};
+use crate::metrics::fixture::{run_counters, strip_usage, synthetic_table, FixtureSpec};
 use crate::metrics::table::SampleRow;
 use TokenCountSource::{Client, Server};
 
@@ -15,25 +15,8 @@ fn options(primary: TokenCountSource) -> MetricsOptions {
     }
 }
 
-fn counters_for(table: &SampleTable) -> RunCounters {
-    let n = table.len() as u64;
-    let failed = (0..table.len()).filter(|&i| table.row(i).failed).count() as u64;
-    RunCounters {
-        total_samples_issued: n,
-        total_samples_completed: n,
-        total_samples_failed: failed,
-        tracked_samples_issued: n,
-        tracked_samples_completed: n,
-        tracked_samples_failed: failed,
-        session_start_ns: 999_000_000,
-        tracking_start_ns: 999_500_000,
-        last_event_ns: table.complete_ns.iter().copied().max().unwrap_or(0) + 1000,
-        ..RunCounters::default()
-    }
-}
-
 fn snapshot(table: &SampleTable, primary: TokenCountSource) -> Snapshot {
-    final_snapshot(table, &counters_for(table), &options(primary), RunState::Complete)
+    final_snapshot(table, &run_counters(table), &options(primary), RunState::Complete)
 }
 
 fn names(snap: &Snapshot) -> Vec<&str> {
@@ -226,7 +209,7 @@ fn counters_and_windows() {
 fn non_streaming_registers_no_ttft_or_tpot() {
     let table = synthetic_table(&FixtureSpec::default());
     let opts = MetricsOptions { streaming: false, ..options(Client) };
-    let snap = final_snapshot(&table, &counters_for(&table), &opts, RunState::Complete);
+    let snap = final_snapshot(&table, &run_counters(&table), &opts, RunState::Complete);
     assert_eq!(names(&snap), ["sample_latency_ns", "isl", "osl", "isl_server", "osl_server"]);
 }
 
