@@ -850,4 +850,93 @@ mod tests {
         assert_eq!(back.settings.runtime.n_samples_to_issue, Some(200));
         assert_eq!(back.model_params.streaming, Streaming::On);
     }
+
+    /// Every key path of a YAML mapping, depth first, as `a.b.c` (sequence items as `a[]`).
+    fn key_paths(value: &serde_yaml_ng::Value, prefix: &str, out: &mut Vec<String>) {
+        match value {
+            serde_yaml_ng::Value::Mapping(map) => {
+                for (k, v) in map {
+                    let path = format!("{prefix}{}", k.as_str().unwrap());
+                    out.push(path.clone());
+                    key_paths(v, &format!("{path}."), out);
+                }
+            }
+            serde_yaml_ng::Value::Sequence(items) => {
+                for item in items.iter().take(1) {
+                    key_paths(item, &format!("{}[].", prefix.trim_end_matches('.')), out);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// config.yaml keeps the reference's keys in the reference's order (anchor §2 and its
+    /// observed config.yaml), plus the two keys the token-basis change adds.
+    #[test]
+    fn config_yaml_keys_follow_the_reference_schema() {
+        let plan = plan_of(&[
+            "offline",
+            "--dataset",
+            &dummy(),
+            "--model",
+            "test-model",
+            "--endpoints",
+            "http://127.0.0.1:9",
+            "--tokenizer",
+            &asset("tokenizers/char"),
+        ])
+        .unwrap();
+        let value: serde_yaml_ng::Value = serde_yaml_ng::from_str(&plan.config_yaml).unwrap();
+        let mut paths = Vec::new();
+        key_paths(&value, "", &mut paths);
+        let client = "num_workers log_level warmup_connections auto_warmup_budget_fraction \
+                      max_concurrent_warmup_connects max_connections transport";
+        let transport = "type recv_buffer_size send_buffer_size io_threads worker_io_threads \
+                         high_water_mark linger immediate";
+        let client_tail = "stream_all_chunks worker_initialization_timeout \
+                           worker_graceful_shutdown_wait worker_force_kill_timeout insecure \
+                           max_idle_time min_required_connections worker_gc_mode \
+                           stream_include_usage";
+        let mut want: Vec<String> = Vec::new();
+        let mut add = |prefix: &str, keys: &str| {
+            want.extend(keys.split_whitespace().map(|k| format!("{prefix}{k}")));
+        };
+        add("", "name version type model_params");
+        add(
+            "model_params.",
+            "name max_new_tokens min_new_tokens skip_special_tokens streaming \
+             tokenizer_name",
+        );
+        add("", "datasets");
+        add("datasets[].", "name type path parser");
+        add("datasets[].parser.", "prompt");
+        add("", "settings settings.runtime");
+        add(
+            "settings.runtime.",
+            "min_duration_ms max_duration_ms scheduler_random_seed \
+             dataloader_random_seed",
+        );
+        add("settings.", "load_pattern");
+        add("settings.load_pattern.", "type");
+        add("settings.", "client");
+        add("settings.client.", client);
+        add("settings.client.transport.", transport);
+        add("settings.client.", client_tail);
+        add("settings.", "drain");
+        add(
+            "settings.drain.",
+            "warmup_timeout_s performance_timeout_s metrics_drain_timeout_s \
+             metrics_tokenizer_workers",
+        );
+        add("settings.", "warmup");
+        add("settings.warmup.", "enabled salt drain warmup_random_seed");
+        add("settings.", "profiling early_stopping settings.early_stopping.enabled");
+        add("settings.", "service_ready_timeout_s token_count_source");
+        add("", "endpoint_config");
+        add("endpoint_config.", "endpoints api_type");
+        add("", "report_dir verbose enable_cpu_affinity");
+        let want: Vec<String> =
+            want.into_iter().map(|p| p.replace("settings.settings.", "settings.")).collect();
+        assert_eq!(paths, want);
+    }
 }
