@@ -56,18 +56,13 @@ pub struct Request {
 
 impl Request {
     /// Total bytes of the request.
-    pub fn len(&self) -> usize {
+    pub fn total_len(&self) -> usize {
         self.head_len + self.body_len
-    }
-
-    /// Never true: a request has at least a request line.
-    pub fn is_empty(&self) -> bool {
-        false
     }
 
     /// The body inside the buffer the request was framed from.
     pub fn body<'a>(&self, buf: &'a [u8]) -> &'a [u8] {
-        &buf[self.head_len..self.len()]
+        &buf[self.head_len..self.total_len()]
     }
 }
 
@@ -205,7 +200,7 @@ mod tests {
         match frame_request(&two) {
             Frame::Complete(r) => {
                 assert_eq!(r.route, Some(Route::Completions));
-                assert_eq!(r.len(), one.len());
+                assert_eq!(r.total_len(), one.len());
                 assert_eq!(r.body(&two), b"{}");
             }
             other => panic!("unexpected {other:?}"),

@@ -162,7 +162,7 @@ async fn serve(mut stream: TcpStream, ctx: Rc<Ctx>) {
                     None => return,
                 };
             }
-            used += req.len();
+            used += req.total_len();
         }
         if !out.is_empty() {
             out = match flush(&mut stream, out, counters).await {
