@@ -194,7 +194,8 @@ fn run_jobs(jobs: Vec<Job>) -> Vec<SeriesStat> {
     if threads <= 1 {
         return jobs.into_iter().map(Job::run).collect();
     }
-    let queue = std::sync::Mutex::new(jobs.into_iter().enumerate().collect::<Vec<_>>());
+    // Popped from the back, so the series start in registration order.
+    let queue = std::sync::Mutex::new(jobs.into_iter().enumerate().rev().collect::<Vec<_>>());
     let mut done: Vec<(usize, SeriesStat)> = std::thread::scope(|scope| {
         let workers: Vec<_> = (0..threads)
             .map(|_| {
