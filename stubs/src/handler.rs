@@ -210,7 +210,8 @@ impl Handler {
         );
         let rendered = render(&reply);
         let deadlines = if stream {
-            stream_deadlines(&rendered, start, ttft_s, tpot_s, self.cfg.stream_interval.max(1))
+            let pace = Pace { ttft_s, tpot_s, every: self.cfg.stream_interval.max(1) };
+            stream_deadlines(&rendered, start, pace, route == Route::Generate)
         } else {
             vec![start + Duration::from_secs_f64(total_s.max(ttft_s))]
         };
@@ -219,25 +220,26 @@ impl Handler {
 }
 
 /// Deadlines of a rendered stream: the head goes with the first content event at the TTFT;
-/// content event k at TTFT + k × interval × TPOT (computed from the start, so no drift); the
-/// tail right after the last content event.
-fn stream_deadlines(
-    r: &Rendered,
-    start: Instant,
-    ttft_s: f64,
-    tpot_s: f64,
-    every: usize,
-) -> Vec<Instant> {
-    let first = start + Duration::from_secs_f64(ttft_s);
+/// content event k at TTFT + k × interval × TPOT (computed from the start, so no drift). The
+/// tail goes right after the last content event, or, when it carries the last content event
+/// itself (SGLang), at that event's own deadline.
+fn stream_deadlines(r: &Rendered, start: Instant, pace: Pace, tail_event: bool) -> Vec<Instant> {
+    let first = start + Duration::from_secs_f64(pace.ttft_s);
+    let at = |k: usize| first + Duration::from_secs_f64(pace.tpot_s * (k * pace.every) as f64);
     let contents = r.pieces.len().saturating_sub(2);
     let mut out = Vec::with_capacity(r.pieces.len());
     out.push(first);
-    for k in 0..contents {
-        out.push(first + Duration::from_secs_f64(tpot_s * (k * every) as f64));
-    }
-    let last = *out.last().unwrap_or(&first);
-    out.push(last);
+    out.extend((0..contents).map(at));
+    out.push(if tail_event { at(contents) } else { at(contents.saturating_sub(1)) });
     out
+}
+
+/// The timing of one paced stream.
+#[derive(Debug, Clone, Copy)]
+struct Pace {
+    ttft_s: f64,
+    tpot_s: f64,
+    every: usize,
 }
 
 /// Keeps the first half of a response: for a stream the head and half its content events (at
