@@ -187,7 +187,9 @@ fn openai_tail(
         key(out, "stream");
         json(out, &opts.streaming)?;
     }
-    if opts.streaming && opts.stream_include_usage {
+    // Usage is asked for only when streaming and n <= 1 (several choices share one usage).
+    let n_above_one = opts.extra.iter().any(|(k, v)| k == "n" && v.as_u64().is_some_and(|n| n > 1));
+    if opts.streaming && opts.stream_include_usage && !n_above_one {
         key(out, "stream_options");
         out.extend_from_slice(br#"{"include_usage":true}"#);
     }
@@ -450,6 +452,18 @@ mod tests {
             body(&o, Prompt::Messages(&messages)),
             r#"{"model":"test-model","messages":[{"content":"x","role":"user"}],"max_completion_tokens":1024,"temperature":0.5,"seed":7,"n":1}"#
         );
+    }
+
+    #[test]
+    fn no_stream_options_when_n_above_one() {
+        let mut o = opts(ApiType::OpenAiChat, true, true);
+        o.extra.push(("n".into(), serde_json::json!(2)));
+        assert_eq!(
+            body(&o, HELLO),
+            r#"{"model":"test-model","messages":[{"role":"user","content":"Hello there"}],"max_completion_tokens":1024,"stream":true,"n":2}"#
+        );
+        o.extra[0].1 = serde_json::json!(1);
+        assert!(body(&o, HELLO).contains(r#""stream_options":{"include_usage":true},"n":1"#));
     }
 
     #[test]
