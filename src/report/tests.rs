@@ -412,3 +412,34 @@ fn poisson_runs_use_the_legacy_window_and_print_their_settings() {
     assert_eq!(json["run_config"]["load_pattern"]["use_legacy_loadgen_qps_metrics"], true);
     assert!(json["ttft"].get("early_stopping_percentiles").is_none());
 }
+
+#[test]
+fn server_primary_summary_swaps_names_not_numbers() {
+    let spec = FixtureSpec { server_osl_deficit: 4, ..FixtureSpec::default() };
+    let table = synthetic_table(&spec);
+    let client = summary_json(&table, TokenCountSource::Client);
+    let server = summary_json(&table, TokenCountSource::Server);
+    let swaps = [
+        ("tpot", "tpot_client"),
+        ("output_sequence_lengths", "output_sequence_lengths_client"),
+        ("input_sequence_lengths", "input_sequence_lengths_client"),
+        ("tps", "tps_client"),
+    ];
+    for (base, client_key) in swaps {
+        let server_key = format!("{base}_server");
+        // The primary carries early-stopping estimates; compare the rest.
+        let strip = |v: &serde_json::Value| {
+            let mut v = v.clone();
+            if let Some(map) = v.as_object_mut() {
+                map.remove("early_stopping_percentiles");
+            }
+            v
+        };
+        assert_eq!(strip(&client[base]), strip(&server[client_key]), "{base}");
+        assert_eq!(strip(&client[server_key.as_str()]), strip(&server[base]), "{base}");
+    }
+    for key in ["ttft", "latency", "qps", "osl_paired", "n_samples_missing_usage"] {
+        assert_eq!(client[key], server[key], "{key}");
+    }
+    assert_eq!(server["osl_paired"]["mean"], 4.0);
+}
