@@ -194,7 +194,7 @@ fn variable_stub_with_fixed_timings_hits_its_deadlines() {
         // Five events of two characters: the last at TTFT + 4 x 2 x 5 ms = 80 ms.
         let want = ttft + Duration::from_millis(40);
         assert!(total >= want, "{path}: {total:?} < {want:?}");
-        assert!(total < want + Duration::from_millis(30), "{path}: {total:?} far past {want:?}");
+        assert!(total < want + Duration::from_millis(50), "{path}: {total:?} far past {want:?}");
         let frames = sse_frames(r.body_str());
         assert!(frames.len() >= 6, "{path}: {frames:?}");
         if path != "/generate" {
