@@ -263,3 +263,84 @@ impl Conn {
         self.stream = None;
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn clock() -> u64 {
+        9
+    }
+
+    /// Runs the connection's own parse path over `wire` delivered in two reads split at `split`.
+    fn parse_in_two_reads(conn: &mut Conn, wire: &[u8], split: usize) -> Outcome {
+        conn.reader.reset();
+        conn.sse.reset();
+        conn.acc.reset();
+        conn.body.clear();
+        conn.error.clear();
+        conn.read_buf.clear();
+        conn.read_start = 0;
+        for piece in [&wire[..split], &wire[split..]] {
+            conn.read_buf.drain(..conn.read_start);
+            conn.read_start = 0;
+            conn.read_buf.extend_from_slice(piece);
+            if conn.parse_buffered(clock).unwrap() {
+                return conn.finish(clock);
+            }
+        }
+        panic!("response incomplete at split {split}");
+    }
+
+    fn chunked(body: &str, chunk: usize) -> Vec<u8> {
+        let mut out =
+            b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
+                .to_vec();
+        for part in body.as_bytes().chunks(chunk) {
+            out.extend_from_slice(format!("{:x}\r\n", part.len()).as_bytes());
+            out.extend_from_slice(part);
+            out.extend_from_slice(b"\r\n");
+        }
+        out.extend_from_slice(b"0\r\n\r\n");
+        out
+    }
+
+    #[test]
+    fn chunked_sse_parses_the_same_at_every_split() {
+        let body = concat!(
+            "data: {\"choices\":[{\"delta\":{\"content\":\"Hel\"}}]}\n\n",
+            "data: {\"choices\":[{\"delta\":{\"content\":\"lo\"}}]}\n\n",
+            "data: {broken\n\n",
+            "data: {\"choices\":[{\"delta\":{},\"finish_reason\":\"stop\"}]}\n\n",
+            "data: {\"choices\":[],\"usage\":{\"prompt_tokens\":2,\"completion_tokens\":5.5}}\n\n",
+            "data: [DONE]\n\n"
+        );
+        let wire = chunked(body, 11);
+        let mut conn = Conn::new("127.0.0.1:9".parse().unwrap(), ApiType::OpenAiChat, 1 << 16);
+        for split in 0..=wire.len() {
+            let outcome = parse_in_two_reads(&mut conn, &wire, split);
+            assert_eq!(outcome.failure, FailureKind::None, "split {split}");
+            assert_eq!(conn.acc.output, b"Hello", "split {split}");
+            assert_eq!((conn.acc.first_chunk_ns, conn.acc.first_chunk_len), (9, 3));
+            assert_eq!(conn.acc.malformed_frames, 1, "split {split}");
+            assert_eq!(conn.acc.finish, crate::wire::FinishReason::Stop);
+            assert_eq!(conn.acc.usage.prompt_tokens, Some(2));
+            assert_eq!(conn.acc.usage.completion_tokens, None);
+            assert_eq!(conn.acc.usage.first_bad, Some("a float"));
+        }
+    }
+
+    #[test]
+    fn error_status_and_bad_body_are_failures() {
+        let mut conn = Conn::new("127.0.0.1:9".parse().unwrap(), ApiType::OpenAiChat, 1 << 16);
+        let wire = b"HTTP/1.1 429 Too Many Requests\r\nContent-Length: 4\r\n\r\nslow";
+        let outcome = parse_in_two_reads(&mut conn, wire, 10);
+        assert_eq!((outcome.failure, outcome.http_status), (FailureKind::HttpStatus, 429));
+        assert_eq!(conn.error, b"HTTP 429: slow");
+        let wire =
+            b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 3\r\n\r\n{x}";
+        let outcome = parse_in_two_reads(&mut conn, wire, 5);
+        assert_eq!(outcome.failure, FailureKind::Malformed);
+        assert!(conn.acc.output.is_empty());
+    }
+}
