@@ -160,6 +160,7 @@ pub fn resolve_plan(mut config: Config, verbose: u8) -> Result<Plan, AppError> {
         let template = if tok.has_chat_template() { "with" } else { "without" };
         eprintln!("tokenizer: {} ({template} a chat template)", tok.source().display());
     }
+    let report_dir = record_resolved(&mut config, token_count_source);
     let runtime = &config.settings.runtime;
     let rows = dataset.rows.len() as u64;
     let num_samples = samples_to_issue(
@@ -170,18 +171,6 @@ pub fn resolve_plan(mut config: Config, verbose: u8) -> Result<Plan, AppError> {
     );
     let max_duration_ms = check_durations(runtime)?;
     let (workers, max_connections) = resolve_workers(&config, load_pattern)?;
-    let report_dir = match &config.report_dir {
-        Some(dir) => PathBuf::from(dir),
-        None => PathBuf::from(format!("/tmp/reports_{}", local_timestamp())),
-    };
-    config.report_dir = Some(report_dir.display().to_string());
-    config.settings.token_count_source = match token_count_source {
-        TokenCountSource::Client => TokenSource::Client,
-        TokenCountSource::Server => TokenSource::Server,
-    };
-    if config.name.is_none() {
-        config.name = Some(format!("{}_benchmark", config.kind.as_str()));
-    }
     let drain_timeout_ms = seconds_to_ms(config.settings.drain.performance_timeout_s, "drain")?;
     let warmup = &config.settings.warmup;
     Ok(Plan {
@@ -223,6 +212,24 @@ pub fn resolve_plan(mut config: Config, verbose: u8) -> Result<Plan, AppError> {
         verbose: verbose.max(u8::from(config.verbose)),
         config_yaml: config.to_redacted_yaml()?,
     })
+}
+
+/// Writes the values resolved from defaults back into the config, so `config.yaml` shows
+/// what the run used; returns the report directory.
+fn record_resolved(config: &mut Config, source: TokenCountSource) -> PathBuf {
+    let report_dir = match &config.report_dir {
+        Some(dir) => PathBuf::from(dir),
+        None => PathBuf::from(format!("/tmp/reports_{}", local_timestamp())),
+    };
+    config.report_dir = Some(report_dir.display().to_string());
+    config.settings.token_count_source = match source {
+        TokenCountSource::Client => TokenSource::Client,
+        TokenCountSource::Server => TokenSource::Server,
+    };
+    if config.name.is_none() {
+        config.name = Some(format!("{}_benchmark", config.kind.as_str()));
+    }
+    report_dir
 }
 
 /// The checks that need no file: load pattern, endpoints, model, API-type rules, token
