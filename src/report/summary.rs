@@ -89,13 +89,18 @@ fn as_u64(v: i128) -> u64 {
 }
 
 /// The window (seconds) QPS and TPS are computed over, and the legacy window if used.
+/// The run config decides (as the reference's report does); the snapshot's option is the
+/// fallback for a config that does not say.
 fn throughput_window(
     snap: &Snapshot,
+    info: &RunInfo,
     n_completed: u64,
     duration_ns: Option<u64>,
 ) -> Option<(f64, Option<u64>)> {
     let legacy_ns = as_u64(snap.counter("legacy_loadgen_window_duration_ns"));
-    if snap.options.legacy_loadgen_qps && legacy_ns > 0 && n_completed >= 2 {
+    let use_legacy =
+        info.load_pattern.use_legacy_loadgen_qps_metrics.unwrap_or(snap.options.legacy_loadgen_qps);
+    if use_legacy && legacy_ns > 0 && n_completed >= 2 {
         return Some((legacy_ns as f64 / 1e9, Some(legacy_ns)));
     }
     duration_ns.map(|ns| (ns as f64 / 1e9, None))
@@ -123,7 +128,7 @@ pub fn result_summary(snap: &Snapshot, info: &RunInfo) -> ResultSummary {
     let tracked = as_u64(snap.counter("tracked_duration_ns"));
     let duration_ns = (tracked > 0).then_some(tracked);
     let n_completed = as_u64(snap.counter("tracked_samples_completed"));
-    let window = throughput_window(snap, n_completed, duration_ns);
+    let window = throughput_window(snap, info, n_completed, duration_ns);
     let window_s = window.map(|(s, _)| s);
     let qps = window.map(|(window_s, legacy)| match legacy {
         Some(_) => (n_completed - 1) as f64 / window_s,

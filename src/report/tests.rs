@@ -411,6 +411,11 @@ fn poisson_runs_use_the_legacy_window_and_print_their_settings() {
     assert_eq!(json["run_config"]["load_pattern"]["target_qps"], 100.0);
     assert_eq!(json["run_config"]["load_pattern"]["use_legacy_loadgen_qps_metrics"], true);
     assert!(json["ttft"].get("early_stopping_percentiles").is_none());
+    // A config that turns the legacy metrics off wins over the snapshot's option.
+    info.load_pattern.use_legacy_loadgen_qps_metrics = Some(false);
+    let native = result_summary(&snap, &info);
+    assert_eq!(native.legacy_loadgen_window_duration_ns, None);
+    assert_eq!(native.qps, Some(200.0 / tracked));
 }
 
 #[test]
