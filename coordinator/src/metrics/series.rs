@@ -225,7 +225,11 @@ pub fn sort_u64(values: &mut [u64]) {
         values.sort_unstable();
         return;
     }
-    let max = values.iter().copied().fold(0, u64::max);
+    let (min, max) = values.iter().fold((u64::MAX, 0), |(lo, hi), &v| (lo.min(v), hi.max(v)));
+    if max - min < COUNTING_RANGE_MAX {
+        counting_sort(values, min, max);
+        return;
+    }
     let passes = ((64 - max.leading_zeros()).div_ceil(RADIX_BITS)) as usize;
     // All digit histograms in one read of the data.
     let mut counts = vec![[0usize; RADIX_BUCKETS]; passes];
@@ -264,6 +268,24 @@ pub fn sort_f64(values: &mut [f64]) {
     sort_u64(&mut bits);
     for (slot, b) in values.iter_mut().zip(bits) {
         *slot = f64::from_bits(b);
+    }
+}
+
+/// Values spanning fewer than this many integers (token counts) are counting-sorted:
+/// two sequential sweeps and no scratch copy.
+const COUNTING_RANGE_MAX: u64 = 1 << 16;
+
+fn counting_sort(values: &mut [u64], min: u64, max: u64) {
+    let mut counts = vec![0usize; (max - min) as usize + 1];
+    for &v in values.iter() {
+        counts[(v - min) as usize] += 1;
+    }
+    let mut slots = values.iter_mut();
+    for (offset, &count) in counts.iter().enumerate() {
+        let value = min + offset as u64;
+        for slot in slots.by_ref().take(count) {
+            *slot = value;
+        }
     }
 }
 
@@ -394,6 +416,12 @@ mod tests {
         expected.sort_unstable();
         sort_u64(&mut values);
         assert_eq!(values, expected);
+        // A narrow range is counting-sorted.
+        let mut tokens: Vec<u64> = expected.iter().map(|v| 1000 + v % 5000).collect();
+        let mut tokens_expected = tokens.clone();
+        tokens_expected.sort_unstable();
+        sort_u64(&mut tokens);
+        assert_eq!(tokens, tokens_expected);
         // Values sharing their high digits skip those passes.
         let mut narrow: Vec<u64> =
             expected.iter().rev().map(|v| (1 << 40) + (v & 0xffff)).collect();
