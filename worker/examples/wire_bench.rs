@@ -221,11 +221,17 @@ fn worker_qps(streaming: bool, connections: u32, samples: u64) -> f64 {
 }
 
 fn main() {
+    // Optional filter: `ring`, `decode` or `worker` runs only that part.
+    let only = std::env::args().nth(1).unwrap_or_default();
+    let wants = |part: &str| only.is_empty() || only == part;
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     println!("cores available: {cores}");
     for (label, output) in
         [("16-byte output", vec![b'x'; 16]), ("160-byte output", vec![b'x'; 160])]
     {
+        if !wants("ring") {
+            break;
+        }
         let rate = ring_throughput(2_000_000, &output);
         println!("record ring, {label}: {:.2} M records/s", rate / 1e6);
     }
@@ -236,6 +242,9 @@ fn main() {
         ("usage-only frame", br#"{"id":"chatcmpl-1","object":"chat.completion.chunk","created":1,"model":"m","choices":[],"usage":{"prompt_tokens":10,"completion_tokens":160,"total_tokens":170}}"#),
     ];
     for (label, frame) in frames {
+        if !wants("decode") {
+            break;
+        }
         // serde_json::Value on the same bytes, side by side: a ratio survives a noisy machine.
         let start = Instant::now();
         for _ in 0..200_000 {
@@ -258,6 +267,9 @@ fn main() {
         );
     }
     for streaming in [false, true] {
+        if !wants("worker") {
+            break;
+        }
         let qps = worker_qps(streaming, 64, 200_000);
         println!("one worker, 64 connections, streaming={streaming}: {qps:.0} samples/s");
     }
