@@ -3,6 +3,8 @@
 
 use std::path::PathBuf;
 
+use loadgen_coordinator::cpu::{cores_available, default_worker_count};
+
 use crate::commands::sys::local_timestamp;
 use crate::dataset::{load_dataset_spec, synthetic_dataset, Dataset, DatasetKind};
 use crate::error::AppError;
@@ -111,7 +113,8 @@ pub struct Plan {
     pub max_duration_ms: Option<u64>,
     /// How long to wait for in-flight samples after the last issue.
     pub drain_timeout_ms: u64,
-    /// Worker processes (default: available cores − 1, at least 1; at most `max_connections`).
+    /// Worker processes (default: `loadgen_coordinator::cpu::default_worker_count`, one per
+    /// core less the coordinator's and an embedded stub's; at most `max_connections`).
     pub workers: usize,
     /// Connections across all workers (default: 32 per worker, and at least the
     /// concurrency of a concurrency run).
@@ -504,8 +507,9 @@ fn check_durations(runtime: &Runtime) -> Result<Option<u64>, AppError> {
 
 fn resolve_workers(config: &Config, pattern: LoadPattern) -> Result<(usize, usize), AppError> {
     let client = &config.settings.client;
+    let embedded = config.endpoint_config.endpoints.is_empty();
     let workers = match client.num_workers {
-        -1 => available_cores().saturating_sub(1).max(1),
+        -1 => default_worker_count(cores_available().len(), embedded),
         n if n > 0 => n as usize,
         n => {
             return Err(AppError::Input(format!(
@@ -527,11 +531,6 @@ fn resolve_workers(config: &Config, pattern: LoadPattern) -> Result<(usize, usiz
         }
     };
     Ok((workers.min(max_connections), max_connections))
-}
-
-/// CPUs this process may run on (affinity and cgroup aware).
-pub fn available_cores() -> usize {
-    std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)
 }
 
 fn seconds_to_ms(seconds: f64, what: &str) -> Result<u64, AppError> {
@@ -602,7 +601,7 @@ mod tests {
         assert_eq!(plan.drain_timeout_ms, 240_000);
         assert_eq!(plan.token_count_source, TokenCountSource::Client);
         assert_eq!((plan.scheduler_seed, plan.dataloader_seed), (42, 42));
-        assert_eq!(plan.workers, available_cores().saturating_sub(1).max(1));
+        assert_eq!(plan.workers, default_worker_count(cores_available().len(), true));
         assert_eq!(plan.max_connections, plan.workers * CONNECTIONS_PER_WORKER_DEFAULT);
         assert!(plan.cpu_affinity && plan.early_stopping && !plan.warmup.enabled);
         assert!(plan.report_dir.display().to_string().starts_with("/tmp/reports_"));

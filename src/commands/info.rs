@@ -2,6 +2,7 @@
 
 use std::fmt::Write as _;
 
+use loadgen_coordinator::cpu::{cores_available, default_worker_count};
 use nix::sys::resource::{getrlimit, Resource, RLIM_INFINITY};
 
 use crate::commands::sys::io_uring_available;
@@ -23,7 +24,6 @@ pub fn info_text() -> String {
     line(&mut out, "kernel:", read_trimmed("/proc/sys/kernel/osrelease"));
     line(&mut out, "cpu model:", cpu_model());
     line(&mut out, "cpus online:", online_cpus());
-    line(&mut out, "cpus available:", crate::plan::available_cores().to_string());
     line(&mut out, "affinity mask:", affinity_list());
     let uring = match io_uring_available() {
         Ok(()) => "available".to_string(),
@@ -56,14 +56,12 @@ fn online_cpus() -> String {
     }
 }
 
-/// The CPUs this process may run on, as a kernel-style list (`0-3,6`).
+/// The CPUs this process may run on (the ones workers are pinned to), as a kernel-style
+/// list (`0-3,6`), and the default worker count they give.
 fn affinity_list() -> String {
-    let Ok(set) = nix::sched::sched_getaffinity(nix::unistd::Pid::from_raw(0)) else {
-        return "unknown".into();
-    };
-    let cpus: Vec<usize> =
-        (0..nix::sched::CpuSet::count()).filter(|&i| set.is_set(i).unwrap_or(false)).collect();
-    format!("{} ({})", cpus.len(), format_cpu_list(&cpus))
+    let cpus = cores_available();
+    let workers = default_worker_count(cpus.len(), false);
+    format!("{} ({}); default workers {workers}", cpus.len(), format_cpu_list(&cpus))
 }
 
 /// Parses a kernel CPU list such as `0-3,6,8-9`.

@@ -40,7 +40,7 @@ settings:
 ";
 
 const TAIL: &str = "  client:
-    num_workers: -1  # worker processes (-1 = available cores - 1)
+    num_workers: -1  # worker processes (-1 = one per core, less the coordinator's)
     max_connections: -1  # connections across all workers (-1 = 32 per worker)
     stream_include_usage: true  # ask streaming openai requests for usage (stream_options)
   warmup:
