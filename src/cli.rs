@@ -79,6 +79,14 @@ pub enum StreamingArg {
     Off,
 }
 
+/// `--mode` values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ModeArg {
+    Perf,
+    Acc,
+    Both,
+}
+
 /// Every benchmark flag; each is optional so that only given flags override the YAML or
 /// the defaults.
 #[derive(Debug, Default, Args)]
@@ -189,6 +197,12 @@ pub struct BenchFlags {
         help_heading = "Run length"
     )]
     pub performance_drain_timeout_s: Option<f64>,
+    /// perf only for now (acc and both need accuracy datasets, not supported yet).
+    #[arg(long = "mode", help_heading = "Run length")]
+    pub mode: Option<ModeArg>,
+    /// The reference's alias for --mode acc (not supported yet).
+    #[arg(long = "accuracy-only", help_heading = "Run length")]
+    pub accuracy_only: bool,
     /// Accepted for compatibility with the reference, which ignores it too.
     #[arg(long = "timeout", hide = true)]
     pub timeout: Option<f64>,
@@ -236,6 +250,18 @@ pub struct BenchFlags {
         help_heading = "Client"
     )]
     pub max_connections: Option<i64>,
+    /// Connections each worker opens before the clock starts; -1 = auto, 0 = none
+    /// [default: -1].
+    #[arg(
+        long = "client.warmup-connections",
+        visible_alias = "warmup-connections",
+        allow_negative_numbers = true,
+        help_heading = "Client"
+    )]
+    pub warmup_connections: Option<i64>,
+    /// Seconds workers may take to start and connect [default: 60].
+    #[arg(long = "client.worker-initialization-timeout", help_heading = "Client")]
+    pub worker_init_timeout_s: Option<f64>,
     /// Pin workers to cores [default].
     #[arg(
         long = "enable-cpu-affinity",
@@ -310,6 +336,13 @@ fn pick(on: bool, off: bool) -> Option<bool> {
 impl BenchFlags {
     /// Lays every given flag over `config`.
     pub fn apply(&self, config: &mut Config) -> Result<(), AppError> {
+        if self.accuracy_only || matches!(self.mode, Some(ModeArg::Acc | ModeArg::Both)) {
+            return Err(AppError::Input(
+                "accuracy mode (--mode acc|both, --accuracy-only) is not supported yet; use \
+                 --mode perf"
+                    .into(),
+            ));
+        }
         let mp = &mut config.model_params;
         set(&mut mp.name, self.model.clone());
         set(&mut mp.tokenizer_name, self.tokenizer.clone());
@@ -354,6 +387,8 @@ impl BenchFlags {
         );
         replace(&mut s.client.num_workers, self.workers);
         replace(&mut s.client.max_connections, self.max_connections);
+        replace(&mut s.client.warmup_connections, self.warmup_connections);
+        replace(&mut s.client.worker_initialization_timeout, self.worker_init_timeout_s);
         replace(
             &mut s.client.stream_include_usage,
             pick(self.stream_include_usage, self.no_stream_include_usage),

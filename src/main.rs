@@ -60,6 +60,9 @@ fn dispatch(cli: Cli) -> Result<i32, AppError> {
                 }
             };
             let plan = plan::resolve_plan(config, cli.verbose)?;
+            if plan.verbose > 0 {
+                eprintln!("{}", plan.summary());
+            }
             run::run_benchmark(&plan)
         }
         Command::Init { template, output } => commands::init::run(&template, output.as_deref()),

@@ -120,6 +120,11 @@ pub struct Plan {
     /// concurrency of a concurrency run).
     pub max_connections: usize,
     pub cpu_affinity: bool,
+    /// Connections each worker opens before the clock starts: `None` = auto, `Some(0)` =
+    /// none (`--client.warmup-connections`, -1 = auto).
+    pub warmup_connections: Option<usize>,
+    /// How long workers may take to start and connect (`--client.worker-initialization-timeout`).
+    pub worker_init_timeout_ms: u64,
     pub warmup: Warmup,
     pub early_stopping: bool,
     pub report_dir: PathBuf,
@@ -133,6 +138,36 @@ pub struct Plan {
     /// The resolved configuration in the reference's schema, secrets redacted: written as
     /// `config.yaml` in the report directory.
     pub config_yaml: String,
+}
+
+impl Plan {
+    /// The resolved plan in a few lines, for `-v`: what the defaults turned into.
+    pub fn summary(&self) -> String {
+        let pattern = match self.load_pattern {
+            LoadPattern::Offline => "max_throughput".to_string(),
+            LoadPattern::Poisson { target_qps } => format!("poisson at {target_qps} qps"),
+            LoadPattern::Concurrency { n } => format!("concurrency {n}"),
+        };
+        let cap = self.max_duration_ms.map_or("none".to_string(), |ms| format!("{ms} ms"));
+        let warm = self.warmup_connections.map_or("auto".to_string(), |n| n.to_string());
+        format!(
+            "plan: {pattern}, {} samples (max duration {cap}, drain {} ms), streaming {}\n\
+             plan: {} workers, {} connections (warm-up connections {warm}, start timeout {} \
+             ms), cpu affinity {}\n\
+             plan: dataset {} ({} rows), token count source {:?}, report dir {}",
+            self.num_samples,
+            self.drain_timeout_ms,
+            if self.streaming { "on" } else { "off" },
+            self.workers,
+            self.max_connections,
+            self.worker_init_timeout_ms,
+            if self.cpu_affinity { "on" } else { "off" },
+            self.dataset.name,
+            self.dataset.rows.len(),
+            self.token_count_source,
+            self.report_dir.display(),
+        )
+    }
 }
 
 /// Default connections per worker when `--max-connections` is not given.
@@ -200,6 +235,11 @@ pub fn resolve_plan(mut config: Config, verbose: u8) -> Result<Plan, AppError> {
         workers,
         max_connections,
         cpu_affinity: config.enable_cpu_affinity,
+        warmup_connections: resolve_warmup_connections(config.settings.client.warmup_connections)?,
+        worker_init_timeout_ms: seconds_to_ms(
+            config.settings.client.worker_initialization_timeout,
+            "worker initialization",
+        )?,
         warmup: Warmup {
             enabled: warmup.enabled,
             requests: warmup.n_requests,
@@ -246,6 +286,7 @@ pub fn check_config(config: &Config) -> Result<(), AppError> {
     resolve_token_source(config, api_type, resolve_streaming(config))?;
     check_durations(&config.settings.runtime)?;
     resolve_workers(config, pattern)?;
+    resolve_warmup_connections(config.settings.client.warmup_connections)?;
     check_dataset_kinds(config)?;
     Ok(())
 }
@@ -533,6 +574,16 @@ fn resolve_workers(config: &Config, pattern: LoadPattern) -> Result<(usize, usiz
     Ok((workers.min(max_connections), max_connections))
 }
 
+fn resolve_warmup_connections(value: i64) -> Result<Option<usize>, AppError> {
+    match value {
+        -1 => Ok(None),
+        n if n >= 0 => Ok(Some(n as usize)),
+        n => Err(AppError::Input(format!(
+            "--client.warmup-connections {n} is not valid; give a count, 0 for none or -1 for auto"
+        ))),
+    }
+}
+
 fn seconds_to_ms(seconds: f64, what: &str) -> Result<u64, AppError> {
     if !(seconds.is_finite() && seconds >= 0.0) {
         return Err(AppError::Input(format!("{what} timeout {seconds} s is not valid")));
@@ -551,7 +602,7 @@ mod tests {
     }
 
     /// Parses a `benchmark offline|online …` command line into a config, as main does.
-    fn config_of(args: &[&str]) -> Config {
+    fn config_of(args: &[&str]) -> Result<Config, AppError> {
         let cli = Cli::try_parse_from(["llm-loadgen", "benchmark"].iter().chain(args)).unwrap();
         let crate::cli::Command::Benchmark { mode } = cli.command else { unreachable!() };
         let (kind, flags) = match mode {
@@ -560,12 +611,12 @@ mod tests {
             crate::cli::BenchmarkCommand::FromConfig(_) => unreachable!(),
         };
         let mut config = Config::defaults(kind);
-        flags.apply(&mut config).unwrap();
-        config
+        flags.apply(&mut config)?;
+        Ok(config)
     }
 
     fn plan_of(args: &[&str]) -> Result<Plan, AppError> {
-        resolve_plan(config_of(args), 0)
+        resolve_plan(config_of(args)?, 0)
     }
 
     fn dummy() -> String {
@@ -665,6 +716,12 @@ mod tests {
             "3",
             "--max-output-tokens",
             "64",
+            "--client.warmup-connections",
+            "0",
+            "--client.worker-initialization-timeout",
+            "5",
+            "--mode",
+            "perf",
             "--dataset",
             &dummy(),
             "--tokenizer",
@@ -691,6 +748,13 @@ mod tests {
             (Some(0.5), Some(0.9), Some(-1), Some(3))
         );
         assert_eq!(plan.max_output_tokens, 64);
+        assert_eq!((plan.warmup_connections, plan.worker_init_timeout_ms), (Some(0), 5_000));
+        let summary = plan.summary();
+        assert!(
+            summary.contains("concurrency 300, 99 samples (max duration 12000 ms"),
+            "{summary}"
+        );
+        assert!(summary.contains("2 workers, 300 connections (warm-up connections 0"), "{summary}");
         assert_eq!(plan.tokenizer.as_ref().unwrap().count("abc").unwrap(), 3);
     }
 
@@ -753,12 +817,63 @@ mod tests {
                 "only one performance dataset",
             ),
             (&["offline", "--dataset", "acc:a.jsonl"], 2, "accuracy datasets are not supported"),
+            (&["offline", "--mode", "acc"], 2, "accuracy mode"),
+            (&["offline", "--accuracy-only"], 2, "accuracy mode"),
+            (&["offline", "--client.warmup-connections", "-3"], 2, "warmup-connections -3"),
         ];
         for (args, code, needle) in cases {
             let err = plan_of(args).unwrap_err();
             assert_eq!(err.exit_code(), *code, "{args:?}: {err}");
             assert!(err.to_string().contains(needle), "{args:?}: {err}");
         }
+    }
+
+    /// The reference's roofline suite command lines (anchor §8.1) resolve as it expects.
+    #[test]
+    fn reference_perf_suite_command_lines_resolve() {
+        let common =
+            ["--endpoints", "http://127.0.0.1:9", "--streaming", "on", "--model", "max-tp"];
+        let with = |args: &[&str]| {
+            let all: Vec<&str> = args.iter().chain(common.iter()).copied().collect();
+            plan_of(&all).unwrap()
+        };
+        let burst =
+            with(&["offline", "--load-pattern", "max_throughput", "--num-samples", "2000000"]);
+        assert_eq!((burst.load_pattern, burst.num_samples), (LoadPattern::Offline, 2_000_000));
+        let conc = with(&[
+            "online",
+            "--load-pattern",
+            "concurrency",
+            "--concurrency",
+            "16000",
+            "--duration",
+            "10s",
+            "--runtime.max-duration-ms",
+            "12000",
+            "--num-samples",
+            "10000000",
+        ]);
+        assert_eq!(conc.load_pattern, LoadPattern::Concurrency { n: 16_000 });
+        assert_eq!((conc.num_samples, conc.max_duration_ms), (10_000_000, Some(12_000)));
+        assert!(conc.max_connections >= 16_000);
+        let low = with(&[
+            "online",
+            "--load-pattern",
+            "poisson",
+            "--target-qps",
+            "5",
+            "--duration",
+            "20s",
+            "--num-samples",
+            "200",
+            "--workers",
+            "4",
+            "--client.warmup-connections",
+            "0",
+        ]);
+        assert_eq!(low.load_pattern, LoadPattern::Poisson { target_qps: 5.0 });
+        assert_eq!((low.num_samples, low.workers, low.warmup_connections), (200, 4, Some(0)));
+        assert!(low.tokenizer.is_none(), "max-tp resolves to no tokenizer");
     }
 
     #[test]
