@@ -154,7 +154,7 @@ impl Plan {
             "plan: {pattern}, {} samples (max duration {cap}, drain {} ms), streaming {}\n\
              plan: {} workers, {} connections (warm-up connections {warm}, start timeout {} \
              ms), cpu affinity {}\n\
-             plan: dataset {} ({} rows), token count source {:?}, report dir {}",
+             plan: dataset {} ({} rows), token count source {}, report dir {}",
             self.num_samples,
             self.drain_timeout_ms,
             if self.streaming { "on" } else { "off" },
@@ -164,7 +164,10 @@ impl Plan {
             if self.cpu_affinity { "on" } else { "off" },
             self.dataset.name,
             self.dataset.rows.len(),
-            self.token_count_source,
+            match self.token_count_source {
+                TokenCountSource::Client => "client",
+                TokenCountSource::Server => "server",
+            },
             self.report_dir.display(),
         )
     }
