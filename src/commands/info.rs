@@ -10,7 +10,7 @@ use crate::error::AppError;
 
 /// Prints the report of `info_text` on stdout.
 pub fn run() -> Result<i32, AppError> {
-    print!("{}", info_text());
+    super::print_stdout(&info_text())?;
     Ok(0)
 }
 

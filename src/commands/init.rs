@@ -96,7 +96,7 @@ pub fn run(name: &str, output: Option<&Path>) -> Result<i32, AppError> {
         .unwrap_or_else(|| PathBuf::from(format!("{name}_template.yaml")));
     std::fs::write(&path, text)
         .map_err(|e| AppError::Setup(format!("cannot write {}: {e}", path.display())))?;
-    println!("wrote {}", path.display());
+    super::print_stdout(&format!("wrote {}\n", path.display()))?;
     Ok(0)
 }
 

@@ -4,3 +4,15 @@ pub mod info;
 pub mod init;
 pub mod sys;
 pub mod validate_yaml;
+
+/// Writes `text` to stdout; a closed pipe (`llm-loadgen info | head -1`) is not an error.
+pub fn print_stdout(text: &str) -> Result<(), crate::error::AppError> {
+    use std::io::Write as _;
+    let mut out = std::io::stdout().lock();
+    match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {
+            Err(crate::error::AppError::Execution(format!("cannot write to stdout: {e}")))
+        }
+        _ => Ok(()),
+    }
+}

@@ -11,12 +11,12 @@ pub fn run(path: &Path) -> Result<i32, AppError> {
     let config = Config::from_yaml_file(path)?;
     crate::plan::check_config(&config)?;
     let name = config.name.clone().unwrap_or_else(|| format!("{}_benchmark", config.kind.as_str()));
-    println!(
-        "{}: valid (name {name}, type {}, load pattern {}, {} dataset(s))",
+    super::print_stdout(&format!(
+        "{}: valid (name {name}, type {}, load pattern {}, {} dataset(s))\n",
         path.display(),
         config.kind.as_str(),
         config.settings.load_pattern.kind.as_str(),
         config.datasets.len()
-    );
+    ))?;
     Ok(0)
 }
