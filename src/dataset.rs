@@ -187,25 +187,60 @@ pub fn load_dataset_spec(spec: &DatasetSpec) -> Result<Dataset, AppError> {
         }
         Err(e) => return Err(AppError::Setup(format!("cannot read dataset {}: {e}", spec.path))),
     };
-    let mut records = match format {
-        Format::Jsonl => parse_jsonl(&text, &spec.path)?,
-        Format::Json => parse_json(&text, &spec.path)?,
-        Format::Csv => parse_csv(&text, &spec.path)?,
+    let limit = spec.samples.map_or(usize::MAX, |n| n.max(1) as usize);
+    let rows = match format {
+        Format::Jsonl => jsonl_rows(&text, spec, limit)?,
+        Format::Json => records_to_rows(parse_json(&text, &spec.path)?, spec, limit)?,
+        Format::Csv => records_to_rows(parse_csv(&text, &spec.path)?, spec, limit)?,
     };
+    Ok(Dataset { name: spec.display_name(), rows })
+}
+
+fn records_to_rows(
+    mut records: Vec<Map<String, Value>>,
+    spec: &DatasetSpec,
+    limit: usize,
+) -> Result<Vec<Row>, AppError> {
     if records.is_empty() {
         return Err(AppError::Input(format!("dataset {} has no rows", spec.path)));
     }
-    if let Some(limit) = spec.samples {
-        records.truncate(limit.max(1) as usize);
-    }
-    let columns = column_names(&records);
-    let mapping = column_mapping(spec, &columns)?;
-    let rows = records
+    records.truncate(limit);
+    let mapping = column_mapping(spec, &column_names(records.iter().map(|r| r.keys())))?;
+    records
         .into_iter()
         .enumerate()
         .map(|(i, rec)| build_row(rec, &mapping, i, &spec.path))
-        .collect::<Result<Vec<_>, _>>()?;
-    Ok(Dataset { name: spec.display_name(), rows })
+        .collect()
+}
+
+/// JSON Lines in two passes, so that only the finished rows are ever held: the first
+/// reads just the keys (for the column mapping), the second builds each row from its line.
+fn jsonl_rows(text: &str, spec: &DatasetSpec, limit: usize) -> Result<Vec<Row>, AppError> {
+    let path = &spec.path;
+    let lines = || text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty()).take(limit);
+    let mut columns: Vec<String> = Vec::new();
+    let mut any_row = false;
+    for (i, line) in lines() {
+        let keys: BTreeMap<String, serde::de::IgnoredAny> = serde_json::from_str(line)
+            .map_err(|e| AppError::Input(format!("dataset {path} line {}: {e}", i + 1)))?;
+        for key in keys.into_keys() {
+            if !columns.contains(&key) {
+                columns.push(key);
+            }
+        }
+        any_row = true;
+    }
+    if !any_row {
+        return Err(AppError::Input(format!("dataset {path} has no rows")));
+    }
+    let mapping = column_mapping(spec, &columns)?;
+    let mut rows = Vec::new();
+    for (index, (i, line)) in lines().enumerate() {
+        let record: Map<String, Value> = serde_json::from_str(line)
+            .map_err(|e| AppError::Input(format!("dataset {path} line {}: {e}", i + 1)))?;
+        rows.push(build_row(record, &mapping, index, path)?);
+    }
+    Ok(rows)
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -233,26 +268,6 @@ fn detect_format(spec: &DatasetSpec) -> Result<Format, AppError> {
             spec.path
         ))),
     }
-}
-
-fn parse_jsonl(text: &str, path: &str) -> Result<Vec<Map<String, Value>>, AppError> {
-    let mut out = Vec::new();
-    for (i, line) in text.lines().enumerate() {
-        if line.trim().is_empty() {
-            continue;
-        }
-        match serde_json::from_str::<Value>(line) {
-            Ok(Value::Object(map)) => out.push(map),
-            Ok(_) => {
-                return Err(AppError::Input(format!(
-                    "dataset {path} line {}: not a JSON object",
-                    i + 1
-                )))
-            }
-            Err(e) => return Err(AppError::Input(format!("dataset {path} line {}: {e}", i + 1))),
-        }
-    }
-    Ok(out)
 }
 
 fn parse_json(text: &str, path: &str) -> Result<Vec<Map<String, Value>>, AppError> {
@@ -361,10 +376,14 @@ fn split_csv(text: &str) -> Result<Vec<Vec<String>>, String> {
 }
 
 /// Every column name, in order of first appearance.
-fn column_names(records: &[Map<String, Value>]) -> Vec<String> {
+fn column_names<'a, I, K>(rows: I) -> Vec<String>
+where
+    I: IntoIterator<Item = K>,
+    K: IntoIterator<Item = &'a String>,
+{
     let mut names: Vec<String> = Vec::new();
-    for rec in records {
-        for key in rec.keys() {
+    for keys in rows {
+        for key in keys {
             if !names.iter().any(|n| n == key) {
                 names.push(key.clone());
             }
