@@ -247,3 +247,40 @@ fn info_reports_cpus_io_uring_and_limits() {
     let uring = text.lines().find(|l| l.starts_with("io_uring:")).unwrap();
     assert!(uring.contains("available") || uring.contains("refused"), "{uring}");
 }
+
+/// A Hugging Face id resolves through the local cache only (`HF_HUB_CACHE`), for
+/// `--tokenizer` and, without it, for `--model`. The run is stopped after the plan by a
+/// duration contradiction, so the exit code says the tokenizer step passed.
+#[test]
+fn hf_ids_resolve_through_the_local_cache() {
+    let tmp = TempDir::new("hub");
+    let repo = tmp.0.join("models--org--tiny");
+    let snap = repo.join("snapshots/0123abcd");
+    std::fs::create_dir_all(&snap).unwrap();
+    std::fs::create_dir_all(repo.join("refs")).unwrap();
+    std::fs::write(repo.join("refs/main"), "0123abcd").unwrap();
+    std::fs::copy(asset("tokenizers/char/tokenizer.json"), snap.join("tokenizer.json")).unwrap();
+    let stop = ["--runtime.max-duration-ms", "1", "--duration", "5s", "-v"];
+    for id_flag in [["--tokenizer", "org/tiny"], ["--model", "org/tiny"]] {
+        let out = bin()
+            .args(["benchmark", "offline"])
+            .args(id_flag)
+            .args(stop)
+            .env("HF_HUB_CACHE", &tmp.0)
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(3), "{stderr}");
+        assert!(stderr.contains("is below the minimum duration"), "{stderr}");
+        let line = format!("tokenizer: {}", snap.join("tokenizer.json").display());
+        assert!(stderr.contains(&line), "{id_flag:?}: {stderr}");
+    }
+    let out = bin()
+        .args(["benchmark", "offline", "--tokenizer", "org/other"])
+        .env("HF_HUB_CACHE", &tmp.0)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{stderr}");
+    assert!(stderr.contains("models--org--other"), "{stderr}");
+}
