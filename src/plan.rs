@@ -549,6 +549,9 @@ fn check_durations(runtime: &Runtime) -> Result<Option<u64>, AppError> {
     Ok(Some(max))
 }
 
+/// The most connections a Poisson run opens by default (`--max-connections` overrides).
+pub const POISSON_CONNECTIONS_DEFAULT_MAX: usize = 16_384;
+
 fn resolve_workers(config: &Config, pattern: LoadPattern) -> Result<(usize, usize), AppError> {
     let client = &config.settings.client;
     let embedded = config.endpoint_config.endpoints.is_empty();
@@ -561,9 +564,15 @@ fn resolve_workers(config: &Config, pattern: LoadPattern) -> Result<(usize, usiz
             )))
         }
     };
+    // Enough connections that the pattern, not the pool, bounds what is in flight: a closed
+    // loop needs one per slot; an open loop at Q QPS about Q for each second of latency (one
+    // second assumed, capped so the pool opens quickly).
     let concurrency = match pattern {
         LoadPattern::Concurrency { n } => n as usize,
-        _ => 0,
+        LoadPattern::Poisson { target_qps } => {
+            (target_qps.ceil() as usize).min(POISSON_CONNECTIONS_DEFAULT_MAX)
+        }
+        LoadPattern::Offline => 0,
     };
     let max_connections = match client.max_connections {
         -1 => (workers * CONNECTIONS_PER_WORKER_DEFAULT).max(concurrency),

@@ -12,7 +12,7 @@ use loadgen_coordinator::fork::{fork_child, kill_and_reap};
 use loadgen_coordinator::metrics::{
     final_snapshot, MetricsOptions, RunState, SampleTable, TokenCountSource,
 };
-use loadgen_coordinator::schedule::Pattern;
+use loadgen_coordinator::schedule::{IssueLags, Pattern};
 use loadgen_coordinator::{RunEnd, RunError, RunSpec};
 use loadgen_worker::request::{self, Endpoint, Prompt, RequestOptions, RequestTable};
 use loadgen_worker::wire::RingSizes;
@@ -22,16 +22,44 @@ use crate::dataset::Row;
 use crate::error::AppError;
 use crate::plan::{ApiType, LoadPattern, Plan};
 use crate::report::{
-    console_summary, is_complete, write_atomic, write_report_files, LoadPatternInfo, RunInfo,
-    WarmupInfo,
+    console_summary, is_complete, write_atomic, write_report_files, IssueLag, LoadPatternInfo,
+    RunInfo, WarmupInfo,
 };
 
 /// Connections a worker may hold at most (a named limit; file descriptors are the real bound).
 pub const MAX_CONNECTIONS_PER_WORKER: usize = 65_536;
-/// How long workers may take to open their connections.
-pub const READY_TIMEOUT: Duration = Duration::from_secs(60);
 /// The longest output a record carries; longer outputs are truncated (and counted).
 pub const MAX_OUTPUT_BYTES: usize = 256 * 1024;
+
+/// File descriptors a worker needs beside its connections (rings, wake-ups, stdio, io_uring).
+pub const FD_HEADROOM: u64 = 256;
+
+/// Raises RLIMIT_NOFILE's soft limit so each worker can hold `needed` descriptors; a hard
+/// limit below that is a setup error that says what to do.
+fn raise_fd_limit(needed: u64, verbose: bool) -> Result<(), AppError> {
+    use nix::sys::resource::{getrlimit, setrlimit, Resource};
+    let (soft, hard) = getrlimit(Resource::RLIMIT_NOFILE)
+        .map_err(|e| AppError::Setup(format!("cannot read the file-descriptor limit: {e}")))?;
+    if soft >= needed {
+        return Ok(());
+    }
+    if hard < needed {
+        return Err(AppError::Setup(format!(
+            "each worker needs {needed} file descriptors for its connections, but the hard limit \
+             (ulimit -Hn) is {hard}; raise it, or lower --max-connections / --concurrency, or \
+             add --workers to spread the connections"
+        )));
+    }
+    setrlimit(Resource::RLIMIT_NOFILE, needed, hard).map_err(|e| {
+        AppError::Setup(format!(
+            "cannot raise the file-descriptor limit from {soft} to {needed}: {e}; run ulimit -n {needed} first"
+        ))
+    })?;
+    if verbose {
+        eprintln!("raised the file-descriptor limit from {soft} to {needed} (hard limit {hard})");
+    }
+    Ok(())
+}
 
 /// Runs the benchmark the plan describes and writes its report directory. Returns the exit code.
 pub fn run_benchmark(plan: &Plan) -> Result<i32, AppError> {
@@ -135,8 +163,17 @@ fn run_with_endpoints(
         Arc::new(move |s: &str| tok.count(s)) as TokenCounter
     });
 
-    let workers = plan.workers.max(1);
-    let connections = plan.max_connections.max(workers);
+    // A closed loop of N holds exactly N connections, one per sample in flight.
+    let (workers, connections) = match plan.load_pattern {
+        LoadPattern::Concurrency { n } => {
+            let n = n as usize;
+            (plan.workers.clamp(1, n), n)
+        }
+        _ => {
+            let workers = plan.workers.max(1);
+            (workers, plan.max_connections.max(workers))
+        }
+    };
     let worker_specs: Vec<WorkerSpec> = (0..workers)
         .map(|i| {
             let ep = i % endpoints.len();
@@ -155,6 +192,7 @@ fn run_with_endpoints(
         })
         .collect();
     let per_worker_conns = connections.div_ceil(workers);
+    raise_fd_limit(per_worker_conns as u64 + FD_HEADROOM, plan.verbose > 0)?;
     let ring_sizes = RingSizes {
         issue_slots: (per_worker_conns * 2).clamp(1024, 1 << 16),
         record_bytes: 8 << 20,
@@ -177,11 +215,12 @@ fn run_with_endpoints(
         pattern,
         num_samples: plan.num_samples,
         warmup_samples,
+        warmup_drain: plan.warmup.drain,
         dataset_rows: plan.dataset.rows.len(),
         dataloader_seed: plan.dataloader_seed,
         max_duration: plan.max_duration_ms.filter(|&ms| ms > 0).map(Duration::from_millis),
         drain_timeout: Duration::from_millis(plan.drain_timeout_ms),
-        ready_timeout: READY_TIMEOUT,
+        ready_timeout: Duration::from_millis(plan.worker_init_timeout_ms),
         ring_sizes,
         streaming: plan.streaming,
         isl_client: Arc::new(isl_client),
@@ -237,7 +276,11 @@ fn finish_run(
         RunState::Complete
     };
     let snapshot = final_snapshot(&table, &agg.counters, &opts, state);
-    let info = run_info(plan, embedded, interrupted, incomplete_reason, agg.counters.abandoned);
+    let mut info = run_info(plan, embedded, interrupted, incomplete_reason, agg.counters.abandoned);
+    info.issue_lag = issue_lag(plan, &output.issue_lags);
+    if let Some(warning) = info.issue_lag.as_ref().and_then(|l| l.warning()) {
+        eprintln!("warning: {warning}");
+    }
     let dir = &plan.report_dir;
     let write_err = |e: std::io::Error| {
         AppError::Execution(format!("cannot write the report files in {}: {e}", dir.display()))
@@ -316,7 +359,31 @@ fn run_info(
         interrupted,
         incomplete_reason,
         abandoned,
+        issue_lag: None,
     }
+}
+
+/// The issue-lag summary of a Poisson run: lower-method percentiles over the exact lags.
+fn issue_lag(plan: &Plan, lags: &IssueLags) -> Option<IssueLag> {
+    let LoadPattern::Poisson { target_qps } = plan.load_pattern else { return None };
+    if lags.lags_ns.is_empty() {
+        return None;
+    }
+    let mut sorted = lags.lags_ns.clone();
+    sorted.sort_unstable();
+    let at = |p: f64| sorted[((sorted.len() - 1) as f64 * p / 100.0).floor() as usize];
+    let window_s = lags.last_issued_ns.saturating_sub(lags.first_scheduled_ns) as f64 / 1e9;
+    let n = sorted.len() as u64;
+    // n samples span n - 1 gaps; the first is issued at the window's start.
+    let achieved_qps = if window_s > 0.0 { (n - 1) as f64 / window_s } else { target_qps };
+    Some(IssueLag {
+        n,
+        p50_ns: at(50.0),
+        p99_ns: at(99.0),
+        max_ns: sorted[sorted.len() - 1],
+        target_qps,
+        achieved_qps,
+    })
 }
 
 /// `{"performance": {uuid: dataset_index}}`, as the reference writes it.

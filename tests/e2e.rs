@@ -93,11 +93,15 @@ fn echo_stub_streaming_run_pairs_client_and_server_counts_exactly() {
     assert_eq!(s["token_count_source"], "client");
     let report = report_txt(&dir);
     assert!(
-        report.contains("OSL paired (client - server): mean 0.00 tokens/sample, ratio 1.0000 over 1000 samples"),
+        report.contains(
+            "OSL paired (client - server): mean 0.00 tokens/sample, ratio 1.0000 over 1000 samples"
+        ),
         "report.txt:\n{report}"
     );
     assert!(report.contains("TTFT:"), "a streaming run reports TTFT");
-    for file in ["events.jsonl", "config.yaml", "metrics/final_snapshot.json", "sample_idx_map.json"] {
+    for file in
+        ["events.jsonl", "config.yaml", "metrics/final_snapshot.json", "sample_idx_map.json"]
+    {
         assert!(dir.join(file).is_file(), "{file} is written");
     }
     let events = std::fs::read_to_string(dir.join("events.jsonl")).unwrap();
@@ -137,7 +141,14 @@ fn server_primary_reports_the_same_numbers_with_names_swapped() {
 
 #[test]
 fn bad_usage_values_count_as_missing_and_the_run_completes() {
-    for fault in [UsageFault::Bool, UsageFault::Float, UsageFault::String, UsageFault::Negative, UsageFault::Huge, UsageFault::Missing] {
+    for fault in [
+        UsageFault::Bool,
+        UsageFault::Float,
+        UsageFault::String,
+        UsageFault::Negative,
+        UsageFault::Huge,
+        UsageFault::Missing,
+    ] {
         let server = stub(StubKind::Echo, |c| c.faults.usage = Some(fault));
         let dir = report_dir(&format!("bad-usage-{fault:?}"));
         let url = server.url();
@@ -192,7 +203,14 @@ fn max_throughput_stub_non_streaming_run_completes_every_sample() {
 #[test]
 fn embedded_default_runs_without_an_endpoint_and_says_so() {
     let dir = report_dir("embedded");
-    let out = run(&["benchmark", "offline", "--num-samples", "2000", "--report-dir", dir.to_str().unwrap()]);
+    let out = run(&[
+        "benchmark",
+        "offline",
+        "--num-samples",
+        "2000",
+        "--report-dir",
+        dir.to_str().unwrap(),
+    ]);
     assert_eq!(out.status.code(), Some(0));
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(stdout.contains("embedded max-throughput stub"), "{stdout}");

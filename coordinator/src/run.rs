@@ -18,7 +18,7 @@ use crate::aggregate::{AggregatorInput, AggregatorOutput, Control, Shared, Statu
 use crate::cpu::CpuPlan;
 use crate::fork::{fork_child, kill_and_reap};
 use crate::order::SampleOrder;
-use crate::schedule::{issue_all, IssueEnd, Issuer, Pattern};
+use crate::schedule::{issue_all, IssueEnd, IssueLags, Issuer, Pattern};
 
 /// Everything a run needs, resolved by the binary from its plan.
 pub struct RunSpec {
@@ -30,6 +30,8 @@ pub struct RunSpec {
     pub num_samples: u64,
     /// Warm-up samples issued before tracking starts.
     pub warmup_samples: u64,
+    /// Wait for the warm-up samples to finish before tracking starts.
+    pub warmup_drain: bool,
     pub dataset_rows: usize,
     pub dataloader_seed: u64,
     /// Wall-time cap from the start of tracking; in-flight samples at the cap are abandoned.
@@ -67,6 +69,8 @@ pub struct RunOutput {
     pub end: RunEnd,
     /// In-flight samples that were still unanswered when the drain timed out.
     pub drain_timed_out: bool,
+    /// Issue lags of a Poisson run (empty otherwise).
+    pub issue_lags: IssueLags,
 }
 
 /// Setup failed before anything was measured.
@@ -171,6 +175,10 @@ pub fn run(mut spec: RunSpec) -> Result<RunOutput, RunError> {
 
     let cleanup = |pids: &[nix::unistd::Pid]| pids.iter().for_each(|p| kill_and_reap(*p));
     let mut issuer = Issuer::new(producers, shared.clone(), space_bell);
+    if let Pattern::Concurrency { .. } = spec.pattern {
+        let connections: Vec<u64> = spec.workers.iter().map(|w| u64::from(w.connections)).collect();
+        issuer.closed_loop(&connections);
+    }
     let ready = status_rx.recv_timeout(spec.ready_timeout);
     let setup_error = match ready {
         Ok(Status::AllReady) => None,
@@ -196,7 +204,20 @@ pub fn run(mut spec: RunSpec) -> Result<RunOutput, RunError> {
     let mut order = SampleOrder::new(spec.dataset_rows.max(1), spec.dataloader_seed);
     // Warm-up samples go first, untracked.
     if spec.warmup_samples > 0 {
-        let _ = issue_all(&mut issuer, &Pattern::Offline, &mut order, 0, spec.warmup_samples, None);
+        let mut unused = IssueLags::default();
+        let warmup_pattern = Pattern::Offline;
+        let _ = issue_all(
+            &mut issuer,
+            &warmup_pattern,
+            &mut order,
+            0,
+            spec.warmup_samples,
+            None,
+            &mut unused,
+        );
+        if spec.warmup_drain {
+            wait_drained(&shared, Instant::now() + spec.drain_timeout);
+        }
     }
     let tracking_start_ns = monotonic_ns();
     let _ = control_tx.send(Control::Start { session_start_ns, tracking_start_ns });
@@ -222,6 +243,7 @@ pub fn run(mut spec: RunSpec) -> Result<RunOutput, RunError> {
         .map_err(RunError::Thread)?;
 
     let issued_before = issuer.issued;
+    let mut issue_lags = IssueLags::default();
     let end = issue_all(
         &mut issuer,
         &spec.pattern,
@@ -229,6 +251,7 @@ pub fn run(mut spec: RunSpec) -> Result<RunOutput, RunError> {
         spec.warmup_samples,
         spec.num_samples,
         cap,
+        &mut issue_lags,
     );
     let tracked_issued = issuer.issued - issued_before;
     let capped = cap.is_some_and(|c| Instant::now() >= c);
@@ -273,7 +296,7 @@ pub fn run(mut spec: RunSpec) -> Result<RunOutput, RunError> {
     let _ = watcher.join();
     cleanup(&pids);
     let end = if interrupted() { RunEnd::Interrupted } else { run_end };
-    Ok(RunOutput { aggregate, end, drain_timed_out })
+    Ok(RunOutput { aggregate, end, drain_timed_out, issue_lags })
 }
 
 /// Waits until nothing is in flight, a stop is requested, or `deadline`.

@@ -45,11 +45,33 @@ pub struct Issuer {
     space: Arc<Doorbell>,
     next_worker: usize,
     pub issued: u64,
+    /// Closed loop: samples a worker may hold unanswered (its connections plus as many queued),
+    /// and issue times stamped by the worker when it writes the request.
+    closed_loop_caps: Option<Vec<u64>>,
 }
 
 impl Issuer {
     pub fn new(producers: Vec<IssueProducer>, shared: Arc<Shared>, space: Arc<Doorbell>) -> Issuer {
-        Issuer { producers, shared, space, next_worker: 0, issued: 0 }
+        Issuer { producers, shared, space, next_worker: 0, issued: 0, closed_loop_caps: None }
+    }
+
+    /// Makes this a closed-loop issuer: worker `i` holds `connections[i]` samples in flight and
+    /// as many queued behind them, so a freed connection starts the next sample at once and the
+    /// run keeps exactly Σ connections in flight.
+    pub fn closed_loop(&mut self, connections: &[u64]) {
+        self.closed_loop_caps = Some(connections.iter().map(|c| c * 2).collect());
+    }
+
+    fn outstanding(&self, w: usize) -> u64 {
+        let issued = self.shared.issued_to[w].load(Ordering::Acquire);
+        issued.saturating_sub(self.shared.received_from[w].load(Ordering::Acquire))
+    }
+
+    fn has_room(&self, w: usize) -> bool {
+        match &self.closed_loop_caps {
+            Some(caps) => self.outstanding(w) < caps[w],
+            None => true,
+        }
     }
 
     fn alive(&self, w: usize) -> bool {
@@ -57,24 +79,31 @@ impl Issuer {
     }
 
     /// Issues one sample to the next worker with room, round robin; waits while all are full.
-    pub fn issue(&mut self, sample_id: u64, row: u32) -> Result<(), IssueEnd> {
+    /// Returns the issue time stamped at hand-over.
+    pub fn issue(&mut self, sample_id: u64, row: u32) -> Result<u64, IssueEnd> {
         let n = self.producers.len();
         loop {
             let epoch = self.space.epoch();
             let mut any_alive = false;
+            let mut any_room = false;
             for k in 0..n {
                 let w = (self.next_worker + k) % n;
                 if !self.alive(w) {
                     continue;
                 }
                 any_alive = true;
+                if !self.has_room(w) {
+                    continue;
+                }
+                any_room = true;
                 // Count first: the aggregator may see the record before try_push returns.
                 self.shared.issued_to[w].fetch_add(1, Ordering::AcqRel);
-                let cmd = IssueCmd::Issue { sample_id, row, issued_ns: monotonic_ns() };
+                let issued_ns = if self.closed_loop_caps.is_some() { 0 } else { monotonic_ns() };
+                let cmd = IssueCmd::Issue { sample_id, row, issued_ns };
                 if self.producers[w].try_push(cmd) {
                     self.next_worker = w + 1;
                     self.issued += 1;
-                    return Ok(());
+                    return Ok(issued_ns);
                 }
                 self.shared.issued_to[w].fetch_sub(1, Ordering::AcqRel);
             }
@@ -84,8 +113,25 @@ impl Issuer {
             if self.shared.stop.load(Ordering::Acquire) {
                 return Err(IssueEnd::Stopped);
             }
-            self.space.wait(epoch, SCHEDULER_POLL);
+            if any_room {
+                self.space.wait(epoch, SCHEDULER_POLL);
+            } else {
+                self.wait_for_answers();
+            }
         }
+    }
+
+    /// Waits until some worker's outstanding count drops (a record arrived) or a stop.
+    fn wait_for_answers(&self) {
+        let (lock, cond) = &self.shared.progress;
+        let mut guard = lock.lock().unwrap_or_else(|e| e.into_inner());
+        self.shared.progress_waiting.store(true, Ordering::Release);
+        while (0..self.producers.len()).all(|w| !self.alive(w) || !self.has_room(w))
+            && !self.shared.stop.load(Ordering::Acquire)
+        {
+            guard = cond.wait_timeout(guard, SCHEDULER_POLL).unwrap_or_else(|e| e.into_inner()).0;
+        }
+        self.shared.progress_waiting.store(false, Ordering::Release);
     }
 
     /// Sends `cmd` (Stop or Abort) to every live worker, waiting for room where needed,
@@ -103,7 +149,17 @@ impl Issuer {
     }
 }
 
+/// Issue lags (issued − scheduled) of an open-loop run, in ns, one per issued sample.
+#[derive(Debug, Default, Clone)]
+pub struct IssueLags {
+    pub lags_ns: Vec<u64>,
+    /// CLOCK_MONOTONIC ns of the first scheduled issue and of the last actual issue.
+    pub first_scheduled_ns: u64,
+    pub last_issued_ns: u64,
+}
+
 /// Issues `total` samples by `pattern`; stops early when `shared.stop` is set or at `cap`.
+/// Poisson runs record each sample's issue lag into `lags`.
 pub fn issue_all(
     issuer: &mut Issuer,
     pattern: &Pattern,
@@ -111,9 +167,12 @@ pub fn issue_all(
     first_sample_id: u64,
     total: u64,
     cap: Option<Instant>,
+    lags: &mut IssueLags,
 ) -> IssueEnd {
     let shared = issuer.shared.clone();
     let start = Instant::now();
+    let start_ns = monotonic_ns();
+    let mut scheduled_ns = 0u64;
     let mut poisson = match pattern {
         Pattern::Poisson { target_qps, seed } => {
             Some((SplitMix64::new(*seed), *target_qps, 0.0f64))
@@ -125,46 +184,34 @@ pub fn issue_all(
             return IssueEnd::Stopped;
         }
         match pattern {
-            Pattern::Offline => {}
-            Pattern::Concurrency { n } => {
-                if !wait_for_slot(&shared, *n, cap) {
-                    return IssueEnd::Stopped;
-                }
-            }
+            // The closed loop is held by the issuer's per-worker caps (see `Issuer::closed_loop`).
+            Pattern::Offline | Pattern::Concurrency { .. } => {}
             Pattern::Poisson { .. } => {
                 let (rng, qps, at_s) = poisson.as_mut().expect("poisson state");
                 // Exponential gap: -ln(1 - U) / rate, with U in [0, 1).
                 *at_s += -(1.0 - rng.next_f64()).ln() / *qps;
-                if !wait_until(start + Duration::from_secs_f64(*at_s), &shared, cap) {
+                let offset = Duration::from_secs_f64(*at_s);
+                scheduled_ns = start_ns + offset.as_nanos() as u64;
+                if !wait_until(start + offset, &shared, cap) {
                     return IssueEnd::Stopped;
                 }
             }
         }
         let row = order.next_row();
-        if let Err(end) = issuer.issue(first_sample_id + i, row) {
-            return end;
+        match issuer.issue(first_sample_id + i, row) {
+            Ok(issued_ns) => {
+                if poisson.is_some() {
+                    if lags.lags_ns.is_empty() {
+                        lags.first_scheduled_ns = scheduled_ns;
+                    }
+                    lags.lags_ns.push(issued_ns.saturating_sub(scheduled_ns));
+                    lags.last_issued_ns = issued_ns;
+                }
+            }
+            Err(end) => return end,
         }
     }
     IssueEnd::AllIssued
-}
-
-/// Waits until fewer than `n` samples are in flight. False when a stop came first.
-fn wait_for_slot(shared: &Shared, n: u64, cap: Option<Instant>) -> bool {
-    if shared.in_flight() < n {
-        return true;
-    }
-    let (lock, cond) = &shared.progress;
-    let mut guard = lock.lock().unwrap_or_else(|e| e.into_inner());
-    shared.progress_waiting.store(true, Ordering::Release);
-    while shared.in_flight() >= n {
-        if shared.stop.load(Ordering::Acquire) || cap.is_some_and(|c| Instant::now() >= c) {
-            shared.progress_waiting.store(false, Ordering::Release);
-            return false;
-        }
-        guard = cond.wait_timeout(guard, SCHEDULER_POLL).unwrap_or_else(|e| e.into_inner()).0;
-    }
-    shared.progress_waiting.store(false, Ordering::Release);
-    true
 }
 
 /// Waits until `at`: sleeps while far, spins the last stretch for a precise issue time.

@@ -71,4 +71,46 @@ pub struct RunInfo {
     pub incomplete_reason: Option<String>,
     /// Samples abandoned in flight.
     pub abandoned: u64,
+    /// How far issue times lagged their schedule (Poisson runs only).
+    pub issue_lag: Option<IssueLag>,
+}
+
+/// The scheduler's own account of an open-loop run: did the client keep its schedule?
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
+pub struct IssueLag {
+    /// Samples measured.
+    pub n: u64,
+    pub p50_ns: u64,
+    pub p99_ns: u64,
+    pub max_ns: u64,
+    /// The requested rate.
+    pub target_qps: f64,
+    /// Samples issued over the issuing window (first scheduled → last issued).
+    pub achieved_qps: f64,
+}
+
+impl IssueLag {
+    /// Lag p99 above which the client, not the server, limited the run.
+    pub const P99_WARN_NS: u64 = 1_000_000;
+    /// Achieved rate below this fraction of the target means the client could not keep up.
+    pub const RATE_WARN_FRACTION: f64 = 0.95;
+
+    /// Why the schedule was not kept, when it was not.
+    pub fn warning(&self) -> Option<String> {
+        let slow_rate = self.achieved_qps < self.target_qps * Self::RATE_WARN_FRACTION;
+        let late = self.p99_ns > Self::P99_WARN_NS;
+        if !slow_rate && !late {
+            return None;
+        }
+        Some(format!(
+            "the client could not keep up with the schedule: issued {:.2} of {:.2} QPS targeted \
+             ({:.1}%), issue lag p99 {:.3} ms (max {:.3} ms); the numbers describe the client's \
+             limit, not the server's — add --workers or lower --target-qps",
+            self.achieved_qps,
+            self.target_qps,
+            100.0 * self.achieved_qps / self.target_qps,
+            self.p99_ns as f64 / 1e6,
+            self.max_ns as f64 / 1e6
+        ))
+    }
 }

@@ -78,6 +78,10 @@ pub struct ResultSummary {
     pub osl_paired: OslPaired,
     /// Why the run is incomplete, if it is.
     pub incomplete_reason: Option<String>,
+    /// Samples abandoned in flight (max duration or interrupt).
+    pub n_samples_abandoned: u64,
+    /// Issue lag of a Poisson run.
+    pub issue_lag: Option<super::IssueLag>,
 }
 
 fn non_empty(stat: Option<&SeriesStat>) -> Option<SeriesStat> {
@@ -177,6 +181,8 @@ pub fn result_summary(snap: &Snapshot, info: &RunInfo) -> ResultSummary {
         client_token_tasks_pending: snap.n_pending_tasks,
         osl_paired: snap.osl_paired,
         incomplete_reason,
+        n_samples_abandoned: info.abandoned,
+        issue_lag: info.issue_lag,
     }
 }
 
@@ -333,7 +339,9 @@ impl ResultSummary {
         map.serialize_entry(&key("output_sequence_lengths"), &osl)?;
         let isl = other_block(other.isl.as_ref(), other.partial);
         map.serialize_entry(&key("input_sequence_lengths"), &isl)?;
-        map.serialize_entry(&key("tps"), &other.tps)
+        map.serialize_entry(&key("tps"), &other.tps)?;
+        map.serialize_entry("n_samples_abandoned", &self.n_samples_abandoned)?;
+        map.serialize_entry("issue_lag", &self.issue_lag)
     }
 }
 

@@ -58,6 +58,7 @@ fn info(primary: TokenCountSource) -> RunInfo {
         interrupted: false,
         incomplete_reason: None,
         abandoned: 0,
+        issue_lag: None,
     }
 }
 

@@ -87,6 +87,14 @@ fn summary_lines(out: &mut String, s: &ResultSummary, info: &RunInfo) {
     let _ = writeln!(out, "Total samples issued: {}", s.n_samples_issued);
     let _ = writeln!(out, "Total samples completed: {}", s.n_samples_completed);
     let _ = writeln!(out, "Total samples failed: {}", s.n_samples_failed);
+    if s.n_samples_abandoned > 0 {
+        let _ = writeln!(
+            out,
+            "Total samples abandoned in flight: {} (the run hit --runtime.max-duration-ms or was \
+             interrupted)",
+            s.n_samples_abandoned
+        );
+    }
     match s.duration_ns {
         Some(ns) => writeln!(out, "Duration: {:.2} seconds", ns as f64 / 1e9),
         None => writeln!(out, "Duration: N/A"),
@@ -94,6 +102,25 @@ fn summary_lines(out: &mut String, s: &ResultSummary, info: &RunInfo) {
     .ok();
     let _ = writeln!(out, "QPS: {}", fixed2(s.qps));
     let _ = writeln!(out, "TPS: {}", fixed2(s.primary.tps));
+    if let Some(lag) = &s.issue_lag {
+        let _ = writeln!(
+            out,
+            "Issue lag (issued - scheduled): p50 {:.3} ms, p99 {:.3} ms, max {:.3} ms over {} \
+             samples",
+            lag.p50_ns as f64 / 1e6,
+            lag.p99_ns as f64 / 1e6,
+            lag.max_ns as f64 / 1e6,
+            lag.n
+        );
+        let _ = writeln!(
+            out,
+            "Issue rate: {:.2} of {:.2} QPS targeted",
+            lag.achieved_qps, lag.target_qps
+        );
+        if let Some(warning) = lag.warning() {
+            let _ = writeln!(out, "WARNING: {warning}");
+        }
+    }
 }
 
 fn fixed2(v: Option<f64>) -> String {
@@ -285,6 +312,17 @@ pub fn console_summary(s: &ResultSummary, info: &RunInfo, report_dir: &Path) -> 
     }
     if info.abandoned > 0 {
         let _ = writeln!(out, "WARNING: {} samples were abandoned in flight", info.abandoned);
+    }
+    if let Some(lag) = &s.issue_lag {
+        let _ = writeln!(
+            out,
+            "Issue lag p50/p99/max: {:.3} / {:.3} / {:.3} ms; issued {:.2} of {:.2} QPS targeted",
+            lag.p50_ns as f64 / 1e6,
+            lag.p99_ns as f64 / 1e6,
+            lag.max_ns as f64 / 1e6,
+            lag.achieved_qps,
+            lag.target_qps
+        );
     }
     let duration = s.duration_ns.map(|ns| ns as f64 / 1e9);
     let _ = writeln!(

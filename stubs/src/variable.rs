@@ -3,9 +3,8 @@
 
 use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
-use std::future::{poll_fn, Future};
-use std::pin::Pin;
-use std::task::{Context, Poll, Waker};
+use std::future::poll_fn;
+use std::task::{Poll, Waker};
 use std::time::{Duration, Instant};
 
 /// SplitMix64: small, fast, and good enough for load shapes.
@@ -52,31 +51,74 @@ impl Rng {
     }
 }
 
-/// Sleeps until `deadline`: a timer sleep (millisecond wheel) to just before it, then yields
-/// to the other tasks until it has passed, so events land within microseconds of their
-/// deadlines rather than up to a millisecond late.
+/// Sleeps until `deadline`, to within tens of microseconds where io_uring runs the worker: a
+/// one-shot timerfd read through the ring wakes exactly this task at its deadline. Elsewhere
+/// (the epoll driver) it falls back to monoio's timer wheel, whose 1 ms ticks make an event
+/// up to about 2 ms late. Either way nothing drifts: each deadline comes from the request's
+/// start. (Yield-spinning the last stretch was tried: with many streams the spinning tasks keep
+/// the run queue non-empty, the runtime stops parking, and every other stream's timer stalls —
+/// measured: TTFT 130 ms for 100 ms configured at 32 concurrent streams.)
 pub async fn sleep_until_precise(deadline: Instant) {
-    const TIMER_MARGIN: Duration = Duration::from_micros(1_500);
     let now = Instant::now();
-    if deadline > now + TIMER_MARGIN {
-        monoio::time::sleep(deadline - now - TIMER_MARGIN).await;
+    if deadline <= now {
+        return;
     }
-    while Instant::now() < deadline {
-        YieldNow(false).await;
+    if uring_timers() {
+        if let Ok(timer) = OneShotTimer::arm(deadline - now) {
+            if timer.wait().await.is_ok() {
+                return;
+            }
+        }
+    }
+    let now = Instant::now();
+    if deadline > now {
+        monoio::time::sleep(deadline - now).await;
     }
 }
 
-struct YieldNow(bool);
+/// Whether timerfd reads go through io_uring (and so never block the worker thread).
+fn uring_timers() -> bool {
+    static USE: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *USE.get_or_init(|| {
+        std::env::var_os("MONOIO_FORCE_LEGACY_DRIVER").is_none() && monoio::utils::detect_uring()
+    })
+}
 
-impl Future for YieldNow {
-    type Output = ();
-    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
-        if self.0 {
-            return Poll::Ready(());
+/// A one-shot CLOCK_MONOTONIC timerfd.
+struct OneShotTimer {
+    file: monoio::fs::File,
+}
+
+impl OneShotTimer {
+    fn arm(after: Duration) -> std::io::Result<OneShotTimer> {
+        use std::os::fd::FromRawFd;
+        // SAFETY: timerfd_create takes plain integers; the result is checked before use.
+        let fd = unsafe { libc::timerfd_create(libc::CLOCK_MONOTONIC, libc::TFD_CLOEXEC) };
+        if fd < 0 {
+            return Err(std::io::Error::last_os_error());
         }
-        self.0 = true;
-        cx.waker().wake_by_ref();
-        Poll::Pending
+        // SAFETY: `fd` is a new, valid descriptor that nothing else owns.
+        let std_file = unsafe { std::fs::File::from_raw_fd(fd) };
+        let nanos = after.as_nanos().max(1);
+        let spec = libc::itimerspec {
+            it_interval: libc::timespec { tv_sec: 0, tv_nsec: 0 },
+            it_value: libc::timespec {
+                tv_sec: (nanos / 1_000_000_000) as libc::time_t,
+                tv_nsec: (nanos % 1_000_000_000) as libc::c_long,
+            },
+        };
+        // SAFETY: `fd` is a valid timerfd and `spec` a valid itimerspec; the old value is not
+        // requested (null).
+        if unsafe { libc::timerfd_settime(fd, 0, &spec, std::ptr::null_mut()) } != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        Ok(OneShotTimer { file: monoio::fs::File::from_std(std_file)? })
+    }
+
+    /// Completes when the timer expires (the read returns its 8-byte expiry count).
+    async fn wait(self) -> std::io::Result<()> {
+        let (res, _) = self.file.read_at(vec![0u8; 8], 0).await;
+        res.map(|_| ())
     }
 }
 

@@ -325,6 +325,12 @@ async fn conn_task(shared: Rc<Shared>, slot: usize, mut conn: Conn) {
             shared.queue.borrow_mut().push_front(job);
             return;
         }
+        // Closed-loop patterns leave the issue stamp to the worker: the sample is issued when
+        // its request is written, not when it was queued behind busy connections.
+        let mut job = job;
+        if job.issued_ns == 0 {
+            job.issued_ns = crate::monotonic_ns();
+        }
         let request = shared.spec.requests.row(job.row as usize);
         let outcome = {
             let s = shared.clone();

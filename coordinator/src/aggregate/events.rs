@@ -217,10 +217,16 @@ pub fn push_json_str(out: &mut Vec<u8>, s: &str) {
 mod tests {
     use super::*;
 
+    fn next_file_number() -> usize {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        static NEXT: AtomicUsize = AtomicUsize::new(0);
+        NEXT.fetch_add(1, Ordering::Relaxed)
+    }
+
     fn lines(log: impl FnOnce(&mut EventLog)) -> String {
         let dir = std::env::temp_dir().join(format!("events-test-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
-        let path = dir.join(format!("{}.jsonl", crate::aggregate::events::tests_counter()));
+        let path = dir.join(format!("{}.jsonl", next_file_number()));
         let mut ev = EventLog::create(&path).unwrap();
         log(&mut ev);
         ev.finish().unwrap();
@@ -282,11 +288,4 @@ mod tests {
         let text = lines(|ev| ev.error("u", 1, "HTTP 404: \"no\"\n"));
         assert!(text.contains(r#""data":["ErrorData","error","HTTP 404: \"no\"\n"]}"#));
     }
-}
-
-#[cfg(test)]
-pub(crate) fn tests_counter() -> usize {
-    use std::sync::atomic::{AtomicUsize, Ordering};
-    static NEXT: AtomicUsize = AtomicUsize::new(0);
-    NEXT.fetch_add(1, Ordering::Relaxed)
 }

@@ -6,7 +6,8 @@ use super::record::RecordView;
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum IssueCmd {
     /// Send the request of dataset row `row` as sample `sample_id`; `issued_ns` was stamped by the
-    /// scheduler when it handed the sample over.
+    /// scheduler when it handed the sample over, or is 0 when the worker stamps it as it writes
+    /// the request (closed-loop patterns, where a sample is issued when a slot frees).
     Issue { sample_id: u64, row: u32, issued_ns: u64 },
     /// Finish what is in flight, then send `Done` and exit.
     Stop,

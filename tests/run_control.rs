@@ -1,0 +1,295 @@
+//! Run control end to end: load patterns, caps, interrupts, dead workers, timing fidelity.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use loadgen_stubs::{StubConfig, StubKind, StubServer};
+
+fn bin() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_llm-loadgen"))
+}
+
+fn assets() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/assets")
+}
+
+fn dataset() -> String {
+    format!("{},parser.prompt=text_input", assets().join("datasets/dummy_1k.jsonl").display())
+}
+
+fn report_dir(name: &str) -> PathBuf {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("rc-{name}"));
+    let _ = std::fs::remove_dir_all(&dir);
+    dir
+}
+
+fn stub(kind: StubKind, configure: impl FnOnce(&mut StubConfig)) -> StubServer {
+    let mut cfg = StubConfig::new(kind);
+    configure(&mut cfg);
+    StubServer::start(cfg).expect("the stub starts")
+}
+
+fn args(mode: &[&str], url: &str, dir: &Path, extra: &[&str]) -> Vec<String> {
+    let mut v: Vec<String> = vec!["benchmark".into()];
+    v.extend(mode.iter().map(|s| s.to_string()));
+    v.extend(
+        [
+            "--endpoints",
+            url,
+            "--model",
+            "test-model",
+            "--dataset",
+            &dataset(),
+            "--report-dir",
+            dir.to_str().unwrap(),
+        ]
+        .iter()
+        .map(|s| s.to_string()),
+    );
+    v.extend(extra.iter().map(|s| s.to_string()));
+    if !extra.contains(&"--workers") {
+        v.extend(["--workers".to_string(), "1".to_string()]);
+    }
+    v
+}
+
+fn run(args: &[String]) -> Output {
+    let out = bin().args(args).output().expect("the binary runs");
+    eprintln!("--- stdout\n{}", String::from_utf8_lossy(&out.stdout));
+    eprintln!("--- stderr\n{}", String::from_utf8_lossy(&out.stderr));
+    out
+}
+
+fn spawn(args: &[String]) -> Child {
+    bin().args(args).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("spawn")
+}
+
+fn finish(child: Child) -> Output {
+    let out = child.wait_with_output().expect("the run ends");
+    eprintln!("--- stdout\n{}", String::from_utf8_lossy(&out.stdout));
+    eprintln!("--- stderr\n{}", String::from_utf8_lossy(&out.stderr));
+    out
+}
+
+fn summary(dir: &Path) -> serde_json::Value {
+    let text = std::fs::read_to_string(dir.join("performance/result_summary.json"))
+        .expect("result_summary.json is written");
+    serde_json::from_str(&text).expect("result_summary.json parses")
+}
+
+/// Waits (bounded) until `cond` holds; the condition is the synchronisation, not the clock.
+fn wait_for(what: &str, limit: Duration, mut cond: impl FnMut() -> bool) {
+    let deadline = Instant::now() + limit;
+    while !cond() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::yield_now();
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+fn children_of(pid: u32) -> Vec<u32> {
+    let path = format!("/proc/{pid}/task/{pid}/children");
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .split_whitespace()
+        .filter_map(|p| p.parse().ok())
+        .collect()
+}
+
+/// True while `pid` exists and is not a zombie.
+fn alive(pid: u32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(stat) => {
+            let state = stat.rsplit(')').next().and_then(|r| r.split_whitespace().next());
+            !matches!(state, Some("Z") | Some("X") | None)
+        }
+        Err(_) => false,
+    }
+}
+
+fn signal(pid: u32, sig: libc::c_int) {
+    // SAFETY: kill(2) on a pid this test started.
+    assert_eq!(unsafe { libc::kill(pid as libc::pid_t, sig) }, 0);
+}
+
+/// Events of the run: (issued_ns, complete_ns) per tracked sample.
+fn intervals(dir: &Path) -> Vec<(u64, u64)> {
+    let text = std::fs::read_to_string(dir.join("events.jsonl")).unwrap();
+    let mut issued = std::collections::HashMap::new();
+    let mut out = Vec::new();
+    for line in text.lines() {
+        let v: serde_json::Value = serde_json::from_str(line).unwrap();
+        let uuid = v["sample_uuid"].as_str().unwrap().to_string();
+        let ts = v["timestamp_ns"].as_u64().unwrap();
+        match v["event_type"].as_str().unwrap() {
+            "sample.issued" => {
+                issued.insert(uuid, ts);
+            }
+            "sample.complete" => out.push((issued[&uuid], ts)),
+            _ => {}
+        }
+    }
+    out
+}
+
+#[test]
+fn concurrency_holds_exactly_n_in_flight() {
+    let server = stub(StubKind::Variable, |c| {
+        c.variable.first_chunk_latency_s = 0.005;
+        c.variable.first_chunk_spread = 0.0;
+        c.variable.output_len_mean = 20.0;
+        c.variable.output_len_spread = 0.0;
+    });
+    let dir = report_dir("concurrency");
+    let out = run(&args(
+        &["online"],
+        &server.url(),
+        &dir,
+        &[
+            "--load-pattern",
+            "concurrency",
+            "--concurrency",
+            "8",
+            "--num-samples",
+            "400",
+            "--streaming",
+            "off",
+        ],
+    ));
+    assert_eq!(out.status.code(), Some(0));
+    let spans = intervals(&dir);
+    assert_eq!(spans.len(), 400);
+    // Sweep the issue/complete instants: the in-flight count never exceeds 8 and reaches it.
+    let mut points: Vec<(u64, i64)> = spans.iter().flat_map(|&(i, c)| [(i, 1), (c, -1)]).collect();
+    points.sort_by_key(|&(t, d)| (t, d));
+    let (mut now, mut max) = (0i64, 0i64);
+    let mut weighted = 0f64;
+    let mut last_t = points[0].0;
+    let (start, end) = (points[0].0, points[points.len() - 1].0);
+    for &(t, d) in &points {
+        weighted += now as f64 * (t - last_t) as f64;
+        last_t = t;
+        now += d;
+        max = max.max(now);
+    }
+    assert_eq!(max, 8, "exactly 8 in flight at most");
+    let mean = weighted / (end - start) as f64;
+    assert!(mean > 7.0, "the closed loop keeps 8 in flight, mean {mean:.2}");
+}
+
+#[test]
+fn max_duration_caps_the_wall_time_and_counts_abandoned_samples() {
+    let server = stub(StubKind::MaxThroughput, |_| {});
+    let dir = report_dir("max-duration");
+    let started = Instant::now();
+    let out = run(&args(
+        &["offline"],
+        &server.url(),
+        &dir,
+        &[
+            "--runtime.max-duration-ms",
+            "1500",
+            "--num-samples",
+            "10000000",
+            "--max-connections",
+            "16",
+        ],
+    ));
+    let elapsed = started.elapsed();
+    assert_eq!(out.status.code(), Some(0));
+    assert!(elapsed < Duration::from_secs(20), "ended near the cap, took {elapsed:?}");
+    let s = summary(&dir);
+    let completed = s["n_samples_completed"].as_u64().unwrap();
+    assert!(completed > 0 && completed < 10_000_000, "completed {completed}");
+    let report = std::fs::read_to_string(dir.join("report.txt")).unwrap();
+    assert!(report.contains("abandoned"), "report.txt names the abandoned samples:\n{report}");
+}
+
+fn interrupt_mid_run(mode: &[&str], extra: &[&str], name: &str) {
+    // Every 20th response stalls: the run cannot finish by itself.
+    let server = stub(StubKind::MaxThroughput, |c| c.faults.stall_every = Some(20));
+    let dir = report_dir(name);
+    let mut a = args(mode, &server.url(), &dir, extra);
+    a.extend(["--num-samples".into(), "1000000".into(), "--max-connections".into(), "8".into()]);
+    let child = spawn(&a);
+    wait_for("requests to reach the stub", Duration::from_secs(60), || {
+        server.requests_total() > 50
+    });
+    signal(child.id(), libc::SIGINT);
+    let out = finish(child);
+    assert_eq!(out.status.code(), Some(130), "{name}");
+    let s = summary(&dir);
+    assert_eq!(s["state"], "interrupted", "{name}");
+    let report = std::fs::read_to_string(dir.join("report.txt")).unwrap();
+    assert!(report.contains("WARNING: run was interrupted"), "{name}: {report}");
+    let snapshot = std::fs::read_to_string(dir.join("metrics/final_snapshot.json")).unwrap();
+    serde_json::from_str::<serde_json::Value>(&snapshot).expect("the snapshot parses");
+    for line in std::fs::read_to_string(dir.join("events.jsonl")).unwrap().lines() {
+        serde_json::from_str::<serde_json::Value>(line).expect("every event line parses");
+    }
+}
+
+#[test]
+fn ctrl_c_offline_writes_interrupted_reports_and_exits_130() {
+    interrupt_mid_run(&["offline"], &["--streaming", "off"], "int-offline");
+}
+
+#[test]
+fn ctrl_c_poisson_writes_interrupted_reports_and_exits_130() {
+    interrupt_mid_run(
+        &["online"],
+        &["--load-pattern", "poisson", "--target-qps", "2000", "--streaming", "off"],
+        "int-poisson",
+    );
+}
+
+#[test]
+fn ctrl_c_concurrency_writes_interrupted_reports_and_exits_130() {
+    interrupt_mid_run(
+        &["online"],
+        &["--load-pattern", "concurrency", "--concurrency", "8", "--streaming", "off"],
+        "int-concurrency",
+    );
+}
+
+#[test]
+fn kill_9_of_the_coordinator_leaves_no_worker_behind() {
+    let server = stub(StubKind::MaxThroughput, |c| c.faults.stall_every = Some(1));
+    let dir = report_dir("kill9");
+    let mut a = args(&["offline"], &server.url(), &dir, &["--streaming", "off", "--workers", "2"]);
+    a.extend(["--num-samples".into(), "1000".into()]);
+    let mut child = spawn(&a);
+    let coordinator = child.id();
+    wait_for("two workers", Duration::from_secs(60), || children_of(coordinator).len() >= 2);
+    let workers = children_of(coordinator);
+    wait_for("requests to reach the stub", Duration::from_secs(60), || server.requests_total() > 0);
+    signal(coordinator, libc::SIGKILL);
+    let _ = child.wait();
+    wait_for("the workers to die with the coordinator", Duration::from_secs(30), || {
+        workers.iter().all(|&w| !alive(w))
+    });
+}
+
+#[test]
+fn a_dead_worker_is_named_its_samples_fail_and_the_run_exits_4() {
+    let server = stub(StubKind::MaxThroughput, |c| c.faults.stall_every = Some(1));
+    let dir = report_dir("dead-worker");
+    let mut a = args(&["offline"], &server.url(), &dir, &["--streaming", "off"]);
+    a.extend(["--num-samples".into(), "100".into(), "--max-connections".into(), "4".into()]);
+    let child = spawn(&a);
+    let coordinator = child.id();
+    wait_for("the worker", Duration::from_secs(60), || !children_of(coordinator).is_empty());
+    wait_for("requests to reach the stub", Duration::from_secs(60), || {
+        server.requests_total() >= 4
+    });
+    let worker = children_of(coordinator)[0];
+    signal(worker, libc::SIGKILL);
+    let out = finish(child);
+    assert_eq!(out.status.code(), Some(4));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("worker 0"), "the message names the worker: {stderr}");
+    assert!(stderr.contains("SIGKILL"), "and how it died: {stderr}");
+    let s = summary(&dir);
+    assert_eq!(s["n_samples_failed"], s["n_samples_completed"]);
+}

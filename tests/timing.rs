@@ -1,0 +1,105 @@
+//! Timing fidelity: measured TTFT and TPOT against a stub with known, fixed delays.
+//!
+//! These tests run one at a time (a lock) because they measure time: on a small machine, other
+//! runs in parallel would measure the machine's contention, not the client.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::Mutex;
+
+use loadgen_stubs::{StubConfig, StubKind, StubServer};
+
+static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
+
+fn assets() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/assets")
+}
+
+fn report_dir(name: &str) -> PathBuf {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("timing-{name}"));
+    let _ = std::fs::remove_dir_all(&dir);
+    dir
+}
+
+fn run(args: &[String]) -> Output {
+    let out = Command::new(env!("CARGO_BIN_EXE_llm-loadgen")).args(args).output().expect("runs");
+    eprintln!("--- stdout\n{}", String::from_utf8_lossy(&out.stdout));
+    eprintln!("--- stderr\n{}", String::from_utf8_lossy(&out.stderr));
+    out
+}
+
+fn median_ms(summary: &serde_json::Value, key: &str) -> f64 {
+    summary[key]["median"].as_f64().expect("a median") / 1e6
+}
+
+fn timing_fidelity(pattern: &[&str], samples: &str, name: &str) {
+    let ttft_ms = 100.0;
+    let per_token_ms = 2.0;
+    let _serial = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let mut cfg = StubConfig::new(StubKind::Variable);
+    {
+        let c = &mut cfg;
+        c.stream_interval = 1;
+        c.variable.first_chunk_latency_s = ttft_ms / 1000.0;
+        c.variable.first_chunk_spread = 0.0;
+        c.variable.inter_token_latency_ms = per_token_ms;
+        c.variable.inter_token_spread = 0.0;
+        c.variable.output_len_mean = 20.0;
+        c.variable.output_len_spread = 0.0;
+    }
+    let server = StubServer::start(cfg).expect("the stub starts");
+    let dir = report_dir(name);
+    let tokenizer = assets().join("tokenizers/char");
+    let dataset =
+        format!("{},parser.prompt=text_input", assets().join("datasets/dummy_1k.jsonl").display());
+    let args: Vec<String> = [
+        "benchmark",
+        "online",
+        "--endpoints",
+        &server.url(),
+        "--model",
+        "test-model",
+        "--dataset",
+        &dataset,
+        "--report-dir",
+        dir.to_str().unwrap(),
+        "--workers",
+        "1",
+        "--num-samples",
+        samples,
+        "--streaming",
+        "on",
+        "--tokenizer",
+        tokenizer.to_str().unwrap(),
+    ]
+    .iter()
+    .chain(pattern)
+    .map(|s| s.to_string())
+    .collect();
+    let out = run(&args);
+    assert_eq!(out.status.code(), Some(0));
+    let text = std::fs::read_to_string(dir.join("performance/result_summary.json")).unwrap();
+    let s: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let close = |got: f64, want: f64| (got - want).abs() <= (want * 0.01).max(0.1);
+    let ttft = median_ms(&s, "ttft");
+    let tpot = median_ms(&s, "tpot");
+    assert!(close(ttft, ttft_ms), "{name}: TTFT median {ttft:.3} ms, configured {ttft_ms} ms");
+    assert!(
+        close(tpot, per_token_ms),
+        "{name}: TPOT median {tpot:.3} ms, configured {per_token_ms} ms"
+    );
+}
+
+#[test]
+fn timing_fidelity_at_low_load() {
+    timing_fidelity(&["--load-pattern", "concurrency", "--concurrency", "1"], "40", "fidelity-low");
+}
+
+#[test]
+fn timing_fidelity_at_high_load() {
+    // About 28 streams in flight (200 QPS × 138 ms), arriving at random as real traffic does. A
+    // closed loop of identical requests would instead finish and restart them in lockstep, and
+    // the burst of 32 simultaneous first chunks queues on one core of the stub and one of the
+    // client: real, but a measure of the burst, not of the client's clock.
+    timing_fidelity(&["--load-pattern", "poisson", "--target-qps", "200"], "600", "fidelity-high");
+}
