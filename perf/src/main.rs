@@ -1,5 +1,9 @@
 //! loadgen-perf: the roofline suite and micro benchmarks.
 
+mod ceiling;
+mod framing;
+mod procs;
+mod roofline;
 mod stubbench;
 
 use clap::{Parser, Subcommand};
@@ -15,10 +19,14 @@ struct Cli {
 enum Command {
     /// The max-throughput stub next to a minimal responder (one server core, one client core).
     StubBench(stubbench::StubBenchArgs),
+    /// The real llm-loadgen against `llm-loadgen stub max-throughput`, row by row, beside the
+    /// raw ceiling of the same cores.
+    Roofline(roofline::RooflineArgs),
 }
 
 fn main() -> anyhow::Result<()> {
     match Cli::parse().command {
         Command::StubBench(args) => stubbench::run(&args).map(|_| ()),
+        Command::Roofline(args) => roofline::run(&args),
     }
 }

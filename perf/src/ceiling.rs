@@ -1,0 +1,233 @@
+//! The raw ceiling of a roofline row: a minimal HTTP/1.1 keep-alive client (framing only, no
+//! JSON) on the client's cores, with the same connection count against the same stub, and wrk
+//! when it is installed.
+
+use std::cell::Cell;
+use std::net::SocketAddr;
+use std::path::Path;
+use std::process::Command;
+use std::rc::Rc;
+use std::sync::{Arc, Barrier};
+use std::time::{Duration, Instant};
+
+use anyhow::{anyhow, bail, Context as _};
+use monoio::io::{AsyncReadRent, AsyncWriteRentExt};
+use monoio::net::TcpStream;
+
+use crate::framing::{FrameError, ResponseScan};
+use crate::procs;
+
+/// What the ceiling clients run against.
+#[derive(Debug, Clone)]
+pub struct CeilingSpec {
+    pub addr: SocketAddr,
+    /// Cores the client threads are pinned to (cycled).
+    pub cores: Vec<usize>,
+    /// Client threads (the load generator's worker count).
+    pub threads: usize,
+    /// Keep-alive connections across all threads, one request in flight each.
+    pub connections: usize,
+    /// The whole request, head and body.
+    pub request: Vec<u8>,
+    pub duration: Duration,
+}
+
+/// One ceiling measurement.
+#[derive(Debug, Clone, Copy, serde::Serialize)]
+pub struct CeilingResult {
+    pub responses: u64,
+    pub elapsed_s: f64,
+    pub qps: f64,
+}
+
+/// Runs the minimal client: `threads` pinned monoio runtimes, each with its share of the
+/// connections; the clock starts once every thread has connected.
+pub fn run_minimal(spec: &CeilingSpec) -> anyhow::Result<CeilingResult> {
+    let threads = spec.threads.clamp(1, spec.connections.max(1));
+    let barrier = Arc::new(Barrier::new(threads));
+    let mut handles = Vec::with_capacity(threads);
+    for i in 0..threads {
+        let conns = spec.connections / threads + usize::from(i < spec.connections % threads);
+        let core = spec.cores.get(i % spec.cores.len().max(1)).copied();
+        let (addr, request, duration) = (spec.addr, spec.request.clone(), spec.duration);
+        let barrier = barrier.clone();
+        let handle = std::thread::Builder::new().name(format!("ceiling-{i}")).spawn(move || {
+            if let Some(id) = core {
+                core_affinity::set_for_current(core_affinity::CoreId { id });
+            }
+            let mut rt =
+                monoio::RuntimeBuilder::<monoio::FusionDriver>::new().enable_timer().build()?;
+            rt.block_on(client_thread(addr, conns, Rc::new(request), duration, &barrier))
+        })?;
+        handles.push(handle);
+    }
+    let mut responses = 0u64;
+    let mut elapsed_s = 0f64;
+    for h in handles {
+        let (n, s) = h.join().map_err(|_| anyhow!("a ceiling client thread panicked"))??;
+        responses += n;
+        elapsed_s = elapsed_s.max(s);
+    }
+    Ok(CeilingResult { responses, elapsed_s, qps: responses as f64 / elapsed_s.max(1e-9) })
+}
+
+async fn client_thread(
+    addr: SocketAddr,
+    conns: usize,
+    request: Rc<Vec<u8>>,
+    duration: Duration,
+    barrier: &Barrier,
+) -> anyhow::Result<(u64, f64)> {
+    let mut streams = Vec::with_capacity(conns);
+    let connected = connect_all(addr, conns, &mut streams).await;
+    // Every thread reaches the barrier, even after a failed connect, so none waits forever.
+    barrier.wait();
+    connected?;
+    let done = Rc::new(Cell::new(0u64));
+    let failed: Rc<Cell<Option<String>>> = Rc::new(Cell::new(None));
+    let live = Rc::new(Cell::new(streams.len()));
+    let start = Instant::now();
+    let deadline = start + duration;
+    for s in streams {
+        let (done, failed, live, request) =
+            (done.clone(), failed.clone(), live.clone(), request.clone());
+        monoio::spawn(async move {
+            if let Err(e) = drive_connection(s, &request, deadline, &done).await {
+                failed.set(Some(e.to_string()));
+            }
+            live.set(live.get() - 1);
+        });
+    }
+    while live.get() > 0 {
+        monoio::time::sleep(Duration::from_millis(2)).await;
+    }
+    let elapsed_s = start.elapsed().as_secs_f64();
+    if let Some(e) = failed.take() {
+        bail!("a ceiling client connection failed: {e}");
+    }
+    Ok((done.get(), elapsed_s))
+}
+
+async fn connect_all(
+    addr: SocketAddr,
+    conns: usize,
+    streams: &mut Vec<TcpStream>,
+) -> anyhow::Result<()> {
+    for _ in 0..conns {
+        let s = TcpStream::connect(addr).await.context("connecting the ceiling client")?;
+        s.set_nodelay(true)?;
+        streams.push(s);
+    }
+    Ok(())
+}
+
+/// One connection: write the request, read one whole response (framing only), repeat until
+/// the deadline.
+async fn drive_connection(
+    mut s: TcpStream,
+    request: &[u8],
+    deadline: Instant,
+    done: &Cell<u64>,
+) -> anyhow::Result<()> {
+    let mut rbuf: Vec<u8> = Vec::with_capacity(16 * 1024);
+    let mut req = request.to_vec();
+    let mut scan = ResponseScan::default();
+    while Instant::now() < deadline {
+        let (res, buf) = s.write_all(req).await;
+        req = buf;
+        res?;
+        rbuf.clear();
+        scan.reset();
+        loop {
+            let len = rbuf.len();
+            if len == rbuf.capacity() {
+                rbuf.reserve(len.max(4096));
+            }
+            let cap = rbuf.capacity();
+            let (res, slice) = s.read(monoio::buf::IoBufMut::slice_mut(rbuf, len..cap)).await;
+            rbuf = slice.into_inner();
+            if res? == 0 {
+                bail!("the server closed the connection");
+            }
+            match scan.feed(&rbuf) {
+                Ok(Some(end)) if end == rbuf.len() => break,
+                Ok(Some(end)) => bail!("{} bytes after the response", rbuf.len() - end),
+                Ok(None) => {}
+                Err(FrameError(what)) => bail!("bad response framing: {what}"),
+            }
+        }
+        done.set(done.get() + 1);
+    }
+    Ok(())
+}
+
+/// The Lua script that makes wrk send `body` as a POST to `path`.
+pub fn wrk_script(path: &str, body: &str) -> String {
+    let quoted = serde_json::to_string(body).unwrap_or_default();
+    format!(
+        "wrk.method = \"POST\"\nwrk.path = \"{path}\"\nwrk.body = {quoted}\n\
+         wrk.headers[\"Content-Type\"] = \"application/json\"\n"
+    )
+}
+
+/// The `Requests/sec:` figure of wrk's output.
+pub fn parse_wrk_rps(output: &str) -> Option<f64> {
+    output
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("Requests/sec:"))
+        .and_then(|v| v.trim().parse().ok())
+}
+
+/// Runs wrk when it is on the PATH (None when it is not), pinned to `spec.cores`.
+pub fn run_wrk(
+    spec: &CeilingSpec,
+    url: &str,
+    script: &Path,
+) -> anyhow::Result<Option<CeilingResult>> {
+    let Some(wrk) = procs::which("wrk") else {
+        return Ok(None);
+    };
+    let threads = spec.threads.clamp(1, spec.connections.max(1));
+    let secs = spec.duration.as_secs_f64().ceil().max(1.0) as u64;
+    let mut cmd = Command::new(wrk);
+    cmd.arg(format!("-t{threads}"))
+        .arg(format!("-c{}", spec.connections))
+        .arg(format!("-d{secs}s"))
+        .arg("-s")
+        .arg(script)
+        .arg(url);
+    let out = procs::output_pinned(cmd, &spec.cores).context("running wrk")?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    if !out.status.success() {
+        bail!("wrk failed ({}): {}", out.status, String::from_utf8_lossy(&out.stderr).trim());
+    }
+    if text.contains("Non-2xx") || text.contains("Socket errors") {
+        bail!("wrk saw errors: {}", text.trim());
+    }
+    let rps = parse_wrk_rps(&text).ok_or_else(|| anyhow!("no Requests/sec in wrk's output"))?;
+    Ok(Some(CeilingResult {
+        responses: (rps * secs as f64) as u64,
+        elapsed_s: secs as f64,
+        qps: rps,
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn wrk_rps_is_read_from_its_summary() {
+        let out = "Running 5s test @ http://127.0.0.1:1/\n  1 threads and 32 connections\n\
+                   Requests/sec:  81234.56\nTransfer/sec:     20.00MB\n";
+        assert_eq!(parse_wrk_rps(out), Some(81234.56));
+        assert_eq!(parse_wrk_rps("nothing here"), None);
+    }
+
+    #[test]
+    fn wrk_script_quotes_the_body() {
+        let s = wrk_script("/v1/chat/completions", "{\"a\":\"b\"}");
+        assert!(s.contains("wrk.body = \"{\\\"a\\\":\\\"b\\\"}\""), "{s}");
+        assert!(s.contains("wrk.path = \"/v1/chat/completions\""));
+    }
+}

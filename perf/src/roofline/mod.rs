@@ -1,0 +1,420 @@
+//! `loadgen-perf roofline`: the real `llm-loadgen` binary against `llm-loadgen stub
+//! max-throughput`, the reference's rows streaming and not, each beside the raw ceiling of the
+//! same cores.
+
+mod loadgen;
+pub mod plan;
+mod report;
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Context as _};
+use clap::Args;
+
+use crate::ceiling::{self, CeilingSpec};
+use crate::procs::{self, Stub};
+use loadgen::{LoadgenRun, RunContext};
+use plan::{Layout, RowKind, Scale};
+use report::{Ceilings, HostInfo, Report, RowResult};
+
+/// `roofline` flags.
+#[derive(Debug, Clone, Args)]
+pub struct RooflineArgs {
+    /// The llm-loadgen binary [default: next to this executable].
+    #[arg(long = "bin")]
+    pub bin: Option<PathBuf>,
+    /// Stub worker threads [default: 1 on two cores, else a quarter of the cores].
+    #[arg(long = "roofline-server-workers")]
+    pub server_workers: Option<usize>,
+    /// llm-loadgen workers [default: the client's cores less one for its coordinator].
+    #[arg(long = "roofline-client-workers")]
+    pub client_workers: Option<usize>,
+    /// Characters per SSE event (160-character outputs: 16 events).
+    #[arg(long = "roofline-stream-interval", default_value_t = 10)]
+    pub stream_interval: usize,
+    /// The client sends no `stream_options`, so the stub sends no usage frame.
+    #[arg(long = "roofline-no-stream-include-usage")]
+    pub no_stream_include_usage: bool,
+    /// Rows to run: burst, c1000, c4000, c16000, poisson (comma-separated) or all.
+    #[arg(long, default_value = "all")]
+    pub rows: String,
+    /// Multiplies sample counts and durations (0.05: about a minute on two cores).
+    #[arg(long, default_value_t = 1.0)]
+    pub scale: f64,
+    /// Highest Poisson target searched (steps of --poisson-step-qps).
+    #[arg(long, default_value_t = 250_000)]
+    pub poisson_max_qps: u64,
+    #[arg(long, default_value_t = 10_000)]
+    pub poisson_step_qps: u64,
+    /// Skip the ceiling clients (minimal client and wrk).
+    #[arg(long)]
+    pub no_ceiling: bool,
+    /// Output folder: table.txt, roofline.json, per-run logs and summaries.
+    #[arg(long, default_value = "roofline-out")]
+    pub out: PathBuf,
+    /// Keep each run's report folder (large at full size).
+    #[arg(long)]
+    pub keep_reports: bool,
+}
+
+/// Runs the suite, prints the table and writes the files; fails when a row failed.
+pub fn run(args: &RooflineArgs) -> anyhow::Result<()> {
+    if !(args.scale > 0.0 && args.scale.is_finite()) {
+        bail!("--scale must be a positive number, not {}", args.scale);
+    }
+    let rows = plan::parse_rows(&args.rows)?;
+    let bin = resolve_bin(args.bin.as_deref())?;
+    procs::raise_fd_limit();
+    let cores: Vec<usize> =
+        core_affinity::get_core_ids().unwrap_or_default().into_iter().map(|c| c.id).collect();
+    let layout = Layout::new(&cores, args.server_workers, args.client_workers);
+    let reports_dir = args.out.join("runs");
+    std::fs::create_dir_all(&reports_dir)
+        .with_context(|| format!("creating {}", reports_dir.display()))?;
+    // One stub worker per entry, its cores cycled when it has more workers than cores.
+    let stub_cores: Vec<usize> =
+        layout.stub_cores.iter().copied().cycle().take(layout.stub_workers).collect();
+    let stub = Stub::start(&bin, &stub_cores, args.stream_interval)?;
+    eprintln!(
+        "stub: {} on cores {:?}; client: cores {:?}, {} workers",
+        stub.url, layout.stub_cores, layout.client_cores, layout.client_workers
+    );
+    let ctx = RunContext {
+        bin,
+        url: stub.url.clone(),
+        client_cores: layout.client_cores.clone(),
+        client_workers: layout.client_workers,
+        no_stream_include_usage: args.no_stream_include_usage,
+        reports_dir,
+        keep_reports: args.keep_reports,
+    };
+    let mut suite =
+        Suite { args, ctx: &ctx, layout: &layout, stub: &stub, ceilings: HashMap::new() };
+    let mut results = Vec::new();
+    for stream in [false, true] {
+        for &row in &rows {
+            let result = suite.row(row, stream)?;
+            eprintln!(
+                "{}",
+                report::render_table(std::slice::from_ref(&result)).lines().nth(2).unwrap_or("")
+            );
+            results.push(result);
+        }
+    }
+    stub.stop()?;
+    let report = Report {
+        host: HostInfo::probe(cores.len()),
+        command: std::env::args().collect(),
+        scale: args.scale,
+        stub_cores: layout.stub_cores.clone(),
+        stub_workers: layout.stub_workers,
+        client_cores: layout.client_cores.clone(),
+        client_workers: layout.client_workers,
+        stream_interval: args.stream_interval,
+        stream_include_usage: !args.no_stream_include_usage,
+        rows: results,
+    };
+    let text = report::render(&report);
+    print!("{text}");
+    std::fs::write(args.out.join("table.txt"), &text)?;
+    std::fs::write(args.out.join("roofline.json"), serde_json::to_vec_pretty(&report)?)?;
+    let failed = report.rows.iter().filter(|r| r.error.is_some()).count();
+    if failed > 0 {
+        bail!("{failed} roofline rows failed (see {})", args.out.join("runs").display());
+    }
+    Ok(())
+}
+
+/// The `llm-loadgen` binary: `--bin`, else the one beside this executable.
+fn resolve_bin(flag: Option<&Path>) -> anyhow::Result<PathBuf> {
+    let path = match flag {
+        Some(p) => p.to_path_buf(),
+        None => std::env::current_exe()?.with_file_name("llm-loadgen"),
+    };
+    if !path.is_file() {
+        bail!(
+            "llm-loadgen not found at {} (build it first: `cargo build --release`, or pass --bin PATH)",
+            path.display()
+        );
+    }
+    Ok(path)
+}
+
+struct Suite<'a> {
+    args: &'a RooflineArgs,
+    ctx: &'a RunContext,
+    layout: &'a Layout,
+    stub: &'a Stub,
+    /// Ceilings by (connections, stream): burst and Poisson rows share theirs.
+    ceilings: HashMap<(usize, bool), Ceilings>,
+}
+
+impl Suite<'_> {
+    fn scale(&self) -> Scale {
+        Scale(self.args.scale)
+    }
+
+    fn row(&mut self, kind: RowKind, stream: bool) -> anyhow::Result<RowResult> {
+        let scale = self.scale();
+        let name = format!("{}-{}", kind.name(), if stream { "stream" } else { "nostream" });
+        let (run, poisson) = match kind {
+            RowKind::Burst => {
+                let n = scale.burst_samples().to_string();
+                (
+                    loadgen::run(
+                        self.ctx,
+                        &name,
+                        stream,
+                        &strings(&["offline", "--num-samples", &n]),
+                    ),
+                    None,
+                )
+            }
+            RowKind::Concurrency(c) => {
+                (loadgen::run(self.ctx, &name, stream, &concurrency_args(&scale, c)), None)
+            }
+            RowKind::Poisson => {
+                let (run, detail) = self.poisson(&name, stream)?;
+                (run, Some(detail))
+            }
+        };
+        let mut result = match run {
+            Ok(run) => row_from_run(kind, stream, &scale, &run),
+            Err(e) => error_row(kind, stream, &scale, e.to_string()),
+        };
+        result.poisson = poisson;
+        let conns = match kind {
+            RowKind::Concurrency(c) => c,
+            _ => 32 * self.layout.client_workers,
+        };
+        Ok(result.with_ceiling(self.ceiling(conns, stream)))
+    }
+
+    /// Binary search over the Poisson grid; the row shows the highest sustained target's run.
+    fn poisson(
+        &mut self,
+        name: &str,
+        stream: bool,
+    ) -> anyhow::Result<(anyhow::Result<LoadgenRun>, serde_json::Value)> {
+        let scale = self.scale();
+        let grid = plan::poisson_grid(self.args.poisson_step_qps, self.args.poisson_max_qps);
+        let mut probes = Vec::new();
+        let mut runs: HashMap<u64, LoadgenRun> = HashMap::new();
+        let best = plan::search_max(&grid, |target| {
+            let run = loadgen::run(
+                self.ctx,
+                &format!("{name}-{target}"),
+                stream,
+                &poisson_args(&scale, target),
+            )?;
+            let sustained = sustained(&run, target);
+            eprintln!("  poisson target {target}: qps {:.0}, sustained {sustained}", run.qps());
+            probes.push(serde_json::json!({
+                "target_qps": target, "qps": run.qps(), "sustained": sustained,
+                "exit_code": run.exit_code, "failed": run.summary.n_samples_failed,
+                "issue_lag": run.summary.issue_lag,
+            }));
+            runs.insert(target, run);
+            anyhow::Ok(sustained)
+        })?;
+        let best_target = best.map(|i| grid[i]);
+        let detail =
+            serde_json::json!({ "max_sustained_target_qps": best_target, "probes": probes });
+        let run = match best_target.and_then(|t| runs.remove(&t)) {
+            Some(run) => Ok(run),
+            None => Err(anyhow::anyhow!("{name}: no Poisson target was sustained")),
+        };
+        Ok((run, detail))
+    }
+
+    fn ceiling(&mut self, connections: usize, stream: bool) -> Ceilings {
+        if self.args.no_ceiling {
+            return Ceilings { connections, ..Ceilings::default() };
+        }
+        if let Some(c) = self.ceilings.get(&(connections, stream)) {
+            return c.clone();
+        }
+        let c = measure_ceiling(self.args, self.layout, self.stub, connections, stream);
+        self.ceilings.insert((connections, stream), c.clone());
+        c
+    }
+}
+
+fn measure_ceiling(
+    args: &RooflineArgs,
+    layout: &Layout,
+    stub: &Stub,
+    connections: usize,
+    stream: bool,
+) -> Ceilings {
+    let body = request_body(stream, !args.no_stream_include_usage);
+    let spec = CeilingSpec {
+        addr: stub.addr,
+        cores: layout.ceiling_cores(),
+        threads: layout.client_workers,
+        connections,
+        request: request_bytes(&body),
+        duration: Scale(args.scale).ceiling_duration(),
+    };
+    let mut c = Ceilings { connections, ..Ceilings::default() };
+    match ceiling::run_minimal(&spec) {
+        Ok(r) => c.minimal = Some(r),
+        Err(e) => c.notes.push(format!("minimal client: {e}")),
+    }
+    let script = args.out.join(format!("wrk-{}.lua", if stream { "stream" } else { "nostream" }));
+    let wrk = std::fs::write(&script, ceiling::wrk_script(CHAT_PATH, &body))
+        .map_err(anyhow::Error::from)
+        .and_then(|()| ceiling::run_wrk(&spec, &format!("{}{CHAT_PATH}", stub.url), &script));
+    match wrk {
+        Ok(r) => c.wrk = r,
+        Err(e) => c.notes.push(format!("wrk: {e}")),
+    }
+    for note in &c.notes {
+        eprintln!("ceiling c={connections} stream={stream}: {note}");
+    }
+    c
+}
+
+const CHAT_PATH: &str = "/v1/chat/completions";
+
+/// The body the ceiling clients send: what llm-loadgen sends for one short prompt.
+fn request_body(stream: bool, include_usage: bool) -> String {
+    let options =
+        if stream && include_usage { ",\"stream_options\":{\"include_usage\":true}" } else { "" };
+    format!(
+        "{{\"model\":\"max-tp\",\"messages\":[{{\"role\":\"user\",\"content\":\"Hello there\"}}],\
+         \"stream\":{stream}{options}}}"
+    )
+}
+
+fn request_bytes(body: &str) -> Vec<u8> {
+    format!(
+        "POST {CHAT_PATH} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n\
+         Content-Length: {}\r\n\r\n{body}",
+        body.len()
+    )
+    .into_bytes()
+}
+
+fn strings(args: &[&str]) -> Vec<String> {
+    args.iter().map(|s| s.to_string()).collect()
+}
+
+fn concurrency_args(scale: &Scale, concurrency: usize) -> Vec<String> {
+    let c = concurrency.to_string();
+    let (d, m, n) = (
+        format!("{}ms", scale.duration_ms()),
+        scale.max_duration_ms().to_string(),
+        scale.concurrency_samples().to_string(),
+    );
+    strings(&[
+        "online",
+        "--load-pattern",
+        "concurrency",
+        "--concurrency",
+        &c,
+        "--duration",
+        &d,
+        "--runtime.max-duration-ms",
+        &m,
+        "--num-samples",
+        &n,
+    ])
+}
+
+fn poisson_args(scale: &Scale, target_qps: u64) -> Vec<String> {
+    let (t, d, m, n) = (
+        target_qps.to_string(),
+        format!("{}ms", scale.duration_ms()),
+        scale.max_duration_ms().to_string(),
+        scale.poisson_samples(target_qps).to_string(),
+    );
+    strings(&[
+        "online",
+        "--load-pattern",
+        "poisson",
+        "--target-qps",
+        &t,
+        "--duration",
+        &d,
+        "--runtime.max-duration-ms",
+        &m,
+        "--num-samples",
+        &n,
+    ])
+}
+
+/// A Poisson target is sustained when the run was clean and both the reported QPS and the
+/// issuing rate reached 95% of it.
+fn sustained(run: &LoadgenRun, target_qps: u64) -> bool {
+    let floor = 0.95 * target_qps as f64;
+    let issued_ok = run.summary.issue_lag.is_none_or(|l| l.achieved_qps >= floor);
+    run.check().is_ok() && run.qps() >= floor && issued_ok
+}
+
+fn row_from_run(kind: RowKind, stream: bool, scale: &Scale, run: &LoadgenRun) -> RowResult {
+    let mut r = error_row(kind, stream, scale, String::new());
+    r.qps = run.qps();
+    r.total = run.summary.n_samples_completed;
+    r.elapsed_s = run.summary.duration_ns as f64 / 1e9;
+    r.failed = run.summary.n_samples_failed;
+    r.error = run.check().err().map(|e| e.to_string());
+    r
+}
+
+fn error_row(kind: RowKind, stream: bool, scale: &Scale, error: String) -> RowResult {
+    RowResult {
+        row: kind.name(),
+        label: kind.label(scale),
+        stream,
+        qps: 0.0,
+        total: 0,
+        elapsed_s: 0.0,
+        failed: 0,
+        ceiling: Ceilings::default(),
+        ceiling_qps: None,
+        ceiling_source: None,
+        ratio: None,
+        poisson: None,
+        error: (!error.is_empty()).then_some(error),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rows_pass_the_reference_flags() {
+        let args = concurrency_args(&Scale(0.05), 1000);
+        assert_eq!(
+            args.join(" "),
+            "online --load-pattern concurrency --concurrency 1000 \
+            --duration 500ms --runtime.max-duration-ms 600 --num-samples 500000"
+        );
+        let args = poisson_args(&Scale(1.0), 20_000);
+        assert!(args.join(" ").ends_with(
+            "--duration 10000ms --runtime.max-duration-ms 12000 \
+            --num-samples 300000"
+        ));
+    }
+
+    #[test]
+    fn ceiling_request_matches_the_client_options() {
+        let with = request_body(true, true);
+        assert!(with.contains("\"stream\":true,\"stream_options\":{\"include_usage\":true}"));
+        assert!(!request_body(true, false).contains("stream_options"));
+        assert!(!request_body(false, true).contains("stream_options"));
+        let bytes = request_bytes(&with);
+        let text = String::from_utf8(bytes).unwrap();
+        assert!(text.contains(&format!("Content-Length: {}\r\n\r\n{with}", with.len())));
+        serde_json::from_str::<serde_json::Value>(&with).unwrap();
+    }
+
+    #[test]
+    fn missing_binary_says_how_to_build_it() {
+        let err = resolve_bin(Some(Path::new("/nonexistent/llm-loadgen"))).unwrap_err();
+        assert!(err.to_string().contains("cargo build --release"), "{err}");
+    }
+}

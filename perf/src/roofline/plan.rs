@@ -1,0 +1,320 @@
+//! The roofline's pure plan: which rows run, their sample counts and durations under `--scale`,
+//! how the machine's cores are split between stub and client, and the Poisson search.
+
+use std::time::Duration;
+
+use anyhow::bail;
+
+/// One kind of row of the reference suite.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RowKind {
+    /// `max_throughput`: every sample issued at t=0.
+    Burst,
+    /// Closed loop with this many requests in flight.
+    Concurrency(usize),
+    /// Binary search for the highest sustained Poisson target.
+    Poisson,
+}
+
+impl RowKind {
+    /// Every row, in the reference's order.
+    pub const ALL: [RowKind; 5] = [
+        RowKind::Burst,
+        RowKind::Concurrency(1_000),
+        RowKind::Concurrency(4_000),
+        RowKind::Concurrency(16_000),
+        RowKind::Poisson,
+    ];
+
+    /// The `--rows` name.
+    pub fn name(self) -> String {
+        match self {
+            RowKind::Burst => "burst".into(),
+            RowKind::Concurrency(c) => format!("c{c}"),
+            RowKind::Poisson => "poisson".into(),
+        }
+    }
+
+    /// The table's label, as the reference's.
+    pub fn label(self, scale: &Scale) -> String {
+        match self {
+            RowKind::Burst => {
+                format!("max_throughput ({} burst)", short_count(scale.burst_samples()))
+            }
+            RowKind::Concurrency(c) => format!("concurrency c={}", thousands(c as f64)),
+            RowKind::Poisson => "poisson max_sustained".into(),
+        }
+    }
+}
+
+/// Parses `--rows` (comma-separated names; `all` or empty = every row).
+pub fn parse_rows(spec: &str) -> anyhow::Result<Vec<RowKind>> {
+    let names: Vec<&str> = spec.split(',').map(str::trim).filter(|s| !s.is_empty()).collect();
+    if names.is_empty() || names == ["all"] {
+        return Ok(RowKind::ALL.to_vec());
+    }
+    let mut rows = Vec::new();
+    for name in names {
+        let row = RowKind::ALL.into_iter().find(|r| r.name() == name);
+        match row {
+            Some(r) if !rows.contains(&r) => rows.push(r),
+            Some(_) => {}
+            None => bail!(
+                "unknown row {name:?} in --rows (use burst, c1000, c4000, c16000, poisson or all)"
+            ),
+        }
+    }
+    Ok(rows)
+}
+
+/// The reference's sizes times `--scale`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Scale(pub f64);
+
+/// The reference's full-size figures.
+pub const BURST_SAMPLES: u64 = 2_000_000;
+pub const CONCURRENCY_SAMPLES: u64 = 10_000_000;
+pub const DURATION_MS: u64 = 10_000;
+pub const MAX_DURATION_MS: u64 = 12_000;
+/// The minimal client and wrk run this long (wrk's own figure in the issue).
+pub const CEILING_DURATION_MS: u64 = 5_000;
+/// The shortest scaled duration: below it, start-up dominates.
+pub const DURATION_MS_MIN: u64 = 200;
+
+impl Scale {
+    fn count(&self, n: u64) -> u64 {
+        ((n as f64 * self.0).round() as u64).max(1)
+    }
+
+    fn ms(&self, ms: u64) -> u64 {
+        ((ms as f64 * self.0).round() as u64).max(DURATION_MS_MIN)
+    }
+
+    pub fn burst_samples(&self) -> u64 {
+        self.count(BURST_SAMPLES)
+    }
+
+    pub fn concurrency_samples(&self) -> u64 {
+        self.count(CONCURRENCY_SAMPLES)
+    }
+
+    /// The reference's `max(100000, 15·T)`, scaled.
+    pub fn poisson_samples(&self, target_qps: u64) -> u64 {
+        self.count(100_000u64.max(15 * target_qps))
+    }
+
+    pub fn duration_ms(&self) -> u64 {
+        self.ms(DURATION_MS)
+    }
+
+    /// The `--runtime.max-duration-ms` cap, kept above the duration.
+    pub fn max_duration_ms(&self) -> u64 {
+        self.ms(MAX_DURATION_MS).max(self.duration_ms() + 100)
+    }
+
+    /// At least a second: wrk counts whole seconds, and its connects fall inside them.
+    pub fn ceiling_duration(&self) -> Duration {
+        Duration::from_millis(self.ms(CEILING_DURATION_MS).max(1_000))
+    }
+}
+
+/// The reference's Poisson targets: 10k, 20k, … up to `max_qps`.
+pub fn poisson_grid(step_qps: u64, max_qps: u64) -> Vec<u64> {
+    let step = step_qps.max(1);
+    (1..=max_qps / step).map(|i| i * step).collect()
+}
+
+/// Binary search for the largest grid value `probe` accepts, assuming acceptance is monotonic
+/// (every target below a sustained one is sustained). Returns its index; `probe` errors stop
+/// the search.
+pub fn search_max<E>(
+    grid: &[u64],
+    mut probe: impl FnMut(u64) -> Result<bool, E>,
+) -> Result<Option<usize>, E> {
+    let (mut lo, mut hi) = (0usize, grid.len());
+    let mut best = None;
+    while lo < hi {
+        let mid = lo + (hi - lo) / 2;
+        if probe(grid[mid])? {
+            best = Some(mid);
+            lo = mid + 1;
+        } else {
+            hi = mid;
+        }
+    }
+    Ok(best)
+}
+
+/// How the machine's cores are shared.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Layout {
+    pub stub_cores: Vec<usize>,
+    pub stub_workers: usize,
+    /// The affinity mask of the `llm-loadgen` process (its coordinator takes the first).
+    pub client_cores: Vec<usize>,
+    pub client_workers: usize,
+}
+
+impl Layout {
+    /// Stub on the first cores (a quarter, at least one), client on the rest; on two cores one
+    /// each, on one core both share it. Explicit worker counts override the defaults.
+    pub fn new(
+        cores: &[usize],
+        server_workers: Option<usize>,
+        client_workers: Option<usize>,
+    ) -> Self {
+        let n = cores.len();
+        if n <= 2 {
+            let stub_cores = cores[..n.min(1)].to_vec();
+            let client_cores = cores[n.saturating_sub(1)..].to_vec();
+            return Layout {
+                stub_workers: server_workers.unwrap_or(1).max(1),
+                stub_cores,
+                client_cores,
+                client_workers: client_workers.unwrap_or(1).max(1),
+            };
+        }
+        let stub_n = server_workers.unwrap_or((n / 4).max(1)).clamp(1, n - 2);
+        let rest = &cores[stub_n..];
+        let workers = client_workers.unwrap_or(rest.len() - 1).max(1);
+        Layout {
+            stub_cores: cores[..stub_n].to_vec(),
+            stub_workers: server_workers.unwrap_or(stub_n).max(1),
+            client_cores: rest[..rest.len().min(workers + 1)].to_vec(),
+            client_workers: workers,
+        }
+    }
+
+    /// The cores the ceiling clients use: the client's, less the coordinator's when the
+    /// workers have cores of their own.
+    pub fn ceiling_cores(&self) -> Vec<usize> {
+        if self.client_cores.len() > 1 {
+            self.client_cores[1..].to_vec()
+        } else {
+            self.client_cores.clone()
+        }
+    }
+}
+
+/// `1234567.8` → `1,234,568`; values below 100 keep one decimal.
+pub fn thousands(v: f64) -> String {
+    if !v.is_finite() {
+        return "-".into();
+    }
+    if v.abs() < 100.0 {
+        return format!("{v:.1}");
+    }
+    let digits = format!("{:.0}", v.abs());
+    let mut out = String::new();
+    for (i, ch) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(ch);
+    }
+    if v < 0.0 {
+        out.insert(0, '-');
+    }
+    out
+}
+
+/// `2000000` → `2M`, `100000` → `100k`.
+pub fn short_count(n: u64) -> String {
+    if n >= 1_000_000 && n % 1_000_000 == 0 {
+        format!("{}M", n / 1_000_000)
+    } else if n >= 1_000 && n % 1_000 == 0 {
+        format!("{}k", n / 1_000)
+    } else {
+        n.to_string()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn scale_divides_counts_and_durations() {
+        let s = Scale(0.05);
+        assert_eq!(s.burst_samples(), 100_000);
+        assert_eq!(s.concurrency_samples(), 500_000);
+        assert_eq!((s.duration_ms(), s.max_duration_ms()), (500, 600));
+        assert_eq!(s.poisson_samples(10_000), 7_500);
+        assert_eq!(s.ceiling_duration(), Duration::from_secs(1));
+        let full = Scale(1.0);
+        assert_eq!((full.burst_samples(), full.duration_ms()), (2_000_000, 10_000));
+        assert_eq!(full.max_duration_ms(), 12_000);
+        assert_eq!(full.poisson_samples(250_000), 3_750_000);
+        assert_eq!(full.ceiling_duration(), Duration::from_secs(5));
+    }
+
+    #[test]
+    fn tiny_scales_keep_a_floor() {
+        let s = Scale(0.000_001);
+        assert_eq!(s.burst_samples(), 2);
+        assert_eq!(s.duration_ms(), DURATION_MS_MIN);
+        assert!(s.max_duration_ms() > s.duration_ms());
+    }
+
+    #[test]
+    fn rows_filter_by_name() {
+        let rows = parse_rows("burst, c1000,poisson,burst").unwrap();
+        assert_eq!(rows, vec![RowKind::Burst, RowKind::Concurrency(1000), RowKind::Poisson]);
+        assert_eq!(parse_rows("").unwrap().len(), 5);
+        assert_eq!(parse_rows("all").unwrap(), RowKind::ALL.to_vec());
+        let err = parse_rows("c2000").unwrap_err().to_string();
+        assert!(err.contains("\"c2000\""), "{err}");
+    }
+
+    #[test]
+    fn search_finds_the_largest_accepted_target() {
+        let grid = poisson_grid(10_000, 250_000);
+        assert_eq!((grid.len(), grid[0], grid[24]), (25, 10_000, 250_000));
+        for limit in [0u64, 10_000, 87_000, 250_000, 1_000_000] {
+            let mut probes = 0;
+            let best = search_max(&grid, |t| {
+                probes += 1;
+                Ok::<_, ()>(t <= limit)
+            })
+            .unwrap();
+            let expected = grid.iter().rposition(|&t| t <= limit);
+            assert_eq!(best, expected, "limit {limit}");
+            assert!(probes <= 5, "{probes} probes for 25 targets");
+        }
+        let failed = search_max(&grid, |_| Err::<bool, _>("stub died"));
+        assert_eq!(failed, Err("stub died"));
+    }
+
+    #[test]
+    fn layout_two_cores_one_each() {
+        let l = Layout::new(&[0, 1], None, None);
+        assert_eq!((l.stub_cores, l.client_cores.clone()), (vec![0], vec![1]));
+        assert_eq!((l.stub_workers, l.client_workers), (1, 1));
+        assert_eq!(Layout::new(&[0, 1], None, None).ceiling_cores(), vec![1]);
+        let one = Layout::new(&[3], None, None);
+        assert_eq!((one.stub_cores, one.client_cores), (vec![3], vec![3]));
+    }
+
+    #[test]
+    fn layout_many_cores_separates_sets() {
+        let cores: Vec<usize> = (0..16).collect();
+        let l = Layout::new(&cores, None, None);
+        assert_eq!(l.stub_cores, (0..4).collect::<Vec<_>>());
+        assert_eq!((l.client_cores.clone(), l.client_workers), ((4..16).collect(), 11));
+        assert_eq!(l.ceiling_cores(), (5..16).collect::<Vec<_>>());
+        let l = Layout::new(&cores, Some(2), Some(4));
+        assert_eq!((l.stub_cores, l.stub_workers), (vec![0, 1], 2));
+        assert_eq!((l.client_cores, l.client_workers), (vec![2, 3, 4, 5, 6], 4));
+    }
+
+    #[test]
+    fn numbers_format_as_the_reference() {
+        assert_eq!(thousands(42_929.4), "42,929");
+        assert_eq!(thousands(1_234_567.0), "1,234,567");
+        assert_eq!(thousands(999.5), "1,000");
+        assert_eq!(thousands(12.34), "12.3");
+        assert_eq!(short_count(2_000_000), "2M");
+        assert_eq!(short_count(100_000), "100k");
+        assert_eq!(short_count(1_234), "1234");
+    }
+}
