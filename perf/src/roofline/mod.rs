@@ -183,6 +183,10 @@ impl Suite<'_> {
             Ok(run) => row_from_run(kind, stream, &scale, &run),
             Err(e) => error_row(kind, stream, &scale, e.to_string()),
         };
+        if let Some(target) = poisson.as_ref().and_then(|p| p["max_sustained_target_qps"].as_u64())
+        {
+            result.label = format!("{} (target {})", result.label, plan::thousands(target as f64));
+        }
         result.poisson = poisson;
         let conns = match kind {
             RowKind::Concurrency(c) => c,
