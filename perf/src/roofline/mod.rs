@@ -202,7 +202,9 @@ impl Suite<'_> {
         stream: bool,
     ) -> anyhow::Result<(anyhow::Result<LoadgenRun>, serde_json::Value)> {
         let scale = self.scale();
-        let grid = plan::poisson_grid(self.args.poisson_step_qps, self.args.poisson_max_qps);
+        let ceiling = self.ceiling(32 * self.layout.client_workers, stream).best().map(|b| b.1);
+        let grid =
+            plan::poisson_targets(self.args.poisson_step_qps, self.args.poisson_max_qps, ceiling);
         let mut probes = Vec::new();
         let mut runs: HashMap<u64, LoadgenRun> = HashMap::new();
         let best = plan::search_max(&grid, |target| {
@@ -217,7 +219,7 @@ impl Suite<'_> {
             probes.push(serde_json::json!({
                 "target_qps": target, "qps": run.qps(), "sustained": sustained,
                 "exit_code": run.exit_code, "failed": run.summary.n_samples_failed,
-                "issue_lag": run.summary.issue_lag,
+                "issue_lag": run.summary.issue_lag, "wall_s": run.wall_s,
             }));
             runs.insert(target, run);
             anyhow::Ok(sustained)
@@ -330,8 +332,8 @@ fn concurrency_args(scale: &Scale, concurrency: usize) -> Vec<String> {
 fn poisson_args(scale: &Scale, target_qps: u64) -> Vec<String> {
     let (t, d, m, n) = (
         target_qps.to_string(),
-        format!("{}ms", scale.duration_ms()),
-        scale.max_duration_ms().to_string(),
+        format!("{}ms", scale.poisson_duration_ms()),
+        scale.poisson_max_duration_ms().to_string(),
         scale.poisson_samples(target_qps).to_string(),
     );
     strings(&[

@@ -98,9 +98,11 @@ impl Scale {
         self.count(CONCURRENCY_SAMPLES)
     }
 
-    /// The reference's `max(100000, 15·T)`, scaled.
+    /// The reference's `max(100000, 15·T)` for its 10 s, scaled to the probe's duration (so
+    /// the samples outlast it).
     pub fn poisson_samples(&self, target_qps: u64) -> u64 {
-        self.count(100_000u64.max(15 * target_qps))
+        let n = 100_000u64.max(15 * target_qps);
+        (n * self.poisson_duration_ms() / DURATION_MS).max(1)
     }
 
     pub fn duration_ms(&self) -> u64 {
@@ -113,6 +115,17 @@ impl Scale {
     }
 
     /// At least a second: wrk counts whole seconds, and its connects fall inside them.
+    /// A Poisson probe runs at least [`POISSON_DURATION_MS_MIN`], so the tail abandoned at
+    /// the cap stays a small part of what it issued.
+    pub fn poisson_duration_ms(&self) -> u64 {
+        self.duration_ms().max(POISSON_DURATION_MS_MIN)
+    }
+
+    /// The Poisson cap: the reference's 12/10 of the duration.
+    pub fn poisson_max_duration_ms(&self) -> u64 {
+        self.max_duration_ms().max(self.poisson_duration_ms() * 6 / 5)
+    }
+
     pub fn ceiling_duration(&self) -> Duration {
         Duration::from_millis(self.ms(CEILING_DURATION_MS).max(1_000))
     }
@@ -123,6 +136,23 @@ pub fn poisson_grid(step_qps: u64, max_qps: u64) -> Vec<u64> {
     let step = step_qps.max(1);
     (1..=max_qps / step).map(|i| i * step).collect()
 }
+
+/// The grid searched: no target above 1.1× the row's ceiling (the same cores cannot sustain
+/// it), and steps fine enough for at least [`POISSON_TARGETS_MIN`] targets below it (whole
+/// thousands).
+pub fn poisson_targets(step_qps: u64, max_qps: u64, ceiling_qps: Option<f64>) -> Vec<u64> {
+    let top = match ceiling_qps {
+        Some(c) if c > 0.0 => max_qps.min((c * 1.1) as u64),
+        _ => max_qps,
+    };
+    let step = step_qps.min(top / POISSON_TARGETS_MIN / 1_000 * 1_000).max(1_000);
+    poisson_grid(step, top)
+}
+
+/// Fewest targets a capped grid keeps.
+pub const POISSON_TARGETS_MIN: u64 = 8;
+/// Shortest Poisson probe.
+pub const POISSON_DURATION_MS_MIN: u64 = 2_000;
 
 /// Binary search for the largest grid value `probe` accepts, assuming acceptance is monotonic
 /// (every target below a sustained one is sustained). Returns its index; `probe` errors stop
@@ -239,7 +269,7 @@ mod tests {
         assert_eq!(s.burst_samples(), 100_000);
         assert_eq!(s.concurrency_samples(), 500_000);
         assert_eq!((s.duration_ms(), s.max_duration_ms()), (500, 600));
-        assert_eq!(s.poisson_samples(10_000), 7_500);
+        assert_eq!(s.poisson_samples(10_000), 30_000);
         assert_eq!(s.ceiling_duration(), Duration::from_secs(1));
         let full = Scale(1.0);
         assert_eq!((full.burst_samples(), full.duration_ms()), (2_000_000, 10_000));
@@ -283,6 +313,27 @@ mod tests {
         }
         let failed = search_max(&grid, |_| Err::<bool, _>("stub died"));
         assert_eq!(failed, Err("stub died"));
+    }
+
+    #[test]
+    fn poisson_grid_stops_near_the_ceiling() {
+        assert_eq!(poisson_targets(10_000, 250_000, None).len(), 25);
+        let t = poisson_targets(10_000, 250_000, Some(1_000_000.0));
+        assert_eq!((t.len(), t[24]), (25, 250_000));
+        let t = poisson_targets(10_000, 250_000, Some(100_000.0));
+        assert_eq!((t[0], *t.last().unwrap()), (10_000, 110_000));
+        // A slow machine: 16k at the ceiling gives 2k steps up to 17.6k.
+        let t = poisson_targets(10_000, 250_000, Some(16_000.0));
+        assert_eq!(t, vec![2_000, 4_000, 6_000, 8_000, 10_000, 12_000, 14_000, 16_000]);
+        assert_eq!(poisson_targets(10_000, 250_000, Some(500.0)), Vec::<u64>::new());
+    }
+
+    #[test]
+    fn poisson_probes_run_long_enough() {
+        let s = Scale(0.05);
+        assert_eq!((s.poisson_duration_ms(), s.poisson_max_duration_ms()), (2_000, 2_400));
+        let full = Scale(1.0);
+        assert_eq!((full.poisson_duration_ms(), full.poisson_max_duration_ms()), (10_000, 12_000));
     }
 
     #[test]
