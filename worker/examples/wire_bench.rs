@@ -13,7 +13,17 @@ use loadgen_worker::wire::{Doorbell, IssueCmd, RecordHeader, RingSizes, WorkerEv
 use loadgen_worker::{monotonic_ns, run_worker, WorkerSpec};
 use monoio::io::{AsyncReadRent, AsyncWriteRentExt};
 
-fn ring_throughput(count: u64, output: &[u8]) -> f64 {
+/// CPU time of the calling thread: unlike wall time, it barely moves when other processes load
+/// the machine.
+fn thread_cpu_ns() -> u64 {
+    let t = nix::time::clock_gettime(nix::time::ClockId::CLOCK_THREAD_CPUTIME_ID).unwrap();
+    t.tv_sec() as u64 * 1_000_000_000 + t.tv_nsec() as u64
+}
+
+/// Records per second across the ring, and the producer's and consumer's CPU ns per record;
+/// `flush_every` batches the doorbell as the worker does (one flush per event-loop tick), `None`
+/// rings it per record.
+fn ring_throughput(count: u64, output: &[u8], flush_every: Option<u64>) -> (f64, f64, f64) {
     let bell = Doorbell::create().unwrap();
     let sizes = RingSizes { issue_slots: 1024, record_bytes: 4 << 20 };
     let rings = WorkerRings::create(0, sizes, &bell).unwrap();
@@ -22,13 +32,22 @@ fn ring_throughput(count: u64, output: &[u8]) -> f64 {
     let start = Instant::now();
     let expected_bytes = count as usize * output.len();
     let output = output.to_vec();
+    let consumer_cpu_start = thread_cpu_ns();
     let pusher = std::thread::spawn(move || {
+        let cpu_start = thread_cpu_ns();
         let mut header = RecordHeader { http_status: 200, ..Default::default() };
+        producer.defer_doorbell(flush_every.is_some());
+        let every = flush_every.unwrap_or(u64::MAX);
         for id in 0..count {
             header.sample_id = id;
             header.complete_ns = id;
             producer.push_record(&header, &output, &[]);
+            if id % every == every - 1 {
+                producer.flush_doorbell();
+            }
         }
+        producer.flush_doorbell();
+        thread_cpu_ns() - cpu_start
     });
     let mut seen = 0u64;
     let mut bytes = 0usize;
@@ -46,9 +65,11 @@ fn ring_throughput(count: u64, output: &[u8]) -> f64 {
             None => bell.wait(epoch, Duration::from_millis(10)),
         }
     }
-    pusher.join().unwrap();
+    let rate = count as f64 / start.elapsed().as_secs_f64();
+    let consumer_cpu_ns = thread_cpu_ns() - consumer_cpu_start;
+    let producer_cpu_ns = pusher.join().unwrap();
     assert_eq!(bytes, expected_bytes);
-    count as f64 / start.elapsed().as_secs_f64()
+    (rate, producer_cpu_ns as f64 / count as f64, consumer_cpu_ns as f64 / count as f64)
 }
 
 fn decode_ns(frame: &[u8], iterations: u32) -> f64 {
@@ -223,6 +244,11 @@ fn worker_qps(streaming: bool, connections: u32, samples: u64) -> f64 {
 fn main() {
     // Optional filter: `ring`, `decode` or `worker` runs only that part.
     let only = std::env::args().nth(1).unwrap_or_default();
+    // Optional count: worker samples (default 200,000) and decode iterations (ten times that);
+    // small under callgrind.
+    let count: Option<u64> = std::env::args().nth(2).and_then(|n| n.parse().ok());
+    let worker_samples = count.unwrap_or(200_000);
+    let serde_iterations = count.unwrap_or(200_000) as u32;
     let wants = |part: &str| only.is_empty() || only == part;
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     println!("cores available: {cores}");
@@ -232,8 +258,14 @@ fn main() {
         if !wants("ring") {
             break;
         }
-        let rate = ring_throughput(2_000_000, &output);
-        println!("record ring, {label}: {:.2} M records/s", rate / 1e6);
+        for (doorbell, flush_every) in [("per record", None), ("per 64 records", Some(64))] {
+            let (rate, push_ns, pop_ns) = ring_throughput(2_000_000, &output, flush_every);
+            println!(
+                "record ring, {label}, doorbell {doorbell}: {:.2} M records/s, CPU per record: \
+                 producer {push_ns:.0} ns, consumer {pop_ns:.0} ns",
+                rate / 1e6
+            );
+        }
     }
     let frames: [(&str, &[u8]); 4] = [
         ("content delta (10 chars)", br#"{"id":"chatcmpl-1","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"content":"0123456789"},"finish_reason":null}]}"#),
@@ -247,20 +279,20 @@ fn main() {
         }
         // serde_json::Value on the same bytes, side by side: a ratio survives a noisy machine.
         let start = Instant::now();
-        for _ in 0..200_000 {
+        for _ in 0..serde_iterations {
             let v: serde_json::Value = serde_json::from_slice(std::hint::black_box(frame)).unwrap();
             std::hint::black_box(v);
         }
-        let value_ns = start.elapsed().as_nanos() as f64 / 200_000.0;
+        let value_ns = start.elapsed().as_nanos() as f64 / f64::from(serde_iterations);
         // The floor: serde_json validating the bytes and keeping nothing.
         let start = Instant::now();
-        for _ in 0..200_000 {
+        for _ in 0..serde_iterations {
             let v: serde::de::IgnoredAny =
                 serde_json::from_slice(std::hint::black_box(frame)).unwrap();
             std::hint::black_box(v);
         }
-        let floor_ns = start.elapsed().as_nanos() as f64 / 200_000.0;
-        let ours = decode_ns(frame, 2_000_000);
+        let floor_ns = start.elapsed().as_nanos() as f64 / f64::from(serde_iterations);
+        let ours = decode_ns(frame, serde_iterations * 10);
         println!(
             "decode {label}: {ours:.0} ns/frame (serde_json::Value {value_ns:.0} ns, \
              IgnoredAny floor {floor_ns:.0} ns)"
@@ -270,7 +302,7 @@ fn main() {
         if !wants("worker") {
             break;
         }
-        let qps = worker_qps(streaming, 64, 200_000);
+        let qps = worker_qps(streaming, 64, worker_samples);
         println!("one worker, 64 connections, streaming={streaming}: {qps:.0} samples/s");
     }
 }

@@ -128,6 +128,12 @@ struct Shared {
     space: WaitList,
     abort: WaitList,
     records: RefCell<RecordProducer>,
+    /// Records were pushed since the doorbell task last flushed.
+    unflushed: Cell<bool>,
+    /// The doorbell task's wake-up (slot 0).
+    flush: WaitList,
+    /// Tells the doorbell task to end.
+    flusher_done: Cell<bool>,
     warned_usage: Cell<bool>,
     warned_frames: Cell<bool>,
     warned_truncated: Cell<bool>,
@@ -171,6 +177,9 @@ pub fn run_worker(spec: WorkerSpec, issue: IssueConsumer, mut records: RecordPro
         space: WaitList::new(1),
         abort: WaitList::new(slot_count),
         records: RefCell::new(records),
+        unflushed: Cell::new(false),
+        flush: WaitList::new(1),
+        flusher_done: Cell::new(false),
         warned_usage: Cell::new(false),
         warned_frames: Cell::new(false),
         warned_truncated: Cell::new(false),
@@ -225,6 +234,8 @@ async fn worker_main(shared: Rc<Shared>, mut issue: IssueConsumer) -> i32 {
     if !shared.records.borrow_mut().push_ready(open_count) {
         return EXIT_COORDINATOR_GONE;
     }
+    shared.records.borrow_mut().defer_doorbell(true);
+    let flusher = monoio::spawn(doorbell_task(shared.clone()));
     let tasks: Vec<_> = opened
         .into_iter()
         .enumerate()
@@ -237,6 +248,10 @@ async fn worker_main(shared: Rc<Shared>, mut issue: IssueConsumer) -> i32 {
     for task in tasks {
         task.await;
     }
+    shared.flusher_done.set(true);
+    shared.flush.wake_all();
+    flusher.await;
+    shared.records.borrow_mut().defer_doorbell(false);
     cancel_queued(&shared);
     if shared.coordinator_gone.get() {
         return EXIT_COORDINATOR_GONE;
@@ -292,6 +307,28 @@ async fn issue_loop(shared: &Rc<Shared>, issue: &mut IssueConsumer) {
                 }
             }
         }
+    }
+}
+
+/// Rings the aggregator's doorbell once per event-loop tick that pushed records, instead of once
+/// per record: woken by the tick's first push, it runs after the tasks that tick already woke.
+async fn doorbell_task(shared: Rc<Shared>) {
+    loop {
+        let s = shared.clone();
+        shared.flush.until(0, move || s.unflushed.get() || s.flusher_done.get()).await;
+        if shared.unflushed.replace(false) {
+            shared.records.borrow_mut().flush_doorbell();
+        }
+        if shared.flusher_done.get() {
+            return;
+        }
+    }
+}
+
+/// Notes a record push for the doorbell task.
+fn note_push(shared: &Shared) {
+    if !shared.unflushed.replace(true) {
+        shared.flush.wake_one();
     }
 }
 
@@ -378,6 +415,7 @@ fn push_failure(shared: &Shared, job: Job, outcome: Outcome, error: &[u8]) {
     if !shared.records.borrow_mut().push_record(&header, &[], error) {
         shared.coordinator_gone.set(true);
     }
+    note_push(shared);
 }
 
 fn push_result(shared: &Shared, job: Job, conn: &Conn, outcome: Outcome) {
@@ -395,6 +433,7 @@ fn push_result(shared: &Shared, job: Job, conn: &Conn, outcome: Outcome) {
         shared.coordinator_gone.set(true);
         return;
     }
+    note_push(shared);
     warn_once(shared, &mut records, conn);
 }
 

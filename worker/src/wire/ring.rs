@@ -80,7 +80,9 @@ struct RingHeader {
     tail: Padded<AtomicU64>,
     /// Written by the consumer only; range [tail - capacity, tail].
     head: Padded<AtomicU64>,
-    /// Written by the consumer: 1 while it sleeps (issue ring: on the wake socket).
+    /// 1 while the consumer may sleep. Issue ring: written by the consumer only, 1 while it
+    /// sleeps on the wake socket. Record ring: set by the consumer when it finds the ring empty,
+    /// cleared by the producer (swap) when it rings the doorbell for that.
     consumer_sleeping: Padded<AtomicU32>,
     /// Written by the producer: 1 while it sleeps on `space_epoch` (record ring back-pressure).
     producer_waiting: Padded<AtomicU32>,
@@ -390,6 +392,8 @@ pub struct RecordProducer {
     ready: Doorbell,
     parent_pid: Option<u32>,
     truncated_count: u64,
+    /// Record pushes leave the doorbell to `flush_doorbell` (see `defer_doorbell`).
+    deferred: bool,
 }
 
 impl std::fmt::Debug for RecordProducer {
@@ -409,7 +413,15 @@ impl RecordProducer {
             RingPtrs::new(region, layout.record_header, layout.record_data, layout.record_bytes, 1);
         let tail = ring.header().tail.0.load(Ordering::Acquire);
         let head_cache = ring.header().head.0.load(Ordering::Acquire);
-        RecordProducer { ring, tail, head_cache, ready, parent_pid, truncated_count: 0 }
+        RecordProducer {
+            ring,
+            tail,
+            head_cache,
+            ready,
+            parent_pid,
+            truncated_count: 0,
+            deferred: false,
+        }
     }
 
     /// The largest payload one frame may carry (a quarter of the ring, less the frame prefix).
@@ -432,29 +444,58 @@ impl RecordProducer {
         if output_cut.len() + error_cut.len() < output.len() + error.len() {
             self.truncated_count += 1;
         }
-        self.push_frame(KIND_RECORD, Some(header), output_cut, error_cut)
+        let ring_now = !self.deferred;
+        self.push_frame(KIND_RECORD, Some(header), output_cut, error_cut, ring_now)
+    }
+
+    /// With `true`, record pushes publish their frames at once but leave waking an idle
+    /// aggregator to the next `flush_doorbell`: one futex wake-up per batch of records instead of
+    /// one per record. The caller must flush before it blocks (a push that waits for space
+    /// flushes by itself). Control frames (ready, warnings, done) always ring at once.
+    pub fn defer_doorbell(&mut self, deferred: bool) {
+        self.deferred = deferred;
+        if !deferred {
+            self.flush_doorbell();
+        }
+    }
+
+    /// Rings the doorbell if the aggregator ran dry since it was last rung. Cheap when it did not
+    /// (one fence and one load of a line the aggregator writes only when it runs dry).
+    pub fn flush_doorbell(&mut self) {
+        self.ring_if_idle();
+    }
+
+    fn ring_if_idle(&self) {
+        let header = self.ring.header();
+        // Dekker partner of the consumer's empty check: store tail (in push_frame); fence; load
+        // flag.
+        fence(Ordering::SeqCst);
+        let idle = &header.consumer_sleeping.0;
+        if idle.load(Ordering::Relaxed) != 0 && idle.swap(0, Ordering::SeqCst) != 0 {
+            self.ready.ring();
+        }
     }
 
     /// Announces that the worker's connections are open.
     pub fn push_ready(&mut self, connections_open: u32) -> bool {
-        self.push_frame(KIND_READY, None, &connections_open.to_le_bytes(), &[])
+        self.push_frame(KIND_READY, None, &connections_open.to_le_bytes(), &[], true)
     }
 
     /// Reports a setup failure (the worker exits next).
     pub fn push_setup_failed(&mut self, message: &str) -> bool {
         let message = self.fit_str(message);
-        self.push_frame(KIND_SETUP_FAILED, None, message.as_bytes(), &[])
+        self.push_frame(KIND_SETUP_FAILED, None, message.as_bytes(), &[], true)
     }
 
     /// Sends a warning for the user.
     pub fn push_warning(&mut self, message: &str) -> bool {
         let message = self.fit_str(message);
-        self.push_frame(KIND_WARNING, None, message.as_bytes(), &[])
+        self.push_frame(KIND_WARNING, None, message.as_bytes(), &[], true)
     }
 
     /// Sends the worker's last frame.
     pub fn push_done(&mut self) -> bool {
-        self.push_frame(KIND_DONE, None, &[], &[])
+        self.push_frame(KIND_DONE, None, &[], &[], true)
     }
 
     fn fit_str<'m>(&self, message: &'m str) -> &'m str {
@@ -465,12 +506,18 @@ impl RecordProducer {
         &message[..end]
     }
 
-    fn push_frame(&mut self, kind: u32, header: Option<&RecordHeader>, a: &[u8], b: &[u8]) -> bool {
+    fn push_frame(
+        &mut self,
+        kind: u32,
+        header: Option<&RecordHeader>,
+        a: &[u8],
+        b: &[u8],
+        ring_now: bool,
+    ) -> bool {
         let header_len = if header.is_some() { RECORD_HEADER_BYTES } else { 0 };
         let used = FRAME_PREFIX_BYTES + header_len + a.len() + b.len();
         let frame_len = (used as u64).next_multiple_of(FRAME_ALIGN);
         debug_assert!(frame_len <= self.ring.capacity / 4);
-        let old_tail = self.tail;
         let pos = self.tail & (self.ring.capacity - 1);
         let contiguous = self.ring.capacity - pos;
         let need = if frame_len <= contiguous { frame_len } else { contiguous + frame_len };
@@ -504,11 +551,10 @@ impl RecordProducer {
         let ring_header = self.ring.header();
         // Release: publishes the frame bytes to the consumer's Acquire load of `tail`.
         ring_header.tail.0.store(self.tail, Ordering::Release);
-        // Dekker partner of the consumer's empty check: store tail; fence; load head.
-        fence(Ordering::SeqCst);
-        self.head_cache = ring_header.head.0.load(Ordering::Acquire);
-        if self.head_cache == old_tail {
-            self.ready.ring();
+        // The idle flag's line is written only when the consumer runs dry, so a busy consumer
+        // costs no cache-line transfer here, and `head` is read only when space runs short.
+        if ring_now {
+            self.ring_if_idle();
         }
         true
     }
@@ -541,6 +587,8 @@ impl RecordProducer {
             if capacity - (self.tail - self.head_cache) >= need {
                 return true;
             }
+            // An aggregator asleep on deferred records would never free the space.
+            self.ring_if_idle();
             // Dekker partner of the consumer's pop: store flag; fence; load head.
             header.producer_waiting.0.store(1, Ordering::SeqCst);
             fence(Ordering::SeqCst);
@@ -591,15 +639,14 @@ impl RecordConsumer {
 
     /// Pops one frame and hands it to `f`; `None` when the ring is empty. The frame's bytes are
     /// freed after `f` returns, and a producer sleeping on back-pressure is woken.
+    ///
+    /// A `None` flags the ring idle: the producer's next push rings the doorbell once. So a
+    /// caller that reads the doorbell's epoch, pops until `None` and then waits on that epoch
+    /// never sleeps through a record, and a busy ring rings nothing.
     pub fn pop<R>(&mut self, f: impl FnOnce(WorkerEvent<'_>) -> R) -> Option<R> {
         let frame = loop {
-            if self.head == self.tail_cache {
-                // Dekker partner of the producer's push: store head; fence; load tail.
-                fence(Ordering::SeqCst);
-                self.tail_cache = self.ring.header().tail.0.load(Ordering::Acquire);
-                if self.head == self.tail_cache {
-                    return None;
-                }
+            if self.head == self.tail_cache && self.is_empty_flag_idle() {
+                return None;
             }
             let frame = self.read_prefix();
             if frame.kind != KIND_PAD {
@@ -621,6 +668,28 @@ impl RecordConsumer {
         self.head += frame.len;
         self.release();
         Some(result)
+    }
+
+    /// Re-reads `tail`; when the ring is still empty, flags the consumer idle and re-reads once
+    /// more. `true` when the ring is empty (and flagged).
+    fn is_empty_flag_idle(&mut self) -> bool {
+        let header = self.ring.header();
+        fence(Ordering::SeqCst);
+        self.tail_cache = header.tail.0.load(Ordering::Acquire);
+        if self.head != self.tail_cache {
+            return false;
+        }
+        // Dekker partner of the producer's push: store flag; fence; load tail. The flag is
+        // stored only when clear, so polling an idle ring writes nothing the producer reads. A
+        // flag already set (SeqCst load) is either still set for the producer to see, or the
+        // producer cleared it later and rang the doorbell after our caller read its epoch.
+        let idle = &header.consumer_sleeping.0;
+        if idle.load(Ordering::SeqCst) == 0 {
+            idle.store(1, Ordering::SeqCst);
+        }
+        fence(Ordering::SeqCst);
+        self.tail_cache = header.tail.0.load(Ordering::Acquire);
+        self.head == self.tail_cache
     }
 
     fn read_prefix(&self) -> RawFrame {

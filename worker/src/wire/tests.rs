@@ -186,17 +186,81 @@ fn oversized_output_is_truncated_and_counted() {
 }
 
 #[test]
-fn records_ready_rings_only_when_ring_turns_non_empty() {
+fn records_ready_rings_once_after_the_consumer_ran_dry() {
     let ready = Doorbell::create().unwrap();
     let space = Doorbell::create().unwrap();
     let mut r = heap_rings(RingSizes::default(), &ready, &space);
     let start = ready.epoch();
+    // The consumer found the ring empty: the next push rings, the ones after it do not.
+    assert!(r.rec_rx.pop(|_| ()).is_none());
     assert!(r.rec_tx.push_done());
     assert!(r.rec_tx.push_done());
     assert_eq!(ready.epoch(), start.wrapping_add(1));
+    // A busy consumer (it popped but never ran dry) is not rung.
+    assert!(r.rec_rx.pop(|_| ()).is_some());
+    assert!(r.rec_tx.push_done());
+    assert_eq!(ready.epoch(), start.wrapping_add(1));
     while r.rec_rx.pop(|_| ()).is_some() {}
+    // Polling an empty ring again and again still rings only once.
+    assert!(r.rec_rx.pop(|_| ()).is_none());
+    assert!(r.rec_tx.push_done());
     assert!(r.rec_tx.push_done());
     assert_eq!(ready.epoch(), start.wrapping_add(2));
+}
+
+#[test]
+fn deferred_records_ring_on_flush_only() {
+    let ready = Doorbell::create().unwrap();
+    let space = Doorbell::create().unwrap();
+    let mut r = heap_rings(RingSizes::default(), &ready, &space);
+    let start = ready.epoch();
+    r.rec_tx.defer_doorbell(true);
+    assert!(r.rec_rx.pop(|_| ()).is_none());
+    for id in 0..3 {
+        assert!(r.rec_tx.push_record(&header(id), &output_for(id), format!("e{id}").as_bytes()));
+    }
+    // Published at once (an awake consumer sees them), but nobody was woken yet.
+    assert_eq!(ready.epoch(), start);
+    assert!(pop_expect(&mut r.rec_rx, 0));
+    r.rec_tx.flush_doorbell();
+    assert_eq!(ready.epoch(), start.wrapping_add(1));
+    r.rec_tx.flush_doorbell();
+    assert_eq!(ready.epoch(), start.wrapping_add(1));
+    assert!(pop_expect(&mut r.rec_rx, 1) && pop_expect(&mut r.rec_rx, 2));
+    // Control frames ring at once even while records are deferred.
+    assert!(r.rec_rx.pop(|_| ()).is_none());
+    assert!(r.rec_tx.push_warning("w"));
+    assert_eq!(ready.epoch(), start.wrapping_add(2));
+}
+
+/// A producer that defers its doorbell and never flushes still wakes a consumer asleep on a full
+/// ring: waiting for space flushes first. Without that the consumer sleeps out its 30 s timeout.
+#[test]
+fn deferred_producer_flushes_before_waiting_for_space() {
+    const COUNT: u64 = 5_000;
+    let ready = Doorbell::create().unwrap();
+    let mut r = heap_rings(RingSizes { issue_slots: 2, record_bytes: 64 * 1024 }, &ready, &ready);
+    let mut tx = r.rec_tx;
+    let producer = std::thread::spawn(move || {
+        tx.defer_doorbell(true);
+        for id in 0..COUNT {
+            let error = format!("e{id}");
+            assert!(tx.push_record(&header(id), &output_for(id), error.as_bytes()));
+        }
+        tx.flush_doorbell();
+    });
+    let start = std::time::Instant::now();
+    let mut next = 0u64;
+    while next < COUNT {
+        let seen = ready.epoch();
+        if pop_expect(&mut r.rec_rx, next) {
+            next += 1;
+        } else {
+            ready.wait(seen, Duration::from_secs(30));
+        }
+    }
+    producer.join().unwrap();
+    assert!(start.elapsed() < Duration::from_secs(20), "a wake-up was lost");
 }
 
 /// A slow consumer on a small ring: the producer blocks on back-pressure, nothing is lost.
