@@ -216,6 +216,37 @@ pub fn run_wrk(
 mod tests {
     use super::*;
 
+    /// The minimal client against the in-process max-throughput stub: whole responses, both
+    /// framings, every connection used.
+    #[test]
+    fn minimal_client_reads_whole_stub_responses() {
+        use loadgen_stubs::{StubConfig, StubKind, StubServer};
+        let server = StubServer::start(StubConfig::new(StubKind::MaxThroughput)).unwrap();
+        for stream in [false, true] {
+            let body = format!(
+                "{{\"model\":\"max-tp\",\"messages\":[{{\"role\":\"user\",\"content\":\"hi\"}}],\
+                 \"stream\":{stream},\"stream_options\":{{\"include_usage\":true}}}}"
+            );
+            let request = format!(
+                "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n\
+                 Content-Length: {}\r\n\r\n{body}",
+                body.len()
+            );
+            let spec = CeilingSpec {
+                addr: server.addr(),
+                cores: Vec::new(),
+                threads: 2,
+                connections: 5,
+                request: request.into_bytes(),
+                duration: Duration::from_millis(100),
+            };
+            let r = run_minimal(&spec).unwrap();
+            assert!(r.responses >= 5, "stream={stream}: {r:?}");
+            assert!(r.elapsed_s >= 0.1 && r.qps > 0.0, "stream={stream}: {r:?}");
+        }
+        server.stop();
+    }
+
     #[test]
     fn wrk_rps_is_read_from_its_summary() {
         let out = "Running 5s test @ http://127.0.0.1:1/\n  1 threads and 32 connections\n\

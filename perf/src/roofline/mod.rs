@@ -50,9 +50,10 @@ pub struct RooflineArgs {
     /// Skip the ceiling clients (minimal client and wrk).
     #[arg(long)]
     pub no_ceiling: bool,
-    /// Output folder: table.txt, roofline.json, per-run logs and summaries.
-    #[arg(long, default_value = "roofline-out")]
-    pub out: PathBuf,
+    /// Output folder: table.txt, roofline.json, per-run logs and summaries
+    /// [default: $TMPDIR/loadgen-roofline].
+    #[arg(long)]
+    pub out: Option<PathBuf>,
     /// Keep each run's report folder (large at full size).
     #[arg(long)]
     pub keep_reports: bool,
@@ -64,12 +65,13 @@ pub fn run(args: &RooflineArgs) -> anyhow::Result<()> {
         bail!("--scale must be a positive number, not {}", args.scale);
     }
     let rows = plan::parse_rows(&args.rows)?;
+    let out = out_dir(args);
     let bin = resolve_bin(args.bin.as_deref())?;
     procs::raise_fd_limit();
     let cores: Vec<usize> =
         core_affinity::get_core_ids().unwrap_or_default().into_iter().map(|c| c.id).collect();
     let layout = Layout::new(&cores, args.server_workers, args.client_workers);
-    let reports_dir = args.out.join("runs");
+    let reports_dir = out.join("runs");
     std::fs::create_dir_all(&reports_dir)
         .with_context(|| format!("creating {}", reports_dir.display()))?;
     // One stub worker per entry, its cores cycled when it has more workers than cores.
@@ -117,11 +119,11 @@ pub fn run(args: &RooflineArgs) -> anyhow::Result<()> {
     };
     let text = report::render(&report);
     print!("{text}");
-    std::fs::write(args.out.join("table.txt"), &text)?;
-    std::fs::write(args.out.join("roofline.json"), serde_json::to_vec_pretty(&report)?)?;
+    std::fs::write(out.join("table.txt"), &text)?;
+    std::fs::write(out.join("roofline.json"), serde_json::to_vec_pretty(&report)?)?;
     let failed = report.rows.iter().filter(|r| r.error.is_some()).count();
     if failed > 0 {
-        bail!("{failed} roofline rows failed (see {})", args.out.join("runs").display());
+        bail!("{failed} roofline rows failed (see {})", out.join("runs").display());
     }
     Ok(())
 }
@@ -268,7 +270,8 @@ fn measure_ceiling(
         Ok(r) => c.minimal = Some(r),
         Err(e) => c.notes.push(format!("minimal client: {e}")),
     }
-    let script = args.out.join(format!("wrk-{}.lua", if stream { "stream" } else { "nostream" }));
+    let script =
+        out_dir(args).join(format!("wrk-{}.lua", if stream { "stream" } else { "nostream" }));
     let wrk = std::fs::write(&script, ceiling::wrk_script(CHAT_PATH, &body))
         .map_err(anyhow::Error::from)
         .and_then(|()| ceiling::run_wrk(&spec, &format!("{}{CHAT_PATH}", stub.url), &script));
@@ -280,6 +283,11 @@ fn measure_ceiling(
         eprintln!("ceiling c={connections} stream={stream}: {note}");
     }
     c
+}
+
+/// Where the wrk scripts go: beside the run's reports.
+fn out_dir(args: &RooflineArgs) -> PathBuf {
+    args.out.clone().unwrap_or_else(|| std::env::temp_dir().join("loadgen-roofline"))
 }
 
 const CHAT_PATH: &str = "/v1/chat/completions";
