@@ -27,9 +27,10 @@ pub struct RooflineArgs {
     /// Stub worker threads [default: 1 on two cores, else a quarter of the cores].
     #[arg(long = "roofline-server-workers")]
     pub server_workers: Option<usize>,
-    /// llm-loadgen workers [default: the client's cores less one for its coordinator].
-    #[arg(long = "roofline-client-workers")]
-    pub client_workers: Option<usize>,
+    /// llm-loadgen workers [default: the client's cores less one for its coordinator]; a
+    /// comma-separated list (1,2,4,8,12) runs the whole suite once per count.
+    #[arg(long = "roofline-client-workers", value_delimiter = ',')]
+    pub client_workers: Vec<usize>,
     /// Characters per SSE event (160-character outputs: 16 events).
     #[arg(long = "roofline-stream-interval", default_value_t = 10)]
     pub stream_interval: usize,
@@ -70,7 +71,13 @@ pub fn run(args: &RooflineArgs) -> anyhow::Result<()> {
     procs::raise_fd_limit();
     let cores: Vec<usize> =
         core_affinity::get_core_ids().unwrap_or_default().into_iter().map(|c| c.id).collect();
-    let layout = Layout::new(&cores, args.server_workers, args.client_workers);
+    let counts: Vec<Option<usize>> = if args.client_workers.is_empty() {
+        vec![None]
+    } else {
+        args.client_workers.iter().map(|&n| Some(n)).collect()
+    };
+    // The stub's cores do not depend on the client's worker count.
+    let layout = Layout::new(&cores, args.server_workers, counts[0]);
     let reports_dir = out.join("runs");
     std::fs::create_dir_all(&reports_dir)
         .with_context(|| format!("creating {}", reports_dir.display()))?;
@@ -78,31 +85,11 @@ pub fn run(args: &RooflineArgs) -> anyhow::Result<()> {
     let stub_cores: Vec<usize> =
         layout.stub_cores.iter().copied().cycle().take(layout.stub_workers).collect();
     let stub = Stub::start(&bin, &stub_cores, args.stream_interval)?;
-    eprintln!(
-        "stub: {} on cores {:?}; client: cores {:?}, {} workers",
-        stub.url, layout.stub_cores, layout.client_cores, layout.client_workers
-    );
-    let ctx = RunContext {
-        bin,
-        url: stub.url.clone(),
-        client_cores: layout.client_cores.clone(),
-        client_workers: layout.client_workers,
-        no_stream_include_usage: args.no_stream_include_usage,
-        reports_dir,
-        keep_reports: args.keep_reports,
-    };
-    let mut suite =
-        Suite { args, ctx: &ctx, layout: &layout, stub: &stub, ceilings: HashMap::new() };
     let mut results = Vec::new();
-    for stream in [false, true] {
-        for &row in &rows {
-            let result = suite.row(row, stream)?;
-            eprintln!(
-                "{}",
-                report::render_table(std::slice::from_ref(&result)).lines().nth(2).unwrap_or("")
-            );
-            results.push(result);
-        }
+    for &count in &counts {
+        let layout = Layout::new(&cores, args.server_workers, count);
+        let sweep = (counts.len() > 1).then_some(layout.client_workers);
+        results.extend(run_layout(args, &bin, &stub, &layout, &reports_dir, &rows, sweep)?);
     }
     stub.stop()?;
     let report = Report {
@@ -112,7 +99,10 @@ pub fn run(args: &RooflineArgs) -> anyhow::Result<()> {
         stub_cores: layout.stub_cores.clone(),
         stub_workers: layout.stub_workers,
         client_cores: layout.client_cores.clone(),
-        client_workers: layout.client_workers,
+        client_workers: counts
+            .iter()
+            .map(|c| Layout::new(&cores, args.server_workers, *c).client_workers)
+            .collect(),
         stream_interval: args.stream_interval,
         stream_include_usage: !args.no_stream_include_usage,
         rows: results,
@@ -126,6 +116,52 @@ pub fn run(args: &RooflineArgs) -> anyhow::Result<()> {
         bail!("{failed} roofline rows failed (see {})", out.join("runs").display());
     }
     Ok(())
+}
+
+/// Every row, non-streaming then streaming, with one client layout; `sweep` labels the rows
+/// with their worker count when the suite runs several.
+fn run_layout(
+    args: &RooflineArgs,
+    bin: &Path,
+    stub: &Stub,
+    layout: &Layout,
+    reports_dir: &Path,
+    rows: &[RowKind],
+    sweep: Option<usize>,
+) -> anyhow::Result<Vec<RowResult>> {
+    eprintln!(
+        "stub: {} on cores {:?}; client: cores {:?}, {} workers",
+        stub.url, layout.stub_cores, layout.client_cores, layout.client_workers
+    );
+    let reports_dir = match sweep {
+        Some(n) => reports_dir.join(format!("w{n}")),
+        None => reports_dir.to_path_buf(),
+    };
+    std::fs::create_dir_all(&reports_dir)?;
+    let ctx = RunContext {
+        bin: bin.to_path_buf(),
+        url: stub.url.clone(),
+        client_cores: layout.client_cores.clone(),
+        client_workers: layout.client_workers,
+        no_stream_include_usage: args.no_stream_include_usage,
+        reports_dir,
+        keep_reports: args.keep_reports,
+    };
+    let mut suite = Suite { args, ctx: &ctx, layout, stub, ceilings: HashMap::new() };
+    let mut results = Vec::new();
+    for stream in [false, true] {
+        for &row in rows {
+            let mut result = suite.row(row, stream)?;
+            result.client_workers = layout.client_workers;
+            if let Some(n) = sweep {
+                result.label = format!("{} w={n}", result.label);
+            }
+            let line = report::render_table(std::slice::from_ref(&result));
+            eprintln!("{}", line.lines().nth(2).unwrap_or(""));
+            results.push(result);
+        }
+    }
+    Ok(results)
 }
 
 /// The `llm-loadgen` binary: `--bin`, else the one beside this executable.
@@ -391,6 +427,7 @@ fn error_row(kind: RowKind, stream: bool, scale: &Scale, error: String) -> RowRe
         ceiling_source: None,
         ratio: None,
         poisson: None,
+        client_workers: 0,
         error: (!error.is_empty()).then_some(error),
     }
 }

@@ -81,6 +81,8 @@ pub struct RowResult {
     /// Poisson rows: the highest sustained target and every probe.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub poisson: Option<serde_json::Value>,
+    /// llm-loadgen's `--workers` for this row.
+    pub client_workers: usize,
     /// Why the row did not pass (a failed assertion), if it did not.
     pub error: Option<String>,
 }
@@ -107,7 +109,8 @@ pub struct Report {
     pub stub_cores: Vec<usize>,
     pub stub_workers: usize,
     pub client_cores: Vec<usize>,
-    pub client_workers: usize,
+    /// One entry per suite pass (several with a worker-count sweep).
+    pub client_workers: Vec<usize>,
     pub stream_interval: usize,
     pub stream_include_usage: bool,
     pub rows: Vec<RowResult>,
@@ -126,7 +129,7 @@ pub fn render(report: &Report) -> String {
     let _ = writeln!(out, "CPU: {}", h.cpu_model);
     let _ = writeln!(
         out,
-        "Revision: {}  Scale: {}  Stub: cores {:?} ({} workers)  Client: cores {:?} ({} workers)",
+        "Revision: {}  Scale: {}  Stub: cores {:?} ({} workers)  Client: cores {:?} ({:?} workers)",
         h.revision.as_deref().unwrap_or("unknown"),
         report.scale,
         report.stub_cores,
@@ -220,6 +223,7 @@ mod tests {
             ceiling_source: None,
             ratio: None,
             poisson: None,
+            client_workers: 1,
             error: None,
         }
         .with_ceiling(ceilings)
