@@ -4,6 +4,7 @@
 
 pub mod completions;
 pub mod openai;
+mod scan;
 pub mod sglang;
 pub mod usage;
 

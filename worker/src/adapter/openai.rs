@@ -5,8 +5,10 @@ use std::borrow::Cow;
 
 use serde::Deserialize;
 
+use super::scan::{plain_frame, PlainFrame};
 use super::usage::{nullable, UsageCounts};
 use super::{Accumulator, FinishField, First};
+use crate::wire::FinishReason;
 
 #[derive(Deserialize)]
 pub(crate) struct Frame<'a> {
@@ -79,7 +81,32 @@ fn apply_delta(acc: &mut Accumulator, delta: &Delta<'_>) -> bool {
 }
 
 /// One streaming frame (chat deltas or completions `text`); `false` when it does not decode.
+/// Frames of the common plain shape take the hand scanner, the rest serde.
 pub(crate) fn on_frame(acc: &mut Accumulator, json: &[u8], now_ns: fn() -> u64) -> bool {
+    if let Some(frame) = plain_frame(json) {
+        apply_plain(acc, &frame, now_ns);
+        return true;
+    }
+    on_frame_serde(acc, json, now_ns)
+}
+
+/// `on_frame_serde`'s effect for a frame the scanner read (the same rules, fewer fields).
+fn apply_plain(acc: &mut Accumulator, frame: &PlainFrame<'_>, now_ns: fn() -> u64) {
+    if !frame.choice {
+        return;
+    }
+    let text = if frame.delta { frame.content } else { frame.text };
+    if let Some(text) = text.filter(|t| !t.is_empty()) {
+        acc.append(text);
+        acc.mark_first(now_ns);
+    }
+    if frame.finish != FinishReason::None {
+        acc.finish = frame.finish;
+    }
+}
+
+/// `on_frame` through serde_json alone.
+fn on_frame_serde(acc: &mut Accumulator, json: &[u8], now_ns: fn() -> u64) -> bool {
     let Ok(frame) = serde_json::from_slice::<Frame<'_>>(json) else { return false };
     if let Some(choice) = &frame.choices.0 {
         let content = match (&choice.delta, non_empty(&choice.text)) {
@@ -94,7 +121,7 @@ pub(crate) fn on_frame(acc: &mut Accumulator, json: &[u8], now_ns: fn() -> u64) 
             acc.mark_first(now_ns);
         }
         if let Some(FinishField(reason)) = choice.finish_reason {
-            if reason != crate::wire::FinishReason::None {
+            if reason != FinishReason::None {
                 acc.finish = reason;
             }
         }
@@ -135,7 +162,6 @@ pub(crate) fn on_body(acc: &mut Accumulator, json: &[u8]) -> bool {
 mod tests {
     use super::*;
     use crate::request::ApiType;
-    use crate::wire::FinishReason;
 
     fn clock() -> u64 {
         42
@@ -241,5 +267,250 @@ mod tests {
         acc.on_sse_frame(br#"{"choices":[{"delta":{"content":"def"}}]}"#, clock);
         assert_eq!(acc.output, b"abcd");
         assert!(acc.truncated);
+    }
+
+    /// A small deterministic generator (xorshift64*): no dependency, reproducible failures.
+    struct Gen(u64);
+
+    impl Gen {
+        fn next(&mut self) -> u64 {
+            self.0 ^= self.0 >> 12;
+            self.0 ^= self.0 << 25;
+            self.0 ^= self.0 >> 27;
+            self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+        }
+        fn below(&mut self, n: u64) -> u64 {
+            self.next() % n
+        }
+        fn chance(&mut self, percent: u64) -> bool {
+            self.below(100) < percent
+        }
+        fn pick<'p>(&mut self, items: &[&'p str]) -> &'p str {
+            items[self.below(items.len() as u64) as usize]
+        }
+    }
+
+    /// Writes one JSON value.
+    type Write = fn(&mut Gen, &mut Vec<u8>);
+    /// A key and the writer of its value.
+    type Entry<'k> = (&'k str, Write);
+
+    /// Optional whitespace between tokens.
+    fn ws(g: &mut Gen, out: &mut Vec<u8>) {
+        if g.chance(8) {
+            out.extend_from_slice(g.pick(&[" ", "\n", "\t ", "\r\n"]).as_bytes());
+        }
+    }
+
+    /// A JSON string literal (sometimes not valid JSON: raw control or non-UTF-8 bytes).
+    fn string(g: &mut Gen, out: &mut Vec<u8>) {
+        out.push(b'"');
+        for _ in 0..g.below(6) {
+            let piece: &[u8] = match g.below(80) {
+                0 => b"\\\"",
+                1 => b"\\n",
+                2 => b"\\u00e9",
+                3 => "é".as_bytes(),
+                4 => "🚀".as_bytes(),
+                5 => b"\x01",
+                6 => b"\xff",
+                7 => b"\\",
+                _ => g.pick(&["a", "Hel", "lo", " ", "0123456789", "stop", "{", "}"]).as_bytes(),
+            };
+            out.extend_from_slice(piece);
+        }
+        out.push(b'"');
+    }
+
+    /// Any value an ignored field might hold.
+    fn any_value(g: &mut Gen, out: &mut Vec<u8>) {
+        match g.below(16) {
+            0..=2 => string(g, out),
+            3 => out.extend_from_slice(g.pick(&["null", "true", "false"]).as_bytes()),
+            5 => out.extend_from_slice(g.pick(&["[1,2]", "{\"a\":1}", "[]", "{}"]).as_bytes()),
+            4 => out.extend_from_slice(g.pick(&["1.5", "1e3", "01", "-", "-0"]).as_bytes()),
+            _ => out
+                .extend_from_slice(g.pick(&["0", "17", "-3", "170000000000000000000"]).as_bytes()),
+        }
+    }
+
+    /// An object from (key, value writer) entries, shuffled, sometimes with a duplicate.
+    fn object(g: &mut Gen, out: &mut Vec<u8>, entries: &mut [Entry<'_>]) {
+        for i in (1..entries.len()).rev() {
+            entries.swap(i, g.below(i as u64 + 1) as usize);
+        }
+        out.push(b'{');
+        let mut first = true;
+        for (key, value) in entries.iter() {
+            let copies = if g.chance(3) { 2 } else { 1 };
+            for _ in 0..copies {
+                if !std::mem::replace(&mut first, false) {
+                    out.push(b',');
+                }
+                ws(g, out);
+                out.extend_from_slice(format!("\"{key}\"").as_bytes());
+                ws(g, out);
+                out.push(b':');
+                ws(g, out);
+                value(g, out);
+                ws(g, out);
+            }
+        }
+        out.push(b'}');
+    }
+
+    fn nullable_string(g: &mut Gen, out: &mut Vec<u8>) {
+        match g.below(10) {
+            0 => out.extend_from_slice(b"null"),
+            1 => any_value(g, out),
+            _ => string(g, out),
+        }
+    }
+
+    fn finish_value(g: &mut Gen, out: &mut Vec<u8>) {
+        let reasons =
+            ["null", "\"stop\"", "\"length\"", "\"\"", "\"eos\"", "{\"type\":\"stop\"}", "1"];
+        out.extend_from_slice(g.pick(&reasons).as_bytes());
+    }
+
+    fn delta(g: &mut Gen, out: &mut Vec<u8>) {
+        if g.chance(5) {
+            return out.extend_from_slice(b"null");
+        }
+        let mut entries: Vec<Entry<'_>> = Vec::new();
+        if g.chance(70) {
+            entries.push(("content", nullable_string));
+        }
+        if g.chance(20) {
+            entries.push(("role", string));
+        }
+        for key in ["reasoning_content", "reasoning"] {
+            if g.chance(10) {
+                entries.push((key, nullable_string));
+            }
+        }
+        if g.chance(10) {
+            entries.push(("tool_calls", |g, out| {
+                let calls =
+                    ["null", "[]", "[{\"function\":{\"name\":\"f\",\"arguments\":\"{}\"}}]"];
+                out.extend_from_slice(g.pick(&calls).as_bytes());
+            }));
+        }
+        object(g, out, &mut entries);
+    }
+
+    fn choice(g: &mut Gen, out: &mut Vec<u8>) {
+        let mut entries: Vec<Entry<'_>> = vec![("index", any_value)];
+        for (percent, key, value) in [
+            (80, "delta", delta as Write),
+            (25, "text", nullable_string),
+            (70, "finish_reason", finish_value),
+            (20, "logprobs", any_value),
+            (3, "message", delta),
+        ] {
+            if g.chance(percent) {
+                entries.push((key, value));
+            }
+        }
+        object(g, out, &mut entries);
+    }
+
+    fn choices(g: &mut Gen, out: &mut Vec<u8>) {
+        match g.below(20) {
+            0 => out.extend_from_slice(b"null"),
+            1 => out.extend_from_slice(b"[]"),
+            2 => out.extend_from_slice(b"\"x\""),
+            3 => {
+                out.push(b'[');
+                choice(g, out);
+                out.push(b',');
+                choice(g, out);
+                out.push(b']');
+            }
+            _ => {
+                out.push(b'[');
+                ws(g, out);
+                choice(g, out);
+                ws(g, out);
+                out.push(b']');
+            }
+        }
+    }
+
+    fn frame(g: &mut Gen) -> Vec<u8> {
+        let mut entries: Vec<Entry<'_>> = vec![("id", string), ("choices", choices)];
+        for (percent, key, value) in [
+            (60, "object", string as Write),
+            (60, "created", any_value),
+            (60, "model", string),
+            (10, "system_fingerprint", any_value),
+            (10, "usage", |g: &mut Gen, out: &mut Vec<u8>| {
+                let usages = ["null", "{\"prompt_tokens\":3,\"completion_tokens\":4}", "{}"];
+                out.extend_from_slice(g.pick(&usages).as_bytes());
+            }),
+        ] {
+            if g.chance(percent) {
+                entries.push((key, value));
+            }
+        }
+        let mut out = Vec::new();
+        ws(&mut *g, &mut out);
+        object(g, &mut out, &mut entries);
+        ws(g, &mut out);
+        // Sometimes damage it: the scanner must then decline or agree that it is malformed.
+        if g.chance(15) && !out.is_empty() {
+            let at = g.below(out.len() as u64) as usize;
+            match g.below(4) {
+                0 => out.truncate(at),
+                1 => drop(out.remove(at)),
+                2 => out.insert(at, *b"{}[],:\"x0 ".get(g.below(10) as usize).unwrap()),
+                _ => out.push(b'x'),
+            }
+        }
+        out
+    }
+
+    /// Property: for any frame sequence, the scanner-first path leaves the accumulator exactly as
+    /// serde alone does (output, first-chunk stamp and length, finish, usage, malformed count).
+    #[test]
+    fn scanner_path_equals_serde_path_on_generated_frames() {
+        let mut g = Gen(0x9e37_79b9_7f4a_7c15);
+        let mut scanned = 0;
+        const CASES: usize = 40_000;
+        for case in 0..CASES {
+            let api = if case % 4 == 0 { ApiType::OpenAiCompletions } else { ApiType::OpenAiChat };
+            let mut fast = Accumulator::new(api, 64);
+            let mut slow = Accumulator::new(api, 64);
+            let frames: Vec<Vec<u8>> = (0..1 + g.below(4)).map(|_| frame(&mut g)).collect();
+            for json in &frames {
+                scanned += usize::from(super::plain_frame(json).is_some());
+                fast.on_sse_frame(json, clock);
+                if !on_frame_serde(&mut slow, json, clock) {
+                    slow.malformed_frames += 1;
+                }
+            }
+            let shown: Vec<_> = frames.iter().map(|f| String::from_utf8_lossy(f)).collect();
+            assert_eq!(fast.output, slow.output, "case {case}: {shown:?}");
+            assert_eq!(
+                (fast.first_chunk_ns, fast.first_chunk_len, fast.finish, fast.truncated),
+                (slow.first_chunk_ns, slow.first_chunk_len, slow.finish, slow.truncated),
+                "case {case}: {shown:?}"
+            );
+            assert_eq!(fast.usage, slow.usage, "case {case}: {shown:?}");
+            assert_eq!(fast.malformed_frames, slow.malformed_frames, "case {case}: {shown:?}");
+        }
+        // The property says nothing if the scanner never answers.
+        assert!(scanned > CASES / 4, "scanner read only {scanned} frames");
+    }
+
+    #[test]
+    fn stub_frames_take_the_scanner() {
+        for frame in [
+            &br#"{"id":"r","object":"chat.completion.chunk","created":1,"model":"max-tp","choices":[{"index":0,"delta":{"content":"0123456789"},"finish_reason":null}]}"#[..],
+            br#"{"id":"r","object":"chat.completion.chunk","created":1,"model":"max-tp","choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}"#,
+            br#"{"id":"r","object":"text_completion","created":1,"model":"m","choices":[{"index":0,"text":"ab","logprobs":null,"finish_reason":null}]}"#,
+        ] {
+            assert!(super::plain_frame(frame).is_some(), "{}", String::from_utf8_lossy(frame));
+        }
     }
 }
