@@ -3,8 +3,9 @@
 
 use std::io::{BufRead as _, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStdout, Command, Output, Stdio};
+use std::process::{Child, ChildStdout, Command, ExitStatus, Output, Stdio};
 use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Context as _};
 use nix::sched::{sched_setaffinity, CpuSet};
@@ -40,6 +41,29 @@ pub fn spawn_pinned(mut cmd: Command, cores: &[usize]) -> anyhow::Result<Child> 
 /// Runs `cmd` to its end with the affinity mask `cores`, capturing its output.
 pub fn output_pinned(mut cmd: Command, cores: &[usize]) -> anyhow::Result<Output> {
     on_pinned_thread(cores, move || cmd.output())
+}
+
+/// Runs `cmd` with the affinity mask `cores`; kills it (SIGKILL) and fails when it is still
+/// running after `timeout`.
+pub fn run_pinned_until(
+    cmd: Command,
+    cores: &[usize],
+    timeout: Duration,
+) -> anyhow::Result<ExitStatus> {
+    let mut child = spawn_pinned(cmd, cores)?;
+    let deadline = Instant::now() + timeout;
+    loop {
+        if let Some(status) = child.try_wait()? {
+            return Ok(status);
+        }
+        if Instant::now() >= deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            bail!("still running after {} s: killed", timeout.as_secs());
+        }
+        // Polling a child's exit: 20 ms is nothing beside runs of seconds.
+        std::thread::sleep(Duration::from_millis(20));
+    }
 }
 
 /// The path of `name` on the PATH, if any.
@@ -137,5 +161,38 @@ fn read_listening_line(stdout: ChildStdout) -> anyhow::Result<(String, BufReader
         if let Some(url) = line.trim().strip_prefix("listening on ") {
             return Ok((url.to_string(), reader));
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_run_returns_its_status_or_is_killed_at_the_deadline() {
+        let mut quick = Command::new("sh");
+        quick.args(["-c", "exit 3"]);
+        let status = run_pinned_until(quick, &[], Duration::from_secs(30)).unwrap();
+        assert_eq!(status.code(), Some(3));
+        let mut slow = Command::new("sleep");
+        slow.arg("30");
+        let start = Instant::now();
+        let err = run_pinned_until(slow, &[], Duration::from_millis(100)).unwrap_err();
+        assert!(err.to_string().contains("killed"), "{err}");
+        assert!(start.elapsed() < Duration::from_secs(10));
+    }
+
+    #[test]
+    fn a_child_inherits_the_affinity_mask() {
+        let core = first_core();
+        let mut cmd = Command::new("sh");
+        cmd.args(["-c", "grep Cpus_allowed_list /proc/self/status"]);
+        let out = output_pinned(cmd, &[core]).unwrap();
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert_eq!(text.split(':').nth(1).map(str::trim), Some(core.to_string().as_str()));
+    }
+
+    fn first_core() -> usize {
+        core_affinity::get_core_ids().and_then(|c| c.first().map(|c| c.id)).unwrap_or(0)
     }
 }

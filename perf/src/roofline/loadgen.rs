@@ -2,7 +2,8 @@
 //! cores, and the figures read back from `performance/result_summary.json`.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Command, Stdio};
+use std::time::Duration;
 
 use anyhow::{bail, Context as _};
 use serde::{Deserialize, Serialize};
@@ -22,6 +23,8 @@ pub struct RunContext {
     /// Keep each run's report directory (an `events.jsonl` of millions of lines) after it
     /// is read.
     pub keep_reports: bool,
+    /// A run still going after this long is killed and fails its row.
+    pub run_timeout: Duration,
 }
 
 /// The `issue_lag` block of a Poisson run's summary.
@@ -116,15 +119,15 @@ pub fn run(
     let report = ctx.reports_dir.join(name);
     let _ = std::fs::remove_dir_all(&report);
     let args = benchmark_args(ctx, stream, mode_args, &report);
+    let log_path = ctx.reports_dir.join(format!("{name}.log"));
+    let log = std::fs::File::create(&log_path)?;
     let mut cmd = Command::new(&ctx.bin);
-    cmd.args(&args);
+    cmd.args(&args).stdin(Stdio::null()).stdout(log.try_clone()?).stderr(log);
     let start = std::time::Instant::now();
-    let out = procs::output_pinned(cmd, &ctx.client_cores)
-        .with_context(|| format!("running {}", ctx.bin.display()))?;
+    let status = procs::run_pinned_until(cmd, &ctx.client_cores, ctx.run_timeout)
+        .with_context(|| format!("{name}: running {}", ctx.bin.display()))?;
     let wall_s = start.elapsed().as_secs_f64();
-    let mut log = out.stdout.clone();
-    log.extend_from_slice(&out.stderr);
-    std::fs::write(ctx.reports_dir.join(format!("{name}.log")), &log)?;
+    let log = std::fs::read(&log_path).unwrap_or_default();
     let summary_path = report.join("performance/result_summary.json");
     let summary: Summary = match std::fs::read(&summary_path) {
         Ok(bytes) => {
@@ -135,13 +138,13 @@ pub fn run(
         Err(_) => {
             let tail = String::from_utf8_lossy(&log);
             let tail: String = tail.lines().rev().take(5).collect::<Vec<_>>().join(" / ");
-            bail!("{name}: no result summary (exit {:?}): {tail}", out.status.code());
+            bail!("{name}: no result summary (exit {:?}): {tail}", status.code());
         }
     };
     if !ctx.keep_reports {
         let _ = std::fs::remove_dir_all(&report);
     }
-    Ok(LoadgenRun { name: name.into(), args, exit_code: out.status.code(), summary, wall_s })
+    Ok(LoadgenRun { name: name.into(), args, exit_code: status.code(), summary, wall_s })
 }
 
 #[cfg(test)]

@@ -58,6 +58,9 @@ pub struct RooflineArgs {
     /// Keep each run's report folder (large at full size).
     #[arg(long)]
     pub keep_reports: bool,
+    /// Seconds one llm-loadgen run may take before it is killed and its row fails.
+    #[arg(long, default_value_t = 600)]
+    pub run_timeout_s: u64,
 }
 
 /// Runs the suite, prints the table and writes the files; fails when a row failed.
@@ -146,6 +149,7 @@ fn run_layout(
         no_stream_include_usage: args.no_stream_include_usage,
         reports_dir,
         keep_reports: args.keep_reports,
+        run_timeout: std::time::Duration::from_secs(args.run_timeout_s),
     };
     let mut suite = Suite { args, ctx: &ctx, layout, stub, ceilings: HashMap::new() };
     let mut results = Vec::new();
