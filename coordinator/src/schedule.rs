@@ -16,6 +16,10 @@ use crate::order::{SampleOrder, SplitMix64};
 /// How long the scheduler sleeps on a doorbell or condition before it re-checks for a stop.
 pub const SCHEDULER_POLL: Duration = Duration::from_millis(10);
 
+/// Closed loop: samples queued in a worker behind its busy connections (at most the issue
+/// ring's smallest size, so the ring always has room for them).
+pub const CLOSED_LOOP_QUEUE_DEPTH: u64 = 1024;
+
 /// The load pattern of a run.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Pattern {
@@ -56,10 +60,12 @@ impl Issuer {
     }
 
     /// Makes this a closed-loop issuer: worker `i` holds `connections[i]` samples in flight and
-    /// as many queued behind them, so a freed connection starts the next sample at once and the
-    /// run keeps exactly Σ connections in flight.
+    /// up to `CLOSED_LOOP_QUEUE_DEPTH` queued behind them, so a freed connection starts the next
+    /// sample at once (the worker stamps its issue time as it writes it) and the run keeps
+    /// exactly Σ connections in flight, however late the coordinator refills the queue.
     pub fn closed_loop(&mut self, connections: &[u64]) {
-        self.closed_loop_caps = Some(connections.iter().map(|c| c * 2).collect());
+        self.closed_loop_caps =
+            Some(connections.iter().map(|c| c + CLOSED_LOOP_QUEUE_DEPTH).collect());
     }
 
     fn outstanding(&self, w: usize) -> u64 {

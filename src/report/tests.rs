@@ -158,6 +158,8 @@ fn default_summary_keeps_reference_keys_then_adds() {
         "output_sequence_lengths_server",
         "input_sequence_lengths_server",
         "tps_server",
+        "n_samples_abandoned",
+        "issue_lag",
     ];
     assert_eq!(&keys[REFERENCE_KEYS.len()..], added);
     let server = summary_json(&table, TokenCountSource::Server);

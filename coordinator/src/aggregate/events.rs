@@ -17,7 +17,33 @@ pub const EVENTS_QUEUE_BUFFERS: usize = 64;
 
 /// The sample uuid of a sample id: 32 lowercase hex digits, like the reference's uuid4().hex.
 pub fn sample_uuid(sample_id: u64) -> String {
-    format!("{:032x}", sample_id)
+    let mut out = Vec::with_capacity(32);
+    push_uuid(&mut out, sample_id);
+    String::from_utf8(out).unwrap_or_default()
+}
+
+/// Appends the 32-hex-digit uuid of `sample_id` without allocating.
+pub fn push_uuid(out: &mut Vec<u8>, sample_id: u64) {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    out.extend_from_slice(b"0000000000000000");
+    for shift in (0..16).rev() {
+        out.push(HEX[((sample_id >> (shift * 4)) & 0xf) as usize]);
+    }
+}
+
+/// Appends `n` in decimal without allocating.
+pub fn push_u64(out: &mut Vec<u8>, mut n: u64) {
+    let mut digits = [0u8; 20];
+    let mut i = digits.len();
+    loop {
+        i -= 1;
+        digits[i] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    out.extend_from_slice(&digits[i..]);
 }
 
 /// Formats event lines and ships them to the writer thread.
@@ -56,14 +82,16 @@ impl EventLog {
         self.sender.is_some()
     }
 
-    fn head(&mut self, event_type: &str, timestamp_ns: u64, sample_uuid: &str) {
+    fn head(&mut self, event_type: &str, timestamp_ns: u64, sample: Option<u64>) {
         let b = &mut self.buffer;
         b.extend_from_slice(b"{\"event_type\":\"");
         b.extend_from_slice(event_type.as_bytes());
         b.extend_from_slice(b"\",\"timestamp_ns\":");
-        b.extend_from_slice(timestamp_ns.to_string().as_bytes());
+        push_u64(b, timestamp_ns);
         b.extend_from_slice(b",\"sample_uuid\":\"");
-        b.extend_from_slice(sample_uuid.as_bytes());
+        if let Some(id) = sample {
+            push_uuid(b, id);
+        }
         b.extend_from_slice(b"\",\"conversation_id\":\"\",\"turn\":null,\"data\":");
     }
 
@@ -87,37 +115,37 @@ impl EventLog {
         if !self.enabled() {
             return;
         }
-        self.head(event_type, timestamp_ns, "");
+        self.head(event_type, timestamp_ns, None);
         self.buffer.extend_from_slice(b"null");
         self.end_line();
     }
 
     /// `sample.issued` with the row's pre-rendered `PromptData` JSON.
-    pub fn issued(&mut self, uuid: &str, timestamp_ns: u64, prompt_data_json: &str) {
+    pub fn issued(&mut self, sample_id: u64, timestamp_ns: u64, prompt_data_json: &str) {
         if !self.enabled() {
             return;
         }
-        self.head("sample.issued", timestamp_ns, uuid);
+        self.head("sample.issued", timestamp_ns, Some(sample_id));
         self.buffer.extend_from_slice(prompt_data_json.as_bytes());
         self.end_line();
     }
 
     /// `sample.recv_first`.
-    pub fn recv_first(&mut self, uuid: &str, timestamp_ns: u64) {
+    pub fn recv_first(&mut self, sample_id: u64, timestamp_ns: u64) {
         if !self.enabled() {
             return;
         }
-        self.head("sample.recv_first", timestamp_ns, uuid);
+        self.head("sample.recv_first", timestamp_ns, Some(sample_id));
         self.buffer.extend_from_slice(b"null");
         self.end_line();
     }
 
     /// `error.generic` with `["ErrorData","error",message]`.
-    pub fn error(&mut self, uuid: &str, timestamp_ns: u64, message: &str) {
+    pub fn error(&mut self, sample_id: u64, timestamp_ns: u64, message: &str) {
         if !self.enabled() {
             return;
         }
-        self.head("error.generic", timestamp_ns, uuid);
+        self.head("error.generic", timestamp_ns, Some(sample_id));
         self.buffer.extend_from_slice(b"[\"ErrorData\",\"error\",");
         push_json_str(&mut self.buffer, message);
         self.buffer.push(b']');
@@ -130,7 +158,7 @@ impl EventLog {
         if !self.enabled() {
             return;
         }
-        self.head("sample.complete", c.timestamp_ns, c.uuid);
+        self.head("sample.complete", c.timestamp_ns, Some(c.sample_id));
         match c.output {
             None => self.buffer.extend_from_slice(b"null"),
             Some(text) => {
@@ -159,14 +187,14 @@ impl EventLog {
             self.buffer.push(b'"');
         }
         self.buffer.extend_from_slice(b",\"worker_id\":");
-        self.buffer.extend_from_slice(c.worker_id.to_string().as_bytes());
+        push_u64(&mut self.buffer, u64::from(c.worker_id));
         if let Some(p) = c.prompt_tokens {
             self.buffer.extend_from_slice(b",\"prompt_tokens\":");
-            self.buffer.extend_from_slice(p.to_string().as_bytes());
+            push_u64(&mut self.buffer, u64::from(p));
         }
         if let Some(n) = c.completion_tokens {
             self.buffer.extend_from_slice(b",\"completion_tokens\":");
-            self.buffer.extend_from_slice(n.to_string().as_bytes());
+            push_u64(&mut self.buffer, u64::from(n));
         }
         self.end_line();
     }
@@ -188,7 +216,7 @@ impl EventLog {
 
 /// What a `sample.complete` line says.
 pub struct CompleteEvent<'a> {
-    pub uuid: &'a str,
+    pub sample_id: u64,
     pub timestamp_ns: u64,
     pub output: Option<&'a str>,
     pub streamed: bool,
@@ -239,7 +267,7 @@ mod tests {
     fn session_and_issued_lines_match_the_reference_layout() {
         let text = lines(|ev| {
             ev.session("session.started", 5);
-            ev.issued(&sample_uuid(1), 7, r#"["PromptData","hi",null,null,null,null,null,null]"#);
+            ev.issued(1, 7, r#"["PromptData","hi",null,null,null,null,null,null]"#);
         });
         assert_eq!(
             text,
@@ -255,7 +283,7 @@ mod tests {
     #[test]
     fn complete_lines_carry_usage_only_when_sent() {
         let base = CompleteEvent {
-            uuid: "u",
+            sample_id: 0xabc,
             timestamp_ns: 9,
             output: Some("Provide examples"),
             streamed: true,
@@ -277,15 +305,25 @@ mod tests {
         let got: Vec<&str> = text.lines().collect();
         assert_eq!(
             got[0],
-            r#"{"event_type":"sample.complete","timestamp_ns":9,"sample_uuid":"u","conversation_id":"","turn":null,"data":["TextModelOutput",["Provide"," examples"],null,null],"finish_reason":"stop","worker_id":1}"#
+            r#"{"event_type":"sample.complete","timestamp_ns":9,"sample_uuid":"00000000000000000000000000000abc","conversation_id":"","turn":null,"data":["TextModelOutput",["Provide"," examples"],null,null],"finish_reason":"stop","worker_id":1}"#
         );
         assert!(got[1].ends_with(r#""worker_id":1,"prompt_tokens":3,"completion_tokens":16}"#));
         assert!(got[2].contains(r#""data":null,"worker_id":1}"#));
     }
 
     #[test]
+    fn numbers_and_uuids_are_written_without_allocating_and_exactly() {
+        for n in [0u64, 7, 10, 99, 12345, u64::MAX] {
+            let mut out = Vec::new();
+            push_u64(&mut out, n);
+            assert_eq!(String::from_utf8(out).unwrap(), n.to_string());
+            assert_eq!(sample_uuid(n), format!("{n:032x}"));
+        }
+    }
+
+    #[test]
     fn error_lines_escape_the_message() {
-        let text = lines(|ev| ev.error("u", 1, "HTTP 404: \"no\"\n"));
+        let text = lines(|ev| ev.error(3, 1, "HTTP 404: \"no\"\n"));
         assert!(text.contains(r#""data":["ErrorData","error","HTTP 404: \"no\"\n"]}"#));
     }
 }
