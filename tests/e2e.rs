@@ -108,6 +108,10 @@ fn echo_stub_streaming_run_pairs_client_and_server_counts_exactly() {
     let completes = events.lines().filter(|l| l.contains("\"sample.complete\"")).count();
     assert_eq!(completes, 1000);
     assert!(events.lines().all(|l| serde_json::from_str::<serde_json::Value>(l).is_ok()));
+    let first = events.lines().next().unwrap();
+    let last = events.lines().last().unwrap();
+    assert!(first.contains("\"session.started\""), "{first}");
+    assert!(last.contains("\"session.ended\""), "{last}");
 }
 
 #[test]

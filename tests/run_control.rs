@@ -306,3 +306,41 @@ fn a_dead_worker_is_named_its_samples_fail_and_the_run_exits_4() {
     let s = summary(&dir);
     assert_eq!(s["n_samples_failed"], s["n_samples_completed"]);
 }
+
+#[test]
+fn a_capped_closed_loop_abandons_only_what_was_in_flight() {
+    let server = stub(StubKind::Variable, |c| {
+        c.variable.first_chunk_latency_s = 0.005;
+        c.variable.first_chunk_spread = 0.0;
+        c.variable.inter_token_latency_ms = 0.1;
+        c.variable.inter_token_spread = 0.0;
+        c.variable.output_len_mean = 20.0;
+        c.variable.output_len_spread = 0.0;
+    });
+    let dir = report_dir("capped-closed-loop");
+    let out = run(&args(
+        &["online"],
+        &server.url(),
+        &dir,
+        &[
+            "--load-pattern",
+            "concurrency",
+            "--concurrency",
+            "8",
+            "--streaming",
+            "off",
+            "--num-samples",
+            "10000000",
+            "--runtime.max-duration-ms",
+            "1000",
+        ],
+    ));
+    assert_eq!(out.status.code(), Some(0));
+    let s = summary(&dir);
+    assert_eq!(s["n_samples_failed"], 0, "samples cut at the cap are abandoned, not failed");
+    let abandoned = s["n_samples_abandoned"].as_u64().unwrap();
+    assert!(abandoned <= 8, "only the 8 in flight are abandoned, got {abandoned}");
+    let issued = s["n_samples_issued"].as_u64().unwrap();
+    let completed = s["n_samples_completed"].as_u64().unwrap();
+    assert_eq!(issued, completed + abandoned, "queued, never-sent samples were never issued");
+}

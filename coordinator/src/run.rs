@@ -192,7 +192,6 @@ pub fn run(mut spec: RunSpec) -> Result<RunOutput, RunError> {
             total_issued: 0,
             tracked_issued: 0,
             deadline: Instant::now() + Duration::from_secs(1),
-            aborting: true,
         });
         issuer.broadcast(IssueCmd::Abort, Instant::now() + Duration::from_millis(200));
         let _ = aggregator.join();
@@ -277,7 +276,6 @@ pub fn run(mut spec: RunSpec) -> Result<RunOutput, RunError> {
         total_issued: issuer.issued,
         tracked_issued,
         deadline: drain_deadline + Duration::from_secs(2),
-        aborting: run_end == RunEnd::Capped,
     });
     if run_end == RunEnd::Capped {
         issuer.broadcast(IssueCmd::Abort, Instant::now() + Duration::from_secs(1));
@@ -285,7 +283,6 @@ pub fn run(mut spec: RunSpec) -> Result<RunOutput, RunError> {
         issuer.broadcast(IssueCmd::Stop, drain_deadline);
         wait_drained(&shared, drain_deadline);
         if shared.in_flight() > 0 {
-            let _ = control_tx.send(Control::Abort);
             issuer.broadcast(IssueCmd::Abort, Instant::now() + Duration::from_secs(1));
         }
     }

@@ -101,9 +101,7 @@ pub enum Control {
     Start { session_start_ns: u64, tracking_start_ns: u64 },
     /// Nothing more will be issued: `tracked` samples were issued after tracking started, and
     /// `total` in all. Finish when every live worker is done, or at `deadline`.
-    Finish { total_issued: u64, tracked_issued: u64, deadline: Instant, aborting: bool },
-    /// The drain deadline moved (e.g. the user interrupted and in-flight work is being cancelled).
-    Abort,
+    Finish { total_issued: u64, tracked_issued: u64, deadline: Instant },
 }
 
 /// What the aggregator tells the main thread while starting.
@@ -168,13 +166,15 @@ struct State {
     prompt_data_json: Arc<Vec<String>>,
     streaming: bool,
     warmup_samples: u64,
-    aborting: bool,
     ready: Vec<bool>,
     done: Vec<bool>,
     setup_failure: Option<(u16, String)>,
     /// Samples lost in dead workers: tracked failures without timing.
     lost: u64,
     sample_rows: Vec<(u64, u32)>,
+    /// Closed-loop samples cancelled while still queued: handed to a worker, never issued.
+    unsent: u64,
+    unsent_tracked: u64,
 }
 
 /// Runs the aggregator until the run is over. Call on its own thread.
@@ -194,12 +194,13 @@ pub fn run(input: AggregatorInput) -> AggregatorOutput {
         prompt_data_json: input.prompt_data_json,
         streaming: input.streaming,
         warmup_samples: input.warmup_samples,
-        aborting: false,
         ready: vec![false; workers],
         done: vec![false; workers],
         setup_failure: None,
         lost: 0,
         sample_rows: Vec::new(),
+        unsent: 0,
+        unsent_tracked: 0,
     };
     let shared = input.shared;
     let bell = input.doorbell;
@@ -233,7 +234,6 @@ pub fn run(input: AggregatorInput) -> AggregatorOutput {
                 let _ = input.status.send(Status::SetupFailed { worker, message });
                 started = true;
                 finish = Some((Instant::now() + Duration::from_secs(2), 0));
-                st.aborting = true;
             } else if st.ready.iter().all(|&r| r) {
                 let _ = input.status.send(Status::AllReady);
                 // Block until the main thread says when tracking started: no record can
@@ -245,13 +245,11 @@ pub fn run(input: AggregatorInput) -> AggregatorOutput {
                         st.events.session("session.started", session_start_ns);
                         st.events.session("session.start_performance_tracking", tracking_start_ns);
                     }
-                    Ok(Control::Finish { deadline, aborting, .. }) => {
+                    Ok(Control::Finish { deadline, .. }) => {
                         finish = Some((deadline, 0));
-                        st.aborting = aborting;
                     }
-                    Ok(Control::Abort) | Err(_) => {
+                    Err(_) => {
                         finish = Some((Instant::now(), 0));
-                        st.aborting = true;
                     }
                 }
                 started = true;
@@ -260,13 +258,11 @@ pub fn run(input: AggregatorInput) -> AggregatorOutput {
 
         while let Ok(msg) = input.control.try_recv() {
             match msg {
-                Control::Finish { total_issued, tracked_issued, deadline, aborting } => {
+                Control::Finish { total_issued, tracked_issued, deadline } => {
                     st.counters.total_samples_issued = total_issued;
                     st.counters.tracked_samples_issued = tracked_issued;
-                    st.aborting |= aborting;
                     finish = Some((deadline, total_issued));
                 }
-                Control::Abort => st.aborting = true,
                 Control::Start { .. } => {}
             }
         }
@@ -316,7 +312,14 @@ pub fn run(input: AggregatorInput) -> AggregatorOutput {
         }
     }
     progress.clear();
+    // Session end events close the log as the reference's do (stamps, not metric inputs).
+    let ended_ns = loadgen_worker::monotonic_ns();
+    st.events.session("session.stop_performance_tracking", ended_ns);
+    st.events.session("session.ended", ended_ns);
     st.finish_tokens();
+    st.counters.total_samples_issued = st.counters.total_samples_issued.saturating_sub(st.unsent);
+    st.counters.tracked_samples_issued =
+        st.counters.tracked_samples_issued.saturating_sub(st.unsent_tracked);
     st.counters.tracked_samples_completed = st.rows.len() as u64 + st.lost;
     st.counters.tracked_samples_failed =
         st.rows.iter().filter(|r| r.failed).count() as u64 + st.lost;
@@ -367,9 +370,18 @@ impl State {
         self.input_shared.received_from[w].fetch_add(1, Ordering::Release);
         self.input_shared.records_total.fetch_add(1, Ordering::Release);
         let failure = FailureKind::from_u8(h.failure).unwrap_or(FailureKind::Malformed);
-        if failure == FailureKind::Cancelled && self.aborting {
-            // Abandoned at the cap or on interrupt: never completed, as the reference.
-            self.counters.abandoned += 1;
+        if failure == FailureKind::Cancelled {
+            // Only the coordinator's Abort cancels (cap, interrupt, drain timeout): the sample
+            // was abandoned, never completed, as the reference. A closed-loop sample still
+            // queued when that happened was never issued at all (the worker stamps the issue).
+            if h.issued_ns == 0 {
+                self.unsent += 1;
+                if h.sample_id >= self.warmup_samples {
+                    self.unsent_tracked += 1;
+                }
+            } else {
+                self.counters.abandoned += 1;
+            }
             return;
         }
         // Pair assertion with the worker: its clocks are ordered.
