@@ -32,6 +32,8 @@ pub struct Accumulator {
     /// The output hit `max_output_bytes` and was cut.
     pub truncated: bool,
     max_output_bytes: usize,
+    /// The SSE scanner's frame head, kept across frames and responses (a byte cache).
+    scan_head: Vec<u8>,
 }
 
 impl Accumulator {
@@ -46,6 +48,7 @@ impl Accumulator {
             malformed_frames: 0,
             truncated: false,
             max_output_bytes,
+            scan_head: Vec::with_capacity(256),
         }
     }
 

@@ -83,7 +83,7 @@ fn apply_delta(acc: &mut Accumulator, delta: &Delta<'_>) -> bool {
 /// One streaming frame (chat deltas or completions `text`); `false` when it does not decode.
 /// Frames of the common plain shape take the hand scanner, the rest serde.
 pub(crate) fn on_frame(acc: &mut Accumulator, json: &[u8], now_ns: fn() -> u64) -> bool {
-    if let Some(frame) = plain_frame(json) {
+    if let Some(frame) = plain_frame(json, &mut acc.scan_head) {
         apply_plain(acc, &frame, now_ns);
         return true;
     }
@@ -481,9 +481,19 @@ mod tests {
             let api = if case % 4 == 0 { ApiType::OpenAiCompletions } else { ApiType::OpenAiChat };
             let mut fast = Accumulator::new(api, 64);
             let mut slow = Accumulator::new(api, 64);
-            let frames: Vec<Vec<u8>> = (0..1 + g.below(4)).map(|_| frame(&mut g)).collect();
+            let mut frames: Vec<Vec<u8>> = Vec::new();
+            for _ in 0..1 + g.below(4) {
+                let next = frame(&mut g);
+                // Often a stream's frames share their head: splice the last frame's head onto
+                // this one's `choices` and what follows, so the head cache is exercised.
+                let spliced = frames.last().filter(|_| g.chance(60)).and_then(|last| {
+                    let at = |f: &[u8]| f.windows(10).position(|w| w == b"\"choices\":");
+                    Some([&last[..at(last)?], &next[at(&next)?..]].concat())
+                });
+                frames.push(spliced.unwrap_or(next));
+            }
             for json in &frames {
-                scanned += usize::from(super::plain_frame(json).is_some());
+                scanned += usize::from(super::plain_frame(json, &mut Vec::new()).is_some());
                 fast.on_sse_frame(json, clock);
                 if !on_frame_serde(&mut slow, json, clock) {
                     slow.malformed_frames += 1;
@@ -510,7 +520,10 @@ mod tests {
             br#"{"id":"r","object":"chat.completion.chunk","created":1,"model":"max-tp","choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}"#,
             br#"{"id":"r","object":"text_completion","created":1,"model":"m","choices":[{"index":0,"text":"ab","logprobs":null,"finish_reason":null}]}"#,
         ] {
-            assert!(super::plain_frame(frame).is_some(), "{}", String::from_utf8_lossy(frame));
+            let mut head = Vec::new();
+            assert!(super::plain_frame(frame, &mut head).is_some(), "{}", String::from_utf8_lossy(frame));
+            // The next frame of the stream skips the head.
+            assert!(!head.is_empty() && super::plain_frame(frame, &mut head).is_some());
         }
     }
 }

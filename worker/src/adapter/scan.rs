@@ -20,8 +20,16 @@ pub(crate) struct PlainFrame<'a> {
     pub finish: FinishReason,
 }
 
+/// Longest frame head (the bytes before the `choices` value) kept for the next frame.
+const MAX_HEAD_BYTES: usize = 256;
+
 /// Reads a frame of the plain shape; `None` means "not sure, ask serde" (never "malformed").
-pub(crate) fn plain_frame(json: &[u8]) -> Option<PlainFrame<'_>> {
+///
+/// `head` carries, from one frame to the next, the bytes of the last accepted frame up to its
+/// `choices` value (`{"id":...,"model":...,"choices":`), when everything before `choices` was an
+/// ignored scalar. A frame that starts with the same bytes parses the same way up to there, so
+/// the scan resumes at `choices`: the frames of one stream usually differ only after it.
+pub(crate) fn plain_frame<'a>(json: &'a [u8], head: &mut Vec<u8>) -> Option<PlainFrame<'a>> {
     let mut cur = Cursor { bytes: json, at: 0 };
     let mut frame = PlainFrame {
         choice: false,
@@ -31,12 +39,23 @@ pub(crate) fn plain_frame(json: &[u8]) -> Option<PlainFrame<'_>> {
         finish: FinishReason::None,
     };
     let (mut seen_choices, mut seen_usage) = (false, false);
-    cur.open_object()?;
     let mut first = true;
+    let mut head_end = None;
+    if !head.is_empty() && json.starts_with(head) {
+        cur.at = head.len();
+        seen_choices = true;
+        first = false;
+        cur.choices(&mut frame)?;
+    } else {
+        cur.open_object()?;
+    }
     while let Some(key) = cur.next_key(&mut first)? {
         match key {
             b"choices" => {
                 once(&mut seen_choices)?;
+                if !seen_usage {
+                    head_end = Some(cur.at);
+                }
                 cur.choices(&mut frame)?;
             }
             // Usage frames are rare (one a response): serde reads them.
@@ -48,7 +67,14 @@ pub(crate) fn plain_frame(json: &[u8]) -> Option<PlainFrame<'_>> {
         }
     }
     cur.ws();
-    (cur.at == json.len()).then_some(frame)
+    if cur.at != json.len() {
+        return None;
+    }
+    if let Some(end) = head_end.filter(|&end| end <= MAX_HEAD_BYTES) {
+        head.clear();
+        head.extend_from_slice(&json[..end]);
+    }
+    Some(frame)
 }
 
 /// serde rejects a struct field given twice; so do we (by declining).
@@ -271,16 +297,16 @@ mod tests {
     fn reads_the_common_frames() {
         let content = br#"{"id":"r","object":"chat.completion.chunk","created":17,"model":"m","choices":[{"index":0,"delta":{"content":"h\u00e9"},"finish_reason":null}]}"#;
         // An escape anywhere in a string is the serde path's job.
-        assert_eq!(plain_frame(content), None);
+        assert_eq!(plain_frame(content, &mut Vec::new()), None);
         let content = r#"{"id":"r","object":"chat.completion.chunk","created":17,"model":"m","choices":[{"index":0,"delta":{"content":"hé"},"finish_reason":null}]}"#;
-        let frame = plain_frame(content.as_bytes()).unwrap();
+        let frame = plain_frame(content.as_bytes(), &mut Vec::new()).unwrap();
         assert!(frame.choice && frame.delta);
         assert_eq!((frame.content, frame.finish), (Some("hé".as_bytes()), FinishReason::None));
         let finish = br#" {"choices": [ {"index": 0, "delta": {}, "finish_reason": "stop"} ] } "#;
-        let frame = plain_frame(finish).unwrap();
+        let frame = plain_frame(finish, &mut Vec::new()).unwrap();
         assert_eq!((frame.content, frame.finish), (None, FinishReason::Stop));
         let text = br#"{"choices":[{"index":0,"text":"ab","logprobs":null,"finish_reason":null}]}"#;
-        assert_eq!(plain_frame(text).unwrap().text, Some(&b"ab"[..]));
+        assert_eq!(plain_frame(text, &mut Vec::new()).unwrap().text, Some(&b"ab"[..]));
     }
 
     #[test]
@@ -308,6 +334,21 @@ mod tests {
     }
 
     #[test]
+    fn a_repeated_head_is_skipped_and_a_changed_one_rescanned() {
+        let mut head = Vec::new();
+        let a = br#"{"id":"r","model":"m","choices":[{"delta":{"content":"a"}}]}"#;
+        assert_eq!(plain_frame(a, &mut head).unwrap().content, Some(&b"a"[..]));
+        assert_eq!(head, br#"{"id":"r","model":"m","choices":"#);
+        let b = br#"{"id":"r","model":"m","choices":[{"delta":{"content":"b"}}],"choices":[]}"#;
+        assert_eq!(plain_frame(b, &mut head), None, "a duplicate after a skipped head");
+        let c = br#"{"id":"r","model":"m","choices":[{"delta":{}}]} x"#;
+        assert_eq!(plain_frame(c, &mut head), None);
+        let d = br#"{"usage":null,"choices":[{"delta":{"content":"d"}}]}"#;
+        assert_eq!(plain_frame(d, &mut head).unwrap().content, Some(&b"d"[..]));
+        assert_eq!(head, br#"{"id":"r","model":"m","choices":"#, "a head with usage is not kept");
+    }
+
+    #[test]
     fn declines_what_it_is_not_sure_of() {
         for frame in [
             &br#"{"choices":[{"delta":{"content":"a"}},{"delta":{}}]}"#[..],
@@ -323,7 +364,12 @@ mod tests {
             b"{\"choices\":[{\"delta\":{\"content\":\"a\x01\"}}]}",
             b"{\"choices\":[{\"delta\":{\"content\":\"\xff\"}}]}",
         ] {
-            assert_eq!(plain_frame(frame), None, "{}", String::from_utf8_lossy(frame));
+            assert_eq!(
+                plain_frame(frame, &mut Vec::new()),
+                None,
+                "{}",
+                String::from_utf8_lossy(frame)
+            );
         }
     }
 }
