@@ -262,3 +262,135 @@ fn an_unreachable_endpoint_is_a_setup_error() {
     assert!(stderr.contains(&url), "the message names the endpoint: {stderr}");
     assert!(!stderr.contains("panicked"));
 }
+
+#[test]
+fn echo_run_counts_isl_equal_to_osl_and_positive_timings() {
+    let server = stub(StubKind::Echo, |_| {});
+    let dir = report_dir("echo-isl-osl");
+    let url = server.url();
+    let mut args = base_args(&url, &dir, "300");
+    args.extend(["--tokenizer".into(), char_tokenizer(), "--streaming".into(), "on".into()]);
+    assert_eq!(run_strings(&args).status.code(), Some(0));
+    let s = summary(&dir);
+    // The echo stub answers with the prompt: every sample's ISL equals its OSL, so the two
+    // distributions are identical in every statistic.
+    assert_eq!(s["input_sequence_lengths"], s["output_sequence_lengths"]);
+    assert!(s["input_sequence_lengths"]["min"].as_u64().unwrap() > 0);
+    for key in ["ttft", "tpot", "latency"] {
+        assert!(s[key]["min"].as_f64().unwrap() > 0.0, "{key} min is positive");
+    }
+}
+
+#[test]
+fn record_counts_are_exact_with_1_2_and_4_workers() {
+    let server = stub(StubKind::MaxThroughput, |c| c.workers = 2);
+    let url = server.url();
+    for workers in ["1", "2", "4"] {
+        let dir = report_dir(&format!("workers-{workers}"));
+        let mut args = base_args(&url, &dir, "3000");
+        let at = args.iter().position(|a| a == "--workers").unwrap();
+        args[at + 1] = workers.into();
+        args.extend(["--streaming".into(), "on".into()]);
+        assert_eq!(run_strings(&args).status.code(), Some(0), "{workers} workers");
+        let s = summary(&dir);
+        assert_eq!(s["n_samples_issued"], 3000, "{workers} workers");
+        assert_eq!(s["n_samples_completed"], 3000, "{workers} workers");
+        let events = std::fs::read_to_string(dir.join("events.jsonl")).unwrap();
+        let mut uuids: Vec<String> = events
+            .lines()
+            .filter(|l| l.contains("\"sample.complete\""))
+            .map(|l| {
+                serde_json::from_str::<serde_json::Value>(l).unwrap()["sample_uuid"].to_string()
+            })
+            .collect();
+        assert_eq!(uuids.len(), 3000, "{workers} workers: one complete event per sample");
+        uuids.sort();
+        uuids.dedup();
+        assert_eq!(uuids.len(), 3000, "{workers} workers: no duplicates");
+        let used: std::collections::BTreeSet<u64> = events
+            .lines()
+            .filter(|l| l.contains("\"sample.complete\""))
+            .map(|l| {
+                serde_json::from_str::<serde_json::Value>(l).unwrap()["worker_id"].as_u64().unwrap()
+            })
+            .collect();
+        assert_eq!(used.len(), workers.parse::<usize>().unwrap(), "every worker answered");
+    }
+}
+
+#[test]
+fn the_epoll_driver_gives_the_same_counts() {
+    let server = stub(StubKind::Echo, |_| {});
+    let dir = report_dir("epoll");
+    let url = server.url();
+    let mut args = base_args(&url, &dir, "500");
+    args.extend(["--tokenizer".into(), char_tokenizer(), "--streaming".into(), "on".into()]);
+    let refs: Vec<&str> = args.iter().map(|s| s.as_str()).collect();
+    let out = bin().args(&refs).env("MONOIO_FORCE_LEGACY_DRIVER", "1").output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let s = summary(&dir);
+    assert_eq!(s["n_samples_completed"], 500);
+    assert_eq!(s["osl_paired"]["count"], 500);
+}
+
+#[test]
+fn completions_and_sglang_streaming_and_not_pair_counts_exactly() {
+    let server = stub(StubKind::Echo, |_| {});
+    let url = server.url();
+    for api in ["openai_completions", "sglang"] {
+        for streaming in ["on", "off"] {
+            let dir = report_dir(&format!("api-{api}-{streaming}"));
+            let mut args = base_args(&url, &dir, "200");
+            args.extend([
+                "--tokenizer".into(),
+                char_tokenizer(),
+                "--api-type".into(),
+                api.into(),
+                "--streaming".into(),
+                streaming.into(),
+            ]);
+            let out = run_strings(&args);
+            assert_eq!(out.status.code(), Some(0), "{api} streaming {streaming}");
+            let s = summary(&dir);
+            assert_eq!(s["n_samples_failed"], 0, "{api} streaming {streaming}");
+            assert_eq!(s["osl_paired"]["count"], 200, "{api} streaming {streaming}");
+            assert_eq!(s["osl_paired"]["mean"], 0.0, "{api} streaming {streaming}");
+        }
+    }
+}
+
+#[test]
+fn bad_usage_on_half_the_samples_makes_the_server_blocks_partial_and_nothing_else() {
+    let good = stub(StubKind::Echo, |_| {});
+    let mut runs = Vec::new();
+    for fault in [None, Some(UsageFault::Bool), Some(UsageFault::Huge), Some(UsageFault::String)] {
+        let other = stub(StubKind::Echo, |c| c.faults.usage = fault);
+        let dir = report_dir(&format!("half-usage-{fault:?}"));
+        let endpoints = format!("{},{}", good.url(), other.url());
+        let mut args = base_args(&endpoints, &dir, "400");
+        let at = args.iter().position(|a| a == "--workers").unwrap();
+        args[at + 1] = "2".into();
+        args.extend(["--tokenizer".into(), char_tokenizer(), "--streaming".into(), "on".into()]);
+        assert_eq!(run_strings(&args).status.code(), Some(0), "{fault:?}");
+        runs.push((fault, summary(&dir), report_txt(&dir)));
+    }
+    let (_, clean, _) = &runs[0];
+    assert_eq!(clean["n_samples_missing_usage"], 0);
+    for (fault, s, report) in &runs[1..] {
+        // One worker per endpoint: the faulty endpoint's samples all lack usable usage.
+        let missing = s["n_samples_missing_usage"].as_u64().unwrap();
+        assert!(missing > 0 && missing < 400, "{fault:?}: {missing} missing");
+        assert_eq!(s["output_sequence_lengths_server"]["partial"], true, "{fault:?}");
+        assert!(s["tps_server"].is_null(), "{fault:?}: tps_server is null while partial");
+        assert!(report.contains("(server) (partial)"), "{fault:?}");
+        assert_eq!(s["n_samples_failed"], 0, "{fault:?}");
+        // Nothing on the client basis changes.
+        for key in ["n_samples_completed", "input_sequence_lengths"] {
+            assert_eq!(s[key], clean[key], "{fault:?}: {key}");
+        }
+        assert_eq!(
+            s["output_sequence_lengths"]["total"], clean["output_sequence_lengths"]["total"],
+            "{fault:?}"
+        );
+    }
+}
