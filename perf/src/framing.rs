@@ -54,7 +54,9 @@ impl ResponseScan {
                         return Ok(None);
                     };
                     let size = chunk_size(&rest[..eol])?;
-                    let next = at + eol + 2 + size + 2;
+                    let next = (at + eol + 4)
+                        .checked_add(size)
+                        .ok_or(FrameError("chunk size out of range"))?;
                     if size == 0 {
                         // No trailers: the terminator is `0\r\n\r\n`.
                         return Ok((buf.len() >= next).then_some(next));
@@ -151,5 +153,8 @@ mod tests {
         let mut scan = ResponseScan::default();
         let bad = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n";
         assert_eq!(scan.feed(bad), Err(FrameError("bad chunk size")));
+        let mut scan = ResponseScan::default();
+        let huge = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nffffffffffffffff\r\n";
+        assert_eq!(scan.feed(huge), Err(FrameError("chunk size out of range")));
     }
 }
