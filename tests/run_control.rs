@@ -344,3 +344,35 @@ fn a_capped_closed_loop_abandons_only_what_was_in_flight() {
     let completed = s["n_samples_completed"].as_u64().unwrap();
     assert_eq!(issued, completed + abandoned, "queued, never-sent samples were never issued");
 }
+
+#[test]
+fn warmup_samples_are_answered_but_never_enter_the_metrics() {
+    let server = stub(StubKind::MaxThroughput, |_| {});
+    let dir = report_dir("warmup");
+    let out = run(&args(
+        &["offline"],
+        &server.url(),
+        &dir,
+        &[
+            "--streaming",
+            "off",
+            "--num-samples",
+            "500",
+            "--warmup",
+            "--warmup-requests",
+            "200",
+            "--warmup-drain",
+        ],
+    ));
+    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(server.requests_total(), 700, "the stub answered warm-up and tracked samples");
+    let s = summary(&dir);
+    assert_eq!(s["n_samples_issued"], 500);
+    assert_eq!(s["n_samples_completed"], 500);
+    assert_eq!(s["latency"]["total"].as_f64().map(|t| t > 0.0), Some(true));
+    let events = std::fs::read_to_string(dir.join("events.jsonl")).unwrap();
+    let completes = events.lines().filter(|l| l.contains("\"sample.complete\"")).count();
+    assert_eq!(completes, 500, "warm-up samples have no events");
+    let report = std::fs::read_to_string(dir.join("report.txt")).unwrap();
+    assert!(report.contains("warmup: enabled=True, n_requests=200"), "{report}");
+}

@@ -200,6 +200,7 @@ pub fn run(mut spec: RunSpec) -> Result<RunOutput, RunError> {
     }
 
     let session_start_ns = monotonic_ns();
+    let _ = control_tx.send(Control::Start { session_start_ns });
     let mut order = SampleOrder::new(spec.dataset_rows.max(1), spec.dataloader_seed);
     // Warm-up samples go first, untracked.
     if spec.warmup_samples > 0 {
@@ -219,7 +220,7 @@ pub fn run(mut spec: RunSpec) -> Result<RunOutput, RunError> {
         }
     }
     let tracking_start_ns = monotonic_ns();
-    let _ = control_tx.send(Control::Start { session_start_ns, tracking_start_ns });
+    let _ = control_tx.send(Control::Tracking { tracking_start_ns });
     let tracking_start = Instant::now();
     let cap = spec.max_duration.map(|d| tracking_start + d);
 

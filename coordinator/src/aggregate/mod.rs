@@ -97,8 +97,10 @@ impl Shared {
 
 /// Messages from the coordinator's main thread to the aggregator, in order.
 pub enum Control {
-    /// All workers are ready: log `session.started` and start tracking at these times.
-    Start { session_start_ns: u64, tracking_start_ns: u64 },
+    /// All workers are ready: log `session.started` at this time. Warm-up samples may follow.
+    Start { session_start_ns: u64 },
+    /// Performance tracking starts: sent before the first tracked sample is issued.
+    Tracking { tracking_start_ns: u64 },
     /// Nothing more will be issued: `tracked` samples were issued after tracking started, and
     /// `total` in all. Finish when every live worker is done, or at `deadline`.
     Finish { total_issued: u64, tracked_issued: u64, deadline: Instant },
@@ -174,6 +176,11 @@ struct State {
     sample_rows: Vec<(u64, u32)>,
     /// Closed-loop samples cancelled while still queued: handed to a worker, never issued.
     unsent: u64,
+    /// `session.start_performance_tracking` has been logged.
+    tracking: bool,
+    control: Receiver<Control>,
+    /// A `Finish` read early (while waiting for `Tracking`), handled by the main loop.
+    early_finish: Option<Control>,
     unsent_tracked: u64,
 }
 
@@ -201,6 +208,9 @@ pub fn run(input: AggregatorInput) -> AggregatorOutput {
         sample_rows: Vec::new(),
         unsent: 0,
         unsent_tracked: 0,
+        tracking: false,
+        control: input.control.clone(),
+        early_finish: None,
     };
     let shared = input.shared;
     let bell = input.doorbell;
@@ -239,11 +249,12 @@ pub fn run(input: AggregatorInput) -> AggregatorOutput {
                 // Block until the main thread says when tracking started: no record can
                 // arrive before that, because nothing has been issued yet.
                 match input.control.recv() {
-                    Ok(Control::Start { session_start_ns, tracking_start_ns }) => {
+                    Ok(Control::Start { session_start_ns }) => {
                         st.counters.session_start_ns = session_start_ns;
-                        st.counters.tracking_start_ns = tracking_start_ns;
                         st.events.session("session.started", session_start_ns);
-                        st.events.session("session.start_performance_tracking", tracking_start_ns);
+                    }
+                    Ok(Control::Tracking { tracking_start_ns }) => {
+                        st.start_tracking(tracking_start_ns)
                     }
                     Ok(Control::Finish { deadline, .. }) => {
                         finish = Some((deadline, 0));
@@ -256,13 +267,15 @@ pub fn run(input: AggregatorInput) -> AggregatorOutput {
             }
         }
 
-        while let Ok(msg) = input.control.try_recv() {
+        let mut early = st.early_finish.take();
+        while let Some(msg) = early.take().or_else(|| input.control.try_recv().ok()) {
             match msg {
                 Control::Finish { total_issued, tracked_issued, deadline } => {
                     st.counters.total_samples_issued = total_issued;
                     st.counters.tracked_samples_issued = tracked_issued;
                     finish = Some((deadline, total_issued));
                 }
+                Control::Tracking { tracking_start_ns } => st.start_tracking(tracking_start_ns),
                 Control::Start { .. } => {}
             }
         }
@@ -396,6 +409,11 @@ impl State {
         if h.sample_id < self.warmup_samples {
             return;
         }
+        if !self.tracking {
+            // The main thread sent `Tracking` before it issued this sample: read it now, so the
+            // tracking event precedes the sample's lines.
+            self.await_tracking();
+        }
         // Endpoints send UTF-8; the strict check is SIMD-fast, the lossy path only for bad bytes.
         let output = match std::str::from_utf8(rec.output) {
             Ok(text) => std::borrow::Cow::Borrowed(text),
@@ -446,6 +464,27 @@ impl State {
                 let tpot_from = (first_chunk_ns.is_some() && first_chunk_len < output.len())
                     .then_some(first_chunk_len);
                 pool.submit(TokenJob { slot, output: output.into_owned(), tpot_from });
+            }
+        }
+    }
+
+    fn start_tracking(&mut self, tracking_start_ns: u64) {
+        if !self.tracking {
+            self.tracking = true;
+            self.counters.tracking_start_ns = tracking_start_ns;
+            self.events.session("session.start_performance_tracking", tracking_start_ns);
+        }
+    }
+
+    fn await_tracking(&mut self) {
+        while !self.tracking {
+            match self.control.recv() {
+                Ok(Control::Tracking { tracking_start_ns }) => {
+                    self.start_tracking(tracking_start_ns)
+                }
+                Ok(other @ Control::Finish { .. }) => self.early_finish = Some(other),
+                Ok(Control::Start { .. }) => {}
+                Err(_) => return,
             }
         }
     }
