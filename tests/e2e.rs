@@ -1,55 +1,12 @@
 //! End-to-end runs of the `llm-loadgen` binary against in-process stub servers on 127.0.0.1.
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+mod common;
 
-use loadgen_stubs::{StatusFault, StubConfig, StubKind, StubServer, UsageFault};
+use std::path::Path;
+use std::process::Output;
 
-fn bin() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_llm-loadgen"))
-}
-
-fn assets() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/assets")
-}
-
-fn dataset() -> String {
-    format!("{},parser.prompt=text_input", assets().join("datasets/dummy_1k.jsonl").display())
-}
-
-fn char_tokenizer() -> String {
-    assets().join("tokenizers/char").display().to_string()
-}
-
-/// A fresh report directory under the target dir, removed first if a past run left one.
-fn report_dir(name: &str) -> PathBuf {
-    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("e2e-{name}"));
-    let _ = std::fs::remove_dir_all(&dir);
-    dir
-}
-
-fn stub(kind: StubKind, configure: impl FnOnce(&mut StubConfig)) -> StubServer {
-    let mut cfg = StubConfig::new(kind);
-    configure(&mut cfg);
-    StubServer::start(cfg).expect("the stub starts")
-}
-
-fn run(args: &[&str]) -> Output {
-    let out = bin().args(args).output().expect("the binary runs");
-    eprintln!("--- stdout\n{}", String::from_utf8_lossy(&out.stdout));
-    eprintln!("--- stderr\n{}", String::from_utf8_lossy(&out.stderr));
-    out
-}
-
-fn summary(dir: &Path) -> serde_json::Value {
-    let text = std::fs::read_to_string(dir.join("performance/result_summary.json"))
-        .expect("result_summary.json is written");
-    serde_json::from_str(&text).expect("result_summary.json parses")
-}
-
-fn report_txt(dir: &Path) -> String {
-    std::fs::read_to_string(dir.join("report.txt")).expect("report.txt is written")
-}
+use common::{bin, char_tokenizer, dataset, report_dir, report_txt, run, stub, summary};
+use loadgen_stubs::{StatusFault, StubKind, UsageFault};
 
 fn base_args<'a>(url: &'a str, dir: &'a Path, samples: &'a str) -> Vec<String> {
     vec![
@@ -73,8 +30,7 @@ fn base_args<'a>(url: &'a str, dir: &'a Path, samples: &'a str) -> Vec<String> {
 }
 
 fn run_strings(args: &[String]) -> Output {
-    let refs: Vec<&str> = args.iter().map(|s| s.as_str()).collect();
-    run(&refs)
+    run(args)
 }
 
 #[test]
@@ -207,7 +163,7 @@ fn max_throughput_stub_non_streaming_run_completes_every_sample() {
 #[test]
 fn embedded_default_runs_without_an_endpoint_and_says_so() {
     let dir = report_dir("embedded");
-    let out = run(&[
+    let out = run([
         "benchmark",
         "offline",
         "--num-samples",

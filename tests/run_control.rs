@@ -1,34 +1,13 @@
 //! Run control end to end: load patterns, caps, interrupts, dead workers, timing fidelity.
 
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+mod common;
+
+use std::path::Path;
+use std::process::{Child, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use loadgen_stubs::{StubConfig, StubKind, StubServer};
-
-fn bin() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_llm-loadgen"))
-}
-
-fn assets() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/assets")
-}
-
-fn dataset() -> String {
-    format!("{},parser.prompt=text_input", assets().join("datasets/dummy_1k.jsonl").display())
-}
-
-fn report_dir(name: &str) -> PathBuf {
-    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("rc-{name}"));
-    let _ = std::fs::remove_dir_all(&dir);
-    dir
-}
-
-fn stub(kind: StubKind, configure: impl FnOnce(&mut StubConfig)) -> StubServer {
-    let mut cfg = StubConfig::new(kind);
-    configure(&mut cfg);
-    StubServer::start(cfg).expect("the stub starts")
-}
+use common::{bin, dataset, report_dir, run, show, stub, summary};
+use loadgen_stubs::StubKind;
 
 fn args(mode: &[&str], url: &str, dir: &Path, extra: &[&str]) -> Vec<String> {
     let mut v: Vec<String> = vec!["benchmark".into()];
@@ -54,28 +33,14 @@ fn args(mode: &[&str], url: &str, dir: &Path, extra: &[&str]) -> Vec<String> {
     v
 }
 
-fn run(args: &[String]) -> Output {
-    let out = bin().args(args).output().expect("the binary runs");
-    eprintln!("--- stdout\n{}", String::from_utf8_lossy(&out.stdout));
-    eprintln!("--- stderr\n{}", String::from_utf8_lossy(&out.stderr));
-    out
-}
-
 fn spawn(args: &[String]) -> Child {
     bin().args(args).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("spawn")
 }
 
 fn finish(child: Child) -> Output {
     let out = child.wait_with_output().expect("the run ends");
-    eprintln!("--- stdout\n{}", String::from_utf8_lossy(&out.stdout));
-    eprintln!("--- stderr\n{}", String::from_utf8_lossy(&out.stderr));
+    show(&out);
     out
-}
-
-fn summary(dir: &Path) -> serde_json::Value {
-    let text = std::fs::read_to_string(dir.join("performance/result_summary.json"))
-        .expect("result_summary.json is written");
-    serde_json::from_str(&text).expect("result_summary.json parses")
 }
 
 /// Waits (bounded) until `cond` holds; the condition is the synchronisation, not the clock.
@@ -146,7 +111,7 @@ fn concurrency_holds_exactly_n_in_flight() {
         c.variable.output_len_spread = 0.0;
     });
     let dir = report_dir("concurrency");
-    let out = run(&args(
+    let out = run(args(
         &["online"],
         &server.url(),
         &dir,
@@ -196,7 +161,7 @@ fn max_duration_caps_the_wall_time_and_counts_abandoned_samples() {
     let server = stub(StubKind::MaxThroughput, |_| {});
     let dir = report_dir("max-duration");
     let started = Instant::now();
-    let out = run(&args(
+    let out = run(args(
         &["offline"],
         &server.url(),
         &dir,
@@ -318,7 +283,7 @@ fn a_capped_closed_loop_abandons_only_what_was_in_flight() {
         c.variable.output_len_spread = 0.0;
     });
     let dir = report_dir("capped-closed-loop");
-    let out = run(&args(
+    let out = run(args(
         &["online"],
         &server.url(),
         &dir,
@@ -349,7 +314,7 @@ fn a_capped_closed_loop_abandons_only_what_was_in_flight() {
 fn warmup_samples_are_answered_but_never_enter_the_metrics() {
     let server = stub(StubKind::MaxThroughput, |_| {});
     let dir = report_dir("warmup");
-    let out = run(&args(
+    let out = run(args(
         &["offline"],
         &server.url(),
         &dir,

@@ -3,30 +3,14 @@
 //! These tests run one at a time (a lock) because they measure time: on a small machine, other
 //! runs in parallel would measure the machine's contention, not the client.
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+mod common;
+
 use std::sync::Mutex;
 
+use common::{assets, report_dir, run};
 use loadgen_stubs::{StubConfig, StubKind, StubServer};
 
 static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
-
-fn assets() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/assets")
-}
-
-fn report_dir(name: &str) -> PathBuf {
-    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("timing-{name}"));
-    let _ = std::fs::remove_dir_all(&dir);
-    dir
-}
-
-fn run(args: &[String]) -> Output {
-    let out = Command::new(env!("CARGO_BIN_EXE_llm-loadgen")).args(args).output().expect("runs");
-    eprintln!("--- stdout\n{}", String::from_utf8_lossy(&out.stdout));
-    eprintln!("--- stderr\n{}", String::from_utf8_lossy(&out.stderr));
-    out
-}
 
 fn median_ms(summary: &serde_json::Value, key: &str) -> f64 {
     summary[key]["median"].as_f64().expect("a median") / 1e6
