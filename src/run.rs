@@ -91,6 +91,9 @@ pub fn run_benchmark(plan: &Plan) -> Result<i32, AppError> {
     } else {
         plan.endpoints.iter().map(|e| e.url.clone()).collect()
     };
+    if embedded && plan.tokenizer.is_none() {
+        println!("no --tokenizer given: client token counts are off; the stub's usage gives the server basis");
+    }
     if plan.dataset_is_synthetic {
         println!(
             "no --dataset given: using the built-in synthetic dataset ({} prompts)",
