@@ -341,3 +341,55 @@ fn warmup_samples_are_answered_but_never_enter_the_metrics() {
     let report = std::fs::read_to_string(dir.join("report.txt")).unwrap();
     assert!(report.contains("warmup: enabled=True, n_requests=200"), "{report}");
 }
+
+#[test]
+fn poisson_reports_its_issue_lag_and_warns_when_the_client_cannot_keep_up() {
+    let server = stub(StubKind::MaxThroughput, |_| {});
+    let dir = report_dir("poisson-lag");
+    let out = run(args(
+        &["online"],
+        &server.url(),
+        &dir,
+        &[
+            "--load-pattern",
+            "poisson",
+            "--target-qps",
+            "500",
+            "--num-samples",
+            "300",
+            "--streaming",
+            "off",
+        ],
+    ));
+    assert_eq!(out.status.code(), Some(0));
+    let lag = &summary(&dir)["issue_lag"];
+    assert_eq!(lag["n"], 300, "one lag per issued sample");
+    assert_eq!(lag["target_qps"], 500.0);
+    assert!(lag["p50_ns"].as_u64().unwrap() <= lag["p99_ns"].as_u64().unwrap());
+    assert!(lag["p99_ns"].as_u64().unwrap() <= lag["max_ns"].as_u64().unwrap());
+    let report = std::fs::read_to_string(dir.join("report.txt")).unwrap();
+    assert!(report.contains("Issue lag (issued - scheduled): p50"), "{report}");
+
+    // No client issues ten million samples a second: it must say so, not blame the server.
+    let dir = report_dir("poisson-impossible");
+    let out = run(args(
+        &["online"],
+        &server.url(),
+        &dir,
+        &[
+            "--load-pattern",
+            "poisson",
+            "--target-qps",
+            "10000000",
+            "--max-connections",
+            "64",
+            "--num-samples",
+            "20000",
+            "--streaming",
+            "off",
+        ],
+    ));
+    assert_eq!(out.status.code(), Some(0));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("the client could not keep up"), "{stderr}");
+}
