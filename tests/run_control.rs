@@ -180,6 +180,9 @@ fn max_duration_caps_the_wall_time_and_counts_abandoned_samples() {
     let s = summary(&dir);
     let completed = s["n_samples_completed"].as_u64().unwrap();
     assert!(completed > 0 && completed < 10_000_000, "completed {completed}");
+    let abandoned = s["n_samples_abandoned"].as_u64().unwrap();
+    assert_eq!(s["n_samples_failed"], 0, "the cap abandons, it does not fail");
+    assert_eq!(s["n_samples_issued"].as_u64().unwrap(), completed + abandoned);
     let report = std::fs::read_to_string(dir.join("report.txt")).unwrap();
     assert!(report.contains("abandoned"), "report.txt names the abandoned samples:\n{report}");
 }

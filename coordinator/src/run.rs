@@ -193,7 +193,7 @@ pub fn run(mut spec: RunSpec) -> Result<RunOutput, RunError> {
             tracked_issued: 0,
             deadline: Instant::now() + Duration::from_secs(1),
         });
-        issuer.broadcast(IssueCmd::Abort, Instant::now() + Duration::from_millis(200));
+        issuer.abort_all();
         let _ = aggregator.join();
         cleanup(&pids);
         return Err(err);
@@ -279,12 +279,12 @@ pub fn run(mut spec: RunSpec) -> Result<RunOutput, RunError> {
         deadline: drain_deadline + Duration::from_secs(2),
     });
     if run_end == RunEnd::Capped {
-        issuer.broadcast(IssueCmd::Abort, Instant::now() + Duration::from_secs(1));
+        issuer.abort_all();
     } else {
         issuer.broadcast(IssueCmd::Stop, drain_deadline);
         wait_drained(&shared, drain_deadline);
         if shared.in_flight() > 0 {
-            issuer.broadcast(IssueCmd::Abort, Instant::now() + Duration::from_secs(1));
+            issuer.abort_all();
         }
     }
     let drain_timed_out = shared.in_flight() > 0 && run_end != RunEnd::Capped;
@@ -350,6 +350,7 @@ fn start_aggregator(
         warmup_samples: spec.warmup_samples,
         expected_samples: spec.num_samples,
         progress_line: spec.progress_line,
+        closed_loop: matches!(spec.pattern, Pattern::Concurrency { .. }),
     };
     std::thread::Builder::new()
         .name("aggregator".into())

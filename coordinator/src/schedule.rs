@@ -140,6 +140,13 @@ impl Issuer {
         self.shared.progress_waiting.store(false, Ordering::Release);
     }
 
+    /// Aborts every worker at once, ahead of whatever is still queued in its ring.
+    pub fn abort_all(&mut self) {
+        for producer in &mut self.producers {
+            producer.request_abort();
+        }
+    }
+
     /// Sends `cmd` (Stop or Abort) to every live worker, waiting for room where needed,
     /// until `deadline`.
     pub fn broadcast(&mut self, cmd: IssueCmd, deadline: Instant) {

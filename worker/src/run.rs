@@ -279,9 +279,19 @@ async fn issue_loop(shared: &Rc<Shared>, issue: &mut IssueConsumer) {
             shared.abort.wake_all();
             return;
         }
+        if issue.abort_requested() {
+            shared.aborting.set(true);
+            shared.abort.wake_all();
+            return;
+        }
         if shared.queue.borrow().len() >= shared.queue_limit {
+            // Wait for room, or for the coordinator's out-of-band abort (a wake byte).
             let s = shared.clone();
-            shared.space.until(0, move || s.queue.borrow().len() < s.queue_limit).await;
+            let space = shared.space.until(0, move || s.queue.borrow().len() < s.queue_limit);
+            monoio::select! {
+                _ = space => {}
+                _ = wake.read(Vec::with_capacity(16)) => {}
+            }
             continue;
         }
         match issue.try_pop() {

@@ -132,6 +132,8 @@ pub struct AggregatorInput {
     pub warmup_samples: u64,
     pub expected_samples: u64,
     pub progress_line: bool,
+    /// A closed loop: queued samples carry issue stamp 0 until their worker writes them.
+    pub closed_loop: bool,
 }
 
 /// Failures of one kind: how many, and the first message.
@@ -330,6 +332,22 @@ pub fn run(input: AggregatorInput) -> AggregatorOutput {
     st.events.session("session.stop_performance_tracking", ended_ns);
     st.events.session("session.ended", ended_ns);
     st.finish_tokens();
+    // Commands an out-of-band abort left in a finished worker's ring were never answered: in a
+    // closed loop they were never issued (the worker stamps the issue); otherwise they were
+    // issued and are abandoned.
+    for w in 0..workers {
+        if st.input_shared.state(w) != WorkerState::Done {
+            continue;
+        }
+        let issued = shared.issued_to[w].load(Ordering::Acquire);
+        let left = issued.saturating_sub(shared.received_from[w].load(Ordering::Acquire));
+        if input.closed_loop {
+            st.unsent += left;
+            st.unsent_tracked += left;
+        } else {
+            st.counters.abandoned += left;
+        }
+    }
     st.counters.total_samples_issued = st.counters.total_samples_issued.saturating_sub(st.unsent);
     st.counters.tracked_samples_issued =
         st.counters.tracked_samples_issued.saturating_sub(st.unsent_tracked);

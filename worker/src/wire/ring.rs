@@ -88,6 +88,9 @@ struct RingHeader {
     producer_waiting: Padded<AtomicU32>,
     /// Futex word bumped by the consumer when it frees space for a waiting producer.
     space_epoch: Padded<AtomicU32>,
+    /// Issue ring only: set to 1 by the producer to abort out of band, ahead of any commands
+    /// still queued in the ring; read by the consumer.
+    abort: Padded<AtomicU32>,
 }
 
 const HEADER_BYTES: usize = 512;
@@ -223,6 +226,15 @@ impl IssueProducer {
         true
     }
 
+    /// Asks the worker to abort now, ahead of the commands still queued in the ring: it cancels
+    /// what is in flight and what is queued (reported `Cancelled`), sends `Done` and exits.
+    /// Always wakes the worker.
+    pub fn request_abort(&mut self) {
+        // Release: pairs with the consumer's Acquire load in `abort_requested`.
+        self.ring.header().abort.0.store(1, Ordering::Release);
+        wake_socket(self.wake.as_raw_fd());
+    }
+
     /// Free slots right now (may grow as the worker pops).
     pub fn free_slots(&self) -> usize {
         let head = self.ring.header().head.0.load(Ordering::Acquire);
@@ -318,6 +330,11 @@ impl IssueConsumer {
             return false;
         }
         true
+    }
+
+    /// Whether the coordinator asked for an out-of-band abort (`IssueProducer::request_abort`).
+    pub fn abort_requested(&self) -> bool {
+        self.ring.header().abort.0.load(Ordering::Acquire) != 0
     }
 
     /// Clears the sleep flag and drains pending wake bytes.

@@ -370,3 +370,20 @@ fn cross_process_ring_moves_records() {
         }
     }
 }
+
+#[test]
+fn an_out_of_band_abort_overtakes_queued_commands_and_wakes_the_worker() {
+    let bell = Doorbell::create().unwrap();
+    let mut r = heap_rings(RingSizes { issue_slots: 4, record_bytes: 64 * 1024 }, &bell, &bell);
+    for id in 0..4 {
+        assert!(r.issue_tx.try_push(IssueCmd::Issue { sample_id: id, row: 0, issued_ns: 1 }));
+    }
+    assert!(!r.issue_rx.abort_requested());
+    r.issue_tx.request_abort();
+    // Seen at once, with four commands still queued ahead of where an Abort command would be.
+    assert!(r.issue_rx.abort_requested());
+    let mut wake = r.issue_rx.wake_stream().unwrap();
+    let mut byte = [0u8; 1];
+    let n = std::io::Read::read(&mut wake, &mut byte).expect("a wake byte was sent");
+    assert_eq!(n, 1);
+}
