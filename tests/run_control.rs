@@ -98,18 +98,22 @@ fn intervals(dir: &Path) -> Vec<(u64, u64)> {
     out
 }
 
-#[test]
-fn concurrency_holds_exactly_n_in_flight() {
-    // 5 ms to answer (the variable stub applies its first-chunk latency in ICL mode, which a
-    // non-zero inter-token latency turns on).
-    let server = stub(StubKind::Variable, |c| {
+/// A stub that takes exactly 5 ms to answer (the variable stub applies its first-chunk latency
+/// in ICL mode, which a non-zero inter-token latency turns on).
+fn five_ms_stub() -> loadgen_stubs::StubServer {
+    stub(StubKind::Variable, |c| {
         c.variable.first_chunk_latency_s = 0.005;
         c.variable.first_chunk_spread = 0.0;
         c.variable.inter_token_latency_ms = 0.1;
         c.variable.inter_token_spread = 0.0;
         c.variable.output_len_mean = 20.0;
         c.variable.output_len_spread = 0.0;
-    });
+    })
+}
+
+#[test]
+fn concurrency_holds_exactly_n_in_flight() {
+    let server = five_ms_stub();
     let dir = report_dir("concurrency");
     let out = run(args(
         &["online"],
@@ -277,14 +281,7 @@ fn a_dead_worker_is_named_its_samples_fail_and_the_run_exits_4() {
 
 #[test]
 fn a_capped_closed_loop_abandons_only_what_was_in_flight() {
-    let server = stub(StubKind::Variable, |c| {
-        c.variable.first_chunk_latency_s = 0.005;
-        c.variable.first_chunk_spread = 0.0;
-        c.variable.inter_token_latency_ms = 0.1;
-        c.variable.inter_token_spread = 0.0;
-        c.variable.output_len_mean = 20.0;
-        c.variable.output_len_spread = 0.0;
-    });
+    let server = five_ms_stub();
     let dir = report_dir("capped-closed-loop");
     let out = run(args(
         &["online"],
