@@ -238,6 +238,7 @@ fn run_with_endpoints(
             "failed to connect to endpoint {}: {e}; check that the server is up and reachable",
             urls.join(", ")
         )),
+        RunError::AggregatorFailed => AppError::Execution(e.to_string()),
         other => AppError::Setup(other.to_string()),
     })?;
     finish_run(plan, output, embedded)

@@ -84,6 +84,8 @@ pub enum RunError {
     Thread(std::io::Error),
     #[error("worker {worker} could not start: {message}")]
     WorkerSetup { worker: u16, message: String },
+    #[error("the aggregator thread failed; the run's records are lost (this is a bug: please report it)")]
+    AggregatorFailed,
     #[error("workers did not become ready within {0:?}")]
     ReadyTimeout(Duration),
 }
@@ -289,10 +291,11 @@ pub fn run(mut spec: RunSpec) -> Result<RunOutput, RunError> {
     }
     let drain_timed_out = shared.in_flight() > 0 && run_end != RunEnd::Capped;
 
-    let aggregate = aggregator.join().unwrap_or_else(|_| panic!("the aggregator thread panicked"));
+    let joined = aggregator.join();
     watcher_done.store(true, Ordering::Release);
     let _ = watcher.join();
     cleanup(&pids);
+    let aggregate = joined.map_err(|_| RunError::AggregatorFailed)?;
     let end = if interrupted() { RunEnd::Interrupted } else { run_end };
     Ok(RunOutput { aggregate, end, drain_timed_out, issue_lags })
 }

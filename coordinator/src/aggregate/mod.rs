@@ -439,9 +439,7 @@ impl State {
         };
         let id = h.sample_id;
         let first_chunk_ns = (h.first_chunk_ns != 0).then_some(h.first_chunk_ns);
-        let finish = FinishReason::from_u8(h.finish)
-            .filter(|f| *f != FinishReason::None)
-            .map(|f| FinishKind::from_reason(f.as_str()));
+        let finish = FinishReason::from_u8(h.finish).and_then(FinishKind::from_wire);
         let prompt_json = self.prompt_data_json.get(h.row as usize).map_or("null", |s| s.as_str());
         self.events.issued(id, h.issued_ns, prompt_json);
         if let Some(t) = first_chunk_ns {

@@ -44,6 +44,20 @@ impl FinishKind {
         }
     }
 
+    /// The kind of a worker record's finish reason; `None` when the endpoint gave none.
+    pub fn from_wire(reason: loadgen_worker::wire::FinishReason) -> Option<FinishKind> {
+        use loadgen_worker::wire::FinishReason as Wire;
+        match reason {
+            Wire::None => None,
+            Wire::Stop => Some(FinishKind::Stop),
+            Wire::Length => Some(FinishKind::Length),
+            Wire::ToolCalls => Some(FinishKind::ToolCalls),
+            Wire::ContentFilter => Some(FinishKind::ContentFilter),
+            Wire::FunctionCall => Some(FinishKind::FunctionCall),
+            Wire::Other => Some(FinishKind::Other),
+        }
+    }
+
     /// Classifies an endpoint's `finish_reason` string; unknown strings are `Other`.
     pub fn from_reason(reason: &str) -> FinishKind {
         match reason {
@@ -226,6 +240,16 @@ pub struct RunCounters {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn wire_finish_reasons_map_to_the_same_kinds_as_their_strings() {
+        use loadgen_worker::wire::FinishReason;
+        for reason in FinishReason::ALL {
+            let expected =
+                (reason != FinishReason::None).then(|| FinishKind::from_reason(reason.as_str()));
+            assert_eq!(FinishKind::from_wire(reason), expected, "{reason:?}");
+        }
+    }
 
     #[test]
     fn row_round_trips_through_the_table() {
