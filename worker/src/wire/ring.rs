@@ -290,7 +290,9 @@ impl IssueConsumer {
     }
 
     /// Pops one command, or `None` when the ring is empty. Rings the issue-space doorbell when
-    /// this pop turned a full ring non-full.
+    /// this pop brought the ring down to half full: a scheduler that found the ring full sleeps
+    /// until half of it is free again, so a burst costs one wake-up per half ring, not one per
+    /// command (the scheduler and the worker share a core on small machines).
     pub fn try_pop(&mut self) -> Option<IssueCmd> {
         let header = self.ring.header();
         if self.head == self.tail_cache {
@@ -308,10 +310,12 @@ impl IssueConsumer {
         self.head += 1;
         // Release: hands the slot back to the producer's Acquire load of `head`.
         header.head.0.store(self.head, Ordering::Release);
-        // Dekker partner of the producer's failed push: store head; fence; load tail.
+        // Dekker partner of the producer's failed push: store head; fence; load tail. A producer
+        // that found the ring full pushes nothing more until woken, so once its last push is
+        // visible here the pops count down through every value: none skips the half mark.
         fence(Ordering::SeqCst);
         self.tail_cache = header.tail.0.load(Ordering::Acquire);
-        if self.tail_cache - (self.head - 1) == self.ring.capacity {
+        if self.tail_cache - self.head == self.ring.capacity / 2 {
             self.space.ring();
         }
         Some(IssueCmd::decode(slot))

@@ -89,19 +89,71 @@ fn issue_ring_wraps_and_reports_full() {
 }
 
 #[test]
-fn issue_pop_from_full_rings_space_doorbell() {
+fn issue_pop_rings_space_doorbell_at_half_ring() {
     let ready = Doorbell::create().unwrap();
     let space = Doorbell::create().unwrap();
-    let mut r = heap_rings(RingSizes { issue_slots: 2, record_bytes: 0 }, &ready, &space);
-    assert!(r.issue_tx.try_push(IssueCmd::Stop));
+    let mut r = heap_rings(RingSizes { issue_slots: 8, record_bytes: 0 }, &ready, &space);
     let before = space.epoch();
+    for _ in 0..8 {
+        assert!(r.issue_tx.try_push(IssueCmd::Stop));
+    }
+    assert!(!r.issue_tx.try_push(IssueCmd::Stop), "the ring holds 8");
+    // A full ring freed one slot at a time: no wake-up until half of it is free.
+    for popped in 1..=3 {
+        r.issue_rx.try_pop().unwrap();
+        assert_eq!(space.epoch(), before, "{popped} pop(s) from a full ring do not ring");
+    }
     r.issue_rx.try_pop().unwrap();
-    assert_eq!(space.epoch(), before, "a pop from a non-full ring does not ring");
-    assert!(r.issue_tx.try_push(IssueCmd::Stop));
-    assert!(r.issue_tx.try_push(IssueCmd::Abort));
-    assert!(!r.issue_tx.try_push(IssueCmd::Stop));
-    r.issue_rx.try_pop().unwrap();
-    assert_eq!(space.epoch(), before.wrapping_add(1), "a pop from a full ring rings once");
+    assert_eq!(space.epoch(), before.wrapping_add(1), "the pop to half full rings once");
+    for _ in 0..4 {
+        r.issue_rx.try_pop().unwrap();
+    }
+    assert_eq!(space.epoch(), before.wrapping_add(1), "pops below half do not ring again");
+    // The smallest ring (2 slots) still wakes a scheduler on its first pop from full.
+    let mut small = heap_rings(RingSizes { issue_slots: 2, record_bytes: 0 }, &ready, &space);
+    assert!(small.issue_tx.try_push(IssueCmd::Stop));
+    assert!(small.issue_tx.try_push(IssueCmd::Abort));
+    let before = space.epoch();
+    small.issue_rx.try_pop().unwrap();
+    assert_eq!(space.epoch(), before.wrapping_add(1));
+}
+
+#[test]
+fn scheduler_asleep_on_a_full_ring_is_woken_by_the_draining_worker() {
+    let ready = Doorbell::create().unwrap();
+    let space = Doorbell::create().unwrap();
+    let r = heap_rings(RingSizes { issue_slots: 16, record_bytes: 0 }, &ready, &space);
+    let (mut tx, mut rx) = (r.issue_tx, r.issue_rx);
+    const TOTAL: u64 = 20_000;
+    // The worker side pops slowly in small bursts, as a worker does when its queue is full.
+    let worker = std::thread::spawn(move || {
+        let mut got = 0u64;
+        while got < TOTAL {
+            match rx.try_pop() {
+                Some(IssueCmd::Issue { sample_id, .. }) => {
+                    assert_eq!(sample_id, got);
+                    got += 1;
+                }
+                Some(other) => panic!("unexpected {other:?}"),
+                None => std::thread::yield_now(),
+            }
+        }
+        got
+    });
+    // The scheduler side pushes as fast as it can and sleeps on the space doorbell when full,
+    // with a timeout long enough that a lost wake-up fails the test instead of hiding.
+    let start = std::time::Instant::now();
+    let mut next = 0u64;
+    while next < TOTAL {
+        let epoch = space.epoch();
+        if tx.try_push(IssueCmd::Issue { sample_id: next, row: 0, issued_ns: 0 }) {
+            next += 1;
+        } else {
+            space.wait(epoch, Duration::from_secs(30));
+        }
+    }
+    assert_eq!(worker.join().unwrap(), TOTAL);
+    assert!(start.elapsed() < Duration::from_secs(20), "a wake-up was lost");
 }
 
 #[test]
