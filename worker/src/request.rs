@@ -3,6 +3,7 @@
 
 use std::io::Write;
 use std::net::{SocketAddr, ToSocketAddrs};
+use std::sync::Arc;
 
 /// Which API the endpoint speaks.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -341,17 +342,18 @@ pub fn http_request(
 }
 
 /// All rows' request bytes in one flat buffer plus offsets; shared read-only with the workers
-/// through fork.
+/// through fork. The buffer is reference-counted so a connection hands a row to the kernel
+/// without copying it (`row_bytes`).
 #[derive(Clone, Debug, Default)]
 pub struct RequestTable {
-    bytes: Vec<u8>,
+    bytes: Arc<Vec<u8>>,
     /// `offsets[i]..offsets[i + 1]` is row i; starts with 0.
     offsets: Vec<usize>,
 }
 
 impl RequestTable {
     pub fn new() -> RequestTable {
-        RequestTable { bytes: Vec::new(), offsets: vec![0] }
+        RequestTable { bytes: Arc::new(Vec::new()), offsets: vec![0] }
     }
 
     /// Appends one row's request bytes; returns its row index.
@@ -359,8 +361,10 @@ impl RequestTable {
         if self.offsets.is_empty() {
             self.offsets.push(0);
         }
-        self.bytes.extend_from_slice(request);
-        self.offsets.push(self.bytes.len());
+        // Unique while the table is being built: no copy.
+        let bytes = Arc::make_mut(&mut self.bytes);
+        bytes.extend_from_slice(request);
+        self.offsets.push(bytes.len());
         (self.offsets.len() - 2) as u32
     }
 
@@ -384,6 +388,12 @@ impl RequestTable {
         &self.bytes[self.offsets[i]..self.offsets[i + 1]]
     }
 
+    /// Row `i` as an owned handle on the shared buffer (a reference count, no copy), for writes
+    /// that need an owned buffer.
+    pub fn row_bytes(&self, i: usize) -> RequestBytes {
+        RequestBytes { all: self.bytes.clone(), start: self.offsets[i], end: self.offsets[i + 1] }
+    }
+
     pub fn len(&self) -> usize {
         self.offsets.len().saturating_sub(1)
     }
@@ -395,6 +405,25 @@ impl RequestTable {
     /// Bytes held (for the memory budget).
     pub fn total_bytes(&self) -> usize {
         self.bytes.len()
+    }
+}
+
+/// One row's request bytes, sharing the table's buffer.
+#[derive(Clone, Debug)]
+pub struct RequestBytes {
+    all: Arc<Vec<u8>>,
+    start: usize,
+    end: usize,
+}
+
+impl RequestBytes {
+    pub fn as_slice(&self) -> &[u8] {
+        &self.all[self.start..self.end]
+    }
+
+    /// An owned I/O buffer of the row for monoio's writes (another reference, no copy).
+    pub fn io_buf(&self) -> monoio::buf::Slice<Arc<Vec<u8>>> {
+        monoio::buf::IoBuf::slice(self.all.clone(), self.start..self.end)
     }
 }
 

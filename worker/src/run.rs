@@ -378,12 +378,12 @@ async fn conn_task(shared: Rc<Shared>, slot: usize, mut conn: Conn) {
         if job.issued_ns == 0 {
             job.issued_ns = crate::monotonic_ns();
         }
-        let request = shared.spec.requests.row(job.row as usize);
+        let request = shared.spec.requests.row_bytes(job.row as usize);
         let outcome = {
             let s = shared.clone();
             let aborted = shared.abort.until(slot, move || s.aborting.get());
             monoio::select! {
-                outcome = conn.exchange(request, crate::monotonic_ns) => Some(outcome),
+                outcome = conn.exchange(&request, crate::monotonic_ns) => Some(outcome),
                 _ = aborted => None,
             }
         };

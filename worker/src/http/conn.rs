@@ -11,7 +11,7 @@ use monoio::net::TcpStream;
 use super::h1::ResponseReader;
 use super::sse::{SseItem, SseParser};
 use crate::adapter::Accumulator;
-use crate::request::ApiType;
+use crate::request::{ApiType, RequestBytes};
 use crate::wire::FailureKind;
 
 /// Bytes read from the socket at a time (and the largest response head accepted, doubled).
@@ -36,8 +36,10 @@ pub struct Conn {
     stream: Option<TcpStream>,
     read_buf: Vec<u8>,
     read_start: usize,
-    write_buf: Vec<u8>,
     body: Vec<u8>,
+    /// Where a Content-Length body lies in `read_buf` when it arrived whole (then `body` stays
+    /// empty: the common case is parsed in place, not copied).
+    body_in_read_buf: Option<std::ops::Range<usize>>,
     max_body_bytes: usize,
     reader: ResponseReader,
     sse: SseParser,
@@ -66,8 +68,8 @@ impl Conn {
             stream: None,
             read_buf: Vec::with_capacity(READ_BUF_BYTES),
             read_start: 0,
-            write_buf: Vec::with_capacity(4096),
             body: Vec::with_capacity(16 * 1024),
+            body_in_read_buf: None,
             max_body_bytes,
             reader: ResponseReader::new(),
             sse: SseParser::new(max_body_bytes),
@@ -95,7 +97,7 @@ impl Conn {
 
     /// Sends `request` and reads its response into `acc` / `error`. A reused connection that
     /// turns out closed before any response byte is reopened and the request sent once more.
-    pub async fn exchange(&mut self, request: &[u8], now_ns: fn() -> u64) -> Outcome {
+    pub async fn exchange(&mut self, request: &RequestBytes, now_ns: fn() -> u64) -> Outcome {
         let reused = self.stream.is_some();
         let first = self.exchange_once(request, now_ns).await;
         if reused && first.failure == FailureKind::ConnectionClosed && !self.reader.head_done() {
@@ -104,23 +106,21 @@ impl Conn {
         first
     }
 
-    async fn exchange_once(&mut self, request: &[u8], now_ns: fn() -> u64) -> Outcome {
+    async fn exchange_once(&mut self, request: &RequestBytes, now_ns: fn() -> u64) -> Outcome {
         self.reader.reset();
         self.sse.reset();
         self.acc.reset();
         self.body.clear();
+        self.body_in_read_buf = None;
         self.error.clear();
         self.sse_mode = false;
         if let Err(e) = self.connect().await {
             let _ = write!(self.error, "cannot connect to {}: {e}", self.addr);
             return self.fail(FailureKind::Connect, 0, now_ns);
         }
-        self.write_buf.clear();
-        self.write_buf.extend_from_slice(request);
+        // The row goes to the kernel straight from the shared request table: no copy.
         let stream = self.stream.as_mut().expect("connected above");
-        let buf = std::mem::take(&mut self.write_buf);
-        let (result, buf) = stream.write_all(buf).await;
-        self.write_buf = buf;
+        let (result, _) = stream.write_all(request.io_buf()).await;
         if let Err(e) = result {
             let _ = write!(self.error, "connection closed while sending: {e}");
             return self.fail(FailureKind::ConnectionClosed, 0, now_ns);
@@ -194,8 +194,30 @@ impl Conn {
             let head = self.reader.head();
             self.sse_mode = head.status == 200 && head.event_stream;
         }
-        let Conn { reader, read_buf, read_start, sse, acc, body, max_body_bytes, sse_mode, .. } =
-            self;
+        let Conn {
+            reader,
+            read_buf,
+            read_start,
+            sse,
+            acc,
+            body,
+            body_in_read_buf,
+            max_body_bytes,
+            sse_mode,
+            ..
+        } = self;
+        if !*sse_mode && body.is_empty() {
+            if let Some(len) = reader.whole_length_body() {
+                let available = read_buf.len() - *read_start;
+                if len as usize <= available.min(*max_body_bytes) {
+                    let start = *read_start;
+                    *body_in_read_buf = Some(start..start + len as usize);
+                    *read_start += len as usize;
+                    reader.skip_whole_body();
+                    return Ok(true);
+                }
+            }
+        }
         loop {
             let input = &read_buf[*read_start..];
             let progress = if *sse_mode {
@@ -228,34 +250,47 @@ impl Conn {
         if head.close {
             self.stream = None;
         }
+        let outcome = |failure| Outcome { failure, http_status: head.status, complete_ns };
+        let failure = self.finish_body(head.status, now_ns);
         // Bytes after a complete response belong to nobody (no pipelining): drop them.
         self.read_buf.clear();
         self.read_start = 0;
-        let outcome = |failure| Outcome { failure, http_status: head.status, complete_ns };
-        if head.status != 200 {
-            let quote = &self.body[..self.body.len().min(ERROR_BODY_QUOTE_BYTES)];
-            let _ = write!(self.error, "HTTP {}: {}", head.status, String::from_utf8_lossy(quote));
-            self.acc.output.clear();
-            self.acc.first_chunk_len = 0;
-            return outcome(FailureKind::HttpStatus);
+        outcome(failure)
+    }
+
+    /// Hands the whole response to the accumulator (or the error text); the body is read where
+    /// it lies, in `read_buf` or in `body`.
+    fn finish_body(&mut self, status: u16, now_ns: fn() -> u64) -> FailureKind {
+        let Conn {
+            read_buf, body, body_in_read_buf, acc, error, sse, max_body_bytes, sse_mode, ..
+        } = self;
+        let body: &[u8] = match body_in_read_buf.take() {
+            Some(range) => &read_buf[range],
+            None => body,
+        };
+        if status != 200 {
+            let quote = &body[..body.len().min(ERROR_BODY_QUOTE_BYTES)];
+            let _ = write!(error, "HTTP {status}: {}", String::from_utf8_lossy(quote));
+            acc.output.clear();
+            acc.first_chunk_len = 0;
+            return FailureKind::HttpStatus;
         }
-        if self.sse_mode {
-            let acc = &mut self.acc;
-            self.sse.finish(&mut |item| {
+        if *sse_mode {
+            sse.finish(&mut |item| {
                 if let SseItem::Data(json) = item {
                     acc.on_sse_frame(json, now_ns);
                 }
             });
-            self.acc.finish_stream();
-            return outcome(FailureKind::None);
+            acc.finish_stream();
+            return FailureKind::None;
         }
-        if self.body.len() >= self.max_body_bytes || !self.acc.on_body(&self.body) {
-            let _ = write!(self.error, "malformed response body ({} bytes)", self.body.len());
-            self.acc.output.clear();
-            self.acc.first_chunk_len = 0;
-            return outcome(FailureKind::Malformed);
+        if body.len() >= *max_body_bytes || !acc.on_body(body) {
+            let _ = write!(error, "malformed response body ({} bytes)", body.len());
+            acc.output.clear();
+            acc.first_chunk_len = 0;
+            return FailureKind::Malformed;
         }
-        outcome(FailureKind::None)
+        FailureKind::None
     }
 
     /// Closes the socket (the next exchange reconnects).
@@ -278,6 +313,7 @@ mod tests {
         conn.sse.reset();
         conn.acc.reset();
         conn.body.clear();
+        conn.body_in_read_buf = None;
         conn.error.clear();
         conn.read_buf.clear();
         conn.read_start = 0;
@@ -327,6 +363,32 @@ mod tests {
             assert_eq!(conn.acc.usage.prompt_tokens, Some(2));
             assert_eq!(conn.acc.usage.completion_tokens, None);
             assert_eq!(conn.acc.usage.first_bad, Some("a float"));
+        }
+    }
+
+    #[test]
+    fn content_length_json_parses_the_same_whole_or_split() {
+        // Arriving whole (split before or inside the head) the body is parsed in place; split
+        // inside the body it is gathered first. Both must give the same sample.
+        let body = r#"{"id":"x","choices":[{"index":0,"message":{"role":"assistant","content":"Hello there"},"finish_reason":"length"}],"usage":{"prompt_tokens":3,"completion_tokens":2}}"#;
+        let wire = format!(
+            "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+            body.len()
+        );
+        let mut conn = Conn::new("127.0.0.1:9".parse().unwrap(), ApiType::OpenAiChat, 1 << 16);
+        for split in 0..=wire.len() {
+            let outcome = parse_in_two_reads(&mut conn, wire.as_bytes(), split);
+            assert_eq!(outcome.failure, FailureKind::None, "split {split}");
+            assert_eq!(conn.acc.output, b"Hello there", "split {split}");
+            assert_eq!(conn.acc.finish, crate::wire::FinishReason::Length, "split {split}");
+            assert_eq!(conn.acc.usage.completion_tokens, Some(2), "split {split}");
+            assert!(conn.body_in_read_buf.is_none() && conn.read_buf.is_empty());
+        }
+        let wire = b"HTTP/1.1 503 Unavailable\r\nContent-Length: 9\r\n\r\noverload!";
+        for split in [0, 10, wire.len() - 3] {
+            let outcome = parse_in_two_reads(&mut conn, wire, split);
+            assert_eq!((outcome.failure, outcome.http_status), (FailureKind::HttpStatus, 503));
+            assert_eq!(conn.error, b"HTTP 503: overload!", "split {split}");
         }
     }
 

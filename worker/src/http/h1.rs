@@ -96,6 +96,23 @@ impl ResponseReader {
         self.state == State::Body && self.framing == Framing::UntilClose
     }
 
+    /// The body's length when it is Content-Length framed and none of it was consumed yet.
+    pub fn whole_length_body(&self) -> Option<u64> {
+        match (self.state, self.framing) {
+            (State::Body, Framing::Length(n)) => Some(n),
+            _ => None,
+        }
+    }
+
+    /// Marks a Content-Length body as read in one piece by the caller (after
+    /// `whole_length_body` said how long it is).
+    pub fn skip_whole_body(&mut self) {
+        if let (State::Body, Framing::Length(_)) = (self.state, self.framing) {
+            self.framing = Framing::Length(0);
+            self.state = State::Done;
+        }
+    }
+
     /// Parses only the head (so the caller can pick a body sink from it); returns the bytes
     /// consumed, 0 while the head is incomplete or already parsed.
     pub fn feed_head(&mut self, input: &[u8]) -> Result<usize, H1Error> {
@@ -150,9 +167,17 @@ impl ResponseReader {
     }
 
     fn parse_head(&mut self, input: &[u8]) -> Result<usize, H1Error> {
-        let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
-        let mut response = httparse::Response::new(&mut headers);
-        let len = match response.parse(input) {
+        // Uninitialised header slots: httparse fills only what it parses, and a 1 KiB array of
+        // empty headers per response is not written first.
+        let mut headers = [const { std::mem::MaybeUninit::<httparse::Header<'_>>::uninit() };
+            MAX_HEADERS];
+        let mut response = httparse::Response::new(&mut []);
+        let parsed = httparse::ParserConfig::default().parse_response_with_uninit_headers(
+            &mut response,
+            input,
+            &mut headers,
+        );
+        let len = match parsed {
             Ok(httparse::Status::Complete(len)) => len,
             Ok(httparse::Status::Partial) => return Ok(0),
             Err(httparse::Error::TooManyHeaders) => return Err(H1Error::Head("too many headers")),
