@@ -2,10 +2,35 @@
 //! server counts (a reference defect fixed, SPEC §9).
 
 use super::openai::Frame;
+use super::scan::plain_frame;
 use super::{Accumulator, FinishField};
+use crate::wire::FinishReason;
 
-/// A non-streaming completions body.
+/// A non-streaming completions body; the plain shape takes the hand scanner, the rest serde.
 pub(crate) fn on_body(acc: &mut Accumulator, json: &[u8]) -> bool {
+    let mut head = std::mem::take(&mut acc.scan_head);
+    let plain = plain_frame(json, &mut head);
+    let done = plain.map(|frame| {
+        if !frame.choice {
+            return false;
+        }
+        if let Some(text) = frame.text {
+            acc.append(text);
+        }
+        if frame.finish != FinishReason::None {
+            acc.finish = frame.finish;
+        }
+        if let Some(usage) = &frame.usage {
+            acc.usage.apply(usage);
+        }
+        true
+    });
+    acc.scan_head = head;
+    done.unwrap_or_else(|| on_body_serde(acc, json))
+}
+
+/// `on_body` through serde_json alone.
+pub(crate) fn on_body_serde(acc: &mut Accumulator, json: &[u8]) -> bool {
     let Ok(frame) = serde_json::from_slice::<Frame<'_>>(json) else { return false };
     let Some(choice) = &frame.choices.0 else { return false };
     if let Some(text) = choice.text.as_deref() {

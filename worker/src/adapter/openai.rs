@@ -92,6 +92,9 @@ pub(crate) fn on_frame(acc: &mut Accumulator, json: &[u8], now_ns: fn() -> u64) 
 
 /// `on_frame_serde`'s effect for a frame the scanner read (the same rules, fewer fields).
 fn apply_plain(acc: &mut Accumulator, frame: &PlainFrame<'_>, now_ns: fn() -> u64) {
+    if let Some(usage) = &frame.usage {
+        acc.usage.apply(usage);
+    }
     if !frame.choice {
         return;
     }
@@ -135,6 +138,29 @@ fn on_frame_serde(acc: &mut Accumulator, json: &[u8], now_ns: fn() -> u64) -> bo
 
 /// A non-streaming chat body: `choices[0].message` plus `usage`.
 pub(crate) fn on_body(acc: &mut Accumulator, json: &[u8]) -> bool {
+    let mut head = std::mem::take(&mut acc.scan_head);
+    let plain = plain_frame(json, &mut head);
+    let done = plain.map(|frame| {
+        if !frame.choice {
+            return false;
+        }
+        if let Some(content) = frame.message_content.filter(|c| !c.is_empty()) {
+            acc.append(content);
+        }
+        if frame.finish != FinishReason::None {
+            acc.finish = frame.finish;
+        }
+        if let Some(usage) = &frame.usage {
+            acc.usage.apply(usage);
+        }
+        true
+    });
+    acc.scan_head = head;
+    done.unwrap_or_else(|| on_body_serde(acc, json))
+}
+
+/// `on_body` through serde_json alone.
+fn on_body_serde(acc: &mut Accumulator, json: &[u8]) -> bool {
     let Ok(frame) = serde_json::from_slice::<Frame<'_>>(json) else { return false };
     let Some(choice) = &frame.choices.0 else { return false };
     if let Some(message) = &choice.message {
@@ -511,6 +537,120 @@ mod tests {
         }
         // The property says nothing if the scanner never answers.
         assert!(scanned > CASES / 4, "scanner read only {scanned} frames");
+    }
+
+    fn usage_object(g: &mut Gen, out: &mut Vec<u8>) {
+        let count: Write = |g, out| {
+            let counts = ["0", "3", "160", "10000001", "999999999999999999", "1234567890123456789"];
+            let odd = ["-1", "1.5", "2e3", "07", "null", "\"5\"", "true", "[]", "-0"];
+            let pick = if g.chance(80) { g.pick(&counts) } else { g.pick(&odd) };
+            out.extend_from_slice(pick.as_bytes());
+        };
+        let mut entries: Vec<Entry<'_>> = Vec::new();
+        for (percent, key, value) in [
+            (85, "prompt_tokens", count),
+            (85, "completion_tokens", count),
+            (50, "total_tokens", count),
+            (10, "prompt_tokens_details", any_value as Write),
+        ] {
+            if g.chance(percent) {
+                entries.push((key, value));
+            }
+        }
+        object(g, out, &mut entries);
+    }
+
+    fn body_choice(g: &mut Gen, out: &mut Vec<u8>) {
+        let mut entries: Vec<Entry<'_>> = vec![("index", any_value)];
+        for (percent, key, value) in [
+            (85, "message", delta as Write),
+            (10, "delta", delta),
+            (15, "text", nullable_string),
+            (80, "finish_reason", finish_value),
+            (10, "logprobs", any_value),
+        ] {
+            if g.chance(percent) {
+                entries.push((key, value));
+            }
+        }
+        object(g, out, &mut entries);
+    }
+
+    /// A non-streaming body: `choices` with a `message`, often a `usage` object.
+    fn body(g: &mut Gen) -> Vec<u8> {
+        let choices: Write = |g, out| match g.below(12) {
+            0 => out.extend_from_slice(b"[]"),
+            1 => out.extend_from_slice(b"null"),
+            _ => {
+                out.push(b'[');
+                body_choice(g, out);
+                out.push(b']');
+            }
+        };
+        let usage: Write = |g, out| {
+            if g.chance(10) {
+                out.extend_from_slice(b"null");
+            } else {
+                usage_object(g, out);
+            }
+        };
+        let mut entries: Vec<Entry<'_>> = vec![("id", string), ("choices", choices)];
+        for (percent, key, value) in [
+            (60, "object", string as Write),
+            (60, "created", any_value),
+            (70, "usage", usage),
+            (10, "system_fingerprint", any_value),
+        ] {
+            if g.chance(percent) {
+                entries.push((key, value));
+            }
+        }
+        let mut out = Vec::new();
+        object(g, &mut out, &mut entries);
+        if g.chance(10) && !out.is_empty() {
+            let at = g.below(out.len() as u64) as usize;
+            out.insert(at, *b"{}[],:\"x0 ".get(g.below(10) as usize).unwrap());
+        }
+        out
+    }
+
+    /// Property: a non-streaming body leaves the accumulator exactly as serde alone does, for
+    /// chat and completions.
+    #[test]
+    fn scanner_body_path_equals_serde_path_on_generated_bodies() {
+        let mut g = Gen(0x2545_f491_4f6c_dd1d);
+        let mut scanned = 0;
+        const CASES: usize = 30_000;
+        for case in 0..CASES {
+            let api = if case % 3 == 0 { ApiType::OpenAiCompletions } else { ApiType::OpenAiChat };
+            let json = body(&mut g);
+            let mut fast = Accumulator::new(api, 64);
+            let mut slow = Accumulator::new(api, 64);
+            scanned += usize::from(super::plain_frame(&json, &mut Vec::new()).is_some());
+            let fast_ok = fast.on_body(&json);
+            let slow_ok = match api {
+                ApiType::OpenAiChat => on_body_serde(&mut slow, &json),
+                _ => crate::adapter::completions::on_body_serde(&mut slow, &json),
+            };
+            let shown = String::from_utf8_lossy(&json);
+            assert_eq!(fast_ok, slow_ok, "case {case}: {shown}");
+            assert_eq!(fast.output, slow.output, "case {case}: {shown}");
+            assert_eq!((fast.finish, fast.truncated), (slow.finish, slow.truncated), "{shown}");
+            assert_eq!(fast.usage, slow.usage, "case {case}: {shown}");
+        }
+        // About a fifth of generated bodies are plain (the generator favours odd bytes).
+        assert!(scanned > CASES / 8, "scanner read only {scanned} bodies");
+    }
+
+    #[test]
+    fn stub_bodies_take_the_scanner() {
+        let body = br#"{"id":"r","object":"chat.completion","created":1796026593,"model":"max-tp","choices":[{"index":0,"message":{"role":"assistant","content":"xxxx","refusal":null},"finish_reason":"stop"}],"usage":{"prompt_tokens":10,"completion_tokens":160,"total_tokens":170},"system_fingerprint":null}"#;
+        let frame = super::plain_frame(body, &mut Vec::new()).unwrap();
+        assert_eq!(frame.message_content, Some(&b"xxxx"[..]));
+        let mut acc = Accumulator::new(ApiType::OpenAiChat, 1 << 10);
+        assert!(acc.on_body(body));
+        assert_eq!((acc.output.as_slice(), acc.finish), (&b"xxxx"[..], FinishReason::Stop));
+        assert_eq!((acc.usage.prompt_tokens, acc.usage.completion_tokens), (Some(10), Some(160)));
     }
 
     #[test]

@@ -1,12 +1,14 @@
-//! A hand scanner for the common shape of an OpenAI streaming frame (plain strings, integers,
-//! `null`s, one choice, no usage). It answers only when it is sure to agree with serde_json on
-//! the same bytes and declines everything else, which then takes the serde path; a property test
-//! in `openai.rs` checks the agreement over generated frames.
+//! A hand scanner for the common shape of an OpenAI streaming frame or non-streaming body (plain
+//! strings, integers, `null`s, one choice, a `usage` object of plain counts). It answers only
+//! when it is sure to agree with serde_json on the same bytes and declines everything else,
+//! which then takes the serde path; property tests in `openai.rs` check the agreement over
+//! generated frames and bodies.
 
+use super::usage::{UsageCounts, UsageValue};
 use crate::wire::FinishReason;
 
 /// What the serde path would read from a frame of the plain shape.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq)]
 pub(crate) struct PlainFrame<'a> {
     /// `choices` held an element.
     pub choice: bool,
@@ -18,6 +20,12 @@ pub(crate) struct PlainFrame<'a> {
     pub text: Option<&'a [u8]>,
     /// `choices[0].finish_reason`; `None` when absent or `null`.
     pub finish: FinishReason,
+    /// `choices[0].message` was an object (a non-streaming chat body).
+    pub message: bool,
+    /// `choices[0].message.content` (valid UTF-8).
+    pub message_content: Option<&'a [u8]>,
+    /// A `usage` object whose counts are plain integers; `None` when absent or `null`.
+    pub usage: Option<UsageCounts>,
 }
 
 /// Longest frame head (the bytes before the `choices` value) kept for the next frame.
@@ -37,6 +45,9 @@ pub(crate) fn plain_frame<'a>(json: &'a [u8], head: &mut Vec<u8>) -> Option<Plai
         content: None,
         text: None,
         finish: FinishReason::None,
+        message: false,
+        message_content: None,
+        usage: None,
     };
     let (mut seen_choices, mut seen_usage) = (false, false);
     let mut first = true;
@@ -58,10 +69,13 @@ pub(crate) fn plain_frame<'a>(json: &'a [u8], head: &mut Vec<u8>) -> Option<Plai
                 }
                 cur.choices(&mut frame)?;
             }
-            // Usage frames are rare (one a response): serde reads them.
             b"usage" => {
                 once(&mut seen_usage)?;
-                cur.null()?;
+                if cur.peek()? == b'n' {
+                    cur.null()?;
+                } else {
+                    frame.usage = Some(cur.usage()?);
+                }
             }
             _ => cur.scalar()?,
         }
@@ -232,7 +246,8 @@ impl<'a> Cursor<'a> {
     }
 
     fn choice(&mut self, frame: &mut PlainFrame<'a>) -> Option<()> {
-        let (mut seen_delta, mut seen_text, mut seen_finish) = (false, false, false);
+        let (mut seen_delta, mut seen_text, mut seen_finish, mut seen_message) =
+            (false, false, false, false);
         self.eat(b'{')?;
         let mut first = true;
         while let Some(key) = self.next_key(&mut first)? {
@@ -243,7 +258,7 @@ impl<'a> Cursor<'a> {
                         self.null()?;
                     } else {
                         frame.delta = true;
-                        self.delta(frame)?;
+                        frame.content = self.delta()?;
                     }
                 }
                 b"text" => {
@@ -255,22 +270,33 @@ impl<'a> Cursor<'a> {
                     let reason = self.opt_string()?.map(std::str::from_utf8).transpose().ok()?;
                     frame.finish = reason.map_or(FinishReason::None, FinishReason::parse);
                 }
-                b"message" => return None,
+                b"message" => {
+                    once(&mut seen_message)?;
+                    if self.peek()? == b'n' {
+                        self.null()?;
+                    } else {
+                        frame.message = true;
+                        frame.message_content = self.delta()?;
+                    }
+                }
                 _ => self.scalar()?,
             }
         }
         Some(())
     }
 
-    fn delta(&mut self, frame: &mut PlainFrame<'a>) -> Option<()> {
+    /// A `delta` or `message` object; its `content`. Reasoning and tool-call fields are read
+    /// only in their `null` form.
+    fn delta(&mut self) -> Option<Option<&'a [u8]>> {
         let mut seen = [false; 4];
+        let mut content = None;
         self.eat(b'{')?;
         let mut first = true;
         while let Some(key) = self.next_key(&mut first)? {
             match key {
                 b"content" => {
                     once(&mut seen[0])?;
-                    frame.content = self.opt_string()?;
+                    content = self.opt_string()?;
                 }
                 // Only their `null` form: anything else counts as output, which serde reads.
                 b"reasoning_content" | b"reasoning" | b"tool_calls" => {
@@ -285,7 +311,50 @@ impl<'a> Cursor<'a> {
                 _ => self.scalar()?,
             }
         }
-        Some(())
+        Some(content)
+    }
+
+    /// A `usage` object: `prompt_tokens` and `completion_tokens` as plain non-negative integers
+    /// (anything else, serde reads), other keys ignored scalars.
+    fn usage(&mut self) -> Option<UsageCounts> {
+        let mut counts = UsageCounts::default();
+        let (mut seen_prompt, mut seen_completion) = (false, false);
+        self.eat(b'{')?;
+        let mut first = true;
+        while let Some(key) = self.next_key(&mut first)? {
+            match key {
+                b"prompt_tokens" => {
+                    once(&mut seen_prompt)?;
+                    counts.prompt_tokens = Some(UsageValue::Int(self.count()?));
+                }
+                b"completion_tokens" => {
+                    once(&mut seen_completion)?;
+                    counts.completion_tokens = Some(UsageValue::Int(self.count()?));
+                }
+                _ => self.scalar()?,
+            }
+        }
+        Some(counts)
+    }
+
+    /// `0|[1-9][0-9]*` of at most 18 digits (so it fits a u64), not followed by a fraction or
+    /// exponent.
+    fn count(&mut self) -> Option<u64> {
+        let start = self.at;
+        let mut value = 0u64;
+        while let Some(d @ b'0'..=b'9') = self.peek() {
+            value = value * 10 + u64::from(d - b'0');
+            self.at += 1;
+        }
+        let digits = self.at - start;
+        let leading_zero = digits > 1 && self.bytes[start] == b'0';
+        if digits == 0 || digits > 18 || leading_zero {
+            return None;
+        }
+        match self.peek()? {
+            b'.' | b'e' | b'E' => None,
+            _ => Some(value),
+        }
     }
 }
 
@@ -307,6 +376,24 @@ mod tests {
         assert_eq!((frame.content, frame.finish), (None, FinishReason::Stop));
         let text = br#"{"choices":[{"index":0,"text":"ab","logprobs":null,"finish_reason":null}]}"#;
         assert_eq!(plain_frame(text, &mut Vec::new()).unwrap().text, Some(&b"ab"[..]));
+    }
+
+    #[test]
+    fn reads_plain_bodies_and_usage() {
+        let body = br#"{"id":"r","object":"chat.completion","created":1,"model":"m","choices":[{"index":0,"message":{"role":"assistant","content":"xy","refusal":null},"finish_reason":"length"}],"usage":{"prompt_tokens":10,"completion_tokens":0,"total_tokens":10},"system_fingerprint":null}"#;
+        let frame = plain_frame(body, &mut Vec::new()).unwrap();
+        assert!(frame.choice && frame.message && !frame.delta);
+        assert_eq!((frame.message_content, frame.finish), (Some(&b"xy"[..]), FinishReason::Length));
+        let usage = frame.usage.unwrap();
+        assert_eq!(usage.prompt_tokens, Some(UsageValue::Int(10)));
+        assert_eq!(usage.completion_tokens, Some(UsageValue::Int(0)));
+        let frame = plain_frame(br#"{"choices":[],"usage":{}}"#, &mut Vec::new()).unwrap();
+        assert_eq!(frame.usage, Some(UsageCounts::default()));
+        let frame = plain_frame(br#"{"choices":[],"usage":null}"#, &mut Vec::new()).unwrap();
+        assert_eq!(frame.usage, None);
+        let most = br#"{"choices":[],"usage":{"prompt_tokens":999999999999999999}}"#;
+        let usage = plain_frame(most, &mut Vec::new()).unwrap().usage.unwrap();
+        assert_eq!(usage.prompt_tokens, Some(UsageValue::Int(999_999_999_999_999_999)));
     }
 
     #[test]
@@ -352,10 +439,18 @@ mod tests {
     fn declines_what_it_is_not_sure_of() {
         for frame in [
             &br#"{"choices":[{"delta":{"content":"a"}},{"delta":{}}]}"#[..],
-            br#"{"choices":[],"usage":{"prompt_tokens":1}}"#,
+            br#"{"choices":[],"usage":{"prompt_tokens":-1}}"#,
+            br#"{"choices":[],"usage":{"prompt_tokens":1.0}}"#,
+            br#"{"choices":[],"usage":{"prompt_tokens":1e2}}"#,
+            br#"{"choices":[],"usage":{"prompt_tokens":007}}"#,
+            br#"{"choices":[],"usage":{"prompt_tokens":1234567890123456789}}"#,
+            br#"{"choices":[],"usage":{"prompt_tokens":1,"prompt_tokens":2}}"#,
+            br#"{"choices":[],"usage":{"prompt_tokens":null}}"#,
+            br#"{"choices":[],"usage":{"prompt_tokens_details":{"cached_tokens":0}}}"#,
+            br#"{"choices":[{"message":{"content":"a"},"message":null}]}"#,
+            br#"{"choices":[{"message":{"content":"a","reasoning_content":"r"}}]}"#,
             br#"{"choices":[{"delta":{"content":"a","content":"b"}}]}"#,
             br#"{"choices":[{"delta":{"reasoning_content":"r"}}]}"#,
-            br#"{"choices":[{"message":{"content":"a"}}]}"#,
             br#"{"created":1.5,"choices":[]}"#,
             br#"{"created":01,"choices":[]}"#,
             br#"{"x":[1],"choices":[]}"#,

@@ -262,7 +262,15 @@ impl Conn {
     /// it lies, in `read_buf` or in `body`.
     fn finish_body(&mut self, status: u16, now_ns: fn() -> u64) -> FailureKind {
         let Conn {
-            read_buf, body, body_in_read_buf, acc, error, sse, max_body_bytes, sse_mode, ..
+            read_buf,
+            body,
+            body_in_read_buf,
+            acc,
+            error,
+            sse,
+            max_body_bytes,
+            sse_mode,
+            ..
         } = self;
         let body: &[u8] = match body_in_read_buf.take() {
             Some(range) => &read_buf[range],

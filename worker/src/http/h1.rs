@@ -169,8 +169,8 @@ impl ResponseReader {
     fn parse_head(&mut self, input: &[u8]) -> Result<usize, H1Error> {
         // Uninitialised header slots: httparse fills only what it parses, and a 1 KiB array of
         // empty headers per response is not written first.
-        let mut headers = [const { std::mem::MaybeUninit::<httparse::Header<'_>>::uninit() };
-            MAX_HEADERS];
+        let mut headers =
+            [const { std::mem::MaybeUninit::<httparse::Header<'_>>::uninit() }; MAX_HEADERS];
         let mut response = httparse::Response::new(&mut []);
         let parsed = httparse::ParserConfig::default().parse_response_with_uninit_headers(
             &mut response,
