@@ -88,6 +88,17 @@ fn decode_ns(frame: &[u8], iterations: u32) -> f64 {
     start.elapsed().as_nanos() as f64 / f64::from(iterations)
 }
 
+fn body_ns(body: &[u8], iterations: u32) -> f64 {
+    let mut acc = Accumulator::new(ApiType::OpenAiChat, 1 << 20);
+    let start = Instant::now();
+    for _ in 0..iterations {
+        acc.reset();
+        assert!(acc.on_body(std::hint::black_box(body)));
+    }
+    std::hint::black_box(&acc.output);
+    start.elapsed().as_nanos() as f64 / f64::from(iterations)
+}
+
 /// A precompiled response: 16 SSE events in one chunked body, or a JSON body.
 fn canned_response(streaming: bool) -> Vec<u8> {
     if !streaming {
@@ -242,7 +253,7 @@ fn worker_qps(streaming: bool, connections: u32, samples: u64) -> f64 {
 }
 
 fn main() {
-    // Optional filter: `ring`, `decode` or `worker` runs only that part.
+    // Optional filter: `ring`, `decode`, `body` or `worker` runs only that part.
     let only = std::env::args().nth(1).unwrap_or_default();
     // Optional count: worker samples (default 200,000) and decode iterations (ten times that);
     // small under callgrind.
@@ -273,6 +284,26 @@ fn main() {
         ("finish frame", br#"{"id":"chatcmpl-1","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}"#),
         ("usage-only frame", br#"{"id":"chatcmpl-1","object":"chat.completion.chunk","created":1,"model":"m","choices":[],"usage":{"prompt_tokens":10,"completion_tokens":160,"total_tokens":170}}"#),
     ];
+    // The stub's non-streaming chat body (160 characters of content, usage object).
+    let body = format!(
+        r#"{{"id":"r","object":"chat.completion","created":1796026593,"model":"max-tp","choices":[{{"index":0,"message":{{"role":"assistant","content":"{}","refusal":null}},"finish_reason":"stop"}}],"usage":{{"prompt_tokens":10,"completion_tokens":160,"total_tokens":170}},"system_fingerprint":null}}"#,
+        "x".repeat(160)
+    );
+    if wants("decode") || wants("body") {
+        let start = Instant::now();
+        for _ in 0..serde_iterations {
+            let v: serde::de::IgnoredAny =
+                serde_json::from_slice(std::hint::black_box(body.as_bytes())).unwrap();
+            std::hint::black_box(v);
+        }
+        let floor_ns = start.elapsed().as_nanos() as f64 / f64::from(serde_iterations);
+        let ours = body_ns(body.as_bytes(), serde_iterations * 5);
+        println!(
+            "decode non-streaming body ({} bytes): {ours:.0} ns/body (serde_json IgnoredAny \
+             floor {floor_ns:.0} ns)",
+            body.len()
+        );
+    }
     for (label, frame) in frames {
         if !wants("decode") {
             break;
