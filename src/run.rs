@@ -265,7 +265,7 @@ fn finish_run(
         table.push(row);
     }
     let interrupted = output.end == RunEnd::Interrupted;
-    let drain_timed_out = output.drain_timed_out || agg.timed_out;
+    let capped = output.end == RunEnd::Capped;
     let primary = basis(plan.token_count_source);
     let opts = MetricsOptions {
         streaming: plan.streaming,
@@ -277,8 +277,10 @@ fn finish_run(
     };
     let incomplete_reason = if !agg.dead_workers.is_empty() {
         Some(format!("{} worker(s) died during the run", agg.dead_workers.len()))
-    } else if drain_timed_out {
+    } else if output.drain_timed_out || (agg.timed_out && !capped) {
         Some("in-flight samples did not finish within the drain timeout".to_string())
+    } else if agg.timed_out {
+        Some("workers did not stop within 2 s of the --runtime.max-duration-ms cap".to_string())
     } else {
         None
     };
@@ -310,6 +312,14 @@ fn finish_run(
     for f in &agg.failures {
         console
             .push_str(&format!("  {} failed ({}), first: {}\n", f.count, f.kind, f.first_message));
+    }
+    if capped {
+        let cap_ms = plan.max_duration_ms.unwrap_or(0);
+        console.push_str(&format!(
+            "The run hit --runtime.max-duration-ms ({cap_ms} ms): what was still in flight \
+             there was abandoned ({} samples)\n",
+            agg.counters.abandoned
+        ));
     }
     print!("{console}");
     let _ = std::io::stdout().flush();

@@ -245,8 +245,21 @@ async fn worker_main(shared: Rc<Shared>, mut issue: IssueConsumer) -> i32 {
     if shared.stopping.get() || shared.aborting.get() {
         shared.jobs.wake_all();
     }
-    for task in tasks {
-        task.await;
+    let mut all_done = std::pin::pin!(async {
+        for task in tasks {
+            task.await;
+        }
+    });
+    let mut done = false;
+    if !shared.aborting.get() {
+        // After Stop the coordinator may still abort the drain (at the cap or its timeout).
+        monoio::select! {
+            _ = &mut all_done => done = true,
+            _ = abort_after_stop(&shared, &issue) => {}
+        }
+    }
+    if !done {
+        all_done.await;
     }
     shared.flusher_done.set(true);
     shared.flush.wake_all();
@@ -358,6 +371,27 @@ async fn issue_loop(shared: &Rc<Shared>, issue: &mut IssueConsumer) {
             }
         }
     }
+}
+
+/// Resolves once the coordinator aborts after a Stop (its wake socket closing counts too), with
+/// the in-flight exchanges told to cancel; never resolves without a wake socket.
+async fn abort_after_stop(shared: &Shared, issue: &IssueConsumer) {
+    let Ok(wake) = issue.wake_stream().and_then(monoio::net::UnixStream::from_std) else {
+        return std::future::pending().await;
+    };
+    let mut wake = wake;
+    loop {
+        if issue.abort_requested() {
+            break;
+        }
+        let (result, _) = wake.read(Vec::with_capacity(16)).await;
+        if !matches!(result, Ok(n) if n > 0) {
+            break;
+        }
+    }
+    shared.aborting.set(true);
+    shared.abort.wake_all();
+    shared.jobs.wake_all();
 }
 
 /// Rings the aggregator's doorbell once per event-loop tick that pushed records, instead of once
