@@ -1115,4 +1115,32 @@ mod tests {
             want.into_iter().map(|p| p.replace("settings.settings.", "settings.")).collect();
         assert_eq!(paths, want);
     }
+
+    #[test]
+    fn warm_connections_follow_the_pattern_and_split_like_the_pool() {
+        let poisson = LoadPattern::Poisson { target_qps: 20_000.0 };
+        let conc = LoadPattern::Concurrency { n: 3000 };
+        // (pattern, flag, workers, worker, share) -> warm connections of that worker
+        let cases = [
+            (LoadPattern::Offline, None, 2, 0, 500, 500),
+            (conc, None, 2, 1, 1500, 1500),
+            (poisson, None, 1, 0, 16_384, POISSON_WARM_CONNECTIONS_PER_WORKER_MAX),
+            (poisson, None, 4, 3, 100, 100),
+            (poisson, Some(0), 4, 0, 4096, 0),
+            (poisson, Some(10), 4, 0, 4096, 3),
+            (poisson, Some(10), 4, 2, 4096, 2),
+            (LoadPattern::Offline, Some(10_000), 2, 1, 64, 64),
+            (conc, Some(7), 1, 0, 3000, 7),
+        ];
+        for (pattern, flag, workers, worker, share, want) in cases {
+            let got = warm_connections(pattern, flag, workers, worker, share);
+            assert_eq!(
+                got, want,
+                "{pattern:?} {flag:?} worker {worker} of {workers}, share {share}"
+            );
+        }
+        let parts: Vec<usize> = (0..4).map(|i| split_share(10, 4, i)).collect();
+        assert_eq!(parts, [3, 3, 2, 2]);
+        assert_eq!(split_share(5, 0, 0), 5, "no workers counts as one");
+    }
 }
