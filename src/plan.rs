@@ -120,8 +120,9 @@ pub struct Plan {
     /// concurrency of a concurrency run).
     pub max_connections: usize,
     pub cpu_affinity: bool,
-    /// Connections each worker opens before the clock starts: `None` = auto, `Some(0)` =
-    /// none (`--client.warmup-connections`, -1 = auto).
+    /// Connections opened before the clock starts, across all workers: `None` = auto,
+    /// `Some(0)` = one per worker (`--client.warmup-connections`, -1 = auto); see
+    /// `warm_connections`. The rest of the pool opens on demand.
     pub warmup_connections: Option<usize>,
     /// How long workers may take to start and connect (`--client.worker-initialization-timeout`).
     pub worker_init_timeout_ms: u64,
@@ -149,7 +150,14 @@ impl Plan {
             LoadPattern::Concurrency { n } => format!("concurrency {n}"),
         };
         let cap = self.max_duration_ms.map_or("none".to_string(), |ms| format!("{ms} ms"));
-        let warm = self.warmup_connections.map_or("auto".to_string(), |n| n.to_string());
+        let warm = match (self.warmup_connections, self.load_pattern) {
+            (Some(0), _) => "0: one per worker, the rest on demand".to_string(),
+            (Some(n), _) => format!("{n}, the rest on demand"),
+            (None, LoadPattern::Poisson { .. }) => format!(
+                "auto: up to {POISSON_WARM_CONNECTIONS_PER_WORKER_MAX} per worker, the rest on demand"
+            ),
+            (None, _) => "auto: all".to_string(),
+        };
         format!(
             "plan: {pattern}, {} samples (max duration {cap}, drain {} ms), streaming {}\n\
              plan: {} workers, {} connections (warm-up connections {warm}, start timeout {} \
@@ -175,6 +183,38 @@ impl Plan {
 
 /// Default connections per worker when `--max-connections` is not given.
 pub const CONNECTIONS_PER_WORKER_DEFAULT: usize = 32;
+
+/// Warm connections a Poisson worker opens at most under auto: its pool is sized for a second
+/// of latency at the target rate, far more than a fast endpoint keeps busy, so the rest of
+/// the pool opens on demand instead of delaying the start.
+pub const POISSON_WARM_CONNECTIONS_PER_WORKER_MAX: usize = 1024;
+
+/// Part `index` of `total` split over `parts` as evenly as possible (the first ones get the
+/// remainder): how the pool and explicit warm-up counts are spread across workers.
+pub fn split_share(total: usize, parts: usize, index: usize) -> usize {
+    let parts = parts.max(1);
+    total / parts + usize::from(index < total % parts)
+}
+
+/// Connections worker `index` of `workers` opens before the start, out of its pool share
+/// `share` (`--client.warmup-connections`). Auto (`None`): the whole share for offline and
+/// concurrency runs (a closed loop of N needs its N connections at t=0), at most
+/// `POISSON_WARM_CONNECTIONS_PER_WORKER_MAX` for Poisson. An explicit N is split across the
+/// workers like the pool and clamped to the share; 0 stays 0 (the worker still opens one, to
+/// check the endpoint answers).
+pub fn warm_connections(
+    pattern: LoadPattern,
+    warmup_connections: Option<usize>,
+    workers: usize,
+    index: usize,
+    share: usize,
+) -> usize {
+    match (warmup_connections, pattern) {
+        (Some(n), _) => split_share(n, workers, index).min(share),
+        (None, LoadPattern::Poisson { .. }) => share.min(POISSON_WARM_CONNECTIONS_PER_WORKER_MAX),
+        (None, _) => share,
+    }
+}
 
 /// Model name used with the embedded stub when no `--model` is given.
 pub const EMBEDDED_MODEL: &str = "llm-loadgen-stub";
@@ -1074,5 +1114,33 @@ mod tests {
         let want: Vec<String> =
             want.into_iter().map(|p| p.replace("settings.settings.", "settings.")).collect();
         assert_eq!(paths, want);
+    }
+
+    #[test]
+    fn warm_connections_follow_the_pattern_and_split_like_the_pool() {
+        let poisson = LoadPattern::Poisson { target_qps: 20_000.0 };
+        let conc = LoadPattern::Concurrency { n: 3000 };
+        // (pattern, flag, workers, worker, share) -> warm connections of that worker
+        let cases = [
+            (LoadPattern::Offline, None, 2, 0, 500, 500),
+            (conc, None, 2, 1, 1500, 1500),
+            (poisson, None, 1, 0, 16_384, POISSON_WARM_CONNECTIONS_PER_WORKER_MAX),
+            (poisson, None, 4, 3, 100, 100),
+            (poisson, Some(0), 4, 0, 4096, 0),
+            (poisson, Some(10), 4, 0, 4096, 3),
+            (poisson, Some(10), 4, 2, 4096, 2),
+            (LoadPattern::Offline, Some(10_000), 2, 1, 64, 64),
+            (conc, Some(7), 1, 0, 3000, 7),
+        ];
+        for (pattern, flag, workers, worker, share, want) in cases {
+            let got = warm_connections(pattern, flag, workers, worker, share);
+            assert_eq!(
+                got, want,
+                "{pattern:?} {flag:?} worker {worker} of {workers}, share {share}"
+            );
+        }
+        let parts: Vec<usize> = (0..4).map(|i| split_share(10, 4, i)).collect();
+        assert_eq!(parts, [3, 3, 2, 2]);
+        assert_eq!(split_share(5, 0, 0), 5, "no workers counts as one");
     }
 }

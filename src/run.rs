@@ -20,7 +20,7 @@ use loadgen_worker::WorkerSpec;
 
 use crate::dataset::Row;
 use crate::error::AppError;
-use crate::plan::{ApiType, LoadPattern, Plan};
+use crate::plan::{split_share, warm_connections, ApiType, LoadPattern, Plan};
 use crate::report::{
     console_summary, is_complete, write_atomic, write_report_files, IssueLag, LoadPatternInfo,
     RunInfo, WarmupInfo,
@@ -180,12 +180,15 @@ fn run_with_endpoints(
     let worker_specs: Vec<WorkerSpec> = (0..workers)
         .map(|i| {
             let ep = i % endpoints.len();
-            let share = connections / workers + usize::from(i < connections % workers);
+            let share = split_share(connections, workers, i).clamp(1, MAX_CONNECTIONS_PER_WORKER);
+            let warm =
+                warm_connections(plan.load_pattern, plan.warmup_connections, workers, i, share);
             WorkerSpec {
                 worker_id: i as u16,
                 core: None,
                 endpoint: endpoints[ep].clone(),
-                connections: share.clamp(1, MAX_CONNECTIONS_PER_WORKER) as u32,
+                connections: share as u32,
+                warm_connections: warm as u32,
                 api,
                 streaming: plan.streaming,
                 requests: tables[ep].clone(),
@@ -194,6 +197,13 @@ fn run_with_endpoints(
             }
         })
         .collect();
+    if plan.verbose > 0 {
+        let warm: u32 = worker_specs.iter().map(|w| w.warm_connections.max(1)).sum();
+        eprintln!(
+            "connections: pool {connections} across {workers} worker(s), {warm} opened before \
+             the start, the rest on demand"
+        );
+    }
     let per_worker_conns = connections.div_ceil(workers);
     raise_fd_limit(per_worker_conns as u64 + FD_HEADROOM, plan.verbose > 0)?;
     let ring_sizes = RingSizes {
@@ -255,7 +265,7 @@ fn finish_run(
         table.push(row);
     }
     let interrupted = output.end == RunEnd::Interrupted;
-    let drain_timed_out = output.drain_timed_out || agg.timed_out;
+    let capped = output.end == RunEnd::Capped;
     let primary = basis(plan.token_count_source);
     let opts = MetricsOptions {
         streaming: plan.streaming,
@@ -267,8 +277,10 @@ fn finish_run(
     };
     let incomplete_reason = if !agg.dead_workers.is_empty() {
         Some(format!("{} worker(s) died during the run", agg.dead_workers.len()))
-    } else if drain_timed_out {
+    } else if output.drain_timed_out || (agg.timed_out && !capped) {
         Some("in-flight samples did not finish within the drain timeout".to_string())
+    } else if agg.timed_out {
+        Some("workers did not stop within 2 s of the --runtime.max-duration-ms cap".to_string())
     } else {
         None
     };
@@ -300,6 +312,14 @@ fn finish_run(
     for f in &agg.failures {
         console
             .push_str(&format!("  {} failed ({}), first: {}\n", f.count, f.kind, f.first_message));
+    }
+    if capped {
+        let cap_ms = plan.max_duration_ms.unwrap_or(0);
+        console.push_str(&format!(
+            "The run hit --runtime.max-duration-ms ({cap_ms} ms): what was still in flight \
+             there was abandoned ({} samples)\n",
+            agg.counters.abandoned
+        ));
     }
     print!("{console}");
     let _ = std::io::stdout().flush();

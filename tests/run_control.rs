@@ -393,3 +393,144 @@ fn poisson_reports_its_issue_lag_and_warns_when_the_client_cannot_keep_up() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("the client could not keep up"), "{stderr}");
 }
+
+/// Client-side ports of the TCP connections (any state, TIME_WAIT included) between loopback
+/// and `port`, from the kernel's table: the connections a run opened to a stub on `port`.
+fn client_ports_to(port: u16) -> std::collections::HashSet<u16> {
+    let table = std::fs::read_to_string("/proc/net/tcp").expect("/proc/net/tcp is readable");
+    let port_of =
+        |addr: &str| addr.rsplit(':').next().and_then(|p| u16::from_str_radix(p, 16).ok());
+    let mut ports = std::collections::HashSet::new();
+    for line in table.lines().skip(1) {
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        let (Some(local), Some(remote)) = (fields.get(1), fields.get(2)) else { continue };
+        let (Some(local), Some(remote)) = (port_of(local), port_of(remote)) else { continue };
+        if remote == port {
+            ports.insert(local);
+        } else if local == port && remote != 0 {
+            ports.insert(remote);
+        }
+    }
+    ports
+}
+
+/// Connections a run made to the stub at `url`: `run` is the run; ports seen before it (an
+/// older socket on a reused port number) are not counted.
+fn connections_made(url: &str, run: impl FnOnce() -> Output) -> (Output, usize) {
+    let port: u16 = url.rsplit(':').next().unwrap().parse().unwrap();
+    let before = client_ports_to(port);
+    let out = run();
+    let after = client_ports_to(port);
+    (out, after.difference(&before).count())
+}
+
+#[test]
+fn a_large_poisson_pool_opens_only_its_warm_connections_and_the_rest_on_demand() {
+    let server = stub(StubKind::MaxThroughput, |_| {});
+    let dir = report_dir("poisson-warm");
+    let a = args(
+        &["online"],
+        &server.url(),
+        &dir,
+        &[
+            "--load-pattern",
+            "poisson",
+            "--target-qps",
+            "5000",
+            "--num-samples",
+            "2000",
+            "--streaming",
+            "off",
+            "-v",
+        ],
+    );
+    let (out, opened) = connections_made(&server.url(), || run(&a));
+    assert_eq!(out.status.code(), Some(0));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("plan: 1 workers, 5000 connections"), "the pool is 5000: {stderr}");
+    assert!(
+        stderr.contains("connections: pool 5000 across 1 worker(s), 1024 opened before the start"),
+        "{stderr}"
+    );
+    let s = summary(&dir);
+    assert_eq!(
+        (s["n_samples_issued"].as_u64(), s["n_samples_completed"].as_u64()),
+        (Some(2000), Some(2000))
+    );
+    assert_eq!(s["n_samples_failed"], 0);
+    // 1024 warm; a stub answering in well under a millisecond keeps few of them busy at 5,000
+    // QPS, so the on-demand part of the pool stays (nearly) closed.
+    assert!((1024..=2500).contains(&opened), "opened {opened} of a 5000-connection pool");
+}
+
+#[test]
+fn zero_warmup_connections_still_run_and_still_detect_an_unreachable_endpoint() {
+    let server = stub(StubKind::MaxThroughput, |_| {});
+    let dir = report_dir("warm-zero");
+    let extra = [
+        "--client.warmup-connections",
+        "0",
+        "--max-connections",
+        "8",
+        "--num-samples",
+        "300",
+        "--streaming",
+        "off",
+    ];
+    let a = args(&["offline"], &server.url(), &dir, &extra);
+    let (out, opened) = connections_made(&server.url(), || run(&a));
+    assert_eq!(out.status.code(), Some(0));
+    let s = summary(&dir);
+    assert_eq!(
+        (s["n_samples_completed"].as_u64(), s["n_samples_failed"].as_u64()),
+        (Some(300), Some(0))
+    );
+    assert!((1..=8).contains(&opened), "one warm connection, the rest of 8 on demand: {opened}");
+
+    // Bind and drop a listener to get a port nobody listens on.
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let url = format!("http://127.0.0.1:{port}");
+    let out = run(args(&["offline"], &url, &report_dir("warm-zero-unreachable"), &extra));
+    assert_eq!(out.status.code(), Some(3));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains(&format!("127.0.0.1:{port}")), "names the endpoint: {stderr}");
+}
+
+/// Every other response stalls: 10 of 20 offline samples finish, 10 never do.
+fn half_stalled_offline(name: &str, end: &[&str]) -> (Output, std::path::PathBuf) {
+    let server = stub(StubKind::MaxThroughput, |c| c.faults.stall_every = Some(2));
+    let dir = report_dir(name);
+    let mut extra = vec!["--num-samples", "20", "--max-connections", "20", "--streaming", "off"];
+    extra.extend_from_slice(end);
+    let out = run(args(&["offline"], &server.url(), &dir, &extra));
+    (out, dir)
+}
+
+#[test]
+fn a_drain_cut_by_the_cap_abandons_what_is_left_and_is_no_drain_timeout() {
+    // Every sample is issued at once; the drain then runs into the cap.
+    let (out, dir) = half_stalled_offline("capped-drain", &["--runtime.max-duration-ms", "1500"]);
+    assert_eq!(out.status.code(), Some(0), "something was measured");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!stdout.contains("incomplete") && !stderr.contains("incomplete"), "{stdout}{stderr}");
+    assert!(stdout.contains("The run hit --runtime.max-duration-ms (1500 ms)"), "{stdout}");
+    let s = summary(&dir);
+    assert_eq!(s["state"], "complete");
+    assert_eq!(s["n_samples_issued"], 20);
+    assert_eq!(s["n_samples_completed"], 10);
+    assert_eq!(s["n_samples_abandoned"], 10, "the stalled ones are abandoned");
+    assert_eq!(s["n_samples_failed"], 0);
+    let report = common::report_txt(&dir);
+    assert!(report.contains("Total samples abandoned in flight: 10"), "{report}");
+
+    // Without a cap the same drain runs into its own timeout: that report is incomplete.
+    let (out, dir) = half_stalled_offline("drain-timeout", &["--performance-drain-timeout", "1"]);
+    assert_eq!(out.status.code(), Some(4));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("in-flight samples did not finish within the drain timeout"),
+        "{stderr}"
+    );
+    assert_eq!(summary(&dir)["n_samples_completed"], 10);
+}

@@ -266,30 +266,21 @@ pub fn run(mut spec: RunSpec) -> Result<RunOutput, RunError> {
     };
 
     // Drain: wait for in-flight samples (bounded), or abandon them at the cap.
-    let drain_deadline = match run_end {
+    let drain_until = match run_end {
         RunEnd::Capped => cap.unwrap_or_else(Instant::now),
         RunEnd::Interrupted => Instant::now() + Duration::from_secs(2).min(spec.drain_timeout),
         _ => Instant::now() + spec.drain_timeout,
     };
-    let drain_deadline = match cap {
-        Some(c) if c < drain_deadline => c,
-        _ => drain_deadline,
-    };
+    // The cap holds during the drain too: a drain it cuts short is a capped end.
+    let cut_by_cap = cap.is_some_and(|c| c < drain_until);
+    let drain_deadline = if cut_by_cap { cap.unwrap_or(drain_until) } else { drain_until };
     let _ = control_tx.send(Control::Finish {
         total_issued: issuer.issued,
         tracked_issued,
         deadline: drain_deadline + Duration::from_secs(2),
     });
-    if run_end == RunEnd::Capped {
-        issuer.abort_all();
-    } else {
-        issuer.broadcast(IssueCmd::Stop, drain_deadline);
-        wait_drained(&shared, drain_deadline);
-        if shared.in_flight() > 0 {
-            issuer.abort_all();
-        }
-    }
-    let drain_timed_out = shared.in_flight() > 0 && run_end != RunEnd::Capped;
+    let (run_end, drain_timed_out) =
+        drain(&mut issuer, &shared, run_end, drain_deadline, cut_by_cap);
 
     let joined = aggregator.join();
     watcher_done.store(true, Ordering::Release);
@@ -298,6 +289,36 @@ pub fn run(mut spec: RunSpec) -> Result<RunOutput, RunError> {
     let aggregate = joined.map_err(|_| RunError::AggregatorFailed)?;
     let end = if interrupted() { RunEnd::Interrupted } else { run_end };
     Ok(RunOutput { aggregate, end, drain_timed_out, issue_lags })
+}
+
+/// Ends issuing and waits for the samples in flight until `deadline`, then aborts what is left.
+/// Returns how the run ended and whether the drain timed out: samples still in flight when the
+/// cap (`cut_by_cap`) ends the drain are abandoned, a capped end; only a drain that outlives
+/// its own timeout is a timeout.
+fn drain(
+    issuer: &mut Issuer,
+    shared: &Shared,
+    run_end: RunEnd,
+    deadline: Instant,
+    cut_by_cap: bool,
+) -> (RunEnd, bool) {
+    if run_end == RunEnd::Capped {
+        issuer.abort_all();
+        return (RunEnd::Capped, false);
+    }
+    issuer.broadcast(IssueCmd::Stop, deadline);
+    wait_drained(shared, deadline);
+    if shared.in_flight() == 0 {
+        return (run_end, false);
+    }
+    issuer.abort_all();
+    if interrupted() {
+        return (RunEnd::Interrupted, false);
+    }
+    if cut_by_cap && run_end == RunEnd::Completed {
+        return (RunEnd::Capped, false);
+    }
+    (run_end, true)
 }
 
 /// Waits until nothing is in flight, a stop is requested, or `deadline`.

@@ -197,6 +197,7 @@ fn worker_qps(streaming: bool, connections: u32, samples: u64) -> f64 {
         core: None,
         endpoint,
         connections,
+        warm_connections: connections,
         api: ApiType::OpenAiChat,
         streaming,
         requests: Arc::new(table),

@@ -23,6 +23,9 @@ pub struct WorkerSpec {
     pub core: Option<usize>,
     pub endpoint: Endpoint,
     pub connections: u32,
+    /// Connections opened before the worker reports ready (at least one, at most
+    /// `connections`); the rest open on demand, on their slot's first request.
+    pub warm_connections: u32,
     pub api: ApiType,
     pub streaming: bool,
     pub requests: Arc<RequestTable>,
@@ -203,21 +206,13 @@ fn build_runtime(force_epoll: bool, entries: u32) -> std::io::Result<(Runtime, O
     Ok((runtime.into(), warning))
 }
 
+/// Connects in flight at once while a worker opens its warm connections (the reference's
+/// `max_concurrent_warmup_connects`).
+pub const WARMUP_CONNECTS_IN_FLIGHT: usize = 128;
+
 async fn worker_main(shared: Rc<Shared>, mut issue: IssueConsumer) -> i32 {
     let spec = &shared.spec;
-    let mut opened = Vec::with_capacity(spec.connections as usize);
-    let mut first_error = None;
-    for _ in 0..spec.connections {
-        let mut conn = Conn::new(spec.endpoint.addr, spec.api, spec.max_output_bytes);
-        match conn.connect().await {
-            Ok(()) => opened.push(conn),
-            Err(e) => {
-                first_error.get_or_insert(e);
-                // A closed slot still serves: it reconnects on its first request.
-                opened.push(conn);
-            }
-        }
-    }
+    let (opened, first_error) = open_warm_connections(spec).await;
     let open_count = opened.iter().filter(|c| c.is_open()).count() as u32;
     if open_count == 0 {
         let message = match first_error {
@@ -241,12 +236,30 @@ async fn worker_main(shared: Rc<Shared>, mut issue: IssueConsumer) -> i32 {
         .enumerate()
         .map(|(slot, conn)| monoio::spawn(conn_task(shared.clone(), slot, conn)))
         .collect();
+    // Idle tasks wait on a stack (the last to register is woken first). monoio runs spawned
+    // tasks in order, so once this marker task has run every slot task has registered, the
+    // open connections (spawned last) on top: a closed slot connects only when every open
+    // connection is busy.
+    monoio::spawn(async {}).await;
     issue_loop(&shared, &mut issue).await;
     if shared.stopping.get() || shared.aborting.get() {
         shared.jobs.wake_all();
     }
-    for task in tasks {
-        task.await;
+    let mut all_done = std::pin::pin!(async {
+        for task in tasks {
+            task.await;
+        }
+    });
+    let mut done = false;
+    if !shared.aborting.get() {
+        // After Stop the coordinator may still abort the drain (at the cap or its timeout).
+        monoio::select! {
+            _ = &mut all_done => done = true,
+            _ = abort_after_stop(&shared, &issue) => {}
+        }
+    }
+    if !done {
+        all_done.await;
     }
     shared.flusher_done.set(true);
     shared.flush.wake_all();
@@ -258,6 +271,46 @@ async fn worker_main(shared: Rc<Shared>, mut issue: IssueConsumer) -> i32 {
     }
     shared.records.borrow_mut().push_done();
     EXIT_OK
+}
+
+/// Builds the worker's connection slots and opens `warm_connections` of them (at least one),
+/// at most `WARMUP_CONNECTS_IN_FLIGHT` connects at a time. Slots come back closed first, open
+/// last; a slot whose connect failed stays closed and reconnects on its first request.
+async fn open_warm_connections(spec: &WorkerSpec) -> (Vec<Conn>, Option<std::io::Error>) {
+    let slot_count = spec.connections as usize;
+    let warm_count = (spec.warm_connections as usize).clamp(1, slot_count.max(1)).min(slot_count);
+    let new_conn = || Conn::new(spec.endpoint.addr, spec.api, spec.max_output_bytes);
+    let pending: Rc<RefCell<Vec<Conn>>> = Rc::new(RefCell::new(Vec::with_capacity(warm_count)));
+    pending.borrow_mut().extend((0..warm_count).map(|_| new_conn()));
+    let connected = Rc::new(RefCell::new(Vec::with_capacity(warm_count)));
+    let first_error = Rc::new(RefCell::new(None));
+    let connectors: Vec<_> = (0..warm_count.min(WARMUP_CONNECTS_IN_FLIGHT))
+        .map(|_| {
+            let (pending, connected, first_error) =
+                (pending.clone(), connected.clone(), first_error.clone());
+            monoio::spawn(async move {
+                loop {
+                    let conn = pending.borrow_mut().pop();
+                    let Some(mut conn) = conn else { return };
+                    if let Err(e) = conn.connect().await {
+                        first_error.borrow_mut().get_or_insert(e);
+                    }
+                    connected.borrow_mut().push(conn);
+                }
+            })
+        })
+        .collect();
+    for connector in connectors {
+        connector.await;
+    }
+    let mut slots: Vec<Conn> = Vec::with_capacity(slot_count);
+    slots.extend((warm_count..slot_count).map(|_| new_conn()));
+    let warmed = std::mem::take(&mut *connected.borrow_mut());
+    let (open, closed): (Vec<Conn>, Vec<Conn>) = warmed.into_iter().partition(Conn::is_open);
+    slots.extend(closed);
+    slots.extend(open);
+    let first_error = first_error.borrow_mut().take();
+    (slots, first_error)
 }
 
 /// Moves issue commands into the local queue until Stop or Abort; sleeps on the wake socket when
@@ -318,6 +371,27 @@ async fn issue_loop(shared: &Rc<Shared>, issue: &mut IssueConsumer) {
             }
         }
     }
+}
+
+/// Resolves once the coordinator aborts after a Stop (its wake socket closing counts too), with
+/// the in-flight exchanges told to cancel; never resolves without a wake socket.
+async fn abort_after_stop(shared: &Shared, issue: &IssueConsumer) {
+    let Ok(wake) = issue.wake_stream().and_then(monoio::net::UnixStream::from_std) else {
+        return std::future::pending().await;
+    };
+    let mut wake = wake;
+    loop {
+        if issue.abort_requested() {
+            break;
+        }
+        let (result, _) = wake.read(Vec::with_capacity(16)).await;
+        if !matches!(result, Ok(n) if n > 0) {
+            break;
+        }
+    }
+    shared.aborting.set(true);
+    shared.abort.wake_all();
+    shared.jobs.wake_all();
 }
 
 /// Rings the aggregator's doorbell once per event-loop tick that pushed records, instead of once

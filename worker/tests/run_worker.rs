@@ -171,6 +171,7 @@ fn spec(
         core: None,
         endpoint,
         connections,
+        warm_connections: connections,
         api: ApiType::OpenAiChat,
         streaming,
         requests: Arc::new(table),
