@@ -350,3 +350,33 @@ fn bad_usage_on_half_the_samples_makes_the_server_blocks_partial_and_nothing_els
         );
     }
 }
+
+/// TCP sockets in TIME_WAIT with `port` at either end, from /proc/net/tcp (state 06).
+fn time_wait_sockets(port: u16) -> usize {
+    let table = std::fs::read_to_string("/proc/net/tcp").expect("/proc/net/tcp is readable");
+    let port_hex = format!(":{port:04X}");
+    table
+        .lines()
+        .skip(1)
+        .filter(|line| {
+            let fields: Vec<&str> = line.split_whitespace().collect();
+            fields.len() > 3
+                && fields[3] == "06"
+                && (fields[1].ends_with(&port_hex) || fields[2].ends_with(&port_hex))
+        })
+        .count()
+}
+
+#[test]
+fn a_finished_run_leaves_no_time_wait_sockets_behind() {
+    // Connections end with a reset, so a sweep of large runs against one address cannot run
+    // out of ephemeral ports; every sample still completes first.
+    let server = stub(StubKind::MaxThroughput, |_| {});
+    let dir = report_dir("no-time-wait");
+    let url = server.url();
+    let args = base_args(&url, &dir, "500");
+    let out = run_strings(&args);
+    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(summary(&dir)["n_samples_completed"], 500);
+    assert_eq!(time_wait_sockets(server.addr().port()), 0, "TIME_WAIT sockets left");
+}

@@ -426,6 +426,12 @@ fn cancel_queued(shared: &Shared) {
 }
 
 async fn conn_task(shared: Rc<Shared>, slot: usize, mut conn: Conn) {
+    serve(&shared, slot, &mut conn).await;
+    conn.close_with_reset();
+}
+
+/// Runs the connection's exchanges until the worker stops or aborts.
+async fn serve(shared: &Rc<Shared>, slot: usize, conn: &mut Conn) {
     loop {
         let job = shared.queue.borrow_mut().pop_front();
         let Some(job) = job else {
@@ -462,13 +468,13 @@ async fn conn_task(shared: Rc<Shared>, slot: usize, mut conn: Conn) {
             }
         };
         match outcome {
-            Some(outcome) => push_result(&shared, job, &conn, outcome),
+            Some(outcome) => push_result(shared, job, conn, outcome),
             None => {
-                conn.close();
+                conn.close_with_reset();
                 let now = crate::monotonic_ns();
                 let outcome =
                     Outcome { failure: FailureKind::Cancelled, http_status: 0, complete_ns: now };
-                push_failure(&shared, job, outcome, b"cancelled by abort");
+                push_failure(shared, job, outcome, b"cancelled by abort");
                 return;
             }
         }
