@@ -27,8 +27,9 @@ pub struct CeilingSpec {
     pub threads: usize,
     /// Keep-alive connections across all threads, one request in flight each.
     pub connections: usize,
-    /// The whole request, head and body.
-    pub request: Vec<u8>,
+    /// The whole request, head and body: one timed phase each, in order, over the same
+    /// connections (so a ceiling of 16,000 connections connects once for both stream modes).
+    pub requests: Vec<Vec<u8>>,
     pub duration: Duration,
 }
 
@@ -41,15 +42,16 @@ pub struct CeilingResult {
 }
 
 /// Runs the minimal client: `threads` pinned monoio runtimes, each with its share of the
-/// connections; the clock starts once every thread has connected.
-pub fn run_minimal(spec: &CeilingSpec) -> anyhow::Result<CeilingResult> {
+/// connections; one result per request of `spec.requests`, each phase's clock starting once
+/// every thread is connected and done with the phase before.
+pub fn run_minimal(spec: &CeilingSpec) -> anyhow::Result<Vec<CeilingResult>> {
     let threads = spec.threads.clamp(1, spec.connections.max(1));
     let barrier = Arc::new(Barrier::new(threads));
     let mut handles = Vec::with_capacity(threads);
     for i in 0..threads {
         let conns = spec.connections / threads + usize::from(i < spec.connections % threads);
         let core = spec.cores.get(i % spec.cores.len().max(1)).copied();
-        let (addr, request, duration) = (spec.addr, spec.request.clone(), spec.duration);
+        let (addr, requests, duration) = (spec.addr, spec.requests.clone(), spec.duration);
         let barrier = barrier.clone();
         let handle = std::thread::Builder::new().name(format!("ceiling-{i}")).spawn(move || {
             if let Some(id) = core {
@@ -57,55 +59,92 @@ pub fn run_minimal(spec: &CeilingSpec) -> anyhow::Result<CeilingResult> {
             }
             let mut rt =
                 monoio::RuntimeBuilder::<monoio::FusionDriver>::new().enable_timer().build()?;
-            rt.block_on(client_thread(addr, conns, Rc::new(request), duration, &barrier))
+            rt.block_on(client_thread(addr, conns, requests, duration, &barrier))
         })?;
         handles.push(handle);
     }
-    let mut responses = 0u64;
-    let mut elapsed_s = 0f64;
+    let mut phases = vec![(0u64, 0f64); spec.requests.len()];
     for h in handles {
-        let (n, s) = h.join().map_err(|_| anyhow!("a ceiling client thread panicked"))??;
-        responses += n;
-        elapsed_s = elapsed_s.max(s);
+        let thread = h.join().map_err(|_| anyhow!("a ceiling client thread panicked"))??;
+        for ((responses, elapsed_s), (n, s)) in phases.iter_mut().zip(thread) {
+            *responses += n;
+            *elapsed_s = elapsed_s.max(s);
+        }
     }
-    Ok(CeilingResult { responses, elapsed_s, qps: responses as f64 / elapsed_s.max(1e-9) })
+    Ok(phases
+        .into_iter()
+        .map(|(responses, elapsed_s)| CeilingResult {
+            responses,
+            elapsed_s,
+            qps: responses as f64 / elapsed_s.max(1e-9),
+        })
+        .collect())
 }
 
+/// One thread's connections, then one timed phase per request: (responses, seconds) each.
 async fn client_thread(
     addr: SocketAddr,
     conns: usize,
-    request: Rc<Vec<u8>>,
+    requests: Vec<Vec<u8>>,
     duration: Duration,
     barrier: &Barrier,
-) -> anyhow::Result<(u64, f64)> {
+) -> anyhow::Result<Vec<(u64, f64)>> {
     let mut streams = Vec::with_capacity(conns);
     let connected = connect_all(addr, conns, &mut streams).await;
-    // Every thread reaches the barrier, even after a failed connect, so none waits forever.
+    // Every thread reaches each barrier, even after a failure, so none waits forever.
     barrier.wait();
-    connected?;
+    let mut failure = connected.err();
+    let mut phases = Vec::with_capacity(requests.len());
+    for request in requests {
+        if failure.is_some() {
+            barrier.wait();
+            continue;
+        }
+        let (phase, returned) = run_phase(std::mem::take(&mut streams), request, duration).await;
+        streams = returned;
+        match phase {
+            Ok(p) => phases.push(p),
+            Err(e) => failure = Some(e),
+        }
+        barrier.wait();
+    }
+    match failure {
+        Some(e) => Err(e),
+        None => Ok(phases),
+    }
+}
+
+/// Drives every connection with `request` until `duration` has passed; hands the connections
+/// back for the next phase.
+async fn run_phase(
+    streams: Vec<TcpStream>,
+    request: Vec<u8>,
+    duration: Duration,
+) -> (anyhow::Result<(u64, f64)>, Vec<TcpStream>) {
     let done = Rc::new(Cell::new(0u64));
-    let failed: Rc<Cell<Option<String>>> = Rc::new(Cell::new(None));
-    let live = Rc::new(Cell::new(streams.len()));
+    let request = Rc::new(request);
     let start = Instant::now();
     let deadline = start + duration;
-    for s in streams {
-        let (done, failed, live, request) =
-            (done.clone(), failed.clone(), live.clone(), request.clone());
-        monoio::spawn(async move {
-            if let Err(e) = drive_connection(s, &request, deadline, &done).await {
-                failed.set(Some(e.to_string()));
-            }
-            live.set(live.get() - 1);
-        });
-    }
-    while live.get() > 0 {
-        monoio::time::sleep(Duration::from_millis(2)).await;
+    let tasks: Vec<_> = streams
+        .into_iter()
+        .map(|s| {
+            let (done, request) = (done.clone(), request.clone());
+            monoio::spawn(async move { drive_connection(s, &request, deadline, &done).await })
+        })
+        .collect();
+    let mut streams = Vec::with_capacity(tasks.len());
+    let mut failed = None;
+    for task in tasks {
+        match task.await {
+            Ok(s) => streams.push(s),
+            Err(e) => failed = Some(e),
+        }
     }
     let elapsed_s = start.elapsed().as_secs_f64();
-    if let Some(e) = failed.take() {
-        bail!("a ceiling client connection failed: {e}");
+    match failed {
+        Some(e) => (Err(anyhow!("a ceiling client connection failed: {e}")), streams),
+        None => (Ok((done.get(), elapsed_s)), streams),
     }
-    Ok((done.get(), elapsed_s))
 }
 
 async fn connect_all(
@@ -122,13 +161,13 @@ async fn connect_all(
 }
 
 /// One connection: write the request, read one whole response (framing only), repeat until
-/// the deadline.
+/// the deadline; gives the connection back.
 async fn drive_connection(
     mut s: TcpStream,
     request: &[u8],
     deadline: Instant,
     done: &Cell<u64>,
-) -> anyhow::Result<()> {
+) -> anyhow::Result<TcpStream> {
     let mut rbuf: Vec<u8> = Vec::with_capacity(16 * 1024);
     let mut req = request.to_vec();
     let mut scan = ResponseScan::default();
@@ -158,7 +197,7 @@ async fn drive_connection(
         }
         done.set(done.get() + 1);
     }
-    Ok(())
+    Ok(s)
 }
 
 /// The Lua script that makes wrk send `body` as a POST to `path`.
@@ -232,17 +271,21 @@ mod tests {
                  Content-Length: {}\r\n\r\n{body}",
                 body.len()
             );
+            // Twice over the same connections: the second phase reuses them.
             let spec = CeilingSpec {
                 addr: server.addr(),
                 cores: Vec::new(),
                 threads: 2,
                 connections: 5,
-                request: request.into_bytes(),
+                requests: vec![request.clone().into_bytes(), request.into_bytes()],
                 duration: Duration::from_millis(100),
             };
-            let r = run_minimal(&spec).unwrap();
-            assert!(r.responses >= 5, "stream={stream}: {r:?}");
-            assert!(r.elapsed_s >= 0.1 && r.qps > 0.0, "stream={stream}: {r:?}");
+            let phases = run_minimal(&spec).unwrap();
+            assert_eq!(phases.len(), 2);
+            for r in phases {
+                assert!(r.responses >= 5, "stream={stream}: {r:?}");
+                assert!(r.elapsed_s >= 0.1 && r.qps > 0.0, "stream={stream}: {r:?}");
+            }
         }
         server.stop();
     }

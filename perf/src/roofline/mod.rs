@@ -8,6 +8,7 @@ mod report;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
+use std::time::Instant;
 
 use anyhow::{bail, Context as _};
 use clap::Args;
@@ -68,6 +69,7 @@ pub fn run(args: &RooflineArgs) -> anyhow::Result<()> {
     if !(args.scale > 0.0 && args.scale.is_finite()) {
         bail!("--scale must be a positive number, not {}", args.scale);
     }
+    let suite_start = Instant::now();
     let rows = plan::parse_rows(&args.rows)?;
     let out = out_dir(args);
     let bin = resolve_bin(args.bin.as_deref())?;
@@ -87,6 +89,14 @@ pub fn run(args: &RooflineArgs) -> anyhow::Result<()> {
     // One stub worker per entry, its cores cycled when it has more workers than cores.
     let stub_cores: Vec<usize> =
         layout.stub_cores.iter().copied().cycle().take(layout.stub_workers).collect();
+    let notes: Vec<String> = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|range| plan::port_range_note(&range, plan::CONNECTIONS_MAX))
+        .into_iter()
+        .collect();
+    for note in &notes {
+        eprintln!("note: {note}");
+    }
     let stub = Stub::start(&bin, &stub_cores, args.stream_interval)?;
     let mut results = Vec::new();
     for &count in &counts {
@@ -109,6 +119,8 @@ pub fn run(args: &RooflineArgs) -> anyhow::Result<()> {
         stream_interval: args.stream_interval,
         stream_include_usage: !args.no_stream_include_usage,
         rows: results,
+        notes,
+        wall_s: suite_start.elapsed().as_secs_f64(),
     };
     let text = report::render(&report);
     print!("{text}");
@@ -151,11 +163,20 @@ fn run_layout(
         keep_reports: args.keep_reports,
         run_timeout: std::time::Duration::from_secs(args.run_timeout_s),
     };
-    let mut suite = Suite { args, ctx: &ctx, layout, stub, ceilings: HashMap::new() };
+    let mut suite = Suite {
+        args,
+        ctx: &ctx,
+        layout,
+        stub,
+        ceilings: HashMap::new(),
+        client_qps: HashMap::new(),
+    };
     let mut results = Vec::new();
     for stream in [false, true] {
         for &row in rows {
+            let start = Instant::now();
             let mut result = suite.row(row, stream)?;
+            result.wall_s = start.elapsed().as_secs_f64();
             result.client_workers = layout.client_workers;
             if let Some(n) = sweep {
                 result.label = format!("{} w={n}", result.label);
@@ -190,6 +211,9 @@ struct Suite<'a> {
     stub: &'a Stub,
     /// Ceilings by (connections, stream): burst and Poisson rows share theirs.
     ceilings: HashMap<(usize, bool), Ceilings>,
+    /// The best QPS of this pass's clean burst and concurrency rows, by stream mode: the
+    /// scaled-down Poisson search starts from it.
+    client_qps: HashMap<bool, f64>,
 }
 
 impl Suite<'_> {
@@ -225,16 +249,28 @@ impl Suite<'_> {
             Ok(run) => row_from_run(kind, stream, &scale, &run),
             Err(e) => error_row(kind, stream, &scale, e.to_string()),
         };
+        if kind != RowKind::Poisson && result.error.is_none() {
+            let best = self.client_qps.entry(stream).or_insert(0.0);
+            *best = best.max(result.qps);
+        }
         if let Some(target) = poisson.as_ref().and_then(|p| p["max_sustained_target_qps"].as_u64())
         {
             result.label = format!("{} (target {})", result.label, plan::thousands(target as f64));
+        }
+        if let Some(w) = poisson.as_ref().and_then(|p| p["wall_s"].as_f64()) {
+            result.run_wall_s = w;
         }
         result.poisson = poisson;
         let conns = match kind {
             RowKind::Concurrency(c) => c,
             _ => 32 * self.layout.client_workers,
         };
-        Ok(result.with_ceiling(self.ceiling(conns, stream)))
+        let measured = !self.args.no_ceiling && !self.ceilings.contains_key(&(conns, stream));
+        let ceiling = self.ceiling(conns, stream);
+        if measured {
+            result.ceiling_wall_s = ceiling.wall_s;
+        }
+        Ok(result.with_ceiling(ceiling))
     }
 
     /// Binary search over the Poisson grid; the row shows the highest sustained target's run.
@@ -245,11 +281,18 @@ impl Suite<'_> {
     ) -> anyhow::Result<(anyhow::Result<LoadgenRun>, serde_json::Value)> {
         let scale = self.scale();
         let ceiling = self.ceiling(32 * self.layout.client_workers, stream).best().map(|b| b.1);
-        let grid =
-            plan::poisson_targets(self.args.poisson_step_qps, self.args.poisson_max_qps, ceiling);
+        let plan = plan::poisson_plan(
+            &scale,
+            self.args.poisson_step_qps,
+            self.args.poisson_max_qps,
+            ceiling,
+            self.client_qps.get(&stream).copied(),
+        );
+        eprintln!("  poisson: {} (at most {} probes)", plan.how, plan.probes_max);
+        let grid = &plan.targets;
         let mut probes = Vec::new();
         let mut runs: HashMap<u64, LoadgenRun> = HashMap::new();
-        let best = plan::search_max(&grid, |target| {
+        let best = plan::search_max(grid, |target| {
             let run = loadgen::run(
                 self.ctx,
                 &format!("{name}-{target}"),
@@ -267,8 +310,11 @@ impl Suite<'_> {
             anyhow::Ok(sustained)
         })?;
         let best_target = best.map(|i| grid[i]);
-        let detail =
-            serde_json::json!({ "max_sustained_target_qps": best_target, "probes": probes });
+        let wall_s: f64 = probes.iter().filter_map(|p| p["wall_s"].as_f64()).sum();
+        let detail = serde_json::json!({
+            "max_sustained_target_qps": best_target, "search": plan.how, "targets": grid,
+            "probes": probes, "wall_s": wall_s,
+        });
         let run = match best_target.and_then(|t| runs.remove(&t)) {
             Some(run) => Ok(run),
             None => Err(anyhow::anyhow!("{name}: no Poisson target was sustained")),
@@ -283,46 +329,72 @@ impl Suite<'_> {
         if let Some(c) = self.ceilings.get(&(connections, stream)) {
             return c.clone();
         }
-        let c = measure_ceiling(self.args, self.layout, self.stub, connections, stream);
-        self.ceilings.insert((connections, stream), c.clone());
-        c
+        let start = Instant::now();
+        let both = measure_ceilings(self.args, self.layout, self.stub, connections);
+        let wall_s = start.elapsed().as_secs_f64();
+        for (mode, mut c) in [false, true].into_iter().zip(both) {
+            c.wall_s = wall_s;
+            self.ceilings.insert((connections, mode), c);
+        }
+        self.ceilings[&(connections, stream)].clone()
     }
 }
 
-fn measure_ceiling(
+/// Both stream modes' ceilings with `connections`: one minimal-client session (connected once,
+/// a timed phase per mode: at 16,000 connections the connects cost more than the phases), and
+/// wrk per mode where [`plan::wrk_runs`] allows.
+fn measure_ceilings(
     args: &RooflineArgs,
     layout: &Layout,
     stub: &Stub,
     connections: usize,
-    stream: bool,
-) -> Ceilings {
-    let body = request_body(stream, !args.no_stream_include_usage);
+) -> [Ceilings; 2] {
+    let bodies = [false, true].map(|stream| request_body(stream, !args.no_stream_include_usage));
+    let scale = Scale(args.scale);
     let spec = CeilingSpec {
         addr: stub.addr,
         cores: layout.ceiling_cores(),
         threads: layout.client_workers,
         connections,
-        request: request_bytes(&body),
-        duration: Scale(args.scale).ceiling_duration(),
+        requests: bodies.iter().map(|b| request_bytes(b)).collect(),
+        duration: scale.ceiling_duration(),
     };
-    let mut c = Ceilings { connections, ..Ceilings::default() };
+    let mut out = [false, true].map(|_| Ceilings { connections, ..Ceilings::default() });
     match ceiling::run_minimal(&spec) {
-        Ok(r) => c.minimal = Some(r),
-        Err(e) => c.notes.push(format!("minimal client: {e}")),
+        Ok(phases) => {
+            for (c, r) in out.iter_mut().zip(phases) {
+                c.minimal = Some(r);
+            }
+        }
+        Err(e) => out.iter_mut().for_each(|c| c.notes.push(format!("minimal client: {e}"))),
     }
-    let script =
-        out_dir(args).join(format!("wrk-{}.lua", if stream { "stream" } else { "nostream" }));
-    let wrk = std::fs::write(&script, ceiling::wrk_script(CHAT_PATH, &body))
-        .map_err(anyhow::Error::from)
-        .and_then(|()| ceiling::run_wrk(&spec, &format!("{}{CHAT_PATH}", stub.url), &script));
-    match wrk {
-        Ok(r) => c.wrk = r,
-        Err(e) => c.notes.push(format!("wrk: {e}")),
+    for (stream, (c, body)) in out.iter_mut().zip(&bodies).enumerate() {
+        let stream = stream == 1;
+        if !plan::wrk_runs(&scale, connections) {
+            c.notes.push(format!(
+                "wrk: skipped at --scale {} with {connections} connections (its connects fall \
+                 inside its {} s, so it reads 0)",
+                args.scale,
+                spec.duration.as_secs()
+            ));
+            continue;
+        }
+        let script =
+            out_dir(args).join(format!("wrk-{}.lua", if stream { "stream" } else { "nostream" }));
+        let wrk = std::fs::write(&script, ceiling::wrk_script(CHAT_PATH, body))
+            .map_err(anyhow::Error::from)
+            .and_then(|()| ceiling::run_wrk(&spec, &format!("{}{CHAT_PATH}", stub.url), &script));
+        match wrk {
+            Ok(r) => c.wrk = r,
+            Err(e) => c.notes.push(format!("wrk: {e}")),
+        }
     }
-    for note in &c.notes {
-        eprintln!("ceiling c={connections} stream={stream}: {note}");
+    for (c, stream) in out.iter().zip([false, true]) {
+        for note in &c.notes {
+            eprintln!("ceiling c={connections} stream={stream}: {note}");
+        }
     }
-    c
+    out
 }
 
 /// Where the wrk scripts go: beside the run's reports.
@@ -402,7 +474,7 @@ fn poisson_args(scale: &Scale, target_qps: u64) -> Vec<String> {
 /// A Poisson target is sustained when the run was clean and both the reported QPS and the
 /// issuing rate reached 95% of it.
 fn sustained(run: &LoadgenRun, target_qps: u64) -> bool {
-    let floor = 0.95 * target_qps as f64;
+    let floor = plan::SUSTAINED_FRACTION * target_qps as f64;
     let issued_ok = run.summary.issue_lag.is_none_or(|l| l.achieved_qps >= floor);
     run.check().is_ok() && run.qps() >= floor && issued_ok
 }
@@ -413,6 +485,7 @@ fn row_from_run(kind: RowKind, stream: bool, scale: &Scale, run: &LoadgenRun) ->
     r.total = run.summary.n_samples_completed;
     r.elapsed_s = run.summary.duration_ns as f64 / 1e9;
     r.failed = run.summary.n_samples_failed;
+    r.run_wall_s = run.wall_s;
     r.error = run.check().err().map(|e| e.to_string());
     r
 }
@@ -432,6 +505,9 @@ fn error_row(kind: RowKind, stream: bool, scale: &Scale, error: String) -> RowRe
         ratio: None,
         poisson: None,
         client_workers: 0,
+        wall_s: 0.0,
+        run_wall_s: 0.0,
+        ceiling_wall_s: 0.0,
         error: (!error.is_empty()).then_some(error),
     }
 }

@@ -149,6 +149,89 @@ pub fn poisson_targets(step_qps: u64, max_qps: u64, ceiling_qps: Option<f64>) ->
     poisson_grid(step, top)
 }
 
+/// How the Poisson row searches: the targets and, for the table and the JSON, how they were
+/// chosen.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PoissonPlan {
+    pub targets: Vec<u64>,
+    /// The binary search's worst case over `targets`.
+    pub probes_max: usize,
+    pub how: String,
+}
+
+/// The Poisson search of one stream mode. At full size (`scale >= 1`) it is the reference's
+/// grid ([`poisson_targets`]). A scaled-down suite takes a shortcut: the sustained target cannot
+/// exceed what the client carried in this pass's burst and concurrency rows of the same stream
+/// mode (`client_qps`, their best QPS), so it searches [`POISSON_SCALED_TARGETS`] even steps up
+/// to `client_qps / 0.95` (and the ceiling's cap): at most three probes, starting mid-way.
+pub fn poisson_plan(
+    scale: &Scale,
+    step_qps: u64,
+    max_qps: u64,
+    ceiling_qps: Option<f64>,
+    client_qps: Option<f64>,
+) -> PoissonPlan {
+    let full = poisson_targets(step_qps, max_qps, ceiling_qps);
+    let client_top = client_qps.filter(|q| *q > 0.0).map(|q| (q / SUSTAINED_FRACTION) as u64);
+    let (targets, how) = match client_top {
+        Some(client_top) if scale.0 < 1.0 => {
+            let top = full.last().copied().unwrap_or(0).min(client_top);
+            let step = top.div_ceil(POISSON_SCALED_TARGETS).next_multiple_of(500).max(500);
+            let targets = poisson_grid(step, top);
+            let how = format!(
+                "scaled: {} steps of {} up to the client's best burst/concurrency QPS / {}",
+                targets.len(),
+                thousands(step as f64),
+                SUSTAINED_FRACTION
+            );
+            (targets, how)
+        }
+        _ => {
+            let step = full.first().copied().unwrap_or(step_qps);
+            let how = format!("{} steps of {}", full.len(), thousands(step as f64));
+            (full, how)
+        }
+    };
+    let probes_max = (usize::BITS - targets.len().leading_zeros()) as usize;
+    PoissonPlan { how: format!("binary search over {how}"), targets, probes_max }
+}
+
+/// Whether wrk measures a ceiling of `connections`: always at full size; a scaled-down suite
+/// (1 s ceilings) skips it above [`WRK_CONNECTIONS_SCALED_MAX`], where wrk's connects fill
+/// its whole second (it read 0 at 16,000 in every run) and took 16 s on two cores.
+pub fn wrk_runs(scale: &Scale, connections: usize) -> bool {
+    scale.0 >= 1.0 || connections <= WRK_CONNECTIONS_SCALED_MAX
+}
+
+/// The most connections one run opens to the stub: the c=16,000 row, and llm-loadgen's Poisson
+/// pool (`min(ceil(qps), 16384)`).
+pub const CONNECTIONS_MAX: usize = 16_384;
+
+/// A warning when the ephemeral port range (`/proc/sys/net/ipv4/ip_local_port_range`, "LO HI")
+/// is too narrow for `connections` to one address: Linux gives connect() the even ports of the
+/// range first, and once they are all in use to that address every further connect scans them
+/// (16,000 sequential connects took 9–16 s with 32768–60999, 1.2 s with 1024–65535).
+pub fn port_range_note(range: &str, connections: usize) -> Option<String> {
+    let mut it = range.split_whitespace().filter_map(|w| w.parse::<usize>().ok());
+    let (lo, hi) = (it.next()?, it.next()?);
+    let ports = hi.saturating_sub(lo) + 1;
+    let even = ports / 2;
+    (even < connections).then(|| {
+        format!(
+            "the ephemeral port range {lo}-{hi} has {even} even ports, fewer than the {connections} \
+             connections of the largest rows: their connects slow down by seconds \
+             (sysctl -w net.ipv4.ip_local_port_range=\"1024 65535\" avoids it)"
+        )
+    })
+}
+
+/// The most connections wrk gets in a scaled-down suite.
+pub const WRK_CONNECTIONS_SCALED_MAX: usize = 4_000;
+
+/// A Poisson target is sustained when the client reached this fraction of it.
+pub const SUSTAINED_FRACTION: f64 = 0.95;
+/// Targets of a scaled-down Poisson search: 2³ − 1, so a binary search takes at most 3 probes.
+pub const POISSON_SCALED_TARGETS: u64 = 7;
 /// Fewest targets a capped grid keeps.
 pub const POISSON_TARGETS_MIN: u64 = 8;
 /// Shortest Poisson probe.
@@ -326,6 +409,61 @@ mod tests {
         let t = poisson_targets(10_000, 250_000, Some(16_000.0));
         assert_eq!(t, vec![2_000, 4_000, 6_000, 8_000, 10_000, 12_000, 14_000, 16_000]);
         assert_eq!(poisson_targets(10_000, 250_000, Some(500.0)), Vec::<u64>::new());
+    }
+
+    #[test]
+    fn full_size_poisson_keeps_the_reference_grid() {
+        let plan = poisson_plan(&Scale(1.0), 10_000, 250_000, None, Some(40_000.0));
+        assert_eq!(plan.targets, poisson_grid(10_000, 250_000));
+        assert_eq!(plan.probes_max, 5);
+        assert_eq!(plan.how, "binary search over 25 steps of 10,000");
+        let capped = poisson_plan(&Scale(1.0), 10_000, 250_000, Some(100_000.0), None);
+        assert_eq!(capped.targets, poisson_targets(10_000, 250_000, Some(100_000.0)));
+    }
+
+    #[test]
+    fn scaled_poisson_starts_from_the_client_rows() {
+        // 2 cores: burst 37.8k, ceiling 95k: 6k steps up to 39.8k, 24k probed first.
+        let s = Scale(0.05);
+        let plan = poisson_plan(&s, 10_000, 250_000, Some(95_000.0), Some(37_795.0));
+        assert_eq!(plan.targets, vec![6_000, 12_000, 18_000, 24_000, 30_000, 36_000]);
+        assert_eq!(plan.probes_max, 3);
+        assert!(plan.how.contains("scaled: 6 steps of 6,000"), "{}", plan.how);
+        let mut probed = Vec::new();
+        search_max(&plan.targets, |t| {
+            probed.push(t);
+            Ok::<_, ()>(t <= 22_000)
+        })
+        .unwrap();
+        assert_eq!(probed, vec![24_000, 12_000, 18_000]);
+        // A ceiling below the client's figure still caps the grid (at 11k).
+        let plan = poisson_plan(&s, 10_000, 250_000, Some(10_000.0), Some(37_795.0));
+        assert_eq!(plan.targets, vec![2_000, 4_000, 6_000, 8_000, 10_000]);
+        // A loaded 2-core machine: 14.1k at best, 2.5k steps.
+        let plan = poisson_plan(&s, 10_000, 250_000, None, Some(14_131.0));
+        assert_eq!(plan.targets, vec![2_500, 5_000, 7_500, 10_000, 12_500]);
+        // A slow client: 1k steps, fewer targets.
+        let plan = poisson_plan(&s, 10_000, 250_000, None, Some(4_000.0));
+        assert_eq!(plan.targets, vec![1_000, 2_000, 3_000, 4_000]);
+        assert_eq!(plan.probes_max, 3);
+        // No burst or concurrency row ran (`--rows poisson`): the ceiling-capped grid.
+        let plan = poisson_plan(&s, 10_000, 250_000, Some(95_000.0), None);
+        assert_eq!(plan.targets, poisson_targets(10_000, 250_000, Some(95_000.0)));
+    }
+
+    #[test]
+    fn narrow_port_ranges_are_named() {
+        let note = port_range_note("32768\t60999\n", CONNECTIONS_MAX).unwrap();
+        assert!(note.contains("32768-60999 has 14116 even ports"), "{note}");
+        assert_eq!(port_range_note("1024 65535", CONNECTIONS_MAX), None);
+        assert_eq!(port_range_note("garbage", CONNECTIONS_MAX), None);
+    }
+
+    #[test]
+    fn scaled_suites_skip_wrk_at_16000_connections() {
+        assert!(wrk_runs(&Scale(1.0), 16_000));
+        assert!(wrk_runs(&Scale(0.05), 4_000));
+        assert!(!wrk_runs(&Scale(0.05), 16_000));
     }
 
     #[test]

@@ -52,6 +52,8 @@ pub struct Ceilings {
     pub wrk: Option<CeilingResult>,
     /// Why a ceiling client gave no figure.
     pub notes: Vec<String>,
+    /// Seconds both ceiling clients took, connects and exits included.
+    pub wall_s: f64,
 }
 
 impl Ceilings {
@@ -83,6 +85,12 @@ pub struct RowResult {
     pub poisson: Option<serde_json::Value>,
     /// llm-loadgen's `--workers` for this row.
     pub client_workers: usize,
+    /// Seconds the row took in the suite: its llm-loadgen runs plus the ceilings it measured.
+    pub wall_s: f64,
+    /// Seconds of its llm-loadgen runs (every probe of a Poisson row), start-up included.
+    pub run_wall_s: f64,
+    /// Seconds of ceiling runs this row measured (0 when it shares an earlier row's).
+    pub ceiling_wall_s: f64,
     /// Why the row did not pass (a failed assertion), if it did not.
     pub error: Option<String>,
 }
@@ -114,6 +122,10 @@ pub struct Report {
     pub stream_interval: usize,
     pub stream_include_usage: bool,
     pub rows: Vec<RowResult>,
+    /// What the host does that bends the figures (printed under the table).
+    pub notes: Vec<String>,
+    /// Seconds the whole suite took.
+    pub wall_s: f64,
 }
 
 /// The header and the table, as printed.
@@ -138,7 +150,43 @@ pub fn render(report: &Report) -> String {
         report.client_workers
     );
     out.push_str(&render_table(&report.rows));
+    for r in report.rows.iter().filter(|r| r.poisson.is_some()) {
+        let _ = writeln!(out, "{}", poisson_line(r));
+    }
+    for note in &report.notes {
+        let _ = writeln!(out, "Note: {note}");
+    }
+    let rows_s: f64 = report.rows.iter().map(|r| r.wall_s).sum();
+    let ceilings_s: f64 = report.rows.iter().map(|r| r.ceiling_wall_s).sum();
+    let _ = writeln!(
+        out,
+        "Wall: {:.1}s (rows {:.1}s, of which ceilings {:.1}s)",
+        report.wall_s, rows_s, ceilings_s
+    );
     out
+}
+
+/// How a Poisson row searched: `poisson (off): binary search over …; probes 24,000 no,
+/// 12,000 yes, 18,000 yes`.
+fn poisson_line(r: &RowResult) -> String {
+    let p = r.poisson.as_ref().unwrap_or(&serde_json::Value::Null);
+    let probes: Vec<String> = p["probes"]
+        .as_array()
+        .map(Vec::as_slice)
+        .unwrap_or_default()
+        .iter()
+        .map(|probe| {
+            let target = probe["target_qps"].as_f64().unwrap_or(0.0);
+            let ok = if probe["sustained"].as_bool() == Some(true) { "yes" } else { "no" };
+            format!("{} {ok}", thousands(target))
+        })
+        .collect();
+    format!(
+        "poisson ({}): {}; probes {}",
+        if r.stream { "on" } else { "off" },
+        p["search"].as_str().unwrap_or("binary search"),
+        probes.join(", ")
+    )
 }
 
 /// `Test | Stream | QPS | Total | Elapsed | Failed | Ceiling | Ratio`, columns padded to fit.
@@ -224,6 +272,9 @@ mod tests {
             ratio: None,
             poisson: None,
             client_workers: 1,
+            wall_s: 0.0,
+            run_wall_s: 0.0,
+            ceiling_wall_s: 0.0,
             error: None,
         }
         .with_ceiling(ceilings)
@@ -250,6 +301,24 @@ mod tests {
         // Every line has its separators at the same columns.
         let bars = |l: &str| l.match_indices(" | ").map(|(i, _)| i).collect::<Vec<_>>();
         assert_eq!(bars(lines[0]), bars(lines[2]));
+    }
+
+    #[test]
+    fn poisson_rows_say_how_they_searched() {
+        let mut r = row("poisson max_sustained (target 18,000)", true, 17_990.0, Some(20.0));
+        r.poisson = Some(serde_json::json!({
+            "search": "binary search over scaled: 6 steps of 6,000",
+            "probes": [
+                {"target_qps": 24_000, "sustained": false},
+                {"target_qps": 12_000, "sustained": true},
+                {"target_qps": 18_000, "sustained": true},
+            ],
+        }));
+        assert_eq!(
+            poisson_line(&r),
+            "poisson (on): binary search over scaled: 6 steps of 6,000; \
+             probes 24,000 no, 12,000 yes, 18,000 yes"
+        );
     }
 
     #[test]
