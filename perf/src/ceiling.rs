@@ -155,6 +155,9 @@ async fn connect_all(
     for _ in 0..conns {
         let s = TcpStream::connect(addr).await.context("connecting the ceiling client")?;
         s.set_nodelay(true)?;
+        // Closed with a reset, as llm-loadgen's are: no TIME_WAIT left to slow the next row's
+        // connects.
+        loadgen_worker::http::conn::reset_on_close(&s)?;
         streams.push(s);
     }
     Ok(())

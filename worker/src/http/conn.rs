@@ -21,6 +21,29 @@ const MAX_HEAD_BYTES: usize = 256 * 1024;
 /// Bytes of an error body quoted in the record's error text.
 const ERROR_BODY_QUOTE_BYTES: usize = 1024;
 
+/// Makes the socket's close send a reset (SO_LINGER 0) instead of a FIN, so the closing side
+/// keeps no TIME_WAIT entry: load generators that open thousands of connections to one address
+/// run after run would otherwise fill the ephemeral port range.
+pub fn reset_on_close(socket: &impl std::os::fd::AsRawFd) -> std::io::Result<()> {
+    let linger = libc::linger { l_onoff: 1, l_linger: 0 };
+    // SAFETY: the descriptor belongs to `socket`, alive for the call; the option value points at
+    // a local of the size passed.
+    let rc = unsafe {
+        libc::setsockopt(
+            socket.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_LINGER,
+            &linger as *const libc::linger as *const libc::c_void,
+            std::mem::size_of::<libc::linger>() as libc::socklen_t,
+        )
+    };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
+}
+
 /// How one exchange ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Outcome {
@@ -312,18 +335,7 @@ impl Conn {
     /// every connect search them) within TIME_WAIT's 60 s.
     pub fn close_with_reset(&mut self) {
         if let Some(stream) = self.stream.take() {
-            let linger = libc::linger { l_onoff: 1, l_linger: 0 };
-            // SAFETY: the descriptor is the live socket `stream` owns until it is dropped below;
-            // the option value points at a local of the size passed.
-            unsafe {
-                libc::setsockopt(
-                    std::os::fd::AsRawFd::as_raw_fd(&stream),
-                    libc::SOL_SOCKET,
-                    libc::SO_LINGER,
-                    &linger as *const libc::linger as *const libc::c_void,
-                    std::mem::size_of::<libc::linger>() as libc::socklen_t,
-                );
-            }
+            let _ = reset_on_close(&stream);
             drop(stream);
         }
     }
