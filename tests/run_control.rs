@@ -7,7 +7,7 @@ use std::process::{Child, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use common::{bin, dataset, report_dir, run, show, stub, summary};
-use loadgen_stubs::StubKind;
+use loadgen_stubs::{StubKind, StubServer};
 
 fn args(mode: &[&str], url: &str, dir: &Path, extra: &[&str]) -> Vec<String> {
     let mut v: Vec<String> = vec!["benchmark".into()];
@@ -394,34 +394,11 @@ fn poisson_reports_its_issue_lag_and_warns_when_the_client_cannot_keep_up() {
     assert!(stderr.contains("the client could not keep up"), "{stderr}");
 }
 
-/// Client-side ports of the TCP connections (any state, TIME_WAIT included) between loopback
-/// and `port`, from the kernel's table: the connections a run opened to a stub on `port`.
-fn client_ports_to(port: u16) -> std::collections::HashSet<u16> {
-    let table = std::fs::read_to_string("/proc/net/tcp").expect("/proc/net/tcp is readable");
-    let port_of =
-        |addr: &str| addr.rsplit(':').next().and_then(|p| u16::from_str_radix(p, 16).ok());
-    let mut ports = std::collections::HashSet::new();
-    for line in table.lines().skip(1) {
-        let fields: Vec<&str> = line.split_whitespace().collect();
-        let (Some(local), Some(remote)) = (fields.get(1), fields.get(2)) else { continue };
-        let (Some(local), Some(remote)) = (port_of(local), port_of(remote)) else { continue };
-        if remote == port {
-            ports.insert(local);
-        } else if local == port && remote != 0 {
-            ports.insert(remote);
-        }
-    }
-    ports
-}
-
-/// Connections a run made to the stub at `url`: `run` is the run; ports seen before it (an
-/// older socket on a reused port number) are not counted.
-fn connections_made(url: &str, run: impl FnOnce() -> Output) -> (Output, usize) {
-    let port: u16 = url.rsplit(':').next().unwrap().parse().unwrap();
-    let before = client_ports_to(port);
+/// Runs `run` and returns its output with the connections the stub accepted meanwhile.
+fn connections_made(server: &StubServer, run: impl FnOnce() -> Output) -> (Output, usize) {
+    let before = server.connections_accepted();
     let out = run();
-    let after = client_ports_to(port);
-    (out, after.difference(&before).count())
+    (out, (server.connections_accepted() - before) as usize)
 }
 
 #[test]
@@ -444,7 +421,7 @@ fn a_large_poisson_pool_opens_only_its_warm_connections_and_the_rest_on_demand()
             "-v",
         ],
     );
-    let (out, opened) = connections_made(&server.url(), || run(&a));
+    let (out, opened) = connections_made(&server, || run(&a));
     assert_eq!(out.status.code(), Some(0));
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("plan: 1 workers, 5000 connections"), "the pool is 5000: {stderr}");
@@ -478,7 +455,7 @@ fn zero_warmup_connections_still_run_and_still_detect_an_unreachable_endpoint() 
         "off",
     ];
     let a = args(&["offline"], &server.url(), &dir, &extra);
-    let (out, opened) = connections_made(&server.url(), || run(&a));
+    let (out, opened) = connections_made(&server, || run(&a));
     assert_eq!(out.status.code(), Some(0));
     let s = summary(&dir);
     assert_eq!(

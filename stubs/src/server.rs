@@ -21,6 +21,8 @@ pub struct Counters {
     pub requests: AtomicU64,
     /// Response bytes written.
     pub bytes: AtomicU64,
+    /// Connections accepted.
+    pub accepted: AtomicU64,
 }
 
 /// State shared by the worker threads.
@@ -149,6 +151,11 @@ impl StubServer {
     }
 
     /// Requests framed so far, summed over workers.
+    /// Connections accepted so far, all workers.
+    pub fn connections_accepted(&self) -> u64 {
+        self.shared.counters.iter().map(|c| c.accepted.load(Ordering::Relaxed)).sum()
+    }
+
     pub fn requests_total(&self) -> u64 {
         self.shared.counters.iter().map(|c| c.requests.load(Ordering::Relaxed)).sum()
     }

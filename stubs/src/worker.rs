@@ -112,6 +112,7 @@ async fn accept_loop(listener: TcpListener, ctx: Rc<Ctx>, stop: Rc<StopSignal>) 
     loop {
         match listener.accept().await {
             Ok((stream, _)) => {
+                ctx.shared.counters[ctx.index].accepted.fetch_add(1, Ordering::Relaxed);
                 let _ = stream.set_nodelay(true);
                 monoio::spawn(stop.clone().guard(serve(stream, ctx.clone())));
             }

@@ -126,6 +126,8 @@ struct Shared {
     queue_limit: usize,
     stopping: Cell<bool>,
     aborting: Cell<bool>,
+    /// On-demand connects under way (see `ON_DEMAND_CONNECTS_IN_FLIGHT`).
+    connects_in_flight: Cell<usize>,
     coordinator_gone: Cell<bool>,
     jobs: WaitList,
     space: WaitList,
@@ -175,6 +177,7 @@ pub fn run_worker(spec: WorkerSpec, issue: IssueConsumer, mut records: RecordPro
         queue_limit,
         stopping: Cell::new(false),
         aborting: Cell::new(false),
+        connects_in_flight: Cell::new(0),
         coordinator_gone: Cell::new(false),
         jobs: WaitList::new(slot_count),
         space: WaitList::new(1),
@@ -430,10 +433,38 @@ async fn conn_task(shared: Rc<Shared>, slot: usize, mut conn: Conn) {
     conn.close_with_reset();
 }
 
+/// Connects of closed pool slots under way at once, per worker.
+pub const ON_DEMAND_CONNECTS_IN_FLIGHT: usize = 32;
+
+/// One on-demand connect under way; frees its place (and wakes a waiting slot) when dropped,
+/// also when an abort drops the connect.
+struct ConnectSlot<'a>(&'a Shared);
+
+impl<'a> ConnectSlot<'a> {
+    fn take(shared: &'a Shared) -> ConnectSlot<'a> {
+        shared.connects_in_flight.set(shared.connects_in_flight.get() + 1);
+        ConnectSlot(shared)
+    }
+}
+
+impl Drop for ConnectSlot<'_> {
+    fn drop(&mut self) {
+        self.0.connects_in_flight.set(self.0.connects_in_flight.get() - 1);
+        self.0.jobs.wake_one();
+    }
+}
+
 /// Runs the connection's exchanges until the worker stops or aborts.
 async fn serve(shared: &Rc<Shared>, slot: usize, conn: &mut Conn) {
     loop {
-        let job = shared.queue.borrow_mut().pop_front();
+        // A closed slot takes a sample only while fewer than ON_DEMAND_CONNECTS_IN_FLIGHT
+        // connects are under way: an overloaded endpoint grows the pool at a bounded pace
+        // instead of burying the event loop in connects.
+        let may_take = |s: &Shared, open: bool| {
+            open || s.connects_in_flight.get() < ON_DEMAND_CONNECTS_IN_FLIGHT
+        };
+        let open = conn.is_open();
+        let job = if may_take(shared, open) { shared.queue.borrow_mut().pop_front() } else { None };
         let Some(job) = job else {
             if shared.stopping.get() || shared.aborting.get() {
                 return;
@@ -442,7 +473,9 @@ async fn serve(shared: &Rc<Shared>, slot: usize, conn: &mut Conn) {
             shared
                 .jobs
                 .until(slot, move || {
-                    !s.queue.borrow().is_empty() || s.stopping.get() || s.aborting.get()
+                    (!s.queue.borrow().is_empty() && may_take(&s, open))
+                        || s.stopping.get()
+                        || s.aborting.get()
                 })
                 .await;
             continue;
@@ -462,8 +495,16 @@ async fn serve(shared: &Rc<Shared>, slot: usize, conn: &mut Conn) {
         let outcome = {
             let s = shared.clone();
             let aborted = shared.abort.until(slot, move || s.aborting.get());
+            let exchange = async {
+                if !conn.is_open() {
+                    let _connecting = ConnectSlot::take(shared);
+                    // A failed connect is reported by the exchange, which tries once more.
+                    let _ = conn.connect().await;
+                }
+                conn.exchange(&request, crate::monotonic_ns).await
+            };
             monoio::select! {
-                outcome = conn.exchange(&request, crate::monotonic_ns) => Some(outcome),
+                outcome = exchange => Some(outcome),
                 _ = aborted => None,
             }
         };
