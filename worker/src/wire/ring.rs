@@ -80,8 +80,8 @@ struct RingHeader {
     tail: Padded<AtomicU64>,
     /// Written by the consumer only; range [tail - capacity, tail].
     head: Padded<AtomicU64>,
-    /// 1 while the consumer may sleep. Issue ring: written by the consumer only, 1 while it
-    /// sleeps on the wake socket. Record ring: set by the consumer when it finds the ring empty,
+    /// 1 while the consumer may sleep. Issue ring: set by the consumer before it sleeps on the
+    /// wake socket, cleared by the producer (swap) when it writes the wake byte. Record ring: set by the consumer when it finds the ring empty,
     /// cleared by the producer (swap) when it rings the doorbell for that.
     consumer_sleeping: Padded<AtomicU32>,
     /// Written by the producer: 1 while it sleeps on `space_epoch` (record ring back-pressure).
@@ -218,9 +218,12 @@ impl IssueProducer {
         self.tail += 1;
         // Release: publishes the slot to the consumer's Acquire load of `tail`.
         header.tail.0.store(self.tail, Ordering::Release);
-        // Dekker partner of the consumer's prepare_sleep: store flag; fence; load tail.
+        // Dekker partner of the consumer's prepare_sleep: store flag; fence; load tail. The first
+        // push to a sleeping worker clears the flag as it writes the wake byte, so the pushes
+        // that follow before the worker runs write nothing (they would only fill the socket).
         fence(Ordering::SeqCst);
-        if header.consumer_sleeping.0.load(Ordering::Relaxed) != 0 {
+        let sleeping = &header.consumer_sleeping.0;
+        if sleeping.load(Ordering::Relaxed) != 0 && sleeping.swap(0, Ordering::SeqCst) != 0 {
             wake_socket(self.wake.as_raw_fd());
         }
         true

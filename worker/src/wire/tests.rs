@@ -157,6 +157,28 @@ fn scheduler_asleep_on_a_full_ring_is_woken_by_the_draining_worker() {
 }
 
 #[test]
+fn a_sleeping_worker_gets_one_wake_byte_however_many_pushes_follow() {
+    let bell = Doorbell::create().unwrap();
+    let mut r = heap_rings(RingSizes { issue_slots: 8, record_bytes: 0 }, &bell, &bell);
+    assert!(r.issue_rx.prepare_sleep(), "an empty ring lets the worker sleep");
+    for id in 0..5 {
+        assert!(r.issue_tx.try_push(IssueCmd::Issue { sample_id: id, row: 0, issued_ns: 1 }));
+    }
+    let mut buf = [0u8; 64];
+    let mut wake =
+        std::fs::File::from(std::os::fd::OwnedFd::from(r.issue_rx.wake_stream().unwrap()));
+    use std::io::Read as _;
+    let n = wake.read(&mut buf).unwrap();
+    assert_eq!(n, 1, "five pushes to a sleeping worker write one wake byte");
+    r.issue_rx.end_sleep();
+    for id in 0..5 {
+        assert!(
+            matches!(r.issue_rx.try_pop(), Some(IssueCmd::Issue { sample_id, .. }) if sample_id == id)
+        );
+    }
+}
+
+#[test]
 fn sleeping_worker_is_woken_by_push() {
     let bell = Doorbell::create().unwrap();
     let r = heap_rings(RingSizes { issue_slots: 8, record_bytes: 0 }, &bell, &bell);
