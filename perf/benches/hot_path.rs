@@ -1,5 +1,5 @@
 //! Micro benchmarks of the client's hot path, each in ns per operation: SSE frame decode, usage
-//! extraction, response head parse, record encode + ring push/pop, aggregator ingest and client
+//! extraction, non-streaming body decode, response head parse, record encode + ring push/pop, aggregator ingest and client
 //! tokenization. Run: `cargo bench -p loadgen-perf --bench hot_path`.
 
 use std::time::{Duration, Instant};
@@ -62,6 +62,25 @@ fn usage_extract(c: &mut Criterion) {
         b.iter(|| {
             acc.reset();
             acc.on_sse_frame(std::hint::black_box(frame), clock);
+            assert_eq!(acc.usage.completion_tokens, Some(160));
+        })
+    });
+}
+
+/// A non-streaming chat body as the max-throughput stub sends it (160 characters, usage).
+fn body_decode(c: &mut Criterion) {
+    let body = format!(
+        "{{\"id\":\"r\",\"object\":\"chat.completion\",\"created\":1796026593,\"model\":\"max-tp\",\
+         \"choices\":[{{\"index\":0,\"message\":{{\"role\":\"assistant\",\"content\":\"{}\",\
+         \"refusal\":null}},\"finish_reason\":\"stop\"}}],\"usage\":{{\"prompt_tokens\":10,\
+         \"completion_tokens\":160,\"total_tokens\":170}},\"system_fingerprint\":null}}",
+        "x".repeat(160)
+    );
+    let mut acc = Accumulator::new(ApiType::OpenAiChat, 1 << 20);
+    c.bench_function("body_decode/stub_160", |b| {
+        b.iter(|| {
+            acc.reset();
+            assert!(acc.on_body(std::hint::black_box(body.as_bytes())));
             assert_eq!(acc.usage.completion_tokens, Some(160));
         })
     });
@@ -220,6 +239,6 @@ fn config() -> Criterion {
 criterion_group! {
     name = benches;
     config = config();
-    targets = sse_decode, usage_extract, http_head_parse, record_ring, aggregator_ingest, tokenizer
+    targets = sse_decode, usage_extract, body_decode, http_head_parse, record_ring, aggregator_ingest, tokenizer
 }
 criterion_main!(benches);
