@@ -20,7 +20,9 @@ use loadgen_worker::WorkerSpec;
 
 use crate::dataset::Row;
 use crate::error::AppError;
-use crate::plan::{split_share, warm_connections, ApiType, LoadPattern, Plan};
+use crate::plan::{
+    bind_from_slot, even_ports, split_share, warm_connections, ApiType, LoadPattern, Plan,
+};
 use crate::report::{
     console_summary, is_complete, write_atomic, write_report_files, IssueLag, LoadPatternInfo,
     RunInfo, WarmupInfo,
@@ -36,6 +38,18 @@ pub const FD_HEADROOM: u64 = 256;
 
 /// Raises RLIMIT_NOFILE's soft limit so each worker can hold `needed` descriptors; a hard
 /// limit below that is a setup error that says what to do.
+/// The even ports of this machine's ephemeral range (`/proc/sys/net/ipv4/ip_local_port_range`;
+/// Linux's default 32768-60999 when it cannot be read).
+fn ephemeral_even_ports() -> usize {
+    let text =
+        std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range").unwrap_or_default();
+    let mut bounds = text.split_whitespace().filter_map(|n| n.parse::<u32>().ok());
+    match (bounds.next(), bounds.next()) {
+        (Some(low), Some(high)) => even_ports(low, high),
+        _ => even_ports(32_768, 60_999),
+    }
+}
+
 fn raise_fd_limit(needed: u64, verbose: bool) -> Result<(), AppError> {
     use nix::sys::resource::{getrlimit, setrlimit, Resource};
     let (soft, hard) = getrlimit(Resource::RLIMIT_NOFILE)
@@ -177,10 +191,15 @@ fn run_with_endpoints(
             (workers, plan.max_connections.max(workers))
         }
     };
+    let share_of =
+        |i: usize| split_share(connections, workers, i).clamp(1, MAX_CONNECTIONS_PER_WORKER);
+    let even_ports = ephemeral_even_ports();
     let worker_specs: Vec<WorkerSpec> = (0..workers)
         .map(|i| {
             let ep = i % endpoints.len();
-            let share = split_share(connections, workers, i).clamp(1, MAX_CONNECTIONS_PER_WORKER);
+            let share = share_of(i);
+            let endpoint_total: usize =
+                (0..workers).filter(|w| w % endpoints.len() == ep).map(share_of).sum();
             let warm =
                 warm_connections(plan.load_pattern, plan.warmup_connections, workers, i, share);
             WorkerSpec {
@@ -189,6 +208,7 @@ fn run_with_endpoints(
                 endpoint: endpoints[ep].clone(),
                 connections: share as u32,
                 warm_connections: warm as u32,
+                bind_from_slot: bind_from_slot(share, endpoint_total, even_ports) as u32,
                 api,
                 streaming: plan.streaming,
                 requests: tables[ep].clone(),

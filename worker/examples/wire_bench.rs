@@ -198,6 +198,7 @@ fn worker_qps(streaming: bool, connections: u32, samples: u64) -> f64 {
         endpoint,
         connections,
         warm_connections: connections,
+        bind_from_slot: connections,
         api: ApiType::OpenAiChat,
         streaming,
         requests: Arc::new(table),

@@ -26,6 +26,9 @@ pub struct WorkerSpec {
     /// Connections opened before the worker reports ready (at least one, at most
     /// `connections`); the rest open on demand, on their slot's first request.
     pub warm_connections: u32,
+    /// Slots from this index on bind a local port before they connect (odd ports: past the even
+    /// half of the ephemeral range, a plain connect scans it); `connections` or more: none do.
+    pub bind_from_slot: u32,
     pub api: ApiType,
     pub streaming: bool,
     pub requests: Arc<RequestTable>,
@@ -282,9 +285,13 @@ async fn worker_main(shared: Rc<Shared>, mut issue: IssueConsumer) -> i32 {
 async fn open_warm_connections(spec: &WorkerSpec) -> (Vec<Conn>, Option<std::io::Error>) {
     let slot_count = spec.connections as usize;
     let warm_count = (spec.warm_connections as usize).clamp(1, slot_count.max(1)).min(slot_count);
-    let new_conn = || Conn::new(spec.endpoint.addr, spec.api, spec.max_output_bytes);
+    let new_conn = |index: usize| {
+        let mut conn = Conn::new(spec.endpoint.addr, spec.api, spec.max_output_bytes);
+        conn.set_bind_before_connect(index >= spec.bind_from_slot as usize);
+        conn
+    };
     let pending: Rc<RefCell<Vec<Conn>>> = Rc::new(RefCell::new(Vec::with_capacity(warm_count)));
-    pending.borrow_mut().extend((0..warm_count).map(|_| new_conn()));
+    pending.borrow_mut().extend((0..warm_count).map(new_conn));
     let connected = Rc::new(RefCell::new(Vec::with_capacity(warm_count)));
     let first_error = Rc::new(RefCell::new(None));
     let connectors: Vec<_> = (0..warm_count.min(WARMUP_CONNECTS_IN_FLIGHT))
@@ -307,7 +314,7 @@ async fn open_warm_connections(spec: &WorkerSpec) -> (Vec<Conn>, Option<std::io:
         connector.await;
     }
     let mut slots: Vec<Conn> = Vec::with_capacity(slot_count);
-    slots.extend((warm_count..slot_count).map(|_| new_conn()));
+    slots.extend((warm_count..slot_count).map(new_conn));
     let warmed = std::mem::take(&mut *connected.borrow_mut());
     let (open, closed): (Vec<Conn>, Vec<Conn>) = warmed.into_iter().partition(Conn::is_open);
     slots.extend(closed);

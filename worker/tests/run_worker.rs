@@ -172,6 +172,7 @@ fn spec(
         endpoint,
         connections,
         warm_connections: connections,
+        bind_from_slot: connections,
         api: ApiType::OpenAiChat,
         streaming,
         requests: Arc::new(table),

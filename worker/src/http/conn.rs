@@ -44,6 +44,111 @@ pub fn reset_on_close(socket: &impl std::os::fd::AsRawFd) -> std::io::Result<()>
     }
 }
 
+/// Connects to `addr` from a socket bound to a kernel-chosen local port first (an odd one while
+/// any is free), instead of letting `connect()` pick (an even one first).
+async fn connect_bound(addr: SocketAddr) -> std::io::Result<TcpStream> {
+    let stream = TcpStream::from_std(bound_nonblocking_connect(addr)?)?;
+    stream.writable(false).await?;
+    match socket_error(&stream)? {
+        0 => Ok(stream),
+        errno => Err(std::io::Error::from_raw_os_error(errno)),
+    }
+}
+
+/// A non-blocking TCP socket bound to port 0 of the unspecified address, with its connect to
+/// `addr` started (EINPROGRESS) or done.
+fn bound_nonblocking_connect(addr: SocketAddr) -> std::io::Result<std::net::TcpStream> {
+    use std::os::fd::FromRawFd;
+    let (domain, local, remote) = match addr {
+        SocketAddr::V4(a) => (
+            libc::AF_INET,
+            socket_addr(SocketAddr::from(([0, 0, 0, 0], 0))),
+            socket_addr(SocketAddr::V4(a)),
+        ),
+        SocketAddr::V6(a) => (
+            libc::AF_INET6,
+            socket_addr(SocketAddr::from(([0u16; 8], 0))),
+            socket_addr(SocketAddr::V6(a)),
+        ),
+    };
+    let kind = libc::SOCK_STREAM | libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC;
+    // SAFETY: plain integer arguments; the result is checked before use.
+    let fd = unsafe { libc::socket(domain, kind, 0) };
+    if fd < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: `fd` is a socket just created and owned by nobody else; the TcpStream closes it.
+    let socket = unsafe { std::net::TcpStream::from_raw_fd(fd) };
+    // SAFETY: the address pointers and lengths come from `socket_addr`, live locals of the
+    // sizes passed; `fd` is open (owned by `socket`).
+    unsafe {
+        if libc::bind(fd, &local.0 as *const _ as *const libc::sockaddr, local.1) != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        if libc::connect(fd, &remote.0 as *const _ as *const libc::sockaddr, remote.1) != 0 {
+            let e = std::io::Error::last_os_error();
+            if e.raw_os_error() != Some(libc::EINPROGRESS) {
+                return Err(e);
+            }
+        }
+    }
+    Ok(socket)
+}
+
+/// A socket address in the kernel's layout, with its length.
+fn socket_addr(addr: SocketAddr) -> (libc::sockaddr_storage, libc::socklen_t) {
+    // SAFETY: sockaddr_storage is plain old data; all-zero is a valid (unspecified) value.
+    let mut storage: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
+    let len = match addr {
+        SocketAddr::V4(a) => {
+            let sin = libc::sockaddr_in {
+                sin_family: libc::AF_INET as libc::sa_family_t,
+                sin_port: a.port().to_be(),
+                sin_addr: libc::in_addr { s_addr: u32::from_ne_bytes(a.ip().octets()) },
+                sin_zero: [0; 8],
+            };
+            // SAFETY: sockaddr_storage is larger than and aligned for sockaddr_in.
+            unsafe { (&mut storage as *mut _ as *mut libc::sockaddr_in).write(sin) };
+            std::mem::size_of::<libc::sockaddr_in>()
+        }
+        SocketAddr::V6(a) => {
+            let sin6 = libc::sockaddr_in6 {
+                sin6_family: libc::AF_INET6 as libc::sa_family_t,
+                sin6_port: a.port().to_be(),
+                sin6_flowinfo: a.flowinfo(),
+                sin6_addr: libc::in6_addr { s6_addr: a.ip().octets() },
+                sin6_scope_id: a.scope_id(),
+            };
+            // SAFETY: sockaddr_storage is larger than and aligned for sockaddr_in6.
+            unsafe { (&mut storage as *mut _ as *mut libc::sockaddr_in6).write(sin6) };
+            std::mem::size_of::<libc::sockaddr_in6>()
+        }
+    };
+    (storage, len as libc::socklen_t)
+}
+
+/// The socket's pending error (`SO_ERROR`): 0 once a non-blocking connect succeeded.
+fn socket_error(socket: &impl std::os::fd::AsRawFd) -> std::io::Result<i32> {
+    let mut value: libc::c_int = 0;
+    let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+    // SAFETY: the value and length pointers are live locals of the sizes passed; the descriptor
+    // belongs to `socket`, alive for the call.
+    let rc = unsafe {
+        libc::getsockopt(
+            socket.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_ERROR,
+            &mut value as *mut libc::c_int as *mut libc::c_void,
+            &mut len,
+        )
+    };
+    if rc == 0 {
+        Ok(value)
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
+}
+
 /// How one exchange ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Outcome {
@@ -72,6 +177,8 @@ pub struct Conn {
     pub error: Vec<u8>,
     /// Whether the current response is parsed as SSE.
     sse_mode: bool,
+    /// Bind a local port before connecting (see `set_bind_before_connect`).
+    bind_first: bool,
 }
 
 impl std::fmt::Debug for Conn {
@@ -99,7 +206,15 @@ impl Conn {
             acc: Accumulator::new(api, max_output_bytes),
             error: Vec::with_capacity(256),
             sse_mode: false,
+            bind_first: false,
         }
+    }
+
+    /// Makes every connect of this slot bind a local port first. The kernel's `bind()` takes
+    /// odd ports, `connect()` even ones; a run with more connections to one address than there
+    /// are even ports binds its surplus so no connect scans the exhausted even half.
+    pub fn set_bind_before_connect(&mut self, bind_first: bool) {
+        self.bind_first = bind_first;
     }
 
     pub fn is_open(&self) -> bool {
@@ -109,7 +224,11 @@ impl Conn {
     /// Opens the socket if it is closed.
     pub async fn connect(&mut self) -> std::io::Result<()> {
         if self.stream.is_none() {
-            let stream = TcpStream::connect_addr(self.addr).await?;
+            let stream = if self.bind_first {
+                connect_bound(self.addr).await?
+            } else {
+                TcpStream::connect_addr(self.addr).await?
+            };
             stream.set_nodelay(true)?;
             self.stream = Some(stream);
             self.read_buf.clear();
@@ -406,6 +525,51 @@ mod tests {
             assert_eq!(conn.acc.usage.completion_tokens, None);
             assert_eq!(conn.acc.usage.first_bad, Some("a float"));
         }
+    }
+
+    #[test]
+    fn a_slot_that_binds_first_connects_from_an_odd_port_and_exchanges() {
+        bound_exchange(true);
+        bound_exchange(false);
+    }
+
+    /// One exchange through a slot that binds first, on io_uring or epoll.
+    fn bound_exchange(io_uring: bool) {
+        use std::io::{Read, Write as _};
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let server = std::thread::spawn(move || {
+            let (mut socket, peer) = listener.accept().unwrap();
+            let mut head = Vec::new();
+            let mut byte = [0u8; 1];
+            while !head.ends_with(b"\r\n\r\n") {
+                socket.read_exact(&mut byte).unwrap();
+                head.push(byte[0]);
+            }
+            let body = r#"{"choices":[{"message":{"content":"hi"},"finish_reason":"stop"}]}"#;
+            let response = format!(
+                "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+                body.len()
+            );
+            socket.write_all(response.as_bytes()).unwrap();
+            peer
+        });
+        let mut table = crate::request::RequestTable::new();
+        table.push(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n");
+        let request = table.row_bytes(0);
+        let mut conn = Conn::new(addr, ApiType::OpenAiChat, 1 << 16);
+        conn.set_bind_before_connect(true);
+        let outcome = if io_uring {
+            let mut rt = monoio::RuntimeBuilder::<monoio::IoUringDriver>::new().build().unwrap();
+            rt.block_on(conn.exchange(&request, clock))
+        } else {
+            let mut rt = monoio::RuntimeBuilder::<monoio::LegacyDriver>::new().build().unwrap();
+            rt.block_on(conn.exchange(&request, clock))
+        };
+        assert_eq!(outcome.failure, FailureKind::None, "{}", String::from_utf8_lossy(&conn.error));
+        assert_eq!(conn.acc.output, b"hi");
+        let peer = server.join().unwrap();
+        assert_eq!(peer.port() % 2, 1, "bind() hands out odd ports, connect() even ones: {peer}");
     }
 
     #[test]
