@@ -14,15 +14,14 @@ use loadgen_coordinator::metrics::{
 };
 use loadgen_coordinator::schedule::{IssueLags, Pattern};
 use loadgen_coordinator::{RunEnd, RunError, RunSpec};
+use loadgen_worker::http::ports::{bind_from_slot, ephemeral_even_ports};
 use loadgen_worker::request::{self, Endpoint, Prompt, RequestOptions, RequestTable};
 use loadgen_worker::wire::RingSizes;
 use loadgen_worker::WorkerSpec;
 
 use crate::dataset::Row;
 use crate::error::AppError;
-use crate::plan::{
-    bind_from_slot, even_ports, split_share, warm_connections, ApiType, LoadPattern, Plan,
-};
+use crate::plan::{split_share, warm_connections, ApiType, LoadPattern, Plan};
 use crate::report::{
     console_summary, is_complete, write_atomic, write_report_files, IssueLag, LoadPatternInfo,
     RunInfo, WarmupInfo,
@@ -38,18 +37,6 @@ pub const FD_HEADROOM: u64 = 256;
 
 /// Raises RLIMIT_NOFILE's soft limit so each worker can hold `needed` descriptors; a hard
 /// limit below that is a setup error that says what to do.
-/// The even ports of this machine's ephemeral range (`/proc/sys/net/ipv4/ip_local_port_range`;
-/// Linux's default 32768-60999 when it cannot be read).
-fn ephemeral_even_ports() -> usize {
-    let text =
-        std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range").unwrap_or_default();
-    let mut bounds = text.split_whitespace().filter_map(|n| n.parse::<u32>().ok());
-    match (bounds.next(), bounds.next()) {
-        (Some(low), Some(high)) => even_ports(low, high),
-        _ => even_ports(32_768, 60_999),
-    }
-}
-
 fn raise_fd_limit(needed: u64, verbose: bool) -> Result<(), AppError> {
     use nix::sys::resource::{getrlimit, setrlimit, Resource};
     let (soft, hard) = getrlimit(Resource::RLIMIT_NOFILE)

@@ -16,6 +16,8 @@ use monoio::net::TcpStream;
 
 use crate::framing::{FrameError, ResponseScan};
 use crate::procs;
+use loadgen_worker::http::conn::connect_tcp;
+use loadgen_worker::http::ports::{bind_from_slot, ephemeral_even_ports};
 
 /// What the ceiling clients run against.
 #[derive(Debug, Clone)]
@@ -50,6 +52,8 @@ pub fn run_minimal(spec: &CeilingSpec) -> anyhow::Result<Vec<CeilingResult>> {
     let mut handles = Vec::with_capacity(threads);
     for i in 0..threads {
         let conns = spec.connections / threads + usize::from(i < spec.connections % threads);
+        // Past the even ports the connections bind first, as llm-loadgen's do.
+        let bind_from = bind_from_slot(conns, spec.connections, ephemeral_even_ports());
         let core = spec.cores.get(i % spec.cores.len().max(1)).copied();
         let (addr, requests, duration) = (spec.addr, spec.requests.clone(), spec.duration);
         let barrier = barrier.clone();
@@ -59,7 +63,7 @@ pub fn run_minimal(spec: &CeilingSpec) -> anyhow::Result<Vec<CeilingResult>> {
             }
             let mut rt =
                 monoio::RuntimeBuilder::<monoio::FusionDriver>::new().enable_timer().build()?;
-            rt.block_on(client_thread(addr, conns, requests, duration, &barrier))
+            rt.block_on(client_thread(addr, (conns, bind_from), requests, duration, &barrier))
         })?;
         handles.push(handle);
     }
@@ -84,13 +88,13 @@ pub fn run_minimal(spec: &CeilingSpec) -> anyhow::Result<Vec<CeilingResult>> {
 /// One thread's connections, then one timed phase per request: (responses, seconds) each.
 async fn client_thread(
     addr: SocketAddr,
-    conns: usize,
+    (conns, bind_from): (usize, usize),
     requests: Vec<Vec<u8>>,
     duration: Duration,
     barrier: &Barrier,
 ) -> anyhow::Result<Vec<(u64, f64)>> {
     let mut streams = Vec::with_capacity(conns);
-    let connected = connect_all(addr, conns, &mut streams).await;
+    let connected = connect_all(addr, conns, bind_from, &mut streams).await;
     // Every thread reaches each barrier, even after a failure, so none waits forever.
     barrier.wait();
     let mut failure = connected.err();
@@ -150,10 +154,11 @@ async fn run_phase(
 async fn connect_all(
     addr: SocketAddr,
     conns: usize,
+    bind_from: usize,
     streams: &mut Vec<TcpStream>,
 ) -> anyhow::Result<()> {
-    for _ in 0..conns {
-        let s = TcpStream::connect(addr).await.context("connecting the ceiling client")?;
+    for i in 0..conns {
+        let s = connect_tcp(addr, i >= bind_from).await.context("connecting the ceiling client")?;
         s.set_nodelay(true)?;
         // Closed with a reset, as llm-loadgen's are: no TIME_WAIT left to slow the next row's
         // connects.

@@ -207,10 +207,12 @@ pub fn wrk_runs(scale: &Scale, connections: usize) -> bool {
 /// pool (`min(ceil(qps), 16384)`).
 pub const CONNECTIONS_MAX: usize = 16_384;
 
-/// A warning when the ephemeral port range (`/proc/sys/net/ipv4/ip_local_port_range`, "LO HI")
+/// A note when the ephemeral port range (`/proc/sys/net/ipv4/ip_local_port_range`, "LO HI")
 /// is too narrow for `connections` to one address: Linux gives connect() the even ports of the
 /// range first, and once they are all in use to that address every further connect scans them
 /// (16,000 sequential connects took 9–16 s with 32768–60999, 1.2 s with 1024–65535).
+/// llm-loadgen and the minimal client bind their surplus first (`loadgen_worker::http::ports`);
+/// wrk pays the scan.
 pub fn port_range_note(range: &str, connections: usize) -> Option<String> {
     let mut it = range.split_whitespace().filter_map(|w| w.parse::<usize>().ok());
     let (lo, hi) = (it.next()?, it.next()?);
@@ -219,8 +221,9 @@ pub fn port_range_note(range: &str, connections: usize) -> Option<String> {
     (even < connections).then(|| {
         format!(
             "the ephemeral port range {lo}-{hi} has {even} even ports, fewer than the {connections} \
-             connections of the largest rows: their connects slow down by seconds \
-             (sysctl -w net.ipv4.ip_local_port_range=\"1024 65535\" avoids it)"
+             connections of the largest rows; llm-loadgen and the minimal client bind the \
+             connections past them to odd ports first, wrk does not and its connects slow down \
+             by seconds (sysctl -w net.ipv4.ip_local_port_range=\"1024 65535\" avoids it)"
         )
     })
 }

@@ -44,6 +44,16 @@ pub fn reset_on_close(socket: &impl std::os::fd::AsRawFd) -> std::io::Result<()>
     }
 }
 
+/// Connects to `addr`; with `bind_first`, from a socket bound to a local port first (see
+/// `http::ports`).
+pub async fn connect_tcp(addr: SocketAddr, bind_first: bool) -> std::io::Result<TcpStream> {
+    if bind_first {
+        connect_bound(addr).await
+    } else {
+        TcpStream::connect_addr(addr).await
+    }
+}
+
 /// Connects to `addr` from a socket bound to a kernel-chosen local port first (an odd one while
 /// any is free), instead of letting `connect()` pick (an even one first).
 async fn connect_bound(addr: SocketAddr) -> std::io::Result<TcpStream> {
@@ -224,11 +234,7 @@ impl Conn {
     /// Opens the socket if it is closed.
     pub async fn connect(&mut self) -> std::io::Result<()> {
         if self.stream.is_none() {
-            let stream = if self.bind_first {
-                connect_bound(self.addr).await?
-            } else {
-                TcpStream::connect_addr(self.addr).await?
-            };
+            let stream = connect_tcp(self.addr, self.bind_first).await?;
             stream.set_nodelay(true)?;
             self.stream = Some(stream);
             self.read_buf.clear();

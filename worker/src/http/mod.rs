@@ -2,4 +2,5 @@
 
 pub mod conn;
 pub mod h1;
+pub mod ports;
 pub mod sse;
