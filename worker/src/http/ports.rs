@@ -13,7 +13,7 @@ pub fn even_ports(low: u32, high: u32) -> usize {
     if high < low {
         return 0;
     }
-    (high / 2 - low.div_ceil(2) + 1) as usize
+    (high / 2 + 1).saturating_sub(low.div_ceil(2)) as usize
 }
 
 /// The first of a worker's `share` slots that binds a local port before it connects, when the
@@ -52,6 +52,7 @@ mod tests {
         assert_eq!(even_ports(32768, 60999), 14_116);
         assert_eq!(even_ports(1024, 65535), 32_256);
         assert_eq!(even_ports(3, 3), 0);
+        assert_eq!(even_ports(4, 4), 1);
         assert_eq!(even_ports(5, 4), 0);
         assert_eq!(bind_from_slot(1_000, 1_000, 14_116), 1_000, "a small run never binds");
         assert_eq!(bind_from_slot(16_000, 16_000, 14_116), 11_998);
