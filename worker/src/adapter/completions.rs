@@ -1,32 +1,12 @@
 //! OpenAI `/v1/completions`: `choices[0].text`; a body without `usage` is a success without
 //! server counts (a reference defect fixed, SPEC §9).
 
-use super::openai::Frame;
-use super::scan::plain_frame;
+use super::openai::{on_body_plain, Frame};
 use super::{Accumulator, FinishField};
-use crate::wire::FinishReason;
 
 /// A non-streaming completions body; the plain shape takes the hand scanner, the rest serde.
 pub(crate) fn on_body(acc: &mut Accumulator, json: &[u8]) -> bool {
-    let mut head = std::mem::take(&mut acc.scan_head);
-    let plain = plain_frame(json, &mut head);
-    let done = plain.map(|frame| {
-        if !frame.choice {
-            return false;
-        }
-        if let Some(text) = frame.text {
-            acc.append(text);
-        }
-        if frame.finish != FinishReason::None {
-            acc.finish = frame.finish;
-        }
-        if let Some(usage) = &frame.usage {
-            acc.usage.apply(usage);
-        }
-        true
-    });
-    acc.scan_head = head;
-    done.unwrap_or_else(|| on_body_serde(acc, json))
+    on_body_plain(acc, json, |frame| frame.text).unwrap_or_else(|| on_body_serde(acc, json))
 }
 
 /// `on_body` through serde_json alone.

@@ -138,25 +138,32 @@ fn on_frame_serde(acc: &mut Accumulator, json: &[u8], now_ns: fn() -> u64) -> bo
 
 /// A non-streaming chat body: `choices[0].message` plus `usage`.
 pub(crate) fn on_body(acc: &mut Accumulator, json: &[u8]) -> bool {
-    let mut head = std::mem::take(&mut acc.scan_head);
-    let plain = plain_frame(json, &mut head);
-    let done = plain.map(|frame| {
-        if !frame.choice {
-            return false;
-        }
-        if let Some(content) = frame.message_content.filter(|c| !c.is_empty()) {
-            acc.append(content);
-        }
-        if frame.finish != FinishReason::None {
-            acc.finish = frame.finish;
-        }
-        if let Some(usage) = &frame.usage {
-            acc.usage.apply(usage);
-        }
-        true
-    });
-    acc.scan_head = head;
-    done.unwrap_or_else(|| on_body_serde(acc, json))
+    on_body_plain(acc, json, |frame| frame.message_content)
+        .unwrap_or_else(|| on_body_serde(acc, json))
+}
+
+/// A non-streaming body of the plain shape through the hand scanner (`text` picks the output
+/// field: chat's message content, completions' text): `Some(decoded)` when the scanner read
+/// it, `None` when serde must.
+pub(crate) fn on_body_plain(
+    acc: &mut Accumulator,
+    json: &[u8],
+    text: fn(PlainFrame<'_>) -> Option<&[u8]>,
+) -> Option<bool> {
+    let frame = plain_frame(json, &mut acc.scan_head)?;
+    if !frame.choice {
+        return Some(false);
+    }
+    if let Some(output) = text(frame).filter(|t| !t.is_empty()) {
+        acc.append(output);
+    }
+    if frame.finish != FinishReason::None {
+        acc.finish = frame.finish;
+    }
+    if let Some(usage) = &frame.usage {
+        acc.usage.apply(usage);
+    }
+    Some(true)
 }
 
 /// `on_body` through serde_json alone.
