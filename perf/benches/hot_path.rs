@@ -2,8 +2,11 @@
 //! extraction, non-streaming body decode, response head parse, record encode + ring push/pop, aggregator ingest and client
 //! tokenization. Run: `cargo bench -p loadgen-perf --bench hot_path`.
 
+mod common;
+
 use std::time::{Duration, Instant};
 
+use common::header;
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use loadgen_coordinator::metrics::{FinishKind, SampleRow, SampleTable};
 use loadgen_worker::adapter::Accumulator;
@@ -11,8 +14,7 @@ use loadgen_worker::http::h1::ResponseReader;
 use loadgen_worker::http::sse::{SseItem, SseParser};
 use loadgen_worker::request::ApiType;
 use loadgen_worker::wire::{
-    Doorbell, FinishReason, RecordConsumer, RecordHeader, RecordProducer, RingSizes, WorkerEvent,
-    WorkerRings,
+    Doorbell, RecordConsumer, RecordHeader, RecordProducer, RingSizes, WorkerEvent, WorkerRings,
 };
 
 /// A fixed clock: the benches measure decoding, not `clock_gettime`.
@@ -120,21 +122,6 @@ fn ring_pair(record_bytes: usize) -> (Doorbell, WorkerRings, RecordProducer, Rec
     let (_, producer) = rings.worker_ends();
     let (_, consumer) = rings.coordinator_ends();
     (bell, rings, producer, consumer)
-}
-
-fn header(id: u64) -> RecordHeader {
-    RecordHeader {
-        sample_id: id,
-        issued_ns: 1_000,
-        first_chunk_ns: 2_000,
-        complete_ns: 3_000 + id,
-        first_chunk_len: 10,
-        prompt_tokens: Some(12),
-        completion_tokens: Some(160),
-        http_status: 200,
-        finish: FinishReason::Stop as u8,
-        ..RecordHeader::default()
-    }
 }
 
 /// Record encode + push and pop + validated access, one thread, a shared-memory ring.

@@ -6,13 +6,16 @@
 //! Its own bench target because it forks: the process must be single-threaded at each fork,
 //! and criterion (default features off) measures on the main thread.
 
+mod common;
+
 use std::time::{Duration, Instant};
 
+use common::header;
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use loadgen_coordinator::fork::{fork_child, try_reap};
 use loadgen_worker::wire::{
-    Doorbell, FinishReason, IssueCmd, IssueConsumer, RecordConsumer, RecordHeader, RecordProducer,
-    RingSizes, WorkerEvent, WorkerRings,
+    Doorbell, IssueCmd, IssueConsumer, IssueProducer, RecordConsumer, RecordProducer, RingSizes,
+    WorkerEvent, WorkerRings,
 };
 use nix::sched::{sched_getaffinity, sched_setaffinity, CpuSet};
 use nix::sys::wait::{waitpid, WaitStatus};
@@ -24,21 +27,6 @@ const BATCH: u64 = 4_096;
 const SIZES: RingSizes = RingSizes { issue_slots: 4_096, record_bytes: 4 << 20 };
 /// How long the parent sleeps on a doorbell before it checks that the child still lives.
 const CHILD_CHECK: Duration = Duration::from_millis(200);
-
-fn header(id: u64) -> RecordHeader {
-    RecordHeader {
-        sample_id: id,
-        issued_ns: 1_000,
-        first_chunk_ns: 2_000,
-        complete_ns: 3_000 + id,
-        first_chunk_len: 10,
-        prompt_tokens: Some(12),
-        completion_tokens: Some(160),
-        http_status: 200,
-        finish: FinishReason::Stop as u8,
-        ..RecordHeader::default()
-    }
-}
 
 /// The worker's core and the coordinator's: the last two cores, or none when there is one.
 fn cores() -> Option<(usize, usize)> {
@@ -143,9 +131,19 @@ fn produce_records(
     }
 }
 
-/// `n` records from a forked producer to this process, timed from the go command to the
-/// producer's done frame.
-fn records_across(n: u64, output_len: usize) -> Duration {
+/// A forked worker pinned to its core, with this process pinned to the coordinator's until it
+/// is dropped; the worker's ready frame has been seen.
+struct Forked {
+    records_ready: Doorbell,
+    issue_space: Doorbell,
+    issue: IssueProducer,
+    consumer: RecordConsumer,
+    pid: Pid,
+    _pin: Pinned,
+}
+
+/// Forks a worker that runs `child` on its ends of a fresh pair of rings.
+fn fork_worker(child: impl FnOnce(IssueConsumer, RecordProducer) -> i32) -> Forked {
     let records_ready = Doorbell::create().expect("doorbell");
     let issue_space = Doorbell::create().expect("doorbell");
     let rings = WorkerRings::create_with(0, SIZES, &records_ready, &issue_space).expect("rings");
@@ -155,17 +153,25 @@ fn records_across(n: u64, output_len: usize) -> Duration {
             core_affinity::set_for_current(core_affinity::CoreId { id });
         }
         let (issue, producer) = rings.worker_ends();
-        produce_records(issue, producer, n, &vec![b'x'; output_len])
+        child(issue, producer)
     })
     .expect("fork");
     let _pin = Pinned::to(coordinator_core);
-    let (mut issue, mut consumer) = rings.coordinator_ends();
+    let (issue, mut consumer) = rings.coordinator_ends();
     assert_eq!(next_frame(&mut consumer, &records_ready, pid), Seen::Ready);
+    Forked { records_ready, issue_space, issue, consumer, pid, _pin }
+}
+
+/// `n` records from a forked producer to this process, timed from the go command to the
+/// producer's done frame.
+fn records_across(n: u64, output_len: usize) -> Duration {
+    let mut w =
+        fork_worker(|issue, producer| produce_records(issue, producer, n, &vec![b'x'; output_len]));
     let start = Instant::now();
-    assert!(issue.try_push(IssueCmd::Issue { sample_id: 0, row: 0, issued_ns: 0 }));
+    assert!(w.issue.try_push(IssueCmd::Issue { sample_id: 0, row: 0, issued_ns: 0 }));
     let mut expected = 0u64;
     loop {
-        match next_frame(&mut consumer, &records_ready, pid) {
+        match next_frame(&mut w.consumer, &w.records_ready, w.pid) {
             Seen::Record(id) => {
                 assert_eq!(id, expected, "records arrive in push order");
                 expected += 1;
@@ -176,7 +182,7 @@ fn records_across(n: u64, output_len: usize) -> Duration {
     }
     let elapsed = start.elapsed();
     assert_eq!(expected, n);
-    reap(pid);
+    reap(w.pid);
     elapsed
 }
 
@@ -203,44 +209,21 @@ fn consume_commands(mut issue: IssueConsumer, mut producer: RecordProducer, n: u
 /// `n` issue commands from this process to a forked worker that pops them (sleeping on its wake
 /// socket when the ring runs dry), timed from the first push to the worker's done frame.
 fn commands_across(n: u64) -> Duration {
-    let records_ready = Doorbell::create().expect("doorbell");
-    let issue_space = Doorbell::create().expect("doorbell");
-    let rings = WorkerRings::create_with(0, SIZES, &records_ready, &issue_space).expect("rings");
-    let (worker_core, coordinator_core) = cores().unzip();
-    let pid = fork_child(|| {
-        if let Some(id) = worker_core {
-            core_affinity::set_for_current(core_affinity::CoreId { id });
-        }
-        let (issue, producer) = rings.worker_ends();
-        consume_commands(issue, producer, n)
-    })
-    .expect("fork");
-    let _pin = Pinned::to(coordinator_core);
-    let (mut issue, mut consumer) = rings.coordinator_ends();
-    assert_eq!(next_frame(&mut consumer, &records_ready, pid), Seen::Ready);
+    let mut w = fork_worker(|issue, producer| consume_commands(issue, producer, n));
     let start = Instant::now();
     for sample_id in 0..n {
-        push_or_wait(
-            &mut issue,
-            &issue_space,
-            IssueCmd::Issue { sample_id, row: 0, issued_ns: 0 },
-            pid,
-        );
+        let cmd = IssueCmd::Issue { sample_id, row: 0, issued_ns: 0 };
+        push_or_wait(&mut w.issue, &w.issue_space, cmd, w.pid);
     }
-    push_or_wait(&mut issue, &issue_space, IssueCmd::Stop, pid);
-    assert_eq!(next_frame(&mut consumer, &records_ready, pid), Seen::Done);
+    push_or_wait(&mut w.issue, &w.issue_space, IssueCmd::Stop, w.pid);
+    assert_eq!(next_frame(&mut w.consumer, &w.records_ready, w.pid), Seen::Done);
     let elapsed = start.elapsed();
-    reap(pid);
+    reap(w.pid);
     elapsed
 }
 
 /// The scheduler's push: on a full ring, sleep on the issue-space doorbell.
-fn push_or_wait(
-    issue: &mut loadgen_worker::wire::IssueProducer,
-    space: &Doorbell,
-    cmd: IssueCmd,
-    pid: Pid,
-) {
+fn push_or_wait(issue: &mut IssueProducer, space: &Doorbell, cmd: IssueCmd, pid: Pid) {
     loop {
         let epoch = space.epoch();
         if issue.try_push(cmd) {
