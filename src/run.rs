@@ -201,6 +201,8 @@ fn run_with_endpoints(
                 requests: tables[ep].clone(),
                 force_epoll: std::env::var_os("MONOIO_FORCE_LEGACY_DRIVER").is_some(),
                 max_output_bytes: MAX_OUTPUT_BYTES,
+                request_timeout_ns: 0,
+                in_flight: None,
             }
         })
         .collect();

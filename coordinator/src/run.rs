@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::{bounded, unbounded};
-use loadgen_worker::wire::{Doorbell, IssueCmd, RingSizes, WorkerRings};
+use loadgen_worker::wire::{Doorbell, InFlightTable, IssueCmd, RingSizes, WorkerRings};
 use loadgen_worker::{monotonic_ns, run_worker, WorkerSpec};
 
 use crate::aggregate::{
@@ -127,6 +127,9 @@ pub fn run(mut spec: RunSpec) -> Result<RunOutput, RunError> {
     let mut rings = Vec::with_capacity(worker_count);
     for (i, w) in spec.workers.iter_mut().enumerate() {
         w.core = spec.cpu_plan.worker_cores.get(i).copied().flatten();
+        let table =
+            InFlightTable::create(w.worker_id, w.connections as usize).map_err(RunError::Rings)?;
+        w.in_flight = Some(table);
         let r = WorkerRings::create_with(w.worker_id, spec.ring_sizes, &records_bell, &space_bell)
             .map_err(RunError::Rings)?;
         rings.push(r);

@@ -204,6 +204,8 @@ fn worker_qps(streaming: bool, connections: u32, samples: u64) -> f64 {
         requests: Arc::new(table),
         force_epoll: false,
         max_output_bytes: 1 << 16,
+        request_timeout_ns: 0,
+        in_flight: None,
     };
     let ready = Doorbell::create().unwrap();
     let space = Doorbell::create().unwrap();

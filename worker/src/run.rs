@@ -13,7 +13,9 @@ use monoio::io::AsyncReadRent;
 
 use crate::http::conn::{Conn, Outcome};
 use crate::request::{ApiType, Endpoint, RequestTable};
-use crate::wire::{FailureKind, IssueCmd, IssueConsumer, RecordHeader, RecordProducer};
+use crate::wire::{
+    FailureKind, InFlightTable, IssueCmd, IssueConsumer, RecordHeader, RecordProducer,
+};
 
 /// What the coordinator gives one worker (its part of the plan).
 #[derive(Clone, Debug)]
@@ -36,6 +38,12 @@ pub struct WorkerSpec {
     pub force_epoll: bool,
     /// Longest output kept per sample; longer outputs are cut and counted.
     pub max_output_bytes: usize,
+    /// Per-request timeout in ns from the request's write to its response's end; 0 = none.
+    /// A request past it fails with `FailureKind::Timeout`.
+    pub request_timeout_ns: u64,
+    /// Which sample each connection slot has on the wire, read by the coordinator when this
+    /// worker dies (`None` in tests that do not need it).
+    pub in_flight: Option<InFlightTable>,
 }
 
 /// Exit codes of `run_worker`.
@@ -508,6 +516,10 @@ async fn serve(shared: &Rc<Shared>, slot: usize, conn: &mut Conn) {
                     // A failed connect is reported by the exchange, which tries once more.
                     let _ = conn.connect().await;
                 }
+                // From here the request may be on the wire: a worker that dies now has sent it.
+                if let Some(table) = &shared.spec.in_flight {
+                    table.set(slot, job.sample_id);
+                }
                 conn.exchange(&request, crate::monotonic_ns).await
             };
             monoio::select! {
@@ -515,6 +527,7 @@ async fn serve(shared: &Rc<Shared>, slot: usize, conn: &mut Conn) {
                 _ = aborted => None,
             }
         };
+        let aborted = outcome.is_none();
         match outcome {
             Some(outcome) => push_result(shared, job, conn, outcome),
             None => {
@@ -523,8 +536,14 @@ async fn serve(shared: &Rc<Shared>, slot: usize, conn: &mut Conn) {
                 let outcome =
                     Outcome { failure: FailureKind::Cancelled, http_status: 0, complete_ns: now };
                 push_failure(shared, job, outcome, b"cancelled by abort");
-                return;
             }
+        }
+        // The record is in the ring: the sample is no longer this slot's.
+        if let Some(table) = &shared.spec.in_flight {
+            table.clear(slot);
+        }
+        if aborted {
+            return;
         }
     }
 }
@@ -545,6 +564,7 @@ fn base_header(shared: &Shared, job: Job, outcome: Outcome) -> RecordHeader {
         worker_id: shared.spec.worker_id,
         failure: outcome.failure as u8,
         finish: 0,
+        resent: 0,
     }
 }
 

@@ -178,6 +178,8 @@ fn spec(
         requests: Arc::new(table),
         force_epoll: epoll,
         max_output_bytes: 1 << 16,
+        request_timeout_ns: 0,
+        in_flight: None,
     }
 }
 

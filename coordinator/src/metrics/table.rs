@@ -235,6 +235,9 @@ pub struct RunCounters {
     pub client_token_tasks_pending: u64,
     /// Samples abandoned in flight (max duration or interrupt).
     pub abandoned: u64,
+    /// Requests sent a second time because their reused keep-alive connection closed before
+    /// any byte of the response (at most once per sample; `n_requests_resent`).
+    pub requests_resent: u64,
 }
 
 #[cfg(test)]

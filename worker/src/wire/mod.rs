@@ -3,12 +3,14 @@
 
 mod cmd;
 mod doorbell;
+mod inflight;
 mod record;
 mod ring;
 mod shm;
 
 pub use cmd::{IssueCmd, WorkerEvent};
 pub use doorbell::Doorbell;
+pub use inflight::InFlightTable;
 pub use record::{FailureKind, FinishReason, RecordHeader, RecordView, RECORD_HEADER_BYTES};
 pub use ring::{IssueConsumer, IssueProducer, RecordConsumer, RecordProducer};
 pub use shm::{RingSizes, WorkerRings};

@@ -13,11 +13,19 @@ pub enum FailureKind {
     ConnectionClosed = 4,
     Timeout = 5,
     Cancelled = 6,
+    /// The endpoint sent an `error` object inside a 200 response (an SSE frame or the body).
+    StreamError = 7,
+    /// A stream that ended (close, or a chunked body's end) without `[DONE]` or a finish reason.
+    Truncated = 8,
+    /// The worker process holding the sample died while the request was in flight.
+    WorkerDied = 9,
+    /// The response head broke a named limit (header count or head bytes).
+    HeadLimit = 10,
 }
 
 impl FailureKind {
     /// Every kind, in wire order.
-    pub const ALL: [FailureKind; 7] = [
+    pub const ALL: [FailureKind; 11] = [
         FailureKind::None,
         FailureKind::Connect,
         FailureKind::HttpStatus,
@@ -25,6 +33,10 @@ impl FailureKind {
         FailureKind::ConnectionClosed,
         FailureKind::Timeout,
         FailureKind::Cancelled,
+        FailureKind::StreamError,
+        FailureKind::Truncated,
+        FailureKind::WorkerDied,
+        FailureKind::HeadLimit,
     ];
 
     /// A stable lowercase name for reports and logs.
@@ -37,6 +49,10 @@ impl FailureKind {
             FailureKind::ConnectionClosed => "connection_closed",
             FailureKind::Timeout => "timeout",
             FailureKind::Cancelled => "cancelled",
+            FailureKind::StreamError => "stream_error",
+            FailureKind::Truncated => "truncated",
+            FailureKind::WorkerDied => "worker_died",
+            FailureKind::HeadLimit => "response_head_limit",
         }
     }
 
@@ -126,6 +142,9 @@ pub struct RecordHeader {
     pub failure: u8,
     /// A [`FinishReason`] as `u8`.
     pub finish: u8,
+    /// 1 when the request was sent a second time: its reused keep-alive connection closed
+    /// before any byte of the response came back (counted as `requests_resent`).
+    pub resent: u8,
 }
 
 /// Size of a serialized header inside a record frame; a multiple of 8 so the bytes after it stay
@@ -183,6 +202,7 @@ impl RecordHeader {
             worker_id: archived.worker_id.to_native(),
             failure: archived.failure,
             finish: archived.finish,
+            resent: archived.resent,
         })
     }
 }
@@ -216,6 +236,7 @@ mod tests {
             worker_id: 3,
             failure: FailureKind::None as u8,
             finish: FinishReason::Length as u8,
+            resent: 1,
         };
         #[repr(C, align(8))]
         struct Aligned([u8; RECORD_HEADER_BYTES]);

@@ -39,6 +39,7 @@ fn header(sample_id: u64) -> RecordHeader {
         worker_id: 1,
         failure: 0,
         finish: 1,
+        resent: 0,
     }
 }
 
