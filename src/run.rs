@@ -258,6 +258,7 @@ fn run_with_endpoints(
             urls.join(", ")
         )),
         RunError::AggregatorFailed => AppError::Execution(e.to_string()),
+        RunError::Interrupted => AppError::Interrupted,
         other => AppError::Setup(other.to_string()),
     })?;
     finish_run(plan, output, embedded)

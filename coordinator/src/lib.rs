@@ -2,10 +2,12 @@
 
 pub mod aggregate;
 pub mod cpu;
+pub mod end;
 pub mod fork;
 pub mod metrics;
 pub mod order;
 pub mod run;
 pub mod schedule;
+pub mod settle;
 
 pub use run::{interrupted, run, RunEnd, RunError, RunOutput, RunSpec};

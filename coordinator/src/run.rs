@@ -5,7 +5,9 @@ use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crossbeam_channel::{bounded, unbounded};
+use std::thread::JoinHandle;
+
+use crossbeam_channel::{bounded, unbounded, Receiver, Sender};
 use loadgen_worker::wire::{Doorbell, InFlightTable, IssueCmd, RingSizes, WorkerRings};
 use loadgen_worker::{monotonic_ns, run_worker, WorkerSpec};
 
@@ -16,9 +18,12 @@ use crate::aggregate::{
 };
 use crate::aggregate::{AggregatorInput, AggregatorOutput, Control, Shared, Status};
 use crate::cpu::CpuPlan;
+use crate::end::{after_drain, drain_plan, finish_deadline, run_end};
+pub use crate::end::{RunEnd, ABORT_GRACE};
 use crate::fork::{fork_child, kill_and_reap};
 use crate::order::SampleOrder;
-use crate::schedule::{issue_all, IssueEnd, IssueLags, Issuer, Pattern};
+use crate::schedule::{issue_all, IssueLags, Issuer, Pattern, SCHEDULER_POLL};
+use crate::settle::IssueLog;
 
 /// Everything a run needs, resolved by the binary from its plan.
 pub struct RunSpec {
@@ -50,19 +55,6 @@ pub struct RunSpec {
     pub progress_line: bool,
 }
 
-/// How a run ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum RunEnd {
-    /// Every sample was issued and answered (or failed).
-    Completed,
-    /// The wall-time cap (`max_duration`) ended it; in-flight samples were abandoned.
-    Capped,
-    /// SIGINT or SIGTERM.
-    Interrupted,
-    /// Every worker died.
-    WorkersLost,
-}
-
 /// A finished run, ready for the metrics.
 pub struct RunOutput {
     pub aggregate: AggregatorOutput,
@@ -88,6 +80,8 @@ pub enum RunError {
     AggregatorFailed,
     #[error("workers did not become ready within {0:?}")]
     ReadyTimeout(Duration),
+    #[error("interrupted while the workers were starting")]
+    Interrupted,
 }
 
 static INTERRUPTS: AtomicU32 = AtomicU32::new(0);
@@ -118,25 +112,96 @@ pub fn interrupted() -> bool {
     STOP_FLAG.load(Ordering::SeqCst)
 }
 
+/// The coordinator's ends of the run: workers, rings and the channels to the aggregator.
+struct Started {
+    pids: Vec<nix::unistd::Pid>,
+    shared: Arc<Shared>,
+    issuer: Issuer,
+    control: Sender<Control>,
+    status: Receiver<Status>,
+    aggregator: JoinHandle<AggregatorOutput>,
+    watcher: Watcher,
+}
+
 /// Runs a benchmark: forks the workers, issues every sample, and returns what the aggregator
-/// collected. Must be called while the process is single-threaded.
+/// collected. Must be called while the process is single-threaded. Every wait in it ends by the
+/// cap or an interrupt (plus `ABORT_GRACE` for the workers to answer the abort).
 pub fn run(mut spec: RunSpec) -> Result<RunOutput, RunError> {
-    let worker_count = spec.workers.len();
+    let mut started = start(&mut spec)?;
+    if let Err(err) = await_ready(&spec, &started.status) {
+        let log = started.issuer.take_log();
+        let deadline = finish_deadline(Instant::now());
+        let _ = started.control.send(Control::Finish { log: Box::new(log), deadline });
+        started.issuer.abort_all();
+        let _ = started.aggregator.join();
+        started.watcher.stop();
+        started.pids.iter().for_each(|p| kill_and_reap(*p));
+        return Err(err);
+    }
+    let (end, drain_timed_out, issue_lags) = issue_and_drain(&spec, &mut started);
+    let Started { pids, aggregator, watcher, .. } = started;
+    let joined = aggregator.join();
+    watcher.stop();
+    pids.iter().for_each(|p| kill_and_reap(*p));
+    let aggregate = joined.map_err(|_| RunError::AggregatorFailed)?;
+    let end = if interrupted() { RunEnd::Interrupted } else { end };
+    Ok(RunOutput { aggregate, end, drain_timed_out, issue_lags })
+}
+
+/// Rings, fork, signal handlers, the aggregator and the interrupt watcher.
+fn start(spec: &mut RunSpec) -> Result<Started, RunError> {
     let records_bell = Arc::new(Doorbell::create().map_err(RunError::Rings)?);
     let space_bell = Arc::new(Doorbell::create().map_err(RunError::Rings)?);
-    let mut rings = Vec::with_capacity(worker_count);
+    let rings = make_rings(spec, &records_bell, &space_bell)?;
+    let pids = fork_workers(spec, &rings)?;
+    install_interrupt_handlers();
+    if let Some(&core) = spec.cpu_plan.coordinator_cores.first() {
+        core_affinity::set_for_current(core_affinity::CoreId { id: core });
+    }
+    let (producers, consumers): (Vec<_>, Vec<_>) =
+        rings.iter().map(|r| r.coordinator_ends()).unzip();
+    let shared = Arc::new(Shared::new(rings.len()));
+    let (control, control_rx) = unbounded();
+    let (status_tx, status) = bounded(4);
+    let kill_all = |pids: &[nix::unistd::Pid]| pids.iter().for_each(|p| kill_and_reap(*p));
+    let agg_io = (consumers, pids.clone(), records_bell, shared.clone(), control_rx, status_tx);
+    let aggregator = start_aggregator(spec, agg_io).inspect_err(|_| kill_all(&pids))?;
+    let watcher = Watcher::start(shared.clone()).inspect_err(|_| kill_all(&pids))?;
+    let samples = spec.warmup_samples.saturating_add(spec.num_samples);
+    let log = IssueLog::with_capacity(samples.min(MAX_LOG_RESERVE_SAMPLES), monotonic_ns());
+    let mut issuer = Issuer::new(producers, shared.clone(), space_bell, log);
+    if let Pattern::Concurrency { .. } = spec.pattern {
+        let connections: Vec<u64> = spec.workers.iter().map(|w| u64::from(w.connections)).collect();
+        issuer.closed_loop(&connections);
+    }
+    Ok(Started { pids, shared, issuer, control, status, aggregator, watcher })
+}
+
+/// The issue log reserved up front covers this many samples at most (its pages are touched only
+/// as samples are issued; a longer run grows it).
+const MAX_LOG_RESERVE_SAMPLES: u64 = 1 << 28;
+
+fn make_rings(
+    spec: &mut RunSpec,
+    records_bell: &Arc<Doorbell>,
+    space_bell: &Arc<Doorbell>,
+) -> Result<Vec<WorkerRings>, RunError> {
+    let mut rings = Vec::with_capacity(spec.workers.len());
     for (i, w) in spec.workers.iter_mut().enumerate() {
         w.core = spec.cpu_plan.worker_cores.get(i).copied().flatten();
         let table =
             InFlightTable::create(w.worker_id, w.connections as usize).map_err(RunError::Rings)?;
         w.in_flight = Some(table);
-        let r = WorkerRings::create_with(w.worker_id, spec.ring_sizes, &records_bell, &space_bell)
+        let r = WorkerRings::create_with(w.worker_id, spec.ring_sizes, records_bell, space_bell)
             .map_err(RunError::Rings)?;
         rings.push(r);
     }
+    Ok(rings)
+}
 
-    // Fork every worker before any thread exists (Architecture Invariant).
-    let mut pids = Vec::with_capacity(worker_count);
+/// Forks every worker before any thread exists (Architecture Invariant).
+fn fork_workers(spec: &RunSpec, rings: &[WorkerRings]) -> Result<Vec<nix::unistd::Pid>, RunError> {
+    let mut pids = Vec::with_capacity(rings.len());
     for (i, ring) in rings.iter().enumerate() {
         let worker = spec.workers[i].clone();
         let pid = fork_child(|| {
@@ -144,184 +209,76 @@ pub fn run(mut spec: RunSpec) -> Result<RunOutput, RunError> {
             run_worker(worker, issue, records)
         })
         .map_err(|source| {
-            for pid in &pids {
-                kill_and_reap(*pid);
-            }
+            pids.iter().for_each(|p| kill_and_reap(*p));
             RunError::Fork { worker: i, source }
         })?;
         pids.push(pid);
     }
-    install_interrupt_handlers();
-    if let Some(&core) = spec.cpu_plan.coordinator_cores.first() {
-        core_affinity::set_for_current(core_affinity::CoreId { id: core });
-    }
+    Ok(pids)
+}
 
-    let (producers, consumers): (Vec<_>, Vec<_>) =
-        rings.iter().map(|r| r.coordinator_ends()).unzip();
-    let shared = Arc::new(Shared::new(worker_count));
-    let (control_tx, control_rx) = unbounded();
-    let (status_tx, status_rx) = bounded(4);
-    let spawn_result = start_aggregator(
-        &spec,
-        consumers,
-        pids.clone(),
-        records_bell.clone(),
-        shared.clone(),
-        control_rx,
-        status_tx,
-    );
-    let aggregator = match spawn_result {
-        Ok(handle) => handle,
-        Err(e) => {
-            pids.iter().for_each(|p| kill_and_reap(*p));
-            return Err(e);
+/// Waits for every worker to open its connections: `ready_timeout` at most, and no longer than
+/// an interrupt.
+fn await_ready(spec: &RunSpec, status: &Receiver<Status>) -> Result<(), RunError> {
+    let deadline = Instant::now() + spec.ready_timeout;
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match status.recv_timeout(left.min(SCHEDULER_POLL)) {
+            Ok(Status::AllReady) => return Ok(()),
+            Ok(Status::SetupFailed { worker, message }) => {
+                return Err(RunError::WorkerSetup { worker, message })
+            }
+            Err(_) if interrupted() => return Err(RunError::Interrupted),
+            Err(_) if left.is_zero() => return Err(RunError::ReadyTimeout(spec.ready_timeout)),
+            Err(_) => {}
         }
-    };
-
-    let cleanup = |pids: &[nix::unistd::Pid]| pids.iter().for_each(|p| kill_and_reap(*p));
-    let mut issuer = Issuer::new(producers, shared.clone(), space_bell);
-    if let Pattern::Concurrency { .. } = spec.pattern {
-        let connections: Vec<u64> = spec.workers.iter().map(|w| u64::from(w.connections)).collect();
-        issuer.closed_loop(&connections);
     }
-    let ready = status_rx.recv_timeout(spec.ready_timeout);
-    let setup_error = match ready {
-        Ok(Status::AllReady) => None,
-        Ok(Status::SetupFailed { worker, message }) => {
-            Some(RunError::WorkerSetup { worker, message })
-        }
-        Err(_) => Some(RunError::ReadyTimeout(spec.ready_timeout)),
-    };
-    if let Some(err) = setup_error {
-        let _ = control_tx.send(Control::Finish {
-            total_issued: 0,
-            tracked_issued: 0,
-            deadline: Instant::now() + Duration::from_secs(1),
-        });
-        issuer.abort_all();
-        let _ = aggregator.join();
-        cleanup(&pids);
-        return Err(err);
-    }
+}
 
-    let session_start_ns = monotonic_ns();
-    let _ = control_tx.send(Control::Start { session_start_ns });
+/// Warm-up, tracking, the tracked samples and the drain. Returns the end, whether the drain
+/// timed out, and the Poisson issue lags.
+fn issue_and_drain(spec: &RunSpec, st: &mut Started) -> (RunEnd, bool, IssueLags) {
+    let _ = st.control.send(Control::Start { session_start_ns: monotonic_ns() });
     let mut order = SampleOrder::new(spec.dataset_rows.max(1), spec.dataloader_seed);
     // Warm-up samples go first, untracked.
     if spec.warmup_samples > 0 {
         let mut unused = IssueLags::default();
-        let warmup_pattern = Pattern::Offline;
-        let _ = issue_all(
-            &mut issuer,
-            &warmup_pattern,
-            &mut order,
-            0,
-            spec.warmup_samples,
-            None,
-            &mut unused,
-        );
+        let (issuer, n) = (&mut st.issuer, spec.warmup_samples);
+        let _ = issue_all(issuer, &Pattern::Offline, &mut order, 0, n, None, &mut unused);
         if spec.warmup_drain {
-            wait_drained(&shared, Instant::now() + spec.drain_timeout);
+            wait_drained(&st.shared, Instant::now() + spec.drain_timeout);
         }
     }
-    let tracking_start_ns = monotonic_ns();
-    let _ = control_tx.send(Control::Tracking { tracking_start_ns });
-    let tracking_start = Instant::now();
-    let cap = spec.max_duration.map(|d| tracking_start + d);
-
-    // Stop requests from signals reach the scheduler through the shared flag.
-    let watcher_shared = shared.clone();
-    let watcher_done = Arc::new(AtomicBool::new(false));
-    let watcher_flag = watcher_done.clone();
-    let watcher = std::thread::Builder::new()
-        .name("interrupt-watch".into())
-        .spawn(move || {
-            while !watcher_flag.load(Ordering::Acquire) {
-                if interrupted() {
-                    watcher_shared.stop.store(true, Ordering::Release);
-                    watcher_shared.notify_all_waiters();
-                    return;
-                }
-                std::thread::sleep(Duration::from_millis(20));
-            }
-        })
-        .map_err(RunError::Thread)?;
-
-    let issued_before = issuer.issued;
+    let _ = st.control.send(Control::Tracking { tracking_start_ns: monotonic_ns() });
+    let cap = spec.max_duration.map(|d| Instant::now() + d);
+    st.issuer.set_cap(cap);
     let mut issue_lags = IssueLags::default();
-    let end = issue_all(
-        &mut issuer,
-        &spec.pattern,
-        &mut order,
-        spec.warmup_samples,
-        spec.num_samples,
-        cap,
-        &mut issue_lags,
-    );
-    let tracked_issued = issuer.issued - issued_before;
-    let capped = cap.is_some_and(|c| Instant::now() >= c);
-    let run_end = match end {
-        IssueEnd::AllIssued if !interrupted() => RunEnd::Completed,
-        IssueEnd::NoWorkers => RunEnd::WorkersLost,
-        _ if interrupted() => RunEnd::Interrupted,
-        _ if capped => RunEnd::Capped,
-        _ => RunEnd::Completed,
-    };
-
-    // Drain: wait for in-flight samples (bounded), or abandon them at the cap.
-    let drain_until = match run_end {
-        RunEnd::Capped => cap.unwrap_or_else(Instant::now),
-        RunEnd::Interrupted => Instant::now() + Duration::from_secs(2).min(spec.drain_timeout),
-        _ => Instant::now() + spec.drain_timeout,
-    };
-    // The cap holds during the drain too: a drain it cuts short is a capped end.
-    let cut_by_cap = cap.is_some_and(|c| c < drain_until);
-    let drain_deadline = if cut_by_cap { cap.unwrap_or(drain_until) } else { drain_until };
-    let _ = control_tx.send(Control::Finish {
-        total_issued: issuer.issued,
-        tracked_issued,
-        deadline: drain_deadline + Duration::from_secs(2),
-    });
-    let (run_end, drain_timed_out) =
-        drain(&mut issuer, &shared, run_end, drain_deadline, cut_by_cap);
-
-    let joined = aggregator.join();
-    watcher_done.store(true, Ordering::Release);
-    let _ = watcher.join();
-    cleanup(&pids);
-    let aggregate = joined.map_err(|_| RunError::AggregatorFailed)?;
-    let end = if interrupted() { RunEnd::Interrupted } else { run_end };
-    Ok(RunOutput { aggregate, end, drain_timed_out, issue_lags })
+    let first = spec.warmup_samples;
+    let (issuer, n) = (&mut st.issuer, spec.num_samples);
+    let issue_end = issue_all(issuer, &spec.pattern, &mut order, first, n, cap, &mut issue_lags);
+    let now = Instant::now();
+    let end = run_end(issue_end, interrupted(), cap.is_some_and(|c| now >= c));
+    let plan = drain_plan(end, now, cap, spec.drain_timeout);
+    let log = Box::new(st.issuer.take_log());
+    let deadline = finish_deadline(plan.deadline);
+    let _ = st.control.send(Control::Finish { log, deadline });
+    let drained = !plan.abort_now && drain(&mut st.issuer, &st.shared, plan.deadline);
+    let (end, timed_out) = after_drain(end, drained, interrupted(), plan.cut_by_cap);
+    if !drained {
+        let cause = end.abandon_cause(timed_out);
+        let deadline = finish_deadline(Instant::now());
+        let _ = st.control.send(Control::Abort { cause, deadline });
+        st.issuer.abort_all();
+    }
+    (end, timed_out, issue_lags)
 }
 
-/// Ends issuing and waits for the samples in flight until `deadline`, then aborts what is left.
-/// Returns how the run ended and whether the drain timed out: samples still in flight when the
-/// cap (`cut_by_cap`) ends the drain are abandoned, a capped end; only a drain that outlives
-/// its own timeout is a timeout.
-fn drain(
-    issuer: &mut Issuer,
-    shared: &Shared,
-    run_end: RunEnd,
-    deadline: Instant,
-    cut_by_cap: bool,
-) -> (RunEnd, bool) {
-    if run_end == RunEnd::Capped {
-        issuer.abort_all();
-        return (RunEnd::Capped, false);
-    }
+/// Ends issuing (Stop) and waits for the samples in flight until `deadline` or an interrupt.
+/// True when nothing was left in flight.
+fn drain(issuer: &mut Issuer, shared: &Shared, deadline: Instant) -> bool {
     issuer.broadcast(IssueCmd::Stop, deadline);
     wait_drained(shared, deadline);
-    if shared.in_flight() == 0 {
-        return (run_end, false);
-    }
-    issuer.abort_all();
-    if interrupted() {
-        return (RunEnd::Interrupted, false);
-    }
-    if cut_by_cap && run_end == RunEnd::Completed {
-        return (RunEnd::Capped, false);
-    }
-    (run_end, true)
+    shared.in_flight() == 0 && !interrupted()
 }
 
 /// Waits until nothing is in flight, a stop is requested, or `deadline`.
@@ -338,15 +295,56 @@ fn wait_drained(shared: &Shared, deadline: Instant) {
     shared.progress_waiting.store(false, Ordering::Release);
 }
 
+/// The thread that turns an interrupt (a signal handler's flag) into the run's stop flag and
+/// wakes the waiters.
+struct Watcher {
+    done: Arc<AtomicBool>,
+    handle: JoinHandle<()>,
+}
+
+/// How often the watcher looks at the interrupt flag.
+const WATCH_POLL: Duration = Duration::from_millis(20);
+
+impl Watcher {
+    fn start(shared: Arc<Shared>) -> Result<Watcher, RunError> {
+        let done = Arc::new(AtomicBool::new(false));
+        let flag = done.clone();
+        let handle = std::thread::Builder::new()
+            .name("interrupt-watch".into())
+            .spawn(move || {
+                while !flag.load(Ordering::Acquire) {
+                    if interrupted() {
+                        shared.stop.store(true, Ordering::Release);
+                        shared.notify_all_waiters();
+                        return;
+                    }
+                    std::thread::sleep(WATCH_POLL);
+                }
+            })
+            .map_err(RunError::Thread)?;
+        Ok(Watcher { done, handle })
+    }
+
+    fn stop(self) {
+        self.done.store(true, Ordering::Release);
+        let _ = self.handle.join();
+    }
+}
+
+type AggregatorIo = (
+    Vec<loadgen_worker::wire::RecordConsumer>,
+    Vec<nix::unistd::Pid>,
+    Arc<Doorbell>,
+    Arc<Shared>,
+    Receiver<Control>,
+    Sender<Status>,
+);
+
 fn start_aggregator(
     spec: &RunSpec,
-    consumers: Vec<loadgen_worker::wire::RecordConsumer>,
-    pids: Vec<nix::unistd::Pid>,
-    doorbell: Arc<Doorbell>,
-    shared: Arc<Shared>,
-    control: crossbeam_channel::Receiver<Control>,
-    status: crossbeam_channel::Sender<Status>,
-) -> Result<std::thread::JoinHandle<AggregatorOutput>, RunError> {
+    io: AggregatorIo,
+) -> Result<JoinHandle<AggregatorOutput>, RunError> {
+    let (consumers, pids, doorbell, shared, control, status) = io;
     let events = match &spec.events_path {
         Some(path) => EventLog::create(path).map_err(RunError::Thread)?,
         None => EventLog::disabled(),
@@ -365,6 +363,7 @@ fn start_aggregator(
     let input = AggregatorInput {
         consumers,
         pids,
+        in_flight: spec.workers.iter().map(|w| w.in_flight.clone()).collect(),
         doorbell,
         shared,
         control,

@@ -12,6 +12,7 @@ use loadgen_worker::wire::{Doorbell, IssueCmd, IssueProducer};
 
 use crate::aggregate::{Shared, WorkerState};
 use crate::order::{SampleOrder, SplitMix64};
+use crate::settle::IssueLog;
 
 /// How long the scheduler sleeps on a doorbell or condition before it re-checks for a stop.
 pub const SCHEDULER_POLL: Duration = Duration::from_millis(10);
@@ -52,11 +53,45 @@ pub struct Issuer {
     /// Closed loop: samples a worker may hold unanswered (its connections plus as many queued),
     /// and issue times stamped by the worker when it writes the request.
     closed_loop_caps: Option<Vec<u64>>,
+    /// Every issued sample's worker, row and stamp, for the final counts.
+    log: IssueLog,
+    /// No wait for room lasts past this (the run's cap).
+    cap: Option<Instant>,
 }
 
 impl Issuer {
-    pub fn new(producers: Vec<IssueProducer>, shared: Arc<Shared>, space: Arc<Doorbell>) -> Issuer {
-        Issuer { producers, shared, space, next_worker: 0, issued: 0, closed_loop_caps: None }
+    /// An issuer logging into `log` (sized for the run's samples before the start).
+    pub fn new(
+        producers: Vec<IssueProducer>,
+        shared: Arc<Shared>,
+        space: Arc<Doorbell>,
+        log: IssueLog,
+    ) -> Issuer {
+        Issuer {
+            producers,
+            shared,
+            space,
+            next_worker: 0,
+            issued: 0,
+            closed_loop_caps: None,
+            log,
+            cap: None,
+        }
+    }
+
+    /// Waits for ring space or answers end at `cap`: a stalled server or a stopped worker must
+    /// not hold the run past it.
+    pub fn set_cap(&mut self, cap: Option<Instant>) {
+        self.cap = cap;
+    }
+
+    /// The issue log so far, handed to the aggregator when issuing ends.
+    pub fn take_log(&mut self) -> IssueLog {
+        std::mem::take(&mut self.log)
+    }
+
+    fn must_stop(&self) -> bool {
+        self.shared.stop.load(Ordering::Acquire) || self.cap.is_some_and(|c| Instant::now() >= c)
     }
 
     /// Makes this a closed-loop issuer: worker `i` holds `connections[i]` samples in flight and
@@ -107,6 +142,7 @@ impl Issuer {
                 let issued_ns = if self.closed_loop_caps.is_some() { 0 } else { monotonic_ns() };
                 let cmd = IssueCmd::Issue { sample_id, row, issued_ns };
                 if self.producers[w].try_push(cmd) {
+                    self.log.push(sample_id, w, row, issued_ns);
                     self.next_worker = w + 1;
                     self.issued += 1;
                     return Ok(issued_ns);
@@ -116,7 +152,7 @@ impl Issuer {
             if !any_alive {
                 return Err(IssueEnd::NoWorkers);
             }
-            if self.shared.stop.load(Ordering::Acquire) {
+            if self.must_stop() {
                 return Err(IssueEnd::Stopped);
             }
             if any_room {
@@ -133,7 +169,7 @@ impl Issuer {
         let mut guard = lock.lock().unwrap_or_else(|e| e.into_inner());
         self.shared.progress_waiting.store(true, Ordering::Release);
         while (0..self.producers.len()).all(|w| !self.alive(w) || !self.has_room(w))
-            && !self.shared.stop.load(Ordering::Acquire)
+            && !self.must_stop()
         {
             guard = cond.wait_timeout(guard, SCHEDULER_POLL).unwrap_or_else(|e| e.into_inner()).0;
         }

@@ -159,11 +159,26 @@ impl EventLog {
 
     /// `error.generic` with `["ErrorData","error",message]`.
     pub fn error(&mut self, sample_id: u64, timestamp_ns: u64, message: &str) {
+        self.error_data("error.generic", sample_id, timestamp_ns, "error", message);
+    }
+
+    /// An error event (`error.generic`, `error.loadgen`) with `["ErrorData",error_type,message]`,
+    /// the reference's `ErrorData` layout.
+    pub fn error_data(
+        &mut self,
+        topic: &str,
+        sample_id: u64,
+        timestamp_ns: u64,
+        error_type: &str,
+        message: &str,
+    ) {
         if !self.enabled() {
             return;
         }
-        self.head("error.generic", timestamp_ns, Some(sample_id));
-        self.buffer.extend_from_slice(b"[\"ErrorData\",\"error\",");
+        self.head(topic, timestamp_ns, Some(sample_id));
+        self.buffer.extend_from_slice(b"[\"ErrorData\",");
+        push_json_str(&mut self.buffer, error_type);
+        self.buffer.push(b',');
         push_json_str(&mut self.buffer, message);
         self.buffer.push(b']');
         self.end_line();
@@ -336,6 +351,13 @@ mod tests {
             assert_eq!(String::from_utf8(out).unwrap(), n.to_string());
             assert_eq!(sample_uuid(n), format!("{n:032x}"));
         }
+    }
+
+    #[test]
+    fn abandoned_samples_get_a_loadgen_error_line() {
+        let text = lines(|ev| ev.error_data("error.loadgen", 3, 1, "abandoned", "at the cap"));
+        assert!(text.starts_with(r#"{"event_type":"error.loadgen","timestamp_ns":1,"#), "{text}");
+        assert!(text.contains(r#""data":["ErrorData","abandoned","at the cap"]}"#), "{text}");
     }
 
     #[test]

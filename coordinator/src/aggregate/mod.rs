@@ -1,7 +1,9 @@
 //! The aggregator: one thread that drains every worker's record ring into the sample table,
 //! the event log and the client tokenizer pool, and watches the workers' health.
 
+mod close;
 pub mod events;
+mod ingest;
 pub mod tokens;
 
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
@@ -9,15 +11,13 @@ use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, Sender};
-use loadgen_worker::wire::{
-    Doorbell, FailureKind, FinishReason, RecordConsumer, RecordView, WorkerEvent,
-};
+use loadgen_worker::wire::{Doorbell, InFlightTable, RecordConsumer};
 use nix::unistd::Pid;
 
-use crate::fork::{try_reap, ChildEnd};
-use crate::metrics::{FinishKind, RunCounters, SampleRow};
-use events::{CompleteEvent, EventLog};
-use tokens::{TokenJob, TokenPool, TokenResult};
+use crate::metrics::{RunCounters, SampleRow};
+use crate::settle::{AbandonCause, IdSet, IssueLog, Tally, WorkerFate};
+use events::EventLog;
+use tokens::TokenPool;
 
 /// How long the aggregator sleeps on its doorbell before it looks at the workers' health.
 pub const AGGREGATOR_POLL: Duration = Duration::from_millis(20);
@@ -103,9 +103,12 @@ pub enum Control {
     Start { session_start_ns: u64 },
     /// Performance tracking starts: sent before the first tracked sample is issued.
     Tracking { tracking_start_ns: u64 },
-    /// Nothing more will be issued: `tracked` samples were issued after tracking started, and
-    /// `total` in all. Finish when every live worker is done, or at `deadline`.
-    Finish { total_issued: u64, tracked_issued: u64, deadline: Instant },
+    /// Nothing more will be issued; `log` says what was. Finish when every worker is done, or
+    /// at `deadline`, when the workers still running are killed and their samples settled.
+    Finish { log: Box<IssueLog>, deadline: Instant },
+    /// The main thread aborted the workers (`cause`): finish by `deadline` (the abort plus
+    /// `end::ABORT_GRACE`) at the latest.
+    Abort { cause: AbandonCause, deadline: Instant },
 }
 
 /// What the aggregator tells the main thread while starting.
@@ -119,6 +122,8 @@ pub enum Status {
 pub struct AggregatorInput {
     pub consumers: Vec<RecordConsumer>,
     pub pids: Vec<Pid>,
+    /// Each worker's in-flight table, read when it ended.
+    pub in_flight: Vec<Option<InFlightTable>>,
     pub doorbell: Arc<Doorbell>,
     pub shared: Arc<Shared>,
     pub control: Receiver<Control>,
@@ -154,9 +159,20 @@ pub struct AggregatorOutput {
     pub dead_workers: Vec<(u16, String)>,
     pub warnings: Vec<String>,
     pub events_error: Option<String>,
+    /// Some worker had not ended by the finish deadline and was killed.
     pub timed_out: bool,
     /// (sample id, dataset row) of every tracked sample, for `sample_idx_map.json`.
     pub sample_rows: Vec<(u64, u32)>,
+}
+
+/// A tracked sample whose worker cancelled it at an abort: its terminal event waits for the
+/// abort's cause.
+#[derive(Debug, Clone, Copy)]
+struct CancelledSample {
+    sample_id: u64,
+    row: u32,
+    issued_ns: u64,
+    cancelled_ns: u64,
 }
 
 struct State {
@@ -172,155 +188,81 @@ struct State {
     prompt_data_json: Arc<Vec<String>>,
     streaming: bool,
     warmup_samples: u64,
+    closed_loop: bool,
     ready: Vec<bool>,
     done: Vec<bool>,
+    /// How each worker ended, once it has; `None` while it runs.
+    fates: Vec<Option<WorkerFate>>,
+    /// Each worker's in-flight table as it ended.
+    sent_at_end: Vec<Vec<u64>>,
+    pids: Vec<Pid>,
+    in_flight: Vec<Option<InFlightTable>>,
     setup_failure: Option<(u16, String)>,
-    /// Samples lost in dead workers: tracked failures without timing.
-    lost: u64,
     sample_rows: Vec<(u64, u32)>,
-    /// Closed-loop samples cancelled while still queued: handed to a worker, never issued.
-    unsent: u64,
+    /// Record outcomes and the ids they answered (one bit a sample).
+    tally: Tally,
+    answered: IdSet,
+    cancelled: Vec<CancelledSample>,
+    /// Set by `Control::Finish`.
+    issue_log: Option<Box<IssueLog>>,
+    abort_cause: Option<AbandonCause>,
     /// `session.start_performance_tracking` has been logged.
     tracking: bool,
     control: Receiver<Control>,
-    /// A `Finish` read early (while waiting for `Tracking`), handled by the main loop.
-    early_finish: Option<Control>,
-    unsent_tracked: u64,
+    /// A control message read early (while waiting for `Tracking`), handled by the main loop.
+    early_control: Option<Control>,
+}
+
+/// The main loop's own state.
+struct Loop {
+    started: bool,
+    /// When to stop waiting for the workers (set by `Finish` and `Abort`).
+    deadline: Option<Instant>,
+    last_health: Instant,
+    busy_since: Instant,
 }
 
 /// Runs the aggregator until the run is over. Call on its own thread.
-pub fn run(input: AggregatorInput) -> AggregatorOutput {
-    let workers = input.consumers.len();
-    let mut consumers = input.consumers;
-    let mut st = State {
-        input_shared: input.shared.clone(),
-        rows: Vec::with_capacity(input.expected_samples.min(1 << 24) as usize),
-        counters: RunCounters::default(),
-        failures: Vec::new(),
-        dead_workers: Vec::new(),
-        warnings: Vec::new(),
-        events: input.events,
-        tokens: input.tokens,
-        isl_client: input.isl_client,
-        prompt_data_json: input.prompt_data_json,
-        streaming: input.streaming,
-        warmup_samples: input.warmup_samples,
-        ready: vec![false; workers],
-        done: vec![false; workers],
-        setup_failure: None,
-        lost: 0,
-        sample_rows: Vec::new(),
-        unsent: 0,
-        unsent_tracked: 0,
-        tracking: false,
-        control: input.control.clone(),
-        early_finish: None,
-    };
-    let shared = input.shared;
-    let bell = input.doorbell;
-    let mut reaped = vec![false; workers];
-    let mut started = false;
-    let mut finish: Option<(Instant, u64)> = None;
-    let mut timed_out = false;
-    let mut last_health = Instant::now();
+pub fn run(mut input: AggregatorInput) -> AggregatorOutput {
+    let mut consumers = std::mem::take(&mut input.consumers);
+    let (bell, status) = (input.doorbell.clone(), input.status.clone());
     let mut progress = Progress::new(input.progress_line);
-    let mut busy_since = Instant::now() - BUSY_WINDOW;
-
+    let mut st = State::new(input, consumers.len());
+    let mut lp = Loop {
+        started: false,
+        deadline: None,
+        last_health: Instant::now(),
+        busy_since: Instant::now() - BUSY_WINDOW,
+    };
+    let mut timed_out = false;
     loop {
         let epoch = bell.epoch();
-        let mut popped = 0u64;
-        for (w, consumer) in consumers.iter_mut().enumerate() {
-            // Bounded batches keep the other rings and the control channel served.
-            for _ in 0..4096 {
-                if consumer.pop(|ev| st.on_event(w, ev)).is_none() {
-                    break;
-                }
-                popped += 1;
-            }
-        }
-        if popped > 0 {
-            shared.notify_progress();
-        }
+        let popped = st.pop_all(&mut consumers);
         st.collect_tokens();
-
-        if !started {
-            if let Some((worker, message)) = st.setup_failure.take() {
-                let _ = input.status.send(Status::SetupFailed { worker, message });
-                started = true;
-                finish = Some((Instant::now() + Duration::from_secs(2), 0));
-            } else if st.ready.iter().all(|&r| r) {
-                let _ = input.status.send(Status::AllReady);
-                // Block until the main thread says when tracking started: no record can
-                // arrive before that, because nothing has been issued yet.
-                match input.control.recv() {
-                    Ok(Control::Start { session_start_ns }) => {
-                        st.counters.session_start_ns = session_start_ns;
-                        st.events.session("session.started", session_start_ns);
-                    }
-                    Ok(Control::Tracking { tracking_start_ns }) => {
-                        st.start_tracking(tracking_start_ns)
-                    }
-                    Ok(Control::Finish { deadline, .. }) => {
-                        finish = Some((deadline, 0));
-                    }
-                    Err(_) => {
-                        finish = Some((Instant::now(), 0));
-                    }
-                }
-                started = true;
-            }
+        if !lp.started {
+            st.try_start(&status, &mut lp);
         }
-
-        let mut early = st.early_finish.take();
-        while let Some(msg) = early.take().or_else(|| input.control.try_recv().ok()) {
-            match msg {
-                Control::Finish { total_issued, tracked_issued, deadline } => {
-                    st.counters.total_samples_issued = total_issued;
-                    st.counters.tracked_samples_issued = tracked_issued;
-                    finish = Some((deadline, total_issued));
-                }
-                Control::Tracking { tracking_start_ns } => st.start_tracking(tracking_start_ns),
-                Control::Start { .. } => {}
-            }
-        }
-
+        st.read_control(&mut lp);
         // Health (a `waitpid` per worker) once per poll period, and before sleeping on the
         // doorbell: not on every nap of a busy run.
-        let idle = popped == 0 && busy_since.elapsed() >= BUSY_WINDOW;
-        if idle || last_health.elapsed() >= AGGREGATOR_POLL {
-            last_health = Instant::now();
-            for w in 0..workers {
-                if reaped[w] {
-                    continue;
-                }
-                if let Some(end) = try_reap(input.pids[w]) {
-                    reaped[w] = true;
-                    // Records the worker pushed before it ended are still in its ring.
-                    while consumer_pop(&mut consumers[w], &mut st, w) {}
-                    if !st.done[w] {
-                        st.worker_died(w, &end);
-                        if !started && st.setup_failure.is_none() {
-                            st.setup_failure =
-                                Some((w as u16, format!("worker {w} {end} while starting")));
-                        }
-                    }
-                }
-            }
+        let idle = popped == 0 && lp.busy_since.elapsed() >= BUSY_WINDOW;
+        if idle || lp.last_health.elapsed() >= AGGREGATOR_POLL {
+            lp.last_health = Instant::now();
+            st.check_health(&mut consumers, lp.started);
         }
         progress.maybe_print(&st.counters);
-
-        if let Some((deadline, _)) = finish {
-            let all_over = (0..workers).all(|w| st.done[w] || reaped[w]);
-            if all_over {
+        if let Some(deadline) = lp.deadline {
+            if st.fates.iter().all(Option::is_some) {
                 break;
             }
             if Instant::now() >= deadline {
                 timed_out = true;
+                st.kill_remaining(&mut consumers);
                 break;
             }
         }
         if popped == 0 {
-            if busy_since.elapsed() < BUSY_WINDOW {
+            if lp.busy_since.elapsed() < BUSY_WINDOW {
                 // Records arrived moments ago: more are coming. A short timed sleep lets them
                 // gather in the rings and spares every worker a futex wake-up per record.
                 std::thread::sleep(BUSY_NAP);
@@ -328,249 +270,107 @@ pub fn run(input: AggregatorInput) -> AggregatorOutput {
                 bell.wait(epoch, AGGREGATOR_POLL);
             }
         } else {
-            busy_since = Instant::now();
+            lp.busy_since = Instant::now();
         }
     }
     progress.clear();
-    // Session end events close the log as the reference's do (stamps, not metric inputs).
-    let ended_ns = loadgen_worker::monotonic_ns();
-    st.events.session("session.stop_performance_tracking", ended_ns);
-    st.events.session("session.ended", ended_ns);
-    st.finish_tokens();
-    // Commands an out-of-band abort left in a finished worker's ring were never answered: in a
-    // closed loop they were never issued (the worker stamps the issue); otherwise they were
-    // issued and are abandoned.
-    for w in 0..workers {
-        if st.input_shared.state(w) != WorkerState::Done {
-            continue;
-        }
-        let issued = shared.issued_to[w].load(Ordering::Acquire);
-        let left = issued.saturating_sub(shared.received_from[w].load(Ordering::Acquire));
-        if input.closed_loop {
-            st.unsent += left;
-            st.unsent_tracked += left;
-        } else {
-            st.counters.abandoned += left;
-        }
-    }
-    st.counters.total_samples_issued = st.counters.total_samples_issued.saturating_sub(st.unsent);
-    st.counters.tracked_samples_issued =
-        st.counters.tracked_samples_issued.saturating_sub(st.unsent_tracked);
-    st.counters.tracked_samples_completed = st.rows.len() as u64 + st.lost;
-    st.counters.tracked_samples_failed =
-        st.rows.iter().filter(|r| r.failed).count() as u64 + st.lost;
-    let events_error = st.events.finish().err().map(|e| e.to_string());
-    AggregatorOutput {
-        rows: st.rows,
-        counters: st.counters,
-        failures: st.failures,
-        dead_workers: st.dead_workers,
-        warnings: st.warnings,
-        events_error,
-        timed_out,
-        sample_rows: st.sample_rows,
-    }
-}
-
-fn consumer_pop(consumer: &mut RecordConsumer, st: &mut State, w: usize) -> bool {
-    consumer.pop(|ev| st.on_event(w, ev)).is_some()
+    st.close(timed_out)
 }
 
 impl State {
-    fn on_event(&mut self, w: usize, ev: WorkerEvent<'_>) {
-        match ev {
-            WorkerEvent::Ready { .. } => {
-                self.ready[w] = true;
-                self.input_shared.set_state(w, WorkerState::Ready);
-            }
-            WorkerEvent::SetupFailed { message } => {
-                if self.setup_failure.is_none() {
-                    self.setup_failure = Some((w as u16, message.to_string()));
+    fn new(input: AggregatorInput, workers: usize) -> State {
+        let expected = input.warmup_samples.saturating_add(input.expected_samples);
+        State {
+            input_shared: input.shared,
+            rows: Vec::with_capacity(input.expected_samples.min(1 << 24) as usize),
+            counters: RunCounters::default(),
+            failures: Vec::new(),
+            dead_workers: Vec::new(),
+            warnings: Vec::new(),
+            events: input.events,
+            tokens: input.tokens,
+            isl_client: input.isl_client,
+            prompt_data_json: input.prompt_data_json,
+            streaming: input.streaming,
+            warmup_samples: input.warmup_samples,
+            closed_loop: input.closed_loop,
+            ready: vec![false; workers],
+            done: vec![false; workers],
+            fates: vec![None; workers],
+            sent_at_end: vec![Vec::new(); workers],
+            pids: input.pids,
+            in_flight: input.in_flight,
+            setup_failure: None,
+            sample_rows: Vec::new(),
+            tally: Tally::default(),
+            answered: IdSet::with_capacity(expected.min(1 << 34)),
+            cancelled: Vec::new(),
+            issue_log: None,
+            abort_cause: None,
+            tracking: false,
+            control: input.control,
+            early_control: None,
+        }
+    }
+
+    /// Pops records from every ring in bounded batches, which keep the other rings and the
+    /// control channel served. Returns how many it popped.
+    fn pop_all(&mut self, consumers: &mut [RecordConsumer]) -> u64 {
+        let mut popped = 0u64;
+        for (w, consumer) in consumers.iter_mut().enumerate() {
+            for _ in 0..4096 {
+                if consumer.pop(|ev| self.on_event(w, ev)).is_none() {
+                    break;
                 }
+                popped += 1;
             }
-            WorkerEvent::Warning { message } => {
-                let line = format!("worker {w}: {message}");
-                eprintln!("warning: {line}");
-                self.warnings.push(line);
-            }
-            WorkerEvent::Done => {
-                self.done[w] = true;
-                self.input_shared.set_state(w, WorkerState::Done);
-            }
-            WorkerEvent::Record(rec) => self.on_record(w, &rec),
         }
+        if popped > 0 {
+            self.input_shared.notify_progress();
+        }
+        popped
     }
 
-    fn on_record(&mut self, w: usize, rec: &RecordView<'_>) {
-        let h = &rec.header;
-        self.input_shared.received_from[w].fetch_add(1, Ordering::Release);
-        self.input_shared.records_total.fetch_add(1, Ordering::Release);
-        let failure = FailureKind::from_u8(h.failure).unwrap_or(FailureKind::Malformed);
-        if failure == FailureKind::Cancelled {
-            // Only the coordinator's Abort cancels (cap, interrupt, drain timeout): the sample
-            // was abandoned, never completed, as the reference. A closed-loop sample still
-            // queued when that happened was never issued at all (the worker stamps the issue).
-            if h.issued_ns == 0 {
-                self.unsent += 1;
-                if h.sample_id >= self.warmup_samples {
-                    self.unsent_tracked += 1;
-                }
-            } else {
-                self.counters.abandoned += 1;
-            }
-            return;
-        }
-        // Pair assertion with the worker: its clocks are ordered.
-        debug_assert!(h.complete_ns >= h.issued_ns);
-        let failed = failure != FailureKind::None;
-        self.counters.total_samples_completed += 1;
-        self.counters.last_event_ns = self.counters.last_event_ns.max(h.complete_ns);
-        if failed {
-            self.counters.total_samples_failed += 1;
-            self.note_failure(failure, rec.error);
-        }
-        if h.sample_id < self.warmup_samples {
-            return;
-        }
-        if !self.tracking {
-            // The main thread sent `Tracking` before it issued this sample: read it now, so the
-            // tracking event precedes the sample's lines.
-            self.await_tracking();
-        }
-        // Endpoints send UTF-8; the strict check is SIMD-fast, the lossy path only for bad bytes.
-        let output = match std::str::from_utf8(rec.output) {
-            Ok(text) => std::borrow::Cow::Borrowed(text),
-            Err(_) => String::from_utf8_lossy(rec.output),
-        };
-        let id = h.sample_id;
-        let first_chunk_ns = (h.first_chunk_ns != 0).then_some(h.first_chunk_ns);
-        let finish = FinishReason::from_u8(h.finish).and_then(FinishKind::from_wire);
-        let prompt_json = self.prompt_data_json.get(h.row as usize).map_or("null", |s| s.as_str());
-        self.events.issued(id, h.issued_ns, prompt_json);
-        if let Some(t) = first_chunk_ns {
-            self.events.recv_first(id, t);
-        }
-        if failed {
-            self.events.error(id, h.complete_ns, &String::from_utf8_lossy(rec.error));
-        }
-        let first_chunk_len = h.first_chunk_len as usize;
-        self.events.complete(&CompleteEvent {
-            sample_id: id,
-            timestamp_ns: h.complete_ns,
-            output: (!failed).then_some(&*output),
-            streamed: self.streaming,
-            first_chunk_len: Some(first_chunk_len),
-            finish_reason: finish.map(|f| f.as_str()),
-            worker_id: h.worker_id,
-            prompt_tokens: h.prompt_tokens,
-            completion_tokens: h.completion_tokens,
-        });
-        let slot = self.rows.len();
-        self.sample_rows.push((h.sample_id, h.row));
-        self.rows.push(SampleRow {
-            issued_ns: h.issued_ns,
-            first_chunk_ns,
-            complete_ns: h.complete_ns,
-            failed,
-            finish,
-            isl_client: self.isl_client.get(h.row as usize).copied().flatten(),
-            osl_client: None,
-            tpot_tokens_client: None,
-            prompt_tokens: h.prompt_tokens,
-            completion_tokens: h.completion_tokens,
-            output_empty: output.is_empty(),
-        });
-        if let Some(pool) = &mut self.tokens {
-            if !failed && !output.is_empty() {
-                let tpot_from = (first_chunk_ns.is_some() && first_chunk_len < output.len())
-                    .then_some(first_chunk_len);
-                pool.submit(TokenJob { slot, output: output.into_owned(), tpot_from });
-            }
-        }
-    }
-
-    fn start_tracking(&mut self, tracking_start_ns: u64) {
-        if !self.tracking {
-            self.tracking = true;
-            self.counters.tracking_start_ns = tracking_start_ns;
-            self.events.session("session.start_performance_tracking", tracking_start_ns);
-        }
-    }
-
-    fn await_tracking(&mut self) {
-        while !self.tracking {
+    /// Before the start: reports a setup failure, or that every worker is ready and then waits
+    /// for the main thread's `Start` (nothing is issued before it, so no record can come).
+    fn try_start(&mut self, status: &Sender<Status>, lp: &mut Loop) {
+        if let Some((worker, message)) = self.setup_failure.take() {
+            let _ = status.send(Status::SetupFailed { worker, message });
+            lp.started = true;
+            lp.deadline = Some(Instant::now() + crate::end::ABORT_GRACE);
+        } else if self.ready.iter().all(|&r| r) {
+            let _ = status.send(Status::AllReady);
             match self.control.recv() {
-                Ok(Control::Tracking { tracking_start_ns }) => {
-                    self.start_tracking(tracking_start_ns)
+                Ok(Control::Start { session_start_ns }) => {
+                    self.counters.session_start_ns = session_start_ns;
+                    self.events.session("session.started", session_start_ns);
                 }
-                Ok(other @ Control::Finish { .. }) => self.early_finish = Some(other),
-                Ok(Control::Start { .. }) => {}
-                Err(_) => return,
+                Ok(other) => self.early_control = Some(other),
+                Err(_) => lp.deadline = Some(Instant::now()),
+            }
+            lp.started = true;
+        }
+    }
+
+    fn read_control(&mut self, lp: &mut Loop) {
+        let mut early = self.early_control.take();
+        while let Some(msg) = early.take().or_else(|| self.control.try_recv().ok()) {
+            match msg {
+                Control::Finish { log, deadline } => {
+                    self.issue_log = Some(log);
+                    lp.deadline = Some(deadline);
+                }
+                Control::Abort { cause, deadline } => {
+                    self.abort_cause.get_or_insert(cause);
+                    lp.deadline = Some(lp.deadline.map_or(deadline, |d| d.min(deadline)));
+                }
+                Control::Tracking { tracking_start_ns } => self.start_tracking(tracking_start_ns),
+                Control::Start { session_start_ns } => {
+                    self.counters.session_start_ns = session_start_ns;
+                    self.events.session("session.started", session_start_ns);
+                }
             }
         }
-    }
-
-    fn note_failure(&mut self, kind: FailureKind, message: &[u8]) {
-        let name = kind.as_str();
-        match self.failures.iter_mut().find(|f| f.kind == name) {
-            Some(f) => f.count += 1,
-            None => self.failures.push(FailureSummary {
-                kind: name,
-                count: 1,
-                first_message: String::from_utf8_lossy(message).chars().take(500).collect(),
-            }),
-        }
-    }
-
-    fn worker_died(&mut self, w: usize, end: &ChildEnd) {
-        self.done[w] = true;
-        self.input_shared.set_state(w, WorkerState::Dead);
-        let issued = self.input_shared.issued_to[w].load(Ordering::Acquire);
-        let received = self.input_shared.received_from[w].load(Ordering::Acquire);
-        let lost = issued.saturating_sub(received);
-        let message = format!("worker {w} {end}; its {lost} in-flight samples count as failed");
-        eprintln!("error: {message}");
-        self.dead_workers.push((w as u16, message.clone()));
-        // Lost samples complete as failures, with no timing (nothing was measured for them).
-        self.counters.total_samples_completed += lost;
-        self.counters.total_samples_failed += lost;
-        self.lost += lost;
-        // The scheduler must not wait for them either.
-        self.input_shared.records_total.fetch_add(lost, Ordering::Release);
-        self.input_shared.received_from[w].fetch_add(lost, Ordering::Release);
-        self.input_shared.notify_progress();
-        if lost > 0 {
-            self.note_failure(FailureKind::ConnectionClosed, message.as_bytes());
-        }
-    }
-
-    fn apply_token_result(&mut self, r: TokenResult) {
-        let row = &mut self.rows[r.slot];
-        match r.osl {
-            Ok(n) => row.osl_client = Some(n),
-            Err(_) => self.counters.n_tokenizer_errors += 1,
-        }
-        row.tpot_tokens_client = r.tpot_tokens;
-    }
-
-    fn collect_tokens(&mut self) {
-        let Some(pool) = &mut self.tokens else { return };
-        let results: Vec<TokenResult> = pool.try_results().collect();
-        for r in results {
-            self.apply_token_result(r);
-        }
-    }
-
-    fn finish_tokens(&mut self) {
-        let Some(mut pool) = self.tokens.take() else { return };
-        while pool.pending > 0 {
-            match pool.wait_result(Duration::from_secs(60)) {
-                Some(r) => self.apply_token_result(r),
-                None => break,
-            }
-        }
-        self.counters.client_token_tasks_pending = pool.pending;
-        pool.close();
     }
 }
 

@@ -233,10 +233,15 @@ pub struct RunCounters {
     pub n_tokenizer_errors: u64,
     /// Client tokenizations still outstanding when the snapshot was taken.
     pub client_token_tasks_pending: u64,
-    /// Samples abandoned in flight (max duration or interrupt).
+    /// Tracked samples abandoned: issued, never completed (in flight or queued at the cap, the
+    /// interrupt or the drain timeout; `n_samples_abandoned`). Tracked issued = tracked
+    /// completed + this, exactly (`settle::settle`).
     pub abandoned: u64,
+    /// Every sample abandoned, warm-up included: total issued = total completed + this.
+    pub total_samples_abandoned: u64,
     /// Requests sent a second time because their reused keep-alive connection closed before
-    /// any byte of the response (at most once per sample; `n_requests_resent`).
+    /// any byte of the response (at most once per sample; `n_requests_resent`), warm-up
+    /// included.
     pub requests_resent: u64,
 }
 

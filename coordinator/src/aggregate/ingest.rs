@@ -1,0 +1,236 @@
+//! The aggregator's ingest: one worker event at a time into the tally, the sample table, the event
+//! log and the client tokenizer pool.
+
+use std::borrow::Cow;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use loadgen_worker::wire::{FailureKind, FinishReason, RecordView, WorkerEvent};
+
+use super::events::CompleteEvent;
+use super::tokens::{TokenJob, TokenResult};
+use super::{CancelledSample, Control, FailureSummary, State, WorkerState};
+use crate::metrics::{FinishKind, SampleRow};
+use crate::settle::WorkerFate;
+
+/// Longest message kept per failure kind.
+const FAILURE_MESSAGE_CHARS: usize = 500;
+
+/// How long the aggregator waits for client token counts still pending after the run.
+pub const TOKENS_FINISH_TIMEOUT: Duration = Duration::from_secs(60);
+
+impl State {
+    pub(super) fn on_event(&mut self, w: usize, ev: WorkerEvent<'_>) {
+        match ev {
+            WorkerEvent::Ready { .. } => {
+                self.ready[w] = true;
+                self.input_shared.set_state(w, WorkerState::Ready);
+            }
+            WorkerEvent::SetupFailed { message } => {
+                if self.setup_failure.is_none() {
+                    self.setup_failure = Some((w as u16, message.to_string()));
+                }
+            }
+            WorkerEvent::Warning { message } => {
+                let line = format!("worker {w}: {message}");
+                eprintln!("warning: {line}");
+                self.warnings.push(line);
+            }
+            WorkerEvent::Done => {
+                self.done[w] = true;
+                self.input_shared.set_state(w, WorkerState::Done);
+                if self.fates[w].is_none() {
+                    self.fates[w] = Some(WorkerFate::Done);
+                    self.sent_at_end[w] = self.sent_now(w);
+                }
+            }
+            WorkerEvent::Record(rec) => self.on_record(w, &rec),
+        }
+    }
+
+    /// The samples worker `w`'s in-flight table holds now.
+    pub(super) fn sent_now(&self, w: usize) -> Vec<u64> {
+        self.in_flight.get(w).and_then(Option::as_ref).map(|t| t.sent()).unwrap_or_default()
+    }
+
+    fn on_record(&mut self, w: usize, rec: &RecordView<'_>) {
+        let h = &rec.header;
+        self.input_shared.received_from[w].fetch_add(1, Ordering::Release);
+        self.input_shared.records_total.fetch_add(1, Ordering::Release);
+        let failure = FailureKind::from_u8(h.failure).unwrap_or(FailureKind::Malformed);
+        let tracked = h.sample_id >= self.warmup_samples;
+        self.answered.insert(h.sample_id);
+        self.tally.record(tracked, failure, h.issued_ns != 0);
+        self.counters.requests_resent += u64::from(h.resent);
+        if failure == FailureKind::Cancelled {
+            // Only the coordinator's Abort cancels (cap, interrupt, drain timeout): the sample
+            // was abandoned, never completed, as the reference. A closed-loop sample still
+            // queued then was never issued at all (the worker stamps the issue) and has no
+            // events. The terminal event of the others waits for the abort's cause.
+            if tracked && h.issued_ns != 0 {
+                self.cancelled.push(CancelledSample {
+                    sample_id: h.sample_id,
+                    row: h.row,
+                    issued_ns: h.issued_ns,
+                    cancelled_ns: h.complete_ns,
+                });
+            }
+            return;
+        }
+        // Pair assertion with the worker: its clocks are ordered.
+        debug_assert!(h.complete_ns >= h.issued_ns);
+        let failed = failure != FailureKind::None;
+        // Live counts for the progress line; `close` sets the final ones from `settle`.
+        self.counters.total_samples_completed += 1;
+        self.counters.last_event_ns = self.counters.last_event_ns.max(h.complete_ns);
+        if failed {
+            self.counters.total_samples_failed += 1;
+            self.note_failure(failure, rec.error);
+        }
+        if !tracked {
+            return;
+        }
+        if !self.tracking {
+            // The main thread sent `Tracking` before it issued this sample: read it now, so the
+            // tracking event precedes the sample's lines.
+            self.await_tracking();
+        }
+        let output = output_text(rec.output);
+        self.log_record(rec, failed, &output);
+        self.push_row(rec, failed, output);
+    }
+
+    /// The record's lines in events.jsonl: issued, first chunk, error, complete.
+    fn log_record(&mut self, rec: &RecordView<'_>, failed: bool, output: &str) {
+        let h = &rec.header;
+        let id = h.sample_id;
+        let prompt_json = self.prompt_data_json.get(h.row as usize).map_or("null", |s| s.as_str());
+        self.events.issued(id, h.issued_ns, prompt_json);
+        if h.first_chunk_ns != 0 {
+            self.events.recv_first(id, h.first_chunk_ns);
+        }
+        if failed {
+            self.events.error(id, h.complete_ns, &String::from_utf8_lossy(rec.error));
+        }
+        let finish = FinishReason::from_u8(h.finish).and_then(FinishKind::from_wire);
+        self.events.complete(&CompleteEvent {
+            sample_id: id,
+            timestamp_ns: h.complete_ns,
+            output: (!failed).then_some(output),
+            streamed: self.streaming,
+            first_chunk_len: Some(h.first_chunk_len as usize),
+            finish_reason: finish.map(|f| f.as_str()),
+            worker_id: h.worker_id,
+            prompt_tokens: h.prompt_tokens,
+            completion_tokens: h.completion_tokens,
+        });
+    }
+
+    /// The record's row in the sample table, and its client token count job.
+    fn push_row(&mut self, rec: &RecordView<'_>, failed: bool, output: Cow<'_, str>) {
+        let h = &rec.header;
+        let first_chunk_ns = (h.first_chunk_ns != 0).then_some(h.first_chunk_ns);
+        let first_chunk_len = h.first_chunk_len as usize;
+        let slot = self.rows.len();
+        self.sample_rows.push((h.sample_id, h.row));
+        self.rows.push(SampleRow {
+            issued_ns: h.issued_ns,
+            first_chunk_ns,
+            complete_ns: h.complete_ns,
+            failed,
+            finish: FinishReason::from_u8(h.finish).and_then(FinishKind::from_wire),
+            isl_client: self.isl_client.get(h.row as usize).copied().flatten(),
+            osl_client: None,
+            tpot_tokens_client: None,
+            prompt_tokens: h.prompt_tokens,
+            completion_tokens: h.completion_tokens,
+            output_empty: output.is_empty(),
+        });
+        if let Some(pool) = &mut self.tokens {
+            if !failed && !output.is_empty() {
+                let tpot_from = (first_chunk_ns.is_some() && first_chunk_len < output.len())
+                    .then_some(first_chunk_len);
+                pool.submit(TokenJob { slot, output: output.into_owned(), tpot_from });
+            }
+        }
+    }
+
+    pub(super) fn start_tracking(&mut self, tracking_start_ns: u64) {
+        if !self.tracking {
+            self.tracking = true;
+            self.counters.tracking_start_ns = tracking_start_ns;
+            self.events.session("session.start_performance_tracking", tracking_start_ns);
+        }
+    }
+
+    fn await_tracking(&mut self) {
+        while !self.tracking {
+            match self.control.recv() {
+                Ok(Control::Tracking { tracking_start_ns }) => {
+                    self.start_tracking(tracking_start_ns)
+                }
+                Ok(Control::Start { .. }) => {}
+                Ok(other) => {
+                    self.early_control = Some(other);
+                    return;
+                }
+                Err(_) => return,
+            }
+        }
+    }
+
+    pub(super) fn note_failure(&mut self, kind: FailureKind, message: &[u8]) {
+        let name = kind.as_str();
+        match self.failures.iter_mut().find(|f| f.kind == name) {
+            Some(f) => f.count += 1,
+            None => self.failures.push(FailureSummary {
+                kind: name,
+                count: 1,
+                first_message: String::from_utf8_lossy(message)
+                    .chars()
+                    .take(FAILURE_MESSAGE_CHARS)
+                    .collect(),
+            }),
+        }
+    }
+
+    fn apply_token_result(&mut self, r: TokenResult) {
+        let row = &mut self.rows[r.slot];
+        match r.osl {
+            Ok(n) => row.osl_client = Some(n),
+            Err(_) => self.counters.n_tokenizer_errors += 1,
+        }
+        row.tpot_tokens_client = r.tpot_tokens;
+    }
+
+    pub(super) fn collect_tokens(&mut self) {
+        let Some(pool) = &mut self.tokens else { return };
+        let results: Vec<TokenResult> = pool.try_results().collect();
+        for r in results {
+            self.apply_token_result(r);
+        }
+    }
+
+    /// Waits for the token counts still pending, `TOKENS_FINISH_TIMEOUT` at most in all.
+    pub(super) fn finish_tokens(&mut self) {
+        let Some(mut pool) = self.tokens.take() else { return };
+        let deadline = std::time::Instant::now() + TOKENS_FINISH_TIMEOUT;
+        while pool.pending > 0 {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            match pool.wait_result(left) {
+                Some(r) => self.apply_token_result(r),
+                None => break,
+            }
+        }
+        self.counters.client_token_tasks_pending = pool.pending;
+        pool.close();
+    }
+}
+
+/// Endpoints send UTF-8; the strict check is SIMD-fast, the lossy path only for bad bytes.
+fn output_text(bytes: &[u8]) -> Cow<'_, str> {
+    match std::str::from_utf8(bytes) {
+        Ok(text) => Cow::Borrowed(text),
+        Err(_) => String::from_utf8_lossy(bytes),
+    }
+}
