@@ -6,7 +6,7 @@ use std::path::Path;
 use std::process::{Child, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{bin, dataset, report_dir, run, show, stub, summary};
+use common::{bin, check_accounting, dataset, report_dir, run, show, stub, summary};
 use loadgen_stubs::{StubKind, StubServer};
 
 fn args(mode: &[&str], url: &str, dir: &Path, extra: &[&str]) -> Vec<String> {
@@ -510,4 +510,158 @@ fn a_drain_cut_by_the_cap_abandons_what_is_left_and_is_no_drain_timeout() {
         "{stderr}"
     );
     assert_eq!(summary(&dir)["n_samples_completed"], 10);
+}
+
+/// Waits for `child` at most `limit`; kills it (and so its workers) past that and fails.
+fn finish_within(mut child: Child, limit: Duration) -> (Output, Duration) {
+    let started = Instant::now();
+    let deadline = started + limit;
+    while child.try_wait().expect("try_wait").is_none() {
+        if Instant::now() >= deadline {
+            let _ = child.kill();
+            let out = child.wait_with_output().expect("the run ends once killed");
+            show(&out);
+            panic!("the run was still going after {limit:?}");
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    (finish(child), started.elapsed())
+}
+
+/// The coordinator's grace for workers after an abort, as documented (`end::ABORT_GRACE`).
+const ABORT_GRACE: Duration = Duration::from_secs(2);
+/// Room for a slow, shared test machine on top of the bounds the run promises.
+const MARGIN: Duration = Duration::from_secs(8);
+
+#[test]
+fn the_cap_ends_a_run_whose_server_stalls() {
+    // Every response stalls after its head: the rings fill and the issuer waits for room.
+    let server = stub(StubKind::MaxThroughput, |c| c.faults.stall_every = Some(1));
+    let dir = report_dir("cap-stalled");
+    let cap = Duration::from_millis(2000);
+    let extra = [
+        "--num-samples",
+        "3000",
+        "--runtime.max-duration-ms",
+        "2000",
+        "--max-connections",
+        "16",
+        "--streaming",
+        "off",
+    ];
+    let started = Instant::now();
+    let (out, _) = finish_within(spawn(&args(&["offline"], &server.url(), &dir, &extra)), cap * 15);
+    let elapsed = started.elapsed();
+    assert!(elapsed < cap + ABORT_GRACE + MARGIN, "ended {elapsed:?} after the start");
+    assert!(matches!(out.status.code(), Some(0) | Some(4)), "a report, not a crash");
+    let (issued, completed, failed, abandoned) = check_accounting(&dir);
+    assert_eq!((completed, failed), (0, 0), "nothing was answered, nothing failed");
+    assert!(abandoned > 0 && issued == abandoned, "{issued} issued, {abandoned} abandoned");
+}
+
+#[test]
+fn a_group_interrupt_abandons_in_flight_samples() {
+    use std::os::unix::process::CommandExt;
+    let server = stub(StubKind::MaxThroughput, |c| c.faults.stall_every = Some(20));
+    let dir = report_dir("group-interrupt");
+    let mut a = args(&["offline"], &server.url(), &dir, &["--streaming", "off"]);
+    a.extend(["--num-samples".into(), "1000000".into(), "--max-connections".into(), "8".into()]);
+    let child = bin()
+        .args(&a)
+        .process_group(0)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    wait_for("requests to reach the stub", Duration::from_secs(60), || {
+        server.requests_total() > 50
+    });
+    // What a terminal's Ctrl-C does: the signal goes to every process of the group.
+    signal_group(child.id(), libc::SIGINT);
+    let (out, _) = finish_within(child, ABORT_GRACE + MARGIN);
+    assert_eq!(out.status.code(), Some(130));
+    let (_, _, failed, abandoned) = check_accounting(&dir);
+    assert_eq!(failed, 0, "an interrupt abandons, it does not fail");
+    assert!(abandoned > 0, "the stalled samples were in flight at the interrupt");
+}
+
+fn signal_group(pgid: u32, sig: libc::c_int) {
+    // SAFETY: kill(2) on the process group of a child this test started in its own group.
+    assert_eq!(unsafe { libc::kill(-(pgid as libc::pid_t), sig) }, 0);
+}
+
+#[test]
+fn a_killed_worker_fails_its_in_flight_samples_as_worker_died() {
+    let server = stub(StubKind::MaxThroughput, |c| c.faults.stall_every = Some(1));
+    let dir = report_dir("killed-worker");
+    let mut a = args(&["offline"], &server.url(), &dir, &["--streaming", "off"]);
+    a.extend(["--num-samples".into(), "100".into(), "--max-connections".into(), "4".into()]);
+    let child = spawn(&a);
+    let coordinator = child.id();
+    wait_for("the worker", Duration::from_secs(60), || !children_of(coordinator).is_empty());
+    // Every request stalls: once the stub has 4, all 4 connections hold one on the wire.
+    wait_for("requests to reach the stub", Duration::from_secs(60), || {
+        server.requests_total() >= 4
+    });
+    signal(children_of(coordinator)[0], libc::SIGKILL);
+    let (out, _) = finish_within(child, Duration::from_secs(30));
+    assert_eq!(out.status.code(), Some(4), "a dead worker makes the report incomplete");
+    let (issued, completed, failed, abandoned) = check_accounting(&dir);
+    assert_eq!((issued, completed, failed), (100, 4, 4), "the 4 on the wire failed");
+    assert_eq!(abandoned, 96, "the 96 it never sent are not failures");
+    let events = std::fs::read_to_string(dir.join("events.jsonl")).unwrap();
+    let died = events.lines().filter(|l| l.contains(r#"["ErrorData","worker_died","#)).count();
+    assert_eq!(died, 4, "each failure names the dead worker");
+    assert!(!events.contains("connection_closed"), "not a closed connection");
+}
+
+#[test]
+fn a_stopped_worker_is_settled_at_the_interrupt() {
+    let server = stub(StubKind::MaxThroughput, |c| c.faults.stall_every = Some(20));
+    let dir = report_dir("stopped-worker");
+    let mut a = args(&["offline"], &server.url(), &dir, &["--streaming", "off", "--workers", "2"]);
+    a.extend(["--num-samples".into(), "1000000".into(), "--max-connections".into(), "8".into()]);
+    let child = spawn(&a);
+    let coordinator = child.id();
+    wait_for("two workers", Duration::from_secs(60), || children_of(coordinator).len() >= 2);
+    wait_for("requests to reach the stub", Duration::from_secs(60), || {
+        server.requests_total() > 50
+    });
+    // A stopped worker answers nothing, not even the abort; SIGKILL (at the grace) ends it.
+    signal(children_of(coordinator)[0], libc::SIGSTOP);
+    signal(coordinator, libc::SIGINT);
+    let (out, elapsed) = finish_within(child, ABORT_GRACE + MARGIN);
+    assert_eq!(out.status.code(), Some(130));
+    assert!(elapsed < ABORT_GRACE + MARGIN, "ended {elapsed:?} after the interrupt");
+    let (_, _, failed, abandoned) = check_accounting(&dir);
+    assert_eq!(failed, 0, "an interrupt abandons, it does not fail");
+    assert!(abandoned > 0, "the stopped worker's samples are abandoned");
+}
+
+#[test]
+fn every_issued_sample_has_one_terminal_event() {
+    // Every third response stalls: some samples complete, some are in flight at the cap and
+    // the rest wait queued in the worker and its ring.
+    let server = stub(StubKind::MaxThroughput, |c| c.faults.stall_every = Some(3));
+    let dir = report_dir("terminal-events");
+    let extra = [
+        "--num-samples",
+        "300",
+        "--runtime.max-duration-ms",
+        "1000",
+        "--max-connections",
+        "8",
+        "--streaming",
+        "off",
+    ];
+    let (out, _) =
+        finish_within(spawn(&args(&["offline"], &server.url(), &dir, &extra)), MARGIN * 3);
+    assert_eq!(out.status.code(), Some(0));
+    let (issued, completed, _, abandoned) = check_accounting(&dir);
+    assert_eq!(issued, 300);
+    assert!(completed > 0 && abandoned > 0, "{completed} completed, {abandoned} abandoned");
+    let events = std::fs::read_to_string(dir.join("events.jsonl")).unwrap();
+    let loadgen = events.lines().filter(|l| l.contains(r#""event_type":"error.loadgen""#));
+    assert_eq!(loadgen.count() as u64, abandoned, "one error.loadgen line per abandoned sample");
+    assert!(events.contains(r#"["ErrorData","abandoned","in flight at the max-duration cap"]"#));
 }

@@ -65,3 +65,42 @@ pub fn summary(dir: &Path) -> serde_json::Value {
 pub fn report_txt(dir: &Path) -> String {
     std::fs::read_to_string(dir.join("report.txt")).expect("report.txt is written")
 }
+
+/// Checks that every sample in `dir/events.jsonl` with a `sample.issued` line has exactly one
+/// terminal event (`sample.complete`, or `error.loadgen` for an abandoned sample) and no sample
+/// has a terminal event without its `sample.issued` line. Returns the number of issued samples.
+pub fn check_terminal_events(dir: &Path) -> u64 {
+    use std::collections::HashMap;
+    let text = std::fs::read_to_string(dir.join("events.jsonl")).expect("events.jsonl is written");
+    let mut issued: HashMap<String, u32> = HashMap::new();
+    let mut terminal: HashMap<String, u32> = HashMap::new();
+    for line in text.lines() {
+        let v: serde_json::Value = serde_json::from_str(line).expect("every event line parses");
+        let uuid = v["sample_uuid"].as_str().unwrap_or_default().to_string();
+        match v["event_type"].as_str().unwrap_or_default() {
+            "sample.issued" => *issued.entry(uuid).or_default() += 1,
+            "sample.complete" | "error.loadgen" => *terminal.entry(uuid).or_default() += 1,
+            _ => {}
+        }
+    }
+    for (uuid, n) in &issued {
+        assert_eq!(*n, 1, "sample {uuid} has {n} sample.issued lines");
+        assert_eq!(terminal.get(uuid), Some(&1), "sample {uuid} needs exactly one terminal event");
+    }
+    for uuid in terminal.keys() {
+        assert!(issued.contains_key(uuid), "sample {uuid} ends without a sample.issued line");
+    }
+    issued.len() as u64
+}
+
+/// `issued = completed + abandoned` in `result_summary.json`, and one terminal event per issued
+/// sample in events.jsonl. Returns (issued, completed, failed, abandoned).
+pub fn check_accounting(dir: &Path) -> (u64, u64, u64, u64) {
+    let s = summary(dir);
+    let get = |key: &str| s[key].as_u64().unwrap_or_else(|| panic!("{key} in the summary"));
+    let (issued, completed) = (get("n_samples_issued"), get("n_samples_completed"));
+    let (failed, abandoned) = (get("n_samples_failed"), get("n_samples_abandoned"));
+    assert_eq!(issued, completed + abandoned, "issued = completed + abandoned");
+    assert_eq!(check_terminal_events(dir), issued, "one sample.issued line per issued sample");
+    (issued, completed, failed, abandoned)
+}
