@@ -22,7 +22,7 @@ use crate::end::{after_drain, drain_plan, finish_deadline, run_end};
 pub use crate::end::{RunEnd, ABORT_GRACE};
 use crate::fork::{fork_child, kill_and_reap};
 use crate::order::SampleOrder;
-use crate::schedule::{issue_all, IssueLags, Issuer, Pattern, SCHEDULER_POLL};
+use crate::schedule::{issue_all, IssueEnd, IssueLags, Issuer, Pattern, SCHEDULER_POLL};
 use crate::settle::IssueLog;
 
 /// Everything a run needs, resolved by the binary from its plan.
@@ -240,22 +240,19 @@ fn await_ready(spec: &RunSpec, status: &Receiver<Status>) -> Result<(), RunError
 fn issue_and_drain(spec: &RunSpec, st: &mut Started) -> (RunEnd, bool, IssueLags) {
     let _ = st.control.send(Control::Start { session_start_ns: monotonic_ns() });
     let mut order = SampleOrder::new(spec.dataset_rows.max(1), spec.dataloader_seed);
-    // Warm-up samples go first, untracked.
-    if spec.warmup_samples > 0 {
-        let mut unused = IssueLags::default();
-        let (issuer, n) = (&mut st.issuer, spec.warmup_samples);
-        let _ = issue_all(issuer, &Pattern::Offline, &mut order, 0, n, None, &mut unused);
-        if spec.warmup_drain {
-            wait_drained(&st.shared, Instant::now() + spec.drain_timeout);
-        }
-    }
+    let warm_up_end = warm_up(spec, st, &mut order);
     let _ = st.control.send(Control::Tracking { tracking_start_ns: monotonic_ns() });
-    let cap = spec.max_duration.map(|d| Instant::now() + d);
-    st.issuer.set_cap(cap);
     let mut issue_lags = IssueLags::default();
-    let first = spec.warmup_samples;
-    let (issuer, n) = (&mut st.issuer, spec.num_samples);
-    let issue_end = issue_all(issuer, &spec.pattern, &mut order, first, n, cap, &mut issue_lags);
+    let (cap, issue_end) = match warm_up_end {
+        // The cap (or an interrupt) ended the warm-up: the run ends there, nothing tracked.
+        Some(cut) => cut,
+        None => {
+            let cap = spec.max_duration.map(|d| Instant::now() + d);
+            st.issuer.set_cap(cap);
+            let (issuer, first, n) = (&mut st.issuer, spec.warmup_samples, spec.num_samples);
+            (cap, issue_all(issuer, &spec.pattern, &mut order, first, n, cap, &mut issue_lags))
+        }
+    };
     let now = Instant::now();
     let end = run_end(issue_end, interrupted(), cap.is_some_and(|c| now >= c));
     let plan = drain_plan(end, now, cap, spec.drain_timeout);
@@ -271,6 +268,32 @@ fn issue_and_drain(spec: &RunSpec, st: &mut Started) -> (RunEnd, bool, IssueLags
         st.issuer.abort_all();
     }
     (end, timed_out, issue_lags)
+}
+
+/// Issues the warm-up samples (untracked) and, with `warmup_drain`, waits for them. The cap
+/// bounds the warm-up too, from its own start. When the cap, an interrupt or the loss of every
+/// worker cut the warm-up short, returns the cap and why issuing stopped.
+fn warm_up(
+    spec: &RunSpec,
+    st: &mut Started,
+    order: &mut SampleOrder,
+) -> Option<(Option<Instant>, IssueEnd)> {
+    if spec.warmup_samples == 0 {
+        return None;
+    }
+    let cap = spec.max_duration.map(|d| Instant::now() + d);
+    st.issuer.set_cap(cap);
+    let mut unused = IssueLags::default();
+    let (issuer, n) = (&mut st.issuer, spec.warmup_samples);
+    let end = issue_all(issuer, &Pattern::Offline, order, 0, n, cap, &mut unused);
+    if spec.warmup_drain && end == IssueEnd::AllIssued {
+        let drain_until = Instant::now() + spec.drain_timeout;
+        wait_drained(&st.shared, cap.map_or(drain_until, |c| c.min(drain_until)));
+    }
+    let capped = cap.is_some_and(|c| Instant::now() >= c);
+    let cut = end != IssueEnd::AllIssued || capped || interrupted();
+    let end = if end == IssueEnd::AllIssued { IssueEnd::Stopped } else { end };
+    cut.then_some((cap, end))
 }
 
 /// Ends issuing (Stop) and waits for the samples in flight until `deadline` or an interrupt.

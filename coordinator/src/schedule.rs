@@ -288,3 +288,38 @@ fn wait_until(at: Instant, shared: &Shared, cap: Option<Instant>) -> bool {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use loadgen_worker::wire::{RingSizes, WorkerRings};
+
+    #[test]
+    fn the_issuer_stops_waiting_for_ring_space_at_the_cap() {
+        let bell = Doorbell::create().unwrap();
+        let sizes = RingSizes { issue_slots: 4, record_bytes: 64 * 1024 };
+        let rings = WorkerRings::create_with(0, sizes, &bell, &bell).unwrap();
+        let (producer, _records) = rings.coordinator_ends();
+        let shared = Arc::new(Shared::new(1));
+        let log = IssueLog::with_capacity(0, 0);
+        let mut issuer = Issuer::new(vec![producer], shared, Arc::new(bell), log);
+        // Nobody consumes the ring (a stalled or stopped worker): it fills, then the cap ends
+        // the wait.
+        issuer.set_cap(Some(Instant::now() + Duration::from_millis(200)));
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let mut id = 0;
+            let end = loop {
+                if let Err(end) = issuer.issue(id, 0) {
+                    break end;
+                }
+                id += 1;
+            };
+            let _ = tx.send((end, id, issuer.take_log()));
+        });
+        let (end, issued, log) = rx.recv_timeout(Duration::from_secs(20)).expect("issue returns");
+        assert_eq!(end, IssueEnd::Stopped);
+        assert!(issued > 0, "the ring took some samples first");
+        assert_eq!(log.id_end(), issued, "every handed-over sample is in the issue log");
+    }
+}
