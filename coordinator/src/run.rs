@@ -142,7 +142,12 @@ pub fn run(mut spec: RunSpec) -> Result<RunOutput, RunError> {
     let Started { pids, aggregator, watcher, .. } = started;
     let joined = aggregator.join();
     watcher.stop();
-    pids.iter().for_each(|p| kill_and_reap(*p));
+    let reaped = joined.as_ref().map(|a| a.reaped.clone()).unwrap_or_default();
+    for (w, pid) in pids.iter().enumerate() {
+        if !reaped.get(w).copied().unwrap_or(false) {
+            kill_and_reap(*pid);
+        }
+    }
     let aggregate = joined.map_err(|_| RunError::AggregatorFailed)?;
     let end = if interrupted() { RunEnd::Interrupted } else { end };
     Ok(RunOutput { aggregate, end, drain_timed_out, issue_lags })
@@ -177,9 +182,9 @@ fn start(spec: &mut RunSpec) -> Result<Started, RunError> {
     Ok(Started { pids, shared, issuer, control, status, aggregator, watcher })
 }
 
-/// The issue log reserved up front covers this many samples at most (its pages are touched only
-/// as samples are issued; a longer run grows it).
-const MAX_LOG_RESERVE_SAMPLES: u64 = 1 << 28;
+/// The issue log reserved up front covers this many samples at most (192 MB of address space;
+/// its pages are touched only as samples are issued; a longer run grows it).
+const MAX_LOG_RESERVE_SAMPLES: u64 = 1 << 24;
 
 fn make_rings(
     spec: &mut RunSpec,

@@ -382,8 +382,14 @@ mod tests {
     }
 
     fn cases() -> Vec<Case> {
+        let mut all = answered_cases();
+        all.extend(worker_cases());
+        all
+    }
+
+    /// Cases where every worker said Done.
+    fn answered_cases() -> Vec<Case> {
         use FailureKind::{Cancelled, HttpStatus, Timeout};
-        use WorkerFate::*;
         let mut with_failures = ok(0..6);
         with_failures.extend([(6, HttpStatus, true), (7, Timeout, true)]);
         // Two workers, 8 samples: worker 0 has 0,2,4,6 and worker 1 has 1,3,5,7.
@@ -427,6 +433,14 @@ mod tests {
                 worker_died: 0,
                 synthesized_abandoned: 0,
             },
+        ]
+    }
+
+    /// Cases with a worker that died, was stopped, or warm-up samples.
+    fn worker_cases() -> Vec<Case> {
+        use FailureKind::Cancelled;
+        use WorkerFate::*;
+        vec![
             Case {
                 name: "killed worker: its sent samples fail as worker_died, the rest abandoned",
                 n: 8,

@@ -17,10 +17,11 @@ impl State {
     /// Reaps workers that ended; a worker that ended without saying Done died.
     pub(super) fn check_health(&mut self, consumers: &mut [RecordConsumer], started: bool) {
         for (w, consumer) in consumers.iter_mut().enumerate() {
-            if self.fates[w].is_some() && self.done[w] {
+            if self.fates[w].is_some() {
                 continue;
             }
             let Some(end) = try_reap(self.pids[w]) else { continue };
+            self.reaped[w] = true;
             // Records the worker pushed before it ended are still in its ring.
             while consumer.pop(|ev| self.on_event(w, ev)).is_some() {}
             if self.fates[w].is_none() {
@@ -42,6 +43,7 @@ impl State {
                 continue;
             }
             kill_and_reap(self.pids[w]);
+            self.reaped[w] = true;
             while consumer.pop(|ev| self.on_event(w, ev)).is_some() {}
             if self.fates[w].is_none() {
                 self.fates[w] = Some(WorkerFate::KilledAfterAbort);
@@ -113,6 +115,7 @@ impl State {
             events_error,
             timed_out,
             sample_rows: self.sample_rows,
+            reaped: self.reaped,
         }
     }
 

@@ -29,6 +29,9 @@ pub const AGGREGATOR_POLL: Duration = Duration::from_millis(20);
 pub const BUSY_WINDOW: Duration = Duration::from_millis(5);
 pub const BUSY_NAP: Duration = Duration::from_millis(1);
 
+/// The set of answered ids reserves room for this many ids at most (32 MB); it grows past.
+pub const ANSWERED_RESERVE_IDS: u64 = 1 << 28;
+
 /// A worker's lifecycle as the coordinator's threads see it.
 #[repr(u8)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -163,6 +166,8 @@ pub struct AggregatorOutput {
     pub timed_out: bool,
     /// (sample id, dataset row) of every tracked sample, for `sample_idx_map.json`.
     pub sample_rows: Vec<(u64, u32)>,
+    /// Workers the aggregator already reaped: their pids may belong to others by now.
+    pub reaped: Vec<bool>,
 }
 
 /// A tracked sample whose worker cancelled it at an abort: its terminal event waits for the
@@ -196,6 +201,7 @@ struct State {
     /// Each worker's in-flight table as it ended.
     sent_at_end: Vec<Vec<u64>>,
     pids: Vec<Pid>,
+    reaped: Vec<bool>,
     in_flight: Vec<Option<InFlightTable>>,
     setup_failure: Option<(u16, String)>,
     sample_rows: Vec<(u64, u32)>,
@@ -299,11 +305,12 @@ impl State {
             fates: vec![None; workers],
             sent_at_end: vec![Vec::new(); workers],
             pids: input.pids,
+            reaped: vec![false; workers],
             in_flight: input.in_flight,
             setup_failure: None,
             sample_rows: Vec::new(),
             tally: Tally::default(),
-            answered: IdSet::with_capacity(expected.min(1 << 34)),
+            answered: IdSet::with_capacity(expected.min(ANSWERED_RESERVE_IDS)),
             cancelled: Vec::new(),
             issue_log: None,
             abort_cause: None,
