@@ -423,3 +423,6 @@ impl Shared {
         self.progress.1.notify_all();
     }
 }
+
+#[cfg(test)]
+mod tests;
