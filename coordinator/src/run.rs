@@ -315,10 +315,7 @@ fn wait_drained(shared: &Shared, deadline: Instant) {
     let mut guard = lock.lock().unwrap_or_else(|e| e.into_inner());
     shared.progress_waiting.store(true, Ordering::Release);
     while shared.in_flight() > 0 && Instant::now() < deadline && !interrupted() {
-        guard = cond
-            .wait_timeout(guard, Duration::from_millis(10))
-            .unwrap_or_else(|e| e.into_inner())
-            .0;
+        guard = cond.wait_timeout(guard, SCHEDULER_POLL).unwrap_or_else(|e| e.into_inner()).0;
     }
     shared.progress_waiting.store(false, Ordering::Release);
 }
