@@ -39,7 +39,9 @@ pub struct RunSpec {
     pub warmup_drain: bool,
     pub dataset_rows: usize,
     pub dataloader_seed: u64,
-    /// Wall-time cap from the start of tracking; in-flight samples at the cap are abandoned.
+    /// Wall-time cap from the start of tracking (and of a warm-up, from its own start);
+    /// samples in flight or queued at the cap are abandoned, the workers aborted and, past
+    /// `ABORT_GRACE`, killed.
     pub max_duration: Option<Duration>,
     /// How long in-flight samples may take to finish once issuing ended.
     pub drain_timeout: Duration,
