@@ -135,24 +135,30 @@ pub fn run(mut spec: RunSpec) -> Result<RunOutput, RunError> {
         let deadline = finish_deadline(Instant::now());
         let _ = started.control.send(Control::Finish { log: Box::new(log), deadline });
         started.issuer.abort_all();
-        let _ = started.aggregator.join();
+        let joined = started.aggregator.join();
         started.watcher.stop();
-        started.pids.iter().for_each(|p| kill_and_reap(*p));
+        kill_unreaped(&started.pids, &joined);
         return Err(err);
     }
     let (end, drain_timed_out, issue_lags) = issue_and_drain(&spec, &mut started);
     let Started { pids, aggregator, watcher, .. } = started;
     let joined = aggregator.join();
     watcher.stop();
-    let reaped = joined.as_ref().map(|a| a.reaped.clone()).unwrap_or_default();
+    kill_unreaped(&pids, &joined);
+    let aggregate = joined.map_err(|_| RunError::AggregatorFailed)?;
+    let end = if interrupted() { RunEnd::Interrupted } else { end };
+    Ok(RunOutput { aggregate, end, drain_timed_out, issue_lags })
+}
+
+/// Kills and reaps the workers the aggregator did not reap: a reaped worker's pid may belong to
+/// another process by now.
+fn kill_unreaped(pids: &[nix::unistd::Pid], joined: &std::thread::Result<AggregatorOutput>) {
+    let reaped = joined.as_ref().map(|a| a.reaped.as_slice()).unwrap_or_default();
     for (w, pid) in pids.iter().enumerate() {
         if !reaped.get(w).copied().unwrap_or(false) {
             kill_and_reap(*pid);
         }
     }
-    let aggregate = joined.map_err(|_| RunError::AggregatorFailed)?;
-    let end = if interrupted() { RunEnd::Interrupted } else { end };
-    Ok(RunOutput { aggregate, end, drain_timed_out, issue_lags })
 }
 
 /// Rings, fork, signal handlers, the aggregator and the interrupt watcher.
