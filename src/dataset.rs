@@ -187,7 +187,8 @@ pub fn load_dataset_spec(spec: &DatasetSpec) -> Result<Dataset, AppError> {
         }
         Err(e) => return Err(AppError::Setup(format!("cannot read dataset {}: {e}", spec.path))),
     };
-    let limit = spec.samples.map_or(usize::MAX, |n| n.max(1) as usize);
+    // `samples: 0` is refused by the plan (`check_sample_counts`), as the reference does.
+    let limit = spec.samples.map_or(usize::MAX, |n| usize::try_from(n).unwrap_or(usize::MAX));
     let rows = match format {
         Format::Jsonl => jsonl_rows(&text, spec, limit)?,
         Format::Json => records_to_rows(parse_json(&text, &spec.path)?, spec, limit)?,

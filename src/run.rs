@@ -178,34 +178,7 @@ fn run_with_endpoints(
             (workers, plan.max_connections.max(workers))
         }
     };
-    let share_of =
-        |i: usize| split_share(connections, workers, i).clamp(1, MAX_CONNECTIONS_PER_WORKER);
-    let even_ports = ephemeral_even_ports();
-    let worker_specs: Vec<WorkerSpec> = (0..workers)
-        .map(|i| {
-            let ep = i % endpoints.len();
-            let share = share_of(i);
-            let endpoint_total: usize =
-                (0..workers).filter(|w| w % endpoints.len() == ep).map(share_of).sum();
-            let warm =
-                warm_connections(plan.load_pattern, plan.warmup_connections, workers, i, share);
-            WorkerSpec {
-                worker_id: i as u16,
-                core: None,
-                endpoint: endpoints[ep].clone(),
-                connections: share as u32,
-                warm_connections: warm as u32,
-                bind_from_slot: bind_from_slot(share, endpoint_total, even_ports) as u32,
-                api,
-                streaming: plan.streaming,
-                requests: tables[ep].clone(),
-                force_epoll: std::env::var_os("MONOIO_FORCE_LEGACY_DRIVER").is_some(),
-                max_output_bytes: MAX_OUTPUT_BYTES,
-                request_timeout_ns: 0,
-                in_flight: None,
-            }
-        })
-        .collect();
+    let worker_specs = worker_specs(plan, &endpoints, &tables, workers, connections);
     if plan.verbose > 0 {
         let warm: u32 = worker_specs.iter().map(|w| w.warm_connections.max(1)).sum();
         eprintln!(
@@ -261,6 +234,46 @@ fn run_with_endpoints(
         other => AppError::Setup(other.to_string()),
     })?;
     finish_run(plan, output, embedded)
+}
+
+/// One `WorkerSpec` per worker: its endpoint (round robin), its share of the pool, its warm
+/// connections, its port range and the plan's per-request timeout.
+fn worker_specs(
+    plan: &Plan,
+    endpoints: &[Endpoint],
+    tables: &[Arc<RequestTable>],
+    workers: usize,
+    connections: usize,
+) -> Vec<WorkerSpec> {
+    let api = worker_api(plan.api_type);
+    let share_of =
+        |i: usize| split_share(connections, workers, i).clamp(1, MAX_CONNECTIONS_PER_WORKER);
+    let even_ports = ephemeral_even_ports();
+    (0..workers)
+        .map(|i| {
+            let ep = i % endpoints.len();
+            let share = share_of(i);
+            let endpoint_total: usize =
+                (0..workers).filter(|w| w % endpoints.len() == ep).map(share_of).sum();
+            let warm =
+                warm_connections(plan.load_pattern, plan.warmup_connections, workers, i, share);
+            WorkerSpec {
+                worker_id: i as u16,
+                core: None,
+                endpoint: endpoints[ep].clone(),
+                connections: share as u32,
+                warm_connections: warm as u32,
+                bind_from_slot: bind_from_slot(share, endpoint_total, even_ports) as u32,
+                api,
+                streaming: plan.streaming,
+                requests: tables[ep].clone(),
+                force_epoll: std::env::var_os("MONOIO_FORCE_LEGACY_DRIVER").is_some(),
+                max_output_bytes: MAX_OUTPUT_BYTES,
+                request_timeout_ns: plan.request_timeout_ns,
+                in_flight: None,
+            }
+        })
+        .collect()
 }
 
 fn finish_run(
@@ -514,5 +527,33 @@ fn start_embedded_stub(
     } else {
         kill_and_reap(pid);
         Err(AppError::Setup(format!("the embedded stub did not start: {line}")))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_timeout_flag_reaches_the_workers() {
+        let plan = crate::plan::plan_from_args(&[
+            "offline",
+            "--endpoints",
+            "http://127.0.0.1:9,http://127.0.0.1:10",
+            "--model",
+            "m",
+            "--timeout",
+            "1.5",
+        ])
+        .unwrap();
+        let endpoints: Vec<Endpoint> =
+            plan.endpoints.iter().map(|e| Endpoint::parse(&e.url).unwrap()).collect();
+        let tables = vec![Arc::new(RequestTable::new()), Arc::new(RequestTable::new())];
+        let specs = worker_specs(&plan, &endpoints, &tables, 3, 12);
+        assert_eq!(specs.len(), 3);
+        assert!(specs.iter().all(|w| w.request_timeout_ns == 1_500_000_000));
+        let none = crate::plan::plan_from_args(&["offline"]).unwrap();
+        let specs = worker_specs(&none, &endpoints, &tables, 2, 4);
+        assert!(specs.iter().all(|w| w.request_timeout_ns == 0), "0 = none by default");
     }
 }
