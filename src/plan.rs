@@ -228,9 +228,11 @@ pub const SAMPLE_SIZING_QPS_DEFAULT: f64 = 10.0;
 /// Resolves a configuration (YAML and/or flags, already merged) into a validated plan:
 /// checks every setting, loads the dataset and the tokenizer, sizes the run.
 pub fn resolve_plan(mut config: Config, verbose: u8) -> Result<Plan, AppError> {
+    register_secrets(&config);
     let load_pattern = resolve_load_pattern(&config)?;
     check_sample_counts(&config)?;
     let endpoints = parse_endpoints(&config)?;
+    warn_userinfo(&config);
     let model = resolve_model(&config, &endpoints)?;
     config.model_params.name = Some(model.clone());
     let api_type = api_type_of(config.endpoint_config.api_type);
@@ -346,6 +348,32 @@ fn parse_endpoints(config: &Config) -> Result<Vec<EndpointUrl>, AppError> {
     config.endpoint_config.endpoints.iter().map(|u| parse_endpoint(u)).collect()
 }
 
+/// Registers every secret of the configuration with `redact`, before anything can print one.
+fn register_secrets(config: &Config) {
+    if let Some(key) = &config.endpoint_config.api_key {
+        crate::redact::register_secret(key);
+    }
+    for url in &config.endpoint_config.endpoints {
+        if let (_, Some(secret)) = crate::redact::split_userinfo(url.trim()) {
+            crate::redact::register_secret(&secret);
+        }
+    }
+}
+
+/// The reference reads only the host and port of an endpoint URL and sends no credentials
+/// from it; so does this, and says so (without the password).
+fn warn_userinfo(config: &Config) {
+    for url in &config.endpoint_config.endpoints {
+        if crate::redact::split_userinfo(url.trim()).1.is_some() {
+            eprintln!(
+                "warning: endpoint {}: the user and password in the URL are not sent (the \
+                 reference ignores them too); give a key with --api-key",
+                crate::redact::redact_url(url.trim())
+            );
+        }
+    }
+}
+
 fn resolve_streaming(config: &Config) -> bool {
     match config.model_params.streaming {
         Streaming::On => true,
@@ -451,9 +479,15 @@ pub fn parse_endpoint(url: &str) -> Result<EndpointUrl, AppError> {
         _ => !host_only.is_empty(),
     };
     if host_only.is_empty() || !valid_port {
-        return Err(AppError::Input(format!("endpoint {url:?} has no valid host[:port]")));
+        return Err(AppError::Input(format!(
+            "endpoint {:?} has no valid host[:port]",
+            crate::redact::redact_url(url)
+        )));
     }
-    Ok(EndpointUrl { url: url.trim_end_matches('/').to_string() })
+    // Credentials in the URL are dropped here, so the worker and every message see only
+    // scheme, host, port and path.
+    let (stripped, _) = crate::redact::split_userinfo(url);
+    Ok(EndpointUrl { url: stripped.trim_end_matches('/').to_string() })
 }
 
 fn resolve_model(config: &Config, endpoints: &[EndpointUrl]) -> Result<String, AppError> {
@@ -1081,8 +1115,9 @@ mod tests {
         .unwrap();
         let yaml = &plan.config_yaml;
         assert!(!yaml.contains("sk-secret") && !yaml.contains(":pw@"), "{yaml}");
+        assert_eq!(plan.endpoints[0].url, "http://127.0.0.1:9", "credentials are not sent");
         assert!(yaml.contains("api_key: <redacted>"), "{yaml}");
-        assert!(yaml.contains("http://user:<redacted>@127.0.0.1:9"), "{yaml}");
+        assert!(yaml.contains("http://<redacted>@127.0.0.1:9"), "{yaml}");
         for line in [
             "name: offline_benchmark",
             "type: offline",

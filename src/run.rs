@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use loadgen_coordinator::aggregate::events::sample_uuid;
 use loadgen_coordinator::aggregate::tokens::TokenCounter;
+use loadgen_coordinator::aggregate::AggregatorOutput;
 use loadgen_coordinator::cpu::{cores_available, CpuPlan};
 use loadgen_coordinator::fork::{fork_child, kill_and_reap};
 use loadgen_coordinator::metrics::{
@@ -22,9 +23,10 @@ use loadgen_worker::WorkerSpec;
 use crate::dataset::Row;
 use crate::error::AppError;
 use crate::plan::{split_share, warm_connections, ApiType, LoadPattern, Plan};
+use crate::redact::redact;
 use crate::report::{
-    console_summary, is_complete, write_atomic, write_report_files, IssueLag, LoadPatternInfo,
-    RunInfo, WarmupInfo,
+    console_summary, is_complete, result_summary, write_atomic, write_report_files,
+    FailureKindCount, IssueLag, LoadPatternInfo, RunInfo, WarmupInfo,
 };
 
 /// Connections a worker may hold at most (a named limit; file descriptors are the real bound).
@@ -297,15 +299,7 @@ fn finish_run(
             && matches!(plan.load_pattern, LoadPattern::Poisson { .. }),
         has_tokenizer: plan.tokenizer.is_some(),
     };
-    let incomplete_reason = if !agg.dead_workers.is_empty() {
-        Some(format!("{} worker(s) died during the run", agg.dead_workers.len()))
-    } else if output.drain_timed_out || (agg.timed_out && !capped) {
-        Some("in-flight samples did not finish within the drain timeout".to_string())
-    } else if agg.timed_out {
-        Some("workers did not stop within 2 s of the --runtime.max-duration-ms cap".to_string())
-    } else {
-        None
-    };
+    let incomplete_reason = incomplete_reason(&agg, output.drain_timed_out, capped);
     let state = if interrupted {
         RunState::Interrupted
     } else if incomplete_reason.is_some() {
@@ -319,22 +313,13 @@ fn finish_run(
     if let Some(warning) = info.issue_lag.as_ref().and_then(|l| l.warning()) {
         eprintln!("warning: {warning}");
     }
+    add_failures(&mut info, &agg);
+    let summary = result_summary(&snapshot, &info);
     let dir = &plan.report_dir;
-    let write_err = |e: std::io::Error| {
-        AppError::Execution(format!("cannot write the report files in {}: {e}", dir.display()))
-    };
-    write_atomic(&dir.join("config.yaml"), plan.config_yaml.as_bytes()).map_err(write_err)?;
-    write_atomic(&dir.join("sample_idx_map.json"), &sample_idx_map(&agg.sample_rows))
-        .map_err(write_err)?;
-    let summary = write_report_files(dir, &snapshot, &info).map_err(write_err)?;
-    if let Some(err) = &agg.events_error {
-        eprintln!("warning: events.jsonl may be incomplete: {err}");
-    }
+    let unwritten = write_all_files(plan, &snapshot, &summary, &info, &agg);
+    // The console summary is printed whatever happened to the files: it may be all that
+    // is left of the run.
     let mut console = console_summary(&summary, &info, dir);
-    for f in &agg.failures {
-        console
-            .push_str(&format!("  {} failed ({}), first: {}\n", f.count, f.kind, f.first_message));
-    }
     if capped {
         let cap_ms = plan.max_duration_ms.unwrap_or(0);
         console.push_str(&format!(
@@ -343,22 +328,133 @@ fn finish_run(
             agg.counters.abandoned
         ));
     }
-    print!("{console}");
+    print!("{}", redact(&console));
     let _ = std::io::stdout().flush();
+    let unwritten_error = unwritten_message(dir, &unwritten);
     if interrupted {
+        if let Some(msg) = &unwritten_error {
+            eprintln!("error: {}", redact(msg));
+        }
         return Err(AppError::Interrupted);
     }
     if !agg.dead_workers.is_empty() {
         return Err(AppError::Execution(format!(
-            "{}; the report in {} covers what was measured",
+            "{}; the report in {} covers what was measured{}",
             agg.dead_workers.iter().map(|(_, m)| m.as_str()).collect::<Vec<_>>().join("; "),
-            dir.display()
+            dir.display(),
+            unwritten_error.map_or(String::new(), |m| format!("; {m}"))
         )));
+    }
+    if let Some(msg) = unwritten_error {
+        return Err(AppError::Execution(msg));
     }
     if let Err(why) = is_complete(&summary, primary) {
         return Err(AppError::Execution(format!("{why} (report in {})", dir.display())));
     }
     Ok(0)
+}
+
+/// Why the run's report is incomplete, if it is.
+fn incomplete_reason(
+    agg: &AggregatorOutput,
+    drain_timed_out: bool,
+    capped: bool,
+) -> Option<String> {
+    if !agg.dead_workers.is_empty() {
+        Some(format!("{} worker(s) died during the run", agg.dead_workers.len()))
+    } else if drain_timed_out || (agg.timed_out && !capped) {
+        Some("in-flight samples did not finish within the drain timeout".to_string())
+    } else if agg.timed_out {
+        Some("workers did not stop within 2 s of the --runtime.max-duration-ms cap".to_string())
+    } else {
+        None
+    }
+}
+
+/// The failure kinds (messages redacted), the re-sent count, and whether events.jsonl
+/// holds error lines to point to.
+fn add_failures(info: &mut RunInfo, agg: &AggregatorOutput) {
+    info.failures = agg
+        .failures
+        .iter()
+        .map(|f| FailureKindCount {
+            kind: f.kind.to_string(),
+            count: f.count,
+            first_message: redact(&f.first_message),
+        })
+        .collect();
+    info.requests_resent = agg.counters.requests_resent;
+    // Failed records of tracked samples get `error` lines; a dead worker's lost samples
+    // get none, so point to events.jsonl only when a record-borne failure was tracked.
+    info.events_has_errors = agg.events_error.is_none()
+        && agg.counters.tracked_samples_failed > 0
+        && agg.failures.iter().any(|f| f.kind != "worker_died");
+}
+
+/// Writes every report file, each on its own so that one that fails (events.jsonl on a
+/// full disk) does not cost the others; returns those not written. events.jsonl was
+/// written by the aggregator as the run went.
+fn write_all_files(
+    plan: &Plan,
+    snapshot: &loadgen_coordinator::metrics::Snapshot,
+    summary: &crate::report::ResultSummary,
+    info: &RunInfo,
+    agg: &AggregatorOutput,
+) -> Vec<(&'static str, String)> {
+    let dir = &plan.report_dir;
+    let mut unwritten: Vec<(&'static str, String)> = Vec::new();
+    if let Some(err) = &agg.events_error {
+        let why = if err.contains("(os error 28)") {
+            "no space left on device".to_string()
+        } else if err.contains("(os error 27)") {
+            "file too large (the file-size limit, ulimit -f)".to_string()
+        } else {
+            err.clone()
+        };
+        unwritten.push(("events.jsonl", why));
+    }
+    // The small files first: they hold the measured numbers.
+    for u in write_report_files(dir, snapshot, summary, info) {
+        unwritten.push((u.file, io_reason(&u.error)));
+    }
+    if let Err(e) = write_atomic(&dir.join("config.yaml"), plan.config_yaml.as_bytes()) {
+        unwritten.push(("config.yaml", io_reason(&e)));
+    }
+    if let Err(e) =
+        write_atomic(&dir.join("sample_idx_map.json"), &sample_idx_map(&agg.sample_rows))
+    {
+        unwritten.push(("sample_idx_map.json", io_reason(&e)));
+    }
+    unwritten
+}
+
+/// Why a write failed, in the words users search for: a full disk and a file-size limit
+/// are named as such.
+fn io_reason(e: &std::io::Error) -> String {
+    match e.raw_os_error() {
+        Some(libc::ENOSPC) => "no space left on device".to_string(),
+        Some(libc::EFBIG) => "file too large (the file-size limit, ulimit -f)".to_string(),
+        Some(libc::EDQUOT) => "disk quota exceeded".to_string(),
+        _ => e.to_string(),
+    }
+}
+
+/// The error naming each report file not written and why, if any.
+fn unwritten_message(
+    dir: &std::path::Path,
+    unwritten: &[(&'static str, String)],
+) -> Option<String> {
+    if unwritten.is_empty() {
+        return None;
+    }
+    let files: Vec<String> = unwritten.iter().map(|(f, why)| format!("{f} ({why})")).collect();
+    Some(format!(
+        "cannot write {} report file(s) in {}: {}; the summary above is what was measured; \
+         free space or choose another --report-dir",
+        unwritten.len(),
+        dir.display(),
+        files.join(", ")
+    ))
 }
 
 fn basis(source: crate::plan::TokenCountSource) -> TokenCountSource {
@@ -406,6 +502,9 @@ fn run_info(
         incomplete_reason,
         abandoned,
         issue_lag: None,
+        failures: Vec::new(),
+        requests_resent: 0,
+        events_has_errors: false,
     }
 }
 

@@ -669,18 +669,7 @@ pub fn quote_yaml11_bools(text: &str) -> String {
     out
 }
 
-/// The text written for a redacted secret.
-pub const REDACTED: &str = "<redacted>";
-
-/// Whether a key names a secret (api_key, token, password, *_key, *_token, *secret*).
-pub fn is_secret_key(key: &str) -> bool {
-    let k = key.to_ascii_lowercase();
-    matches!(k.as_str(), "api_key" | "token" | "password" | "apikey")
-        || k.ends_with("_key")
-        || k.ends_with("_token")
-        || k.ends_with("_password")
-        || k.contains("secret")
-}
+use crate::redact::{is_secret_key, redact_url, REDACTED};
 
 fn redact(value: &mut YamlValue, key: Option<&str>) {
     match value {
@@ -701,41 +690,6 @@ fn redact(value: &mut YamlValue, key: Option<&str>) {
         _ if key.is_some_and(is_secret_key) => *value = YamlValue::String(REDACTED.to_string()),
         _ => {}
     }
-}
-
-/// Hides `user:pass@` credentials and secret-looking query parameters in a URL.
-pub fn redact_url(text: &str) -> String {
-    let Some(scheme_end) = text.find("://") else { return text.to_string() };
-    let rest = &text[scheme_end + 3..];
-    let authority_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
-    let mut out = text[..scheme_end + 3].to_string();
-    let authority = &rest[..authority_end];
-    match authority.rsplit_once('@') {
-        Some((userinfo, host)) => {
-            let user = userinfo.split(':').next().unwrap_or_default();
-            out.push_str(&format!("{user}:{REDACTED}@{host}"));
-        }
-        None => out.push_str(authority),
-    }
-    let tail = &rest[authority_end..];
-    match tail.split_once('?') {
-        Some((path, query)) => {
-            out.push_str(path);
-            out.push('?');
-            let params: Vec<String> = query
-                .split('&')
-                .map(|p| match p.split_once('=') {
-                    Some((k, _)) if is_secret_key(k) || k.eq_ignore_ascii_case("key") => {
-                        format!("{k}={REDACTED}")
-                    }
-                    _ => p.to_string(),
-                })
-                .collect();
-            out.push_str(&params.join("&"));
-        }
-        None => out.push_str(tail),
-    }
-    out
 }
 
 /// Substitutes environment variables in every string value, in place.
@@ -846,21 +800,6 @@ mod tests {
         assert_eq!(config.endpoint_config.api_key.as_deref(), Some("k1-$x"));
         let err = expand_env("${LLM_LOADGEN_TEST_UNSET_VAR}").unwrap_err();
         assert!(err.contains("LLM_LOADGEN_TEST_UNSET_VAR is not set"), "{err}");
-    }
-
-    #[test]
-    fn redaction_covers_keys_urls_and_queries() {
-        for key in ["api_key", "token", "password", "hf_token", "my_key", "client_secret"] {
-            assert!(is_secret_key(key), "{key}");
-        }
-        for key in ["max_new_tokens", "token_count_source", "name", "skip_special_tokens"] {
-            assert!(!is_secret_key(key), "{key}");
-        }
-        assert_eq!(
-            redact_url("http://u:p@h:1/v?key=abc&x=1"),
-            "http://u:<redacted>@h:1/v?key=<redacted>&x=1"
-        );
-        assert_eq!(redact_url("http://h:1/v"), "http://h:1/v");
     }
 
     #[test]
