@@ -177,9 +177,10 @@ pub fn load_dataset(spec: &str) -> Result<Dataset, AppError> {
 }
 
 /// The longest prompt a row may carry, in bytes (prompt, system prompt and message texts
-/// together). The client tokenizer's peak memory grows with the prompt (a BPE tokenizer
-/// with a byte-level pre-tokenizer peaked near 100 bytes per prompt byte, so a 50 MB prompt
-/// reached 8.3 GB); at this bound one prompt costs a few hundred MiB at most.
+/// together), about a million tokens. The client tokenizer's peak memory grows with the
+/// prompt: measured at about 140 bytes per prompt byte for a byte-level BPE tokenizer and
+/// 370 for the one-token-per-character test tokenizer (a 50 MB prompt reached 8.3 GB), so
+/// one prompt at this bound costs at most about 1.5 GB (docs/CLI.md, Datasets).
 pub const PROMPT_BYTES_MAX: usize = 4 << 20;
 
 /// The longest JSON Lines line read, in bytes: the prompt bound plus room for JSON escapes
