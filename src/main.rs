@@ -5,6 +5,8 @@ mod commands;
 mod dataset;
 mod error;
 mod plan;
+#[cfg(test)]
+mod proptests;
 mod redact;
 mod report;
 mod run;
