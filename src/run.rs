@@ -84,6 +84,10 @@ pub fn run_benchmark(plan: &Plan) -> Result<i32, AppError> {
         ))
     })?;
 
+    // Room for the small report files, held while events.jsonl grows and freed just
+    // before they are written, so a disk that events.jsonl fills still takes them.
+    let reserve = SpaceReserve::hold(&plan.report_dir, report_reserve_bytes(plan.num_samples));
+
     // The embedded stub is a child process, forked while we are still single-threaded.
     let mut stub = None;
     let urls: Vec<String> = if embedded {
@@ -103,7 +107,7 @@ pub fn run_benchmark(plan: &Plan) -> Result<i32, AppError> {
             plan.dataset.rows.len()
         );
     }
-    let result = run_with_endpoints(plan, &urls, cpu_plan, embedded);
+    let result = run_with_endpoints(plan, &urls, cpu_plan, embedded, reserve);
     if let Some(pid) = stub {
         kill_and_reap(pid);
     }
@@ -115,6 +119,7 @@ fn run_with_endpoints(
     urls: &[String],
     cpu_plan: CpuPlan,
     embedded: bool,
+    reserve: Option<SpaceReserve>,
 ) -> Result<i32, AppError> {
     let endpoints = urls
         .iter()
@@ -235,6 +240,7 @@ fn run_with_endpoints(
         RunError::AggregatorFailed => AppError::Execution(e.to_string()),
         other => AppError::Setup(other.to_string()),
     })?;
+    drop(reserve);
     finish_run(plan, output, embedded)
 }
 
@@ -352,6 +358,56 @@ fn finish_run(
         return Err(AppError::Execution(format!("{why} (report in {})", dir.display())));
     }
     Ok(0)
+}
+
+/// Bytes the small report files need at most: the summary, snapshot and report.txt
+/// (about 80 KB together), config.yaml, and about 48 bytes per sample in
+/// sample_idx_map.json; with room to spare.
+pub fn report_reserve_bytes(num_samples: u64) -> u64 {
+    const FIXED_BYTES: u64 = 256 * 1024;
+    const PER_SAMPLE_BYTES: u64 = 64;
+    FIXED_BYTES.saturating_add(num_samples.saturating_mul(PER_SAMPLE_BYTES))
+}
+
+/// A file of allocated blocks holding disk space for the report files; removed on drop.
+#[derive(Debug)]
+pub struct SpaceReserve {
+    path: std::path::PathBuf,
+}
+
+impl SpaceReserve {
+    /// The smallest reservation worth holding: below it the disk is full already.
+    const BYTES_MIN: u64 = 16 * 1024;
+
+    /// Allocates up to `bytes` in `dir` (halving while the disk cannot give that much);
+    /// `None` when the filesystem cannot allocate (no fallocate) or has no room at all.
+    pub fn hold(dir: &std::path::Path, mut bytes: u64) -> Option<SpaceReserve> {
+        use std::os::fd::AsRawFd;
+        let path = dir.join(".llm-loadgen-reserve");
+        let file = std::fs::File::create(&path).ok()?;
+        while bytes >= Self::BYTES_MIN {
+            let len = libc::off_t::try_from(bytes).unwrap_or(libc::off_t::MAX);
+            // SAFETY: posix_fallocate on a file descriptor we own, for a length that fits.
+            let rc = unsafe { libc::posix_fallocate(file.as_raw_fd(), 0, len) };
+            if rc == 0 {
+                return Some(SpaceReserve { path });
+            }
+            if rc != libc::ENOSPC && rc != libc::EFBIG {
+                break;
+            }
+            let _ = file.set_len(0);
+            bytes /= 2;
+        }
+        drop(file);
+        let _ = std::fs::remove_file(&path);
+        None
+    }
+}
+
+impl Drop for SpaceReserve {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.path);
+    }
 }
 
 /// Why the run's report is incomplete, if it is.

@@ -489,3 +489,54 @@ fn a_full_disk_still_prints_the_summary_and_names_unwritten_files() {
     }
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// Whether this machine lets an unprivileged process mount a tmpfs of its own (a user and
+/// mount namespace, `unshare -rm`).
+fn private_tmpfs_available() -> bool {
+    std::process::Command::new("unshare")
+        .args(["-rm", "true"])
+        .output()
+        .is_ok_and(|o| o.status.success())
+}
+
+#[test]
+fn a_full_filesystem_keeps_room_for_the_small_files() {
+    if !private_tmpfs_available() {
+        eprintln!("a_full_filesystem_keeps_room_for_the_small_files: no unshare -rm here");
+        return;
+    }
+    let server = stub(StubKind::MaxThroughput, |_| {});
+    let mount = report_dir("tiny-fs");
+    let copy = report_dir("tiny-fs-copy");
+    std::fs::create_dir_all(&mount).unwrap();
+    std::fs::create_dir_all(&copy).unwrap();
+    let url = server.url();
+    let mut args = base_args(&url, &mount.join("r"), "2000");
+    args.insert(0, env!("CARGO_BIN_EXE_llm-loadgen").into());
+    // A 512 KiB tmpfs, private to the child's namespace (gone when it exits): events.jsonl
+    // (about 1 MB) fills it; the report is copied out before the child ends.
+    let script = "mount -t tmpfs -o size=512k tmpfs \"$1\" || exit 99; shift; copy=\"$1\"; \
+                  shift; \"$@\"; rc=$?; cp -r \"$0\" \"$copy/\"; exit $rc";
+    let out = std::process::Command::new("unshare")
+        .args(["-rm", "sh", "-c", script])
+        .arg(mount.join("r"))
+        .arg(&mount)
+        .arg(&copy)
+        .args(&args)
+        .output()
+        .unwrap();
+    common::show(&out);
+    assert_eq!(out.status.code(), Some(4));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("cannot write 1 report file(s)"), "{stderr}");
+    assert!(stderr.contains("events.jsonl (no space left on device)"), "{stderr}");
+    let dir = copy.join("r");
+    assert_eq!(summary(&dir)["n_samples_completed"], 2000);
+    assert!(report_txt(&dir).ends_with("End of Report -----------------\n"));
+    for file in ["config.yaml", "sample_idx_map.json", "metrics/final_snapshot.json"] {
+        assert!(dir.join(file).is_file(), "{file} is written");
+    }
+    assert!(!dir.join(".llm-loadgen-reserve").exists(), "the reservation is released");
+    let _ = std::fs::remove_dir_all(&mount);
+    let _ = std::fs::remove_dir_all(&copy);
+}
