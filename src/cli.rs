@@ -203,8 +203,9 @@ pub struct BenchFlags {
     /// The reference's alias for --mode acc (not supported yet).
     #[arg(long = "accuracy-only", help_heading = "Run length")]
     pub accuracy_only: bool,
-    /// Accepted for compatibility with the reference, which ignores it too.
-    #[arg(long = "timeout", hide = true)]
+    /// Per-request timeout in seconds, from the request's write to the response's end; past
+    /// it the sample fails with kind timeout [default: none].
+    #[arg(long = "timeout", help_heading = "Run length")]
     pub timeout: Option<f64>,
 
     /// max_throughput (offline) | poisson | concurrency.

@@ -176,24 +176,117 @@ pub fn load_dataset(spec: &str) -> Result<Dataset, AppError> {
     load_dataset_spec(&DatasetSpec::parse(spec)?)
 }
 
+/// The longest prompt a row may carry, in bytes (prompt, system prompt and message texts
+/// together), about a million tokens. The client tokenizer's peak memory grows with the
+/// prompt: measured at about 140 bytes per prompt byte for a byte-level BPE tokenizer and
+/// 370 for the one-token-per-character test tokenizer (a 50 MB prompt reached 8.3 GB), so
+/// one prompt at this bound costs at most about 1.5 GB (docs/CLI.md, Datasets).
+pub const PROMPT_BYTES_MAX: usize = 4 << 20;
+
+/// The longest JSON Lines line read, in bytes: the prompt bound plus room for JSON escapes
+/// and the other columns. A longer line is refused without being held in memory.
+pub const LINE_BYTES_MAX: usize = 3 * PROMPT_BYTES_MAX;
+
 /// Loads a dataset entry: reads the file, applies the column mapping, builds the rows.
 pub fn load_dataset_spec(spec: &DatasetSpec) -> Result<Dataset, AppError> {
-    let path = Path::new(&spec.path);
     let format = detect_format(spec)?;
-    let text = match std::fs::read_to_string(path) {
-        Ok(text) => text,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            return Err(AppError::Input(format!("dataset file not found: {}", spec.path)))
-        }
-        Err(e) => return Err(AppError::Setup(format!("cannot read dataset {}: {e}", spec.path))),
-    };
-    let limit = spec.samples.map_or(usize::MAX, |n| n.max(1) as usize);
+    let limit = spec.samples.map_or(usize::MAX, |n| usize::try_from(n).unwrap_or(usize::MAX));
     let rows = match format {
-        Format::Jsonl => jsonl_rows(&text, spec, limit)?,
-        Format::Json => records_to_rows(parse_json(&text, &spec.path)?, spec, limit)?,
-        Format::Csv => records_to_rows(parse_csv(&text, &spec.path)?, spec, limit)?,
+        // Read line by line and only up to `samples=N`: a file larger than memory is fine.
+        Format::Jsonl => jsonl_rows(spec, limit)?,
+        Format::Json => records_to_rows(parse_json(&read_text(spec)?, &spec.path)?, spec, limit)?,
+        Format::Csv => records_to_rows(parse_csv(&read_text(spec)?, &spec.path)?, spec, limit)?,
     };
     Ok(Dataset { name: spec.display_name(), rows })
+}
+
+fn open_dataset(spec: &DatasetSpec) -> Result<std::fs::File, AppError> {
+    match std::fs::File::open(&spec.path) {
+        Ok(file) => Ok(file),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            Err(AppError::Input(format!("dataset file not found: {}", spec.path)))
+        }
+        Err(e) => Err(AppError::Setup(format!("cannot read dataset {}: {e}", spec.path))),
+    }
+}
+
+/// The UTF-8 text of `bytes`, less a leading byte-order mark; bad bytes are bad input
+/// naming their line (1-based, counted from the file's start).
+pub fn utf8_text<'a>(bytes: &'a [u8], path: &str, first_line: usize) -> Result<&'a str, AppError> {
+    let bytes = bytes.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(bytes);
+    std::str::from_utf8(bytes).map_err(|e| {
+        let at = e.valid_up_to();
+        let line = first_line + bytes[..at].iter().filter(|&&b| b == b'\n').count();
+        AppError::Input(format!(
+            "dataset {path} line {line}: not UTF-8 (byte 0x{:02x}); save the file as UTF-8",
+            bytes[at]
+        ))
+    })
+}
+
+/// A whole JSON or CSV file as text (these formats need the whole file to parse).
+fn read_text(spec: &DatasetSpec) -> Result<String, AppError> {
+    let mut bytes = Vec::new();
+    std::io::Read::read_to_end(&mut open_dataset(spec)?, &mut bytes)
+        .map_err(|e| AppError::Setup(format!("cannot read dataset {}: {e}", spec.path)))?;
+    utf8_text(&bytes, &spec.path, 1).map(str::to_string)
+}
+
+/// Calls `each(line_number, text)` for every non-blank line of a JSON Lines file, at most
+/// `limit` of them, holding one line at a time; stops early when `each` returns false.
+fn for_each_line(
+    spec: &DatasetSpec,
+    limit: usize,
+    mut each: impl FnMut(usize, &str) -> Result<(), AppError>,
+) -> Result<(), AppError> {
+    use std::io::{BufRead, Read};
+    let path = &spec.path;
+    let mut reader = std::io::BufReader::with_capacity(1 << 20, open_dataset(spec)?);
+    let read_err = |e: std::io::Error| AppError::Setup(format!("cannot read dataset {path}: {e}"));
+    let mut buf = Vec::new();
+    let (mut line_no, mut seen) = (0usize, 0usize);
+    while seen < limit {
+        buf.clear();
+        let n = reader.by_ref().take(LINE_BYTES_MAX as u64 + 1).read_until(b'\n', &mut buf);
+        if n.map_err(read_err)? == 0 {
+            return Ok(());
+        }
+        line_no += 1;
+        if buf.len() > LINE_BYTES_MAX && buf.last() != Some(&b'\n') {
+            let mut rest = 0usize;
+            loop {
+                let chunk = reader.fill_buf().map_err(read_err)?;
+                let (used, done) = match newline_at(chunk) {
+                    Some(i) => (i + 1, true),
+                    None => (chunk.len(), chunk.is_empty()),
+                };
+                rest += used;
+                reader.consume(used);
+                if done {
+                    break;
+                }
+            }
+            return Err(AppError::Input(format!(
+                "dataset {path} row {seen} (line {line_no}) is {} bytes, over the {LINE_BYTES_MAX} \
+                 byte limit of a JSON Lines row (prompts may hold {PROMPT_BYTES_MAX} bytes); \
+                 shorten the row",
+                buf.len() + rest
+            )));
+        }
+        let bytes =
+            if line_no == 1 { buf.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(&buf) } else { &buf };
+        let text = utf8_text(bytes, path, line_no)?;
+        if text.trim().is_empty() {
+            continue;
+        }
+        each(line_no, text)?;
+        seen += 1;
+    }
+    Ok(())
+}
+
+fn newline_at(bytes: &[u8]) -> Option<usize> {
+    bytes.iter().position(|&b| b == b'\n')
 }
 
 fn records_to_rows(
@@ -215,31 +308,32 @@ fn records_to_rows(
 
 /// JSON Lines in two passes, so that only the finished rows are ever held: the first
 /// reads just the keys (for the column mapping), the second builds each row from its line.
-fn jsonl_rows(text: &str, spec: &DatasetSpec, limit: usize) -> Result<Vec<Row>, AppError> {
+fn jsonl_rows(spec: &DatasetSpec, limit: usize) -> Result<Vec<Row>, AppError> {
     let path = &spec.path;
-    let lines = || text.lines().enumerate().filter(|(_, l)| !l.trim().is_empty()).take(limit);
     let mut columns: Vec<String> = Vec::new();
     let mut any_row = false;
-    for (i, line) in lines() {
+    for_each_line(spec, limit, |line_no, line| {
         let keys: BTreeMap<String, serde::de::IgnoredAny> = serde_json::from_str(line)
-            .map_err(|e| AppError::Input(format!("dataset {path} line {}: {e}", i + 1)))?;
+            .map_err(|e| AppError::Input(format!("dataset {path} line {line_no}: {e}")))?;
         for key in keys.into_keys() {
             if !columns.contains(&key) {
                 columns.push(key);
             }
         }
         any_row = true;
-    }
+        Ok(())
+    })?;
     if !any_row {
         return Err(AppError::Input(format!("dataset {path} has no rows")));
     }
     let mapping = column_mapping(spec, &columns)?;
     let mut rows = Vec::new();
-    for (index, (i, line)) in lines().enumerate() {
+    for_each_line(spec, limit, |line_no, line| {
         let record: Map<String, Value> = serde_json::from_str(line)
-            .map_err(|e| AppError::Input(format!("dataset {path} line {}: {e}", i + 1)))?;
-        rows.push(build_row(record, &mapping, index, path)?);
-    }
+            .map_err(|e| AppError::Input(format!("dataset {path} line {line_no}: {e}")))?;
+        rows.push(build_row(record, &mapping, rows.len(), path)?);
+        Ok(())
+    })?;
     Ok(rows)
 }
 
@@ -515,7 +609,30 @@ fn build_row(
             "dataset {path} row {index}: no prompt, messages or token ids"
         )));
     }
+    let text_bytes = row_text_bytes(&row);
+    if text_bytes > PROMPT_BYTES_MAX {
+        return Err(AppError::Input(format!(
+            "dataset {path} row {index}: the prompt is {text_bytes} bytes, over the \
+             {PROMPT_BYTES_MAX} byte limit per row that bounds the tokenizer's memory; shorten \
+             or split it"
+        )));
+    }
     Ok(row)
+}
+
+/// The bytes of text a row sends and the client tokenizer reads: prompt, system prompt and
+/// every string inside its messages.
+fn row_text_bytes(row: &Row) -> usize {
+    fn strings(v: &Value) -> usize {
+        match v {
+            Value::String(s) => s.len(),
+            Value::Array(items) => items.iter().map(strings).sum(),
+            Value::Object(map) => map.values().map(strings).sum(),
+            _ => 0,
+        }
+    }
+    let text = |s: &Option<String>| s.as_ref().map_or(0, String::len);
+    text(&row.prompt) + text(&row.system) + row.messages.as_ref().map_or(0, strings)
 }
 
 fn token_list(items: Vec<Value>) -> Option<Vec<u32>> {
@@ -661,6 +778,77 @@ mod tests {
         let (_d, p) =
             temp_file("s.jsonl", "{\"prompt\": \"a\"}\n{\"prompt\": \"b\"}\n{\"prompt\": \"c\"}\n");
         assert_eq!(load_dataset(&format!("{p},samples=2")).unwrap().rows.len(), 2);
+    }
+
+    fn temp_bytes(name: &str, bytes: &[u8]) -> (tempdir::Dir, String) {
+        let dir = tempdir::Dir::new(name);
+        let path = dir.path.join(name);
+        std::fs::write(&path, bytes).unwrap();
+        let p = path.display().to_string();
+        (dir, p)
+    }
+
+    #[test]
+    fn a_non_utf8_dataset_is_bad_input_with_its_line() {
+        let cases: [(&str, &[u8], &str); 3] = [
+            ("bad.jsonl", b"{\"prompt\": \"a\"}\n\n{\"prompt\": \"b\xff\"}\n", "line 3"),
+            ("bad.csv", b"prompt\nok\nfine\nbad\xfe\n", "line 4"),
+            ("bad.json", b"[{\"prompt\": \"a\"},\n {\"prompt\": \"\xc3\"}]", "line 2"),
+        ];
+        for (name, bytes, line) in cases {
+            let (_d, p) = temp_bytes(name, bytes);
+            let err = load_dataset(&p).unwrap_err();
+            assert_eq!(err.exit_code(), 2, "{name}: {err}");
+            let msg = err.to_string();
+            assert!(msg.contains(&p) && msg.contains(line), "{name}: {msg}");
+            assert!(msg.contains("not UTF-8"), "{name}: {msg}");
+        }
+    }
+
+    #[test]
+    fn a_bom_is_accepted() {
+        let cases: [(&str, &[u8]); 3] = [
+            ("bom.jsonl", b"\xEF\xBB\xBF{\"prompt\": \"hi\"}\n{\"prompt\": \"yo\"}\n"),
+            ("bom.csv", b"\xEF\xBB\xBFprompt\nhi\nyo\n"),
+            ("bom.json", b"\xEF\xBB\xBF[{\"prompt\": \"hi\"}, {\"prompt\": \"yo\"}]"),
+        ];
+        for (name, bytes) in cases {
+            let (_d, p) = temp_bytes(name, bytes);
+            let ds = load_dataset(&p).unwrap_or_else(|e| panic!("{name}: {e}"));
+            let prompts: Vec<_> = ds.rows.iter().map(|r| r.prompt.clone().unwrap()).collect();
+            assert_eq!(prompts, ["hi", "yo"], "{name}");
+        }
+    }
+
+    #[test]
+    fn an_oversized_prompt_is_refused_with_its_row() {
+        let big = "x".repeat(PROMPT_BYTES_MAX + 1);
+        let text = format!("{{\"prompt\": \"a\"}}\n{{\"prompt\": \"{big}\"}}\n");
+        let (_d, p) = temp_file("big.jsonl", &text);
+        let err = load_dataset(&p).unwrap_err();
+        assert_eq!(err.exit_code(), 2, "{err}");
+        let msg = err.to_string();
+        assert!(msg.contains(&format!("{p} row 1: the prompt is {} bytes", big.len())), "{msg}");
+        assert!(msg.contains(&PROMPT_BYTES_MAX.to_string()), "{msg}");
+        // A line past the line bound is refused without being held, with its size.
+        let huge = "y".repeat(LINE_BYTES_MAX + 10);
+        let text = format!("{{\"prompt\": \"a\"}}\n{{\"prompt\": \"{huge}\"}}\n");
+        let (_d, p) = temp_file("huge.jsonl", &text);
+        let msg = load_dataset(&p).unwrap_err().to_string();
+        let line_bytes = huge.len() + "{\"prompt\": \"\"}\n".len();
+        assert!(msg.contains(&format!("row 1 (line 2) is {line_bytes} bytes")), "{msg}");
+        let (_d, p) = temp_file("sys.csv", &format!("prompt,system\nhi,{big}\n"));
+        let msg = load_dataset(&p).unwrap_err().to_string();
+        assert!(msg.contains("row 0: the prompt is"), "{msg}");
+    }
+
+    #[test]
+    fn rows_past_samples_are_not_read() {
+        let (_d, p) =
+            temp_bytes("tail.jsonl", b"{\"prompt\": \"a\"}\n{\"prompt\": \"b\"}\n\xff\xfe");
+        let ds = load_dataset(&format!("{p},samples=2")).unwrap();
+        assert_eq!(ds.rows.len(), 2);
+        assert!(load_dataset(&p).unwrap_err().to_string().contains("line 3"));
     }
 
     #[test]

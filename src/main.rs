@@ -5,6 +5,9 @@ mod commands;
 mod dataset;
 mod error;
 mod plan;
+#[cfg(test)]
+mod proptests;
+mod redact;
 mod report;
 mod run;
 mod tokenizer;
@@ -19,7 +22,8 @@ use crate::yaml::{BenchType, Config};
 fn main() {
     // A panic is a bug: say so in one line, without a backtrace, and exit 4.
     std::panic::set_hook(Box::new(|info| {
-        eprintln!("llm-loadgen: internal error: {info}; please report it");
+        let text = redact::redact(&info.to_string());
+        eprintln!("llm-loadgen: internal error: {text}; please report it");
     }));
     let code = std::panic::catch_unwind(real_main).unwrap_or(4);
     std::process::exit(code);
@@ -39,7 +43,7 @@ fn real_main() -> i32 {
     match dispatch(cli) {
         Ok(code) => code,
         Err(err) => {
-            eprintln!("llm-loadgen: {err}");
+            eprintln!("llm-loadgen: {}", redact::redact(&err.to_string()));
             err.exit_code()
         }
     }
@@ -61,7 +65,7 @@ fn dispatch(cli: Cli) -> Result<i32, AppError> {
             };
             let plan = plan::resolve_plan(config, cli.verbose)?;
             if plan.verbose > 0 {
-                eprintln!("{}", plan.summary());
+                eprintln!("{}", redact::redact(&plan.summary()));
             }
             run::run_benchmark(&plan)
         }

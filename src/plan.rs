@@ -113,6 +113,9 @@ pub struct Plan {
     pub max_duration_ms: Option<u64>,
     /// How long to wait for in-flight samples after the last issue.
     pub drain_timeout_ms: u64,
+    /// Per-request timeout (`--timeout` / YAML `timeout:`, seconds), from the request's
+    /// write to the response's end; 0 = none. Past it the sample fails with kind `timeout`.
+    pub request_timeout_ns: u64,
     /// Worker processes (default: `loadgen_coordinator::cpu::default_worker_count`, one per
     /// core less the coordinator's and an embedded stub's; at most `max_connections`).
     pub workers: usize,
@@ -225,8 +228,11 @@ pub const SAMPLE_SIZING_QPS_DEFAULT: f64 = 10.0;
 /// Resolves a configuration (YAML and/or flags, already merged) into a validated plan:
 /// checks every setting, loads the dataset and the tokenizer, sizes the run.
 pub fn resolve_plan(mut config: Config, verbose: u8) -> Result<Plan, AppError> {
+    register_secrets(&config);
     let load_pattern = resolve_load_pattern(&config)?;
+    check_sample_counts(&config)?;
     let endpoints = parse_endpoints(&config)?;
+    warn_userinfo(&config);
     let model = resolve_model(&config, &endpoints)?;
     config.model_params.name = Some(model.clone());
     let api_type = api_type_of(config.endpoint_config.api_type);
@@ -253,6 +259,7 @@ pub fn resolve_plan(mut config: Config, verbose: u8) -> Result<Plan, AppError> {
     let max_duration_ms = check_durations(runtime)?;
     let (workers, max_connections) = resolve_workers(&config, load_pattern)?;
     let drain_timeout_ms = seconds_to_ms(config.settings.drain.performance_timeout_s, "drain")?;
+    let request_timeout_ns = resolve_request_timeout(config.timeout)?;
     let warmup = &config.settings.warmup;
     Ok(Plan {
         load_pattern,
@@ -275,6 +282,7 @@ pub fn resolve_plan(mut config: Config, verbose: u8) -> Result<Plan, AppError> {
         num_samples,
         max_duration_ms,
         drain_timeout_ms,
+        request_timeout_ns,
         workers,
         max_connections,
         cpu_affinity: config.enable_cpu_affinity,
@@ -328,6 +336,8 @@ pub fn check_config(config: &Config) -> Result<(), AppError> {
     check_completions_only(config, api_type)?;
     resolve_token_source(config, api_type, resolve_streaming(config))?;
     check_durations(&config.settings.runtime)?;
+    resolve_request_timeout(config.timeout)?;
+    check_sample_counts(config)?;
     resolve_workers(config, pattern)?;
     resolve_warmup_connections(config.settings.client.warmup_connections)?;
     check_dataset_kinds(config)?;
@@ -336,6 +346,32 @@ pub fn check_config(config: &Config) -> Result<(), AppError> {
 
 fn parse_endpoints(config: &Config) -> Result<Vec<EndpointUrl>, AppError> {
     config.endpoint_config.endpoints.iter().map(|u| parse_endpoint(u)).collect()
+}
+
+/// Registers every secret of the configuration with `redact`, before anything can print one.
+fn register_secrets(config: &Config) {
+    if let Some(key) = &config.endpoint_config.api_key {
+        crate::redact::register_secret(key);
+    }
+    for url in &config.endpoint_config.endpoints {
+        if let (_, Some(secret)) = crate::redact::split_userinfo(url.trim()) {
+            crate::redact::register_secret(&secret);
+        }
+    }
+}
+
+/// The reference reads only the host and port of an endpoint URL and sends no credentials
+/// from it; so does this, and says so (without the password).
+fn warn_userinfo(config: &Config) {
+    for url in &config.endpoint_config.endpoints {
+        if crate::redact::split_userinfo(url.trim()).1.is_some() {
+            eprintln!(
+                "warning: endpoint {}: the user and password in the URL are not sent (the \
+                 reference ignores them too); give a key with --api-key",
+                crate::redact::redact_url(url.trim())
+            );
+        }
+    }
 }
 
 fn resolve_streaming(config: &Config) -> bool {
@@ -443,9 +479,15 @@ pub fn parse_endpoint(url: &str) -> Result<EndpointUrl, AppError> {
         _ => !host_only.is_empty(),
     };
     if host_only.is_empty() || !valid_port {
-        return Err(AppError::Input(format!("endpoint {url:?} has no valid host[:port]")));
+        return Err(AppError::Input(format!(
+            "endpoint {:?} has no valid host[:port]",
+            crate::redact::redact_url(url)
+        )));
     }
-    Ok(EndpointUrl { url: url.trim_end_matches('/').to_string() })
+    // Credentials in the URL are dropped here, so the worker and every message see only
+    // scheme, host, port and path.
+    let (stripped, _) = crate::redact::split_userinfo(url);
+    Ok(EndpointUrl { url: stripped.trim_end_matches('/').to_string() })
 }
 
 fn resolve_model(config: &Config, endpoints: &[EndpointUrl]) -> Result<String, AppError> {
@@ -600,7 +642,7 @@ fn resolve_workers(config: &Config, pattern: LoadPattern) -> Result<(usize, usiz
     let embedded = config.endpoint_config.endpoints.is_empty();
     let workers = match client.num_workers {
         -1 => default_worker_count(cores_available().len(), embedded),
-        n if n > 0 => n as usize,
+        n if n > 0 => check_worker_count(n as u64, cores_available().len())?,
         n => {
             return Err(AppError::Input(format!(
                 "--workers {n} is not valid; give a positive count or -1 for auto"
@@ -629,6 +671,59 @@ fn resolve_workers(config: &Config, pattern: LoadPattern) -> Result<(usize, usiz
     Ok((workers.min(max_connections), max_connections))
 }
 
+/// The per-request timeout in ns (0 = none): positive and finite seconds, as `--timeout`
+/// and YAML `timeout:` give it (the reference's key, which it accepts but does not use).
+pub fn resolve_request_timeout(seconds: Option<f64>) -> Result<u64, AppError> {
+    let Some(s) = seconds else { return Ok(0) };
+    if !(s.is_finite() && s > 0.0) {
+        return Err(AppError::Input(format!(
+            "--timeout {s} is not valid (YAML timeout:); give a positive number of seconds per \
+             request, or leave it out for none"
+        )));
+    }
+    // At least 1 ns so that a tiny timeout is not read as none; u64 ns covers 584 years.
+    Ok(((s * 1e9).round() as u64).max(1))
+}
+
+/// Zero samples would mean nothing to measure: the reference refuses them (`gt=0`) rather
+/// than falling back to the whole dataset, and so does this.
+fn check_sample_counts(config: &Config) -> Result<(), AppError> {
+    if config.settings.runtime.n_samples_to_issue == Some(0) {
+        return Err(AppError::Input(
+            "--num-samples 0 (settings.runtime.n_samples_to_issue) is not valid; give a \
+             positive count, or leave it out to size the run from --duration"
+                .into(),
+        ));
+    }
+    if let Some(d) = config.datasets.iter().find(|d| d.samples == Some(0)) {
+        return Err(AppError::Input(format!(
+            "dataset {}: samples 0 (datasets[].samples, --dataset …,samples=N) is not valid; \
+             give a positive count, or leave it out to use every row",
+            d.path
+        )));
+    }
+    Ok(())
+}
+
+/// Workers allowed per core this process may run on (sched_getaffinity).
+pub const WORKERS_PER_CORE_MAX: usize = 2;
+
+/// Refuses a worker count far past the cores: each worker is a pinned process with its own
+/// io_uring, rings and connection pool, so workers beyond the cores only add memory and
+/// context switches (1,000 on 2 cores reached 3.8 GB and timed out connecting).
+pub fn check_worker_count(workers: u64, cores: usize) -> Result<usize, AppError> {
+    let limit = (cores.max(1) * WORKERS_PER_CORE_MAX) as u64;
+    if workers > limit {
+        return Err(AppError::Setup(format!(
+            "--workers {workers} is more than {WORKERS_PER_CORE_MAX} per core on the {cores} \
+             core(s) this process may run on (at most {limit}): each worker is a pinned process \
+             with its own io_uring, rings and connections, so more workers than cores only \
+             compete for them; lower --workers, or give -1 for one per core"
+        )));
+    }
+    Ok(workers as usize)
+}
+
 fn resolve_warmup_connections(value: i64) -> Result<Option<usize>, AppError> {
     match value {
         -1 => Ok(None),
@@ -644,6 +739,23 @@ fn seconds_to_ms(seconds: f64, what: &str) -> Result<u64, AppError> {
         return Err(AppError::Input(format!("{what} timeout {seconds} s is not valid")));
     }
     Ok((seconds * 1000.0).round() as u64)
+}
+
+/// Parses a `benchmark offline|online …` command line into a plan, as main does (tests).
+#[cfg(test)]
+pub(crate) fn plan_from_args(args: &[&str]) -> Result<Plan, AppError> {
+    use clap::Parser;
+    let cli =
+        crate::cli::Cli::try_parse_from(["llm-loadgen", "benchmark"].iter().chain(args)).unwrap();
+    let crate::cli::Command::Benchmark { mode } = cli.command else { unreachable!() };
+    let (kind, flags) = match mode {
+        crate::cli::BenchmarkCommand::Offline(f) => (BenchType::Offline, f),
+        crate::cli::BenchmarkCommand::Online(f) => (BenchType::Online, f),
+        crate::cli::BenchmarkCommand::FromConfig(_) => unreachable!(),
+    };
+    let mut config = Config::defaults(kind);
+    flags.apply(&mut config)?;
+    resolve_plan(config, 0)
 }
 
 #[cfg(test)]
@@ -1003,8 +1115,9 @@ mod tests {
         .unwrap();
         let yaml = &plan.config_yaml;
         assert!(!yaml.contains("sk-secret") && !yaml.contains(":pw@"), "{yaml}");
+        assert_eq!(plan.endpoints[0].url, "http://127.0.0.1:9", "credentials are not sent");
         assert!(yaml.contains("api_key: <redacted>"), "{yaml}");
-        assert!(yaml.contains("http://user:<redacted>@127.0.0.1:9"), "{yaml}");
+        assert!(yaml.contains("http://<redacted>@127.0.0.1:9"), "{yaml}");
         for line in [
             "name: offline_benchmark",
             "type: offline",
@@ -1114,6 +1227,59 @@ mod tests {
         let want: Vec<String> =
             want.into_iter().map(|p| p.replace("settings.settings.", "settings.")).collect();
         assert_eq!(paths, want);
+    }
+
+    #[test]
+    fn the_timeout_flag_and_yaml_key_resolve_into_the_plan() {
+        assert_eq!(plan_of(&["offline"]).unwrap().request_timeout_ns, 0, "none by default");
+        let plan = plan_of(&["offline", "--timeout", "2.5"]).unwrap();
+        assert_eq!(plan.request_timeout_ns, 2_500_000_000);
+        let config = Config::from_yaml_str("type: offline\ntimeout: 0.25\n", "t.yaml").unwrap();
+        assert_eq!(resolve_plan(config, 0).unwrap().request_timeout_ns, 250_000_000);
+        let config = Config::from_yaml_str("type: offline\ntimeout: null\n", "t.yaml").unwrap();
+        assert_eq!(resolve_plan(config, 0).unwrap().request_timeout_ns, 0);
+        for bad in ["0", "-1", "NaN", "inf"] {
+            let err = plan_of(&["offline", &format!("--timeout={bad}")]).unwrap_err();
+            assert_eq!(err.exit_code(), 2, "{bad}: {err}");
+            assert!(err.to_string().contains("--timeout"), "{bad}: {err}");
+        }
+        let config = Config::from_yaml_str("type: offline\ntimeout: 0\n", "t.yaml").unwrap();
+        let err = check_config(&config).unwrap_err();
+        assert!(err.to_string().contains("--timeout 0 is not valid"), "{err}");
+    }
+
+    #[test]
+    fn zero_samples_is_refused() {
+        let err =
+            plan_of(&["offline", "--dataset", &format!("{},samples=0", dummy())]).unwrap_err();
+        assert_eq!(err.exit_code(), 2, "{err}");
+        assert!(err.to_string().contains("samples 0"), "{err}");
+        let err = plan_of(&["offline", "--num-samples", "0"]).unwrap_err();
+        assert_eq!(err.exit_code(), 2, "{err}");
+        assert!(err.to_string().contains("--num-samples 0"), "{err}");
+        let yaml = format!(
+            "type: offline\ndatasets:\n  - path: {}\n    samples: 0\n    parser: {{prompt: text_input}}\n",
+            asset("datasets/dummy_1k.jsonl")
+        );
+        let config = Config::from_yaml_str(&yaml, "t.yaml").unwrap();
+        let err = check_config(&config).unwrap_err();
+        assert!(err.to_string().contains("samples 0 (datasets[].samples"), "{err}");
+        let ds = format!("{},samples=3", dummy());
+        assert_eq!(plan_of(&["offline", "--dataset", &ds]).unwrap().dataset.rows.len(), 3);
+    }
+
+    #[test]
+    fn far_too_many_workers_are_refused() {
+        let cores = cores_available().len();
+        let limit = cores * WORKERS_PER_CORE_MAX;
+        let too_many = (limit + 1).to_string();
+        let err = plan_of(&["offline", "--workers", &too_many]).unwrap_err();
+        assert_eq!(err.exit_code(), 3, "{err}");
+        let msg = err.to_string();
+        assert!(msg.contains(&format!("--workers {too_many} is more than")), "{msg}");
+        assert!(msg.contains("its own io_uring"), "{msg}");
+        assert_eq!(check_worker_count(limit as u64, cores).unwrap(), limit);
+        assert!(check_worker_count(1000, 2).unwrap_err().to_string().contains("at most 4"));
     }
 
     #[test]

@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use loadgen_coordinator::aggregate::events::sample_uuid;
 use loadgen_coordinator::aggregate::tokens::TokenCounter;
+use loadgen_coordinator::aggregate::AggregatorOutput;
 use loadgen_coordinator::cpu::{cores_available, CpuPlan};
 use loadgen_coordinator::fork::{fork_child, kill_and_reap};
 use loadgen_coordinator::metrics::{
@@ -22,9 +23,10 @@ use loadgen_worker::WorkerSpec;
 use crate::dataset::Row;
 use crate::error::AppError;
 use crate::plan::{split_share, warm_connections, ApiType, LoadPattern, Plan};
+use crate::redact::redact;
 use crate::report::{
-    console_summary, is_complete, write_atomic, write_report_files, IssueLag, LoadPatternInfo,
-    RunInfo, WarmupInfo,
+    console_summary, is_complete, result_summary, write_atomic, write_report_files,
+    FailureKindCount, IssueLag, LoadPatternInfo, RunInfo, WarmupInfo,
 };
 
 /// Connections a worker may hold at most (a named limit; file descriptors are the real bound).
@@ -82,6 +84,10 @@ pub fn run_benchmark(plan: &Plan) -> Result<i32, AppError> {
         ))
     })?;
 
+    // Room for the small report files, held while events.jsonl grows and freed just
+    // before they are written, so a disk that events.jsonl fills still takes them.
+    let reserve = SpaceReserve::hold(&plan.report_dir, report_reserve_bytes(plan.num_samples));
+
     // The embedded stub is a child process, forked while we are still single-threaded.
     let mut stub = None;
     let urls: Vec<String> = if embedded {
@@ -101,7 +107,7 @@ pub fn run_benchmark(plan: &Plan) -> Result<i32, AppError> {
             plan.dataset.rows.len()
         );
     }
-    let result = run_with_endpoints(plan, &urls, cpu_plan, embedded);
+    let result = run_with_endpoints(plan, &urls, cpu_plan, embedded, reserve);
     if let Some(pid) = stub {
         kill_and_reap(pid);
     }
@@ -113,6 +119,7 @@ fn run_with_endpoints(
     urls: &[String],
     cpu_plan: CpuPlan,
     embedded: bool,
+    reserve: Option<SpaceReserve>,
 ) -> Result<i32, AppError> {
     let endpoints = urls
         .iter()
@@ -178,34 +185,7 @@ fn run_with_endpoints(
             (workers, plan.max_connections.max(workers))
         }
     };
-    let share_of =
-        |i: usize| split_share(connections, workers, i).clamp(1, MAX_CONNECTIONS_PER_WORKER);
-    let even_ports = ephemeral_even_ports();
-    let worker_specs: Vec<WorkerSpec> = (0..workers)
-        .map(|i| {
-            let ep = i % endpoints.len();
-            let share = share_of(i);
-            let endpoint_total: usize =
-                (0..workers).filter(|w| w % endpoints.len() == ep).map(share_of).sum();
-            let warm =
-                warm_connections(plan.load_pattern, plan.warmup_connections, workers, i, share);
-            WorkerSpec {
-                worker_id: i as u16,
-                core: None,
-                endpoint: endpoints[ep].clone(),
-                connections: share as u32,
-                warm_connections: warm as u32,
-                bind_from_slot: bind_from_slot(share, endpoint_total, even_ports) as u32,
-                api,
-                streaming: plan.streaming,
-                requests: tables[ep].clone(),
-                force_epoll: std::env::var_os("MONOIO_FORCE_LEGACY_DRIVER").is_some(),
-                max_output_bytes: MAX_OUTPUT_BYTES,
-                request_timeout_ns: 0,
-                in_flight: None,
-            }
-        })
-        .collect();
+    let worker_specs = worker_specs(plan, &endpoints, &tables, workers, connections);
     if plan.verbose > 0 {
         let warm: u32 = worker_specs.iter().map(|w| w.warm_connections.max(1)).sum();
         eprintln!(
@@ -261,7 +241,48 @@ fn run_with_endpoints(
         RunError::Interrupted => AppError::Interrupted,
         other => AppError::Setup(other.to_string()),
     })?;
+    drop(reserve);
     finish_run(plan, output, embedded)
+}
+
+/// One `WorkerSpec` per worker: its endpoint (round robin), its share of the pool, its warm
+/// connections, its port range and the plan's per-request timeout.
+fn worker_specs(
+    plan: &Plan,
+    endpoints: &[Endpoint],
+    tables: &[Arc<RequestTable>],
+    workers: usize,
+    connections: usize,
+) -> Vec<WorkerSpec> {
+    let api = worker_api(plan.api_type);
+    let share_of =
+        |i: usize| split_share(connections, workers, i).clamp(1, MAX_CONNECTIONS_PER_WORKER);
+    let even_ports = ephemeral_even_ports();
+    (0..workers)
+        .map(|i| {
+            let ep = i % endpoints.len();
+            let share = share_of(i);
+            let endpoint_total: usize =
+                (0..workers).filter(|w| w % endpoints.len() == ep).map(share_of).sum();
+            let warm =
+                warm_connections(plan.load_pattern, plan.warmup_connections, workers, i, share);
+            WorkerSpec {
+                worker_id: i as u16,
+                core: None,
+                endpoint: endpoints[ep].clone(),
+                connections: share as u32,
+                warm_connections: warm as u32,
+                bind_from_slot: bind_from_slot(share, endpoint_total, even_ports) as u32,
+                api,
+                streaming: plan.streaming,
+                requests: tables[ep].clone(),
+                force_epoll: std::env::var_os("MONOIO_FORCE_LEGACY_DRIVER").is_some(),
+                max_output_bytes: MAX_OUTPUT_BYTES,
+                request_timeout_ns: plan.request_timeout_ns,
+                in_flight: None,
+            }
+        })
+        .collect()
 }
 
 fn finish_run(
@@ -285,15 +306,7 @@ fn finish_run(
             && matches!(plan.load_pattern, LoadPattern::Poisson { .. }),
         has_tokenizer: plan.tokenizer.is_some(),
     };
-    let incomplete_reason = if !agg.dead_workers.is_empty() {
-        Some(format!("{} worker(s) died during the run", agg.dead_workers.len()))
-    } else if output.drain_timed_out || (agg.timed_out && !capped) {
-        Some("in-flight samples did not finish within the drain timeout".to_string())
-    } else if agg.timed_out {
-        Some("workers did not stop within 2 s of the --runtime.max-duration-ms cap".to_string())
-    } else {
-        None
-    };
+    let incomplete_reason = incomplete_reason(&agg, output.drain_timed_out, capped);
     let state = if interrupted {
         RunState::Interrupted
     } else if incomplete_reason.is_some() {
@@ -307,22 +320,13 @@ fn finish_run(
     if let Some(warning) = info.issue_lag.as_ref().and_then(|l| l.warning()) {
         eprintln!("warning: {warning}");
     }
+    add_failures(&mut info, &agg);
+    let summary = result_summary(&snapshot, &info);
     let dir = &plan.report_dir;
-    let write_err = |e: std::io::Error| {
-        AppError::Execution(format!("cannot write the report files in {}: {e}", dir.display()))
-    };
-    write_atomic(&dir.join("config.yaml"), plan.config_yaml.as_bytes()).map_err(write_err)?;
-    write_atomic(&dir.join("sample_idx_map.json"), &sample_idx_map(&agg.sample_rows))
-        .map_err(write_err)?;
-    let summary = write_report_files(dir, &snapshot, &info).map_err(write_err)?;
-    if let Some(err) = &agg.events_error {
-        eprintln!("warning: events.jsonl may be incomplete: {err}");
-    }
+    let unwritten = write_all_files(plan, &snapshot, &summary, &info, &agg);
+    // The console summary is printed whatever happened to the files: it may be all that
+    // is left of the run.
     let mut console = console_summary(&summary, &info, dir);
-    for f in &agg.failures {
-        console
-            .push_str(&format!("  {} failed ({}), first: {}\n", f.count, f.kind, f.first_message));
-    }
     if capped {
         let cap_ms = plan.max_duration_ms.unwrap_or(0);
         console.push_str(&format!(
@@ -331,22 +335,183 @@ fn finish_run(
             agg.counters.abandoned
         ));
     }
-    print!("{console}");
+    print!("{}", redact(&console));
     let _ = std::io::stdout().flush();
+    let unwritten_error = unwritten_message(dir, &unwritten);
     if interrupted {
+        if let Some(msg) = &unwritten_error {
+            eprintln!("error: {}", redact(msg));
+        }
         return Err(AppError::Interrupted);
     }
     if !agg.dead_workers.is_empty() {
         return Err(AppError::Execution(format!(
-            "{}; the report in {} covers what was measured",
+            "{}; the report in {} covers what was measured{}",
             agg.dead_workers.iter().map(|(_, m)| m.as_str()).collect::<Vec<_>>().join("; "),
-            dir.display()
+            dir.display(),
+            unwritten_error.map_or(String::new(), |m| format!("; {m}"))
         )));
+    }
+    if let Some(msg) = unwritten_error {
+        return Err(AppError::Execution(msg));
     }
     if let Err(why) = is_complete(&summary, primary) {
         return Err(AppError::Execution(format!("{why} (report in {})", dir.display())));
     }
     Ok(0)
+}
+
+/// Bytes the small report files need at most: the summary, snapshot and report.txt
+/// (about 80 KB together), config.yaml, and about 48 bytes per sample in
+/// sample_idx_map.json; with room to spare.
+pub fn report_reserve_bytes(num_samples: u64) -> u64 {
+    const FIXED_BYTES: u64 = 256 * 1024;
+    const PER_SAMPLE_BYTES: u64 = 64;
+    FIXED_BYTES.saturating_add(num_samples.saturating_mul(PER_SAMPLE_BYTES))
+}
+
+/// A file of allocated blocks holding disk space for the report files; removed on drop.
+#[derive(Debug)]
+pub struct SpaceReserve {
+    path: std::path::PathBuf,
+}
+
+impl SpaceReserve {
+    /// The smallest reservation worth holding: below it the disk is full already.
+    const BYTES_MIN: u64 = 16 * 1024;
+
+    /// Allocates up to `bytes` in `dir` (halving while the disk cannot give that much);
+    /// `None` when the filesystem cannot allocate (no fallocate) or has no room at all.
+    pub fn hold(dir: &std::path::Path, mut bytes: u64) -> Option<SpaceReserve> {
+        use std::os::fd::AsRawFd;
+        let path = dir.join(".llm-loadgen-reserve");
+        let file = std::fs::File::create(&path).ok()?;
+        while bytes >= Self::BYTES_MIN {
+            let len = libc::off_t::try_from(bytes).unwrap_or(libc::off_t::MAX);
+            // SAFETY: posix_fallocate on a file descriptor we own, for a length that fits.
+            let rc = unsafe { libc::posix_fallocate(file.as_raw_fd(), 0, len) };
+            if rc == 0 {
+                return Some(SpaceReserve { path });
+            }
+            if rc != libc::ENOSPC && rc != libc::EFBIG {
+                break;
+            }
+            let _ = file.set_len(0);
+            bytes /= 2;
+        }
+        drop(file);
+        let _ = std::fs::remove_file(&path);
+        None
+    }
+}
+
+impl Drop for SpaceReserve {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.path);
+    }
+}
+
+/// Why the run's report is incomplete, if it is.
+fn incomplete_reason(
+    agg: &AggregatorOutput,
+    drain_timed_out: bool,
+    capped: bool,
+) -> Option<String> {
+    if !agg.dead_workers.is_empty() {
+        Some(format!("{} worker(s) died during the run", agg.dead_workers.len()))
+    } else if drain_timed_out || (agg.timed_out && !capped) {
+        Some("in-flight samples did not finish within the drain timeout".to_string())
+    } else if agg.timed_out {
+        Some("workers did not stop within 2 s of the --runtime.max-duration-ms cap".to_string())
+    } else {
+        None
+    }
+}
+
+/// The failure kinds (messages redacted), the re-sent count, and whether events.jsonl
+/// holds error lines to point to.
+fn add_failures(info: &mut RunInfo, agg: &AggregatorOutput) {
+    info.failures = agg
+        .failures
+        .iter()
+        .map(|f| FailureKindCount {
+            kind: f.kind.to_string(),
+            count: f.count,
+            first_message: redact(&f.first_message),
+        })
+        .collect();
+    info.requests_resent = agg.counters.requests_resent;
+    // Failed records of tracked samples get `error` lines; a dead worker's lost samples
+    // get none, so point to events.jsonl only when a record-borne failure was tracked.
+    info.events_has_errors = agg.events_error.is_none()
+        && agg.counters.tracked_samples_failed > 0
+        && agg.failures.iter().any(|f| f.kind != "worker_died");
+}
+
+/// Writes every report file, each on its own so that one that fails (events.jsonl on a
+/// full disk) does not cost the others; returns those not written. events.jsonl was
+/// written by the aggregator as the run went.
+fn write_all_files(
+    plan: &Plan,
+    snapshot: &loadgen_coordinator::metrics::Snapshot,
+    summary: &crate::report::ResultSummary,
+    info: &RunInfo,
+    agg: &AggregatorOutput,
+) -> Vec<(&'static str, String)> {
+    let dir = &plan.report_dir;
+    let mut unwritten: Vec<(&'static str, String)> = Vec::new();
+    if let Some(err) = &agg.events_error {
+        let why = if err.contains("(os error 28)") {
+            "no space left on device".to_string()
+        } else if err.contains("(os error 27)") {
+            "file too large (the file-size limit, ulimit -f)".to_string()
+        } else {
+            err.clone()
+        };
+        unwritten.push(("events.jsonl", why));
+    }
+    // The small files first: they hold the measured numbers.
+    for u in write_report_files(dir, snapshot, summary, info) {
+        unwritten.push((u.file, io_reason(&u.error)));
+    }
+    if let Err(e) = write_atomic(&dir.join("config.yaml"), plan.config_yaml.as_bytes()) {
+        unwritten.push(("config.yaml", io_reason(&e)));
+    }
+    if let Err(e) =
+        write_atomic(&dir.join("sample_idx_map.json"), &sample_idx_map(&agg.sample_rows))
+    {
+        unwritten.push(("sample_idx_map.json", io_reason(&e)));
+    }
+    unwritten
+}
+
+/// Why a write failed, in the words users search for: a full disk and a file-size limit
+/// are named as such.
+fn io_reason(e: &std::io::Error) -> String {
+    match e.raw_os_error() {
+        Some(libc::ENOSPC) => "no space left on device".to_string(),
+        Some(libc::EFBIG) => "file too large (the file-size limit, ulimit -f)".to_string(),
+        Some(libc::EDQUOT) => "disk quota exceeded".to_string(),
+        _ => e.to_string(),
+    }
+}
+
+/// The error naming each report file not written and why, if any.
+fn unwritten_message(
+    dir: &std::path::Path,
+    unwritten: &[(&'static str, String)],
+) -> Option<String> {
+    if unwritten.is_empty() {
+        return None;
+    }
+    let files: Vec<String> = unwritten.iter().map(|(f, why)| format!("{f} ({why})")).collect();
+    Some(format!(
+        "cannot write {} report file(s) in {}: {}; the summary above is what was measured; \
+         free space or choose another --report-dir",
+        unwritten.len(),
+        dir.display(),
+        files.join(", ")
+    ))
 }
 
 fn basis(source: crate::plan::TokenCountSource) -> TokenCountSource {
@@ -394,6 +559,9 @@ fn run_info(
         incomplete_reason,
         abandoned,
         issue_lag: None,
+        failures: Vec::new(),
+        requests_resent: 0,
+        events_has_errors: false,
     }
 }
 
@@ -515,5 +683,33 @@ fn start_embedded_stub(
     } else {
         kill_and_reap(pid);
         Err(AppError::Setup(format!("the embedded stub did not start: {line}")))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_timeout_flag_reaches_the_workers() {
+        let plan = crate::plan::plan_from_args(&[
+            "offline",
+            "--endpoints",
+            "http://127.0.0.1:9,http://127.0.0.1:10",
+            "--model",
+            "m",
+            "--timeout",
+            "1.5",
+        ])
+        .unwrap();
+        let endpoints: Vec<Endpoint> =
+            plan.endpoints.iter().map(|e| Endpoint::parse(&e.url).unwrap()).collect();
+        let tables = vec![Arc::new(RequestTable::new()), Arc::new(RequestTable::new())];
+        let specs = worker_specs(&plan, &endpoints, &tables, 3, 12);
+        assert_eq!(specs.len(), 3);
+        assert!(specs.iter().all(|w| w.request_timeout_ns == 1_500_000_000));
+        let none = crate::plan::plan_from_args(&["offline"]).unwrap();
+        let specs = worker_specs(&none, &endpoints, &tables, 2, 4);
+        assert!(specs.iter().all(|w| w.request_timeout_ns == 0), "0 = none by default");
     }
 }

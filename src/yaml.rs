@@ -147,16 +147,12 @@ impl Serialize for Streaming {
 
 impl<'de> Deserialize<'de> for Streaming {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        #[derive(Deserialize)]
-        #[serde(untagged)]
-        enum Raw {
-            Bool(bool),
-            Text(String),
-        }
-        match Raw::deserialize(d)? {
-            Raw::Bool(true) => Ok(Streaming::On),
-            Raw::Bool(false) => Ok(Streaming::Off),
-            Raw::Text(t) => match t.to_ascii_lowercase().as_str() {
+        // Read as a plain value (not an untagged enum, whose error names neither the key
+        // nor the value) so that a wrong value is named.
+        match YamlValue::deserialize(d)? {
+            YamlValue::Bool(true) => Ok(Streaming::On),
+            YamlValue::Bool(false) => Ok(Streaming::Off),
+            YamlValue::String(t) => match t.to_ascii_lowercase().as_str() {
                 "auto" => Ok(Streaming::Auto),
                 "on" | "true" | "yes" => Ok(Streaming::On),
                 "off" | "false" | "no" => Ok(Streaming::Off),
@@ -164,6 +160,10 @@ impl<'de> Deserialize<'de> for Streaming {
                     "streaming {t:?} is not one of auto, on, off"
                 ))),
             },
+            other => Err(serde::de::Error::custom(format!(
+                "streaming {} is not one of auto, on, off",
+                serde_json::to_string(&other).unwrap_or_else(|_| "of this type".into())
+            ))),
         }
     }
 }
@@ -624,8 +624,10 @@ impl Config {
         if value.is_null() {
             return Err(AppError::Input(format!("config error in {origin}: the file is empty")));
         }
-        serde_yaml_ng::from_value(value)
-            .map_err(|e| AppError::Input(format!("config error in {origin}: {e}")))
+        serde_yaml_ng::from_value(value.clone()).map_err(|e| {
+            let why = keyed_error(text, &value).unwrap_or_else(|| e.to_string());
+            AppError::Input(format!("config error in {origin}: {why}"))
+        })
     }
 
     /// Reads and parses a YAML file; a missing file is bad input (exit 2).
@@ -644,6 +646,24 @@ impl Config {
             .map_err(|e| AppError::Execution(format!("cannot serialize config: {e}")))?;
         Ok(quote_yaml11_bools(&text))
     }
+}
+
+/// The error of a document that does not fit the schema, naming the key path
+/// (`settings.client.num_workers: invalid type ...`): deserializing from a `Value` loses
+/// the path, deserializing from text keeps it. The original text is used when the
+/// substitution changed nothing (its line numbers are the user's); otherwise the
+/// substituted document, re-written, without its line numbers.
+fn keyed_error(text: &str, value: &YamlValue) -> Option<String> {
+    let original: Option<YamlValue> = serde_yaml_ng::from_str(text).ok();
+    if original.as_ref() == Some(value) {
+        return serde_yaml_ng::from_str::<Config>(text).err().map(|e| e.to_string());
+    }
+    let rewritten = serde_yaml_ng::to_string(value).ok()?;
+    let err = serde_yaml_ng::from_str::<Config>(&rewritten).err()?.to_string();
+    Some(match err.rfind(" at line ") {
+        Some(at) => err[..at].to_string(),
+        None => err,
+    })
 }
 
 /// Quotes plain scalars that YAML 1.1 readers (PyYAML, so the reference's tools) would
@@ -669,18 +689,7 @@ pub fn quote_yaml11_bools(text: &str) -> String {
     out
 }
 
-/// The text written for a redacted secret.
-pub const REDACTED: &str = "<redacted>";
-
-/// Whether a key names a secret (api_key, token, password, *_key, *_token, *secret*).
-pub fn is_secret_key(key: &str) -> bool {
-    let k = key.to_ascii_lowercase();
-    matches!(k.as_str(), "api_key" | "token" | "password" | "apikey")
-        || k.ends_with("_key")
-        || k.ends_with("_token")
-        || k.ends_with("_password")
-        || k.contains("secret")
-}
+use crate::redact::{is_secret_key, redact_url, REDACTED};
 
 fn redact(value: &mut YamlValue, key: Option<&str>) {
     match value {
@@ -701,41 +710,6 @@ fn redact(value: &mut YamlValue, key: Option<&str>) {
         _ if key.is_some_and(is_secret_key) => *value = YamlValue::String(REDACTED.to_string()),
         _ => {}
     }
-}
-
-/// Hides `user:pass@` credentials and secret-looking query parameters in a URL.
-pub fn redact_url(text: &str) -> String {
-    let Some(scheme_end) = text.find("://") else { return text.to_string() };
-    let rest = &text[scheme_end + 3..];
-    let authority_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
-    let mut out = text[..scheme_end + 3].to_string();
-    let authority = &rest[..authority_end];
-    match authority.rsplit_once('@') {
-        Some((userinfo, host)) => {
-            let user = userinfo.split(':').next().unwrap_or_default();
-            out.push_str(&format!("{user}:{REDACTED}@{host}"));
-        }
-        None => out.push_str(authority),
-    }
-    let tail = &rest[authority_end..];
-    match tail.split_once('?') {
-        Some((path, query)) => {
-            out.push_str(path);
-            out.push('?');
-            let params: Vec<String> = query
-                .split('&')
-                .map(|p| match p.split_once('=') {
-                    Some((k, _)) if is_secret_key(k) || k.eq_ignore_ascii_case("key") => {
-                        format!("{k}={REDACTED}")
-                    }
-                    _ => p.to_string(),
-                })
-                .collect();
-            out.push_str(&params.join("&"));
-        }
-        None => out.push_str(tail),
-    }
-    out
 }
 
 /// Substitutes environment variables in every string value, in place.
@@ -849,18 +823,34 @@ mod tests {
     }
 
     #[test]
-    fn redaction_covers_keys_urls_and_queries() {
-        for key in ["api_key", "token", "password", "hf_token", "my_key", "client_secret"] {
-            assert!(is_secret_key(key), "{key}");
+    fn a_config_error_names_its_key() {
+        let cases = [
+            (
+                "type: offline\nsettings:\n  client:\n    num_workers: [1]\n",
+                "settings.client.num_workers: invalid type: sequence",
+            ),
+            ("type: offline\nmodel_params: 5\n", "model_params: invalid type: integer `5`"),
+            ("type: offline\ntimeout: yes\n", "timeout: invalid type: string \"yes\""),
+            (
+                "type: offline\nmodel_params:\n  streaming: [1]\n",
+                "model_params: streaming [1] is not one of",
+            ),
+            ("type: offline\nsettings:\n  runtime:\n    min_duration_ms: abc\n", "at line 4"),
+        ];
+        for (text, needle) in cases {
+            let err = Config::from_yaml_str(text, "t.yaml").unwrap_err();
+            assert!(err.to_string().contains(needle), "{text:?}: {err}");
         }
-        for key in ["max_new_tokens", "token_count_source", "name", "skip_special_tokens"] {
-            assert!(!is_secret_key(key), "{key}");
-        }
-        assert_eq!(
-            redact_url("http://u:p@h:1/v?key=abc&x=1"),
-            "http://u:<redacted>@h:1/v?key=<redacted>&x=1"
+        // After a substitution the path is still named; the line of the rewritten text is not.
+        std::env::set_var("LLM_LOADGEN_TEST_WORKERS", "many");
+        let text =
+            "type: offline\nsettings:\n  client:\n    num_workers: ${LLM_LOADGEN_TEST_WORKERS}\n";
+        let msg = Config::from_yaml_str(text, "t.yaml").unwrap_err().to_string();
+        assert!(
+            msg.contains("settings.client.num_workers: invalid type: string \"many\""),
+            "{msg}"
         );
-        assert_eq!(redact_url("http://h:1/v"), "http://h:1/v");
+        assert!(!msg.contains(" at line "), "{msg}");
     }
 
     #[test]

@@ -284,3 +284,18 @@ fn hf_ids_resolve_through_the_local_cache() {
     assert_eq!(out.status.code(), Some(3), "{stderr}");
     assert!(stderr.contains("models--org--other"), "{stderr}");
 }
+
+#[test]
+fn limits_and_bad_datasets_exit_with_their_codes_through_the_binary() {
+    let dir = TempDir::new("limits");
+    let bad = dir.0.join("latin1.jsonl");
+    std::fs::write(&bad, b"{\"prompt\": \"ok\"}\n{\"prompt\": \"caf\xe9\"}\n").unwrap();
+    let bad = bad.display().to_string();
+    expect_error(&["benchmark", "offline", "--dataset", &bad], 2, "line 2: not UTF-8");
+    expect_error(&["benchmark", "offline", "--workers", "100000"], 3, "--workers 100000 is more");
+    expect_error(&["benchmark", "offline", "--timeout", "0"], 2, "--timeout 0 is not valid");
+    expect_error(&["benchmark", "offline", "--num-samples", "0"], 2, "--num-samples 0");
+    let help =
+        String::from_utf8_lossy(&run(&["benchmark", "offline", "--help"]).stdout).into_owned();
+    assert!(help.contains("--timeout <TIMEOUT>"), "the per-request timeout is shown");
+}

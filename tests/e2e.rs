@@ -380,3 +380,163 @@ fn a_finished_run_leaves_no_time_wait_sockets_behind() {
     assert_eq!(summary(&dir)["n_samples_completed"], 500);
     assert_eq!(time_wait_sockets(server.addr().port()), 0, "TIME_WAIT sockets left");
 }
+
+#[test]
+fn failure_kinds_reach_the_report_files_and_the_console() {
+    let server = stub(StubKind::MaxThroughput, |c| {
+        c.faults.status = Some(StatusFault { status: 429, every: 10 })
+    });
+    let dir = report_dir("failure-kinds");
+    let url = server.url();
+    let out = run_strings(&base_args(&url, &dir, "200"));
+    assert_eq!(out.status.code(), Some(0));
+    let s = summary(&dir);
+    assert_eq!(s["n_samples_failed"], 20);
+    assert_eq!(s["failure_kinds"]["http_status"]["count"], 20);
+    let first = s["failure_kinds"]["http_status"]["first_message"].as_str().unwrap();
+    assert!(first.contains("429"), "{first}");
+    assert_eq!(s["n_requests_resent"], 0);
+    let report = report_txt(&dir);
+    assert!(report.contains("  http_status: 20, first: "), "{report}");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("20 of 200 samples failed (http_status 20); see events.jsonl"));
+    let events = std::fs::read_to_string(dir.join("events.jsonl")).unwrap();
+    assert_eq!(events.lines().filter(|l| l.contains("\"error.")).count(), 20, "error lines exist");
+}
+
+/// Every file under `dir`, recursively.
+fn files_under(dir: &Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap().flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            out.extend(files_under(&path));
+        } else {
+            out.push(path);
+        }
+    }
+    out
+}
+
+fn assert_no_secret(out: &Output, dir: &Path, secrets: &[&str]) {
+    let mut texts = vec![
+        ("stdout".to_string(), String::from_utf8_lossy(&out.stdout).into_owned()),
+        ("stderr".to_string(), String::from_utf8_lossy(&out.stderr).into_owned()),
+    ];
+    if dir.is_dir() {
+        for file in files_under(dir) {
+            let bytes = std::fs::read(&file).unwrap();
+            texts.push((file.display().to_string(), String::from_utf8_lossy(&bytes).into_owned()));
+        }
+    }
+    for (name, text) in &texts {
+        for secret in secrets {
+            assert!(!text.contains(secret), "{secret:?} in {name}:\n{text}");
+        }
+    }
+}
+
+#[test]
+fn a_url_password_is_never_printed() {
+    let server = stub(StubKind::Echo, |_| {});
+    let dir = report_dir("secret");
+    let url = server.url().replacen("http://", "http://u:secretpw@", 1);
+    let mut args = base_args(&url, &dir, "20");
+    args.extend(["-v".into(), "--api-key".into(), "sk-topsecret-key".into()]);
+    let out = run_strings(&args);
+    assert_eq!(out.status.code(), Some(0), "the credentials are dropped, the run works");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("the user and password in the URL are not sent"), "{stderr}");
+    assert!(std::fs::read_to_string(dir.join("config.yaml")).unwrap().contains("<redacted>"));
+    assert_no_secret(&out, &dir, &["secretpw", "sk-topsecret-key"]);
+    // Failing set-ups print no secret either: a refused port, a URL without a host.
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    for (url, code) in
+        [(format!("http://u:secretpw@127.0.0.1:{port}"), 3), ("http://u:secretpw@:1".into(), 2)]
+    {
+        let dir = report_dir("secret-fail");
+        let mut args = base_args(&url, &dir, "5");
+        args.extend(["--api-key".into(), "sk-topsecret-key".into()]);
+        let out = run_strings(&args);
+        assert_eq!(out.status.code(), Some(code), "{url}");
+        assert_no_secret(&out, &dir, &["secretpw", "sk-topsecret-key"]);
+    }
+}
+
+#[test]
+fn a_full_disk_still_prints_the_summary_and_names_unwritten_files() {
+    let server = stub(StubKind::MaxThroughput, |_| {});
+    let dir = report_dir("full-disk");
+    std::fs::create_dir_all(&dir).unwrap();
+    // Every write to /dev/full fails with ENOSPC, as on a full filesystem; a file where
+    // the metrics folder belongs makes its file unwritable without root-only set-ups.
+    std::os::unix::fs::symlink("/dev/full", dir.join("events.jsonl")).unwrap();
+    std::fs::write(dir.join("metrics"), b"not a folder").unwrap();
+    let url = server.url();
+    let out = run_strings(&base_args(&url, &dir, "300"));
+    assert_eq!(out.status.code(), Some(4));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("Samples: 300 issued, 300 completed, 0 failed"), "{stdout}");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("events.jsonl (no space left on device)"), "{stderr}");
+    assert!(stderr.contains("metrics/final_snapshot.json ("), "{stderr}");
+    assert!(stderr.contains("cannot write 2 report file(s)"), "{stderr}");
+    // The small files do not depend on events.jsonl or on each other.
+    assert_eq!(summary(&dir)["n_samples_completed"], 300);
+    assert!(report_txt(&dir).ends_with("End of Report -----------------\n"));
+    for file in ["config.yaml", "sample_idx_map.json"] {
+        assert!(dir.join(file).is_file(), "{file} is written");
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// Whether this machine lets an unprivileged process mount a tmpfs of its own (a user and
+/// mount namespace, `unshare -rm`).
+fn private_tmpfs_available() -> bool {
+    std::process::Command::new("unshare")
+        .args(["-rm", "true"])
+        .output()
+        .is_ok_and(|o| o.status.success())
+}
+
+#[test]
+fn a_full_filesystem_keeps_room_for_the_small_files() {
+    if !private_tmpfs_available() {
+        eprintln!("a_full_filesystem_keeps_room_for_the_small_files: no unshare -rm here");
+        return;
+    }
+    let server = stub(StubKind::MaxThroughput, |_| {});
+    let mount = report_dir("tiny-fs");
+    let copy = report_dir("tiny-fs-copy");
+    std::fs::create_dir_all(&mount).unwrap();
+    std::fs::create_dir_all(&copy).unwrap();
+    let url = server.url();
+    let mut args = base_args(&url, &mount.join("r"), "2000");
+    args.insert(0, env!("CARGO_BIN_EXE_llm-loadgen").into());
+    // A 512 KiB tmpfs, private to the child's namespace (gone when it exits): events.jsonl
+    // (about 1 MB) fills it; the report is copied out before the child ends.
+    let script = "mount -t tmpfs -o size=512k tmpfs \"$1\" || exit 99; shift; copy=\"$1\"; \
+                  shift; \"$@\"; rc=$?; cp -r \"$0\" \"$copy/\"; exit $rc";
+    let out = std::process::Command::new("unshare")
+        .args(["-rm", "sh", "-c", script])
+        .arg(mount.join("r"))
+        .arg(&mount)
+        .arg(&copy)
+        .args(&args)
+        .output()
+        .unwrap();
+    common::show(&out);
+    assert_eq!(out.status.code(), Some(4));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("cannot write 1 report file(s)"), "{stderr}");
+    assert!(stderr.contains("events.jsonl (no space left on device)"), "{stderr}");
+    let dir = copy.join("r");
+    assert_eq!(summary(&dir)["n_samples_completed"], 2000);
+    assert!(report_txt(&dir).ends_with("End of Report -----------------\n"));
+    for file in ["config.yaml", "sample_idx_map.json", "metrics/final_snapshot.json"] {
+        assert!(dir.join(file).is_file(), "{file} is written");
+    }
+    assert!(!dir.join(".llm-loadgen-reserve").exists(), "the reservation is released");
+    let _ = std::fs::remove_dir_all(&mount);
+    let _ = std::fs::remove_dir_all(&copy);
+}

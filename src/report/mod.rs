@@ -16,7 +16,7 @@ mod tests;
 pub use loadgen_coordinator::metrics::{Snapshot, TokenCountSource};
 pub use summary::{is_complete, result_summary, BasisBlocks, ResultSummary};
 pub use text::{console_summary, report_txt};
-pub use write::{write_atomic, write_report_files};
+pub use write::{write_atomic, write_report_files, Unwritten};
 
 /// The run's load pattern, as `run_config.load_pattern` records it.
 #[derive(Debug, Clone, PartialEq)]
@@ -73,6 +73,23 @@ pub struct RunInfo {
     pub abandoned: u64,
     /// How far issue times lagged their schedule (Poisson runs only).
     pub issue_lag: Option<IssueLag>,
+    /// Failed samples per failure kind, in first-seen order (warm-up included).
+    pub failures: Vec<FailureKindCount>,
+    /// Requests sent a second time (a reused keep-alive connection closed before any byte).
+    pub requests_resent: u64,
+    /// events.jsonl was written whole and holds `error` lines for failed samples, so the
+    /// console may point there.
+    pub events_has_errors: bool,
+}
+
+/// Failed samples of one kind: `failure_kinds` in the summary, a line in report.txt.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FailureKindCount {
+    /// A `FailureKind` name (`timeout`, `http_status`, ...).
+    pub kind: String,
+    pub count: u64,
+    /// The first failure's message, secrets redacted.
+    pub first_message: String,
 }
 
 /// The scheduler's own account of an open-loop run: did the client keep its schedule?

@@ -82,6 +82,10 @@ pub struct ResultSummary {
     pub n_samples_abandoned: u64,
     /// Issue lag of a Poisson run.
     pub issue_lag: Option<super::IssueLag>,
+    /// Requests re-sent once after a reused connection closed before any response byte.
+    pub n_requests_resent: u64,
+    /// Failed samples per kind, first-seen order.
+    pub failure_kinds: Vec<super::FailureKindCount>,
 }
 
 fn non_empty(stat: Option<&SeriesStat>) -> Option<SeriesStat> {
@@ -183,6 +187,8 @@ pub fn result_summary(snap: &Snapshot, info: &RunInfo) -> ResultSummary {
         incomplete_reason,
         n_samples_abandoned: info.abandoned,
         issue_lag: info.issue_lag,
+        n_requests_resent: info.requests_resent,
+        failure_kinds: info.failures.clone(),
     }
 }
 
@@ -322,6 +328,28 @@ impl Serialize for PairedBlock<'_> {
     }
 }
 
+/// `{"timeout": {"count": 3, "first_message": "..."}, ...}` in first-seen order.
+struct FailureKinds<'a>(&'a [super::FailureKindCount]);
+
+impl Serialize for FailureKinds<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        struct Entry<'a>(&'a super::FailureKindCount);
+        impl Serialize for Entry<'_> {
+            fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+                let mut map = serializer.serialize_map(Some(2))?;
+                map.serialize_entry("count", &self.0.count)?;
+                map.serialize_entry("first_message", &self.0.first_message)?;
+                map.end()
+            }
+        }
+        let mut map = serializer.serialize_map(Some(self.0.len()))?;
+        for f in self.0 {
+            map.serialize_entry(&f.kind, &Entry(f))?;
+        }
+        map.end()
+    }
+}
+
 impl ResultSummary {
     fn serialize_additions<M: SerializeMap>(&self, map: &mut M) -> Result<(), M::Error> {
         let primary = self.primary.basis;
@@ -341,7 +369,9 @@ impl ResultSummary {
         map.serialize_entry(&key("input_sequence_lengths"), &isl)?;
         map.serialize_entry(&key("tps"), &other.tps)?;
         map.serialize_entry("n_samples_abandoned", &self.n_samples_abandoned)?;
-        map.serialize_entry("issue_lag", &self.issue_lag)
+        map.serialize_entry("issue_lag", &self.issue_lag)?;
+        map.serialize_entry("n_requests_resent", &self.n_requests_resent)?;
+        map.serialize_entry("failure_kinds", &FailureKinds(&self.failure_kinds))
     }
 }
 

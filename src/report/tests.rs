@@ -59,6 +59,9 @@ fn info(primary: TokenCountSource) -> RunInfo {
         incomplete_reason: None,
         abandoned: 0,
         issue_lag: None,
+        failures: Vec::new(),
+        requests_resent: 0,
+        events_has_errors: true,
     }
 }
 
@@ -97,7 +100,16 @@ fn check_golden(name: &str, actual: &[u8]) {
 
 fn check_case(case: &str, table: &SampleTable, primary: TokenCountSource) {
     let snap = snapshot(table, primary);
-    let info = info(primary);
+    let mut info = info(primary);
+    let failed = run_counters(table).tracked_samples_failed;
+    if failed > 0 {
+        info.failures = vec![FailureKindCount {
+            kind: "http_status".into(),
+            count: failed,
+            first_message: "HTTP 500: \"overloaded\"\n".into(),
+        }];
+        info.requests_resent = 2;
+    }
     let summary = result_summary(&snap, &info);
     check_golden(&format!("{case}/report.txt"), report_txt(&summary, &info).as_bytes());
     check_golden(&format!("{case}/result_summary.json"), &to_python_json(&summary).unwrap());
@@ -160,6 +172,8 @@ fn default_summary_keeps_reference_keys_then_adds() {
         "tps_server",
         "n_samples_abandoned",
         "issue_lag",
+        "n_requests_resent",
+        "failure_kinds",
     ];
     assert_eq!(&keys[REFERENCE_KEYS.len()..], added);
     let server = summary_json(&table, TokenCountSource::Server);
@@ -309,7 +323,9 @@ fn write_report_files_writes_all_three_atomically() {
     let table = synthetic_table(&FixtureSpec::default());
     let snap = snapshot(&table, TokenCountSource::Client);
     let info = info(TokenCountSource::Client);
-    let summary = write_report_files(&dir, &snap, &info).unwrap();
+    let summary = result_summary(&snap, &info);
+    let unwritten = write_report_files(&dir, &snap, &summary, &info);
+    assert!(unwritten.is_empty(), "{unwritten:?}");
     let written = std::fs::read(dir.join("performance/result_summary.json")).unwrap();
     assert_eq!(written, to_python_json(&summary).unwrap());
     assert!(std::fs::read_to_string(dir.join("report.txt"))
@@ -371,7 +387,9 @@ fn reference_observed_run_rebuilds_byte_for_byte() {
     let text = report_txt(&summary, &info);
     let start = text.find("Other token basis (server):\n").unwrap();
     let end = text.find("\n------------------- Latency Breakdowns").unwrap();
-    let without = format!("{}{}", &text[..start], &text[end..]);
+    let failures = text.find("----------------- Failures").unwrap();
+    let report_end = text.find("----------------- End of Report").unwrap();
+    let without = format!("{}{}{}", &text[..start], &text[end..failures], &text[report_end..]);
     assert_eq!(without, read("report.txt"));
 }
 
@@ -450,4 +468,41 @@ fn server_primary_summary_swaps_names_not_numbers() {
         assert_eq!(client[key], server[key], "{key}");
     }
     assert_eq!(server["osl_paired"]["mean"], 4.0);
+}
+
+#[test]
+fn failure_kinds_are_in_the_summary_and_report() {
+    let table = synthetic_table(&FixtureSpec { fail_every: 4, ..FixtureSpec::default() });
+    let snap = snapshot(&table, TokenCountSource::Client);
+    let mut info = info(TokenCountSource::Client);
+    info.failures = vec![
+        FailureKindCount { kind: "timeout".into(), count: 30, first_message: "no reply".into() },
+        FailureKindCount {
+            kind: "http_status".into(),
+            count: 20,
+            first_message: "HTTP 503:\n busy".into(),
+        },
+    ];
+    info.requests_resent = 7;
+    info.events_has_errors = false;
+    let summary = result_summary(&snap, &info);
+    let json: serde_json::Value =
+        serde_json::from_slice(&to_python_json(&summary).unwrap()).unwrap();
+    assert_eq!(json["n_requests_resent"], 7);
+    assert_eq!(json["failure_kinds"]["timeout"]["count"], 30);
+    assert_eq!(json["failure_kinds"]["http_status"]["first_message"], "HTTP 503:\n busy");
+    let text = String::from_utf8(to_python_json(&summary).unwrap()).unwrap();
+    assert!(text.find("\"timeout\"").unwrap() < text.find("\"http_status\"").unwrap());
+    let report = report_txt(&summary, &info);
+    assert!(report.contains("Requests resent: 7\n"), "{report}");
+    assert!(report.contains("  timeout: 30, first: no reply\n"), "{report}");
+    assert!(report.contains("  http_status: 20, first: HTTP 503: busy\n"), "{report}");
+    let console = console_summary(&summary, &info, Path::new("/tmp/r"));
+    let failed = summary.n_samples_failed;
+    assert!(console.contains("samples failed (timeout 30, http_status 20)\n"), "{console}");
+    assert!(failed > 0 && !console.contains("events.jsonl"), "no error lines: {console}");
+    assert!(console.contains("  20 failed (http_status), first: HTTP 503: busy\n"), "{console}");
+    info.events_has_errors = true;
+    let console = console_summary(&summary, &info, Path::new("/tmp/r"));
+    assert!(console.contains("see events.jsonl for the errors"), "{console}");
 }

@@ -251,6 +251,27 @@ fn basis_sections(out: &mut String, blocks: &BasisBlocks, suffix: &str) {
     }
 }
 
+/// The failure kinds and re-sent requests (an addition after the reference's sections).
+fn failure_section(out: &mut String, s: &ResultSummary) {
+    let _ = writeln!(out, "----------------- Failures -----------------");
+    let _ = writeln!(out, "Requests resent: {}", s.n_requests_resent);
+    if s.failure_kinds.is_empty() {
+        let _ = writeln!(out, "Failure kinds: none");
+    } else {
+        let _ = writeln!(out, "Failure kinds (count, first message):");
+        for f in &s.failure_kinds {
+            let _ =
+                writeln!(out, "  {}: {}, first: {}", f.kind, f.count, one_line(&f.first_message));
+        }
+    }
+    let _ = writeln!(out);
+}
+
+/// A message on one line: a server's multi-line body must not break the report's layout.
+fn one_line(text: &str) -> String {
+    text.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
 /// The whole `report.txt`.
 pub fn report_txt(s: &ResultSummary, info: &RunInfo) -> String {
     let mut out = String::with_capacity(16 * 1024);
@@ -276,6 +297,7 @@ pub fn report_txt(s: &ResultSummary, info: &RunInfo) -> String {
     }
     let suffix = format!(" ({})", s.other.basis);
     basis_sections(&mut out, &s.other, &suffix);
+    failure_section(&mut out, s);
     let _ = writeln!(out, "----------------- End of Report -----------------");
     out
 }
@@ -303,13 +325,7 @@ pub fn console_summary(s: &ResultSummary, info: &RunInfo, report_dir: &Path) -> 
         "Samples: {} issued, {} completed, {} failed",
         s.n_samples_issued, s.n_samples_completed, s.n_samples_failed
     );
-    if s.n_samples_failed > 0 {
-        let _ = writeln!(
-            out,
-            "WARNING: {} of {} samples failed; see events.jsonl for the errors",
-            s.n_samples_failed, s.n_samples_completed
-        );
-    }
+    failure_lines(&mut out, s, info);
     if info.abandoned > 0 {
         let _ = writeln!(out, "WARNING: {} samples were abandoned in flight", info.abandoned);
     }
@@ -344,6 +360,31 @@ pub fn console_summary(s: &ResultSummary, info: &RunInfo, report_dir: &Path) -> 
     let _ = writeln!(out, "{}", basis_line(s));
     let _ = writeln!(out, "Report: {}", report_dir.display());
     out
+}
+
+/// Every failure kind with its count and first message, and where to read more.
+fn failure_lines(out: &mut String, s: &ResultSummary, info: &RunInfo) {
+    if s.n_samples_failed == 0 && s.failure_kinds.is_empty() {
+        return;
+    }
+    let kinds: Vec<String> =
+        s.failure_kinds.iter().map(|f| format!("{} {}", f.kind, f.count)).collect();
+    let kinds = if kinds.is_empty() { String::new() } else { format!(" ({})", kinds.join(", ")) };
+    let see = if info.events_has_errors { "; see events.jsonl for the errors" } else { "" };
+    let _ = writeln!(
+        out,
+        "WARNING: {} of {} samples failed{kinds}{see}",
+        s.n_samples_failed, s.n_samples_completed
+    );
+    for f in &s.failure_kinds {
+        let _ = writeln!(
+            out,
+            "  {} failed ({}), first: {}",
+            f.count,
+            f.kind,
+            one_line(&f.first_message)
+        );
+    }
 }
 
 fn basis_line(s: &ResultSummary) -> String {

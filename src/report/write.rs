@@ -7,7 +7,7 @@ use std::path::Path;
 use loadgen_coordinator::metrics::pyjson::to_python_json;
 use loadgen_coordinator::metrics::Snapshot;
 
-use super::summary::{result_summary, ResultSummary};
+use super::summary::ResultSummary;
 use super::text::report_txt;
 use super::RunInfo;
 
@@ -43,22 +43,38 @@ fn json_error(e: serde_json::Error) -> io::Error {
     io::Error::other(format!("cannot encode report json: {e}"))
 }
 
+/// A report file that could not be written, and why.
+#[derive(Debug)]
+pub struct Unwritten {
+    /// The file, relative to the report directory.
+    pub file: &'static str,
+    pub error: io::Error,
+}
+
 /// Writes `metrics/final_snapshot.json`, `performance/result_summary.json` and
-/// `report.txt` under `dir`, and returns the summary they were built from.
+/// `report.txt` under `dir`, each on its own: one that fails (a full disk) does not stop
+/// the others. Returns the files not written.
 pub fn write_report_files(
     dir: &Path,
     snap: &Snapshot,
+    summary: &ResultSummary,
     info: &RunInfo,
-) -> io::Result<ResultSummary> {
-    let metrics_dir = dir.join("metrics");
-    let performance_dir = dir.join("performance");
-    fs::create_dir_all(&metrics_dir)?;
-    fs::create_dir_all(&performance_dir)?;
-    let summary = result_summary(snap, info);
-    let snapshot_json = to_python_json(snap).map_err(json_error)?;
-    write_atomic(&metrics_dir.join("final_snapshot.json"), &snapshot_json)?;
-    let summary_json = to_python_json(&summary).map_err(json_error)?;
-    write_atomic(&performance_dir.join("result_summary.json"), &summary_json)?;
-    write_atomic(&dir.join("report.txt"), report_txt(&summary, info).as_bytes())?;
-    Ok(summary)
+) -> Vec<Unwritten> {
+    let mut unwritten = Vec::new();
+    let mut attempt = |file: &'static str, bytes: io::Result<Vec<u8>>| {
+        let path = dir.join(file);
+        let result = bytes.and_then(|bytes| {
+            if let Some(parent) = path.parent() {
+                fs::create_dir_all(parent)?;
+            }
+            write_atomic(&path, &bytes)
+        });
+        if let Err(error) = result {
+            unwritten.push(Unwritten { file, error });
+        }
+    };
+    attempt("metrics/final_snapshot.json", to_python_json(snap).map_err(json_error));
+    attempt("performance/result_summary.json", to_python_json(summary).map_err(json_error));
+    attempt("report.txt", Ok(report_txt(summary, info).into_bytes()));
+    unwritten
 }
