@@ -320,27 +320,40 @@ struct Levels {
     max: u64,
 }
 
-fn levels(rows: &[Row], warm: usize, pick: impl Fn(&Row) -> u64) -> Levels {
+/// `warm` and `end` index `rows`; `max` is over every row, the report phase included.
+fn levels(rows: &[Row], (warm, end): (usize, usize), pick: impl Fn(&Row) -> u64) -> Levels {
     let at = |i: usize| rows.get(i).map_or(0, &pick);
     Levels {
         start: at(0),
         warm: at(warm),
-        middle: at(rows.len() / 2),
-        end: at(rows.len().saturating_sub(1)),
+        middle: at(end / 2),
+        end: at(end),
         max: rows.iter().map(&pick).max().unwrap_or(0),
     }
 }
 
-fn analyse(rows: &[Row], args: &SoakArgs, report: &Path) -> anyhow::Result<Verdict> {
-    if rows.len() < 4 {
-        bail!("only {} memory samples: run longer or sample more often", rows.len());
+/// The sample after warm-up (the first tenth of the run, at least the second sample) and the
+/// last one taken while every worker still ran (after it the coordinator writes the report).
+fn window(rows: &[Row], duration: Duration, workers: usize) -> anyhow::Result<(usize, usize)> {
+    let running = |r: &Row| r.workers_kib.iter().take(workers).all(|&k| k > 0);
+    let end = rows.iter().rposition(running).unwrap_or(0);
+    let warm = rows.iter().position(|r| r.t_s >= duration.as_secs_f64() / 10.0).unwrap_or(1);
+    let warm = warm.max(1);
+    if end < warm + 2 {
+        bail!("only {} memory samples while the run ran: run longer or sample more often", end);
     }
-    // Warm-up: the first tenth of the run, at least the second sample.
-    let warm = rows.iter().position(|r| r.t_s >= args.duration.as_secs_f64() / 10.0);
-    let warm = warm.unwrap_or(1).clamp(1, rows.len() - 2);
+    Ok((warm, end))
+}
+
+fn analyse(rows: &[Row], args: &SoakArgs, report: &Path) -> anyhow::Result<Verdict> {
+    let span = window(rows, args.duration, args.workers)?;
     let mut failures = Vec::new();
-    let mut text =
-        String::from("process      | start KiB |  warm KiB |   mid KiB |   end KiB |   max KiB\n");
+    let mut text = format!(
+        "RSS in KiB: start, after warm-up (t={:.0} s), middle, end of the run (t={:.0} s), max \
+         (report phase included)\n",
+        rows[span.0].t_s, rows[span.1].t_s
+    );
+    text.push_str("process      |     start |      warm |    middle |       end |       max\n");
     let mut procs = serde_json::Map::new();
     let mut flat = |name: String, l: Levels, check: bool, failures: &mut Vec<String>| {
         text.push_str(&format!(
@@ -354,17 +367,17 @@ fn analyse(rows: &[Row], args: &SoakArgs, report: &Path) -> anyhow::Result<Verdi
         }
         procs.insert(name, serde_json::to_value(l).unwrap_or_default());
     };
-    let coord = levels(rows, warm, |r| r.coordinator_kib);
+    let coord = levels(rows, span, |r| r.coordinator_kib);
     flat("coordinator".into(), coord, false, &mut failures);
     for w in 0..args.workers {
-        flat(format!("worker_{w}"), levels(rows, warm, |r| r.workers_kib[w]), true, &mut failures);
+        flat(format!("worker_{w}"), levels(rows, span, |r| r.workers_kib[w]), true, &mut failures);
     }
-    flat("stub".into(), levels(rows, warm, |r| r.stub_kib), true, &mut failures);
-    let last = rows.len() - 1;
-    let requests = rows[last].requests.saturating_sub(rows[warm].requests).max(1);
+    flat("stub".into(), levels(rows, span, |r| r.stub_kib), true, &mut failures);
+    let requests = rows[span.1].requests.saturating_sub(rows[span.0].requests).max(1);
     let per_sample = coord.end.saturating_sub(coord.warm) * 1024 / requests;
     text.push_str(&format!(
-        "coordinator growth after warm-up: {per_sample} bytes per request ({requests} requests)\n"
+        "coordinator growth while running: {per_sample} bytes per request ({requests} requests \
+         after warm-up; it keeps every sample's values)\n"
     ));
     if per_sample > args.coordinator_bytes_per_sample_max {
         failures.push(format!(
@@ -373,11 +386,17 @@ fn analyse(rows: &[Row], args: &SoakArgs, report: &Path) -> anyhow::Result<Verdi
         ));
     }
     let counts = check_counts(report, &mut text, &mut failures)?;
+    let issued = counts["issued"].as_u64().unwrap_or(0).max(1);
+    text.push_str(&format!(
+        "coordinator peak: {} bytes per issued sample\n",
+        coord.max * 1024 / issued
+    ));
     let json = serde_json::json!({
         "duration_s": args.duration.as_secs_f64(),
         "samples": rows.len(),
         "rss_kib": procs,
-        "coordinator_bytes_per_request": per_sample,
+        "coordinator_bytes_per_request_running": per_sample,
+        "coordinator_peak_bytes_per_sample": coord.max * 1024 / issued,
         "counts": counts,
         "failures": failures,
     });
@@ -442,7 +461,15 @@ mod tests {
     #[test]
     fn levels_pick_start_warm_middle_end_and_max() {
         let rows: Vec<Row> = (0..5).map(|i| row(i as f64, 0, 0, [5, 9, 7, 8, 6][i])).collect();
-        let l = levels(&rows, 1, |r| r.workers_kib[0]);
+        let l = levels(&rows, (1, 4), |r| r.workers_kib[0]);
         assert_eq!((l.start, l.warm, l.middle, l.end, l.max), (5, 9, 7, 6, 9));
+    }
+
+    #[test]
+    fn the_window_ends_at_the_last_sample_with_every_worker_alive() {
+        let kib = [5, 9, 7, 8, 6, 0, 0];
+        let rows: Vec<Row> = (0..7).map(|i| row(i as f64 * 10.0, 0, 0, kib[i])).collect();
+        assert_eq!(window(&rows, Duration::from_secs(60), 1).unwrap(), (1, 4));
+        assert!(window(&rows[..3], Duration::from_secs(60), 1).is_err());
     }
 }

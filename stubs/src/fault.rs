@@ -9,7 +9,10 @@ use crate::handler::{End, Plan};
 use crate::render::{chunk, json_response};
 
 /// The error object vLLM sends (as an SSE frame, or as a 200 body) on an engine error.
-pub const ERROR_OBJECT: &str = r#"{"error": {"object":"error","message":"engine error","type":"InternalServerError","code":500}}"#;
+pub const ERROR_OBJECT: &str = concat!(
+    r#"{"error": {"object":"error","message":"engine error","#,
+    r#""type":"InternalServerError","code":500}}"#
+);
 /// The message inside [`ERROR_OBJECT`], which a client should keep.
 pub const ERROR_MESSAGE: &str = "engine error";
 
