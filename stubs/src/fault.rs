@@ -26,7 +26,7 @@ const JSON_HEAD_CHUNKED: &[u8] = b"HTTP/1.1 200 OK\r\nContent-Type: application/
 Transfer-Encoding: chunked\r\nConnection: keep-alive\r\n\r\n";
 
 /// True when request `n` (1-based) is one of every `every`-th.
-pub fn hits(every: Option<u64>, n: u64) -> bool {
+fn hits(every: Option<u64>, n: u64) -> bool {
     every.is_some_and(|e| n % e.max(1) == 0)
 }
 
@@ -146,7 +146,7 @@ fn head_len(bytes: &[u8]) -> usize {
 
 /// Keeps the first half of a response: for a stream the head and half its content events (at
 /// least one), for a plain body the first half of its bytes.
-pub fn cut_half(plan: &mut Plan) {
+fn cut_half(plan: &mut Plan) {
     let n = plan.pieces.len();
     if n == 1 {
         let half = plan.pieces[0].len() / 2;
