@@ -4,6 +4,7 @@ mod ceiling;
 mod framing;
 mod procs;
 mod roofline;
+mod soak;
 mod stubbench;
 
 use clap::{Parser, Subcommand};
@@ -22,12 +23,16 @@ enum Command {
     /// The real llm-loadgen against `llm-loadgen stub max-throughput`, row by row, beside the
     /// raw ceiling of the same cores.
     Roofline(roofline::RooflineArgs),
+    /// One long max-throughput run against the stub, its processes' resident memory sampled
+    /// into a CSV; checks that memory stays flat and issued = completed + abandoned.
+    Soak(soak::SoakArgs),
 }
 
 fn main() -> std::process::ExitCode {
     let result = match Cli::parse().command {
         Command::StubBench(args) => stubbench::run(&args).map(|_| ()),
         Command::Roofline(args) => roofline::run(&args),
+        Command::Soak(args) => soak::run(&args),
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,

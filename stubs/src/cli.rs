@@ -8,7 +8,10 @@ use anyhow::{bail, Context as _};
 use clap::{Args, Subcommand, ValueEnum};
 use nix::sys::signal::{SigSet, Signal};
 
-use crate::{FaultConfig, StatusFault, StubConfig, StubKind, StubServer, UsageFault};
+use crate::{
+    DelayFault, FaultConfig, StatusFault, StubConfig, StubKind, StubServer, TruncateFault,
+    TruncateFraming, UsageFault,
+};
 
 /// Which stub server to run.
 #[derive(Debug, Clone, Subcommand)]
@@ -71,6 +74,55 @@ pub struct FaultArgs {
     /// Every Nth request: stop sending halfway, without closing.
     #[arg(long, value_name = "N")]
     pub fault_stall_every: Option<u64>,
+    /// Every Nth request: send the response head, then nothing (the connection stays open).
+    #[arg(long, value_name = "N")]
+    pub fault_stall_after_head_every: Option<u64>,
+    /// Every Nth request: read it and never answer (the connection stays open).
+    #[arg(long, value_name = "N")]
+    pub fault_no_response_every: Option<u64>,
+    /// Every Nth request: read it, then close the connection without a byte.
+    #[arg(long, value_name = "N")]
+    pub fault_close_after_request_every: Option<u64>,
+    /// Every Nth request: half the stream, then an SSE error frame and [DONE] (a 200 error body
+    /// when not streaming).
+    #[arg(long, value_name = "N")]
+    pub fault_error_frame_mid_stream_every: Option<u64>,
+    /// Every Nth request: a stream holding only the error frame and [DONE].
+    #[arg(long, value_name = "N")]
+    pub fault_error_only_stream_every: Option<u64>,
+    /// Every Nth request: cut the stream after --fault-truncate-after content frames and close.
+    #[arg(long, value_name = "N")]
+    pub fault_truncate_stream_every: Option<u64>,
+    /// Content frames a truncated stream sends before the cut.
+    #[arg(long, value_name = "K", default_value_t = 3)]
+    pub fault_truncate_after: usize,
+    /// Framing of a truncated stream.
+    #[arg(long, value_enum, default_value = "chunked")]
+    pub fault_truncate_framing: TruncateFramingArg,
+    /// Every Nth request: a finished stream without the `data: [DONE]` line.
+    #[arg(long, value_name = "N")]
+    pub fault_finish_without_done_every: Option<u64>,
+    /// Every Nth request: each JSON event split over two `data:` lines.
+    #[arg(long, value_name = "N")]
+    pub fault_multi_line_data_every: Option<u64>,
+    /// Add N response headers to every answer.
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    pub fault_extra_headers: usize,
+    /// Wait this many milliseconds before answering (every --fault-delay-every-th request).
+    #[arg(long, value_name = "MS")]
+    pub fault_delay_ms: Option<u64>,
+    /// Which requests --fault-delay-ms delays: every Nth.
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    pub fault_delay_every: u64,
+}
+
+/// `--fault-truncate-framing` values.
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum TruncateFramingArg {
+    /// No Content-Length, not chunked, `Connection: close`.
+    Close,
+    /// Chunked without the last chunk.
+    Chunked,
 }
 
 /// `--fault-usage` values.
@@ -182,7 +234,55 @@ impl FaultArgs {
                 "--fault-close-mid-stream-every",
             )?,
             stall_every: every(self.fault_stall_every, "--fault-stall-every")?,
+            stall_after_head_every: every(
+                self.fault_stall_after_head_every,
+                "--fault-stall-after-head-every",
+            )?,
+            no_response_every: every(self.fault_no_response_every, "--fault-no-response-every")?,
+            close_after_request_every: every(
+                self.fault_close_after_request_every,
+                "--fault-close-after-request-every",
+            )?,
+            error_frame_mid_stream_every: every(
+                self.fault_error_frame_mid_stream_every,
+                "--fault-error-frame-mid-stream-every",
+            )?,
+            error_only_stream_every: every(
+                self.fault_error_only_stream_every,
+                "--fault-error-only-stream-every",
+            )?,
+            truncate: self.truncate()?,
+            finish_without_done_every: every(
+                self.fault_finish_without_done_every,
+                "--fault-finish-without-done-every",
+            )?,
+            multi_line_data_every: every(
+                self.fault_multi_line_data_every,
+                "--fault-multi-line-data-every",
+            )?,
+            extra_headers: self.fault_extra_headers,
+            delay: self.delay()?,
         })
+    }
+
+    fn truncate(&self) -> anyhow::Result<Option<TruncateFault>> {
+        let Some(every) = self.fault_truncate_stream_every else { return Ok(None) };
+        if every == 0 {
+            bail!("--fault-truncate-stream-every must be at least 1, got 0");
+        }
+        let framing = match self.fault_truncate_framing {
+            TruncateFramingArg::Close => TruncateFraming::CloseDelimited,
+            TruncateFramingArg::Chunked => TruncateFraming::Chunked,
+        };
+        Ok(Some(TruncateFault { every, after_frames: self.fault_truncate_after, framing }))
+    }
+
+    fn delay(&self) -> anyhow::Result<Option<DelayFault>> {
+        let Some(delay_ms) = self.fault_delay_ms else { return Ok(None) };
+        if self.fault_delay_every == 0 {
+            bail!("--fault-delay-every must be at least 1, got 0");
+        }
+        Ok(Some(DelayFault { delay_ms, every: self.fault_delay_every }))
     }
 }
 
@@ -318,5 +418,35 @@ mod tests {
         assert!(parse("echo --fault-status 200").is_err());
         assert!(parse("echo --fault-stall-every 0").is_err());
         assert!(parse("echo --stream-interval 0").is_err());
+    }
+
+    #[test]
+    fn new_fault_flags_map_onto_the_config() {
+        let f = parse(
+            "max-throughput --fault-stall-after-head-every 2 --fault-no-response-every 3 \
+             --fault-close-after-request-every 4 --fault-error-frame-mid-stream-every 5 \
+             --fault-error-only-stream-every 6 --fault-truncate-stream-every 7 \
+             --fault-truncate-after 2 --fault-truncate-framing close \
+             --fault-finish-without-done-every 8 --fault-multi-line-data-every 9 \
+             --fault-extra-headers 40 --fault-delay-ms 250 --fault-delay-every 2",
+        )
+        .unwrap()
+        .faults;
+        assert_eq!(f.stall_after_head_every, Some(2));
+        assert_eq!(f.no_response_every, Some(3));
+        assert_eq!(f.close_after_request_every, Some(4));
+        assert_eq!(f.error_frame_mid_stream_every, Some(5));
+        assert_eq!(f.error_only_stream_every, Some(6));
+        let framing = TruncateFraming::CloseDelimited;
+        assert_eq!(f.truncate, Some(TruncateFault { every: 7, after_frames: 2, framing }));
+        assert_eq!(f.finish_without_done_every, Some(8));
+        assert_eq!(f.multi_line_data_every, Some(9));
+        assert_eq!(f.extra_headers, 40);
+        assert_eq!(f.delay, Some(DelayFault { delay_ms: 250, every: 2 }));
+        assert!(f.any());
+        assert!(!parse("max-throughput").unwrap().faults.any());
+        assert!(parse("echo --fault-truncate-stream-every 0").is_err());
+        assert!(parse("echo --fault-delay-ms 5 --fault-delay-every 0").is_err());
+        assert!(parse("echo --fault-no-response-every 0").is_err());
     }
 }

@@ -87,8 +87,43 @@ pub struct StatusFault {
     pub every: u64,
 }
 
+/// How a truncated stream is framed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TruncateFraming {
+    /// No Content-Length and no chunked encoding, `Connection: close`: the body ends where the
+    /// connection does, so only the missing finish tells the client it was cut.
+    CloseDelimited,
+    /// Chunked, and the connection closes before the last (zero-length) chunk.
+    Chunked,
+}
+
+/// A stream cut after some of its content frames: no finish_reason, no `[DONE]`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TruncateFault {
+    /// Every `every`-th request (1 = all).
+    pub every: u64,
+    /// Content frames sent before the cut (clamped to the frames the response has); a plain
+    /// body keeps its first half.
+    pub after_frames: usize,
+    /// How the body is framed.
+    pub framing: TruncateFraming,
+}
+
+/// A delay before the response of every `every`-th request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DelayFault {
+    /// Milliseconds between having the request and writing the first byte.
+    pub delay_ms: u64,
+    /// Every `every`-th request (1 = all).
+    pub every: u64,
+}
+
 /// Fault modes for tests; all off by default. Request counters are per worker thread, so with
-/// one worker every count is exact.
+/// one worker every count is exact. Each `*_every: Some(n)` hits requests n, 2n, … (1 = all).
+/// When several hit one request, the first in this order wins: status, no_response,
+/// close_after_request, stall_after_head, close_mid_stream, stall, error_only_stream,
+/// error_frame_mid_stream, truncate, finish_without_done; multi_line_data, extra_headers and
+/// delay combine with any of them.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct FaultConfig {
     /// Every Nth SSE content frame of a stream (1-based) is replaced by a malformed line.
@@ -102,16 +137,53 @@ pub struct FaultConfig {
     /// Every Nth request: the response stops halfway without closing, until the client gives
     /// up or the server stops.
     pub stall_every: Option<u64>,
+    /// Every Nth request: the response head, then nothing (the connection stays open).
+    pub stall_after_head_every: Option<u64>,
+    /// Every Nth request: read, never answered (the connection stays open).
+    pub no_response_every: Option<u64>,
+    /// Every Nth request: read, then the connection closes without a byte of response.
+    pub close_after_request_every: Option<u64>,
+    /// Every Nth request: a stream sends half its content frames, then an `error` frame and
+    /// `[DONE]` (as vLLM does on an engine error); a plain answer is a 200 `{"error": …}` body.
+    pub error_frame_mid_stream_every: Option<u64>,
+    /// Every Nth request: a stream holding only the error frame and `[DONE]`; a plain answer is
+    /// the same 200 `{"error": …}` body.
+    pub error_only_stream_every: Option<u64>,
+    /// A stream cut after K content frames.
+    pub truncate: Option<TruncateFault>,
+    /// Every Nth request: a finished stream (finish_reason, usage when asked, the last chunk)
+    /// without the `data: [DONE]` line.
+    pub finish_without_done_every: Option<u64>,
+    /// Every Nth request: each JSON event of a stream is split over two `data:` lines (legal
+    /// SSE: a client joins them with `\n`, which is JSON whitespace).
+    pub multi_line_data_every: Option<u64>,
+    /// Extra response headers on every routed response (`X-Stub-Extra-1: …` …).
+    pub extra_headers: usize,
+    /// A delay before the response.
+    pub delay: Option<DelayFault>,
 }
 
 impl FaultConfig {
     /// True when any fault is configured, so the precompiled fast path cannot be used.
     pub fn any(&self) -> bool {
-        self.malformed_every.is_some()
+        let everies = [
+            self.malformed_every,
+            self.close_mid_stream_every,
+            self.stall_every,
+            self.stall_after_head_every,
+            self.no_response_every,
+            self.close_after_request_every,
+            self.error_frame_mid_stream_every,
+            self.error_only_stream_every,
+            self.finish_without_done_every,
+            self.multi_line_data_every,
+        ];
+        everies.iter().any(Option::is_some)
             || self.usage.is_some()
             || self.status.is_some()
-            || self.close_mid_stream_every.is_some()
-            || self.stall_every.is_some()
+            || self.truncate.is_some()
+            || self.extra_headers > 0
+            || self.delay.is_some()
     }
 }
 

@@ -6,6 +6,7 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 use crate::config::{StubConfig, StubKind};
+use crate::fault;
 use crate::http::{FlagFinders, Request, Route};
 use crate::render::{error_response, render, Rendered, Reply};
 use crate::variable::Rng;
@@ -108,13 +109,22 @@ pub struct Handler {
 impl Handler {
     /// Answers a framed request whose body is `body`. `start` is when it was fully received.
     pub fn plan(&mut self, req: &Request, body: &[u8], start: Instant) -> Plan {
-        let keep = if req.close { End::Close } else { End::KeepAlive };
         let Some(route) = req.route else {
+            let keep = if req.close { End::Close } else { End::KeepAlive };
             let msg = format!("no route for {}", req.target);
             return Plan::now(error_response(404, &msg, !req.close), keep);
         };
         self.served += 1;
         let n = self.served;
+        let mut plan = self.answer(route, req, body, start, n);
+        fault::decorate(&self.cfg.faults, &mut plan, n, start);
+        plan
+    }
+
+    /// The answer to routed request `n` with its body and connection faults (the status fault
+    /// replaces the answer).
+    fn answer(&mut self, route: Route, req: &Request, body: &[u8], start: Instant, n: u64) -> Plan {
+        let keep = if req.close { End::Close } else { End::KeepAlive };
         if let Some(s) = self.cfg.faults.status.filter(|s| n % s.every.max(1) == 0) {
             let msg = format!("injected fault: status {}", s.status);
             return Plan::now(error_response(s.status, &msg, !req.close), keep);
@@ -141,21 +151,8 @@ impl Handler {
             StubKind::Variable => self.variable(route, body, start),
         };
         plan.end = keep;
-        self.apply_connection_faults(&mut plan, n);
+        fault::rewrite(&self.cfg.faults, &mut plan, n);
         plan
-    }
-
-    fn apply_connection_faults(&self, plan: &mut Plan, n: u64) {
-        let hit = |every: Option<u64>| every.is_some_and(|e| n % e.max(1) == 0);
-        let end = if hit(self.cfg.faults.close_mid_stream_every) {
-            End::Close
-        } else if hit(self.cfg.faults.stall_every) {
-            End::Stall
-        } else {
-            return;
-        };
-        cut_half(plan);
-        plan.end = end;
     }
 
     fn echo(&self, route: Route, body: &[u8]) -> Result<Plan, String> {
@@ -240,23 +237,6 @@ struct Pace {
     ttft_s: f64,
     tpot_s: f64,
     every: usize,
-}
-
-/// Keeps the first half of a response: for a stream the head and half its content events (at
-/// least one), for a plain body the first half of its bytes.
-fn cut_half(plan: &mut Plan) {
-    let n = plan.pieces.len();
-    if n == 1 {
-        let half = plan.pieces[0].len() / 2;
-        plan.pieces[0].truncate(half);
-        return;
-    }
-    let contents = n - 2;
-    let keep = 1 + (contents / 2).max(1).min(contents);
-    plan.pieces.truncate(keep);
-    if let Some(d) = plan.deadlines.as_mut() {
-        d.truncate(keep);
-    }
 }
 
 /// The text the echo stub answers with. Token-id prompts (`/v1/completions` `prompt: [ids]`,

@@ -6,6 +6,7 @@
 
 pub mod cli;
 mod config;
+pub mod fault;
 pub mod handler;
 pub mod http;
 mod listen;
@@ -14,5 +15,8 @@ mod server;
 pub mod variable;
 mod worker;
 
-pub use config::{FaultConfig, StatusFault, StubConfig, StubKind, UsageFault, VariableConfig};
+pub use config::{
+    DelayFault, FaultConfig, StatusFault, StubConfig, StubKind, TruncateFault, TruncateFraming,
+    UsageFault, VariableConfig,
+};
 pub use server::{StopHandle, StubServer};

@@ -190,7 +190,7 @@ fn run_layout(
 }
 
 /// The `llm-loadgen` binary: `--bin`, else the one beside this executable.
-fn resolve_bin(flag: Option<&Path>) -> anyhow::Result<PathBuf> {
+pub(crate) fn resolve_bin(flag: Option<&Path>) -> anyhow::Result<PathBuf> {
     let path = match flag {
         Some(p) => p.to_path_buf(),
         None => std::env::current_exe()?.with_file_name("llm-loadgen"),

@@ -147,6 +147,22 @@ impl Conn {
         }
     }
 
+    /// Reads until EOF (or a reset) or until nothing arrives for `quiet`: every byte not yet
+    /// consumed, and whether the server ended the connection.
+    pub fn read_raw(&mut self, quiet: Duration) -> (Vec<u8>, bool) {
+        self.stream.set_read_timeout(Some(quiet)).unwrap();
+        let ended = loop {
+            match self.fill() {
+                Ok(true) => continue,
+                Ok(false) => break true,
+                Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => break true,
+                Err(_) => break false,
+            }
+        };
+        self.stream.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        (std::mem::take(&mut self.buf), ended)
+    }
+
     /// True when the server closed the connection (EOF) with nothing more to read.
     pub fn closed(&mut self) -> bool {
         matches!(self.fill(), Ok(false)) && self.buf.is_empty()
