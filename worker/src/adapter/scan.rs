@@ -77,6 +77,8 @@ pub(crate) fn plain_frame<'a>(json: &'a [u8], head: &mut Vec<u8>) -> Option<Plai
                     frame.usage = Some(cur.usage()?);
                 }
             }
+            // An endpoint's error (even `"error": null`) is the serde path's to read.
+            b"error" => return None,
             _ => cur.scalar()?,
         }
     }
