@@ -636,6 +636,162 @@ mod tests {
         }
     }
 
+    /// Feeds `wire` in one read; a response its framing did not end is then closed by the
+    /// endpoint (EOF), as `read_response` does.
+    fn parse_then_close(conn: &mut Conn, wire: &[u8]) -> Outcome {
+        conn.reset_response();
+        conn.read_buf.clear();
+        conn.read_start = 0;
+        conn.read_buf.extend_from_slice(wire);
+        conn.sse_mode = false;
+        if conn.parse_buffered(clock).unwrap() {
+            return conn.finish(BodyEnd::Finished, clock);
+        }
+        assert!(conn.sse_mode, "only a stream ends at a close here");
+        conn.finish(BodyEnd::Closed, clock)
+    }
+
+    fn sse_frames(contents: &[&str], finish: bool, done: bool) -> String {
+        let mut body = String::new();
+        for content in contents {
+            body +=
+                &format!("data: {{\"choices\":[{{\"delta\":{{\"content\":\"{content}\"}}}}]}}\n\n");
+        }
+        if finish {
+            body += "data: {\"choices\":[{\"delta\":{},\"finish_reason\":\"stop\"}]}\n\n";
+        }
+        if done {
+            body += "data: [DONE]\n\n";
+        }
+        body
+    }
+
+    const SSE_HEAD: &str = "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n";
+
+    #[test]
+    fn an_error_frame_mid_stream_fails_the_sample() {
+        let error = r#"data: {"error": {"object":"error","message":"engine died: CUDA out of memory","type":"InternalServerError","code":500}}"#;
+        let body = sse_frames(&["Hel", "lo"], false, false) + error + "\n\n" + "data: [DONE]\n\n";
+        let wire = chunked(&body, 13);
+        let mut conn = Conn::new("127.0.0.1:9".parse().unwrap(), ApiType::OpenAiChat, 1 << 16);
+        for split in 0..=wire.len() {
+            let outcome = parse_in_two_reads(&mut conn, &wire, split);
+            assert_eq!((outcome.failure, outcome.http_status), (FailureKind::StreamError, 200));
+            assert_eq!(conn.error, b"stream error: engine died: CUDA out of memory");
+            assert!(conn.acc.output.is_empty(), "a failed sample keeps no output");
+        }
+    }
+
+    #[test]
+    fn a_stream_of_only_an_error_frame_fails_the_sample() {
+        for api in [ApiType::OpenAiChat, ApiType::OpenAiCompletions, ApiType::Sglang] {
+            let mut conn = Conn::new("127.0.0.1:9".parse().unwrap(), api, 1 << 16);
+            let wire = chunked("data: {\"error\":{\"message\":\"overloaded\"}}\n\n", 64);
+            let outcome = parse_then_close(&mut conn, &wire);
+            assert_eq!(outcome.failure, FailureKind::StreamError, "{api:?}");
+            assert_eq!(conn.error, b"stream error: overloaded");
+            // An error without a message is quoted as its frame.
+            let wire = chunked("data: {\"error\":{\"code\":7}}\n\n", 64);
+            assert_eq!(parse_then_close(&mut conn, &wire).failure, FailureKind::StreamError);
+            assert_eq!(conn.error, br#"stream error: {"error":{"code":7}}"#);
+            // `"error": null` is no error.
+            let wire =
+                chunked(&(sse_frames(&["a"], true, true) + "data: {\"error\":null}\n\n"), 64);
+            let outcome = parse_then_close(&mut conn, &wire);
+            assert_eq!(
+                outcome.failure,
+                FailureKind::None,
+                "{api:?}: {:?}",
+                String::from_utf8_lossy(&conn.error)
+            );
+        }
+    }
+
+    #[test]
+    fn an_error_body_with_status_200_fails_the_sample() {
+        for api in [ApiType::OpenAiChat, ApiType::OpenAiCompletions, ApiType::Sglang] {
+            let mut conn = Conn::new("127.0.0.1:9".parse().unwrap(), api, 1 << 16);
+            let body = r#"{"error":{"message":"model not loaded","type":"BadRequestError"}}"#;
+            let wire = format!(
+                "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+                body.len()
+            );
+            let outcome = parse_then_close(&mut conn, wire.as_bytes());
+            assert_eq!(outcome.failure, FailureKind::StreamError, "{api:?}");
+            assert_eq!(conn.error, b"error in response body: model not loaded");
+        }
+    }
+
+    #[test]
+    fn a_stream_closed_before_done_is_truncated() {
+        let mut conn = Conn::new("127.0.0.1:9".parse().unwrap(), ApiType::OpenAiChat, 1 << 16);
+        let three = sse_frames(&["a", "b", "c"], false, false);
+        // Close-delimited, chunked without its last chunk, and a sized body cut short.
+        let close_delimited = format!("{SSE_HEAD}\r\n{three}");
+        let mut no_last_chunk = chunked(&three, 10);
+        no_last_chunk.truncate(no_last_chunk.len() - 5);
+        let cut_short = format!("{SSE_HEAD}Content-Length: {}\r\n\r\n{three}", three.len() + 40);
+        for wire in [close_delimited.as_bytes(), &no_last_chunk, cut_short.as_bytes()] {
+            let outcome = parse_then_close(&mut conn, wire);
+            assert_eq!(
+                outcome.failure,
+                FailureKind::Truncated,
+                "{}",
+                String::from_utf8_lossy(wire)
+            );
+            assert_eq!(
+                String::from_utf8_lossy(&conn.error),
+                "stream truncated: the connection closed after 3 frames with no finish_reason and no [DONE]"
+            );
+            assert!(conn.acc.output.is_empty());
+        }
+    }
+
+    #[test]
+    fn a_stream_ends_complete_by_done_or_by_a_finished_body_after_a_finish_reason() {
+        let mut conn = Conn::new("127.0.0.1:9".parse().unwrap(), ApiType::OpenAiChat, 1 << 16);
+        // (body, chunked framing, failure)
+        let cases = [
+            (sse_frames(&["a"], true, true), true, FailureKind::None),
+            (sse_frames(&["a"], true, false), true, FailureKind::None),
+            (sse_frames(&["a"], false, true), true, FailureKind::None),
+            (sse_frames(&["a"], false, false), true, FailureKind::Truncated),
+            (sse_frames(&["a"], true, true), false, FailureKind::None),
+            (sse_frames(&["a"], true, false), false, FailureKind::Truncated),
+        ];
+        for (body, is_chunked, failure) in cases {
+            let wire = if is_chunked {
+                chunked(&body, 16)
+            } else {
+                format!("{SSE_HEAD}\r\n{body}").into_bytes()
+            };
+            let outcome = parse_then_close(&mut conn, &wire);
+            assert_eq!(outcome.failure, failure, "{body:?} chunked {is_chunked}");
+        }
+        // A Content-Length body read whole after a finish_reason is complete too.
+        let body = sse_frames(&["a"], true, false);
+        let wire = format!("{SSE_HEAD}Content-Length: {}\r\n\r\n{body}", body.len());
+        assert_eq!(parse_then_close(&mut conn, wire.as_bytes()).failure, FailureKind::None);
+        assert_eq!(conn.acc.output, b"a");
+    }
+
+    #[test]
+    fn only_a_reused_connection_closed_before_any_byte_may_resend() {
+        use FailureKind::*;
+        // (carried a whole response before, failure, a response byte arrived) -> may resend
+        let table = [
+            (true, ConnectionClosed, false, true),
+            (false, ConnectionClosed, false, false),
+            (true, ConnectionClosed, true, false),
+            (true, Malformed, false, false),
+            (true, Connect, false, false),
+            (true, None, false, false),
+        ];
+        for (carried, failure, bytes, want) in table {
+            assert_eq!(may_resend(carried, failure, bytes), want, "{carried} {failure:?} {bytes}");
+        }
+    }
+
     #[test]
     fn a_slot_that_binds_first_connects_from_an_odd_port_and_exchanges() {
         bound_exchange(true);
