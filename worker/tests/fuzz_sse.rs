@@ -149,7 +149,21 @@ fn body_and_cuts(
     })
 }
 
+/// proptest's defaults (`PROPTEST_CASES` and the other variables apply), with failures kept
+/// in `proptest-regressions/fuzz_sse.txt` and replayed first on every run.
+fn config() -> ProptestConfig {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/proptest-regressions/fuzz_sse.txt");
+    ProptestConfig {
+        failure_persistence: Some(Box::new(prop::test_runner::FileFailurePersistence::Direct(
+            path,
+        ))),
+        ..ProptestConfig::default()
+    }
+}
+
 proptest! {
+    #![proptest_config(config())]
+
     #[test]
     fn sse_framing_equals_the_whatwg_reference_at_any_split((body, cuts) in body_and_cuts(stream())) {
         prop_assert_eq!(parse(&body, &cuts, 1 << 20), reference(&body));

@@ -190,7 +190,9 @@ impl ResponseReader {
             Err(_) => return Err(H1Error::Head("not an http/1.x response")),
         };
         let status = response.code.unwrap_or(0);
-        let mut close = response.version == Some(0);
+        // `close` in any Connection header ends the connection (RFC 9112 §9.6), whatever other
+        // tokens say; `keep-alive` only keeps an HTTP/1.0 connection open.
+        let (mut says_close, mut says_keep_alive) = (false, false);
         let mut framing = Framing::UntilClose;
         let mut event_stream = false;
         for header in response.headers.iter() {
@@ -207,11 +209,8 @@ impl ResponseReader {
                     framing = Framing::Chunked;
                 }
             } else if name.eq_ignore_ascii_case("connection") {
-                if contains_token(header.value, b"close") {
-                    close = true;
-                } else if contains_token(header.value, b"keep-alive") {
-                    close = false;
-                }
+                says_close |= contains_token(header.value, b"close");
+                says_keep_alive |= contains_token(header.value, b"keep-alive");
             } else if name.eq_ignore_ascii_case("content-type") {
                 event_stream = contains_token(header.value, b"text/event-stream");
             }
@@ -220,9 +219,8 @@ impl ResponseReader {
         if (100..200).contains(&status) || status == 204 || status == 304 {
             framing = Framing::Length(0);
         }
-        if framing == Framing::UntilClose {
-            close = true;
-        }
+        let http10 = response.version == Some(0);
+        let close = says_close || (http10 && !says_keep_alive) || framing == Framing::UntilClose;
         self.head = ResponseHead { status, close, event_stream };
         self.framing = framing;
         self.state = match framing {
@@ -426,6 +424,14 @@ mod tests {
         }
         wire.extend_from_slice(b"\r\nok");
         wire
+    }
+
+    #[test]
+    fn connection_close_wins_over_a_later_keep_alive() {
+        let wire = b"HTTP/1.1 200 OK\r\nConnection: close\r\nConnection: keep-alive\r\nContent-Length: 0\r\n\r\n";
+        assert!(parse_split(wire, wire.len()).unwrap().0.close);
+        let wire = b"HTTP/1.0 200 OK\r\nConnection: keep-alive\r\nContent-Length: 0\r\n\r\n";
+        assert!(!parse_split(wire, wire.len()).unwrap().0.close, "an HTTP/1.0 keep-alive");
     }
 
     #[test]
