@@ -122,8 +122,7 @@ impl Model {
         let event_stream = self
             .headers
             .iter()
-            .filter(|(n, _)| n.eq_ignore_ascii_case("content-type"))
-            .last()
+            .rfind(|(n, _)| n.eq_ignore_ascii_case("content-type"))
             .is_some_and(|(_, v)| v.split([',', ';']).any(|t| t.trim() == "text/event-stream"));
         Ok((self.status, close || until_close, event_stream, body, true))
     }
