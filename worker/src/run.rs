@@ -204,19 +204,24 @@ pub fn run_worker(spec: WorkerSpec, issue: IssueConsumer, mut records: RecordPro
     runtime.block_on(worker_main(shared, issue))
 }
 
-type Runtime = monoio::FusionRuntime<monoio::IoUringDriver, monoio::LegacyDriver>;
+type Runtime = monoio::FusionRuntime<
+    monoio::time::TimeDriver<monoio::IoUringDriver>,
+    monoio::time::TimeDriver<monoio::LegacyDriver>,
+>;
 
-/// io_uring unless refused or disabled; then epoll, with the reason as a warning.
+/// io_uring unless refused or disabled; then epoll, with the reason as a warning. Both with the
+/// timer, which the per-request timeout needs (without one no timer is ever armed).
 fn build_runtime(force_epoll: bool, entries: u32) -> std::io::Result<(Runtime, Option<String>)> {
     let forced_by_env = std::env::var_os("MONOIO_FORCE_LEGACY_DRIVER").is_some();
     let mut warning = None;
     if !force_epoll && !forced_by_env {
-        match monoio::RuntimeBuilder::<monoio::IoUringDriver>::new().with_entries(entries).build() {
+        let builder = monoio::RuntimeBuilder::<monoio::IoUringDriver>::new();
+        match builder.with_entries(entries).enable_timer().build() {
             Ok(runtime) => return Ok((runtime.into(), None)),
             Err(e) => warning = Some(format!("io_uring refused ({e}); using epoll")),
         }
     }
-    let runtime = monoio::RuntimeBuilder::<monoio::LegacyDriver>::new().build()?;
+    let runtime = monoio::RuntimeBuilder::<monoio::LegacyDriver>::new().enable_timer().build()?;
     Ok((runtime.into(), warning))
 }
 
@@ -438,7 +443,7 @@ fn note_push(shared: &Shared) {
 fn cancel_queued(shared: &Shared) {
     let now = crate::monotonic_ns();
     while let Some(job) = shared.queue.borrow_mut().pop_front() {
-        let outcome = Outcome { failure: FailureKind::Cancelled, http_status: 0, complete_ns: now };
+        let outcome = Outcome::failed(FailureKind::Cancelled, now);
         push_failure(shared, job, outcome, b"cancelled before it was sent");
     }
 }
@@ -506,38 +511,7 @@ async fn serve(shared: &Rc<Shared>, slot: usize, conn: &mut Conn) {
         if job.issued_ns == 0 {
             job.issued_ns = crate::monotonic_ns();
         }
-        let request = shared.spec.requests.row_bytes(job.row as usize);
-        let outcome = {
-            let s = shared.clone();
-            let aborted = shared.abort.until(slot, move || s.aborting.get());
-            let exchange = async {
-                if !conn.is_open() {
-                    let _connecting = ConnectSlot::take(shared);
-                    // A failed connect is reported by the exchange, which tries once more.
-                    let _ = conn.connect().await;
-                }
-                // From here the request may be on the wire: a worker that dies now has sent it.
-                if let Some(table) = &shared.spec.in_flight {
-                    table.set(slot, job.sample_id);
-                }
-                conn.exchange(&request, crate::monotonic_ns).await
-            };
-            monoio::select! {
-                outcome = exchange => Some(outcome),
-                _ = aborted => None,
-            }
-        };
-        let aborted = outcome.is_none();
-        match outcome {
-            Some(outcome) => push_result(shared, job, conn, outcome),
-            None => {
-                conn.close_with_reset();
-                let now = crate::monotonic_ns();
-                let outcome =
-                    Outcome { failure: FailureKind::Cancelled, http_status: 0, complete_ns: now };
-                push_failure(shared, job, outcome, b"cancelled by abort");
-            }
-        }
+        let aborted = exchange_job(shared, slot, conn, job).await;
         // The record is in the ring: the sample is no longer this slot's.
         if let Some(table) = &shared.spec.in_flight {
             table.clear(slot);
@@ -546,6 +520,72 @@ async fn serve(shared: &Rc<Shared>, slot: usize, conn: &mut Conn) {
             return;
         }
     }
+}
+
+/// How one job's exchange ended.
+enum Ended {
+    Exchanged(Outcome),
+    TimedOut,
+    Aborted,
+}
+
+/// Runs one job on `conn` and pushes its record; returns whether the worker aborted.
+async fn exchange_job(shared: &Rc<Shared>, slot: usize, conn: &mut Conn, job: Job) -> bool {
+    let request = shared.spec.requests.row_bytes(job.row as usize);
+    let timeout_ns = shared.spec.request_timeout_ns;
+    let ended = {
+        let s = shared.clone();
+        let aborted = shared.abort.until(slot, move || s.aborting.get());
+        let exchange = async {
+            if !conn.is_open() {
+                let _connecting = ConnectSlot::take(shared);
+                // A failed connect is reported by the exchange, which tries once more.
+                let _ = conn.connect().await;
+            }
+            // From here the request may be on the wire: a worker that dies now has sent it.
+            if let Some(table) = &shared.spec.in_flight {
+                table.set(slot, job.sample_id);
+            }
+            if timeout_ns == 0 {
+                // No timer armed: a run without a timeout pays nothing for it.
+                return Ended::Exchanged(conn.exchange(&request, crate::monotonic_ns).await);
+            }
+            let timer = monoio::time::sleep(std::time::Duration::from_nanos(timeout_ns));
+            monoio::select! {
+                outcome = conn.exchange(&request, crate::monotonic_ns) => Ended::Exchanged(outcome),
+                _ = timer => Ended::TimedOut,
+            }
+        };
+        monoio::select! {
+            ended = exchange => ended,
+            _ = aborted => Ended::Aborted,
+        }
+    };
+    let now = crate::monotonic_ns();
+    let aborted = matches!(ended, Ended::Aborted);
+    match ended {
+        Ended::Exchanged(outcome) => push_result(shared, job, conn, outcome),
+        Ended::TimedOut => {
+            // A reset, so a late response cannot be read as the next request's.
+            conn.abandon();
+            let message = format!(
+                "no complete response within {} s (the request timeout)",
+                std::time::Duration::from_nanos(timeout_ns).as_secs_f64()
+            );
+            let outcome = Outcome::failed(FailureKind::Timeout, now);
+            push_failure(shared, job, outcome, message.as_bytes());
+        }
+        Ended::Aborted => {
+            conn.close_with_reset();
+            push_failure(
+                shared,
+                job,
+                Outcome::failed(FailureKind::Cancelled, now),
+                b"cancelled by abort",
+            );
+        }
+    }
+    aborted
 }
 
 fn base_header(shared: &Shared, job: Job, outcome: Outcome) -> RecordHeader {
@@ -564,7 +604,7 @@ fn base_header(shared: &Shared, job: Job, outcome: Outcome) -> RecordHeader {
         worker_id: shared.spec.worker_id,
         failure: outcome.failure as u8,
         finish: 0,
-        resent: 0,
+        resent: u8::from(outcome.resent),
     }
 }
 

@@ -16,21 +16,41 @@ use loadgen_worker::wire::{
 use loadgen_worker::{monotonic_ns, run_worker, WorkerSpec};
 
 /// A canned-response server: echoes the prompt as SSE (split across HTTP chunks) or JSON;
-/// "missing" gives 404, "stall" never answers, every `close_every`-th response closes.
+/// "missing" gives 404, "stall" never answers, every `close_every`-th response closes; the
+/// fault prompts (`FAULTS`) send what their names say.
 struct Server {
     addr: std::net::SocketAddr,
     stop: Arc<AtomicBool>,
     accept: Option<JoinHandle<()>>,
     accepted: Arc<AtomicUsize>,
+    /// Requests read whole, on every connection.
+    requests: Arc<AtomicUsize>,
+}
+
+/// How the server treats its connections.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Mode {
+    /// Keep-alive; every `close_every`-th response (0: none) says `Connection: close`.
+    KeepAlive { close_every: usize },
+    /// One response per connection, without saying so: the socket closes right after it, as a
+    /// keep-alive connection a server drops while it sits idle.
+    OneResponseThenClose,
+    /// Reads each request, then closes without a byte of response.
+    CloseAfterRead,
 }
 
 impl Server {
     fn start(close_every: usize) -> Server {
+        Server::start_mode(Mode::KeepAlive { close_every })
+    }
+
+    fn start_mode(mode: Mode) -> Server {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let addr = listener.local_addr().unwrap();
         let stop = Arc::new(AtomicBool::new(false));
         let accepted = Arc::new(AtomicUsize::new(0));
-        let (stop2, accepted2) = (stop.clone(), accepted.clone());
+        let requests = Arc::new(AtomicUsize::new(0));
+        let (stop2, accepted2, requests2) = (stop.clone(), accepted.clone(), requests.clone());
         let accept = std::thread::spawn(move || {
             let mut handlers = Vec::new();
             let served = Arc::new(AtomicUsize::new(0));
@@ -39,15 +59,16 @@ impl Server {
                     break;
                 }
                 accepted2.fetch_add(1, Ordering::SeqCst);
-                let served = served.clone();
-                handlers
-                    .push(std::thread::spawn(move || serve(stream.unwrap(), close_every, &served)));
+                let (served, requests) = (served.clone(), requests2.clone());
+                handlers.push(std::thread::spawn(move || {
+                    serve(stream.unwrap(), mode, &served, &requests)
+                }));
             }
             for h in handlers {
                 h.join().unwrap();
             }
         });
-        Server { addr, stop, accept: Some(accept), accepted }
+        Server { addr, stop, accept: Some(accept), accepted, requests }
     }
 }
 
@@ -61,7 +82,7 @@ impl Drop for Server {
     }
 }
 
-fn serve(stream: TcpStream, close_every: usize, served: &AtomicUsize) {
+fn serve(stream: TcpStream, mode: Mode, served: &AtomicUsize, requests: &AtomicUsize) {
     let mut reader = BufReader::new(stream.try_clone().unwrap());
     let mut out = stream;
     loop {
@@ -73,7 +94,9 @@ fn serve(stream: TcpStream, close_every: usize, served: &AtomicUsize) {
         let mut streaming = false;
         loop {
             let mut header = String::new();
-            reader.read_line(&mut header).unwrap();
+            if reader.read_line(&mut header).unwrap_or(0) == 0 {
+                return;
+            }
             if header == "\r\n" {
                 break;
             }
@@ -84,7 +107,10 @@ fn serve(stream: TcpStream, close_every: usize, served: &AtomicUsize) {
             streaming |= lower.starts_with("accept: text/event-stream");
         }
         let mut body = vec![0; content_length];
-        reader.read_exact(&mut body).unwrap();
+        if reader.read_exact(&mut body).is_err() {
+            return;
+        }
+        requests.fetch_add(1, Ordering::SeqCst);
         let json: serde_json::Value = serde_json::from_slice(&body).unwrap();
         let prompt = json["messages"][0]["content"].as_str().unwrap_or("").to_string();
         if prompt == "stall" {
@@ -93,8 +119,16 @@ fn serve(stream: TcpStream, close_every: usize, served: &AtomicUsize) {
             let _ = reader.read_to_end(&mut sink);
             return;
         }
+        if mode == Mode::CloseAfterRead {
+            return;
+        }
+        if let Some(fault) = fault_response(&prompt) {
+            // Each fault response ends its connection (the close-delimited ones must).
+            let _ = out.write_all(&fault);
+            return;
+        }
         let n = served.fetch_add(1, Ordering::SeqCst) + 1;
-        let close = close_every > 0 && n % close_every == 0;
+        let close = matches!(mode, Mode::KeepAlive { close_every } if close_every > 0 && n % close_every == 0);
         let conn_header = if close { "Connection: close\r\n" } else { "" };
         let response = if prompt == "missing" {
             format!("HTTP/1.1 404 Not Found\r\n{conn_header}Content-Length: 4\r\n\r\nnope")
@@ -112,7 +146,88 @@ fn serve(stream: TcpStream, close_every: usize, served: &AtomicUsize) {
         if out.write_all(response.as_bytes()).is_err() || close {
             return;
         }
+        if mode == Mode::OneResponseThenClose {
+            return;
+        }
     }
+}
+
+/// The fault prompts, each answered by `fault_response`.
+const FAULTS: &[&str] = &[
+    "error-mid-stream",
+    "error-only",
+    "error-body",
+    "truncate-close",
+    "truncate-chunked",
+    "multi-line",
+    "headers-40",
+    "headers-200",
+];
+
+fn chat_frame(content: &str) -> String {
+    let frame = serde_json::json!({"choices": [{"index": 0, "delta": {"content": content}, "finish_reason": null}]});
+    format!("data: {frame}\n\n")
+}
+
+/// `events` as a chunked SSE response (7-byte chunks), with its last chunk when `whole`.
+fn chunked_sse(events: &str, whole: bool) -> Vec<u8> {
+    let mut out =
+        b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
+            .to_vec();
+    for chunk in events.as_bytes().chunks(7) {
+        out.extend_from_slice(format!("{:x}\r\n", chunk.len()).as_bytes());
+        out.extend_from_slice(chunk);
+        out.extend_from_slice(b"\r\n");
+    }
+    if whole {
+        out.extend_from_slice(b"0\r\n\r\n");
+    }
+    out
+}
+
+/// A JSON chat body with `extra` response headers (200, Content-Length).
+fn json_with_headers(extra: usize) -> Vec<u8> {
+    let body =
+        r#"{"choices":[{"index":0,"message":{"content":"many headers"},"finish_reason":"stop"}]}"#;
+    let mut out =
+        b"HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Type: application/json\r\n".to_vec();
+    for i in 0..extra {
+        out.extend_from_slice(format!("X-Gateway-Trace-{i}: hop-{i}\r\n").as_bytes());
+    }
+    out.extend_from_slice(format!("Content-Length: {}\r\n\r\n{body}", body.len()).as_bytes());
+    out
+}
+
+fn fault_response(prompt: &str) -> Option<Vec<u8>> {
+    let eight: Vec<String> = (0..8).map(|i| chat_frame(&format!("p{i}"))).collect();
+    let error = r#"data: {"error":{"object":"error","message":"engine error: out of KV cache","type":"InternalServerError","param":null,"code":500}}"#;
+    Some(match prompt {
+        "error-mid-stream" => {
+            chunked_sse(&format!("{}{}{error}\n\ndata: [DONE]\n\n", eight[0], eight[1]), true)
+        }
+        "error-only" => chunked_sse(&format!("{error}\n\n"), true),
+        "error-body" => {
+            let body =
+                r#"{"error":{"message":"the model is not loaded","type":"BadRequestError"}}"#;
+            format!("HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}", body.len()).into_bytes()
+        }
+        // Three of eight pieces, then the close: no finish_reason, no [DONE].
+        "truncate-close" => format!(
+            "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n\r\n{}",
+            eight[..3].concat()
+        )
+        .into_bytes(),
+        "truncate-chunked" => chunked_sse(&eight[..3].concat(), false),
+        "multi-line" => {
+            let events = "data: {\"choices\":[{\"index\":0,\r\ndata: \"delta\":{\"content\":\"two\"}}]}\r\n\r\n\
+                 : keep-alive\n\nevent: message\nid: 2\ndata: {\"choices\":[{\"delta\":{\"content\":\" lines\"},\n\
+                 data: \"finish_reason\":\"stop\"}]}\n\ndata: [DONE]\n\n";
+            chunked_sse(events, true)
+        }
+        "headers-40" => json_with_headers(40),
+        "headers-200" => json_with_headers(200),
+        _ => return None,
+    })
 }
 
 /// The prompt as SSE, two characters per event, the whole stream cut into 7-byte HTTP chunks.
@@ -196,6 +311,7 @@ struct Got {
     first_chunk_ns: u64,
     first_chunk_len: u32,
     tokens: (Option<u32>, Option<u32>),
+    resent: u8,
 }
 
 enum Popped {
@@ -206,8 +322,13 @@ enum Popped {
     Done,
 }
 
+/// Longest wait for a worker event: a test that waits longer has hung.
+const EVENT_DEADLINE: Duration = Duration::from_secs(30);
+
 fn pop_wait(records: &mut RecordConsumer, bell: &Doorbell) -> Popped {
+    let deadline = std::time::Instant::now() + EVENT_DEADLINE;
     loop {
+        assert!(std::time::Instant::now() < deadline, "no worker event within {EVENT_DEADLINE:?}");
         let seen = bell.epoch();
         let popped = records.pop(|event| match event {
             WorkerEvent::Ready { connections_open } => Popped::Ready(connections_open),
@@ -227,6 +348,7 @@ fn pop_wait(records: &mut RecordConsumer, bell: &Doorbell) -> Popped {
                     first_chunk_ns: view.header.first_chunk_ns,
                     first_chunk_len: view.header.first_chunk_len,
                     tokens: (view.header.prompt_tokens, view.header.completion_tokens),
+                    resent: view.header.resent,
                 })
             }
         });
@@ -363,4 +485,140 @@ fn unreachable_endpoint_is_a_setup_failure() {
     assert_eq!(code, 3);
     assert!(got.is_empty());
     assert!(messages[0].contains("cannot connect"), "{messages:?}");
+}
+
+/// `PROMPTS` then `FAULTS`: the row of a fault prompt is its index here.
+fn fault_prompts() -> Vec<&'static str> {
+    PROMPTS.iter().chain(FAULTS).copied().collect()
+}
+
+fn fault_row(name: &str) -> u32 {
+    fault_prompts().iter().position(|p| *p == name).unwrap() as u32
+}
+
+/// Runs each fault prompt `times` times (streaming or not) on two connections; the records by
+/// prompt.
+fn run_faults(names: &[&str], streaming: bool, times: u64) -> Vec<(String, Got)> {
+    let server = Server::start(0);
+    let ep = Endpoint::parse(&format!("http://{}", server.addr)).unwrap();
+    let prompts = fault_prompts();
+    let issues: Vec<(u64, u32)> = (0..times * names.len() as u64)
+        .map(|i| (i, fault_row(names[(i % names.len() as u64) as usize])))
+        .collect();
+    let (got, _, code) = run(spec(ep, &prompts, streaming, 2, false), &issues, IssueCmd::Stop);
+    assert_eq!(code, 0);
+    assert_eq!(got.len(), issues.len());
+    got.into_iter().map(|g| (prompts[g.row as usize].to_string(), g)).collect()
+}
+
+#[test]
+fn an_error_frame_mid_stream_fails_the_sample() {
+    for (name, g) in run_faults(&["error-mid-stream", "error-only", "hello world"], true, 4) {
+        if name == "hello world" {
+            assert_eq!((g.failure, g.output.as_str()), (FailureKind::None, "hello world"));
+            continue;
+        }
+        assert_eq!((g.failure, g.status), (FailureKind::StreamError, 200), "{name}: {g:?}");
+        assert_eq!(g.error, "stream error: engine error: out of KV cache", "{name}");
+        assert_eq!(g.output, "", "{name}: a failed sample keeps no output");
+    }
+}
+
+#[test]
+fn an_error_body_with_status_200_fails_the_sample() {
+    for (name, g) in run_faults(&["error-body"], false, 4) {
+        assert_eq!(g.failure, FailureKind::StreamError, "{name}: {g:?}");
+        assert_eq!(g.error, "error in response body: the model is not loaded");
+    }
+}
+
+#[test]
+fn a_stream_closed_before_done_is_truncated() {
+    for (name, g) in run_faults(&["truncate-close", "truncate-chunked"], true, 4) {
+        assert_eq!(g.failure, FailureKind::Truncated, "{name}: {g:?}");
+        assert_eq!(
+            g.error,
+            "stream truncated: the connection closed after 3 frames with no finish_reason and no [DONE]"
+        );
+        assert_eq!(g.output, "");
+    }
+}
+
+#[test]
+fn multi_line_data_events_join_with_newline() {
+    for (name, g) in run_faults(&["multi-line"], true, 4) {
+        assert_eq!((g.failure, g.finish), (FailureKind::None, FinishReason::Stop), "{name}: {g:?}");
+        assert_eq!(g.output, "two lines");
+    }
+}
+
+#[test]
+fn forty_headers_are_accepted() {
+    for (name, g) in run_faults(&["headers-40", "headers-200"], false, 3) {
+        if name == "headers-40" {
+            assert_eq!((g.failure, g.output.as_str()), (FailureKind::None, "many headers"));
+        } else {
+            assert_eq!(g.failure, FailureKind::HeadLimit, "{g:?}");
+            assert!(g.error.contains("more than 128 headers (MAX_RESPONSE_HEADERS)"), "{g:?}");
+        }
+    }
+}
+
+#[test]
+fn a_fresh_connection_is_never_resent() {
+    // Every request is read and its connection closed without a byte of response: no
+    // connection ever carried a response, so none may be sent twice.
+    let server = Server::start_mode(Mode::CloseAfterRead);
+    let ep = Endpoint::parse(&format!("http://{}", server.addr)).unwrap();
+    let issues: Vec<(u64, u32)> = (0..40).map(|i| (i, 0)).collect();
+    let (got, _, code) = run(spec(ep, PROMPTS, true, 4, false), &issues, IssueCmd::Stop);
+    assert_eq!(code, 0);
+    assert_eq!(got.len(), 40);
+    for g in &got {
+        assert_eq!((g.failure, g.resent), (FailureKind::ConnectionClosed, 0), "{g:?}");
+    }
+    assert_eq!(server.requests.load(Ordering::SeqCst), 40, "each request read once");
+}
+
+#[test]
+fn a_reused_connection_closed_before_any_byte_is_resent_once_and_counted() {
+    // Each connection serves one keep-alive response and then closes, as an idle connection a
+    // server drops: the next request on it finds it closed before any byte and is re-sent once,
+    // on a fresh connection, which answers.
+    let server = Server::start_mode(Mode::OneResponseThenClose);
+    let ep = Endpoint::parse(&format!("http://{}", server.addr)).unwrap();
+    let issues: Vec<(u64, u32)> = (0..30).map(|i| (i, 0)).collect();
+    let (got, _, code) = run(spec(ep, PROMPTS, false, 1, false), &issues, IssueCmd::Stop);
+    assert_eq!(code, 0);
+    assert_eq!(got.len(), 30);
+    let resent: usize = got.iter().map(|g| usize::from(g.resent)).sum();
+    for g in &got {
+        assert_eq!((g.failure, g.output.as_str()), (FailureKind::None, "hello world"), "{g:?}");
+        assert!(g.resent <= 1);
+    }
+    // Sample 0 took the fresh warm connection; every later one found its connection closed.
+    assert_eq!(resent, 29, "{got:?}");
+    assert_eq!(server.requests.load(Ordering::SeqCst), 30, "the closed sends were never read");
+}
+
+#[test]
+fn a_stalled_response_times_out() {
+    for epoll in [false, true] {
+        let server = Server::start(0);
+        let ep = Endpoint::parse(&format!("http://{}", server.addr)).unwrap();
+        let mut spec = spec(ep, PROMPTS, true, 1, epoll);
+        spec.request_timeout_ns = 300_000_000;
+        // One connection: the stalled sample times out, its connection is reset, and the next
+        // sample gets a fresh connection and a whole answer (not the stalled one's).
+        let issues = [(1, 5), (2, 0)];
+        let started = std::time::Instant::now();
+        let (mut got, _, code) = run(spec, &issues, IssueCmd::Stop);
+        assert_eq!(code, 0);
+        got.sort_by_key(|g| g.sample_id);
+        assert_eq!(got.len(), 2, "{got:?}");
+        assert_eq!(got[0].failure, FailureKind::Timeout, "{:?}", got[0]);
+        assert_eq!(got[0].error, "no complete response within 0.3 s (the request timeout)");
+        assert_eq!((got[1].failure, got[1].output.as_str()), (FailureKind::None, "hello world"));
+        assert!(started.elapsed() >= Duration::from_millis(300));
+    }
 }

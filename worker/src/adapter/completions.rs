@@ -12,6 +12,9 @@ pub(crate) fn on_body(acc: &mut Accumulator, json: &[u8]) -> bool {
 /// `on_body` through serde_json alone.
 pub(crate) fn on_body_serde(acc: &mut Accumulator, json: &[u8]) -> bool {
     let Ok(frame) = serde_json::from_slice::<Frame<'_>>(json) else { return false };
+    if acc.note_error(&frame.error, json) {
+        return true;
+    }
     let Some(choice) = &frame.choices.0 else { return false };
     if let Some(text) = choice.text.as_deref() {
         acc.append(text.as_bytes());

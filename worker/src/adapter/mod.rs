@@ -31,6 +31,10 @@ pub struct Accumulator {
     pub malformed_frames: u32,
     /// The output hit `max_output_bytes` and was cut.
     pub truncated: bool,
+    /// The endpoint sent an `error` object (an SSE frame or the body): the sample fails.
+    pub stream_error: bool,
+    /// The first error's message (else its frame), quoted up to `ERROR_QUOTE_BYTES`.
+    pub error_message: Vec<u8>,
     max_output_bytes: usize,
     /// The SSE scanner's frame head, kept across frames and responses (a byte cache).
     scan_head: Vec<u8>,
@@ -47,6 +51,8 @@ impl Accumulator {
             usage: UsageState::default(),
             malformed_frames: 0,
             truncated: false,
+            stream_error: false,
+            error_message: Vec::with_capacity(ERROR_QUOTE_BYTES),
             max_output_bytes,
             scan_head: Vec::with_capacity(256),
         }
@@ -61,6 +67,20 @@ impl Accumulator {
         self.usage = UsageState::default();
         self.malformed_frames = 0;
         self.truncated = false;
+        self.stream_error = false;
+        self.error_message.clear();
+    }
+
+    /// Notes an `error` member of a frame or body (`json`, quoted when the error has no string
+    /// message); returns whether there was one. The first error is kept.
+    pub(crate) fn note_error(&mut self, error: &ErrorField<'_>, json: &[u8]) -> bool {
+        let Some(info) = &error.0 else { return false };
+        if !self.stream_error {
+            self.stream_error = true;
+            let quote = info.message.as_deref().map_or(json, str::as_bytes);
+            self.error_message.extend_from_slice(cut_at_char(quote, ERROR_QUOTE_BYTES));
+        }
+        true
     }
 
     /// Appends text, cutting at the limit.
@@ -117,6 +137,136 @@ impl Accumulator {
         self.first_chunk_ns = 0;
         self.first_chunk_len = self.output.len();
         ok
+    }
+}
+
+/// Bytes of an endpoint's error message kept in the record's error text.
+pub const ERROR_QUOTE_BYTES: usize = 1024;
+
+/// At most `limit` bytes of `text`, not ending inside a UTF-8 character.
+fn cut_at_char(text: &[u8], limit: usize) -> &[u8] {
+    if text.len() <= limit {
+        return text;
+    }
+    let mut end = limit;
+    while end > 0 && (text[end] & 0b1100_0000) == 0b1000_0000 {
+        end -= 1;
+    }
+    &text[..end]
+}
+
+/// An `error` member: absent or `null` is no error; a string is its message; an object's
+/// `message` string is its message; anything else is an error without one.
+#[derive(Debug, Default)]
+pub(crate) struct ErrorField<'a>(pub Option<ErrorInfo<'a>>);
+
+#[derive(Debug)]
+pub(crate) struct ErrorInfo<'a> {
+    pub message: Option<std::borrow::Cow<'a, str>>,
+}
+
+impl<'de: 'a, 'a> Deserialize<'de> for ErrorField<'a> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        // The field's value read as any value; then the rule above.
+        let info = match d.deserialize_any(ErrorVisitor)? {
+            ErrorValue::Null => None,
+            ErrorValue::Message(message) => Some(ErrorInfo { message }),
+        };
+        Ok(ErrorField(info))
+    }
+}
+
+enum ErrorValue<'a> {
+    Null,
+    Message(Option<std::borrow::Cow<'a, str>>),
+}
+
+struct ErrorVisitor;
+
+impl<'de> Visitor<'de> for ErrorVisitor {
+    type Value = ErrorValue<'de>;
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("an error")
+    }
+    fn visit_unit<E>(self) -> Result<ErrorValue<'de>, E> {
+        Ok(ErrorValue::Null)
+    }
+    fn visit_borrowed_str<E>(self, v: &'de str) -> Result<ErrorValue<'de>, E> {
+        Ok(ErrorValue::Message(Some(v.into())))
+    }
+    fn visit_str<E>(self, v: &str) -> Result<ErrorValue<'de>, E> {
+        Ok(ErrorValue::Message(Some(v.to_owned().into())))
+    }
+    fn visit_bool<E>(self, _: bool) -> Result<ErrorValue<'de>, E> {
+        Ok(ErrorValue::Message(None))
+    }
+    fn visit_i64<E>(self, _: i64) -> Result<ErrorValue<'de>, E> {
+        Ok(ErrorValue::Message(None))
+    }
+    fn visit_u64<E>(self, _: u64) -> Result<ErrorValue<'de>, E> {
+        Ok(ErrorValue::Message(None))
+    }
+    fn visit_f64<E>(self, _: f64) -> Result<ErrorValue<'de>, E> {
+        Ok(ErrorValue::Message(None))
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+        while seq.next_element::<IgnoredAny>()?.is_some() {}
+        Ok(ErrorValue::Message(None))
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+        let mut message = None;
+        while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
+            let value = map.next_value::<MaybeStr<'de>>()?.0;
+            if key == "message" && message.is_none() {
+                message = value;
+            }
+        }
+        Ok(ErrorValue::Message(message))
+    }
+}
+
+/// Any JSON value; `Some` when it is a string.
+struct MaybeStr<'a>(Option<std::borrow::Cow<'a, str>>);
+
+impl<'de> Deserialize<'de> for MaybeStr<'de> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct StrVisitor;
+        impl<'de> Visitor<'de> for StrVisitor {
+            type Value = MaybeStr<'de>;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("any value")
+            }
+            fn visit_borrowed_str<E>(self, v: &'de str) -> Result<MaybeStr<'de>, E> {
+                Ok(MaybeStr(Some(v.into())))
+            }
+            fn visit_str<E>(self, v: &str) -> Result<MaybeStr<'de>, E> {
+                Ok(MaybeStr(Some(v.to_owned().into())))
+            }
+            fn visit_unit<E>(self) -> Result<MaybeStr<'de>, E> {
+                Ok(MaybeStr(None))
+            }
+            fn visit_bool<E>(self, _: bool) -> Result<MaybeStr<'de>, E> {
+                Ok(MaybeStr(None))
+            }
+            fn visit_i64<E>(self, _: i64) -> Result<MaybeStr<'de>, E> {
+                Ok(MaybeStr(None))
+            }
+            fn visit_u64<E>(self, _: u64) -> Result<MaybeStr<'de>, E> {
+                Ok(MaybeStr(None))
+            }
+            fn visit_f64<E>(self, _: f64) -> Result<MaybeStr<'de>, E> {
+                Ok(MaybeStr(None))
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+                while seq.next_element::<IgnoredAny>()?.is_some() {}
+                Ok(MaybeStr(None))
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+                while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
+                Ok(MaybeStr(None))
+            }
+        }
+        d.deserialize_any(StrVisitor)
     }
 }
 

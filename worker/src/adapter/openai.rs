@@ -7,7 +7,7 @@ use serde::Deserialize;
 
 use super::scan::{plain_frame, PlainFrame};
 use super::usage::{nullable, UsageCounts};
-use super::{Accumulator, FinishField, First};
+use super::{Accumulator, ErrorField, FinishField, First};
 use crate::wire::FinishReason;
 
 #[derive(Deserialize)]
@@ -16,6 +16,9 @@ pub(crate) struct Frame<'a> {
     pub choices: First<Choice<'a>>,
     #[serde(default, deserialize_with = "nullable")]
     pub usage: Option<UsageCounts>,
+    /// An endpoint's error (vLLM sends one mid-stream on an engine error).
+    #[serde(borrow, default)]
+    pub error: ErrorField<'a>,
 }
 
 #[derive(Deserialize)]
@@ -111,6 +114,9 @@ fn apply_plain(acc: &mut Accumulator, frame: &PlainFrame<'_>, now_ns: fn() -> u6
 /// `on_frame` through serde_json alone.
 fn on_frame_serde(acc: &mut Accumulator, json: &[u8], now_ns: fn() -> u64) -> bool {
     let Ok(frame) = serde_json::from_slice::<Frame<'_>>(json) else { return false };
+    if acc.note_error(&frame.error, json) {
+        return true;
+    }
     if let Some(choice) = &frame.choices.0 {
         let content = match (&choice.delta, non_empty(&choice.text)) {
             (Some(delta), _) => apply_delta(acc, delta),
@@ -169,6 +175,9 @@ pub(crate) fn on_body_plain(
 /// `on_body` through serde_json alone.
 fn on_body_serde(acc: &mut Accumulator, json: &[u8]) -> bool {
     let Ok(frame) = serde_json::from_slice::<Frame<'_>>(json) else { return false };
+    if acc.note_error(&frame.error, json) {
+        return true;
+    }
     let Some(choice) = &frame.choices.0 else { return false };
     if let Some(message) = &choice.message {
         for part in [&message.reasoning_content, &message.reasoning, &message.content] {

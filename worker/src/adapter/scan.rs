@@ -77,6 +77,8 @@ pub(crate) fn plain_frame<'a>(json: &'a [u8], head: &mut Vec<u8>) -> Option<Plai
                     frame.usage = Some(cur.usage()?);
                 }
             }
+            // An endpoint's error (even `"error": null`) is the serde path's to read.
+            b"error" => return None,
             _ => cur.scalar()?,
         }
     }
@@ -343,7 +345,9 @@ impl<'a> Cursor<'a> {
         let start = self.at;
         let mut value = 0u64;
         while let Some(d @ b'0'..=b'9') = self.peek() {
-            value = value * 10 + u64::from(d - b'0');
+            // Wrapping: past 18 digits the value is discarded below, and a checked overflow
+            // would panic on a 20-digit count.
+            value = value.wrapping_mul(10).wrapping_add(u64::from(d - b'0'));
             self.at += 1;
         }
         let digits = self.at - start;
@@ -433,6 +437,12 @@ mod tests {
         let d = br#"{"usage":null,"choices":[{"delta":{"content":"d"}}]}"#;
         assert_eq!(plain_frame(d, &mut head).unwrap().content, Some(&b"d"[..]));
         assert_eq!(head, br#"{"id":"r","model":"m","choices":"#, "a head with usage is not kept");
+    }
+
+    #[test]
+    fn a_twenty_digit_count_declines_without_overflow() {
+        let frame = br#"{"choices":[],"usage":{"prompt_tokens":99999999999999999999}}"#;
+        assert_eq!(plain_frame(frame, &mut Vec::new()), None);
     }
 
     #[test]

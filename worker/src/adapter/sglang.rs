@@ -6,7 +6,7 @@ use std::borrow::Cow;
 use serde::Deserialize;
 
 use super::usage::{nullable, UsageValue};
-use super::{Accumulator, FinishField};
+use super::{Accumulator, ErrorField, FinishField};
 
 #[derive(Deserialize)]
 struct Frame<'a> {
@@ -14,6 +14,9 @@ struct Frame<'a> {
     text: Option<Cow<'a, str>>,
     #[serde(default, deserialize_with = "nullable")]
     meta_info: Option<MetaInfo>,
+    /// SGLang's error object (`{"error": {"message": ...}}`) in a stream or body.
+    #[serde(borrow, default)]
+    error: ErrorField<'a>,
 }
 
 #[derive(Deserialize)]
@@ -45,6 +48,9 @@ fn apply(acc: &mut Accumulator, frame: &Frame<'_>) {
 /// first chunk.
 pub(crate) fn on_frame(acc: &mut Accumulator, json: &[u8], now_ns: fn() -> u64) -> bool {
     let Ok(frame) = serde_json::from_slice::<Frame<'_>>(json) else { return false };
+    if acc.note_error(&frame.error, json) {
+        return true;
+    }
     if let Some(text) = frame.text.as_deref() {
         if !text.is_empty() {
             acc.replace(text.as_bytes());
@@ -58,6 +64,9 @@ pub(crate) fn on_frame(acc: &mut Accumulator, json: &[u8], now_ns: fn() -> u64) 
 /// A non-streaming body.
 pub(crate) fn on_body(acc: &mut Accumulator, json: &[u8]) -> bool {
     let Ok(frame) = serde_json::from_slice::<Frame<'_>>(json) else { return false };
+    if acc.note_error(&frame.error, json) {
+        return true;
+    }
     let Some(text) = frame.text.as_deref() else { return false };
     acc.replace(text.as_bytes());
     apply(acc, &frame);

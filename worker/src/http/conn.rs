@@ -8,16 +8,16 @@ use monoio::buf::IoBufMut;
 use monoio::io::{AsyncReadRent, AsyncWriteRentExt};
 use monoio::net::TcpStream;
 
-use super::h1::ResponseReader;
-use super::sse::{SseItem, SseParser};
+use super::h1::{H1Error, ResponseReader};
+use super::sse::{stream_end, BodyEnd, SseItem, SseParser, StreamEnd};
 use crate::adapter::Accumulator;
 use crate::request::{ApiType, RequestBytes};
 use crate::wire::FailureKind;
 
 /// Bytes read from the socket at a time (and the largest response head accepted, doubled).
 const READ_BUF_BYTES: usize = 64 * 1024;
-/// Largest response head accepted.
-const MAX_HEAD_BYTES: usize = 256 * 1024;
+/// Largest response head accepted (past it the sample fails with `FailureKind::HeadLimit`).
+pub const MAX_RESPONSE_HEAD_BYTES: usize = 256 * 1024;
 /// Bytes of an error body quoted in the record's error text.
 const ERROR_BODY_QUOTE_BYTES: usize = 1024;
 
@@ -166,6 +166,24 @@ pub struct Outcome {
     pub http_status: u16,
     /// When the response ended or the failure was seen.
     pub complete_ns: u64,
+    /// The request was sent a second time (see `may_resend`).
+    pub resent: bool,
+}
+
+impl Outcome {
+    /// A failure seen at `complete_ns`, before or without a response.
+    pub fn failed(failure: FailureKind, complete_ns: u64) -> Outcome {
+        Outcome { failure, http_status: 0, complete_ns, resent: false }
+    }
+}
+
+/// Whether a request whose exchange failed may be sent once more: only when its connection had
+/// already carried a whole response (a keep-alive connection the server may have closed while
+/// it sat idle), it closed, and not one byte of this response had arrived. A fresh connection
+/// that fails is the server's answer, never a reason to send again; the caller re-sends at most
+/// once and counts it.
+pub fn may_resend(carried_response: bool, failure: FailureKind, response_bytes: bool) -> bool {
+    carried_response && failure == FailureKind::ConnectionClosed && !response_bytes
 }
 
 /// A connection slot: the socket (None until connected or after a close) and its buffers.
@@ -189,6 +207,16 @@ pub struct Conn {
     sse_mode: bool,
     /// Bind a local port before connecting (see `set_bind_before_connect`).
     bind_first: bool,
+    /// The open socket has carried at least one whole response (so it is a reused keep-alive
+    /// connection, not a fresh one).
+    carried_response: bool,
+    /// A byte of the current response has arrived.
+    response_bytes: bool,
+    /// The current request's write started (so a second exchange sent it twice).
+    wrote: bool,
+    /// SSE events of the current response handed to the adapter, and whether `[DONE]` came.
+    sse_frames: u32,
+    saw_done: bool,
 }
 
 impl std::fmt::Debug for Conn {
@@ -217,6 +245,11 @@ impl Conn {
             error: Vec::with_capacity(256),
             sse_mode: false,
             bind_first: false,
+            carried_response: false,
+            response_bytes: false,
+            wrote: false,
+            sse_frames: 0,
+            saw_done: false,
         }
     }
 
@@ -237,37 +270,40 @@ impl Conn {
             let stream = connect_tcp(self.addr, self.bind_first).await?;
             stream.set_nodelay(true)?;
             self.stream = Some(stream);
+            self.carried_response = false;
             self.read_buf.clear();
             self.read_start = 0;
+            // An exchange dropped mid-read (timeout, abort) took the read buffer with it.
+            if self.read_buf.capacity() < READ_BUF_BYTES {
+                self.read_buf = Vec::with_capacity(READ_BUF_BYTES);
+            }
         }
         Ok(())
     }
 
-    /// Sends `request` and reads its response into `acc` / `error`. A reused connection that
-    /// turns out closed before any response byte is reopened and the request sent once more.
+    /// Sends `request` and reads its response into `acc` / `error`. A reused keep-alive
+    /// connection that turns out closed before any response byte is reopened and the request
+    /// sent once more (`may_resend`); the outcome says so.
     pub async fn exchange(&mut self, request: &RequestBytes, now_ns: fn() -> u64) -> Outcome {
-        let reused = self.stream.is_some();
+        let carried = self.stream.is_some() && self.carried_response;
         let first = self.exchange_once(request, now_ns).await;
-        if reused && first.failure == FailureKind::ConnectionClosed && !self.reader.head_done() {
-            return self.exchange_once(request, now_ns).await;
+        if !may_resend(carried, first.failure, self.response_bytes) {
+            return first;
         }
-        first
+        let mut second = self.exchange_once(request, now_ns).await;
+        second.resent = self.wrote;
+        second
     }
 
     async fn exchange_once(&mut self, request: &RequestBytes, now_ns: fn() -> u64) -> Outcome {
-        self.reader.reset();
-        self.sse.reset();
-        self.acc.reset();
-        self.body.clear();
-        self.body_in_read_buf = None;
-        self.error.clear();
-        self.sse_mode = false;
+        self.reset_response();
         if let Err(e) = self.connect().await {
             let _ = write!(self.error, "cannot connect to {}: {e}", self.addr);
             return self.fail(FailureKind::Connect, 0, now_ns);
         }
         // The row goes to the kernel straight from the shared request table: no copy.
         let stream = self.stream.as_mut().expect("connected above");
+        self.wrote = true;
         let (result, _) = stream.write_all(request.io_buf()).await;
         if let Err(e) = result {
             let _ = write!(self.error, "connection closed while sending: {e}");
@@ -276,13 +312,28 @@ impl Conn {
         self.read_response(now_ns).await
     }
 
+    /// Clears the per-response state (buffers keep their capacity).
+    fn reset_response(&mut self) {
+        self.reader.reset();
+        self.sse.reset();
+        self.acc.reset();
+        self.body.clear();
+        self.body_in_read_buf = None;
+        self.error.clear();
+        self.sse_mode = false;
+        self.response_bytes = false;
+        self.wrote = false;
+        self.sse_frames = 0;
+        self.saw_done = false;
+    }
+
     fn fail(&mut self, kind: FailureKind, http_status: u16, now_ns: fn() -> u64) -> Outcome {
         self.stream = None;
         self.read_buf.clear();
         self.read_start = 0;
         self.acc.output.clear();
         self.acc.first_chunk_len = 0;
-        Outcome { failure: kind, http_status, complete_ns: now_ns() }
+        Outcome { failure: kind, http_status, complete_ns: now_ns(), resent: false }
     }
 
     async fn read_response(&mut self, now_ns: fn() -> u64) -> Outcome {
@@ -290,9 +341,13 @@ impl Conn {
             match self.parse_buffered(now_ns) {
                 Err(e) => {
                     let _ = write!(self.error, "{e}");
-                    return self.fail(FailureKind::Malformed, self.reader.head().status, now_ns);
+                    let kind = match e {
+                        H1Error::TooManyHeaders => FailureKind::HeadLimit,
+                        _ => FailureKind::Malformed,
+                    };
+                    return self.fail(kind, self.reader.head().status, now_ns);
                 }
-                Ok(true) => return self.finish(now_ns),
+                Ok(true) => return self.finish(BodyEnd::Finished, now_ns),
                 Ok(false) => {}
             }
             if self.read_start > 0 {
@@ -300,9 +355,12 @@ impl Conn {
                 self.read_start = 0;
             }
             if self.read_buf.len() == self.read_buf.capacity() {
-                if self.read_buf.capacity() >= MAX_HEAD_BYTES {
-                    let _ = write!(self.error, "response head exceeds {MAX_HEAD_BYTES} bytes");
-                    return self.fail(FailureKind::Malformed, 0, now_ns);
+                if self.read_buf.capacity() >= MAX_RESPONSE_HEAD_BYTES {
+                    let _ = write!(
+                        self.error,
+                        "response head exceeds {MAX_RESPONSE_HEAD_BYTES} bytes (MAX_RESPONSE_HEAD_BYTES)"
+                    );
+                    return self.fail(FailureKind::HeadLimit, 0, now_ns);
                 }
                 self.read_buf.reserve(self.read_buf.capacity());
             }
@@ -312,16 +370,21 @@ impl Conn {
             let (result, slice) = stream.read(buf.slice_mut(len..)).await;
             self.read_buf = slice.into_inner();
             match result {
-                Ok(0) if self.reader.ends_at_close() => {
+                Ok(0) if self.reader.ends_at_close() || self.sse_mode => {
+                    // A stream cut short still ends: `finish` decides if it was complete.
                     self.stream = None;
-                    return self.finish(now_ns);
+                    return self.finish(BodyEnd::Closed, now_ns);
                 }
                 Ok(0) => {
                     let _ = write!(self.error, "connection closed by the endpoint mid-response");
                     let status = self.reader.head().status;
                     return self.fail(FailureKind::ConnectionClosed, status, now_ns);
                 }
-                Ok(_) => {}
+                Ok(_) => self.response_bytes = true,
+                Err(_) if self.sse_mode => {
+                    self.stream = None;
+                    return self.finish(BodyEnd::Closed, now_ns);
+                }
                 Err(e) => {
                     let _ = write!(self.error, "connection error: {e}");
                     let status = self.reader.head().status;
@@ -352,6 +415,8 @@ impl Conn {
             body_in_read_buf,
             max_body_bytes,
             sse_mode,
+            sse_frames,
+            saw_done,
             ..
         } = self;
         if !*sse_mode && body.is_empty() {
@@ -370,11 +435,7 @@ impl Conn {
             let input = &read_buf[*read_start..];
             let progress = if *sse_mode {
                 reader.feed(input, &mut |bytes| {
-                    sse.feed(bytes, &mut |item| {
-                        if let SseItem::Data(json) = item {
-                            acc.on_sse_frame(json, now_ns);
-                        }
-                    })
+                    sse.feed(bytes, &mut |item| on_item(acc, sse_frames, saw_done, item, now_ns))
                 })?
             } else {
                 reader.feed(input, &mut |bytes| {
@@ -392,34 +453,63 @@ impl Conn {
         }
     }
 
-    fn finish(&mut self, now_ns: fn() -> u64) -> Outcome {
+    /// Ends the response (its body finished, or closed by the endpoint) and decides its outcome.
+    fn finish(&mut self, end: BodyEnd, now_ns: fn() -> u64) -> Outcome {
         let complete_ns = now_ns();
         let head = self.reader.head();
-        if head.close {
+        if head.close || end == BodyEnd::Closed {
             self.stream = None;
         }
-        let outcome = |failure| Outcome { failure, http_status: head.status, complete_ns };
-        let failure = self.finish_body(head.status, now_ns);
+        self.carried_response = true;
+        let failure = if self.sse_mode {
+            self.finish_stream(end, now_ns)
+        } else {
+            self.finish_body(head.status)
+        };
+        if failure != FailureKind::None {
+            // A failed sample carries no output, as every other failure.
+            self.acc.output.clear();
+            self.acc.first_chunk_len = 0;
+        }
         // Bytes after a complete response belong to nobody (no pipelining): drop them.
         self.read_buf.clear();
         self.read_start = 0;
-        outcome(failure)
+        Outcome { failure, http_status: head.status, complete_ns, resent: false }
     }
 
-    /// Hands the whole response to the accumulator (or the error text); the body is read where
-    /// it lies, in `read_buf` or in `body`.
-    fn finish_body(&mut self, status: u16, now_ns: fn() -> u64) -> FailureKind {
-        let Conn {
-            read_buf,
-            body,
-            body_in_read_buf,
-            acc,
-            error,
-            sse,
-            max_body_bytes,
-            sse_mode,
-            ..
-        } = self;
+    /// Ends an SSE body: the pending event, then the error frame or the truncation rule.
+    fn finish_stream(&mut self, end: BodyEnd, now_ns: fn() -> u64) -> FailureKind {
+        let Conn { sse, acc, sse_frames, saw_done, error, .. } = self;
+        sse.finish(&mut |item| on_item(acc, sse_frames, saw_done, item, now_ns));
+        acc.finish_stream();
+        if acc.stream_error {
+            error.extend_from_slice(b"stream error: ");
+            error.extend_from_slice(&acc.error_message);
+            return FailureKind::StreamError;
+        }
+        let saw_finish = acc.finish != crate::wire::FinishReason::None;
+        match stream_end(*saw_done, saw_finish, end) {
+            StreamEnd::Complete => FailureKind::None,
+            StreamEnd::Truncated => {
+                let finish = if saw_finish { "a finish_reason" } else { "no finish_reason" };
+                let how = match end {
+                    BodyEnd::Finished => "its body ended",
+                    BodyEnd::Closed => "the connection closed",
+                };
+                let _ = write!(
+                    error,
+                    "stream truncated: {how} after {} frames with {finish} and no [DONE]",
+                    sse_frames
+                );
+                FailureKind::Truncated
+            }
+        }
+    }
+
+    /// Hands a whole non-streaming body to the accumulator (or the error text); the body is read
+    /// where it lies, in `read_buf` or in `body`.
+    fn finish_body(&mut self, status: u16) -> FailureKind {
+        let Conn { read_buf, body, body_in_read_buf, acc, error, max_body_bytes, .. } = self;
         let body: &[u8] = match body_in_read_buf.take() {
             Some(range) => &read_buf[range],
             None => body,
@@ -431,22 +521,23 @@ impl Conn {
             acc.first_chunk_len = 0;
             return FailureKind::HttpStatus;
         }
-        if *sse_mode {
-            sse.finish(&mut |item| {
-                if let SseItem::Data(json) = item {
-                    acc.on_sse_frame(json, now_ns);
-                }
-            });
-            acc.finish_stream();
-            return FailureKind::None;
-        }
         if body.len() >= *max_body_bytes || !acc.on_body(body) {
             let _ = write!(error, "malformed response body ({} bytes)", body.len());
-            acc.output.clear();
-            acc.first_chunk_len = 0;
             return FailureKind::Malformed;
         }
+        if acc.stream_error {
+            error.extend_from_slice(b"error in response body: ");
+            error.extend_from_slice(&acc.error_message);
+            return FailureKind::StreamError;
+        }
         FailureKind::None
+    }
+
+    /// Abandons the exchange in flight (timed out): the socket closes with a reset, so a late
+    /// response can never be read as the next request's; the next exchange reconnects.
+    pub fn abandon(&mut self) {
+        self.close_with_reset();
+        self.read_start = 0;
     }
 
     /// Closes the socket (the next exchange reconnects).
@@ -466,6 +557,23 @@ impl Conn {
     }
 }
 
+/// One SSE event of a streaming response: data to the adapter, `[DONE]` noted.
+fn on_item(
+    acc: &mut Accumulator,
+    frames: &mut u32,
+    saw_done: &mut bool,
+    item: SseItem<'_>,
+    now_ns: fn() -> u64,
+) {
+    match item {
+        SseItem::Data(json) => {
+            *frames += 1;
+            acc.on_sse_frame(json, now_ns);
+        }
+        SseItem::Done => *saw_done = true,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -476,12 +584,7 @@ mod tests {
 
     /// Runs the connection's own parse path over `wire` delivered in two reads split at `split`.
     fn parse_in_two_reads(conn: &mut Conn, wire: &[u8], split: usize) -> Outcome {
-        conn.reader.reset();
-        conn.sse.reset();
-        conn.acc.reset();
-        conn.body.clear();
-        conn.body_in_read_buf = None;
-        conn.error.clear();
+        conn.reset_response();
         conn.read_buf.clear();
         conn.read_start = 0;
         for piece in [&wire[..split], &wire[split..]] {
@@ -489,7 +592,7 @@ mod tests {
             conn.read_start = 0;
             conn.read_buf.extend_from_slice(piece);
             if conn.parse_buffered(clock).unwrap() {
-                return conn.finish(clock);
+                return conn.finish(BodyEnd::Finished, clock);
             }
         }
         panic!("response incomplete at split {split}");
@@ -530,6 +633,162 @@ mod tests {
             assert_eq!(conn.acc.usage.prompt_tokens, Some(2));
             assert_eq!(conn.acc.usage.completion_tokens, None);
             assert_eq!(conn.acc.usage.first_bad, Some("a float"));
+        }
+    }
+
+    /// Feeds `wire` in one read; a response its framing did not end is then closed by the
+    /// endpoint (EOF), as `read_response` does.
+    fn parse_then_close(conn: &mut Conn, wire: &[u8]) -> Outcome {
+        conn.reset_response();
+        conn.read_buf.clear();
+        conn.read_start = 0;
+        conn.read_buf.extend_from_slice(wire);
+        conn.sse_mode = false;
+        if conn.parse_buffered(clock).unwrap() {
+            return conn.finish(BodyEnd::Finished, clock);
+        }
+        assert!(conn.sse_mode, "only a stream ends at a close here");
+        conn.finish(BodyEnd::Closed, clock)
+    }
+
+    fn sse_frames(contents: &[&str], finish: bool, done: bool) -> String {
+        let mut body = String::new();
+        for content in contents {
+            body +=
+                &format!("data: {{\"choices\":[{{\"delta\":{{\"content\":\"{content}\"}}}}]}}\n\n");
+        }
+        if finish {
+            body += "data: {\"choices\":[{\"delta\":{},\"finish_reason\":\"stop\"}]}\n\n";
+        }
+        if done {
+            body += "data: [DONE]\n\n";
+        }
+        body
+    }
+
+    const SSE_HEAD: &str = "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n";
+
+    #[test]
+    fn an_error_frame_mid_stream_fails_the_sample() {
+        let error = r#"data: {"error": {"object":"error","message":"engine died: CUDA out of memory","type":"InternalServerError","code":500}}"#;
+        let body = sse_frames(&["Hel", "lo"], false, false) + error + "\n\n" + "data: [DONE]\n\n";
+        let wire = chunked(&body, 13);
+        let mut conn = Conn::new("127.0.0.1:9".parse().unwrap(), ApiType::OpenAiChat, 1 << 16);
+        for split in 0..=wire.len() {
+            let outcome = parse_in_two_reads(&mut conn, &wire, split);
+            assert_eq!((outcome.failure, outcome.http_status), (FailureKind::StreamError, 200));
+            assert_eq!(conn.error, b"stream error: engine died: CUDA out of memory");
+            assert!(conn.acc.output.is_empty(), "a failed sample keeps no output");
+        }
+    }
+
+    #[test]
+    fn a_stream_of_only_an_error_frame_fails_the_sample() {
+        for api in [ApiType::OpenAiChat, ApiType::OpenAiCompletions, ApiType::Sglang] {
+            let mut conn = Conn::new("127.0.0.1:9".parse().unwrap(), api, 1 << 16);
+            let wire = chunked("data: {\"error\":{\"message\":\"overloaded\"}}\n\n", 64);
+            let outcome = parse_then_close(&mut conn, &wire);
+            assert_eq!(outcome.failure, FailureKind::StreamError, "{api:?}");
+            assert_eq!(conn.error, b"stream error: overloaded");
+            // An error without a message is quoted as its frame.
+            let wire = chunked("data: {\"error\":{\"code\":7}}\n\n", 64);
+            assert_eq!(parse_then_close(&mut conn, &wire).failure, FailureKind::StreamError);
+            assert_eq!(conn.error, br#"stream error: {"error":{"code":7}}"#);
+            // `"error": null` is no error.
+            let wire =
+                chunked(&(sse_frames(&["a"], true, true) + "data: {\"error\":null}\n\n"), 64);
+            let outcome = parse_then_close(&mut conn, &wire);
+            assert_eq!(
+                outcome.failure,
+                FailureKind::None,
+                "{api:?}: {:?}",
+                String::from_utf8_lossy(&conn.error)
+            );
+        }
+    }
+
+    #[test]
+    fn an_error_body_with_status_200_fails_the_sample() {
+        for api in [ApiType::OpenAiChat, ApiType::OpenAiCompletions, ApiType::Sglang] {
+            let mut conn = Conn::new("127.0.0.1:9".parse().unwrap(), api, 1 << 16);
+            let body = r#"{"error":{"message":"model not loaded","type":"BadRequestError"}}"#;
+            let wire = format!(
+                "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+                body.len()
+            );
+            let outcome = parse_then_close(&mut conn, wire.as_bytes());
+            assert_eq!(outcome.failure, FailureKind::StreamError, "{api:?}");
+            assert_eq!(conn.error, b"error in response body: model not loaded");
+        }
+    }
+
+    #[test]
+    fn a_stream_closed_before_done_is_truncated() {
+        let mut conn = Conn::new("127.0.0.1:9".parse().unwrap(), ApiType::OpenAiChat, 1 << 16);
+        let three = sse_frames(&["a", "b", "c"], false, false);
+        // Close-delimited, chunked without its last chunk, and a sized body cut short.
+        let close_delimited = format!("{SSE_HEAD}\r\n{three}");
+        let mut no_last_chunk = chunked(&three, 10);
+        no_last_chunk.truncate(no_last_chunk.len() - 5);
+        let cut_short = format!("{SSE_HEAD}Content-Length: {}\r\n\r\n{three}", three.len() + 40);
+        for wire in [close_delimited.as_bytes(), &no_last_chunk, cut_short.as_bytes()] {
+            let outcome = parse_then_close(&mut conn, wire);
+            assert_eq!(
+                outcome.failure,
+                FailureKind::Truncated,
+                "{}",
+                String::from_utf8_lossy(wire)
+            );
+            assert_eq!(
+                String::from_utf8_lossy(&conn.error),
+                "stream truncated: the connection closed after 3 frames with no finish_reason and no [DONE]"
+            );
+            assert!(conn.acc.output.is_empty());
+        }
+    }
+
+    #[test]
+    fn a_stream_ends_complete_by_done_or_by_a_finished_body_after_a_finish_reason() {
+        let mut conn = Conn::new("127.0.0.1:9".parse().unwrap(), ApiType::OpenAiChat, 1 << 16);
+        // (body, chunked framing, failure)
+        let cases = [
+            (sse_frames(&["a"], true, true), true, FailureKind::None),
+            (sse_frames(&["a"], true, false), true, FailureKind::None),
+            (sse_frames(&["a"], false, true), true, FailureKind::None),
+            (sse_frames(&["a"], false, false), true, FailureKind::Truncated),
+            (sse_frames(&["a"], true, true), false, FailureKind::None),
+            (sse_frames(&["a"], true, false), false, FailureKind::Truncated),
+        ];
+        for (body, is_chunked, failure) in cases {
+            let wire = if is_chunked {
+                chunked(&body, 16)
+            } else {
+                format!("{SSE_HEAD}\r\n{body}").into_bytes()
+            };
+            let outcome = parse_then_close(&mut conn, &wire);
+            assert_eq!(outcome.failure, failure, "{body:?} chunked {is_chunked}");
+        }
+        // A Content-Length body read whole after a finish_reason is complete too.
+        let body = sse_frames(&["a"], true, false);
+        let wire = format!("{SSE_HEAD}Content-Length: {}\r\n\r\n{body}", body.len());
+        assert_eq!(parse_then_close(&mut conn, wire.as_bytes()).failure, FailureKind::None);
+        assert_eq!(conn.acc.output, b"a");
+    }
+
+    #[test]
+    fn only_a_reused_connection_closed_before_any_byte_may_resend() {
+        use FailureKind::*;
+        // (carried a whole response before, failure, a response byte arrived) -> may resend
+        let table = [
+            (true, ConnectionClosed, false, true),
+            (false, ConnectionClosed, false, false),
+            (true, ConnectionClosed, true, false),
+            (true, Malformed, false, false),
+            (true, Connect, false, false),
+            (true, None, false, false),
+        ];
+        for (carried, failure, bytes, want) in table {
+            assert_eq!(may_resend(carried, failure, bytes), want, "{carried} {failure:?} {bytes}");
         }
     }
 

@@ -1,14 +1,20 @@
 //! HTTP/1.1 response framing: the head (httparse), then a Content-Length, chunked or
 //! close-delimited body, fed incrementally from whatever the socket returned.
 
-/// Most headers a response may carry.
-const MAX_HEADERS: usize = 32;
+/// Most headers a response may carry. Servers behind proxies, gateways and CDNs commonly send
+/// 30 to 60 (tracing, rate-limit, CORS and cache headers each add a handful); nginx and Envoy
+/// accept about 100 request headers by default. 128 fits all of them with room, and costs
+/// nothing until used: the header slots are left uninitialised (4 KiB of stack).
+pub const MAX_RESPONSE_HEADERS: usize = 128;
 
 /// Why a response could not be parsed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum H1Error {
     #[error("malformed response head: {0}")]
     Head(&'static str),
+    /// The head broke a named limit (the response is not malformed, only larger than allowed).
+    #[error("response head has more than {MAX_RESPONSE_HEADERS} headers (MAX_RESPONSE_HEADERS); the endpoint or a proxy in front of it sends too many")]
+    TooManyHeaders,
     #[error("malformed chunk size line")]
     ChunkSize,
     #[error("missing CRLF after chunk data")]
@@ -169,8 +175,8 @@ impl ResponseReader {
     fn parse_head(&mut self, input: &[u8]) -> Result<usize, H1Error> {
         // Uninitialised header slots: httparse fills only what it parses, and a 1 KiB array of
         // empty headers per response is not written first.
-        let mut headers =
-            [const { std::mem::MaybeUninit::<httparse::Header<'_>>::uninit() }; MAX_HEADERS];
+        let mut headers = [const { std::mem::MaybeUninit::<httparse::Header<'_>>::uninit() };
+            MAX_RESPONSE_HEADERS];
         let mut response = httparse::Response::new(&mut []);
         let parsed = httparse::ParserConfig::default().parse_response_with_uninit_headers(
             &mut response,
@@ -180,11 +186,13 @@ impl ResponseReader {
         let len = match parsed {
             Ok(httparse::Status::Complete(len)) => len,
             Ok(httparse::Status::Partial) => return Ok(0),
-            Err(httparse::Error::TooManyHeaders) => return Err(H1Error::Head("too many headers")),
+            Err(httparse::Error::TooManyHeaders) => return Err(H1Error::TooManyHeaders),
             Err(_) => return Err(H1Error::Head("not an http/1.x response")),
         };
         let status = response.code.unwrap_or(0);
-        let mut close = response.version == Some(0);
+        // `close` in any Connection header ends the connection (RFC 9112 §9.6), whatever other
+        // tokens say; `keep-alive` only keeps an HTTP/1.0 connection open.
+        let (mut says_close, mut says_keep_alive) = (false, false);
         let mut framing = Framing::UntilClose;
         let mut event_stream = false;
         for header in response.headers.iter() {
@@ -201,11 +209,8 @@ impl ResponseReader {
                     framing = Framing::Chunked;
                 }
             } else if name.eq_ignore_ascii_case("connection") {
-                if contains_token(header.value, b"close") {
-                    close = true;
-                } else if contains_token(header.value, b"keep-alive") {
-                    close = false;
-                }
+                says_close |= contains_token(header.value, b"close");
+                says_keep_alive |= contains_token(header.value, b"keep-alive");
             } else if name.eq_ignore_ascii_case("content-type") {
                 event_stream = contains_token(header.value, b"text/event-stream");
             }
@@ -214,9 +219,8 @@ impl ResponseReader {
         if (100..200).contains(&status) || status == 204 || status == 304 {
             framing = Framing::Length(0);
         }
-        if framing == Framing::UntilClose {
-            close = true;
-        }
+        let http10 = response.version == Some(0);
+        let close = says_close || (http10 && !says_keep_alive) || framing == Framing::UntilClose;
         self.head = ResponseHead { status, close, event_stream };
         self.framing = framing;
         self.state = match framing {
@@ -410,6 +414,41 @@ mod tests {
             }
             assert!(result.is_err(), "{:?}", String::from_utf8_lossy(wire));
         }
+    }
+
+    /// A head with `count` extra headers, then a 2-byte body.
+    fn head_with_headers(count: usize) -> Vec<u8> {
+        let mut wire = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n".to_vec();
+        for i in 0..count {
+            wire.extend_from_slice(format!("X-Proxy-Header-{i}: value {i}\r\n").as_bytes());
+        }
+        wire.extend_from_slice(b"\r\nok");
+        wire
+    }
+
+    #[test]
+    fn connection_close_wins_over_a_later_keep_alive() {
+        let wire = b"HTTP/1.1 200 OK\r\nConnection: close\r\nConnection: keep-alive\r\nContent-Length: 0\r\n\r\n";
+        assert!(parse_split(wire, wire.len()).unwrap().0.close);
+        let wire = b"HTTP/1.0 200 OK\r\nConnection: keep-alive\r\nContent-Length: 0\r\n\r\n";
+        assert!(!parse_split(wire, wire.len()).unwrap().0.close, "an HTTP/1.0 keep-alive");
+    }
+
+    #[test]
+    fn forty_headers_are_accepted() {
+        let wire = head_with_headers(40);
+        let (head, body, _) = parse_split(&wire, wire.len()).unwrap();
+        assert_eq!((head.status, body.as_slice()), (200, &b"ok"[..]));
+        let wire = head_with_headers(MAX_RESPONSE_HEADERS - 1);
+        assert!(parse_split(&wire, wire.len()).is_ok(), "the limit itself is accepted");
+    }
+
+    #[test]
+    fn too_many_headers_is_a_head_limit_naming_the_limit() {
+        let wire = head_with_headers(MAX_RESPONSE_HEADERS);
+        let err = parse_split(&wire, wire.len()).unwrap_err();
+        assert_eq!(err, H1Error::TooManyHeaders);
+        assert!(err.to_string().contains("128 headers (MAX_RESPONSE_HEADERS)"), "{err}");
     }
 
     #[test]
