@@ -47,7 +47,7 @@ pub enum Command {
     /// Stub servers (echo, max-throughput, variable) for local testing.
     Stub {
         #[command(subcommand)]
-        cmd: loadgen_stubs::cli::StubCommand,
+        cmd: Box<loadgen_stubs::cli::StubCommand>,
     },
 }
 

@@ -73,7 +73,7 @@ fn dispatch(cli: Cli) -> Result<i32, AppError> {
         Command::ValidateYaml { config } => commands::validate_yaml::run(&config),
         Command::Info => commands::info::run(),
         Command::Stub { cmd } => {
-            loadgen_stubs::cli::run(cmd).map_err(|e| AppError::Setup(format!("stub: {e:#}")))?;
+            loadgen_stubs::cli::run(*cmd).map_err(|e| AppError::Setup(format!("stub: {e:#}")))?;
             Ok(0)
         }
     }
