@@ -98,7 +98,9 @@ pub(crate) struct HeapRegion {
     cells: super::sync::AccessCells,
 }
 
-// SAFETY: the region is raw memory; the ring protocol gives each byte one writer at a time.
+// SAFETY: the region is raw memory; the ring protocol gives each byte one writer at a time. The
+// loom cells (loom builds only) are loom's own bookkeeping, touched only by threads that loom
+// runs one at a time.
 #[cfg(test)]
 unsafe impl Send for HeapRegion {}
 // SAFETY: as above; shared references only hand out the raw pointer.
