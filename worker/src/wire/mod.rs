@@ -1,7 +1,7 @@
 //! The wire between the coordinator and its workers: record and command vocabulary, and the
 //! shared-memory rings (plus doorbells) that carry them across fork.
 //!
-//! Modules depend on each other as a tree: `sync` (atomics, std or loom; the `Wake`/`Futex`
+//! Modules depend on each other without a cycle: `sync` (atomics, std or loom; the `Wake`/`Futex`
 //! traits) and `region` (the memory) at the bottom; `ring` (the protocol, pure logic over atomics)
 //! and `doorbell` above them; `sys` (the system calls); `endpoint` (the public ends: protocol plus
 //! system calls); `shm` (`WorkerRings`, which makes all of it before fork) on top.
