@@ -6,21 +6,61 @@
 //! makes a futex syscall only when someone is registered as sleeping, so it costs one atomic add
 //! when nobody sleeps. Because the epoch is bumped before the sleeper count is read and the sleeper
 //! registers before re-reading the epoch (both SeqCst), a ring between `epoch()` and `wait()` is
-//! never lost.
+//! never lost. `BellWords` is that protocol over the two words, with the futex passed in, so the
+//! loom model (`loom_tests`) checks the same code with a modelled futex.
 
 use std::io;
-use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::shm::SharedMapping;
+use super::region::SharedMapping;
+use super::sync::{fence, AtomicU32, Futex, Ordering, Wake};
+use super::sys::SysFutex;
 
 /// Layout of a doorbell's page: the epoch (futex word) and the sleeper count on separate lines.
 #[repr(C, align(64))]
-struct DoorbellWords {
+pub(crate) struct BellWords {
     epoch: AtomicU32,
     _pad: [u8; 60],
     sleepers: AtomicU32,
+}
+
+impl BellWords {
+    /// Fresh words, for the models (a real doorbell's words are its zero-filled page).
+    #[cfg(loom)]
+    pub(crate) fn new() -> BellWords {
+        BellWords { epoch: AtomicU32::new(0), _pad: [0; 60], sleepers: AtomicU32::new(0) }
+    }
+
+    pub(crate) fn epoch(&self) -> u32 {
+        self.epoch.load(Ordering::SeqCst)
+    }
+
+    /// Registers as a sleeper, then sleeps on the epoch unless it already moved past `seen_epoch`.
+    pub(crate) fn wait(&self, seen_epoch: u32, futex: &impl Futex) {
+        self.sleepers.fetch_add(1, Ordering::SeqCst);
+        // Dekker partner of `ring`: store my count; fence; load the other's epoch.
+        fence(Ordering::SeqCst);
+        if self.epoch.load(Ordering::SeqCst) == seen_epoch {
+            futex.wait(&self.epoch, seen_epoch);
+        }
+        self.sleepers.fetch_sub(1, Ordering::SeqCst);
+    }
+
+    /// Bumps the epoch, then wakes the sleepers if any registered.
+    pub(crate) fn ring(&self, futex: &impl Futex) {
+        self.epoch.fetch_add(1, Ordering::SeqCst);
+        // Dekker partner of `wait`: store my epoch; fence; load the other's count.
+        fence(Ordering::SeqCst);
+        if self.sleepers.load(Ordering::SeqCst) != 0 {
+            futex.wake_all(&self.epoch);
+        }
+    }
+
+    #[cfg(all(test, not(loom)))]
+    pub(crate) fn sleepers(&self) -> u32 {
+        self.sleepers.load(Ordering::SeqCst)
+    }
 }
 
 /// A wake-up word in a `MAP_SHARED` mapping, created before fork and inherited by the workers.
@@ -43,70 +83,38 @@ impl Doorbell {
         Ok(Doorbell { mapping: Arc::new(mapping) })
     }
 
-    fn words(&self) -> &DoorbellWords {
+    pub(crate) fn words(&self) -> &BellWords {
         // SAFETY: the mapping is page-aligned, at least 4096 bytes, zero-initialised (a valid
-        // DoorbellWords: atomics of zero), lives as long as `self.mapping`, and is only accessed
+        // BellWords: atomics of zero), lives as long as `self.mapping`, and is only accessed
         // through atomics.
-        unsafe { &*(self.mapping.as_ptr() as *const DoorbellWords) }
+        unsafe { &*(self.mapping.as_ptr() as *const BellWords) }
     }
 
     /// The current epoch; read it before checking the rings, pass it to `wait`.
     pub fn epoch(&self) -> u32 {
-        self.words().epoch.load(Ordering::SeqCst)
+        self.words().epoch()
     }
 
     /// Sleeps until the epoch differs from `seen_epoch` or `timeout` passes (spurious wake-ups
     /// are possible; the caller re-checks its rings).
     pub fn wait(&self, seen_epoch: u32, timeout: Duration) {
-        let words = self.words();
-        words.sleepers.fetch_add(1, Ordering::SeqCst);
-        if words.epoch.load(Ordering::SeqCst) == seen_epoch {
-            futex_wait(&words.epoch, seen_epoch, Some(timeout));
-        }
-        words.sleepers.fetch_sub(1, Ordering::SeqCst);
+        let futex = SysFutex { timeout: Some(timeout), parent_pid: None };
+        self.words().wait(seen_epoch, &futex);
     }
 
     /// Wakes every sleeper; one atomic add when nobody sleeps.
     pub fn ring(&self) {
-        let words = self.words();
-        words.epoch.fetch_add(1, Ordering::SeqCst);
-        if words.sleepers.load(Ordering::SeqCst) != 0 {
-            futex_wake_all(&words.epoch);
-        }
+        self.words().ring(&SysFutex::default());
     }
 }
 
-/// Sleeps while `*word == expected` (shared futex, so it works across processes).
-pub(crate) fn futex_wait(word: &AtomicU32, expected: u32, timeout: Option<Duration>) {
-    let ts = timeout.map(|t| libc::timespec {
-        tv_sec: t.as_secs().min(i64::MAX as u64) as libc::time_t,
-        tv_nsec: t.subsec_nanos() as libc::c_long,
-    });
-    let ts_ptr = ts.as_ref().map_or(std::ptr::null(), |t| t as *const libc::timespec);
-    // SAFETY: `word` is a valid, aligned u32 for the duration of the call; the timespec pointer is
-    // null or points at a live local. EINTR, EAGAIN and ETIMEDOUT are all fine: callers re-check.
-    unsafe {
-        libc::syscall(
-            libc::SYS_futex,
-            word.as_ptr(),
-            libc::FUTEX_WAIT,
-            expected,
-            ts_ptr,
-            std::ptr::null::<u32>(),
-            0u32,
-        );
+impl Wake for Doorbell {
+    fn wake(&self) {
+        self.ring();
     }
 }
 
-/// Wakes every thread sleeping on `word`, in any process.
-pub(crate) fn futex_wake_all(word: &AtomicU32) {
-    // SAFETY: `word` is a valid, aligned u32; FUTEX_WAKE only reads the address.
-    unsafe {
-        libc::syscall(libc::SYS_futex, word.as_ptr(), libc::FUTEX_WAKE, i32::MAX);
-    }
-}
-
-#[cfg(test)]
+#[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
     use std::time::Instant;
@@ -138,7 +146,7 @@ mod tests {
         };
         // Ring once, after the sleeper has registered: only a working futex wake ends its wait
         // before the 30 s timeout.
-        while bell.words().sleepers.load(Ordering::SeqCst) == 0 {
+        while bell.words().sleepers() == 0 {
             std::thread::yield_now();
         }
         bell.ring();

@@ -5,7 +5,7 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use super::shm::SharedMapping;
+use super::region::SharedMapping;
 
 /// One `AtomicU64` per connection slot: 0 when the slot has nothing on the wire, else the
 /// sample id + 1. Written only by the worker (one writer per slot), read by the coordinator

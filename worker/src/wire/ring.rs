@@ -1,5 +1,7 @@
-//! Single-producer single-consumer rings over a shared byte region: a slot ring for issue
-//! commands and a byte ring of 16-byte-aligned frames for records.
+//! The ring protocol, pure logic over atomics: single-producer single-consumer rings over a
+//! shared byte region, a slot ring for issue commands and a byte ring of 16-byte-aligned frames
+//! for records. Each end holds the `Wake`/`Futex` it sleeps and wakes through (system calls for
+//! real, see `endpoint.rs`; loom primitives in `loom_tests.rs`), so no system call is made here.
 //!
 //! Indices are free-running `u64` counters (slots for the issue ring, bytes for the record ring):
 //! `head <= tail <= head + capacity` always. `tail` is written only by the producer (Release, the
@@ -8,65 +10,26 @@
 //! Sleeping is decided with a SeqCst fence between "store my index or flag" and "load the other
 //! side's", on both sides (Dekker): at least one side sees the other, so no wake-up is lost.
 
-use std::io;
-use std::os::fd::{AsRawFd, OwnedFd, RawFd};
-use std::sync::atomic::{fence, AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
 
 use super::cmd::{IssueCmd, WorkerEvent};
-use super::doorbell::{futex_wait, futex_wake_all, Doorbell};
 use super::record::{RecordHeader, RecordView, RECORD_HEADER_BYTES};
-use super::shm::RingSizes;
+use super::region::Region;
+use super::sync::{fence, AtomicU32, AtomicU64, Futex, Ordering, Wake};
 
-/// Memory a ring lives in: a shared mapping in production, heap memory in tests.
-pub(crate) trait Region: Send + Sync {
-    /// Start of the region, 64-byte aligned, zero-filled at creation.
-    fn base(&self) -> *mut u8;
-    /// Length in bytes.
-    fn len(&self) -> usize;
+/// Sizes of one worker's rings, fixed by the plan.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RingSizes {
+    /// Issue commands the ring holds (rounded up to a power of two).
+    pub issue_slots: usize,
+    /// Bytes of the record ring (rounded up to a power of two, at least 64 KiB). A record frame
+    /// may use at most a quarter of it; longer outputs are truncated at push.
+    pub record_bytes: usize,
 }
 
-/// Heap memory standing in for a shared mapping (single-process tests).
-#[cfg(test)]
-pub(crate) struct HeapRegion {
-    ptr: std::ptr::NonNull<u8>,
-    layout: std::alloc::Layout,
-}
-
-// SAFETY: the region is raw memory; the ring protocol gives each byte one writer at a time.
-#[cfg(test)]
-unsafe impl Send for HeapRegion {}
-// SAFETY: as above; shared references only hand out the raw pointer.
-#[cfg(test)]
-unsafe impl Sync for HeapRegion {}
-
-#[cfg(test)]
-impl HeapRegion {
-    pub(crate) fn new(len: usize) -> HeapRegion {
-        let layout = std::alloc::Layout::from_size_align(len.max(64), 4096).unwrap();
-        // SAFETY: the layout has a non-zero size.
-        let ptr = unsafe { std::alloc::alloc_zeroed(layout) };
-        let ptr = std::ptr::NonNull::new(ptr).expect("heap region allocation failed");
-        HeapRegion { ptr, layout }
-    }
-}
-
-#[cfg(test)]
-impl Region for HeapRegion {
-    fn base(&self) -> *mut u8 {
-        self.ptr.as_ptr()
-    }
-    fn len(&self) -> usize {
-        self.layout.size()
-    }
-}
-
-#[cfg(test)]
-impl Drop for HeapRegion {
-    fn drop(&mut self) {
-        // SAFETY: allocated in `new` with this very layout; endpoints hold an `Arc` to us.
-        unsafe { std::alloc::dealloc(self.ptr.as_ptr(), self.layout) }
+impl Default for RingSizes {
+    fn default() -> Self {
+        RingSizes { issue_slots: 4096, record_bytes: 4 << 20 }
     }
 }
 
@@ -81,8 +44,9 @@ struct RingHeader {
     /// Written by the consumer only; range [tail - capacity, tail].
     head: Padded<AtomicU64>,
     /// 1 while the consumer may sleep. Issue ring: set by the consumer before it sleeps on the
-    /// wake socket, cleared by the producer (swap) when it writes the wake byte. Record ring: set by the consumer when it finds the ring empty,
-    /// cleared by the producer (swap) when it rings the doorbell for that.
+    /// wake socket, cleared by the producer (swap) when it writes the wake byte. Record ring: set
+    /// by the consumer when it finds the ring empty, cleared by the producer (swap) when it rings
+    /// the doorbell for that.
     consumer_sleeping: Padded<AtomicU32>,
     /// Written by the producer: 1 while it sleeps on `space_epoch` (record ring back-pressure).
     producer_waiting: Padded<AtomicU32>,
@@ -129,15 +93,38 @@ impl RingLayout {
     pub(crate) fn total_bytes(&self) -> usize {
         self.record_data + self.record_bytes as usize
     }
+
+    /// Writes fresh control words for both rings. Only the models need it: loom's atomics must be
+    /// made inside a model, while a real region's zero fill already is a valid header.
+    #[cfg(loom)]
+    pub(crate) fn init_headers(&self, region: &dyn Region) {
+        let new = || RingHeader {
+            tail: Padded(AtomicU64::new(0)),
+            head: Padded(AtomicU64::new(0)),
+            consumer_sleeping: Padded(AtomicU32::new(0)),
+            producer_waiting: Padded(AtomicU32::new(0)),
+            space_epoch: Padded(AtomicU32::new(0)),
+            abort: Padded(AtomicU32::new(0)),
+        };
+        assert!(self.total_bytes() <= region.len(), "rings do not fit their region");
+        for at in [self.issue_header, self.record_header] {
+            // SAFETY: `at` is a 64-byte aligned offset inside the region (asserted above) that
+            // no endpoint uses yet; loom's atomics need no drop, so overwriting is sound.
+            unsafe { (region.base().add(at) as *mut RingHeader).write(new()) }
+        }
+    }
 }
 
 /// One ring's view of a region; keeps the region alive.
 struct RingPtrs {
-    /// Held only to keep the memory mapped while the pointers below are in use.
+    /// Keeps the memory mapped while the pointers below are in use (and, under loom, checks
+    /// the plain accesses to it).
     _region: Arc<dyn Region>,
     header: *const RingHeader,
     data: *mut u8,
     capacity: u64,
+    #[cfg(loom)]
+    data_at: usize,
 }
 
 // SAFETY: the pointers point into `region`, which is Send + Sync and kept alive by the Arc; each
@@ -158,7 +145,14 @@ impl RingPtrs {
         // SAFETY: both offsets are within the region (asserted above).
         let (header, data) =
             unsafe { (base.add(header_at) as *const RingHeader, base.add(data_at)) };
-        RingPtrs { _region: region, header, data, capacity }
+        RingPtrs {
+            _region: region,
+            header,
+            data,
+            capacity,
+            #[cfg(loom)]
+            data_at,
+        }
     }
 
     fn header(&self) -> &RingHeader {
@@ -166,24 +160,38 @@ impl RingPtrs {
         // zero-filled, a valid RingHeader, and is only accessed through atomics.
         unsafe { &*self.header }
     }
-}
 
-/// The scheduler's end of a worker's issue ring.
-pub struct IssueProducer {
-    ring: RingPtrs,
-    tail: u64,
-    head_cache: u64,
-    wake: Arc<OwnedFd>,
-}
+    /// Bytes `[at, at + len)` of the data area are about to be read (checked under loom only).
+    #[inline(always)]
+    fn reads(&self, at: usize, len: usize) {
+        #[cfg(loom)]
+        if let Some(cells) = self._region.cells() {
+            cells.read(self.data_at + at, len);
+        }
+        let _ = (at, len);
+    }
 
-impl std::fmt::Debug for IssueProducer {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("IssueProducer").field("tail", &self.tail).finish()
+    /// Bytes `[at, at + len)` of the data area are about to be written (checked under loom only).
+    #[inline(always)]
+    fn writes(&self, at: usize, len: usize) {
+        #[cfg(loom)]
+        if let Some(cells) = self._region.cells() {
+            cells.write(self.data_at + at, len);
+        }
+        let _ = (at, len);
     }
 }
 
-impl IssueProducer {
-    pub(crate) fn new(region: Arc<dyn Region>, layout: RingLayout, wake: Arc<OwnedFd>) -> Self {
+/// The producer of an issue ring; `W` wakes a consumer that flagged itself asleep.
+pub(crate) struct IssueTx<W> {
+    ring: RingPtrs,
+    tail: u64,
+    head_cache: u64,
+    wake: W,
+}
+
+impl<W: Wake> IssueTx<W> {
+    pub(crate) fn new(region: Arc<dyn Region>, layout: RingLayout, wake: W) -> Self {
         let ring = RingPtrs::new(
             region,
             layout.issue_header,
@@ -193,12 +201,17 @@ impl IssueProducer {
         );
         let tail = ring.header().tail.0.load(Ordering::Acquire);
         let head_cache = ring.header().head.0.load(Ordering::Acquire);
-        IssueProducer { ring, tail, head_cache, wake }
+        IssueTx { ring, tail, head_cache, wake }
     }
 
-    /// Pushes one command; `false` when the ring is full. Wakes the worker only if it flagged
+    pub(crate) fn tail(&self) -> u64 {
+        self.tail
+    }
+
+    /// Pushes one command; `false` when the ring is full. Wakes the consumer only if it flagged
     /// itself asleep.
-    pub fn try_push(&mut self, cmd: IssueCmd) -> bool {
+    #[inline]
+    pub(crate) fn try_push(&mut self, cmd: IssueCmd) -> bool {
         let header = self.ring.header();
         if self.tail - self.head_cache == self.ring.capacity {
             // Dekker partner of the consumer's pop: store head; fence; load tail.
@@ -209,6 +222,7 @@ impl IssueProducer {
             }
         }
         let index = (self.tail & (self.ring.capacity - 1)) as usize;
+        self.ring.writes(index * ISSUE_SLOT_BYTES, ISSUE_SLOT_BYTES);
         // SAFETY: slot `index` is within the data area (index < capacity) and is owned by the
         // producer until `tail` is published: the consumer reads only slots below `tail`.
         unsafe {
@@ -219,68 +233,44 @@ impl IssueProducer {
         // Release: publishes the slot to the consumer's Acquire load of `tail`.
         header.tail.0.store(self.tail, Ordering::Release);
         // Dekker partner of the consumer's prepare_sleep: store flag; fence; load tail. The first
-        // push to a sleeping worker clears the flag as it writes the wake byte, so the pushes
-        // that follow before the worker runs write nothing (they would only fill the socket).
+        // push to a sleeping consumer clears the flag as it wakes it, so the pushes that follow
+        // before the consumer runs wake nothing (they would only fill the wake socket).
         fence(Ordering::SeqCst);
         let sleeping = &header.consumer_sleeping.0;
         if sleeping.load(Ordering::Relaxed) != 0 && sleeping.swap(0, Ordering::SeqCst) != 0 {
-            wake_socket(self.wake.as_raw_fd());
+            self.wake.wake();
         }
         true
     }
 
-    /// Asks the worker to abort now, ahead of the commands still queued in the ring: it cancels
-    /// what is in flight and what is queued (reported `Cancelled`), sends `Done` and exits.
-    /// Always wakes the worker.
-    pub fn request_abort(&mut self) {
+    /// Sets the abort word, ahead of the commands still queued, and always wakes the consumer.
+    pub(crate) fn request_abort(&mut self) {
         // Release: pairs with the consumer's Acquire load in `abort_requested`.
         self.ring.header().abort.0.store(1, Ordering::Release);
-        wake_socket(self.wake.as_raw_fd());
+        self.wake.wake();
     }
 
-    /// Free slots right now (may grow as the worker pops).
-    pub fn free_slots(&self) -> usize {
+    /// Free slots right now (may grow as the consumer pops).
+    pub(crate) fn free_slots(&self) -> usize {
         let head = self.ring.header().head.0.load(Ordering::Acquire);
         (self.ring.capacity - (self.tail - head)) as usize
     }
 
-    /// Total slots of the ring.
-    pub fn capacity(&self) -> usize {
+    pub(crate) fn capacity(&self) -> usize {
         self.ring.capacity as usize
     }
 }
 
-fn wake_socket(fd: RawFd) {
-    let byte = 1u8;
-    // SAFETY: writes one byte from a live local to a non-blocking socket we own; EAGAIN (a full
-    // socket buffer) is fine because the worker has unread wake bytes already.
-    unsafe {
-        libc::write(fd, &byte as *const u8 as *const libc::c_void, 1);
-    }
-}
-
-/// The worker's end of its issue ring.
-pub struct IssueConsumer {
+/// The consumer of an issue ring; `W` wakes a producer that found the ring full.
+pub(crate) struct IssueRx<W> {
     ring: RingPtrs,
     head: u64,
     tail_cache: u64,
-    wake: Arc<OwnedFd>,
-    space: Doorbell,
+    space: W,
 }
 
-impl std::fmt::Debug for IssueConsumer {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("IssueConsumer").field("head", &self.head).finish()
-    }
-}
-
-impl IssueConsumer {
-    pub(crate) fn new(
-        region: Arc<dyn Region>,
-        layout: RingLayout,
-        wake: Arc<OwnedFd>,
-        space: Doorbell,
-    ) -> Self {
+impl<W: Wake> IssueRx<W> {
+    pub(crate) fn new(region: Arc<dyn Region>, layout: RingLayout, space: W) -> Self {
         let ring = RingPtrs::new(
             region,
             layout.issue_header,
@@ -289,14 +279,19 @@ impl IssueConsumer {
             ISSUE_SLOT_BYTES,
         );
         let head = ring.header().head.0.load(Ordering::Acquire);
-        IssueConsumer { ring, head, tail_cache: head, wake, space }
+        IssueRx { ring, head, tail_cache: head, space }
     }
 
-    /// Pops one command, or `None` when the ring is empty. Rings the issue-space doorbell when
-    /// this pop brought the ring down to half full: a scheduler that found the ring full sleeps
-    /// until half of it is free again, so a burst costs one wake-up per half ring, not one per
-    /// command (the scheduler and the worker share a core on small machines).
-    pub fn try_pop(&mut self) -> Option<IssueCmd> {
+    pub(crate) fn head(&self) -> u64 {
+        self.head
+    }
+
+    /// Pops one command, or `None` when the ring is empty. Wakes the producer when this pop
+    /// brought the ring down to half full: a producer that found the ring full sleeps until half
+    /// of it is free again, so a burst costs one wake-up per half ring, not one per command (the
+    /// scheduler and the worker share a core on small machines).
+    #[inline]
+    pub(crate) fn try_pop(&mut self) -> Option<IssueCmd> {
         let header = self.ring.header();
         if self.head == self.tail_cache {
             fence(Ordering::SeqCst);
@@ -306,6 +301,7 @@ impl IssueConsumer {
             }
         }
         let index = (self.head & (self.ring.capacity - 1)) as usize;
+        self.ring.reads(index * ISSUE_SLOT_BYTES, ISSUE_SLOT_BYTES);
         // SAFETY: slot `index` is below the published tail (Acquire above), so the producer wrote
         // it and will not touch it until `head` passes it.
         let slot =
@@ -319,15 +315,15 @@ impl IssueConsumer {
         fence(Ordering::SeqCst);
         self.tail_cache = header.tail.0.load(Ordering::Acquire);
         if self.tail_cache - self.head == self.ring.capacity / 2 {
-            self.space.ring();
+            self.space.wake();
         }
         Some(IssueCmd::decode(slot))
     }
 
-    /// Flags the worker asleep and re-checks the ring: `true` means it is still empty and the
-    /// caller should wait for `wake_fd()` to be readable, then call `end_sleep`. `false` means a
-    /// command arrived (the flag is already cleared).
-    pub fn prepare_sleep(&mut self) -> bool {
+    /// Flags the consumer asleep and re-checks the ring: `true` means it is still empty and the
+    /// caller may sleep until woken, then call `end_sleep`. `false` means a command arrived (the
+    /// flag is already cleared).
+    pub(crate) fn prepare_sleep(&mut self) -> bool {
         let header = self.ring.header();
         header.consumer_sleeping.0.store(1, Ordering::SeqCst);
         fence(Ordering::SeqCst);
@@ -339,59 +335,14 @@ impl IssueConsumer {
         true
     }
 
-    /// Whether the coordinator asked for an out-of-band abort (`IssueProducer::request_abort`).
-    pub fn abort_requested(&self) -> bool {
+    /// Whether the producer set the abort word (`IssueTx::request_abort`).
+    pub(crate) fn abort_requested(&self) -> bool {
         self.ring.header().abort.0.load(Ordering::Acquire) != 0
     }
 
-    /// Clears the sleep flag and drains pending wake bytes.
-    pub fn end_sleep(&mut self) {
+    /// Clears the sleep flag (the caller drains its wake channel).
+    pub(crate) fn end_sleep(&mut self) {
         self.ring.header().consumer_sleeping.0.store(0, Ordering::SeqCst);
-        self.drain_wake();
-    }
-
-    /// The socket that becomes readable when the producer wakes a sleeping worker.
-    pub fn wake_fd(&self) -> RawFd {
-        self.wake.as_raw_fd()
-    }
-
-    /// A second handle on the wake socket, for an async runtime to wait on.
-    pub fn wake_stream(&self) -> io::Result<std::os::unix::net::UnixStream> {
-        Ok(std::os::unix::net::UnixStream::from(self.wake.try_clone()?))
-    }
-
-    /// Reads and discards wake bytes without blocking.
-    pub fn drain_wake(&self) {
-        let mut buf = [0u8; 64];
-        loop {
-            // SAFETY: reads into a live local buffer from a non-blocking socket we own.
-            let n = unsafe {
-                libc::read(self.wake.as_raw_fd(), buf.as_mut_ptr() as *mut libc::c_void, buf.len())
-            };
-            if n <= 0 || (n as usize) < buf.len() {
-                break;
-            }
-        }
-    }
-
-    /// Blocking pop for code outside a runtime (tests, tools): sleeps on the wake socket, up to
-    /// `timeout` per sleep; `None` only when nothing came within `timeout`.
-    pub fn pop_blocking(&mut self, timeout: Duration) -> Option<IssueCmd> {
-        loop {
-            if let Some(cmd) = self.try_pop() {
-                return Some(cmd);
-            }
-            if self.prepare_sleep() {
-                let mut pfd = libc::pollfd { fd: self.wake_fd(), events: libc::POLLIN, revents: 0 };
-                let ms = timeout.as_millis().min(i32::MAX as u128) as i32;
-                // SAFETY: polls one live pollfd.
-                let ready = unsafe { libc::poll(&mut pfd, 1, ms) };
-                self.end_sleep();
-                if ready == 0 {
-                    return self.try_pop();
-                }
-            }
-        }
     }
 }
 
@@ -404,63 +355,50 @@ const KIND_RECORD: u32 = 3;
 const KIND_WARNING: u32 = 4;
 const KIND_DONE: u32 = 5;
 
-/// How long a back-pressured producer sleeps before it checks that its parent still lives.
-const BACKPRESSURE_NAP: Duration = Duration::from_millis(100);
-
-/// The worker's end of its record ring. A full ring is back-pressure: the push sleeps on a futex
-/// until the aggregator frees space; nothing is dropped.
-pub struct RecordProducer {
+/// The producer of a record ring. A full ring is back-pressure: the push sleeps on `space`
+/// until the consumer frees room; nothing is dropped. `W` wakes a consumer that ran dry.
+pub(crate) struct RecordTx<W, F> {
     ring: RingPtrs,
     tail: u64,
     head_cache: u64,
-    ready: Doorbell,
-    parent_pid: Option<u32>,
+    ready: W,
+    space: F,
     truncated_count: u64,
-    /// Record pushes leave the doorbell to `flush_doorbell` (see `defer_doorbell`).
+    /// Record pushes leave the wake-up to `flush_doorbell` (see `defer_doorbell`).
     deferred: bool,
 }
 
-impl std::fmt::Debug for RecordProducer {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("RecordProducer").field("tail", &self.tail).finish()
-    }
-}
-
-impl RecordProducer {
-    pub(crate) fn new(
-        region: Arc<dyn Region>,
-        layout: RingLayout,
-        ready: Doorbell,
-        parent_pid: Option<u32>,
-    ) -> Self {
+impl<W: Wake, F: Futex> RecordTx<W, F> {
+    pub(crate) fn new(region: Arc<dyn Region>, layout: RingLayout, ready: W, space: F) -> Self {
         let ring =
             RingPtrs::new(region, layout.record_header, layout.record_data, layout.record_bytes, 1);
         let tail = ring.header().tail.0.load(Ordering::Acquire);
         let head_cache = ring.header().head.0.load(Ordering::Acquire);
-        RecordProducer {
-            ring,
-            tail,
-            head_cache,
-            ready,
-            parent_pid,
-            truncated_count: 0,
-            deferred: false,
-        }
+        RecordTx { ring, tail, head_cache, ready, space, truncated_count: 0, deferred: false }
+    }
+
+    pub(crate) fn tail(&self) -> u64 {
+        self.tail
     }
 
     /// The largest payload one frame may carry (a quarter of the ring, less the frame prefix).
-    pub fn max_payload_bytes(&self) -> usize {
+    pub(crate) fn max_payload_bytes(&self) -> usize {
         (self.ring.capacity / 4) as usize - FRAME_PREFIX_BYTES
     }
 
-    /// Records whose output or error was cut to fit a frame.
-    pub fn truncated_count(&self) -> u64 {
+    pub(crate) fn truncated_count(&self) -> u64 {
         self.truncated_count
     }
 
     /// Pushes one record; `output` then `error` are cut to fit a frame (counted in
-    /// `truncated_count`). `false` only when the coordinator is gone.
-    pub fn push_record(&mut self, header: &RecordHeader, output: &[u8], error: &[u8]) -> bool {
+    /// `truncated_count`). `false` only when `space` gave up waiting (the consumer is gone).
+    #[inline]
+    pub(crate) fn push_record(
+        &mut self,
+        header: &RecordHeader,
+        output: &[u8],
+        error: &[u8],
+    ) -> bool {
         debug_assert!(header.timestamps_ordered(), "record timestamps out of order: {header:?}");
         let room = self.max_payload_bytes() - RECORD_HEADER_BYTES;
         let output_cut = &output[..output.len().min(room)];
@@ -473,19 +411,17 @@ impl RecordProducer {
     }
 
     /// With `true`, record pushes publish their frames at once but leave waking an idle
-    /// aggregator to the next `flush_doorbell`: one futex wake-up per batch of records instead of
-    /// one per record. The caller must flush before it blocks (a push that waits for space
-    /// flushes by itself). Control frames (ready, warnings, done) always ring at once.
-    pub fn defer_doorbell(&mut self, deferred: bool) {
+    /// consumer to the next `flush_doorbell`.
+    pub(crate) fn defer_doorbell(&mut self, deferred: bool) {
         self.deferred = deferred;
         if !deferred {
             self.flush_doorbell();
         }
     }
 
-    /// Rings the doorbell if the aggregator ran dry since it was last rung. Cheap when it did not
-    /// (one fence and one load of a line the aggregator writes only when it runs dry).
-    pub fn flush_doorbell(&mut self) {
+    /// Wakes the consumer if it ran dry since it was last woken. Cheap when it did not (one
+    /// fence and one load of a line the consumer writes only when it runs dry).
+    pub(crate) fn flush_doorbell(&mut self) {
         self.ring_if_idle();
     }
 
@@ -496,29 +432,25 @@ impl RecordProducer {
         fence(Ordering::SeqCst);
         let idle = &header.consumer_sleeping.0;
         if idle.load(Ordering::Relaxed) != 0 && idle.swap(0, Ordering::SeqCst) != 0 {
-            self.ready.ring();
+            self.ready.wake();
         }
     }
 
-    /// Announces that the worker's connections are open.
-    pub fn push_ready(&mut self, connections_open: u32) -> bool {
+    pub(crate) fn push_ready(&mut self, connections_open: u32) -> bool {
         self.push_frame(KIND_READY, None, &connections_open.to_le_bytes(), &[], true)
     }
 
-    /// Reports a setup failure (the worker exits next).
-    pub fn push_setup_failed(&mut self, message: &str) -> bool {
+    pub(crate) fn push_setup_failed(&mut self, message: &str) -> bool {
         let message = self.fit_str(message);
         self.push_frame(KIND_SETUP_FAILED, None, message.as_bytes(), &[], true)
     }
 
-    /// Sends a warning for the user.
-    pub fn push_warning(&mut self, message: &str) -> bool {
+    pub(crate) fn push_warning(&mut self, message: &str) -> bool {
         let message = self.fit_str(message);
         self.push_frame(KIND_WARNING, None, message.as_bytes(), &[], true)
     }
 
-    /// Sends the worker's last frame.
-    pub fn push_done(&mut self) -> bool {
+    pub(crate) fn push_done(&mut self) -> bool {
         self.push_frame(KIND_DONE, None, &[], &[], true)
     }
 
@@ -555,6 +487,7 @@ impl RecordProducer {
         let pos = (self.tail & (self.ring.capacity - 1)) as usize;
         self.write_prefix(pos as u64, [frame_len as u32, kind, a.len() as u32, b.len() as u32]);
         let mut at = pos + FRAME_PREFIX_BYTES;
+        self.ring.writes(at, used - FRAME_PREFIX_BYTES);
         if let Some(header) = header {
             // SAFETY: bytes [at, at + RECORD_HEADER_BYTES) lie inside this frame, which is inside
             // the data area (pos + frame_len <= capacity) and unpublished, so only we touch them.
@@ -588,6 +521,7 @@ impl RecordProducer {
         for (chunk, word) in bytes.chunks_exact_mut(4).zip(words) {
             chunk.copy_from_slice(&word.to_le_bytes());
         }
+        self.ring.writes(pos as usize, FRAME_PREFIX_BYTES);
         // SAFETY: pos is 16-aligned and below capacity, so the 16 prefix bytes are inside the data
         // area, in space the consumer has handed back and we have not yet published.
         unsafe {
@@ -599,7 +533,7 @@ impl RecordProducer {
         };
     }
 
-    /// Waits until `need` bytes are free; `false` when the parent process died meanwhile.
+    /// Waits until `need` bytes are free; `false` when `space` gave up (the consumer is gone).
     fn wait_for_space(&mut self, need: u64) -> bool {
         let capacity = self.ring.capacity;
         let header = self.ring.header();
@@ -611,38 +545,29 @@ impl RecordProducer {
             if capacity - (self.tail - self.head_cache) >= need {
                 return true;
             }
-            // An aggregator asleep on deferred records would never free the space.
+            // A consumer asleep on deferred records would never free the space.
             self.ring_if_idle();
             // Dekker partner of the consumer's pop: store flag; fence; load head.
             header.producer_waiting.0.store(1, Ordering::SeqCst);
             fence(Ordering::SeqCst);
             let epoch = header.space_epoch.0.load(Ordering::SeqCst);
             self.head_cache = header.head.0.load(Ordering::Acquire);
-            if capacity - (self.tail - self.head_cache) < need {
-                futex_wait(&header.space_epoch.0, epoch, Some(BACKPRESSURE_NAP));
-            }
+            let go_on = capacity - (self.tail - self.head_cache) >= need
+                || self.space.wait(&header.space_epoch.0, epoch);
             header.producer_waiting.0.store(0, Ordering::SeqCst);
-            if let Some(parent) = self.parent_pid {
-                // SAFETY: getppid has no preconditions.
-                if unsafe { libc::getppid() } as u32 != parent {
-                    return false;
-                }
+            if !go_on {
+                return false;
             }
         }
     }
 }
 
-/// The aggregator's end of one worker's record ring.
-pub struct RecordConsumer {
+/// The consumer of a record ring; `F` wakes a producer waiting for space.
+pub(crate) struct RecordRx<F> {
     ring: RingPtrs,
     head: u64,
     tail_cache: u64,
-}
-
-impl std::fmt::Debug for RecordConsumer {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("RecordConsumer").field("head", &self.head).finish()
-    }
+    space: F,
 }
 
 /// A frame as read from the ring, before it becomes a `WorkerEvent`.
@@ -653,21 +578,26 @@ struct RawFrame {
     b_len: usize,
 }
 
-impl RecordConsumer {
-    pub(crate) fn new(region: Arc<dyn Region>, layout: RingLayout) -> Self {
+impl<F: Futex> RecordRx<F> {
+    pub(crate) fn new(region: Arc<dyn Region>, layout: RingLayout, space: F) -> Self {
         let ring =
             RingPtrs::new(region, layout.record_header, layout.record_data, layout.record_bytes, 1);
         let head = ring.header().head.0.load(Ordering::Acquire);
-        RecordConsumer { ring, head, tail_cache: head }
+        RecordRx { ring, head, tail_cache: head, space }
+    }
+
+    pub(crate) fn head(&self) -> u64 {
+        self.head
     }
 
     /// Pops one frame and hands it to `f`; `None` when the ring is empty. The frame's bytes are
     /// freed after `f` returns, and a producer sleeping on back-pressure is woken.
     ///
-    /// A `None` flags the ring idle: the producer's next push rings the doorbell once. So a
-    /// caller that reads the doorbell's epoch, pops until `None` and then waits on that epoch
-    /// never sleeps through a record, and a busy ring rings nothing.
-    pub fn pop<R>(&mut self, f: impl FnOnce(WorkerEvent<'_>) -> R) -> Option<R> {
+    /// A `None` flags the ring idle: the producer's next push wakes it once. So a caller that
+    /// reads its doorbell's epoch, pops until `None` and then waits on that epoch never sleeps
+    /// through a record, and a busy ring wakes nothing.
+    #[inline]
+    pub(crate) fn pop<R>(&mut self, f: impl FnOnce(WorkerEvent<'_>) -> R) -> Option<R> {
         let frame = loop {
             if self.head == self.tail_cache && self.is_empty_flag_idle() {
                 return None;
@@ -719,6 +649,7 @@ impl RecordConsumer {
     fn read_prefix(&self) -> RawFrame {
         let pos = (self.head & (self.ring.capacity - 1)) as usize;
         let mut bytes = [0u8; FRAME_PREFIX_BYTES];
+        self.ring.reads(pos, FRAME_PREFIX_BYTES);
         // SAFETY: pos is 16-aligned and below capacity; the prefix is below the published tail
         // (Acquire in `pop`), so the producer finished writing it and will not touch it.
         unsafe {
@@ -746,6 +677,7 @@ impl RecordConsumer {
         if FRAME_PREFIX_BYTES + payload_len > frame.len as usize {
             return None;
         }
+        self.ring.reads(pos + FRAME_PREFIX_BYTES, payload_len);
         // SAFETY: the payload lies inside this frame (checked above), below the published tail;
         // the producer will not reuse these bytes until `head` passes them after `f` returns, and
         // the borrow of `self` in the returned event prevents that.
@@ -779,20 +711,11 @@ impl RecordConsumer {
         fence(Ordering::SeqCst);
         if header.producer_waiting.0.load(Ordering::Relaxed) != 0 {
             header.space_epoch.0.fetch_add(1, Ordering::SeqCst);
-            futex_wake_all(&header.space_epoch.0);
+            self.space.wake_all(&header.space_epoch.0);
         }
     }
 
-    /// Bytes of the ring (for sizing reports).
-    pub fn capacity_bytes(&self) -> usize {
+    pub(crate) fn capacity_bytes(&self) -> usize {
         self.ring.capacity as usize
     }
-}
-
-/// Creates a connected non-blocking socket pair for waking a worker (tests and `WorkerRings`).
-pub(crate) fn wake_pair() -> io::Result<(Arc<OwnedFd>, Arc<OwnedFd>)> {
-    let (tx, rx) = std::os::unix::net::UnixStream::pair()?;
-    tx.set_nonblocking(true)?;
-    rx.set_nonblocking(true)?;
-    Ok((Arc::new(OwnedFd::from(tx)), Arc::new(OwnedFd::from(rx))))
 }

@@ -1,101 +1,15 @@
-//! Shared memory made before fork: one memfd mapping per worker holding its issue and record
-//! rings, plus the socket pair that wakes a sleeping worker.
+//! One worker's rings as made before fork: a memfd mapping holding its issue and record rings,
+//! the socket pair that wakes the worker, and the doorbells the coordinator's threads sleep on.
 
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::OwnedFd;
 use std::sync::Arc;
 
 use super::doorbell::Doorbell;
-use super::ring::{
-    wake_pair, IssueConsumer, IssueProducer, RecordConsumer, RecordProducer, Region, RingLayout,
-};
-
-/// A `MAP_SHARED` mapping of a memfd; fork keeps it at the same address in the child.
-pub(crate) struct SharedMapping {
-    ptr: std::ptr::NonNull<u8>,
-    len: usize,
-}
-
-// SAFETY: the mapping is plain shared memory; all access to it goes through atomics or through the
-// ring protocol, which gives each byte one writer at a time.
-unsafe impl Send for SharedMapping {}
-// SAFETY: as above; `&SharedMapping` only hands out a raw pointer.
-unsafe impl Sync for SharedMapping {}
-
-impl SharedMapping {
-    /// Creates a zero-filled shared mapping of `len` bytes (rounded up to a page).
-    pub(crate) fn create(name: &str, len: usize) -> io::Result<SharedMapping> {
-        let len = len.div_ceil(4096).max(1) * 4096;
-        let cname = std::ffi::CString::new(name).map_err(io::Error::other)?;
-        // SAFETY: `cname` is a valid NUL-terminated string for the call.
-        let fd = unsafe { libc::memfd_create(cname.as_ptr(), libc::MFD_CLOEXEC) };
-        if fd < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        // SAFETY: `fd` was just returned by memfd_create and is owned by nobody else.
-        let fd = unsafe { OwnedFd::from_raw_fd(fd) };
-        // SAFETY: ftruncate on an fd we own; a failure is reported through the return value.
-        if unsafe { libc::ftruncate(fd.as_raw_fd(), len as libc::off_t) } != 0 {
-            return Err(io::Error::last_os_error());
-        }
-        // SAFETY: a fresh shared mapping of the whole memfd; the kernel picks the address. The fd
-        // may be closed after mmap (the mapping keeps the file alive).
-        let ptr = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_SHARED,
-                fd.as_raw_fd(),
-                0,
-            )
-        };
-        if ptr == libc::MAP_FAILED {
-            return Err(io::Error::last_os_error());
-        }
-        let ptr = std::ptr::NonNull::new(ptr as *mut u8).ok_or_else(io::Error::last_os_error)?;
-        Ok(SharedMapping { ptr, len })
-    }
-
-    pub(crate) fn as_ptr(&self) -> *mut u8 {
-        self.ptr.as_ptr()
-    }
-}
-
-impl Region for SharedMapping {
-    fn base(&self) -> *mut u8 {
-        self.ptr.as_ptr()
-    }
-    fn len(&self) -> usize {
-        self.len
-    }
-}
-
-impl Drop for SharedMapping {
-    fn drop(&mut self) {
-        // SAFETY: `ptr`/`len` are exactly what mmap returned; endpoints hold an `Arc` to the
-        // mapping, so nothing refers to it any more.
-        unsafe {
-            libc::munmap(self.ptr.as_ptr() as *mut libc::c_void, self.len);
-        }
-    }
-}
-
-/// Sizes of one worker's rings, fixed by the plan.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct RingSizes {
-    /// Issue commands the ring holds (rounded up to a power of two).
-    pub issue_slots: usize,
-    /// Bytes of the record ring (rounded up to a power of two, at least 64 KiB). A record frame
-    /// may use at most a quarter of it; longer outputs are truncated at push.
-    pub record_bytes: usize,
-}
-
-impl Default for RingSizes {
-    fn default() -> Self {
-        RingSizes { issue_slots: 4096, record_bytes: 4 << 20 }
-    }
-}
+use super::endpoint::{IssueConsumer, IssueProducer, RecordConsumer, RecordProducer};
+use super::region::{Region, SharedMapping};
+use super::ring::{RingLayout, RingSizes};
+use super::sys::wake_pair;
 
 /// One worker's rings: an issue ring and a record ring in one memfd mapping, plus a socket pair
 /// that wakes the worker when it sleeps on an empty issue ring. Created before fork and

@@ -3,7 +3,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::ring::{wake_pair, HeapRegion, Region, RingLayout};
+use super::region::{HeapRegion, Region};
+use super::ring::RingLayout;
+use super::sys::wake_pair;
 use super::*;
 
 struct HeapRings {
