@@ -33,6 +33,12 @@ pub fn register_secret(secret: &str) {
     }
 }
 
+/// Every secret registered so far (for the coordinator's event log, which cannot call
+/// `redact`).
+pub fn registered_secrets() -> Vec<String> {
+    registry().lock().unwrap_or_else(|e| e.into_inner()).clone()
+}
+
 /// Whether a key names a secret (the reference's rule: api_key, token, password,
 /// authorization, *_key, *_token, *_password, *secret*).
 pub fn is_secret_key(key: &str) -> bool {

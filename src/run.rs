@@ -231,6 +231,7 @@ fn run_with_endpoints(
         tokenizer_threads: 1,
         events_path: Some(plan.report_dir.join("events.jsonl")),
         progress_line: std::io::IsTerminal::is_terminal(&std::io::stderr()),
+        secrets: crate::redact::registered_secrets(),
     };
     let output = loadgen_coordinator::run(spec).map_err(|e| match e {
         RunError::WorkerSetup { .. } | RunError::ReadyTimeout(_) => AppError::Setup(format!(

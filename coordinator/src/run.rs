@@ -55,6 +55,9 @@ pub struct RunSpec {
     pub tokenizer_threads: usize,
     pub events_path: Option<PathBuf>,
     pub progress_line: bool,
+    /// Values never written into events.jsonl (API keys, URL passwords), should an endpoint
+    /// echo one in an error message.
+    pub secrets: Vec<String>,
 }
 
 /// A finished run, ready for the metrics.
@@ -378,10 +381,11 @@ fn start_aggregator(
     io: AggregatorIo,
 ) -> Result<JoinHandle<AggregatorOutput>, RunError> {
     let (consumers, pids, doorbell, shared, control, status) = io;
-    let events = match &spec.events_path {
+    let mut events = match &spec.events_path {
         Some(path) => EventLog::create(path).map_err(RunError::Thread)?,
         None => EventLog::disabled(),
     };
+    events.set_secrets(spec.secrets.clone());
     let tokens = match &spec.token_counter {
         Some(counter) => Some(
             TokenPool::start(

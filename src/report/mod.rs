@@ -73,7 +73,7 @@ pub struct RunInfo {
     pub abandoned: u64,
     /// How far issue times lagged their schedule (Poisson runs only).
     pub issue_lag: Option<IssueLag>,
-    /// Failed samples per failure kind, in first-seen order (warm-up included).
+    /// Failed samples per failure kind, in first-seen order (tracked samples: the counts add up to `n_samples_failed`).
     pub failures: Vec<FailureKindCount>,
     /// Requests sent a second time (a reused keep-alive connection closed before any byte).
     pub requests_resent: u64,

@@ -148,13 +148,14 @@ impl State {
                 "worker {} died with the request in flight; no response was recorded",
                 o.issued.worker
             );
+            // Warm-up samples have no events, and no place in the failure kinds.
+            if o.sample_id < self.warmup_samples {
+                continue;
+            }
             if o.outcome == Synthesized::WorkerDied {
                 self.note_failure(FailureKind::WorkerDied, message.as_bytes());
             }
-            // Warm-up samples have no events.
-            if o.sample_id >= self.warmup_samples {
-                self.log_synthesized(o, ended_ns, &message);
-            }
+            self.log_synthesized(o, ended_ns, &message);
         }
     }
 

@@ -59,6 +59,22 @@ pub struct EventLog {
     /// Emptied buffers coming back from the writer thread.
     spare: Option<Receiver<Vec<u8>>>,
     writer: Option<JoinHandle<io::Result<()>>>,
+    /// Values never written (API keys, URL passwords): an endpoint may echo them in an error.
+    secrets: Vec<String>,
+}
+
+/// What a hidden secret is written as (the binary's `redact::REDACTED`).
+pub const SECRET_PLACEHOLDER: &str = "<redacted>";
+
+/// `text` with every one of `secrets` replaced by [`SECRET_PLACEHOLDER`].
+pub fn hide_secrets<'a>(text: &'a str, secrets: &[String]) -> std::borrow::Cow<'a, str> {
+    let mut out = std::borrow::Cow::Borrowed(text);
+    for secret in secrets.iter().filter(|s| !s.is_empty()) {
+        if out.contains(secret.as_str()) {
+            out = std::borrow::Cow::Owned(out.replace(secret.as_str(), SECRET_PLACEHOLDER));
+        }
+    }
+    out
 }
 
 fn new_buffer() -> Vec<u8> {
@@ -85,12 +101,25 @@ impl EventLog {
             sender: Some(sender),
             spare: Some(spare_rx),
             writer: Some(writer),
+            secrets: Vec::new(),
         })
+    }
+
+    /// Error messages written from now on hide these values (only error lines can carry text
+    /// an endpoint chose).
+    pub fn set_secrets(&mut self, secrets: Vec<String>) {
+        self.secrets = secrets;
     }
 
     /// An event log that formats nothing and writes nothing (for tests and dry runs).
     pub fn disabled() -> EventLog {
-        EventLog { buffer: Vec::new(), sender: None, spare: None, writer: None }
+        EventLog {
+            buffer: Vec::new(),
+            sender: None,
+            spare: None,
+            writer: None,
+            secrets: Vec::new(),
+        }
     }
 
     fn enabled(&self) -> bool {
@@ -179,7 +208,8 @@ impl EventLog {
         self.buffer.extend_from_slice(b"[\"ErrorData\",");
         push_json_str(&mut self.buffer, error_type);
         self.buffer.push(b',');
-        push_json_str(&mut self.buffer, message);
+        let message = hide_secrets(message, &self.secrets);
+        push_json_str(&mut self.buffer, &message);
         self.buffer.push(b']');
         self.end_line();
     }
@@ -276,6 +306,16 @@ pub fn push_json_str(out: &mut Vec<u8>, s: &str) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn secrets_are_hidden_wherever_they_appear() {
+        let secrets = vec!["sk-abc".to_string(), String::new()];
+        assert_eq!(
+            hide_secrets("Bearer sk-abc, again sk-abc", &secrets),
+            "Bearer <redacted>, again <redacted>"
+        );
+        assert!(matches!(hide_secrets("nothing here", &secrets), std::borrow::Cow::Borrowed(_)));
+    }
 
     fn next_file_number() -> usize {
         use std::sync::atomic::{AtomicUsize, Ordering};

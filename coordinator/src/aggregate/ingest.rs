@@ -85,10 +85,14 @@ impl State {
         self.counters.last_event_ns = self.counters.last_event_ns.max(h.complete_ns);
         if failed {
             self.counters.total_samples_failed += 1;
-            self.note_failure(failure, rec.error);
         }
         if !tracked {
             return;
+        }
+        // Failure kinds count tracked samples, as `n_samples_failed` does: their counts add up
+        // to it.
+        if failed {
+            self.note_failure(failure, rec.error);
         }
         if !self.tracking {
             // The main thread sent `Tracking` before it issued this sample: read it now, so the
