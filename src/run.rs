@@ -25,8 +25,8 @@ use crate::error::AppError;
 use crate::plan::{split_share, warm_connections, ApiType, LoadPattern, Plan};
 use crate::redact::redact;
 use crate::report::{
-    console_summary, is_complete, result_summary, write_atomic, write_report_files,
-    FailureKindCount, IssueLag, LoadPatternInfo, RunInfo, WarmupInfo,
+    console_summary, is_complete, result_summary, write_atomic, write_atomic_with,
+    write_report_files, FailureKindCount, IssueLag, LoadPatternInfo, RunInfo, WarmupInfo,
 };
 
 /// Connections a worker may hold at most (a named limit; file descriptors are the real bound).
@@ -291,11 +291,15 @@ fn finish_run(
     output: loadgen_coordinator::RunOutput,
     embedded: bool,
 ) -> Result<i32, AppError> {
-    let agg = output.aggregate;
-    let mut table = SampleTable::with_capacity(agg.rows.len());
-    for row in &agg.rows {
+    let mut agg = output.aggregate;
+    // The rows are copied into the table's columns and freed before the metrics sort their
+    // copies: a long run's peak memory is the table's, not both.
+    let rows = std::mem::take(&mut agg.rows);
+    let mut table = SampleTable::with_capacity(rows.len());
+    for row in &rows {
         table.push(row);
     }
+    drop(rows);
     let interrupted = output.end == RunEnd::Interrupted;
     let capped = output.end == RunEnd::Capped;
     let primary = basis(plan.token_count_source);
@@ -478,9 +482,8 @@ fn write_all_files(
     if let Err(e) = write_atomic(&dir.join("config.yaml"), plan.config_yaml.as_bytes()) {
         unwritten.push(("config.yaml", io_reason(&e)));
     }
-    if let Err(e) =
-        write_atomic(&dir.join("sample_idx_map.json"), &sample_idx_map(&agg.sample_rows))
-    {
+    let idx_map = |w: &mut dyn std::io::Write| write_sample_idx_map(w, &agg.sample_rows);
+    if let Err(e) = write_atomic_with(&dir.join("sample_idx_map.json"), idx_map) {
         unwritten.push(("sample_idx_map.json", io_reason(&e)));
     }
     unwritten
@@ -589,18 +592,14 @@ fn issue_lag(plan: &Plan, lags: &IssueLags) -> Option<IssueLag> {
     })
 }
 
-/// `{"performance": {uuid: dataset_index}}`, as the reference writes it.
-fn sample_idx_map(rows: &[(u64, u32)]) -> Vec<u8> {
-    let mut out = Vec::with_capacity(rows.len() * 48 + 32);
-    out.extend_from_slice(b"{\"performance\": {");
+/// `{"performance": {uuid: dataset_index}}`, as the reference writes it, streamed into `out`.
+fn write_sample_idx_map(out: &mut dyn std::io::Write, rows: &[(u64, u32)]) -> std::io::Result<()> {
+    out.write_all(b"{\"performance\": {")?;
     for (i, (sample_id, row)) in rows.iter().enumerate() {
-        if i > 0 {
-            out.extend_from_slice(b", ");
-        }
-        out.extend_from_slice(format!("\"{}\": {row}", sample_uuid(*sample_id)).as_bytes());
+        let sep = if i > 0 { ", " } else { "" };
+        write!(out, "{sep}\"{}\": {row}", sample_uuid(*sample_id))?;
     }
-    out.extend_from_slice(b"}}");
-    out
+    out.write_all(b"}}")
 }
 
 fn worker_api(api: ApiType) -> request::ApiType {

@@ -16,7 +16,7 @@ mod tests;
 pub use loadgen_coordinator::metrics::{Snapshot, TokenCountSource};
 pub use summary::{is_complete, result_summary, BasisBlocks, ResultSummary};
 pub use text::{console_summary, report_txt};
-pub use write::{write_atomic, write_report_files, Unwritten};
+pub use write::{write_atomic, write_atomic_with, write_report_files, Unwritten};
 
 /// The run's load pattern, as `run_config.load_pattern` records it.
 #[derive(Debug, Clone, PartialEq)]

@@ -14,6 +14,15 @@ use super::RunInfo;
 /// Writes `bytes` to `path` so a reader sees the old file or the whole new one, never
 /// a half-written one: a temp file beside it, fsynced, then renamed over it.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    write_atomic_with(path, |file| file.write_all(bytes))
+}
+
+/// [`write_atomic`] for a file written piece by piece (through a buffer), so a large file
+/// (`sample_idx_map.json` of a long run) is never held in memory whole.
+pub fn write_atomic_with(
+    path: &Path,
+    fill: impl FnOnce(&mut dyn Write) -> io::Result<()>,
+) -> io::Result<()> {
     let dir = match path.parent() {
         Some(dir) if !dir.as_os_str().is_empty() => dir,
         _ => Path::new("."),
@@ -26,8 +35,9 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
     tmp_name.push(format!(".tmp.{}", std::process::id()));
     let tmp = dir.join(tmp_name);
     let result = (|| {
-        let mut file = fs::File::create(&tmp)?;
-        file.write_all(bytes)?;
+        let mut file = io::BufWriter::with_capacity(1 << 20, fs::File::create(&tmp)?);
+        fill(&mut file)?;
+        let file = file.into_inner().map_err(|e| e.into_error())?;
         file.sync_all()?;
         fs::rename(&tmp, path)?;
         // Persist the rename itself.
