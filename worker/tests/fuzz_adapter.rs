@@ -4,6 +4,8 @@
 //! objects included, leave the accumulator as the reference says; arbitrary bytes never
 //! panic. Cases: `PROPTEST_CASES` (proptest's default, 256, unset).
 
+mod fuzz_support;
+
 use loadgen_worker::adapter::usage::{UsageCounts, UsageState, UsageValue};
 use loadgen_worker::adapter::Accumulator;
 use loadgen_worker::request::ApiType;
@@ -342,20 +344,8 @@ fn reference_body(json: &[u8]) -> Effect {
     effect
 }
 
-/// proptest's defaults (`PROPTEST_CASES` and the other variables apply), with failures kept
-/// in `proptest-regressions/fuzz_adapter.txt` and replayed first on every run.
-fn config() -> ProptestConfig {
-    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/proptest-regressions/fuzz_adapter.txt");
-    ProptestConfig {
-        failure_persistence: Some(Box::new(prop::test_runner::FileFailurePersistence::Direct(
-            path,
-        ))),
-        ..ProptestConfig::default()
-    }
-}
-
 proptest! {
-    #![proptest_config(config())]
+    #![proptest_config(fuzz_support::config("fuzz_adapter.txt"))]
 
     #[test]
     fn stream_frames_decode_as_serde_json_value_reads_them(frames in prop::collection::vec(json(frame()), 1..5)) {

@@ -3,6 +3,8 @@
 //! whole-buffer reference decoder reads; arbitrary and damaged bytes never panic and parse the
 //! same however they are split. Cases: `PROPTEST_CASES` (proptest's default, 256, unset).
 
+mod fuzz_support;
+
 use loadgen_worker::http::h1::{H1Error, ResponseReader};
 use proptest::prelude::*;
 
@@ -220,33 +222,14 @@ fn model() -> impl Strategy<Value = Model> {
         })
 }
 
-fn cuts_for(len: usize) -> impl Strategy<Value = Vec<usize>> {
-    prop::collection::vec(0..=len, 0..6).prop_map(|mut cuts| {
-        cuts.sort_unstable();
-        cuts
-    })
-}
-
-/// proptest's defaults (`PROPTEST_CASES` and the other variables apply), with failures kept
-/// in `proptest-regressions/fuzz_h1.txt` and replayed first on every run.
-fn config() -> ProptestConfig {
-    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/proptest-regressions/fuzz_h1.txt");
-    ProptestConfig {
-        failure_persistence: Some(Box::new(prop::test_runner::FileFailurePersistence::Direct(
-            path,
-        ))),
-        ..ProptestConfig::default()
-    }
-}
-
 proptest! {
-    #![proptest_config(config())]
+    #![proptest_config(fuzz_support::config("fuzz_h1.txt"))]
 
     #[test]
     fn generated_responses_parse_as_made_at_any_split(
         (model, cuts) in model().prop_flat_map(|m| {
             let len = m.wire().len();
-            (Just(m), cuts_for(len))
+            (Just(m), fuzz_support::cuts_for(len))
         })
     ) {
         let wire = model.wire();
@@ -260,7 +243,7 @@ proptest! {
     #[test]
     fn arbitrary_bytes_never_panic_and_parse_the_same_at_any_split(
         (wire, cuts) in prop::collection::vec(any::<u8>(), 0..512)
-            .prop_flat_map(|w| { let len = w.len(); (Just(w), cuts_for(len)) })
+            .prop_flat_map(|w| { let len = w.len(); (Just(w), fuzz_support::cuts_for(len)) })
     ) {
         prop_assert_eq!(parse(&wire, &cuts), parse(&wire, &[]));
     }
@@ -276,7 +259,7 @@ proptest! {
                 }
                 wire
             })
-            .prop_flat_map(|w| { let len = w.len(); (Just(w), cuts_for(len)) })
+            .prop_flat_map(|w| { let len = w.len(); (Just(w), fuzz_support::cuts_for(len)) })
     ) {
         prop_assert_eq!(parse(&wire, &cuts), parse(&wire, &[]));
     }

@@ -2,6 +2,8 @@
 //! written straight from the WHATWG "event stream interpretation" algorithm: any stream, split
 //! anywhere, gives the same events. Cases: `PROPTEST_CASES` (proptest's default, 256, unset).
 
+mod fuzz_support;
+
 use loadgen_worker::http::sse::{SseItem, SseParser};
 use proptest::prelude::*;
 
@@ -142,27 +144,12 @@ fn body_and_cuts(
 ) -> impl Strategy<Value = (Vec<u8>, Vec<usize>)> {
     body.prop_flat_map(|body| {
         let len = body.len();
-        (Just(body), prop::collection::vec(0..=len, 0..6)).prop_map(|(body, mut cuts)| {
-            cuts.sort_unstable();
-            (body, cuts)
-        })
+        (Just(body), fuzz_support::cuts_for(len))
     })
 }
 
-/// proptest's defaults (`PROPTEST_CASES` and the other variables apply), with failures kept
-/// in `proptest-regressions/fuzz_sse.txt` and replayed first on every run.
-fn config() -> ProptestConfig {
-    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/proptest-regressions/fuzz_sse.txt");
-    ProptestConfig {
-        failure_persistence: Some(Box::new(prop::test_runner::FileFailurePersistence::Direct(
-            path,
-        ))),
-        ..ProptestConfig::default()
-    }
-}
-
 proptest! {
-    #![proptest_config(config())]
+    #![proptest_config(fuzz_support::config("fuzz_sse.txt"))]
 
     #[test]
     fn sse_framing_equals_the_whatwg_reference_at_any_split((body, cuts) in body_and_cuts(stream())) {
