@@ -741,9 +741,9 @@ fn seconds_to_ms(seconds: f64, what: &str) -> Result<u64, AppError> {
     Ok((seconds * 1000.0).round() as u64)
 }
 
-/// Parses a `benchmark offline|online …` command line into a plan, as main does (tests).
+/// Parses a `benchmark offline|online …` command line into a config, as main does (tests).
 #[cfg(test)]
-pub(crate) fn plan_from_args(args: &[&str]) -> Result<Plan, AppError> {
+pub(crate) fn config_from_args(args: &[&str]) -> Result<Config, AppError> {
     use clap::Parser;
     let cli =
         crate::cli::Cli::try_parse_from(["llm-loadgen", "benchmark"].iter().chain(args)).unwrap();
@@ -755,31 +755,25 @@ pub(crate) fn plan_from_args(args: &[&str]) -> Result<Plan, AppError> {
     };
     let mut config = Config::defaults(kind);
     flags.apply(&mut config)?;
-    resolve_plan(config, 0)
+    Ok(config)
+}
+
+/// Parses a `benchmark offline|online …` command line into a plan, as main does (tests).
+#[cfg(test)]
+pub(crate) fn plan_from_args(args: &[&str]) -> Result<Plan, AppError> {
+    resolve_plan(config_from_args(args)?, 0)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cli::Cli;
-    use clap::Parser;
 
     fn asset(path: &str) -> String {
         format!("{}/tests/assets/{path}", env!("CARGO_MANIFEST_DIR"))
     }
 
-    /// Parses a `benchmark offline|online …` command line into a config, as main does.
     fn config_of(args: &[&str]) -> Result<Config, AppError> {
-        let cli = Cli::try_parse_from(["llm-loadgen", "benchmark"].iter().chain(args)).unwrap();
-        let crate::cli::Command::Benchmark { mode } = cli.command else { unreachable!() };
-        let (kind, flags) = match mode {
-            crate::cli::BenchmarkCommand::Offline(f) => (BenchType::Offline, f),
-            crate::cli::BenchmarkCommand::Online(f) => (BenchType::Online, f),
-            crate::cli::BenchmarkCommand::FromConfig(_) => unreachable!(),
-        };
-        let mut config = Config::defaults(kind);
-        flags.apply(&mut config)?;
-        Ok(config)
+        config_from_args(args)
     }
 
     fn plan_of(args: &[&str]) -> Result<Plan, AppError> {
