@@ -130,49 +130,8 @@ fn run_with_endpoints(
         })
         .collect::<Result<Vec<_>, _>>()?;
     let api = worker_api(plan.api_type);
-    let opts = RequestOptions {
-        api,
-        model: plan.model.clone(),
-        streaming: plan.streaming,
-        stream_include_usage: plan.stream_include_usage,
-        max_output_tokens: plan.max_output_tokens,
-        min_output_tokens: plan.min_output_tokens,
-        temperature: plan.temperature,
-        top_p: plan.top_p,
-        top_k: plan.top_k,
-        seed: plan.seed,
-        extra: Vec::new(),
-    };
-    // Request bytes are built once per row, per endpoint, before the fork.
-    let mut tables = Vec::with_capacity(endpoints.len());
-    for ep in &endpoints {
-        let mut table = RequestTable::new();
-        for (i, row) in plan.dataset.rows.iter().enumerate() {
-            let body = request::body_json(&opts, prompt_of(row)).map_err(|e| {
-                AppError::Input(format!("dataset row {i} cannot become a request: {e}"))
-            })?;
-            table.push(&request::http_request(
-                ep,
-                api,
-                plan.api_key.as_deref(),
-                plan.streaming,
-                &body,
-            ));
-        }
-        tables.push(Arc::new(table));
-    }
-
-    let isl_client: Vec<Option<u32>> = match &plan.tokenizer {
-        Some(tok) => plan.dataset.rows.iter().map(|r| tok.count_row(r).ok()).collect(),
-        None => {
-            plan.dataset.rows.iter().map(|r| r.token_ids.as_ref().map(|t| t.len() as u32)).collect()
-        }
-    };
-    let prompt_data_json: Vec<String> = plan.dataset.rows.iter().map(prompt_data_json).collect();
-    let token_counter: Option<TokenCounter> = plan.tokenizer.as_ref().map(|tok| {
-        let tok = tok.clone_for_thread();
-        Arc::new(move |s: &str| tok.count(s)) as TokenCounter
-    });
+    let tables = request_tables(plan, &endpoints, api)?;
+    let (isl_client, prompt_data_json, token_counter) = client_counts(plan);
 
     // A closed loop of N holds exactly N connections, one per sample in flight.
     let (workers, connections) = match plan.load_pattern {
@@ -244,6 +203,63 @@ fn run_with_endpoints(
     })?;
     drop(reserve);
     finish_run(plan, output, embedded)
+}
+
+/// Every row's request bytes, built once per row and endpoint, before the fork.
+fn request_tables(
+    plan: &Plan,
+    endpoints: &[Endpoint],
+    api: request::ApiType,
+) -> Result<Vec<Arc<RequestTable>>, AppError> {
+    let opts = RequestOptions {
+        api,
+        model: plan.model.clone(),
+        streaming: plan.streaming,
+        stream_include_usage: plan.stream_include_usage,
+        max_output_tokens: plan.max_output_tokens,
+        min_output_tokens: plan.min_output_tokens,
+        temperature: plan.temperature,
+        top_p: plan.top_p,
+        top_k: plan.top_k,
+        seed: plan.seed,
+        extra: Vec::new(),
+    };
+    let mut tables = Vec::with_capacity(endpoints.len());
+    for ep in endpoints {
+        let mut table = RequestTable::new();
+        for (i, row) in plan.dataset.rows.iter().enumerate() {
+            let body = request::body_json(&opts, prompt_of(row)).map_err(|e| {
+                AppError::Input(format!("dataset row {i} cannot become a request: {e}"))
+            })?;
+            table.push(&request::http_request(
+                ep,
+                api,
+                plan.api_key.as_deref(),
+                plan.streaming,
+                &body,
+            ));
+        }
+        tables.push(Arc::new(table));
+    }
+
+    Ok(tables)
+}
+
+/// The client's prompt counts per row, each row's `PromptData` JSON for `sample.issued`, and the
+/// client tokenizer for the outputs (none without a tokenizer).
+fn client_counts(plan: &Plan) -> (Vec<Option<u32>>, Vec<String>, Option<TokenCounter>) {
+    let isl_client: Vec<Option<u32>> = match &plan.tokenizer {
+        Some(tok) => plan.dataset.rows.iter().map(|r| tok.count_row(r).ok()).collect(),
+        None => {
+            plan.dataset.rows.iter().map(|r| r.token_ids.as_ref().map(|t| t.len() as u32)).collect()
+        }
+    };
+    let prompt_data_json: Vec<String> = plan.dataset.rows.iter().map(prompt_data_json).collect();
+    let token_counter: Option<TokenCounter> = plan.tokenizer.as_ref().map(|tok| {
+        let tok = tok.clone_for_thread();
+        Arc::new(move |s: &str| tok.count(s)) as TokenCounter
+    });
+    (isl_client, prompt_data_json, token_counter)
 }
 
 /// One `WorkerSpec` per worker: its endpoint (round robin), its share of the pool, its warm
