@@ -385,6 +385,14 @@ macro_rules! matrix {
 const CAP_3S: &[&str] = &["--runtime.max-duration-ms", "3000", "--max-connections", "8"];
 const CAPPED_WITHIN_S: u64 = 3 + CAP_GRACE_S + MARGIN_S;
 const TIMEOUT: &[&str] = &["--timeout", "0.5"];
+/// A capped run against a server that answers some requests: some completed, the rest
+/// abandoned at the cap, within cap + grace.
+const CAPPED: Expect = Expect {
+    completed: N::AtLeast(1),
+    abandoned: N::AtLeast(1),
+    within_s: CAPPED_WITHIN_S,
+    ..ALL_OK
+};
 /// Every sample fails with the stub's engine error, its message kept.
 const ENGINE_ERROR: Expect = Expect {
     message: Some(("stream_error", loadgen_stubs::fault::ERROR_MESSAGE)),
@@ -540,12 +548,7 @@ matrix! {
         faults: |f| f.stall_after_head_every = Some(2),
         samples: 3000,
         extra: CAP_3S,
-        expect: Expect {
-            completed: N::AtLeast(1),
-            abandoned: N::AtLeast(1),
-            within_s: CAPPED_WITHIN_S,
-            ..ALL_OK
-        },
+        expect: CAPPED,
         ..BASE
     },
     cap_ends_a_run_without_responses_plain_poisson => Case {
@@ -554,12 +557,7 @@ matrix! {
         pattern: Pattern::Poisson(2000),
         samples: 3000,
         extra: CAP_3S,
-        expect: Expect {
-            completed: N::AtLeast(1),
-            abandoned: N::AtLeast(1),
-            within_s: CAPPED_WITHIN_S,
-            ..ALL_OK
-        },
+        expect: CAPPED,
         ..BASE
     },
 
