@@ -297,6 +297,8 @@ fn worker_specs(
                 max_output_bytes: MAX_OUTPUT_BYTES,
                 request_timeout_ns: plan.request_timeout_ns,
                 in_flight: None,
+                source_addresses: Vec::new(),
+                synthetic: None,
             }
         })
         .collect()

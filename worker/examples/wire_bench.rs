@@ -206,6 +206,8 @@ fn worker_qps(streaming: bool, connections: u32, samples: u64) -> f64 {
         max_output_bytes: 1 << 16,
         request_timeout_ns: 0,
         in_flight: None,
+        source_addresses: Vec::new(),
+        synthetic: None,
     };
     let ready = Doorbell::create().unwrap();
     let space = Doorbell::create().unwrap();

@@ -4,6 +4,7 @@ pub mod adapter;
 pub mod http;
 pub mod request;
 mod run;
+pub mod synthetic;
 pub mod wire;
 
 pub use run::{run_worker, WorkerSpec, EXIT_COORDINATOR_GONE, EXIT_OK, EXIT_SETUP_FAILED};

@@ -44,6 +44,12 @@ pub struct WorkerSpec {
     /// Which sample each connection slot has on the wire, read by the coordinator when this
     /// worker dies (`None` in tests that do not need it).
     pub in_flight: Option<InFlightTable>,
+    /// Local addresses this worker's connections bind to before connecting, one per slot in
+    /// turn (`--source-addresses`); empty = the kernel picks the source address.
+    pub source_addresses: Vec<std::net::IpAddr>,
+    /// The null endpoint (`null://`): no connection is opened and every sample is answered
+    /// at once with this response, so a run measures the coordinator alone.
+    pub synthetic: Option<crate::synthetic::SyntheticResponse>,
 }
 
 /// Exit codes of `run_worker`.

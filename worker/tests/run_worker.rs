@@ -295,6 +295,8 @@ fn spec(
         max_output_bytes: 1 << 16,
         request_timeout_ns: 0,
         in_flight: None,
+        source_addresses: Vec::new(),
+        synthetic: None,
     }
 }
 
