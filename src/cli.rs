@@ -291,6 +291,9 @@ pub struct BenchFlags {
     /// Report directory [default: /tmp/reports_YYYYMMDD_HHMMSS].
     #[arg(long = "report-dir", help_heading = "Report")]
     pub report_dir: Option<PathBuf>,
+    /// Write no events.jsonl (the per-sample event log); the other report files are complete.
+    #[arg(long = "no-events", help_heading = "Report")]
+    pub no_events: bool,
     /// Headline token counts: client (tokenizer) or server (endpoint usage) [default: client].
     #[arg(
         long = "token-count-source",
@@ -402,6 +405,9 @@ impl BenchFlags {
         replace(&mut config.enable_cpu_affinity, pick(self.cpu_affinity, self.no_cpu_affinity));
         set(&mut config.report_dir, self.report_dir.as_ref().map(|p| p.display().to_string()));
         set(&mut config.timeout, self.timeout);
+        if self.no_events {
+            config.events = Some(false);
+        }
         Ok(())
     }
 }

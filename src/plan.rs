@@ -64,10 +64,20 @@ pub enum TokenCountSource {
     Server,
 }
 
-/// A validated `http://` endpoint base URL, without a trailing slash.
+/// A validated `http://` endpoint base URL, without a trailing slash, or the null endpoint.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct EndpointUrl {
     pub url: String,
+}
+
+/// The null endpoint: no network; each worker answers its samples itself, so a run measures the
+/// coordinator's pipeline alone (scheduler, rings, aggregator, events.jsonl, reports).
+pub const NULL_ENDPOINT: &str = "null://";
+
+impl EndpointUrl {
+    pub fn is_null(&self) -> bool {
+        self.url == NULL_ENDPOINT
+    }
 }
 
 /// Warm-up phase settings: samples issued before tracking starts.
@@ -132,6 +142,8 @@ pub struct Plan {
     pub warmup: Warmup,
     pub early_stopping: bool,
     pub report_dir: PathBuf,
+    /// Write events.jsonl (`--no-events` turns it off).
+    pub events: bool,
     pub token_count_source: TokenCountSource,
     pub scheduler_seed: u64,
     pub dataloader_seed: u64,
@@ -298,6 +310,7 @@ pub fn resolve_plan(mut config: Config, verbose: u8) -> Result<Plan, AppError> {
         },
         early_stopping: config.settings.early_stopping.enabled,
         report_dir,
+        events: config.events.unwrap_or(true),
         token_count_source,
         scheduler_seed: runtime.scheduler_random_seed,
         dataloader_seed: runtime.dataloader_random_seed,
@@ -345,7 +358,19 @@ pub fn check_config(config: &Config) -> Result<(), AppError> {
 }
 
 fn parse_endpoints(config: &Config) -> Result<Vec<EndpointUrl>, AppError> {
-    config.endpoint_config.endpoints.iter().map(|u| parse_endpoint(u)).collect()
+    let endpoints: Vec<EndpointUrl> = config
+        .endpoint_config
+        .endpoints
+        .iter()
+        .map(|u| parse_endpoint(u))
+        .collect::<Result<_, _>>()?;
+    if endpoints.len() > 1 && endpoints.iter().any(EndpointUrl::is_null) {
+        return Err(AppError::Input(format!(
+            "endpoint {NULL_ENDPOINT} measures the client alone and cannot be mixed with other \
+             endpoints; give it on its own"
+        )));
+    }
+    Ok(endpoints)
 }
 
 /// Registers every secret of the configuration with `redact`, before anything can print one.
@@ -460,6 +485,14 @@ fn resolve_load_pattern(config: &Config) -> Result<LoadPattern, AppError> {
 /// Validates an endpoint base URL: `http://host[:port][/prefix]`.
 pub fn parse_endpoint(url: &str) -> Result<EndpointUrl, AppError> {
     let url = url.trim();
+    if let Some(rest) = url.strip_prefix("null://") {
+        if !rest.trim_matches('/').is_empty() {
+            return Err(AppError::Input(format!(
+                "endpoint {url:?}: the null endpoint takes nothing after {NULL_ENDPOINT}"
+            )));
+        }
+        return Ok(EndpointUrl { url: NULL_ENDPOINT.to_string() });
+    }
     if url.starts_with("https://") {
         return Err(AppError::Setup(format!(
             "endpoint {url}: TLS is not supported yet; use an http:// endpoint"
@@ -493,7 +526,9 @@ pub fn parse_endpoint(url: &str) -> Result<EndpointUrl, AppError> {
 fn resolve_model(config: &Config, endpoints: &[EndpointUrl]) -> Result<String, AppError> {
     match &config.model_params.name {
         Some(name) if !name.trim().is_empty() => Ok(name.clone()),
-        _ if endpoints.is_empty() => Ok(EMBEDDED_MODEL.to_string()),
+        _ if endpoints.is_empty() || endpoints.iter().all(EndpointUrl::is_null) => {
+            Ok(EMBEDDED_MODEL.to_string())
+        }
         _ => Err(AppError::Usage(
             "--model is required with --endpoints (model_params.name in YAML)".into(),
         )),

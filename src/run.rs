@@ -17,6 +17,7 @@ use loadgen_coordinator::schedule::{IssueLags, Pattern};
 use loadgen_coordinator::{RunEnd, RunError, RunSpec};
 use loadgen_worker::http::ports::{bind_from_slot, ephemeral_even_ports};
 use loadgen_worker::request::{self, Endpoint, Prompt, RequestOptions, RequestTable};
+use loadgen_worker::synthetic::SyntheticResponse;
 use loadgen_worker::wire::RingSizes;
 use loadgen_worker::WorkerSpec;
 
@@ -33,6 +34,9 @@ use crate::report::{
 pub const MAX_CONNECTIONS_PER_WORKER: usize = 65_536;
 /// The longest output a record carries; longer outputs are truncated (and counted).
 pub const MAX_OUTPUT_BYTES: usize = 256 * 1024;
+
+/// Where a null-endpoint run's request bytes are addressed (they are built, never sent).
+const NULL_REQUEST_BASE: &str = "http://127.0.0.1:9";
 
 /// File descriptors a worker needs beside its connections (rings, wake-ups, stdio, io_uring).
 pub const FD_HEADROOM: u64 = 256;
@@ -72,6 +76,7 @@ pub fn run_benchmark(plan: &Plan) -> Result<i32, AppError> {
         ));
     }
     let embedded = plan.endpoints.is_empty();
+    let null = plan.endpoints.iter().any(crate::plan::EndpointUrl::is_null);
     let cores = cores_available();
     let cpu_plan = CpuPlan::new(&cores, plan.workers, plan.cpu_affinity, embedded);
     if plan.verbose > 0 {
@@ -95,6 +100,13 @@ pub fn run_benchmark(plan: &Plan) -> Result<i32, AppError> {
         println!("no --endpoints given: benchmarking the embedded max-throughput stub at {url}");
         stub = Some(pid);
         vec![url]
+    } else if null {
+        println!(
+            "endpoint null://: no network; each worker answers its samples itself, so this run \
+             measures the client's own pipeline (its ceiling), not a server"
+        );
+        // The request bytes are built for this address but never sent.
+        vec![NULL_REQUEST_BASE.to_string()]
     } else {
         plan.endpoints.iter().map(|e| e.url.clone()).collect()
     };
@@ -188,7 +200,7 @@ fn run_with_endpoints(
         prompt_data_json: Arc::new(prompt_data_json),
         token_counter,
         tokenizer_threads: 1,
-        events_path: Some(plan.report_dir.join("events.jsonl")),
+        events_path: plan.events.then(|| plan.report_dir.join("events.jsonl")),
         progress_line: std::io::IsTerminal::is_terminal(&std::io::stderr()),
         secrets: crate::redact::registered_secrets(),
     };
@@ -272,6 +284,7 @@ fn worker_specs(
     connections: usize,
 ) -> Vec<WorkerSpec> {
     let api = worker_api(plan.api_type);
+    let null = plan.endpoints.iter().any(crate::plan::EndpointUrl::is_null);
     let share_of =
         |i: usize| split_share(connections, workers, i).clamp(1, MAX_CONNECTIONS_PER_WORKER);
     let even_ports = ephemeral_even_ports();
@@ -298,7 +311,7 @@ fn worker_specs(
                 request_timeout_ns: plan.request_timeout_ns,
                 in_flight: None,
                 source_addresses: Vec::new(),
-                synthetic: None,
+                synthetic: null.then(|| SyntheticResponse::stub_like(plan.streaming)),
             }
         })
         .collect()
@@ -310,6 +323,13 @@ fn finish_run(
     embedded: bool,
 ) -> Result<i32, AppError> {
     let mut agg = output.aggregate;
+    if plan.verbose > 0 {
+        let samples = agg.counters.total_samples_completed + agg.counters.abandoned;
+        eprintln!("coordinator threads, CPU over the run ({samples} samples):");
+        for line in loadgen_coordinator::thread_cpu::per_sample_lines(&output.thread_cpu, samples) {
+            eprintln!("{line}");
+        }
+    }
     // The rows are copied into the table's columns and freed before the metrics sort their
     // copies: a long run's peak memory is the table's, not both.
     let rows = std::mem::take(&mut agg.rows);

@@ -33,6 +33,9 @@ pub struct Config {
     pub report_dir: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timeout: Option<f64>,
+    /// `false`: write no events.jsonl (not a reference key; `--no-events`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub events: Option<bool>,
     #[serde(default)]
     pub verbose: bool,
     #[serde(default = "yes")]
@@ -608,6 +611,7 @@ impl Config {
             endpoint_config: EndpointConfig::default(),
             report_dir: None,
             timeout: None,
+            events: None,
             verbose: false,
             enable_cpu_affinity: true,
             audit: None,

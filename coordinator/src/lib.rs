@@ -9,5 +9,6 @@ pub mod order;
 pub mod run;
 pub mod schedule;
 pub mod settle;
+pub mod thread_cpu;
 
 pub use run::{interrupted, run, RunEnd, RunError, RunOutput, RunSpec};

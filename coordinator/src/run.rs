@@ -13,7 +13,7 @@ use loadgen_worker::{monotonic_ns, run_worker, WorkerSpec};
 
 use crate::aggregate::{
     self,
-    events::EventLog,
+    events::{EventLog, EventLogSpec},
     tokens::{TokenCounter, TokenPool},
 };
 use crate::aggregate::{AggregatorInput, AggregatorOutput, Control, Shared, Status};
@@ -68,6 +68,8 @@ pub struct RunOutput {
     pub drain_timed_out: bool,
     /// Issue lags of a Poisson run (empty otherwise).
     pub issue_lags: IssueLags,
+    /// CPU time of each coordinator thread over the run (the scheduler's from its first issue).
+    pub thread_cpu: Vec<crate::thread_cpu::ThreadCpu>,
 }
 
 /// Setup failed before anything was measured.
@@ -132,6 +134,8 @@ struct Started {
 /// collected. Must be called while the process is single-threaded. Every wait in it ends by the
 /// cap or an interrupt (plus `ABORT_GRACE` for the workers to answer the abort).
 pub fn run(mut spec: RunSpec) -> Result<RunOutput, RunError> {
+    // A ledger left over from an earlier run in this process is not this run's.
+    let _ = crate::thread_cpu::take();
     let mut started = start(&mut spec)?;
     if let Err(err) = await_ready(&spec, &started.status) {
         let log = started.issuer.take_log();
@@ -143,14 +147,18 @@ pub fn run(mut spec: RunSpec) -> Result<RunOutput, RunError> {
         kill_unreaped(&started.pids, &joined);
         return Err(err);
     }
+    let scheduler_cpu_start_ns = crate::thread_cpu::thread_cpu_ns();
     let (end, drain_timed_out, issue_lags) = issue_and_drain(&spec, &mut started);
+    let scheduler_cpu_ns = crate::thread_cpu::thread_cpu_ns() - scheduler_cpu_start_ns;
     let Started { pids, aggregator, watcher, .. } = started;
     let joined = aggregator.join();
     watcher.stop();
     kill_unreaped(&pids, &joined);
     let aggregate = joined.map_err(|_| RunError::AggregatorFailed)?;
     let end = if interrupted() { RunEnd::Interrupted } else { end };
-    Ok(RunOutput { aggregate, end, drain_timed_out, issue_lags })
+    crate::thread_cpu::note("scheduler", scheduler_cpu_ns);
+    let thread_cpu = crate::thread_cpu::take();
+    Ok(RunOutput { aggregate, end, drain_timed_out, issue_lags, thread_cpu })
 }
 
 /// Kills and reaps the workers the aggregator did not reap: a reaped worker's pid may belong to
@@ -376,16 +384,31 @@ type AggregatorIo = (
     Sender<Status>,
 );
 
+/// Formatter threads of events.jsonl at most: past this the file's writes bound it.
+pub const MAX_EVENT_FORMATTERS: usize = 4;
+
+/// One events formatter thread per coordinator core (the aggregator hands them whole batches).
+fn event_formatters(plan: &CpuPlan) -> usize {
+    plan.coordinator_cores.len().clamp(1, MAX_EVENT_FORMATTERS)
+}
+
 fn start_aggregator(
     spec: &RunSpec,
     io: AggregatorIo,
 ) -> Result<JoinHandle<AggregatorOutput>, RunError> {
     let (consumers, pids, doorbell, shared, control, status) = io;
-    let mut events = match &spec.events_path {
-        Some(path) => EventLog::create(path).map_err(RunError::Thread)?,
+    let events = match &spec.events_path {
+        Some(path) => {
+            let log = EventLogSpec {
+                formatters: event_formatters(&spec.cpu_plan),
+                cores: spec.cpu_plan.coordinator_cores.clone(),
+                prompt_data_json: spec.prompt_data_json.clone(),
+                secrets: spec.secrets.clone(),
+            };
+            EventLog::create(path, log).map_err(RunError::Thread)?
+        }
         None => EventLog::disabled(),
     };
-    events.set_secrets(spec.secrets.clone());
     let tokens = match &spec.token_counter {
         Some(counter) => Some(
             TokenPool::start(
@@ -408,7 +431,6 @@ fn start_aggregator(
         events,
         tokens,
         isl_client: spec.isl_client.clone(),
-        prompt_data_json: spec.prompt_data_json.clone(),
         streaming: spec.streaming,
         warmup_samples: spec.warmup_samples,
         expected_samples: spec.num_samples,
@@ -417,6 +439,10 @@ fn start_aggregator(
     };
     std::thread::Builder::new()
         .name("aggregator".into())
-        .spawn(move || aggregate::run(input))
+        .spawn(move || {
+            let output = aggregate::run(input);
+            crate::thread_cpu::note("aggregator", crate::thread_cpu::thread_cpu_ns());
+            output
+        })
         .map_err(RunError::Thread)
 }

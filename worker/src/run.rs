@@ -169,6 +169,10 @@ pub fn run_worker(spec: WorkerSpec, issue: IssueConsumer, mut records: RecordPro
             records.push_warning(&format!("worker {}: cannot pin to core {core}", spec.worker_id));
         }
     }
+    if let Some(response) = spec.synthetic.clone() {
+        let mut issue = issue;
+        return crate::synthetic::run_synthetic(&spec, &response, &mut issue, &mut records);
+    }
     let entries = (spec.connections.saturating_mul(2)).clamp(256, 32768).next_power_of_two();
     let mut runtime = match build_runtime(spec.force_epoll, entries) {
         Ok((runtime, warning)) => {

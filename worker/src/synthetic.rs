@@ -1,6 +1,13 @@
 //! The null endpoint: a worker that opens no connection and answers every sample itself, with
 //! a complete response of realistic size, so a run measures the coordinator's pipeline alone.
 
+use std::time::Duration;
+
+use crate::run::{WorkerSpec, EXIT_COORDINATOR_GONE, EXIT_OK};
+use crate::wire::{
+    FailureKind, FinishReason, IssueCmd, IssueConsumer, RecordHeader, RecordProducer,
+};
+
 /// The response every sample of a null-endpoint run gets.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SyntheticResponse {
@@ -11,4 +18,99 @@ pub struct SyntheticResponse {
     /// The server's usage counts.
     pub prompt_tokens: Option<u32>,
     pub completion_tokens: Option<u32>,
+}
+
+/// How long the worker sleeps on its wake socket before it checks that the coordinator lives.
+const IDLE_POLL: Duration = Duration::from_millis(50);
+
+impl SyntheticResponse {
+    /// The embedded max-throughput stub's default answer in size and counts (160 bytes, 10 prompt
+    /// tokens, one token a character), as English-like text so a client tokenizer does the work
+    /// it would do on a real output.
+    pub fn stub_like(streaming: bool) -> SyntheticResponse {
+        const WORDS: &str = "the quick brown fox jumps over the lazy dog while a model streams \
+                             its answer token by token to a client that never waits for it ";
+        let output: Vec<u8> = WORDS.bytes().cycle().take(160).collect();
+        SyntheticResponse {
+            completion_tokens: Some(output.len() as u32),
+            first_chunk_len: if streaming { 10 } else { 0 },
+            prompt_tokens: Some(10),
+            output,
+        }
+    }
+
+    /// The record of one answered sample, stamped `now_ns` (and issued then too when the
+    /// coordinator left the issue stamp to the worker, as closed-loop patterns do).
+    pub fn header(
+        &self,
+        worker_id: u16,
+        cmd_issued_ns: u64,
+        sample_id: u64,
+        row: u32,
+        now_ns: u64,
+    ) -> RecordHeader {
+        let issued_ns = if cmd_issued_ns == 0 { now_ns } else { cmd_issued_ns.min(now_ns) };
+        RecordHeader {
+            sample_id,
+            issued_ns,
+            first_chunk_ns: if self.first_chunk_len > 0 { now_ns } else { 0 },
+            complete_ns: now_ns,
+            row,
+            first_chunk_len: self.first_chunk_len,
+            prompt_tokens: self.prompt_tokens,
+            completion_tokens: self.completion_tokens,
+            http_status: 200,
+            worker_id,
+            failure: FailureKind::None as u8,
+            finish: FinishReason::Stop as u8,
+            resent: 0,
+        }
+    }
+}
+
+/// The null endpoint's worker body: reports ready, answers every issue command at once with
+/// `response` until Stop or Abort, then reports done. No runtime, no socket.
+pub fn run_synthetic(
+    spec: &WorkerSpec,
+    response: &SyntheticResponse,
+    issue: &mut IssueConsumer,
+    records: &mut RecordProducer,
+) -> i32 {
+    if !records.push_ready(spec.connections) {
+        return EXIT_COORDINATOR_GONE;
+    }
+    let parent = nix::unistd::getppid();
+    records.defer_doorbell(true);
+    loop {
+        if issue.abort_requested() {
+            break;
+        }
+        let cmd = match issue.try_pop() {
+            Some(cmd) => cmd,
+            None => {
+                // One doorbell per batch: the aggregator wakes once for what this burst pushed.
+                records.flush_doorbell();
+                match issue.pop_blocking(IDLE_POLL) {
+                    Some(cmd) => cmd,
+                    None if nix::unistd::getppid() != parent => return EXIT_COORDINATOR_GONE,
+                    None => continue,
+                }
+            }
+        };
+        match cmd {
+            IssueCmd::Issue { sample_id, row, issued_ns } => {
+                let now_ns = crate::monotonic_ns();
+                let header = response.header(spec.worker_id, issued_ns, sample_id, row, now_ns);
+                if !records.push_record(&header, &response.output, &[]) {
+                    return EXIT_COORDINATOR_GONE;
+                }
+            }
+            IssueCmd::Stop | IssueCmd::Abort => break,
+        }
+    }
+    records.defer_doorbell(false);
+    if !records.push_done() {
+        return EXIT_COORDINATOR_GONE;
+    }
+    EXIT_OK
 }

@@ -183,8 +183,7 @@ impl State {
     }
 
     fn log_issued(&mut self, sample_id: u64, row: u32, issued_ns: u64) {
-        let prompt_json = self.prompt_data_json.get(row as usize).map_or("null", |s| s.as_str());
-        self.events.issued(sample_id, issued_ns, prompt_json);
+        self.events.issued(sample_id, issued_ns, row);
     }
 
     fn log_abandoned(&mut self, sample_id: u64, timestamp_ns: u64, cause: AbandonCause) {

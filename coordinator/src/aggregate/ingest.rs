@@ -108,8 +108,7 @@ impl State {
     fn log_record(&mut self, rec: &RecordView<'_>, failed: bool, output: &str) {
         let h = &rec.header;
         let id = h.sample_id;
-        let prompt_json = self.prompt_data_json.get(h.row as usize).map_or("null", |s| s.as_str());
-        self.events.issued(id, h.issued_ns, prompt_json);
+        self.events.issued(id, h.issued_ns, h.row);
         if h.first_chunk_ns != 0 {
             self.events.recv_first(id, h.first_chunk_ns);
         }

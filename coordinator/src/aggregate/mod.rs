@@ -136,7 +136,6 @@ pub struct AggregatorInput {
     /// Client ISL per dataset row (counted before the fork).
     pub isl_client: Arc<Vec<Option<u32>>>,
     /// `["PromptData", ...]` JSON per dataset row, for `sample.issued` lines.
-    pub prompt_data_json: Arc<Vec<String>>,
     pub streaming: bool,
     /// Sample ids below this are warm-up: answered, never tracked.
     pub warmup_samples: u64,
@@ -190,7 +189,6 @@ struct State {
     events: EventLog,
     tokens: Option<TokenPool>,
     isl_client: Arc<Vec<Option<u32>>>,
-    prompt_data_json: Arc<Vec<String>>,
     streaming: bool,
     warmup_samples: u64,
     closed_loop: bool,
@@ -296,7 +294,6 @@ impl State {
             events: input.events,
             tokens: input.tokens,
             isl_client: input.isl_client,
-            prompt_data_json: input.prompt_data_json,
             streaming: input.streaming,
             warmup_samples: input.warmup_samples,
             closed_loop: input.closed_loop,

@@ -47,7 +47,6 @@ fn aggregate(
         events: EventLog::disabled(),
         tokens: None,
         isl_client: Arc::new(vec![None; 8]),
-        prompt_data_json: Arc::new(vec!["null".to_string(); 8]),
         streaming: false,
         warmup_samples: 0,
         expected_samples: issued,

@@ -244,6 +244,7 @@ impl Suite<'_> {
                 let (run, detail) = self.poisson(&name, stream)?;
                 (run, Some(detail))
             }
+            RowKind::Null { events } => return Ok(self.null_row(kind, &name, stream, events)),
         };
         let mut result = match run {
             Ok(run) => row_from_run(kind, stream, &scale, &run),
@@ -271,6 +272,27 @@ impl Suite<'_> {
             result.ceiling_wall_s = ceiling.wall_s;
         }
         Ok(result.with_ceiling(ceiling))
+    }
+
+    /// A burst against `null://` with `-v`: no stub, no ceiling; the row carries each
+    /// coordinator thread's CPU per sample.
+    fn null_row(&self, kind: RowKind, name: &str, stream: bool, events: bool) -> RowResult {
+        let scale = self.scale();
+        let ctx = RunContext { url: "null://".into(), ..self.ctx.clone() };
+        let n = scale.burst_samples().to_string();
+        let mut args = strings(&["offline", "--num-samples", &n, "-v"]);
+        if !events {
+            args.push("--no-events".into());
+        }
+        match loadgen::run(&ctx, name, stream, &args) {
+            Ok(run) => {
+                let mut result = row_from_run(kind, stream, &scale, &run);
+                let log = std::fs::read_to_string(ctx.reports_dir.join(format!("{name}.log")));
+                result.coordinator_us_per_sample = thread_costs(&log.unwrap_or_default());
+                result
+            }
+            Err(e) => error_row(kind, stream, &scale, e.to_string()),
+        }
     }
 
     /// Binary search over the Poisson grid; the row shows the highest sustained target's run.
@@ -479,6 +501,18 @@ fn sustained(run: &LoadgenRun, target_qps: u64) -> bool {
     run.check().is_ok() && run.qps() >= floor && issued_ok
 }
 
+/// The `-v` lines `  <thread>  <s> s CPU, <us> us per sample` of a run's log.
+fn thread_costs(log: &str) -> Vec<(String, f64)> {
+    log.lines()
+        .filter_map(|line| {
+            let (head, per) = line.split_once(" s CPU, ")?;
+            let us: f64 = per.strip_suffix(" us per sample")?.trim().parse().ok()?;
+            let name = head.split_whitespace().next()?;
+            Some((name.to_string(), us))
+        })
+        .collect()
+}
+
 fn row_from_run(kind: RowKind, stream: bool, scale: &Scale, run: &LoadgenRun) -> RowResult {
     let mut r = error_row(kind, stream, scale, String::new());
     r.qps = run.qps();
@@ -509,12 +543,24 @@ fn error_row(kind: RowKind, stream: bool, scale: &Scale, error: String) -> RowRe
         run_wall_s: 0.0,
         ceiling_wall_s: 0.0,
         error: (!error.is_empty()).then_some(error),
+        coordinator_us_per_sample: Vec::new(),
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn null_rows_read_each_threads_cost_from_the_verbose_lines() {
+        let log = "Run complete.\ncoordinator threads, CPU over the run (10 samples):\n  \
+                   events-0           1.197 s CPU, 0.599 us per sample\n  \
+                   aggregator         0.494 s CPU, 0.247 us per sample\nQPS: 1\n";
+        assert_eq!(
+            thread_costs(log),
+            [("events-0".to_string(), 0.599), ("aggregator".to_string(), 0.247)]
+        );
+    }
 
     #[test]
     fn rows_pass_the_reference_flags() {

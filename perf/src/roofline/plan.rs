@@ -14,11 +14,16 @@ pub enum RowKind {
     Concurrency(usize),
     /// Binary search for the highest sustained Poisson target.
     Poisson,
+    /// A burst against the null endpoint (`null://`): the client's own pipeline, no network;
+    /// with or without events.jsonl.
+    Null { events: bool },
 }
 
 impl RowKind {
     /// Every row, in the reference's order.
-    pub const ALL: [RowKind; 5] = [
+    pub const ALL: [RowKind; 7] = [
+        RowKind::Null { events: true },
+        RowKind::Null { events: false },
         RowKind::Burst,
         RowKind::Concurrency(1_000),
         RowKind::Concurrency(4_000),
@@ -32,6 +37,8 @@ impl RowKind {
             RowKind::Burst => "burst".into(),
             RowKind::Concurrency(c) => format!("c{c}"),
             RowKind::Poisson => "poisson".into(),
+            RowKind::Null { events: true } => "null".into(),
+            RowKind::Null { events: false } => "null-noevents".into(),
         }
     }
 
@@ -43,6 +50,11 @@ impl RowKind {
             }
             RowKind::Concurrency(c) => format!("concurrency c={}", thousands(c as f64)),
             RowKind::Poisson => "poisson max_sustained".into(),
+            RowKind::Null { events } => format!(
+                "null endpoint ({} burst{})",
+                short_count(scale.burst_samples()),
+                if events { "" } else { ", no events" }
+            ),
         }
     }
 }
@@ -60,7 +72,8 @@ pub fn parse_rows(spec: &str) -> anyhow::Result<Vec<RowKind>> {
             Some(r) if !rows.contains(&r) => rows.push(r),
             Some(_) => {}
             None => bail!(
-                "unknown row {name:?} in --rows (use burst, c1000, c4000, c16000, poisson or all)"
+                "unknown row {name:?} in --rows (use null, null-noevents, burst, c1000, c4000, \
+                 c16000, poisson or all)"
             ),
         }
     }
@@ -376,7 +389,9 @@ mod tests {
     fn rows_filter_by_name() {
         let rows = parse_rows("burst, c1000,poisson,burst").unwrap();
         assert_eq!(rows, vec![RowKind::Burst, RowKind::Concurrency(1000), RowKind::Poisson]);
-        assert_eq!(parse_rows("").unwrap().len(), 5);
+        assert_eq!(parse_rows("").unwrap().len(), 7);
+        let null = parse_rows("null-noevents,null").unwrap();
+        assert_eq!(null, vec![RowKind::Null { events: false }, RowKind::Null { events: true }]);
         assert_eq!(parse_rows("all").unwrap(), RowKind::ALL.to_vec());
         let err = parse_rows("c2000").unwrap_err().to_string();
         assert!(err.contains("\"c2000\""), "{err}");

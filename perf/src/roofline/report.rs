@@ -93,6 +93,10 @@ pub struct RowResult {
     pub ceiling_wall_s: f64,
     /// Why the row did not pass (a failed assertion), if it did not.
     pub error: Option<String>,
+    /// Null-endpoint rows: each coordinator thread's CPU per sample in microseconds (from the
+    /// run's `-v` lines), the stage that bounds the host first.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub coordinator_us_per_sample: Vec<(String, f64)>,
 }
 
 impl RowResult {
@@ -152,6 +156,15 @@ pub fn render(report: &Report) -> String {
     out.push_str(&render_table(&report.rows));
     for r in report.rows.iter().filter(|r| r.poisson.is_some()) {
         let _ = writeln!(out, "{}", poisson_line(r));
+    }
+    for r in report.rows.iter().filter(|r| !r.coordinator_us_per_sample.is_empty()) {
+        let threads: Vec<String> = r
+            .coordinator_us_per_sample
+            .iter()
+            .map(|(name, us)| format!("{name} {us:.3}"))
+            .collect();
+        let mode = if r.stream { "stream" } else { "off" };
+        let _ = writeln!(out, "{} ({mode}): CPU us per sample: {}", r.row, threads.join(", "));
     }
     for note in &report.notes {
         let _ = writeln!(out, "Note: {note}");
@@ -276,6 +289,7 @@ mod tests {
             run_wall_s: 0.0,
             ceiling_wall_s: 0.0,
             error: None,
+            coordinator_us_per_sample: Vec::new(),
         }
         .with_ceiling(ceilings)
     }

@@ -48,8 +48,10 @@ struct RingHeader {
     /// by the consumer when it finds the ring empty, cleared by the producer (swap) when it rings
     /// the doorbell for that.
     consumer_sleeping: Padded<AtomicU32>,
-    /// Written by the producer: 1 while it sleeps on `space_epoch` (record ring back-pressure).
-    producer_waiting: Padded<AtomicU32>,
+    /// Written by the producer: while it sleeps on `space_epoch` (record ring back-pressure),
+    /// the `head` it waits for (half the ring free, so the consumer wakes it once per half ring,
+    /// not once per record); 0 when it is not waiting.
+    producer_wants_head: Padded<AtomicU64>,
     /// Futex word bumped by the consumer when it frees space for a waiting producer.
     space_epoch: Padded<AtomicU32>,
     /// Issue ring only: set to 1 by the producer to abort out of band, ahead of any commands
@@ -102,7 +104,7 @@ impl RingLayout {
             tail: Padded(AtomicU64::new(0)),
             head: Padded(AtomicU64::new(0)),
             consumer_sleeping: Padded(AtomicU32::new(0)),
-            producer_waiting: Padded(AtomicU32::new(0)),
+            producer_wants_head: Padded(AtomicU64::new(0)),
             space_epoch: Padded(AtomicU32::new(0)),
             abort: Padded(AtomicU32::new(0)),
         };
@@ -534,6 +536,8 @@ impl<W: Wake, F: Futex> RecordTx<W, F> {
     }
 
     /// Waits until `need` bytes are free; `false` when `space` gave up (the consumer is gone).
+    /// Once it has to sleep it waits for half the ring: a producer faster than its consumer then
+    /// costs one wake-up per half ring instead of one per record the consumer frees.
     fn wait_for_space(&mut self, need: u64) -> bool {
         let capacity = self.ring.capacity;
         let header = self.ring.header();
@@ -547,14 +551,17 @@ impl<W: Wake, F: Futex> RecordTx<W, F> {
             }
             // A consumer asleep on deferred records would never free the space.
             self.ring_if_idle();
-            // Dekker partner of the consumer's pop: store flag; fence; load head.
-            header.producer_waiting.0.store(1, Ordering::SeqCst);
+            // Above `head_cache` (free space is short of `need`), and at most `tail`: a consumer
+            // that drains the ring always reaches it.
+            let wants_head = self.tail + need.max(capacity / 2) - capacity;
+            // Dekker partner of the consumer's release: store the wanted head; fence; load head.
+            header.producer_wants_head.0.store(wants_head, Ordering::SeqCst);
             fence(Ordering::SeqCst);
             let epoch = header.space_epoch.0.load(Ordering::SeqCst);
             self.head_cache = header.head.0.load(Ordering::Acquire);
-            let go_on = capacity - (self.tail - self.head_cache) >= need
-                || self.space.wait(&header.space_epoch.0, epoch);
-            header.producer_waiting.0.store(0, Ordering::SeqCst);
+            let go_on =
+                self.head_cache >= wants_head || self.space.wait(&header.space_epoch.0, epoch);
+            header.producer_wants_head.0.store(0, Ordering::SeqCst);
             if !go_on {
                 return false;
             }
@@ -702,14 +709,16 @@ impl<F: Futex> RecordRx<F> {
         }
     }
 
-    /// Publishes `head` and wakes a producer waiting for space.
+    /// Publishes `head` and wakes a producer waiting for space, once the space it waits for is
+    /// free.
     fn release(&mut self) {
         let header = self.ring.header();
         // Release: hands the bytes back to the producer's Acquire load of `head`.
         header.head.0.store(self.head, Ordering::Release);
         // Dekker partner of the producer's wait: store flag; fence; load head.
         fence(Ordering::SeqCst);
-        if header.producer_waiting.0.load(Ordering::Relaxed) != 0 {
+        let wants_head = header.producer_wants_head.0.load(Ordering::Relaxed);
+        if wants_head != 0 && self.head >= wants_head {
             header.space_epoch.0.fetch_add(1, Ordering::SeqCst);
             self.space.wake_all(&header.space_epoch.0);
         }

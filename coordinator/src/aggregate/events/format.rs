@@ -1,0 +1,230 @@
+//! Event lines in the reference's layout: the JSON of one batch of events, written by a formatter
+//! thread, so the aggregator only copies each event's fields into the batch.
+
+use std::borrow::Cow;
+use std::ops::Range;
+
+/// Where a string of an event lies in its batch's text.
+pub type Span = Range<u32>;
+
+/// One event, its strings held in the batch's text.
+#[derive(Clone, Debug)]
+pub enum Op {
+    /// A session event (`session.started`, ...): `data` is null, no sample.
+    Session {
+        event_type: &'static str,
+        timestamp_ns: u64,
+    },
+    /// `sample.issued` with the row's pre-rendered `PromptData` JSON.
+    Issued {
+        sample_id: u64,
+        timestamp_ns: u64,
+        row: u32,
+    },
+    RecvFirst {
+        sample_id: u64,
+        timestamp_ns: u64,
+    },
+    /// `["ErrorData",error_type,message]` under `topic` (`error.generic`, `error.loadgen`).
+    Error {
+        topic: &'static str,
+        sample_id: u64,
+        timestamp_ns: u64,
+        error_type: &'static str,
+        message: Span,
+    },
+    Complete(Complete),
+}
+
+/// A `sample.complete` event.
+#[derive(Clone, Debug)]
+pub struct Complete {
+    pub sample_id: u64,
+    pub timestamp_ns: u64,
+    /// `None` for a failed sample (data null).
+    pub output: Option<Span>,
+    /// Where a streamed output's first chunk ends (in bytes of the output, at a char boundary);
+    /// `None` writes the output as one string.
+    pub first_chunk_end: Option<u32>,
+    pub finish_reason: Option<&'static str>,
+    pub worker_id: u16,
+    pub prompt_tokens: Option<u32>,
+    pub completion_tokens: Option<u32>,
+}
+
+/// Events in log order, with the bytes of their strings.
+#[derive(Debug, Default)]
+pub struct Batch {
+    pub ops: Vec<Op>,
+    pub text: Vec<u8>,
+}
+
+impl Batch {
+    /// Copies `bytes` into the batch's text.
+    pub fn push_text(&mut self, bytes: &[u8]) -> Span {
+        let start = self.text.len() as u32;
+        self.text.extend_from_slice(bytes);
+        start..self.text.len() as u32
+    }
+
+    fn str_at(&self, span: &Span) -> &str {
+        // The aggregator copies only `&str`s into the text, at char boundaries.
+        std::str::from_utf8(&self.text[span.start as usize..span.end as usize]).unwrap_or("")
+    }
+
+    pub fn clear(&mut self) {
+        self.ops.clear();
+        self.text.clear();
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.ops.is_empty()
+    }
+}
+
+/// What every batch's lines need beside the batch itself.
+#[derive(Debug, Default)]
+pub struct FormatContext {
+    /// Each dataset row's `PromptData` JSON (`sample.issued`'s data).
+    pub prompt_data_json: std::sync::Arc<Vec<String>>,
+    /// Values never written (API keys, URL passwords): an endpoint may echo them in an error.
+    pub secrets: Vec<String>,
+}
+
+/// What a hidden secret is written as (the binary's `redact::REDACTED`).
+pub const SECRET_PLACEHOLDER: &str = "<redacted>";
+
+/// `text` with every one of `secrets` replaced by [`SECRET_PLACEHOLDER`].
+pub fn hide_secrets<'a>(text: &'a str, secrets: &[String]) -> Cow<'a, str> {
+    let mut out = Cow::Borrowed(text);
+    for secret in secrets.iter().filter(|s| !s.is_empty()) {
+        if out.contains(secret.as_str()) {
+            out = Cow::Owned(out.replace(secret.as_str(), SECRET_PLACEHOLDER));
+        }
+    }
+    out
+}
+
+/// Appends the lines of `batch` to `out`.
+pub fn format_batch(batch: &Batch, ctx: &FormatContext, out: &mut Vec<u8>) {
+    for op in &batch.ops {
+        match op {
+            Op::Session { event_type, timestamp_ns } => {
+                head(out, event_type, *timestamp_ns, None);
+                out.extend_from_slice(b"null");
+            }
+            Op::Issued { sample_id, timestamp_ns, row } => {
+                head(out, "sample.issued", *timestamp_ns, Some(*sample_id));
+                let json = ctx.prompt_data_json.get(*row as usize).map_or("null", |s| s.as_str());
+                out.extend_from_slice(json.as_bytes());
+            }
+            Op::RecvFirst { sample_id, timestamp_ns } => {
+                head(out, "sample.recv_first", *timestamp_ns, Some(*sample_id));
+                out.extend_from_slice(b"null");
+            }
+            Op::Error { topic, sample_id, timestamp_ns, error_type, message } => {
+                head(out, topic, *timestamp_ns, Some(*sample_id));
+                out.extend_from_slice(b"[\"ErrorData\",");
+                push_json_str(out, error_type);
+                out.push(b',');
+                push_json_str(out, &hide_secrets(batch.str_at(message), &ctx.secrets));
+                out.push(b']');
+            }
+            Op::Complete(c) => complete(out, batch, c),
+        }
+        out.extend_from_slice(b"}\n");
+    }
+}
+
+fn head(out: &mut Vec<u8>, event_type: &str, timestamp_ns: u64, sample: Option<u64>) {
+    out.extend_from_slice(b"{\"event_type\":\"");
+    out.extend_from_slice(event_type.as_bytes());
+    out.extend_from_slice(b"\",\"timestamp_ns\":");
+    push_u64(out, timestamp_ns);
+    out.extend_from_slice(b",\"sample_uuid\":\"");
+    if let Some(id) = sample {
+        push_uuid(out, id);
+    }
+    out.extend_from_slice(b"\",\"conversation_id\":\"\",\"turn\":null,\"data\":");
+}
+
+/// A streamed output is written as the reference's `[first_chunk, rest]` list, a non-streamed
+/// one as a string.
+fn complete(out: &mut Vec<u8>, batch: &Batch, c: &Complete) {
+    head(out, "sample.complete", c.timestamp_ns, Some(c.sample_id));
+    match &c.output {
+        None => out.extend_from_slice(b"null"),
+        Some(span) => {
+            let text = batch.str_at(span);
+            out.extend_from_slice(b"[\"TextModelOutput\",");
+            match c.first_chunk_end {
+                Some(split) => {
+                    let split = (split as usize).min(text.len());
+                    out.push(b'[');
+                    if !text.is_empty() {
+                        push_json_str(out, &text[..split]);
+                        if split < text.len() {
+                            out.push(b',');
+                            push_json_str(out, &text[split..]);
+                        }
+                    }
+                    out.push(b']');
+                }
+                None => push_json_str(out, text),
+            }
+            out.extend_from_slice(b",null,null]");
+        }
+    }
+    if let Some(reason) = c.finish_reason {
+        out.extend_from_slice(b",\"finish_reason\":\"");
+        out.extend_from_slice(reason.as_bytes());
+        out.push(b'"');
+    }
+    out.extend_from_slice(b",\"worker_id\":");
+    push_u64(out, u64::from(c.worker_id));
+    if let Some(p) = c.prompt_tokens {
+        out.extend_from_slice(b",\"prompt_tokens\":");
+        push_u64(out, u64::from(p));
+    }
+    if let Some(n) = c.completion_tokens {
+        out.extend_from_slice(b",\"completion_tokens\":");
+        push_u64(out, u64::from(n));
+    }
+}
+
+/// The sample uuid of a sample id: 32 lowercase hex digits, like the reference's uuid4().hex.
+pub fn sample_uuid(sample_id: u64) -> String {
+    let mut out = Vec::with_capacity(32);
+    push_uuid(&mut out, sample_id);
+    String::from_utf8(out).unwrap_or_default()
+}
+
+/// Appends the 32-hex-digit uuid of `sample_id` without allocating.
+pub fn push_uuid(out: &mut Vec<u8>, sample_id: u64) {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    out.extend_from_slice(b"0000000000000000");
+    for shift in (0..16).rev() {
+        out.push(HEX[((sample_id >> (shift * 4)) & 0xf) as usize]);
+    }
+}
+
+/// Appends `n` in decimal without allocating.
+pub fn push_u64(out: &mut Vec<u8>, mut n: u64) {
+    let mut digits = [0u8; 20];
+    let mut i = digits.len();
+    loop {
+        i -= 1;
+        digits[i] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    out.extend_from_slice(&digits[i..]);
+}
+
+/// Appends `s` as a JSON string literal.
+pub fn push_json_str(out: &mut Vec<u8>, s: &str) {
+    // serde_json escapes exactly as JSON requires; writing into a Vec cannot fail.
+    let _ = serde_json::to_writer(&mut *out, s);
+}
