@@ -272,6 +272,12 @@ pub struct BenchFlags {
     pub cpu_affinity: bool,
     #[arg(long = "no-cpu-affinity", overrides_with = "cpu_affinity", help_heading = "Client")]
     pub no_cpu_affinity: bool,
+    /// Local IP addresses the connections leave from, in turn (comma-separated or repeated);
+    /// needed past one address's ephemeral ports (~24,000 connections to one endpoint);
+    /// loopback endpoints get 127.0.0.2, … themselves [default: the kernel's choice].
+    #[arg(long = "source-addresses", value_name = "ADDR[,ADDR...]", value_delimiter = ',',
+          action = ArgAction::Append, help_heading = "Client")]
+    pub source_addresses: Vec<String>,
 
     /// Issue warm-up samples before tracking starts.
     #[arg(long = "warmup", visible_alias = "warmup.enabled", help_heading = "Warm-up")]
@@ -407,6 +413,9 @@ impl BenchFlags {
         set(&mut config.timeout, self.timeout);
         if self.no_events {
             config.events = Some(false);
+        }
+        if !self.source_addresses.is_empty() {
+            config.source_addresses = self.source_addresses.clone();
         }
         Ok(())
     }

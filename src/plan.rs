@@ -132,6 +132,10 @@ pub struct Plan {
     /// Connections across all workers (default: 32 per worker, and at least the
     /// concurrency of a concurrency run).
     pub max_connections: usize,
+    /// Local addresses the connections leave from, in turn (`--source-addresses`); empty =
+    /// the kernel's choice, or loopback ones picked at run time past one address's ports
+    /// (`loadgen_worker::http::ports::source_addresses_for`).
+    pub source_addresses: Vec<std::net::IpAddr>,
     pub cpu_affinity: bool,
     /// Connections opened before the clock starts, across all workers: `None` = auto,
     /// `Some(0)` = one per worker (`--client.warmup-connections`, -1 = auto); see
@@ -270,6 +274,7 @@ pub fn resolve_plan(mut config: Config, verbose: u8) -> Result<Plan, AppError> {
     );
     let max_duration_ms = check_durations(runtime)?;
     let (workers, max_connections) = resolve_workers(&config, load_pattern)?;
+    let source_addresses = resolve_source_addresses(&config.source_addresses, &endpoints)?;
     let drain_timeout_ms = seconds_to_ms(config.settings.drain.performance_timeout_s, "drain")?;
     let request_timeout_ns = resolve_request_timeout(config.timeout)?;
     let warmup = &config.settings.warmup;
@@ -297,6 +302,7 @@ pub fn resolve_plan(mut config: Config, verbose: u8) -> Result<Plan, AppError> {
         request_timeout_ns,
         workers,
         max_connections,
+        source_addresses,
         cpu_affinity: config.enable_cpu_affinity,
         warmup_connections: resolve_warmup_connections(config.settings.client.warmup_connections)?,
         worker_init_timeout_ms: seconds_to_ms(
@@ -704,6 +710,77 @@ fn resolve_workers(config: &Config, pattern: LoadPattern) -> Result<(usize, usiz
         }
     };
     Ok((workers.min(max_connections), max_connections))
+}
+
+/// `--source-addresses` as given → the addresses connections bind to: each an IP address
+/// (IPv6 with or without brackets), not unspecified, multicast or broadcast, none twice, all
+/// of one family and of the family of every endpoint given by address (the embedded stub
+/// listens on 127.0.0.1). Whether each is an address of this host is checked at run time.
+pub fn resolve_source_addresses(
+    given: &[String],
+    endpoints: &[EndpointUrl],
+) -> Result<Vec<std::net::IpAddr>, AppError> {
+    use std::net::IpAddr;
+    let mut out: Vec<IpAddr> = Vec::with_capacity(given.len());
+    for text in given.iter().map(|t| t.trim()).filter(|t| !t.is_empty()) {
+        let bare = text.strip_prefix('[').and_then(|t| t.strip_suffix(']')).unwrap_or(text);
+        let addr: IpAddr = bare.parse().map_err(|_| {
+            AppError::Input(format!(
+                "--source-addresses {text:?} is not an IP address; give local addresses such \
+                 as 127.0.0.2 or 10.0.0.5, comma-separated"
+            ))
+        })?;
+        let unusable = addr.is_unspecified()
+            || addr.is_multicast()
+            || addr == IpAddr::from(std::net::Ipv4Addr::BROADCAST);
+        if unusable {
+            return Err(AppError::Input(format!(
+                "--source-addresses {text} cannot be a connection's source address; give \
+                 addresses of this host's interfaces (ip addr shows them)"
+            )));
+        }
+        if out.contains(&addr) {
+            return Err(AppError::Input(format!(
+                "--source-addresses lists {addr} twice; give each address once"
+            )));
+        }
+        out.push(addr);
+    }
+    let Some(first) = out.first() else { return Ok(out) };
+    let family = |a: &IpAddr| if a.is_ipv4() { "IPv4" } else { "IPv6" };
+    if let Some(other) = out.iter().find(|a| a.is_ipv4() != first.is_ipv4()) {
+        return Err(AppError::Input(format!(
+            "--source-addresses mixes {} {first} and {} {other}; give addresses of the \
+             endpoint's family only",
+            family(first),
+            family(other)
+        )));
+    }
+    let embedded = [("the embedded stub at 127.0.0.1".to_string(), true)];
+    let literal: Vec<(String, bool)> = endpoints
+        .iter()
+        .filter_map(|e| literal_host(&e.url).map(|ip| (e.url.clone(), ip.is_ipv4())))
+        .collect();
+    let targets = if endpoints.is_empty() { &embedded[..] } else { &literal[..] };
+    if let Some((url, _)) = targets.iter().find(|(_, v4)| *v4 != first.is_ipv4()) {
+        return Err(AppError::Input(format!(
+            "--source-addresses {first} is {} but {url} is not; give addresses of the \
+             endpoint's family",
+            family(first)
+        )));
+    }
+    Ok(out)
+}
+
+/// The host of an `http://host[:port][/…]` URL when it is an IP address literal.
+fn literal_host(url: &str) -> Option<std::net::IpAddr> {
+    let rest = url.strip_prefix("http://")?;
+    let authority = rest.split(['/', '?', '#']).next()?;
+    if let Some(v6) = authority.strip_prefix('[') {
+        return v6.split(']').next()?.parse().ok();
+    }
+    let host = authority.rsplit_once(':').map_or(authority, |(h, _)| h);
+    host.parse().ok()
 }
 
 /// The per-request timeout in ns (0 = none): positive and finite seconds, as `--timeout`
@@ -1337,5 +1414,51 @@ mod tests {
         let parts: Vec<usize> = (0..4).map(|i| split_share(10, 4, i)).collect();
         assert_eq!(parts, [3, 3, 2, 2]);
         assert_eq!(split_share(5, 0, 0), 5, "no workers counts as one");
+    }
+
+    #[test]
+    fn source_addresses_resolve_into_the_plan_in_order() {
+        let plan = plan_of(&["offline", "--source-addresses", "127.0.0.2, 127.0.0.3"]).unwrap();
+        let want: Vec<std::net::IpAddr> =
+            ["127.0.0.2", "127.0.0.3"].iter().map(|a| a.parse().unwrap()).collect();
+        assert_eq!(plan.source_addresses, want);
+        let repeated = plan_of(&[
+            "offline",
+            "--source-addresses",
+            "127.0.0.2",
+            "--source-addresses",
+            "127.0.0.3",
+        ])
+        .unwrap();
+        assert_eq!(repeated.source_addresses, want, "repeated flags add up");
+        assert!(plan_of(&["offline"]).unwrap().source_addresses.is_empty(), "none: the kernel's");
+        let v6 = ["--endpoints", "http://[::1]:8000", "--model", "m"];
+        let plan = plan_of(&[&["offline", "--source-addresses", "[::1]"][..], &v6].concat());
+        assert_eq!(plan.unwrap().source_addresses, ["::1".parse::<std::net::IpAddr>().unwrap()]);
+        let by_name = ["--endpoints", "http://localhost:8000", "--model", "m"];
+        let plan = plan_of(&[&["offline", "--source-addresses", "::1"][..], &by_name].concat());
+        assert!(plan.is_ok(), "a host name's family is checked once it is resolved");
+    }
+
+    #[test]
+    fn bad_source_addresses_are_refused_naming_them() {
+        let cases: &[(&[&str], &str)] = &[
+            (&["--source-addresses", "127.0.0.300"], "\"127.0.0.300\" is not an IP address"),
+            (&["--source-addresses", "lo"], "\"lo\" is not an IP address"),
+            (&["--source-addresses", "0.0.0.0"], "0.0.0.0 cannot be a connection's source"),
+            (&["--source-addresses", "224.0.0.1"], "224.0.0.1 cannot be"),
+            (&["--source-addresses", "127.0.0.2,127.0.0.2"], "lists 127.0.0.2 twice"),
+            (&["--source-addresses", "127.0.0.2,::1"], "mixes IPv4 127.0.0.2 and IPv6 ::1"),
+            (&["--source-addresses", "::1"], "::1 is IPv6 but the embedded stub"),
+            (
+                &["--source-addresses", "::1", "--endpoints", "http://127.0.0.1:9", "--model", "m"],
+                "::1 is IPv6 but http://127.0.0.1:9 is not",
+            ),
+        ];
+        for (args, want) in cases {
+            let err = plan_of(&[&["offline"][..], args].concat()).unwrap_err();
+            assert_eq!(err.exit_code(), 2, "{args:?}: {err}");
+            assert!(err.to_string().contains(want), "{args:?}: {err}");
+        }
     }
 }

@@ -15,7 +15,10 @@ use loadgen_coordinator::metrics::{
 };
 use loadgen_coordinator::schedule::{IssueLags, Pattern};
 use loadgen_coordinator::{RunEnd, RunError, RunSpec};
-use loadgen_worker::http::ports::{bind_from_slot, ephemeral_even_ports};
+use loadgen_worker::http::ports::{
+    bind_from_slot_over_sources, ephemeral_even_ports, ephemeral_range, ports_per_source,
+    source_addresses_for, SourceChoice, SOURCE_PORT_BUDGET_PERCENT,
+};
 use loadgen_worker::request::{self, Endpoint, Prompt, RequestOptions, RequestTable};
 use loadgen_worker::synthetic::SyntheticResponse;
 use loadgen_worker::wire::RingSizes;
@@ -41,29 +44,80 @@ const NULL_REQUEST_BASE: &str = "http://127.0.0.1:9";
 /// File descriptors a worker needs beside its connections (rings, wake-ups, stdio, io_uring).
 pub const FD_HEADROOM: u64 = 256;
 
-/// Raises RLIMIT_NOFILE's soft limit so each worker can hold `needed` descriptors; a hard
-/// limit below that is a setup error that says what to do.
-fn raise_fd_limit(needed: u64, verbose: bool) -> Result<(), AppError> {
+/// What RLIMIT_NOFILE needs for a process that holds `needed` descriptors.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum FdAction {
+    /// The soft limit already allows it.
+    Enough,
+    /// Raise the soft limit to `needed` (always permitted up to the hard limit).
+    RaiseSoft,
+    /// Raise both limits to `needed`: permitted only with CAP_SYS_RESOURCE (root) and up to
+    /// fs.nr_open.
+    RaiseHard,
+}
+
+/// The fd-limit rule, from the limits now and what one process needs.
+fn fd_action(needed: u64, soft: u64, hard: u64) -> FdAction {
+    if soft >= needed {
+        FdAction::Enough
+    } else if hard >= needed {
+        FdAction::RaiseSoft
+    } else {
+        FdAction::RaiseHard
+    }
+}
+
+/// Workers that would hold `connections` within a hard fd limit of `hard` (each needs
+/// `FD_HEADROOM` beside its connections).
+fn workers_within(connections: usize, hard: u64) -> u64 {
+    (connections as u64).div_ceil(hard.saturating_sub(FD_HEADROOM).max(1))
+}
+
+/// Raises RLIMIT_NOFILE so that each of `workers` worker processes can hold its share of
+/// `connections` (the workers inherit it through fork): the soft limit up to the hard one,
+/// and the hard one too where this process may (root). Where it may not, or the embedded stub
+/// (already forked, one process) could not hold every connection, a setup error before the
+/// run says what to do, instead of connects failing mid-run.
+fn raise_fd_limit(
+    connections: usize,
+    workers: usize,
+    embedded: bool,
+    verbose: bool,
+) -> Result<(), AppError> {
     use nix::sys::resource::{getrlimit, setrlimit, Resource};
     let (soft, hard) = getrlimit(Resource::RLIMIT_NOFILE)
         .map_err(|e| AppError::Setup(format!("cannot read the file-descriptor limit: {e}")))?;
-    if soft >= needed {
-        return Ok(());
-    }
-    if hard < needed {
+    let per_worker = connections.div_ceil(workers.max(1));
+    let needed = per_worker as u64 + FD_HEADROOM;
+    if embedded && connections as u64 + FD_HEADROOM > hard {
         return Err(AppError::Setup(format!(
-            "each worker needs {needed} file descriptors for its connections, but the hard limit \
-             (ulimit -Hn) is {hard}; raise it, or lower --max-connections / --concurrency, or \
-             add --workers to spread the connections"
+            "the embedded stub would hold all {connections} connections in one process, but \
+             the file-descriptor hard limit (ulimit -Hn) is {hard}; start llm-loadgen stub \
+             max-throughput yourself (several of them may share one --port) and pass \
+             --endpoints, or lower --max-connections / --concurrency"
         )));
     }
-    setrlimit(Resource::RLIMIT_NOFILE, needed, hard).map_err(|e| {
+    let new_hard = match fd_action(needed, soft, hard) {
+        FdAction::Enough => return Ok(()),
+        FdAction::RaiseSoft => hard,
+        FdAction::RaiseHard => needed,
+    };
+    setrlimit(Resource::RLIMIT_NOFILE, needed, new_hard).map_err(|e| {
+        let advice = format!(
+            "--workers {} spreads them within it",
+            workers_within(connections, hard).max(workers as u64 + 1)
+        );
         AppError::Setup(format!(
-            "cannot raise the file-descriptor limit from {soft} to {needed}: {e}; run ulimit -n {needed} first"
+            "each worker needs {needed} file descriptors for its {per_worker} connections, but \
+             the hard limit (ulimit -Hn) is {hard} and cannot be raised here ({e}); add workers \
+             ({advice}), lower --max-connections / --concurrency, or raise the hard limit \
+             (ulimit -Hn, LimitNOFILE=, /etc/security/limits.conf)"
         ))
     })?;
     if verbose {
-        eprintln!("raised the file-descriptor limit from {soft} to {needed} (hard limit {hard})");
+        eprintln!(
+            "raised the file-descriptor limit from {soft} to {needed} (hard limit {new_hard})"
+        );
     }
     Ok(())
 }
@@ -156,7 +210,7 @@ fn run_with_endpoints(
             (workers, plan.max_connections.max(workers))
         }
     };
-    let worker_specs = worker_specs(plan, &endpoints, &tables, workers, connections);
+    let worker_specs = worker_specs(plan, &endpoints, &tables, workers, connections)?;
     if plan.verbose > 0 {
         let warm: u32 = worker_specs.iter().map(|w| w.warm_connections.max(1)).sum();
         eprintln!(
@@ -165,7 +219,7 @@ fn run_with_endpoints(
         );
     }
     let per_worker_conns = connections.div_ceil(workers);
-    raise_fd_limit(per_worker_conns as u64 + FD_HEADROOM, plan.verbose > 0)?;
+    raise_fd_limit(connections, workers, embedded, plan.verbose > 0)?;
     let ring_sizes = RingSizes {
         issue_slots: (per_worker_conns * 2).clamp(1024, 1 << 16),
         record_bytes: 8 << 20,
@@ -275,34 +329,41 @@ fn client_counts(plan: &Plan) -> (Vec<Option<u32>>, Vec<String>, Option<TokenCou
 }
 
 /// One `WorkerSpec` per worker: its endpoint (round robin), its share of the pool, its warm
-/// connections, its port range and the plan's per-request timeout.
+/// connections, its source addresses and port range, and the plan's per-request timeout.
 fn worker_specs(
     plan: &Plan,
     endpoints: &[Endpoint],
     tables: &[Arc<RequestTable>],
     workers: usize,
     connections: usize,
-) -> Vec<WorkerSpec> {
+) -> Result<Vec<WorkerSpec>, AppError> {
     let api = worker_api(plan.api_type);
     let null = plan.endpoints.iter().any(crate::plan::EndpointUrl::is_null);
     let share_of =
         |i: usize| split_share(connections, workers, i).clamp(1, MAX_CONNECTIONS_PER_WORKER);
+    // Connections per endpoint address (several URLs may name one address): the port budgets
+    // of `http::ports` are per destination.
+    let addr_total = |addr: std::net::SocketAddr| -> usize {
+        (0..workers).filter(|&w| endpoints[w % endpoints.len()].addr == addr).map(share_of).sum()
+    };
+    let sources = endpoint_sources(plan, endpoints, &addr_total)?;
     let even_ports = ephemeral_even_ports();
-    (0..workers)
+    let specs = (0..workers)
         .map(|i| {
             let ep = i % endpoints.len();
             let share = share_of(i);
-            let endpoint_total: usize =
-                (0..workers).filter(|w| w % endpoints.len() == ep).map(share_of).sum();
+            let endpoint_total = addr_total(endpoints[ep].addr);
             let warm =
                 warm_connections(plan.load_pattern, plan.warmup_connections, workers, i, share);
+            let bind_from =
+                bind_from_slot_over_sources(share, endpoint_total, sources[ep].len(), even_ports);
             WorkerSpec {
                 worker_id: i as u16,
                 core: None,
                 endpoint: endpoints[ep].clone(),
                 connections: share as u32,
                 warm_connections: warm as u32,
-                bind_from_slot: bind_from_slot(share, endpoint_total, even_ports) as u32,
+                bind_from_slot: bind_from as u32,
                 api,
                 streaming: plan.streaming,
                 requests: tables[ep].clone(),
@@ -310,11 +371,86 @@ fn worker_specs(
                 max_output_bytes: MAX_OUTPUT_BYTES,
                 request_timeout_ns: plan.request_timeout_ns,
                 in_flight: None,
-                source_addresses: Vec::new(),
+                // A null-endpoint worker opens no connection.
+                source_addresses: if null { Vec::new() } else { sources[ep].clone() },
                 synthetic: null.then(|| SyntheticResponse::stub_like(plan.streaming)),
             }
         })
-        .collect()
+        .collect();
+    Ok(specs)
+}
+
+/// The source addresses of each endpoint's connections (`http::ports::source_addresses_for`
+/// over the run's connections to its address): `--source-addresses` as given, loopback ones
+/// picked here (said at -v), or a setup error when one address's ports cannot hold them.
+/// Every address is checked to be of the endpoint's family and local before the run.
+fn endpoint_sources(
+    plan: &Plan,
+    endpoints: &[Endpoint],
+    addr_total: &dyn Fn(std::net::SocketAddr) -> usize,
+) -> Result<Vec<Vec<std::net::IpAddr>>, AppError> {
+    let (low, high) = ephemeral_range();
+    let per_source = ports_per_source(low, high);
+    let mut out = Vec::with_capacity(endpoints.len());
+    for ep in endpoints {
+        if let Some(bad) = plan.source_addresses.iter().find(|a| a.is_ipv4() != ep.addr.is_ipv4()) {
+            return Err(AppError::Input(format!(
+                "--source-addresses {bad} is not of the family of endpoint {} ({}); give \
+                 addresses of the endpoint's family",
+                ep.host, ep.addr
+            )));
+        }
+        let total = addr_total(ep.addr);
+        let given = plan.source_addresses.len();
+        let sources = match source_addresses_for(ep.addr.ip(), total, given, per_source) {
+            SourceChoice::AsGiven => plan.source_addresses.clone(),
+            SourceChoice::Loopback(picked) => {
+                if plan.verbose > 0 && !out.contains(&picked) {
+                    eprintln!(
+                        "source addresses: {total} connections to {} are past one address's \
+                         {per_source} ports (ephemeral range {low}-{high}); connecting from {}",
+                        ep.addr,
+                        join_addrs(&picked)
+                    );
+                }
+                picked
+            }
+            SourceChoice::TooFew { needed } => {
+                let has = if given == 0 {
+                    "no --source-addresses is given".to_string()
+                } else {
+                    format!("--source-addresses gives {given}")
+                };
+                return Err(AppError::Setup(format!(
+                    "{total} connections to {} need {needed} source addresses: one holds \
+                     {per_source} connections to one endpoint ({SOURCE_PORT_BUDGET_PERCENT}% of \
+                     the ephemeral port range {low}-{high}, \
+                     /proc/sys/net/ipv4/ip_local_port_range), and {has}; give \
+                     --source-addresses with {needed} addresses of this host, or lower \
+                     --max-connections / --concurrency",
+                    ep.addr
+                )));
+            }
+        };
+        sources.iter().try_for_each(check_local_address)?;
+        out.push(sources);
+    }
+    Ok(out)
+}
+
+/// Binds a throwaway UDP socket to `addr`: fails (EADDRNOTAVAIL) unless `addr` is an address
+/// of this host, so a wrong `--source-addresses` is refused before any worker starts.
+fn check_local_address(addr: &std::net::IpAddr) -> Result<(), AppError> {
+    std::net::UdpSocket::bind((*addr, 0)).map(drop).map_err(|e| {
+        AppError::Input(format!(
+            "--source-addresses {addr} is not an address of this host ({e}); give addresses \
+             that ip addr lists"
+        ))
+    })
+}
+
+fn join_addrs(addrs: &[std::net::IpAddr]) -> String {
+    addrs.iter().map(|a| a.to_string()).collect::<Vec<_>>().join(", ")
 }
 
 fn finish_run(
@@ -761,11 +897,93 @@ mod tests {
         let endpoints: Vec<Endpoint> =
             plan.endpoints.iter().map(|e| Endpoint::parse(&e.url).unwrap()).collect();
         let tables = vec![Arc::new(RequestTable::new()), Arc::new(RequestTable::new())];
-        let specs = worker_specs(&plan, &endpoints, &tables, 3, 12);
+        let specs = worker_specs(&plan, &endpoints, &tables, 3, 12).unwrap();
         assert_eq!(specs.len(), 3);
         assert!(specs.iter().all(|w| w.request_timeout_ns == 1_500_000_000));
         let none = crate::plan::plan_from_args(&["offline"]).unwrap();
-        let specs = worker_specs(&none, &endpoints, &tables, 2, 4);
+        let specs = worker_specs(&none, &endpoints, &tables, 2, 4).unwrap();
         assert!(specs.iter().all(|w| w.request_timeout_ns == 0), "0 = none by default");
+    }
+
+    /// The plan and worker specs of `connections` over `workers` to `url`, with `extra` flags.
+    fn specs_for(
+        url: &str,
+        extra: &[&str],
+        workers: usize,
+        connections: usize,
+    ) -> Result<Vec<WorkerSpec>, AppError> {
+        let args = [&["offline", "--endpoints", url, "--model", "m"][..], extra].concat();
+        let plan = crate::plan::plan_from_args(&args).unwrap();
+        let endpoints = vec![Endpoint::parse(url).unwrap()];
+        let tables = vec![Arc::new(RequestTable::new())];
+        worker_specs(&plan, &endpoints, &tables, workers, connections)
+    }
+
+    fn ips(list: &[&str]) -> Vec<std::net::IpAddr> {
+        list.iter().map(|a| a.parse().unwrap()).collect()
+    }
+
+    #[test]
+    fn a_loopback_run_past_one_address_gets_loopback_source_addresses() {
+        let (low, high) = ephemeral_range();
+        let per = ports_per_source(low, high);
+        // One more than one address holds, whatever this machine's range: two addresses.
+        let specs = specs_for("http://127.0.0.1:9", &[], 3, per + 1).unwrap();
+        for w in &specs {
+            assert_eq!(w.source_addresses, ips(&["127.0.0.1", "127.0.0.2"]), "{}", w.worker_id);
+            let share = w.connections as usize;
+            let even = ephemeral_even_ports();
+            assert_eq!(
+                w.bind_from_slot as usize,
+                bind_from_slot_over_sources(share, per + 1, 2, even)
+            );
+        }
+        let specs = specs_for("http://127.0.0.1:9", &[], 3, per).unwrap();
+        assert!(specs.iter().all(|w| w.source_addresses.is_empty()), "one address holds them");
+        let given = ["--source-addresses", "127.0.0.3"];
+        let specs = specs_for("http://127.0.0.1:9", &given, 2, 10).unwrap();
+        assert!(specs.iter().all(|w| w.source_addresses == ips(&["127.0.0.3"])), "as given");
+    }
+
+    #[test]
+    fn a_remote_run_past_one_address_is_refused_naming_the_count_range_and_flag() {
+        let (low, high) = ephemeral_range();
+        let per = ports_per_source(low, high);
+        let err = specs_for("http://192.0.2.1:9", &[], 2, per + 1).unwrap_err();
+        assert_eq!(err.exit_code(), 3, "{err}");
+        let msg = err.to_string();
+        for want in [
+            format!("{} connections to 192.0.2.1:9 need 2 source addresses", per + 1),
+            format!("ephemeral port range {low}-{high}"),
+            "give --source-addresses with 2 addresses".to_string(),
+        ] {
+            assert!(msg.contains(&want), "{want:?} in {msg}");
+        }
+        let one = ["--source-addresses", "127.0.0.2"];
+        let err = specs_for("http://127.0.0.1:9", &one, 2, per + 1).unwrap_err();
+        assert!(err.to_string().contains("--source-addresses gives 1"), "{err}");
+    }
+
+    #[test]
+    fn a_source_address_that_is_not_local_is_refused_before_the_run() {
+        // 192.0.2.0/24 is TEST-NET-1: documentation only, never a host's address.
+        let err = specs_for("http://192.0.2.1:9", &["--source-addresses", "192.0.2.7"], 1, 4)
+            .unwrap_err();
+        assert_eq!(err.exit_code(), 2, "{err}");
+        assert!(err.to_string().contains("192.0.2.7 is not an address of this host"), "{err}");
+        let err = specs_for("http://localhost:9", &["--source-addresses", "::1"], 1, 4);
+        let err = err.unwrap_err().to_string();
+        assert!(err.contains("::1 is not of the family of endpoint localhost"), "{err}");
+    }
+
+    #[test]
+    fn the_fd_limit_is_raised_as_far_as_it_must_be() {
+        assert_eq!(fd_action(10_256, 20_000, 20_000), FdAction::Enough);
+        assert_eq!(fd_action(10_256, 1_024, 20_000), FdAction::RaiseSoft);
+        assert_eq!(fd_action(20_000, 1_024, 20_000), FdAction::RaiseSoft);
+        assert_eq!(fd_action(20_257, 20_000, 20_000), FdAction::RaiseHard);
+        // 40,000 connections within a hard limit of 20,000: three workers of 13,334.
+        assert_eq!(workers_within(40_000, 20_000), 3);
+        assert_eq!(workers_within(40_000, 100), 40_000, "a limit below the headroom");
     }
 }

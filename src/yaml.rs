@@ -42,6 +42,10 @@ pub struct Config {
     pub enable_cpu_affinity: bool,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub audit: Option<YamlValue>,
+    /// `--source-addresses`, as given: a flag only (the reference has no such key), so YAML
+    /// never sets it and config.yaml never shows it.
+    #[serde(skip)]
+    pub source_addresses: Vec<String>,
 }
 
 /// `type:` of a configuration.
@@ -615,6 +619,7 @@ impl Config {
             verbose: false,
             enable_cpu_affinity: true,
             audit: None,
+            source_addresses: Vec::new(),
         }
     }
 

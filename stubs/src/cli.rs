@@ -357,8 +357,11 @@ pub fn run(cmd: StubCommand) -> anyhow::Result<()> {
             handle.stop();
         })
         .context("starting the signal thread")?;
+    let stopped = server.stop_handle();
     server.wait();
     let _ = waiter.join();
+    // What it served, for whoever started it (a test counting connections, a user).
+    eprintln!("stub stopped: {}", stopped.totals());
     Ok(())
 }
 

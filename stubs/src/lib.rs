@@ -19,4 +19,4 @@ pub use config::{
     DelayFault, FaultConfig, StatusFault, StubConfig, StubKind, TruncateFault, TruncateFraming,
     UsageFault, VariableConfig,
 };
-pub use server::{StopHandle, StubServer};
+pub use server::{StopHandle, StubServer, StubTotals, PEER_ADDRESSES_MAX};

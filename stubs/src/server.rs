@@ -1,8 +1,9 @@
 //! `StubServer`: binds the listeners, starts one worker thread per listener (pinned when
 //! asked), prints stats when asked, and stops and joins them all.
 
+use std::collections::BTreeSet;
 use std::io;
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::os::unix::net::UnixStream;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -40,6 +41,73 @@ pub struct Shared {
     pub wake: Mutex<Vec<UnixStream>>,
     /// One per worker.
     pub counters: Vec<Counters>,
+    /// The distinct addresses connections came from, the first `PEER_ADDRESSES_MAX` of them
+    /// (noted once per accepted connection, never per request).
+    pub peers: Mutex<BTreeSet<IpAddr>>,
+}
+
+/// Distinct client addresses a server remembers (what `peer_addresses` reports).
+pub const PEER_ADDRESSES_MAX: usize = 64;
+
+impl Shared {
+    /// Notes the address an accepted connection came from.
+    pub fn note_peer(&self, ip: IpAddr) {
+        let mut peers = self.peers.lock().unwrap_or_else(|e| e.into_inner());
+        if peers.len() < PEER_ADDRESSES_MAX {
+            peers.insert(ip);
+        }
+    }
+
+    fn totals(&self) -> StubTotals {
+        let sum = |f: fn(&Counters) -> &AtomicU64| -> u64 {
+            self.counters.iter().map(|c| f(c).load(Ordering::Relaxed)).sum()
+        };
+        let peers = self.peers.lock().unwrap_or_else(|e| e.into_inner());
+        StubTotals {
+            requests: sum(|c| &c.requests),
+            connections: sum(|c| &c.accepted),
+            peers: peers.iter().copied().collect(),
+        }
+    }
+}
+
+/// What a server has served so far.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StubTotals {
+    /// Requests framed.
+    pub requests: u64,
+    /// Connections accepted.
+    pub connections: u64,
+    /// The distinct addresses they came from (at most `PEER_ADDRESSES_MAX`), in order.
+    pub peers: Vec<IpAddr>,
+}
+
+impl std::fmt::Display for StubTotals {
+    /// `R requests on C connections from A, B`: the line `llm-loadgen stub` prints when it
+    /// stops.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} requests on {} connections from ", self.requests, self.connections)?;
+        if self.peers.is_empty() {
+            return write!(f, "no address");
+        }
+        for (i, peer) in self.peers.iter().enumerate() {
+            write!(f, "{}{peer}", if i == 0 { "" } else { ", " })?;
+        }
+        Ok(())
+    }
+}
+
+/// Raises this process's RLIMIT_NOFILE soft limit to its hard limit: a stub holds one
+/// descriptor per client connection, and a soft limit of 1,024 (a common default) would
+/// make it stop accepting long before a load generator stops connecting.
+fn raise_fd_soft_limit() {
+    use nix::sys::resource::{getrlimit, setrlimit, Resource};
+    if let Ok((soft, hard)) = getrlimit(Resource::RLIMIT_NOFILE) {
+        if soft < hard {
+            // Raising the soft limit up to the hard one is always permitted.
+            let _ = setrlimit(Resource::RLIMIT_NOFILE, hard, hard);
+        }
+    }
 }
 
 /// A running stub server. Dropping it stops it.
@@ -57,6 +125,12 @@ pub struct StopHandle {
 }
 
 impl StopHandle {
+    /// Requests, connections and their source addresses so far (also after the server
+    /// stopped).
+    pub fn totals(&self) -> StubTotals {
+        self.shared.totals()
+    }
+
     /// Asks every thread of the server to stop; `StubServer::wait` then returns.
     pub fn stop(&self) {
         self.shared.stop.store(true, Ordering::Release);
@@ -70,7 +144,9 @@ impl StopHandle {
 impl StubServer {
     /// Binds every worker's listener and starts the workers; connections made after it
     /// returns are accepted (the listeners exist before it returns).
+    /// It raises the process's soft fd limit to the hard one first (`raise_fd_soft_limit`).
     pub fn start(cfg: StubConfig) -> io::Result<StubServer> {
+        raise_fd_soft_limit();
         let workers = cfg.workers.max(1);
         check_cores(cfg.pin_cores.as_deref())?;
         let listeners = bind_listeners(SocketAddr::new(cfg.host, cfg.port), workers)?;
@@ -95,6 +171,7 @@ impl StubServer {
             precompiled,
             stop: AtomicBool::new(false),
             wake: Mutex::new(wake_senders),
+            peers: Mutex::new(BTreeSet::new()),
         });
         let mut threads = Vec::with_capacity(workers + 1);
         let (ready_tx, ready_rx) = std::sync::mpsc::channel();
@@ -150,14 +227,19 @@ impl StubServer {
         StopHandle { shared: self.shared.clone(), stats }
     }
 
-    /// Requests framed so far, summed over workers.
     /// Connections accepted so far, all workers.
     pub fn connections_accepted(&self) -> u64 {
         self.shared.counters.iter().map(|c| c.accepted.load(Ordering::Relaxed)).sum()
     }
 
+    /// Requests framed so far, summed over workers.
     pub fn requests_total(&self) -> u64 {
         self.shared.counters.iter().map(|c| c.requests.load(Ordering::Relaxed)).sum()
+    }
+
+    /// Requests, connections and their source addresses so far.
+    pub fn totals(&self) -> StubTotals {
+        self.shared.totals()
     }
 
     /// Response bytes written so far, summed over workers.

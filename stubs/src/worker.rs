@@ -111,8 +111,9 @@ fn per_worker_limit(total: usize, workers: usize, index: usize) -> Option<usize>
 async fn accept_loop(listener: TcpListener, ctx: Rc<Ctx>, stop: Rc<StopSignal>) {
     loop {
         match listener.accept().await {
-            Ok((stream, _)) => {
+            Ok((stream, peer)) => {
                 ctx.shared.counters[ctx.index].accepted.fetch_add(1, Ordering::Relaxed);
+                ctx.shared.note_peer(peer.ip());
                 let _ = stream.set_nodelay(true);
                 monoio::spawn(stop.clone().guard(serve(stream, ctx.clone())));
             }

@@ -161,6 +161,25 @@ fn bad_requests_get_400_and_unknown_paths_404() {
 }
 
 #[test]
+fn the_server_counts_connections_and_the_addresses_they_came_from() {
+    let server = start(StubKind::MaxThroughput, |c| c.workers = 2);
+    let addr = server.addr();
+    let sources: [std::net::Ipv4Addr; 3] =
+        ["127.0.0.1", "127.0.0.2", "127.0.0.2"].map(|a| a.parse().unwrap());
+    for source in sources {
+        let mut conn = Conn::from_source(source, addr);
+        assert_eq!(conn.roundtrip(CHAT, "{}").status, 200);
+    }
+    let handle = server.stop_handle();
+    server.stop();
+    let totals = handle.totals();
+    assert_eq!((totals.requests, totals.connections), (3, 3));
+    let peers: Vec<String> = totals.peers.iter().map(|p| p.to_string()).collect();
+    assert_eq!(peers, ["127.0.0.1", "127.0.0.2"]);
+    assert_eq!(totals.to_string(), "3 requests on 3 connections from 127.0.0.1, 127.0.0.2");
+}
+
+#[test]
 fn stopped_server_releases_its_port() {
     for round in 0..10 {
         let server = start(StubKind::MaxThroughput, |c| c.workers = 2);

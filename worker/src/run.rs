@@ -308,9 +308,13 @@ async fn worker_main(shared: Rc<Shared>, mut issue: IssueConsumer) -> i32 {
 async fn open_warm_connections(spec: &WorkerSpec) -> (Vec<Conn>, Option<std::io::Error>) {
     let slot_count = spec.connections as usize;
     let warm_count = (spec.warm_connections as usize).clamp(1, slot_count.max(1)).min(slot_count);
+    // Slot `index` leaves from source address `index % len` (`http::ports` sizes each
+    // address's share of the run, and `bind_from_slot` counts per address).
+    let sources = &spec.source_addresses;
     let new_conn = |index: usize| {
         let mut conn = Conn::new(spec.endpoint.addr, spec.api, spec.max_output_bytes);
         conn.set_bind_before_connect(index >= spec.bind_from_slot as usize);
+        conn.set_source_address((!sources.is_empty()).then(|| sources[index % sources.len()]));
         conn
     };
     let pending: Rc<RefCell<Vec<Conn>>> = Rc::new(RefCell::new(Vec::with_capacity(warm_count)));

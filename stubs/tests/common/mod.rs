@@ -64,6 +64,19 @@ impl Conn {
         Self { stream: connect(addr), buf: Vec::new() }
     }
 
+    /// A connection to `addr` (IPv4) that leaves from the local address `source`.
+    pub fn from_source(source: std::net::Ipv4Addr, addr: SocketAddr) -> Self {
+        use nix::sys::socket::SockaddrIn;
+        use nix::sys::socket::{bind, connect, socket, AddressFamily, SockFlag, SockType};
+        let SocketAddr::V4(v4) = addr else { panic!("{addr} is not IPv4") };
+        let fd = socket(AddressFamily::Inet, SockType::Stream, SockFlag::SOCK_CLOEXEC, None)
+            .expect("a socket");
+        let raw = std::os::fd::AsRawFd::as_raw_fd(&fd);
+        bind(raw, &SockaddrIn::from(std::net::SocketAddrV4::new(source, 0))).expect("bind");
+        connect(raw, &SockaddrIn::from(v4)).expect("connect");
+        Self { stream: TcpStream::from(fd), buf: Vec::new() }
+    }
+
     pub fn send(&mut self, bytes: &[u8]) {
         self.stream.write_all(bytes).unwrap();
     }

@@ -2,7 +2,7 @@
 //! reused across requests (no allocation per request after warm-up).
 
 use std::io::Write;
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 
 use monoio::buf::IoBufMut;
 use monoio::io::{AsyncReadRent, AsyncWriteRentExt};
@@ -44,20 +44,36 @@ pub fn reset_on_close(socket: &impl std::os::fd::AsRawFd) -> std::io::Result<()>
     }
 }
 
+/// How a connection's socket is bound before it connects.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LocalBind {
+    /// The source address (`--source-addresses`); `None` = the kernel picks it.
+    pub addr: Option<IpAddr>,
+    /// Bind a local port first (`bind()` takes odd ports; see `http::ports`). Without it a
+    /// source address is bound with IP_BIND_ADDRESS_NO_PORT, so `connect()` picks the port
+    /// by the whole 4-tuple and the address's ports are shared across destinations.
+    pub port_first: bool,
+}
+
 /// Connects to `addr`; with `bind_first`, from a socket bound to a local port first (see
 /// `http::ports`).
 pub async fn connect_tcp(addr: SocketAddr, bind_first: bool) -> std::io::Result<TcpStream> {
-    if bind_first {
-        connect_bound(addr).await
-    } else {
+    connect_from(addr, LocalBind { addr: None, port_first: bind_first }).await
+}
+
+/// Connects to `addr` from the local side `local` says.
+pub async fn connect_from(addr: SocketAddr, local: LocalBind) -> std::io::Result<TcpStream> {
+    if local == LocalBind::default() {
         TcpStream::connect_addr(addr).await
+    } else {
+        connect_bound(addr, local).await
     }
 }
 
-/// Connects to `addr` from a socket bound to a kernel-chosen local port first (an odd one while
-/// any is free), instead of letting `connect()` pick (an even one first).
-async fn connect_bound(addr: SocketAddr) -> std::io::Result<TcpStream> {
-    let stream = TcpStream::from_std(bound_nonblocking_connect(addr)?)?;
+/// Connects to `addr` from a socket bound first as `local` says, instead of letting
+/// `connect()` pick both the source address and the port.
+async fn connect_bound(addr: SocketAddr, local: LocalBind) -> std::io::Result<TcpStream> {
+    let stream = TcpStream::from_std(bound_nonblocking_connect(addr, local)?)?;
     stream.writable(false).await?;
     match socket_error(&stream)? {
         0 => Ok(stream),
@@ -65,22 +81,25 @@ async fn connect_bound(addr: SocketAddr) -> std::io::Result<TcpStream> {
     }
 }
 
-/// A non-blocking TCP socket bound to port 0 of the unspecified address, with its connect to
-/// `addr` started (EINPROGRESS) or done.
-fn bound_nonblocking_connect(addr: SocketAddr) -> std::io::Result<std::net::TcpStream> {
+/// A non-blocking TCP socket bound to `local` (its address, or the unspecified one; port 0),
+/// with its connect to `addr` started (EINPROGRESS) or done.
+fn bound_nonblocking_connect(
+    addr: SocketAddr,
+    local: LocalBind,
+) -> std::io::Result<std::net::TcpStream> {
     use std::os::fd::FromRawFd;
-    let (domain, local, remote) = match addr {
-        SocketAddr::V4(a) => (
-            libc::AF_INET,
-            socket_addr(SocketAddr::from(([0, 0, 0, 0], 0))),
-            socket_addr(SocketAddr::V4(a)),
-        ),
-        SocketAddr::V6(a) => (
-            libc::AF_INET6,
-            socket_addr(SocketAddr::from(([0u16; 8], 0))),
-            socket_addr(SocketAddr::V6(a)),
-        ),
+    let (domain, unspecified) = match addr {
+        SocketAddr::V4(_) => (libc::AF_INET, IpAddr::from([0u8; 4])),
+        SocketAddr::V6(_) => (libc::AF_INET6, IpAddr::from([0u16; 8])),
     };
+    let source = local.addr.unwrap_or(unspecified);
+    if source.is_ipv4() != addr.is_ipv4() {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            format!("source address {source} is not of the family of {addr}"),
+        ));
+    }
+    let (local_addr, remote) = (socket_addr(SocketAddr::new(source, 0)), socket_addr(addr));
     let kind = libc::SOCK_STREAM | libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC;
     // SAFETY: plain integer arguments; the result is checked before use.
     let fd = unsafe { libc::socket(domain, kind, 0) };
@@ -89,10 +108,13 @@ fn bound_nonblocking_connect(addr: SocketAddr) -> std::io::Result<std::net::TcpS
     }
     // SAFETY: `fd` is a socket just created and owned by nobody else; the TcpStream closes it.
     let socket = unsafe { std::net::TcpStream::from_raw_fd(fd) };
+    if local.addr.is_some() && !local.port_first {
+        set_bind_address_no_port(&socket)?;
+    }
     // SAFETY: the address pointers and lengths come from `socket_addr`, live locals of the
     // sizes passed; `fd` is open (owned by `socket`).
     unsafe {
-        if libc::bind(fd, &local.0 as *const _ as *const libc::sockaddr, local.1) != 0 {
+        if libc::bind(fd, &local_addr.0 as *const _ as *const libc::sockaddr, local_addr.1) != 0 {
             return Err(std::io::Error::last_os_error());
         }
         if libc::connect(fd, &remote.0 as *const _ as *const libc::sockaddr, remote.1) != 0 {
@@ -103,6 +125,28 @@ fn bound_nonblocking_connect(addr: SocketAddr) -> std::io::Result<std::net::TcpS
         }
     }
     Ok(socket)
+}
+
+/// IP_BIND_ADDRESS_NO_PORT: `bind()` then fixes only the address, and the port is chosen at
+/// `connect()`, by the 4-tuple, so one address's ports serve every destination.
+fn set_bind_address_no_port(socket: &impl std::os::fd::AsRawFd) -> std::io::Result<()> {
+    let on: libc::c_int = 1;
+    // SAFETY: the descriptor belongs to `socket`, alive for the call; the option value points at
+    // a local of the size passed.
+    let rc = unsafe {
+        libc::setsockopt(
+            socket.as_raw_fd(),
+            libc::IPPROTO_IP,
+            libc::IP_BIND_ADDRESS_NO_PORT,
+            &on as *const libc::c_int as *const libc::c_void,
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
 }
 
 /// A socket address in the kernel's layout, with its length.
@@ -205,8 +249,9 @@ pub struct Conn {
     pub error: Vec<u8>,
     /// Whether the current response is parsed as SSE.
     sse_mode: bool,
-    /// Bind a local port before connecting (see `set_bind_before_connect`).
-    bind_first: bool,
+    /// How the socket is bound before it connects (see `set_bind_before_connect`,
+    /// `set_source_address`).
+    local: LocalBind,
     /// The open socket has carried at least one whole response (so it is a reused keep-alive
     /// connection, not a fresh one).
     carried_response: bool,
@@ -244,7 +289,7 @@ impl Conn {
             acc: Accumulator::new(api, max_output_bytes),
             error: Vec::with_capacity(256),
             sse_mode: false,
-            bind_first: false,
+            local: LocalBind::default(),
             carried_response: false,
             response_bytes: false,
             wrote: false,
@@ -257,7 +302,12 @@ impl Conn {
     /// odd ports, `connect()` even ones; a run with more connections to one address than there
     /// are even ports binds its surplus so no connect scans the exhausted even half.
     pub fn set_bind_before_connect(&mut self, bind_first: bool) {
-        self.bind_first = bind_first;
+        self.local.port_first = bind_first;
+    }
+
+    /// Makes every connect of this slot leave from `source` (`None`: the kernel's choice).
+    pub fn set_source_address(&mut self, source: Option<IpAddr>) {
+        self.local.addr = source;
     }
 
     pub fn is_open(&self) -> bool {
@@ -267,7 +317,7 @@ impl Conn {
     /// Opens the socket if it is closed.
     pub async fn connect(&mut self) -> std::io::Result<()> {
         if self.stream.is_none() {
-            let stream = connect_tcp(self.addr, self.bind_first).await?;
+            let stream = connect_from(self.addr, self.local).await?;
             stream.set_nodelay(true)?;
             self.stream = Some(stream);
             self.carried_response = false;
@@ -794,12 +844,19 @@ mod tests {
 
     #[test]
     fn a_slot_that_binds_first_connects_from_an_odd_port_and_exchanges() {
-        bound_exchange(true);
-        bound_exchange(false);
+        for io_uring in [true, false] {
+            let peer = bound_exchange(io_uring, LocalBind { addr: None, port_first: true });
+            assert_eq!(
+                peer.port() % 2,
+                1,
+                "bind() hands out odd ports, connect() even ones: {peer}"
+            );
+        }
     }
 
-    /// One exchange through a slot that binds first, on io_uring or epoll.
-    fn bound_exchange(io_uring: bool) {
+    /// One exchange through a slot bound as `local`, on io_uring or epoll; the peer address
+    /// the server saw.
+    fn bound_exchange(io_uring: bool, local: LocalBind) -> SocketAddr {
         use std::io::{Read, Write as _};
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let addr = listener.local_addr().unwrap();
@@ -823,7 +880,8 @@ mod tests {
         table.push(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n");
         let request = table.row_bytes(0);
         let mut conn = Conn::new(addr, ApiType::OpenAiChat, 1 << 16);
-        conn.set_bind_before_connect(true);
+        conn.set_bind_before_connect(local.port_first);
+        conn.set_source_address(local.addr);
         let outcome = if io_uring {
             let mut rt = monoio::RuntimeBuilder::<monoio::IoUringDriver>::new().build().unwrap();
             rt.block_on(conn.exchange(&request, clock))
@@ -833,8 +891,32 @@ mod tests {
         };
         assert_eq!(outcome.failure, FailureKind::None, "{}", String::from_utf8_lossy(&conn.error));
         assert_eq!(conn.acc.output, b"hi");
-        let peer = server.join().unwrap();
-        assert_eq!(peer.port() % 2, 1, "bind() hands out odd ports, connect() even ones: {peer}");
+        server.join().unwrap()
+    }
+
+    #[test]
+    fn a_slot_with_a_source_address_connects_from_it() {
+        let source: IpAddr = "127.0.0.2".parse().unwrap();
+        for io_uring in [true, false] {
+            // Address only (IP_BIND_ADDRESS_NO_PORT): connect() picks the port, an even one;
+            // a plain bind() of the address would have taken an odd one.
+            let peer =
+                bound_exchange(io_uring, LocalBind { addr: Some(source), port_first: false });
+            assert_eq!(peer.ip(), source, "io_uring {io_uring}");
+            assert_eq!(peer.port() % 2, 0, "the port is left to connect(): {peer}");
+            let peer = bound_exchange(io_uring, LocalBind { addr: Some(source), port_first: true });
+            assert_eq!(peer.ip(), source, "io_uring {io_uring}");
+            assert_eq!(peer.port() % 2, 1, "bind() of address and port takes odd ones: {peer}");
+        }
+    }
+
+    #[test]
+    fn a_source_address_of_the_other_family_is_refused_naming_it() {
+        let addr: SocketAddr = "127.0.0.1:9".parse().unwrap();
+        let local = LocalBind { addr: Some("::1".parse().unwrap()), port_first: false };
+        let e = bound_nonblocking_connect(addr, local).unwrap_err();
+        assert_eq!(e.kind(), std::io::ErrorKind::InvalidInput);
+        assert!(e.to_string().contains("::1"), "{e}");
     }
 
     #[test]
