@@ -10,7 +10,7 @@ use super::events::CompleteEvent;
 use super::tokens::TokenResult;
 use super::{CancelledSample, Control, FailureSummary, State, WorkerState};
 use crate::metrics::{FinishKind, SampleRow};
-use crate::settle::WorkerFate;
+use crate::settle::{AbandonCause, WorkerFate};
 
 /// Longest message kept per failure kind.
 const FAILURE_MESSAGE_CHARS: usize = 500;
@@ -217,8 +217,9 @@ impl State {
     /// is left shows as `client_token_tasks_pending`.
     pub(super) fn finish_tokens(&mut self) {
         let Some(mut pool) = self.tokens.take() else { return };
+        let interrupted = self.abort_cause == Some(AbandonCause::Interrupt);
         let mut results = Vec::new();
-        let pending = pool.finish(|r| results.push(r));
+        let pending = pool.finish(pool.drain_limit(interrupted), |r| results.push(r));
         for r in results {
             self.apply_token_result(r);
         }

@@ -195,6 +195,9 @@ impl TokenPool {
         if self.jobs.is_none() {
             return;
         }
+        if self.open.len() == 0 {
+            self.opened_at = Instant::now();
+        }
         if !self.open.push(slot as u64, output, tpot_from) {
             // An output past what one batch addresses goes alone into its own batch.
             self.send_open();
@@ -213,7 +216,6 @@ impl TokenPool {
             return;
         }
         let mut batch = std::mem::replace(&mut self.open, TokenBatch::with_capacity());
-        self.opened_at = Instant::now();
         // Deferred batches wait until the end of the run: keep only what they use.
         batch.text.shrink_to_fit();
         batch.jobs.shrink_to_fit();
@@ -241,9 +243,9 @@ impl TokenPool {
     }
 
     /// After the last sample: sends what is buffered, starts the drain threads and hands every
-    /// result to `apply` until all are counted or the drain timeout passes. Returns the jobs
-    /// left uncounted.
-    pub fn finish(&mut self, mut apply: impl FnMut(TokenResult)) -> u64 {
+    /// result to `apply` until all are counted or `limit` passes (`None`: no limit; see
+    /// `drain_limit`). Returns the jobs left uncounted.
+    pub fn finish(&mut self, limit: Option<Duration>, mut apply: impl FnMut(TokenResult)) -> u64 {
         self.send_open();
         // No more jobs: the threads end when the queue is empty.
         self.jobs.take();
@@ -254,7 +256,7 @@ impl TokenPool {
                 eprintln!("warning: cannot start a tokenizer drain thread: {e}");
             }
         }
-        let deadline = self.plan.drain_timeout.map(|t| Instant::now() + t);
+        let deadline = limit.map(|t| Instant::now() + t);
         // A thread that died (a tokenizer panic) ends the wait too, even without a timeout.
         while self.pending > 0 && self.threads.iter().any(|t| !t.is_finished()) {
             let wait = match deadline {
@@ -277,6 +279,11 @@ impl TokenPool {
         self.pending
     }
 
+    /// The plan's drain timeout, for this run's end.
+    pub fn drain_limit(&self, interrupted: bool) -> Option<Duration> {
+        drain_limit(self.plan.drain_timeout, interrupted)
+    }
+
     /// Stops the threads after the job each is counting, and joins them.
     pub fn close(&mut self) {
         self.jobs.take();
@@ -290,6 +297,17 @@ impl TokenPool {
 impl Drop for TokenPool {
     fn drop(&mut self) {
         self.close();
+    }
+}
+
+/// How long the end-of-run count may take: the plan's drain timeout (`None` = no limit), and
+/// after an interrupt `ABORT_GRACE` at most, so a Ctrl-C'd run still ends promptly with what
+/// was counted (the rest pending) instead of counting a long deferred backlog.
+pub fn drain_limit(timeout: Option<Duration>, interrupted: bool) -> Option<Duration> {
+    match (timeout, interrupted) {
+        (Some(t), true) => Some(t.min(crate::end::ABORT_GRACE)),
+        (None, true) => Some(crate::end::ABORT_GRACE),
+        (t, false) => t,
     }
 }
 
@@ -344,7 +362,7 @@ mod tests {
 
     fn finish_sorted(pool: &mut TokenPool) -> (Vec<TokenResult>, u64) {
         let mut got = Vec::new();
-        let left = pool.finish(|r| got.push(r));
+        let left = pool.finish(pool.drain_limit(false), |r| got.push(r));
         got.sort_by_key(|r| r.slot);
         (got, left)
     }
@@ -438,6 +456,23 @@ mod tests {
         assert!(started.elapsed() < Duration::from_secs(10), "the drain outlived its timeout");
         assert!(left > 0, "the drain timed out, yet nothing is pending");
         assert_eq!(got.len() as u64 + left, 500, "every job is counted or pending");
+    }
+
+    #[test]
+    fn an_interrupt_bounds_the_drain_by_the_abort_grace() {
+        let grace = crate::end::ABORT_GRACE;
+        let minute = Duration::from_secs(60);
+        let ms = Duration::from_millis(5);
+        let cases = [
+            (None, false, None),
+            (Some(minute), false, Some(minute)),
+            (None, true, Some(grace)),
+            (Some(minute), true, Some(grace)),
+            (Some(ms), true, Some(ms)),
+        ];
+        for (timeout, interrupted, want) in cases {
+            assert_eq!(drain_limit(timeout, interrupted), want, "{timeout:?} {interrupted}");
+        }
     }
 
     #[test]
