@@ -127,7 +127,9 @@ fn summary_lines(out: &mut String, s: &ResultSummary, info: &RunInfo) {
 fn counting_note(counting: super::ClientTokenCounting) -> String {
     match counting {
         super::ClientTokenCounting::Live { threads } => {
-            format!("counted live by {threads} tokenizer thread(s), the rest after the last sample")
+            format!(
+                "counted live by {threads} tokenizer thread(s) (any backlog after the last sample)"
+            )
         }
         super::ClientTokenCounting::AfterRun => "counted after the last sample (no cores to spare \
             for live counting; --metrics-tokenizer-workers N counts live beside the load)"
