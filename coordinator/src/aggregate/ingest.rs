@@ -218,11 +218,8 @@ impl State {
     pub(super) fn finish_tokens(&mut self) {
         let Some(mut pool) = self.tokens.take() else { return };
         let interrupted = self.abort_cause == Some(AbandonCause::Interrupt);
-        let mut results = Vec::new();
-        let pending = pool.finish(pool.drain_limit(interrupted), |r| results.push(r));
-        for r in results {
-            self.apply_token_result(r);
-        }
+        let limit = pool.drain_limit(interrupted);
+        let pending = pool.finish(limit, |r| self.apply_token_result(r));
         self.counters.client_token_tasks_pending = pending;
     }
 }
