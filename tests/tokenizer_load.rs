@@ -6,6 +6,7 @@ mod common;
 use std::path::Path;
 
 use common::{assets, dataset, report_dir, report_txt, run, stub, summary};
+use loadgen_coordinator::cpu::{cores_available, CpuPlan};
 use loadgen_stubs::StubKind;
 
 const SAMPLES: u64 = 2000;
@@ -83,6 +84,12 @@ fn bpe_client_basis_is_complete_counted_live_or_after_the_run() {
         assert!(report.contains(&format!("Client token counts: {note}")), "{report}");
         let config = std::fs::read_to_string(dir.join("config.yaml")).unwrap();
         assert!(config.contains(&format!("metrics_tokenizer_workers: {workers}")), "{config}");
+        // Live threads with no spare core compete with the load, and the user is told.
+        let cpu = CpuPlan::new(&cores_available(), 1, true, false);
+        let competes = mode == "live" && cpu.tokenizer_cores.is_empty();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        let note = "counts tokens live on cores the load uses";
+        assert_eq!(stderr.contains(note), competes, "{mode} on {cpu:?}: {stderr}");
     }
 }
 
