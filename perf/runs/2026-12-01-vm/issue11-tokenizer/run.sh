@@ -3,6 +3,7 @@
 # interleaved rounds, release build, embedded max-throughput stub, run from the workspace root.
 # Modes: none (no tokenizer), default (--tokenizer; on 2 cores the default counts after the run),
 # live1 (--tokenizer --metrics-tokenizer-workers 1: counting beside the load, for contrast).
+# ROUNDS (3) and MODES ("none default live1") choose what runs; OUT where results.csv goes.
 set -euo pipefail
 BIN=${BIN:-target/release/llm-loadgen}
 OUT=${OUT:-perf/runs/2026-12-01-vm/issue11-tokenizer}
@@ -10,13 +11,13 @@ ROUNDS=${ROUNDS:-3}
 TOK=tests/assets/tokenizers/bpe2k
 CSV=$OUT/results.csv
 echo "round,streaming,mode,samples,qps,wall_s,user_s,sys_s,max_rss_kb,exit,complete,pending,counting,osl_count,tpot_count,tps" > "$CSV"
-modes=(none default live1)
+read -r -a modes <<< "${MODES:-none default live1}"
 for r in $(seq 1 "$ROUNDS"); do
   for stream in off on; do
     if [ "$stream" = off ]; then n=200000; else n=300000; fi
     # Rotate the order each round so no mode always runs first.
-    for k in 0 1 2; do
-      mode=${modes[$(( (k + r - 1) % 3 ))]}
+    for k in "${!modes[@]}"; do
+      mode=${modes[$(( (k + r - 1) % ${#modes[@]} ))]}
       case $mode in
         none) extra=() ;;
         default) extra=(--tokenizer "$TOK") ;;
