@@ -395,14 +395,21 @@ mod tests {
             Ok(s.len() as u32)
         });
         let mut pool = TokenPool::start(blocked, plan(1, 1)).unwrap();
-        let started = Instant::now();
         let jobs = TOKEN_BATCH_JOBS * 200;
-        for slot in 0..jobs {
-            pool.submit(slot, "some output text of a sample", None);
-        }
-        assert_eq!(pool.pending, jobs as u64);
-        assert!(started.elapsed() < Duration::from_secs(20), "submit waited on the counter");
+        // Submitting on another thread, so a submit that blocked fails the test, not hangs it.
+        let (done_tx, done_rx) = crossbeam_channel::bounded(1);
+        let submitter = std::thread::spawn(move || {
+            for slot in 0..jobs {
+                pool.submit(slot, "some output text of a sample", None);
+            }
+            let _ = done_tx.send(());
+            pool
+        });
+        let submitted = done_rx.recv_timeout(Duration::from_secs(60));
         drop(held);
+        assert!(submitted.is_ok(), "submit waited on the tokenizer");
+        let mut pool = submitter.join().unwrap();
+        assert_eq!(pool.pending, jobs as u64);
         let (got, left) = finish_sorted(&mut pool);
         assert_eq!(left, 0);
         assert_eq!(got.len(), jobs);
