@@ -197,6 +197,23 @@ pub struct BenchFlags {
         help_heading = "Run length"
     )]
     pub performance_drain_timeout_s: Option<f64>,
+    /// Live client tokenizer threads; 0 = count every output after the last sample
+    /// [default: 4 on cores the load leaves spare, 0 where there are none].
+    #[arg(
+        long = "metrics-tokenizer-workers",
+        visible_alias = "drain.metrics-tokenizer-workers",
+        allow_negative_numbers = true,
+        help_heading = "Report"
+    )]
+    pub metrics_tokenizer_workers: Option<i64>,
+    /// Seconds the end-of-run client token count may take; 0 = unlimited [default: 0].
+    #[arg(
+        long = "metrics-drain-timeout",
+        visible_alias = "drain.metrics-drain-timeout-s",
+        allow_negative_numbers = true,
+        help_heading = "Report"
+    )]
+    pub metrics_drain_timeout_s: Option<f64>,
     /// perf only for now (acc and both need accuracy datasets, not supported yet).
     #[arg(long = "mode", help_heading = "Run length")]
     pub mode: Option<ModeArg>,
@@ -388,6 +405,8 @@ impl BenchFlags {
         replace(&mut s.runtime.scheduler_random_seed, self.scheduler_seed);
         replace(&mut s.runtime.dataloader_random_seed, self.dataloader_seed);
         replace(&mut s.drain.performance_timeout_s, self.performance_drain_timeout_s);
+        set(&mut s.drain.metrics_tokenizer_workers, self.metrics_tokenizer_workers);
+        replace(&mut s.drain.metrics_drain_timeout_s, self.metrics_drain_timeout_s);
         replace(&mut s.load_pattern.kind, self.load_pattern);
         set(&mut s.load_pattern.target_qps, self.target_qps);
         set(&mut s.load_pattern.target_concurrency, self.concurrency);

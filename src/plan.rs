@@ -90,6 +90,21 @@ pub struct Warmup {
     pub drain: bool,
 }
 
+/// The client tokenizer pool's settings, as given.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct TokenPoolSettings {
+    /// `metrics_tokenizer_workers`: live tokenizer threads; `None` = the CPU plan decides
+    /// (`loadgen_coordinator::cpu::tokenizer_threads`).
+    pub workers: Option<usize>,
+    /// The live threads the CPU plan gives that setting; 0 = counted after the run.
+    pub live_threads: usize,
+    /// `metrics_drain_timeout_s` in ms: how long the end-of-run count may take; 0 = unlimited.
+    pub drain_timeout_ms: u64,
+}
+
+/// Live tokenizer threads one may ask for at most.
+pub const TOKENIZER_WORKERS_MAX: i64 = 1024;
+
 /// One validated run plan. Built only by `resolve_plan`; every field is final.
 #[derive(Debug, Clone)]
 pub struct Plan {
@@ -123,6 +138,8 @@ pub struct Plan {
     pub max_duration_ms: Option<u64>,
     /// How long to wait for in-flight samples after the last issue.
     pub drain_timeout_ms: u64,
+    /// The client tokenizer pool (`settings.drain.metrics_*`).
+    pub token_pool: TokenPoolSettings,
     /// Per-request timeout (`--timeout` / YAML `timeout:`, seconds), from the request's
     /// write to the response's end; 0 = none. Past it the sample fails with kind `timeout`.
     pub request_timeout_ns: u64,
@@ -264,6 +281,8 @@ pub fn resolve_plan(mut config: Config, verbose: u8) -> Result<Plan, AppError> {
         eprintln!("tokenizer: {} ({template} a chat template)", tok.source().display());
     }
     let report_dir = record_resolved(&mut config, token_count_source);
+    let (workers, max_connections) = resolve_workers(&config, load_pattern)?;
+    let token_pool = resolve_token_pool(&mut config, workers)?;
     let runtime = &config.settings.runtime;
     let rows = dataset.rows.len() as u64;
     let num_samples = samples_to_issue(
@@ -273,7 +292,6 @@ pub fn resolve_plan(mut config: Config, verbose: u8) -> Result<Plan, AppError> {
         rows,
     );
     let max_duration_ms = check_durations(runtime)?;
-    let (workers, max_connections) = resolve_workers(&config, load_pattern)?;
     let source_addresses = resolve_source_addresses(&config.source_addresses, &endpoints)?;
     let drain_timeout_ms = seconds_to_ms(config.settings.drain.performance_timeout_s, "drain")?;
     let request_timeout_ns = resolve_request_timeout(config.timeout)?;
@@ -299,6 +317,7 @@ pub fn resolve_plan(mut config: Config, verbose: u8) -> Result<Plan, AppError> {
         num_samples,
         max_duration_ms,
         drain_timeout_ms,
+        token_pool,
         request_timeout_ns,
         workers,
         max_connections,
@@ -359,8 +378,45 @@ pub fn check_config(config: &Config) -> Result<(), AppError> {
     check_sample_counts(config)?;
     resolve_workers(config, pattern)?;
     resolve_warmup_connections(config.settings.client.warmup_connections)?;
+    check_token_pool(config)?;
     check_dataset_kinds(config)?;
     Ok(())
+}
+
+/// `metrics_tokenizer_workers` and `metrics_drain_timeout_s`, checked.
+fn check_token_pool(config: &Config) -> Result<TokenPoolSettings, AppError> {
+    let drain = &config.settings.drain;
+    let workers = match drain.metrics_tokenizer_workers {
+        None => None,
+        Some(n) if (0..=TOKENIZER_WORKERS_MAX).contains(&n) => Some(n as usize),
+        Some(n) => {
+            return Err(AppError::Input(format!(
+                "--metrics-tokenizer-workers {n} (settings.drain.metrics_tokenizer_workers) is \
+                 not valid; give 0 to count after the run, or 1 to {TOKENIZER_WORKERS_MAX} threads"
+            )))
+        }
+    };
+    let seconds = drain.metrics_drain_timeout_s;
+    if !(seconds.is_finite() && seconds >= 0.0) {
+        return Err(AppError::Input(format!(
+            "--metrics-drain-timeout {seconds} (settings.drain.metrics_drain_timeout_s) is not \
+             valid; give seconds, or 0 for no limit"
+        )));
+    }
+    let drain_timeout_ms = seconds_to_ms(seconds, "metrics drain")?;
+    Ok(TokenPoolSettings { workers, live_threads: 0, drain_timeout_ms })
+}
+
+/// The token pool settings of the run; writes the live thread count the CPU plan picks back
+/// into the config, so `config.yaml` shows what the run did and reruns the same.
+fn resolve_token_pool(config: &mut Config, workers: usize) -> Result<TokenPoolSettings, AppError> {
+    use loadgen_coordinator::cpu::{tokenizer_threads, CpuPlan};
+    let mut settings = check_token_pool(config)?;
+    let embedded = config.endpoint_config.endpoints.is_empty();
+    let cpu = CpuPlan::new(&cores_available(), workers, config.enable_cpu_affinity, embedded);
+    settings.live_threads = tokenizer_threads(settings.workers, &cpu).live;
+    config.settings.drain.metrics_tokenizer_workers = Some(settings.live_threads as i64);
+    Ok(settings)
 }
 
 fn parse_endpoints(config: &Config) -> Result<Vec<EndpointUrl>, AppError> {
@@ -1352,6 +1408,43 @@ mod tests {
         let config = Config::from_yaml_str("type: offline\ntimeout: 0\n", "t.yaml").unwrap();
         let err = check_config(&config).unwrap_err();
         assert!(err.to_string().contains("--timeout 0 is not valid"), "{err}");
+    }
+
+    /// `--metrics-tokenizer-workers` and `--metrics-drain-timeout` (and their YAML keys) reach
+    /// the plan; config.yaml records the live thread count the CPU plan chose, so a rerun
+    /// from it counts the same way; bad values are refused, naming the setting.
+    #[test]
+    fn tokenizer_workers_and_drain_timeout_reach_the_plan() {
+        let tok = asset("tokenizers/bpe2k");
+        let plan = plan_of(&["offline", "--tokenizer", &tok]).unwrap();
+        assert_eq!(plan.token_pool.workers, None, "not given");
+        assert_eq!(plan.token_pool.drain_timeout_ms, 0, "the reference's default: no limit");
+        let recorded = format!("metrics_tokenizer_workers: {}", plan.token_pool.live_threads);
+        assert!(plan.config_yaml.contains(&recorded), "{}", plan.config_yaml);
+        let args =
+            ["offline", "--metrics-tokenizer-workers", "3", "--metrics-drain-timeout", "2.5"];
+        let plan = plan_of(&args).unwrap();
+        assert_eq!(plan.token_pool.workers, Some(3));
+        assert_eq!(plan.token_pool.live_threads, 3, "an explicit count is honoured");
+        assert_eq!(plan.token_pool.drain_timeout_ms, 2_500);
+        assert!(plan.config_yaml.contains("metrics_tokenizer_workers: 3"), "{}", plan.config_yaml);
+        let yaml = "type: offline\nsettings:\n  drain:\n    metrics_tokenizer_workers: 0\n    \
+                    metrics_drain_timeout_s: 7\n";
+        let plan = resolve_plan(Config::from_yaml_str(yaml, "t.yaml").unwrap(), 0).unwrap();
+        assert_eq!((plan.token_pool.workers, plan.token_pool.live_threads), (Some(0), 0));
+        assert_eq!(plan.token_pool.drain_timeout_ms, 7_000);
+        for (flag, value, named) in [
+            ("--metrics-tokenizer-workers", "-1", "--metrics-tokenizer-workers -1"),
+            ("--metrics-tokenizer-workers", "100000", "metrics_tokenizer_workers"),
+            ("--metrics-drain-timeout", "-3", "--metrics-drain-timeout -3"),
+        ] {
+            let err = plan_of(&["offline", flag, value]).unwrap_err();
+            assert_eq!(err.exit_code(), 2, "{err}");
+            assert!(err.to_string().contains(named), "{err}");
+        }
+        let yaml = "type: offline\nsettings:\n  drain:\n    metrics_tokenizer_workers: -2\n";
+        let err = check_config(&Config::from_yaml_str(yaml, "t.yaml").unwrap()).unwrap_err();
+        assert!(err.to_string().contains("settings.drain.metrics_tokenizer_workers"), "{err}");
     }
 
     #[test]

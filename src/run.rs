@@ -6,9 +6,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use loadgen_coordinator::aggregate::events::sample_uuid;
-use loadgen_coordinator::aggregate::tokens::TokenCounter;
+use loadgen_coordinator::aggregate::tokens::{TokenCounter, TokenPoolPlan};
 use loadgen_coordinator::aggregate::AggregatorOutput;
-use loadgen_coordinator::cpu::{cores_available, CpuPlan};
+use loadgen_coordinator::cpu::{cores_available, tokenizer_threads, CpuPlan};
 use loadgen_coordinator::fork::{fork_child, kill_and_reap};
 use loadgen_coordinator::metrics::{
     final_snapshot, MetricsOptions, RunState, SampleTable, TokenCountSource,
@@ -30,7 +30,8 @@ use crate::plan::{split_share, warm_connections, ApiType, LoadPattern, Plan};
 use crate::redact::redact;
 use crate::report::{
     console_summary, is_complete, result_summary, write_atomic, write_atomic_with,
-    write_report_files, FailureKindCount, IssueLag, LoadPatternInfo, RunInfo, WarmupInfo,
+    write_report_files, ClientTokenCounting, FailureKindCount, IssueLag, LoadPatternInfo, RunInfo,
+    WarmupInfo,
 };
 
 /// Connections a worker may hold at most (a named limit; file descriptors are the real bound).
@@ -198,6 +199,7 @@ fn run_with_endpoints(
     let api = worker_api(plan.api_type);
     let tables = request_tables(plan, &endpoints, api)?;
     let (isl_client, prompt_data_json, token_counter) = client_counts(plan);
+    let token_pool = token_pool_plan(plan, &cpu_plan);
 
     // A closed loop of N holds exactly N connections, one per sample in flight.
     let (workers, connections) = match plan.load_pattern {
@@ -253,7 +255,7 @@ fn run_with_endpoints(
         isl_client: Arc::new(isl_client),
         prompt_data_json: Arc::new(prompt_data_json),
         token_counter,
-        tokenizer_threads: 1,
+        token_pool,
         events_path: plan.events.then(|| plan.report_dir.join("events.jsonl")),
         progress_line: std::io::IsTerminal::is_terminal(&std::io::stderr()),
         secrets: crate::redact::registered_secrets(),
@@ -326,6 +328,30 @@ fn client_counts(plan: &Plan) -> (Vec<Option<u32>>, Vec<String>, Option<TokenCou
         Arc::new(move |s: &str| tok.count(s)) as TokenCounter
     });
     (isl_client, prompt_data_json, token_counter)
+}
+
+/// The client tokenizer pool of the run: live threads on the CPU plan's spare cores (none
+/// where there are none, unless asked), a drain pool over the whole machine after the last
+/// sample, bounded by `--metrics-drain-timeout`.
+fn token_pool_plan(plan: &Plan, cpu_plan: &CpuPlan) -> TokenPoolPlan {
+    let threads = tokenizer_threads(plan.token_pool.workers, cpu_plan);
+    if plan.tokenizer.is_some() && threads.compete_with_load {
+        eprintln!(
+            "note: --metrics-tokenizer-workers {} counts tokens live on cores the load uses \
+             ({} available, none spare): counting competes with the workers and may lower the \
+             measured rate; 0 counts after the run instead",
+            threads.live,
+            cpu_plan.cores_available.len()
+        );
+    }
+    let ms = plan.token_pool.drain_timeout_ms;
+    TokenPoolPlan {
+        live_threads: threads.live,
+        live_cores: threads.live_cores,
+        drain_threads: threads.drain,
+        drain_cores: threads.drain_cores,
+        drain_timeout: (ms > 0).then(|| Duration::from_millis(ms)),
+    }
 }
 
 /// One `WorkerSpec` per worker: its endpoint (round robin), its share of the pool, its warm
@@ -750,6 +776,12 @@ fn run_info(
         failures: Vec::new(),
         requests_resent: 0,
         events_has_errors: false,
+        client_token_counting: plan.tokenizer.as_ref().map(|_| {
+            match plan.token_pool.live_threads {
+                0 => ClientTokenCounting::AfterRun,
+                threads => ClientTokenCounting::Live { threads },
+            }
+        }),
     }
 }
 

@@ -93,10 +93,11 @@ impl Tokenizer {
         self.has_chat_template
     }
 
-    /// Tokens in `text`, without special tokens.
+    /// Tokens in `text`, without special tokens: `encode`'s count, by the cheapest route
+    /// that gives it (`count_tokens`).
     pub fn count(&self, text: &str) -> Result<u32, String> {
-        let enc = self.inner.encode(text, false).map_err(|e| format!("tokenizer failed: {e}"))?;
-        Ok(u32::try_from(enc.len()).unwrap_or(u32::MAX))
+        let n = count_tokens(&self.inner, text).map_err(|e| format!("tokenizer failed: {e}"))?;
+        Ok(u32::try_from(n).unwrap_or(u32::MAX))
     }
 
     /// The ISL of a row (anchor §6): token ids by length; `messages` through the chat
@@ -136,6 +137,31 @@ impl Tokenizer {
         };
         env.get_template(CHAT_TEMPLATE_NAME).ok()?.render(ctx).ok()
     }
+}
+
+/// The tokens `encode(text, false)` gives, without building an `Encoding`: added tokens
+/// split out and the rest normalized, pre-tokenized, then each piece through the model, with
+/// no offsets, no ids and no token strings kept (perf `loadgen-perf count-tokens` measured
+/// it against `encode` and `encode_fast`; docs/PERF.md). Truncation and padding change
+/// counts only inside `encode`, so a tokenizer that sets either takes `encode_fast`.
+pub fn count_tokens(tok: &tokenizers::Tokenizer, text: &str) -> tokenizers::Result<usize> {
+    use tokenizers::{Model, OffsetReferential, OffsetType, PreTokenizer};
+    if tok.get_truncation().is_some() || tok.get_padding().is_some() {
+        return Ok(tok.encode_fast(text, false)?.len());
+    }
+    let mut pieces = tok.get_added_vocabulary().extract_and_normalize(tok.get_normalizer(), text);
+    if let Some(pre) = tok.get_pre_tokenizer() {
+        pre.pre_tokenize(&mut pieces)?;
+    }
+    let model = tok.get_model();
+    let mut tokens = 0;
+    for (piece, _, added) in pieces.get_splits(OffsetReferential::Normalized, OffsetType::None) {
+        tokens += match added {
+            Some(added) => added.len(),
+            None => model.tokenize(piece)?.len(),
+        };
+    }
+    Ok(tokens)
 }
 
 fn is_empty_list(v: &Value) -> bool {
@@ -378,6 +404,42 @@ mod tests {
         let row = Row { messages: Some(bad.clone()), ..Row::default() };
         let json = python_json(&serde_json::json!({ "messages": bad }));
         assert_eq!(tok.count_row(&row).unwrap(), json.chars().count() as u32);
+    }
+
+    /// The cheap count must be `encode`'s on every kind of text: ASCII, accents, CJK, emoji,
+    /// whitespace runs, added special tokens, empty.
+    #[test]
+    fn the_cheap_count_equals_encode_on_varied_text() {
+        let texts = [
+            "",
+            "hello world",
+            "  leading and   inner   spaces\n\n\ttabs",
+            "Héllo, wörld! Ça va? naïve café",
+            "日本語のテキストと中文文本",
+            "emoji 🎉🚀 and ZWJ 👩‍👩‍👧 sequences",
+            "<|endoftext|>special<|endoftext|> tokens",
+            "numbers 1234567890 3.14159 -42 1e10",
+            "code: fn main() { println!(\"{}\", x); }",
+            "The quick brown fox jumps over the lazy dog. ",
+        ];
+        for name in ["bpe2k", "char"] {
+            let tok = Tokenizer::load(&asset(name)).unwrap();
+            let dataset = std::fs::read_to_string(format!(
+                "{}/tests/assets/datasets/dummy_1k.jsonl",
+                env!("CARGO_MANIFEST_DIR")
+            ))
+            .unwrap();
+            let long = texts.concat().repeat(20);
+            let lines = dataset.lines().take(200);
+            for text in texts.iter().copied().chain([long.as_str()]).chain(lines) {
+                let want = tok.inner.encode(text, false).unwrap().len();
+                assert_eq!(count_tokens(&tok.inner, text).unwrap(), want, "{name}: {text:?}");
+            }
+        }
+        let bpe = Tokenizer::load(&asset("bpe2k")).unwrap();
+        let prompt = "Write a short story about machine learning (case 0)";
+        let n = bpe.count(prompt).unwrap() as usize;
+        assert!(n < prompt.len() / 3, "a BPE trained on the dataset merges its words: {n} tokens");
     }
 
     fn thread_count() -> usize {

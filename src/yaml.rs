@@ -433,10 +433,13 @@ pub struct Drain {
     pub performance_timeout_s: f64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub accuracy_timeout_s: Option<f64>,
+    /// Seconds the end-of-run tokenizer drain may take; 0 = until every output is counted.
     #[serde(default)]
     pub metrics_drain_timeout_s: f64,
-    #[serde(default = "default_io_threads")]
-    pub metrics_tokenizer_workers: i64,
+    /// Live client tokenizer threads; 0 = count after the last sample. `None` (not given):
+    /// the CPU plan decides (`cpu::tokenizer_threads`), and the plan writes its choice back.
+    #[serde(default)]
+    pub metrics_tokenizer_workers: Option<i64>,
 }
 
 impl Default for Drain {
@@ -446,7 +449,7 @@ impl Default for Drain {
             performance_timeout_s: 240.0,
             accuracy_timeout_s: None,
             metrics_drain_timeout_s: 0.0,
-            metrics_tokenizer_workers: 4,
+            metrics_tokenizer_workers: None,
         }
     }
 }

@@ -13,6 +13,9 @@ pub struct CpuPlan {
     pub coordinator_cores: Vec<usize>,
     /// Cores for the embedded stub server; empty when there is none.
     pub stub_cores: Vec<usize>,
+    /// Cores nothing else uses, for live client tokenizer threads; empty when affinity is off
+    /// or every core is taken.
+    pub tokenizer_cores: Vec<usize>,
     /// Whether the workers share cores with something else (fewer cores than processes).
     pub oversubscribed: bool,
 }
@@ -50,6 +53,7 @@ impl CpuPlan {
                 worker_cores: vec![None; workers],
                 coordinator_cores: Vec::new(),
                 stub_cores: Vec::new(),
+                tokenizer_cores: Vec::new(),
                 oversubscribed: workers + 1 > n,
             };
         }
@@ -65,15 +69,60 @@ impl CpuPlan {
         } else {
             (cores.to_vec(), if embedded_stub { vec![cores[0]] } else { Vec::new() })
         };
-        let worker_cores = (0..workers).map(|i| Some(worker_pool[i % worker_pool.len()])).collect();
+        let worker_cores: Vec<Option<usize>> =
+            (0..workers).map(|i| Some(worker_pool[i % worker_pool.len()])).collect();
+        let taken = |c: &usize| {
+            coordinator_cores.contains(c)
+                || stub_cores.contains(c)
+                || worker_cores.contains(&Some(*c))
+        };
+        let tokenizer_cores = cores.iter().copied().filter(|c| !taken(c)).collect();
         CpuPlan {
             cores_available: cores.to_vec(),
             worker_cores,
             coordinator_cores,
             stub_cores,
+            tokenizer_cores,
             oversubscribed: workers > worker_pool.len()
                 || (embedded_stub && n < 1 + stub_count + workers),
         }
+    }
+}
+
+/// The reference's default for `metrics_tokenizer_workers`: live tokenizer threads.
+pub const TOKENIZER_WORKERS_DEFAULT: usize = 4;
+
+/// How the client tokenizer pool runs, decided from the setting and the CPU plan.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TokenizerThreads {
+    /// Threads counting while the run goes on; 0 = all counting after the last sample.
+    pub live: usize,
+    /// Cores the live threads are pinned to, in turn; empty = unpinned.
+    pub live_cores: Vec<usize>,
+    /// The live threads may run on cores the load uses (an explicit count, no spare cores):
+    /// worth a note, since they compete with the workers for the CPU.
+    pub compete_with_load: bool,
+    /// Threads for the end-of-run drain, when the workers are gone: one per available core.
+    pub drain: usize,
+    /// Cores of the drain threads, in turn.
+    pub drain_cores: Vec<usize>,
+}
+
+/// Live and drain tokenizer threads from `metrics_tokenizer_workers` (`None` = not given).
+/// By default up to `TOKENIZER_WORKERS_DEFAULT` threads count live on the plan's spare cores,
+/// and none where there is no spare core (counting waits for the end of the run, so it never
+/// takes CPU from the load); an explicit count is honoured, on the spare cores when there are
+/// some, else sharing the load's cores; 0 always defers.
+pub fn tokenizer_threads(requested: Option<usize>, plan: &CpuPlan) -> TokenizerThreads {
+    let spare = &plan.tokenizer_cores;
+    let live = requested.unwrap_or(TOKENIZER_WORKERS_DEFAULT.min(spare.len()));
+    let drain_cores = plan.cores_available.clone();
+    TokenizerThreads {
+        live,
+        live_cores: if live > 0 { spare.clone() } else { Vec::new() },
+        compete_with_load: live > 0 && spare.is_empty(),
+        drain: drain_cores.len().max(1),
+        drain_cores,
     }
 }
 
@@ -92,6 +141,13 @@ impl fmt::Display for CpuPlan {
         }
         if !self.stub_cores.is_empty() {
             writeln!(f, "  embedded stub: cores {:?}", self.stub_cores)?;
+        }
+        if !self.tokenizer_cores.is_empty() {
+            writeln!(
+                f,
+                "  spare for live client tokenizer threads: cores {:?}",
+                self.tokenizer_cores
+            )?;
         }
         for (i, core) in self.worker_cores.iter().enumerate() {
             match core {
@@ -142,6 +198,41 @@ mod tests {
         let plan = CpuPlan::new(&[0, 1], 2, false, true);
         assert_eq!(plan.worker_cores, vec![None, None]);
         assert!(plan.coordinator_cores.is_empty());
+    }
+
+    #[test]
+    fn spare_cores_are_those_no_process_uses() {
+        let cores: Vec<usize> = (0..16).collect();
+        assert_eq!(CpuPlan::new(&cores, 8, true, true).tokenizer_cores, vec![9, 10, 11]);
+        assert_eq!(CpuPlan::new(&cores, 15, true, false).tokenizer_cores, Vec::<usize>::new());
+        assert_eq!(CpuPlan::new(&[0, 1], 1, true, true).tokenizer_cores, Vec::<usize>::new());
+        assert_eq!(CpuPlan::new(&[0, 1, 2, 3], 1, true, false).tokenizer_cores, vec![2, 3]);
+        assert!(CpuPlan::new(&cores, 2, false, false).tokenizer_cores.is_empty());
+    }
+
+    #[test]
+    fn tokenizer_threads_stay_off_the_load_unless_asked() {
+        let two = CpuPlan::new(&[0, 1], 1, true, true);
+        let sixteen = CpuPlan::new(&(0..16).collect::<Vec<_>>(), 8, true, true);
+        let one_spare = CpuPlan::new(&[0, 1, 2], 1, true, false);
+        // (plan, requested) -> (live, live cores, competes with the load)
+        type Case<'a> = (&'a CpuPlan, Option<usize>, usize, Vec<usize>, bool);
+        let cases: [Case<'_>; 8] = [
+            (&two, None, 0, vec![], false),
+            (&two, Some(0), 0, vec![], false),
+            (&two, Some(4), 4, vec![], true),
+            (&sixteen, None, 3, vec![9, 10, 11], false),
+            (&sixteen, Some(8), 8, vec![9, 10, 11], false),
+            (&sixteen, Some(0), 0, vec![], false),
+            (&one_spare, None, 1, vec![2], false),
+            (&one_spare, Some(2), 2, vec![2], false),
+        ];
+        for (plan, requested, live, cores, compete) in cases {
+            let t = tokenizer_threads(requested, plan);
+            let got = (t.live, t.live_cores.clone(), t.compete_with_load);
+            assert_eq!(got, (live, cores, compete), "{requested:?} on {:?}", plan.cores_available);
+            assert_eq!(t.drain, plan.cores_available.len(), "the drain uses the whole machine");
+        }
     }
 
     #[test]

@@ -14,7 +14,7 @@ use loadgen_worker::{monotonic_ns, run_worker, WorkerSpec};
 use crate::aggregate::{
     self,
     events::{EventLog, EventLogSpec},
-    tokens::{TokenCounter, TokenPool},
+    tokens::{TokenCounter, TokenPool, TokenPoolPlan},
 };
 use crate::aggregate::{AggregatorInput, AggregatorOutput, Control, Shared, Status};
 use crate::cpu::CpuPlan;
@@ -52,7 +52,8 @@ pub struct RunSpec {
     pub isl_client: Arc<Vec<Option<u32>>>,
     pub prompt_data_json: Arc<Vec<String>>,
     pub token_counter: Option<TokenCounter>,
-    pub tokenizer_threads: usize,
+    /// The client tokenizer pool's threads and drain timeout (`cpu::tokenizer_threads`).
+    pub token_pool: TokenPoolPlan,
     pub events_path: Option<PathBuf>,
     pub progress_line: bool,
     /// Values never written into events.jsonl (API keys, URL passwords), should an endpoint
@@ -411,12 +412,7 @@ fn start_aggregator(
     };
     let tokens = match &spec.token_counter {
         Some(counter) => Some(
-            TokenPool::start(
-                counter.clone(),
-                spec.tokenizer_threads,
-                &spec.cpu_plan.coordinator_cores,
-            )
-            .map_err(RunError::Thread)?,
+            TokenPool::start(counter.clone(), spec.token_pool.clone()).map_err(RunError::Thread)?,
         ),
         None => None,
     };

@@ -6,6 +6,7 @@ mod procs;
 mod roofline;
 mod soak;
 mod stubbench;
+mod tokenizer;
 
 use clap::{Parser, Subcommand};
 
@@ -26,6 +27,11 @@ enum Command {
     /// One long max-throughput run against the stub, its processes' resident memory sampled
     /// into a CSV; checks that memory stays flat and issued = completed + abandoned.
     Soak(soak::SoakArgs),
+    /// Trains the project's byte-level BPE tokenizer (tests/assets/tokenizers/bpe2k) on the
+    /// project's own text; run from the workspace root.
+    MakeBpeTokenizer(tokenizer::MakeBpeArgs),
+    /// Per-call cost of encode, encode_fast and the split count, after checking they agree.
+    CountTokens(tokenizer::CountArgs),
 }
 
 fn main() -> std::process::ExitCode {
@@ -33,6 +39,8 @@ fn main() -> std::process::ExitCode {
         Command::StubBench(args) => stubbench::run(&args).map(|_| ()),
         Command::Roofline(args) => roofline::run(&args),
         Command::Soak(args) => soak::run(&args),
+        Command::MakeBpeTokenizer(args) => tokenizer::make_bpe(&args),
+        Command::CountTokens(args) => tokenizer::count_tokens(&args),
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,

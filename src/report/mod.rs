@@ -46,6 +46,25 @@ pub struct WarmupInfo {
     pub warmup_random_seed: u64,
 }
 
+/// When the client basis was counted (`client_token_counting` in the summary).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ClientTokenCounting {
+    /// Tokenizer threads counted outputs while the run went on (the rest after it).
+    Live { threads: usize },
+    /// Every output was counted after the last sample, so counting never took CPU from the load.
+    AfterRun,
+}
+
+impl ClientTokenCounting {
+    /// The summary's value: `live` or `after_run`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ClientTokenCounting::Live { .. } => "live",
+            ClientTokenCounting::AfterRun => "after_run",
+        }
+    }
+}
+
 /// What the report says about the run besides its metrics.
 #[derive(Debug, Clone, PartialEq)]
 pub struct RunInfo {
@@ -80,6 +99,8 @@ pub struct RunInfo {
     /// events.jsonl was written whole and holds `error` lines for failed samples, so the
     /// console may point there.
     pub events_has_errors: bool,
+    /// When the client basis was counted; `None` without a client tokenizer.
+    pub client_token_counting: Option<ClientTokenCounting>,
 }
 
 /// Failed samples of one kind: `failure_kinds` in the summary, a line in report.txt.

@@ -86,6 +86,8 @@ pub struct ResultSummary {
     pub n_requests_resent: u64,
     /// Failed samples per kind, first-seen order.
     pub failure_kinds: Vec<super::FailureKindCount>,
+    /// When the client basis was counted; `None` without a client tokenizer.
+    pub client_token_counting: Option<super::ClientTokenCounting>,
 }
 
 fn non_empty(stat: Option<&SeriesStat>) -> Option<SeriesStat> {
@@ -189,6 +191,7 @@ pub fn result_summary(snap: &Snapshot, info: &RunInfo) -> ResultSummary {
         issue_lag: info.issue_lag,
         n_requests_resent: info.requests_resent,
         failure_kinds: info.failures.clone(),
+        client_token_counting: info.client_token_counting,
     }
 }
 
@@ -371,7 +374,9 @@ impl ResultSummary {
         map.serialize_entry("n_samples_abandoned", &self.n_samples_abandoned)?;
         map.serialize_entry("issue_lag", &self.issue_lag)?;
         map.serialize_entry("n_requests_resent", &self.n_requests_resent)?;
-        map.serialize_entry("failure_kinds", &FailureKinds(&self.failure_kinds))
+        map.serialize_entry("failure_kinds", &FailureKinds(&self.failure_kinds))?;
+        let counting = self.client_token_counting.map(super::ClientTokenCounting::as_str);
+        map.serialize_entry("client_token_counting", &counting)
     }
 }
 

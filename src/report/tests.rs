@@ -55,6 +55,7 @@ fn info(primary: TokenCountSource) -> RunInfo {
         dataloader_random_seed: 42,
         token_count_source: primary,
         embedded_stub: false,
+        client_token_counting: None,
         interrupted: false,
         incomplete_reason: None,
         abandoned: 0,
@@ -174,6 +175,7 @@ fn default_summary_keeps_reference_keys_then_adds() {
         "issue_lag",
         "n_requests_resent",
         "failure_kinds",
+        "client_token_counting",
     ];
     assert_eq!(&keys[REFERENCE_KEYS.len()..], added);
     let server = summary_json(&table, TokenCountSource::Server);
@@ -502,4 +504,36 @@ fn failure_kinds_are_in_the_summary_and_report() {
     info.events_has_errors = true;
     let console = console_summary(&summary, &info, Path::new("/tmp/r"));
     assert!(console.contains("see events.jsonl for the errors"), "{console}");
+}
+
+/// The report says when the client basis was counted: `client_token_counting` in the summary,
+/// a line under the other basis in report.txt; nothing of it without a tokenizer.
+#[test]
+fn the_report_says_whether_client_tokens_were_counted_live_or_after_the_run() {
+    let table = synthetic_table(&FixtureSpec::default());
+    let snap = snapshot(&table, TokenCountSource::Client);
+    let cases = [
+        (None, serde_json::Value::Null, None),
+        (Some(ClientTokenCounting::AfterRun), "after_run".into(), Some("counted after the last")),
+        (
+            Some(ClientTokenCounting::Live { threads: 3 }),
+            "live".into(),
+            Some("counted live by 3 tokenizer"),
+        ),
+    ];
+    for (counting, key, line) in cases {
+        let mut run = info(TokenCountSource::Client);
+        run.client_token_counting = counting;
+        let summary = result_summary(&snap, &run);
+        let json: serde_json::Value =
+            serde_json::from_slice(&to_python_json(&summary).unwrap()).unwrap();
+        assert_eq!(json["client_token_counting"], key, "{counting:?}");
+        let text = report_txt(&summary, &run);
+        match line {
+            Some(line) => {
+                assert!(text.contains(&format!("  Client token counts: {line}")), "{text}")
+            }
+            None => assert!(!text.contains("Client token counts"), "{text}"),
+        }
+    }
 }

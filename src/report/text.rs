@@ -123,6 +123,20 @@ fn summary_lines(out: &mut String, s: &ResultSummary, info: &RunInfo) {
     }
 }
 
+/// When and how the client basis was counted, for report.txt.
+fn counting_note(counting: super::ClientTokenCounting) -> String {
+    match counting {
+        super::ClientTokenCounting::Live { threads } => {
+            format!(
+                "counted live by {threads} tokenizer thread(s) (any backlog after the last sample)"
+            )
+        }
+        super::ClientTokenCounting::AfterRun => "counted after the last sample (no cores to spare \
+            for live counting; --metrics-tokenizer-workers N counts live beside the load)"
+            .to_string(),
+    }
+}
+
 fn fixed2(v: Option<f64>) -> String {
     v.map_or_else(|| "N/A".into(), |v| format!("{v:.2}"))
 }
@@ -133,6 +147,9 @@ fn other_basis_lines(out: &mut String, s: &ResultSummary) {
     let _ = writeln!(out, "Other token basis ({other}):");
     let _ = writeln!(out, "  Token count source: {}", s.primary.basis);
     let _ = writeln!(out, "  TPS ({other}): {}", fixed2(s.other.tps));
+    if let Some(counting) = s.client_token_counting {
+        let _ = writeln!(out, "  Client token counts: {}", counting_note(counting));
+    }
     let paired = &s.osl_paired;
     match (paired.mean(), paired.ratio()) {
         (Some(mean), ratio) => {

@@ -3,21 +3,17 @@
 
 use std::borrow::Cow;
 use std::sync::atomic::Ordering;
-use std::time::Duration;
 
 use loadgen_worker::wire::{FailureKind, FinishReason, RecordView, WorkerEvent};
 
 use super::events::CompleteEvent;
-use super::tokens::{TokenJob, TokenResult};
+use super::tokens::TokenResult;
 use super::{CancelledSample, Control, FailureSummary, State, WorkerState};
 use crate::metrics::{FinishKind, SampleRow};
-use crate::settle::WorkerFate;
+use crate::settle::{AbandonCause, WorkerFate};
 
 /// Longest message kept per failure kind.
 const FAILURE_MESSAGE_CHARS: usize = 500;
-
-/// How long the aggregator waits for client token counts still pending after the run.
-pub const TOKENS_FINISH_TIMEOUT: Duration = Duration::from_secs(60);
 
 impl State {
     pub(super) fn on_event(&mut self, w: usize, ev: WorkerEvent<'_>) {
@@ -153,7 +149,7 @@ impl State {
             if !failed && !output.is_empty() {
                 let tpot_from = (first_chunk_ns.is_some() && first_chunk_len < output.len())
                     .then_some(first_chunk_len);
-                pool.submit(TokenJob { slot, output: output.into_owned(), tpot_from });
+                pool.submit(slot, &output, tpot_from);
             }
         }
     }
@@ -206,27 +202,24 @@ impl State {
         row.tpot_tokens_client = r.tpot_tokens;
     }
 
+    /// Applies the counts the live threads finished, and hands them a stale partial batch.
     pub(super) fn collect_tokens(&mut self) {
         let Some(pool) = &mut self.tokens else { return };
+        pool.flush_if_stale();
         let results: Vec<TokenResult> = pool.try_results().collect();
         for r in results {
             self.apply_token_result(r);
         }
     }
 
-    /// Waits for the token counts still pending, `TOKENS_FINISH_TIMEOUT` at most in all.
+    /// Counts what is still pending on the drain pool, within the plan's drain timeout; what
+    /// is left shows as `client_token_tasks_pending`.
     pub(super) fn finish_tokens(&mut self) {
         let Some(mut pool) = self.tokens.take() else { return };
-        let deadline = std::time::Instant::now() + TOKENS_FINISH_TIMEOUT;
-        while pool.pending > 0 {
-            let left = deadline.saturating_duration_since(std::time::Instant::now());
-            match pool.wait_result(left) {
-                Some(r) => self.apply_token_result(r),
-                None => break,
-            }
-        }
-        self.counters.client_token_tasks_pending = pool.pending;
-        pool.close();
+        let interrupted = self.abort_cause == Some(AbandonCause::Interrupt);
+        let limit = pool.drain_limit(interrupted);
+        let pending = pool.finish(limit, |r| self.apply_token_result(r));
+        self.counters.client_token_tasks_pending = pending;
     }
 }
 
