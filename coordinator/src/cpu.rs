@@ -35,10 +35,18 @@ pub fn cores_available() -> Vec<usize> {
     cores
 }
 
-/// The default worker count: one per core, leaving one core for the coordinator (and a stub).
+/// Cores the coordinator's threads get on a machine of `cores` cores, where there is room: one,
+/// plus one per 16 cores, at most 4. Its scheduler, aggregator and events formatters cost about
+/// 1 us a sample together (docs/PERF.md, the null endpoint), so a 16-core client needs two
+/// cores for them to keep up with 2 M samples/s.
+pub fn coordinator_core_count(cores: usize) -> usize {
+    (1 + cores / 16).min(4)
+}
+
+/// The default worker count: one per core, leaving the coordinator's cores (and a stub's).
 pub fn default_worker_count(cores: usize, embedded_stub: bool) -> usize {
-    let reserved = if embedded_stub && cores >= 4 { 1 + cores / 4 } else { 1 };
-    cores.saturating_sub(reserved).max(1)
+    let stub = if embedded_stub && cores >= 4 { cores / 4 } else { 0 };
+    cores.saturating_sub(coordinator_core_count(cores) + stub).max(1)
 }
 
 impl CpuPlan {
@@ -57,11 +65,14 @@ impl CpuPlan {
                 oversubscribed: workers + 1 > n,
             };
         }
-        let coordinator_cores = vec![cores[0]];
         let stub_count = if embedded_stub { (n / 4).max(1) } else { 0 };
+        // More than one coordinator core only where the workers and the stub still get theirs.
+        let wanted = coordinator_core_count(n);
+        let coordinator_count = if n >= wanted + stub_count + workers { wanted } else { 1 };
+        let coordinator_cores = cores[..coordinator_count].to_vec();
         let (worker_pool, stub_cores): (Vec<usize>, Vec<usize>) = if n >= 1 + stub_count + workers {
             let stub = cores[n - stub_count..].to_vec();
-            (cores[1..n - stub_count].to_vec(), stub)
+            (cores[coordinator_count..n - stub_count].to_vec(), stub)
         } else if n >= 2 {
             // Small machine: the stub shares the coordinator's core, the workers get the rest.
             let stub = if embedded_stub { vec![cores[0]] } else { Vec::new() };
@@ -186,6 +197,21 @@ mod tests {
     }
 
     #[test]
+    fn a_big_host_gives_the_coordinator_a_second_core_when_the_workers_leave_it() {
+        let cores: Vec<usize> = (0..16).collect();
+        let plan = CpuPlan::new(&cores, default_worker_count(16, false), true, false);
+        assert_eq!(plan.coordinator_cores, vec![0, 1]);
+        let workers: Vec<usize> = plan.worker_cores.iter().map(|c| c.unwrap()).collect();
+        assert_eq!(workers, (2..16).collect::<Vec<_>>());
+        assert!(!plan.oversubscribed && plan.tokenizer_cores.is_empty());
+        // Fifteen workers asked for: the coordinator keeps one core, as before.
+        let plan = CpuPlan::new(&cores, 15, true, false);
+        assert_eq!(plan.coordinator_cores, vec![0]);
+        assert_eq!(coordinator_core_count(2), 1);
+        assert_eq!(coordinator_core_count(64), 4);
+    }
+
+    #[test]
     fn too_many_workers_wrap_and_say_so() {
         let plan = CpuPlan::new(&[0, 1, 2], 4, true, false);
         let workers: Vec<usize> = plan.worker_cores.iter().map(|c| c.unwrap()).collect();
@@ -239,7 +265,8 @@ mod tests {
     fn default_workers_leave_room_for_the_coordinator() {
         assert_eq!(default_worker_count(2, true), 1);
         assert_eq!(default_worker_count(1, false), 1);
-        assert_eq!(default_worker_count(16, true), 11);
-        assert_eq!(default_worker_count(16, false), 15);
+        assert_eq!(default_worker_count(16, true), 10);
+        assert_eq!(default_worker_count(16, false), 14);
+        assert_eq!(default_worker_count(8, false), 7);
     }
 }

@@ -393,6 +393,16 @@ fn event_formatters(plan: &CpuPlan) -> usize {
     plan.coordinator_cores.len().clamp(1, MAX_EVENT_FORMATTERS)
 }
 
+/// The formatters' cores: the coordinator's, from its second on, so the first formatter leaves
+/// the scheduler's and the aggregator's core to them where it can.
+fn formatter_cores(plan: &CpuPlan) -> Vec<usize> {
+    let mut cores = plan.coordinator_cores.clone();
+    if cores.len() > 1 {
+        cores.rotate_left(1);
+    }
+    cores
+}
+
 fn start_aggregator(
     spec: &RunSpec,
     io: AggregatorIo,
@@ -402,7 +412,7 @@ fn start_aggregator(
         Some(path) => {
             let log = EventLogSpec {
                 formatters: event_formatters(&spec.cpu_plan),
-                cores: spec.cpu_plan.coordinator_cores.clone(),
+                cores: formatter_cores(&spec.cpu_plan),
                 prompt_data_json: spec.prompt_data_json.clone(),
                 secrets: spec.secrets.clone(),
             };
