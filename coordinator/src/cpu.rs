@@ -229,7 +229,8 @@ mod tests {
     #[test]
     fn spare_cores_are_those_no_process_uses() {
         let cores: Vec<usize> = (0..16).collect();
-        assert_eq!(CpuPlan::new(&cores, 8, true, true).tokenizer_cores, vec![9, 10, 11]);
+        // The coordinator takes cores 0 and 1 (a 16-core host), the stub 12-15.
+        assert_eq!(CpuPlan::new(&cores, 8, true, true).tokenizer_cores, vec![10, 11]);
         assert_eq!(CpuPlan::new(&cores, 15, true, false).tokenizer_cores, Vec::<usize>::new());
         assert_eq!(CpuPlan::new(&[0, 1], 1, true, true).tokenizer_cores, Vec::<usize>::new());
         assert_eq!(CpuPlan::new(&[0, 1, 2, 3], 1, true, false).tokenizer_cores, vec![2, 3]);
@@ -247,8 +248,8 @@ mod tests {
             (&two, None, 0, vec![], false),
             (&two, Some(0), 0, vec![], false),
             (&two, Some(4), 4, vec![], true),
-            (&sixteen, None, 3, vec![9, 10, 11], false),
-            (&sixteen, Some(8), 8, vec![9, 10, 11], false),
+            (&sixteen, None, 2, vec![10, 11], false),
+            (&sixteen, Some(8), 8, vec![10, 11], false),
             (&sixteen, Some(0), 0, vec![], false),
             (&one_spare, None, 1, vec![2], false),
             (&one_spare, Some(2), 2, vec![2], false),
