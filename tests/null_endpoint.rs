@@ -96,3 +96,15 @@ fn verbose_runs_give_each_coordinator_threads_cpu_per_sample() {
         assert!(line.contains("us per sample"), "{line}");
     }
 }
+
+#[test]
+fn the_cap_ends_a_null_run_with_the_accounting_exact() {
+    let (out, dir) = null_run(
+        "null-cap",
+        &["--num-samples", "500000000", "--runtime.max-duration-ms", "100", "--workers", "2"],
+    );
+    assert_eq!(out.status.code(), Some(0));
+    let (issued, completed, failed, abandoned) = check_accounting(&dir);
+    assert!(issued > 0 && issued < 500_000_000, "the cap stopped issuing: {issued}");
+    assert_eq!((completed, failed), (issued - abandoned, 0));
+}
