@@ -172,10 +172,10 @@ impl TokenPool {
     }
 
     fn spawn(&mut self, threads: usize, cores: &[usize], name: &str) -> std::io::Result<()> {
+        let first = self.threads.len();
         for i in 0..threads {
             let crew = self.crew.clone();
             let core = (!cores.is_empty()).then(|| cores[i % cores.len()]);
-            let first = self.threads.len();
             let thread_name = format!("{name}-{}", first + i);
             let handle =
                 std::thread::Builder::new().name(thread_name.clone()).spawn(move || {
