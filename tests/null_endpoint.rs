@@ -108,3 +108,16 @@ fn the_cap_ends_a_null_run_with_the_accounting_exact() {
     assert!(issued > 0 && issued < 500_000_000, "the cap stopped issuing: {issued}");
     assert_eq!((completed, failed), (issued - abandoned, 0));
 }
+
+#[test]
+fn the_default_seed_issues_the_rows_the_reference_issues() {
+    // Python: r = random.Random(42); l = list(range(1000)); r.shuffle(l); l[:5]
+    let (out, dir) = null_run("null-seed", &["--num-samples", "5"]);
+    assert_eq!(out.status.code(), Some(0));
+    let text = std::fs::read_to_string(dir.join("sample_idx_map.json")).unwrap();
+    let map: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let rows: Vec<u64> = (0..5u64)
+        .map(|id| map["performance"][format!("{id:032x}")].as_u64().expect("a row per sample"))
+        .collect();
+    assert_eq!(rows, [776, 507, 895, 922, 33]);
+}

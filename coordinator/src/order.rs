@@ -1,6 +1,9 @@
-//! Sample order: which dataset row each issued sample uses (seeded, without replacement).
+//! Sample order: which dataset row each issued sample uses: seeded, without replacement, drawn
+//! exactly as the reference draws it (Python's `random.Random(seed).shuffle`, see `pyrandom`).
 
-/// A small, fast, seedable generator (SplitMix64). Not cryptographic; reproducible across runs.
+use crate::pyrandom::PyRandom;
+
+/// A small, fast, seedable generator (SplitMix64) for test fixtures. Not cryptographic.
 #[derive(Debug, Clone)]
 pub struct SplitMix64 {
     state: u64,
@@ -30,28 +33,26 @@ impl SplitMix64 {
     }
 }
 
-/// Rows in a seeded random order, each row once per pass; reshuffled when a pass ends.
+/// Rows in a seeded random order, each row once per pass; reshuffled when a pass ends (the
+/// reference's `WithoutReplacementSampleOrder`).
 #[derive(Debug)]
 pub struct SampleOrder {
     rows: Vec<u32>,
     position: usize,
-    rng: SplitMix64,
+    rng: PyRandom,
 }
 
 impl SampleOrder {
     pub fn new(row_count: usize, seed: u64) -> SampleOrder {
         assert!(row_count > 0, "a sample order needs at least one row");
         let rows = (0..row_count as u32).collect();
-        let mut order = SampleOrder { rows, position: 0, rng: SplitMix64::new(seed) };
+        let mut order = SampleOrder { rows, position: 0, rng: PyRandom::new(seed) };
         order.shuffle();
         order
     }
 
     fn shuffle(&mut self) {
-        for i in (1..self.rows.len()).rev() {
-            let j = self.rng.below(i as u64 + 1) as usize;
-            self.rows.swap(i, j);
-        }
+        self.rng.shuffle(&mut self.rows);
         self.position = 0;
     }
 
@@ -69,6 +70,20 @@ impl SampleOrder {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn rows_come_in_the_references_order_pass_after_pass() {
+        // CPython: r = random.Random(42); l = list(range(1000)); r.shuffle(l) (then again).
+        let mut order = SampleOrder::new(1000, 42);
+        let first: Vec<u32> = (0..1000).map(|_| order.next_row()).collect();
+        assert_eq!(first[..5], [776, 507, 895, 922, 33]);
+        let second: Vec<u32> = (0..5).map(|_| order.next_row()).collect();
+        assert_eq!(second, [134, 114, 160, 755, 441]);
+        // random.Random(7), four passes over three rows.
+        let mut order = SampleOrder::new(3, 7);
+        let rows: Vec<u32> = (0..12).map(|_| order.next_row()).collect();
+        assert_eq!(rows, [2, 0, 1, 1, 2, 0, 2, 0, 1, 1, 2, 0]);
+    }
 
     #[test]
     fn every_row_once_per_pass_then_a_new_order() {

@@ -11,7 +11,8 @@ use loadgen_worker::monotonic_ns;
 use loadgen_worker::wire::{Doorbell, IssueCmd, IssueProducer};
 
 use crate::aggregate::{Shared, WorkerState};
-use crate::order::{SampleOrder, SplitMix64};
+use crate::order::SampleOrder;
+use crate::pyrandom::{poisson_gap_ns, PyRandom};
 use crate::settle::IssueLog;
 
 /// How long the scheduler sleeps on a doorbell or condition before it re-checks for a stop.
@@ -226,7 +227,7 @@ pub fn issue_all(
         Pattern::Poisson { target_qps, seed } => {
             // Sleeps end within 1 µs of their deadline instead of the default 50 µs slack.
             let _ = nix::sys::prctl::set_timerslack(1_000);
-            Some((SplitMix64::new(*seed), *target_qps, 0.0f64))
+            Some((PyRandom::new(*seed), *target_qps, 0u64))
         }
         _ => None,
     };
@@ -238,10 +239,11 @@ pub fn issue_all(
             // The closed loop is held by the issuer's per-worker caps (see `Issuer::closed_loop`).
             Pattern::Offline | Pattern::Concurrency { .. } => {}
             Pattern::Poisson { .. } => {
-                let (rng, qps, at_s) = poisson.as_mut().expect("poisson state");
-                // Exponential gap: -ln(1 - U) / rate, with U in [0, 1).
-                *at_s += -(1.0 - rng.next_f64()).ln() / *qps;
-                let offset = Duration::from_secs_f64(*at_s);
+                let (rng, qps, at_ns) = poisson.as_mut().expect("poisson state");
+                // The reference's schedule: whole-nanosecond exponential gaps, summed; the
+                // first sample waits one gap too.
+                *at_ns += poisson_gap_ns(rng, *qps);
+                let offset = Duration::from_nanos(*at_ns);
                 scheduled_ns = start_ns + offset.as_nanos() as u64;
                 if !wait_until(start + offset, &shared, cap) {
                     return IssueEnd::Stopped;
