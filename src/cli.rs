@@ -122,6 +122,10 @@ pub struct BenchFlags {
         help_heading = "Data"
     )]
     pub tokenizer: Option<String>,
+    /// A jinja chat template that replaces the tokenizer folder's for client ISL counting
+    /// (give the server's `--chat-template` file) [default: the tokenizer folder's].
+    #[arg(long = "chat-template", value_name = "FILE", help_heading = "Data")]
+    pub chat_template: Option<String>,
 
     /// auto = off for offline, on for online [default: auto].
     #[arg(long = "streaming", visible_alias = "model-params.streaming", help_heading = "Request")]
@@ -436,6 +440,7 @@ impl BenchFlags {
         if !self.source_addresses.is_empty() {
             config.source_addresses = self.source_addresses.clone();
         }
+        set(&mut config.chat_template, self.chat_template.clone());
         Ok(())
     }
 }

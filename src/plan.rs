@@ -275,10 +275,9 @@ pub fn resolve_plan(mut config: Config, verbose: u8) -> Result<Plan, AppError> {
     let token_count_source = resolve_token_source(&config, api_type, streaming)?;
     let (dataset, dataset_is_synthetic) = resolve_dataset(&mut config)?;
     check_rows_n(&dataset, token_count_source)?;
-    let tokenizer = resolve_tokenizer(&config, &model)?;
-    if let (Some(tok), true) = (&tokenizer, verbose > 0) {
-        let template = if tok.has_chat_template() { "with" } else { "without" };
-        eprintln!("tokenizer: {} ({template} a chat template)", tok.source().display());
+    let tokenizer = resolve_tokenizer(&config, &model, verbose)?;
+    if let Some(note) = chat_template_note(api_type, &endpoints, &dataset, tokenizer.as_ref()) {
+        eprintln!("{note}");
     }
     let report_dir = record_resolved(&mut config, token_count_source);
     let (workers, max_connections) = resolve_workers(&config, load_pattern)?;
@@ -698,13 +697,40 @@ fn check_rows_n(dataset: &Dataset, source: TokenCountSource) -> Result<(), AppEr
     }
 }
 
-fn resolve_tokenizer(config: &Config, model: &str) -> Result<Option<Tokenizer>, AppError> {
+/// The client tokenizer (`--tokenizer`, else the model name if found locally), with the
+/// `--chat-template` file in place of its folder's template; `-v` says where both came from.
+fn resolve_tokenizer(
+    config: &Config,
+    model: &str,
+    verbose: u8,
+) -> Result<Option<Tokenizer>, AppError> {
+    let mut tokenizer = load_tokenizer(config, model)?;
+    if let (Some(tok), Some(file)) = (tokenizer.as_mut(), &config.chat_template) {
+        tok.override_chat_template(std::path::Path::new(file))?;
+    }
+    if let (Some(tok), true) = (&tokenizer, verbose > 0) {
+        let template = match tok.chat_template_source() {
+            Some(file) => format!("chat template from {}", file.display()),
+            None => "without a chat template".to_string(),
+        };
+        eprintln!("tokenizer: {} ({template})", tok.source().display());
+    }
+    Ok(tokenizer)
+}
+
+fn load_tokenizer(config: &Config, model: &str) -> Result<Option<Tokenizer>, AppError> {
     if let Some(spec) = &config.model_params.tokenizer_name {
         return Tokenizer::load(spec).map(Some);
     }
     let embedded = config.endpoint_config.endpoints.is_empty();
     match Tokenizer::load(model) {
         Ok(tok) => Ok(Some(tok)),
+        // Without a tokenizer the template would count nothing: refused, never ignored.
+        Err(_) if config.chat_template.is_some() => Err(AppError::Setup(format!(
+            "--chat-template {} counts the client ISL, but no tokenizer for model {model:?} \
+             was found locally; give --tokenizer PATH as well, or drop --chat-template",
+            config.chat_template.as_deref().unwrap_or_default()
+        ))),
         // The embedded stub's default run says so after naming the stub (src/run.rs).
         Err(_) if embedded => Ok(None),
         Err(_) => {
@@ -715,6 +741,57 @@ fn resolve_tokenizer(config: &Config, model: &str) -> Result<Option<Tokenizer>, 
             Ok(None)
         }
     }
+}
+
+/// The note for text prompts sent to a chat endpoint: the server renders each through its
+/// chat template, while the client ISL counts the prompt text alone (anchor §6), so the
+/// two differ by the template's tokens. Says by how much when the tokenizer has a template
+/// (rendered on one empty user message). `None` where nothing is left out: no text rows,
+/// not the chat route, no client tokenizer, or a local stub that applies no template.
+fn chat_template_note(
+    api_type: ApiType,
+    endpoints: &[EndpointUrl],
+    dataset: &Dataset,
+    tokenizer: Option<&Tokenizer>,
+) -> Option<String> {
+    let tok = tokenizer?;
+    let remote = endpoints.iter().any(|e| !e.is_null());
+    if api_type != ApiType::OpenAi || !remote {
+        return None;
+    }
+    let text_rows: Vec<&crate::dataset::Row> = dataset
+        .rows
+        .iter()
+        .filter(|r| r.token_ids.is_none() && r.prompt.is_some())
+        .filter(|r| r.messages.as_ref().is_none_or(|m| m.as_array().is_some_and(Vec::is_empty)))
+        .collect();
+    if text_rows.is_empty() {
+        return None;
+    }
+    let head = "note: text prompts go to the chat endpoint (/v1/chat/completions), where the \
+                server wraps each in its chat template; the client ISL counts the prompt text \
+                alone";
+    let size = match (tok.chat_template_source(), tok.chat_template_overhead_tokens()) {
+        (Some(file), Some(n)) => format!(
+            ", so it leaves out about {n} tokens per request (the chat template of {} \
+             rendered around an empty user message)",
+            file.display()
+        ),
+        (Some(file), None) => format!(
+            " and leaves that template out (the chat template of {} does not render an \
+             empty user message, so by how much is unknown)",
+            file.display()
+        ),
+        (None, _) => " and leaves that template out (the tokenizer has no chat template to \
+                      say by how much; --chat-template FILE gives one)"
+            .to_string(),
+    };
+    let system_rows = text_rows.iter().filter(|r| r.system.is_some()).count();
+    let system = match system_rows {
+        0 => String::new(),
+        n => format!("; the system prompt of {n} rows is left out too"),
+    };
+    Some(format!("{head}{size}{system}"))
 }
 
 fn check_durations(runtime: &Runtime) -> Result<Option<u64>, AppError> {

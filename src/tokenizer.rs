@@ -9,7 +9,8 @@ use serde_json::Value;
 use crate::dataset::Row;
 use crate::error::AppError;
 
-/// A loaded tokenizer plus the chat template of its folder's `tokenizer_config.json`.
+/// A loaded tokenizer plus its chat template: the folder's (`chat_template.jinja`, else
+/// `tokenizer_config.json`'s `chat_template`) or one given with `--chat-template`.
 ///
 /// Counting uses only single-input calls: batch calls start rayon threads, and no thread
 /// may exist in the coordinator before the fork (DESIGN.md).
@@ -19,7 +20,9 @@ pub struct Tokenizer {
     /// The compiled chat template (`None`: no template, or one that does not compile,
     /// which the reference also treats as a rendering failure).
     chat: Option<Arc<minijinja::Environment<'static>>>,
-    has_chat_template: bool,
+    /// The file the chat template was read from (`chat_template.jinja`, the
+    /// `tokenizer_config.json`, or the `--chat-template` file).
+    chat_template_source: Option<PathBuf>,
     bos_token: Option<String>,
     eos_token: Option<String>,
     source: PathBuf,
@@ -31,6 +34,13 @@ const CHAT_TEMPLATE_NAME: &str = "chat_template";
 /// A minijinja environment set up as Hugging Face's (`trim_blocks`, `lstrip_blocks`, loop
 /// controls, `raise_exception`, Python string and dict methods).
 fn chat_environment(template: String) -> Option<minijinja::Environment<'static>> {
+    chat_environment_checked(template).ok()
+}
+
+/// `chat_environment`, keeping the compile error.
+fn chat_environment_checked(
+    template: String,
+) -> Result<minijinja::Environment<'static>, minijinja::Error> {
     let mut env = minijinja::Environment::new();
     env.set_trim_blocks(true);
     env.set_lstrip_blocks(true);
@@ -38,8 +48,8 @@ fn chat_environment(template: String) -> Option<minijinja::Environment<'static>>
     env.add_function("raise_exception", |msg: String| -> Result<String, minijinja::Error> {
         Err(minijinja::Error::new(minijinja::ErrorKind::InvalidOperation, msg))
     });
-    env.add_template_owned(CHAT_TEMPLATE_NAME, template).ok()?;
-    Some(env)
+    env.add_template_owned(CHAT_TEMPLATE_NAME, template)?;
+    Ok(env)
 }
 
 impl Tokenizer {
@@ -61,21 +71,23 @@ impl Tokenizer {
         )))
     }
 
-    /// Loads one `tokenizer.json`; the chat template comes from `tokenizer_config.json`
-    /// beside it, if any.
+    /// Loads one `tokenizer.json`; the chat template and special tokens come from the files
+    /// beside it (`folder_chat_template`), if any.
     pub fn load_file(file: &Path) -> Result<Tokenizer, AppError> {
         let inner = tokenizers::Tokenizer::from_file(file).map_err(|e| {
             AppError::Setup(format!("cannot load tokenizer {}: {e}", file.display()))
         })?;
-        let config = file.parent().map(|d| d.join("tokenizer_config.json"));
-        let config = match config.filter(|c| c.is_file()) {
-            Some(path) => read_config(&path)?,
-            None => Value::Null,
+        let folder = file.parent().unwrap_or(Path::new("."));
+        let config_path = folder.join("tokenizer_config.json");
+        let config = match config_path.is_file() {
+            true => read_config(&config_path)?,
+            false => Value::Null,
         };
-        let template = chat_template_of(&config);
+        let template = folder_chat_template(folder, &config, &config_path)?;
+        let (template, chat_template_source) = template.unzip();
         Ok(Tokenizer {
             inner: Arc::new(inner),
-            has_chat_template: template.is_some(),
+            chat_template_source,
             chat: template.and_then(chat_environment).map(Arc::new),
             bos_token: special_token(&config, "bos_token"),
             eos_token: special_token(&config, "eos_token"),
@@ -88,9 +100,42 @@ impl Tokenizer {
         &self.source
     }
 
-    /// Whether the folder's `tokenizer_config.json` has a chat template.
-    pub fn has_chat_template(&self) -> bool {
-        self.has_chat_template
+    /// The file the chat template was read from; `None`: no chat template is known.
+    pub fn chat_template_source(&self) -> Option<&Path> {
+        self.chat_template_source.as_deref()
+    }
+
+    /// Replaces the folder's chat template with the jinja file `file` (`--chat-template`),
+    /// as the server's `--chat-template` replaces the model's. Unlike a folder's template,
+    /// which the reference treats as a render failure when it does not compile, a file the
+    /// user names must compile: one that does not, or cannot be read, is a setup error
+    /// (exit 3) naming it.
+    pub fn override_chat_template(&mut self, file: &Path) -> Result<(), AppError> {
+        let text = std::fs::read_to_string(file).map_err(|e| {
+            AppError::Setup(format!(
+                "cannot read chat template {}: {e}; give --chat-template a jinja file that \
+                 exists",
+                file.display()
+            ))
+        })?;
+        let env = chat_environment_checked(text).map_err(|e| {
+            AppError::Setup(format!(
+                "chat template {} does not compile: {e:#}; fix the template or give \
+                 another --chat-template file",
+                file.display()
+            ))
+        })?;
+        self.chat = Some(Arc::new(env));
+        self.chat_template_source = Some(file.to_path_buf());
+        Ok(())
+    }
+
+    /// Tokens the chat template adds around a text prompt: the template rendered on one
+    /// empty user message with a generation prompt, counted. `None` when there is no template
+    /// or it does not render.
+    pub fn chat_template_overhead_tokens(&self) -> Option<u32> {
+        let empty = serde_json::json!([{"role": "user", "content": ""}]);
+        self.count(&self.render_chat(&empty)?).ok()
     }
 
     /// Tokens in `text`, without special tokens: `encode`'s count, by the cheapest route
@@ -229,14 +274,64 @@ fn read_config(path: &Path) -> Result<Value, AppError> {
         .map_err(|e| AppError::Setup(format!("cannot parse {}: {e}", path.display())))
 }
 
-/// `chat_template` as a string, or the `default` entry of a list of named templates.
-fn chat_template_of(config: &Value) -> Option<String> {
+/// Where transformers keeps a folder's chat template in a file of its own (transformers 5
+/// writes templates only there).
+const CHAT_TEMPLATE_FILE: &str = "chat_template.jinja";
+
+/// Named templates beside it, one `NAME.jinja` each.
+const CHAT_TEMPLATE_DIR: &str = "additional_chat_templates";
+
+/// The folder's chat template and the file it came from, resolved as transformers'
+/// `from_pretrained` and `apply_chat_template` do: template files (`chat_template.jinja` as
+/// "default", `additional_chat_templates/NAME.jinja` as NAME), when any exist, replace
+/// `tokenizer_config.json`'s `chat_template` entirely; of named templates the "default" one
+/// is used (no row carries tools, so "tool_use" never applies), and a set without one is no
+/// template, as transformers refuses to choose.
+fn folder_chat_template(
+    folder: &Path,
+    config: &Value,
+    config_path: &Path,
+) -> Result<Option<(String, PathBuf)>, AppError> {
+    let file = folder.join(CHAT_TEMPLATE_FILE);
+    if file.is_file() {
+        return Ok(Some((read_template(&file)?, file)));
+    }
+    let default = folder.join(CHAT_TEMPLATE_DIR).join("default.jinja");
+    if default.is_file() {
+        return Ok(Some((read_template(&default)?, default)));
+    }
+    if has_named_template_files(&folder.join(CHAT_TEMPLATE_DIR)) {
+        return Ok(None);
+    }
+    Ok(config_chat_template(config).map(|t| (t, config_path.to_path_buf())))
+}
+
+fn read_template(path: &Path) -> Result<String, AppError> {
+    std::fs::read_to_string(path).map_err(|e| {
+        AppError::Setup(format!(
+            "cannot read chat template {}: {e}; make it a readable UTF-8 file or remove it",
+            path.display()
+        ))
+    })
+}
+
+/// Whether `dir` holds any `*.jinja` file (each a named template).
+fn has_named_template_files(dir: &Path) -> bool {
+    let Ok(entries) = std::fs::read_dir(dir) else { return false };
+    entries.filter_map(|e| e.ok()).any(|e| {
+        let path = e.path();
+        path.is_file() && path.extension().is_some_and(|x| x == "jinja")
+    })
+}
+
+/// `tokenizer_config.json`'s `chat_template`: a string, or the "default" entry of a list of
+/// named templates (`None` when the list has no "default").
+fn config_chat_template(config: &Value) -> Option<String> {
     match config.get("chat_template")? {
         Value::String(s) => Some(s.clone()),
         Value::Array(items) => items
             .iter()
             .find(|t| t.get("name").and_then(Value::as_str) == Some("default"))
-            .or_else(|| items.first())
             .and_then(|t| t.get("template"))
             .and_then(Value::as_str)
             .map(str::to_string),
@@ -329,7 +424,7 @@ mod tests {
             assert_eq!(tok.count("tab\there\n").unwrap(), 9);
             // Unknown characters are still one token each.
             assert_eq!(tok.count("héllo").unwrap(), 5);
-            assert!(!tok.has_chat_template());
+            assert_eq!(tok.chat_template_source(), None);
         }
     }
 
@@ -356,7 +451,7 @@ mod tests {
     #[test]
     fn chat_template_renders_with_a_generation_prompt() {
         let tok = Tokenizer::load(&asset("char_chat")).unwrap();
-        assert!(tok.has_chat_template());
+        assert!(tok.chat_template_source().unwrap().ends_with("char_chat/tokenizer_config.json"));
         let messages = serde_json::json!([
             {"role": "system", "content": "be brief"},
             {"role": "user", "content": "hi"}
@@ -404,6 +499,162 @@ mod tests {
         let row = Row { messages: Some(bad.clone()), ..Row::default() };
         let json = python_json(&serde_json::json!({ "messages": bad }));
         assert_eq!(tok.count_row(&row).unwrap(), json.chars().count() as u32);
+    }
+
+    /// A scratch folder holding a copy of the char tokenizer; removed when dropped, so a
+    /// failing assertion leaves nothing behind.
+    struct Scratch(PathBuf);
+
+    impl Scratch {
+        fn new(name: &str) -> Scratch {
+            let dir =
+                std::env::temp_dir().join(format!("llm-loadgen-tpl-{name}-{}", std::process::id()));
+            let _ = std::fs::remove_dir_all(&dir);
+            std::fs::create_dir_all(&dir).unwrap();
+            std::fs::copy(asset("char/tokenizer.json"), dir.join("tokenizer.json")).unwrap();
+            Scratch(dir)
+        }
+
+        fn write(&self, name: &str, text: &str) -> PathBuf {
+            let path = self.0.join(name);
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(&path, text).unwrap();
+            path
+        }
+
+        fn load(&self) -> Tokenizer {
+            Tokenizer::load(&self.0.display().to_string()).unwrap()
+        }
+    }
+
+    impl Drop for Scratch {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+
+    fn user(content: &str) -> Value {
+        serde_json::json!([{"role": "user", "content": content}])
+    }
+
+    /// transformers 5 writes the template only to `chat_template.jinja`; when both it and
+    /// `tokenizer_config.json`'s `chat_template` exist, the file wins.
+    #[test]
+    fn chat_template_jinja_beside_tokenizer_json_wins_over_the_config() {
+        let tok = Tokenizer::load(&asset("char_jinja")).unwrap();
+        let source = tok.chat_template_source().unwrap();
+        assert!(source.ends_with("char_jinja/chat_template.jinja"), "{}", source.display());
+        // bos/eos from tokenizer_config.json; trim_blocks drops the newlines after the tags.
+        let text = tok.render_chat(&user("hi")).unwrap();
+        assert_eq!(text, "<s><|user|>hi</s><|assistant|>");
+        assert!(!text.contains("STALE"), "the config's template was used: {text}");
+        let row = Row { messages: Some(user("hi")), ..Row::default() };
+        // <s> and </s> are one token each, the rest one per character.
+        assert_eq!(tok.count_row(&row).unwrap(), 2 + "<|user|>hi<|assistant|>".len() as u32);
+
+        let only_jinja = Scratch::new("only-jinja");
+        only_jinja.write("chat_template.jinja", "{{ messages[0]['content'] }}!");
+        let tok = only_jinja.load();
+        assert_eq!(tok.render_chat(&user("yo")).as_deref(), Some("yo!"));
+    }
+
+    /// A list of named templates in `tokenizer_config.json` uses its "default" entry, as
+    /// transformers does; a list without one is no template (transformers refuses to pick),
+    /// so messages fall back to the JSON count.
+    #[test]
+    fn list_form_config_templates_use_the_default_entry() {
+        let dir = Scratch::new("list");
+        let named = |names: &[&str]| {
+            let list: Vec<Value> = names
+                .iter()
+                .map(|n| serde_json::json!({"name": n, "template": format!("{n}:{{{{ messages[0].content }}}}")}))
+                .collect();
+            dir.write(
+                "tokenizer_config.json",
+                &serde_json::json!({ "chat_template": list }).to_string(),
+            );
+            dir.load()
+        };
+        let tok = named(&["tool_use", "default", "rag"]);
+        assert_eq!(tok.render_chat(&user("x")).as_deref(), Some("default:x"));
+        let tok = named(&["tool_use", "rag"]);
+        assert_eq!(tok.chat_template_source(), None);
+        assert_eq!(tok.render_chat(&user("x")), None);
+        let row = Row { messages: Some(user("x")), ..Row::default() };
+        let json = python_json(&serde_json::json!({ "messages": user("x") }));
+        assert_eq!(tok.count_row(&row).unwrap(), json.len() as u32);
+    }
+
+    /// `additional_chat_templates/NAME.jinja` files replace the config's templates as
+    /// `chat_template.jinja` does; `default.jinja` among them is the one used.
+    #[test]
+    fn additional_template_files_replace_the_config_template() {
+        let dir = Scratch::new("additional");
+        let config = serde_json::json!({ "chat_template": "config:{{ messages[0].content }}" });
+        dir.write("tokenizer_config.json", &config.to_string());
+        assert_eq!(dir.load().render_chat(&user("a")).as_deref(), Some("config:a"));
+        dir.write("additional_chat_templates/tool_use.jinja", "tools:{{ messages[0].content }}");
+        assert_eq!(dir.load().chat_template_source(), None, "named files without a default");
+        let default =
+            dir.write("additional_chat_templates/default.jinja", "file:{{ messages[0].content }}");
+        let tok = dir.load();
+        assert_eq!(tok.render_chat(&user("a")).as_deref(), Some("file:a"));
+        assert_eq!(tok.chat_template_source(), Some(default.as_path()));
+        let top = dir.write("chat_template.jinja", "top:{{ messages[0].content }}");
+        let tok = dir.load();
+        assert_eq!(tok.render_chat(&user("a")).as_deref(), Some("top:a"));
+        assert_eq!(tok.chat_template_source(), Some(top.as_path()));
+    }
+
+    /// `--chat-template FILE` replaces the folder's template (both kinds) for ISL counting.
+    #[test]
+    fn chat_template_flag_file_overrides_the_folder_template() {
+        let dir = Scratch::new("flag");
+        let file = dir.write("server.jinja", "[{{ messages[0]['content'] }}]{{ eos_token }}");
+        for folder in ["char_chat", "char_jinja", "char"] {
+            let mut tok = Tokenizer::load(&asset(folder)).unwrap();
+            tok.override_chat_template(&file).unwrap();
+            assert_eq!(tok.chat_template_source(), Some(file.as_path()), "{folder}");
+            let text = tok.render_chat(&user("hey")).unwrap();
+            assert_eq!(text, "[hey]</s>", "{folder}");
+            let row = Row { messages: Some(user("hey")), ..Row::default() };
+            assert_eq!(tok.count_row(&row).unwrap(), 6, "{folder}: </s> is one token");
+        }
+    }
+
+    /// A `--chat-template` file that does not exist or does not compile is a setup error
+    /// (exit 3, as other tokenizer errors) naming the file, and leaves the template as it was.
+    #[test]
+    fn a_missing_or_broken_chat_template_file_is_refused_naming_it() {
+        let dir = Scratch::new("bad");
+        let missing = dir.0.join("missing.jinja");
+        let broken = dir.write("broken.jinja", "{% for message in messages %}{{ message");
+        for (file, what) in [(&missing, "cannot read chat template"), (&broken, "does not compile")]
+        {
+            let mut tok = Tokenizer::load(&asset("char_chat")).unwrap();
+            let err = tok.override_chat_template(file).unwrap_err();
+            let AppError::Setup(msg) = &err else { panic!("{err:?}") };
+            assert!(msg.contains(&file.display().to_string()), "{msg}");
+            assert!(msg.contains(what) && msg.contains("--chat-template"), "{msg}");
+            assert_eq!(err.exit_code(), 3);
+            let source = tok.chat_template_source().unwrap();
+            assert!(source.ends_with("char_chat/tokenizer_config.json"), "unchanged");
+        }
+    }
+
+    /// The note's number: the template's tokens around an empty user message, with the
+    /// generation prompt; nothing without a template.
+    #[test]
+    fn template_overhead_counts_the_template_around_an_empty_user_message() {
+        let jinja = Tokenizer::load(&asset("char_jinja")).unwrap();
+        assert_eq!(
+            jinja.chat_template_overhead_tokens(),
+            Some(2 + "<|user|><|assistant|>".len() as u32)
+        );
+        let chat = Tokenizer::load(&asset("char_chat")).unwrap();
+        let framed = "<|im_start|>user\n<|im_end|>\n<|im_start|>assistant\n";
+        assert_eq!(chat.chat_template_overhead_tokens(), Some(framed.len() as u32));
+        assert_eq!(Tokenizer::load(&asset("char")).unwrap().chat_template_overhead_tokens(), None);
     }
 
     /// The cheap count must be `encode`'s on every kind of text: ASCII, accents, CJK, emoji,

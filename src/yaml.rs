@@ -46,6 +46,10 @@ pub struct Config {
     /// never sets it and config.yaml never shows it.
     #[serde(skip)]
     pub source_addresses: Vec<String>,
+    /// `--chat-template FILE`, as given: a flag only (the reference has no such key), so YAML
+    /// never sets it and config.yaml never shows it.
+    #[serde(skip)]
+    pub chat_template: Option<String>,
 }
 
 /// `type:` of a configuration.
@@ -623,6 +627,7 @@ impl Config {
             enable_cpu_affinity: true,
             audit: None,
             source_addresses: Vec::new(),
+            chat_template: None,
         }
     }
 

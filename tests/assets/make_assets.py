@@ -5,7 +5,10 @@
   prompts as the binary's built-in synthetic dataset (src/dataset.rs keeps them in sync and
   a unit test checks it);
 - tests/assets/tokenizers/char/: a WordLevel tokenizer with one token per character;
-- tests/assets/tokenizers/char_chat/: the same plus a small chat template.
+- tests/assets/tokenizers/char_chat/: the same plus a small chat template;
+- tests/assets/tokenizers/char_jinja/: the same with its template in chat_template.jinja (as
+  transformers 5 writes it) and a stale one in tokenizer_config.json, which transformers
+  ignores when the file exists.
 """
 
 import json
@@ -47,6 +50,18 @@ CHAT_TEMPLATE = (
     "<|im_end|>\n{% endfor %}"
     "{%- if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
 )
+
+# chat_template.jinja of char_jinja: special tokens (one token each with the char tokenizer)
+# around each message, so a test can tell it from CHAT_TEMPLATE and from the stale one.
+JINJA_TEMPLATE = (
+    "{{ bos_token }}{% for message in messages %}"
+    "<|{{ message['role'] }}|>{{ message['content'] }}{{ eos_token }}"
+    "{% endfor %}\n"
+    "{% if add_generation_prompt %}<|assistant|>{% endif %}\n"
+)
+
+# tokenizer_config.json's template in char_jinja: never used while chat_template.jinja exists.
+STALE_TEMPLATE = "{% for message in messages %}STALE {{ message['content'] }}{% endfor %}"
 
 
 def prompt(i):
@@ -120,7 +135,7 @@ def tokenizer_config(chat_template):
     return config
 
 
-def write_tokenizer(root, name, chat_template):
+def write_tokenizer(root, name, chat_template, jinja=None):
     folder = os.path.join(root, "tokenizers", name)
     os.makedirs(folder, exist_ok=True)
     with open(os.path.join(folder, "tokenizer.json"), "w") as f:
@@ -129,6 +144,9 @@ def write_tokenizer(root, name, chat_template):
     with open(os.path.join(folder, "tokenizer_config.json"), "w") as f:
         json.dump(tokenizer_config(chat_template), f, indent=2)
         f.write("\n")
+    if jinja is not None:
+        with open(os.path.join(folder, "chat_template.jinja"), "w") as f:
+            f.write(jinja)
 
 
 def main():
@@ -136,6 +154,7 @@ def main():
     write_dataset(root)
     write_tokenizer(root, "char", None)
     write_tokenizer(root, "char_chat", CHAT_TEMPLATE)
+    write_tokenizer(root, "char_jinja", STALE_TEMPLATE, JINJA_TEMPLATE)
 
 
 if __name__ == "__main__":
