@@ -789,7 +789,8 @@ fn chat_template_note(
     let system_rows = text_rows.iter().filter(|r| r.system.is_some()).count();
     let system = match system_rows {
         0 => String::new(),
-        n => format!("; the system prompt of {n} rows is left out too"),
+        1 => "; the system prompt of 1 row is left out too".to_string(),
+        n => format!("; the system prompts of {n} rows are left out too"),
     };
     Some(format!("{head}{size}{system}"))
 }
@@ -1630,5 +1631,88 @@ mod tests {
             assert_eq!(err.exit_code(), 2, "{args:?}: {err}");
             assert!(err.to_string().contains(want), "{args:?}: {err}");
         }
+    }
+
+    fn endpoint(url: &str) -> Vec<EndpointUrl> {
+        vec![EndpointUrl { url: url.to_string() }]
+    }
+
+    fn rows(rows: Vec<crate::dataset::Row>) -> Dataset {
+        Dataset { name: "d".into(), rows }
+    }
+
+    fn text_row(prompt: &str, system: Option<&str>) -> crate::dataset::Row {
+        crate::dataset::Row {
+            prompt: Some(prompt.into()),
+            system: system.map(str::to_string),
+            ..Default::default()
+        }
+    }
+
+    /// Text prompts sent to the chat route: the note says the ISL leaves the server's
+    /// template out and by how many tokens (the template around an empty user message).
+    #[test]
+    fn chat_template_note_gives_the_template_tokens_for_text_prompts_on_chat() {
+        let tok = Tokenizer::load(&asset("tokenizers/char_jinja")).unwrap();
+        let data = rows(vec![text_row("abc", None), text_row("de", Some("sys"))]);
+        let url = endpoint("http://127.0.0.1:8000");
+        let note = chat_template_note(ApiType::OpenAi, &url, &data, Some(&tok)).unwrap();
+        // <s><|user|></s><|assistant|>: two special tokens and 21 characters.
+        assert!(note.contains("about 23 tokens per request"), "{note}");
+        assert!(note.contains("char_jinja/chat_template.jinja"), "{note}");
+        assert!(note.contains("/v1/chat/completions"), "{note}");
+        assert!(note.contains("the system prompt of 1 row is left out too"), "{note}");
+        let plain = Tokenizer::load(&asset("tokenizers/char")).unwrap();
+        let note = chat_template_note(ApiType::OpenAi, &url, &data, Some(&plain)).unwrap();
+        assert!(note.contains("leaves that template out"), "{note}");
+        assert!(note.contains("--chat-template FILE"), "{note}");
+        assert!(!note.contains("tokens per request"), "no number without a template: {note}");
+    }
+
+    /// No note where nothing is left out: other routes, messages or token-id rows, no
+    /// tokenizer, the embedded stub or the null endpoint.
+    #[test]
+    fn chat_template_note_is_silent_where_the_isl_leaves_nothing_out() {
+        let tok = Tokenizer::load(&asset("tokenizers/char_jinja")).unwrap();
+        let text = rows(vec![text_row("abc", None)]);
+        let url = endpoint("http://127.0.0.1:8000");
+        for api in [ApiType::OpenAiCompletions, ApiType::Sglang] {
+            assert_eq!(chat_template_note(api, &url, &text, Some(&tok)), None, "{api:?}");
+        }
+        assert_eq!(chat_template_note(ApiType::OpenAi, &url, &text, None), None);
+        assert_eq!(chat_template_note(ApiType::OpenAi, &[], &text, Some(&tok)), None);
+        let null = endpoint(NULL_ENDPOINT);
+        assert_eq!(chat_template_note(ApiType::OpenAi, &null, &text, Some(&tok)), None);
+        let messages = serde_json::json!([{"role": "user", "content": "hi"}]);
+        let structured = rows(vec![
+            crate::dataset::Row { messages: Some(messages), ..Default::default() },
+            crate::dataset::Row { token_ids: Some(vec![1, 2]), ..text_row("ab", None) },
+        ]);
+        assert_eq!(chat_template_note(ApiType::OpenAi, &url, &structured, Some(&tok)), None);
+    }
+
+    /// `--chat-template` reaches the plan's tokenizer; without a tokenizer it is refused
+    /// (exit 3), never ignored; a bad file is exit 3 naming it.
+    #[test]
+    fn chat_template_flag_reaches_the_plan_tokenizer() {
+        let jinja = asset("tokenizers/char_jinja/chat_template.jinja");
+        let tok = asset("tokenizers/char_chat");
+        let args = ["offline", "--tokenizer", &tok, "--chat-template", &jinja];
+        let plan = plan_of(&args).unwrap();
+        let tokenizer = plan.tokenizer.unwrap();
+        assert_eq!(tokenizer.chat_template_source(), Some(std::path::Path::new(&jinja)));
+        assert_eq!(tokenizer.chat_template_overhead_tokens(), Some(23));
+        let err = plan_of(&["offline", "--chat-template", &jinja]).unwrap_err();
+        assert_eq!(err.exit_code(), 3);
+        assert!(err.to_string().contains("--chat-template") && err.to_string().contains(&jinja));
+        let missing = asset("tokenizers/no-such.jinja");
+        let err = plan_of(&["offline", "--tokenizer", &tok, "--chat-template", &missing]);
+        let err = err.unwrap_err();
+        assert_eq!(err.exit_code(), 3);
+        assert!(err.to_string().contains(&missing), "{err}");
+        // A YAML key of that name is refused, not dropped: the reference has none.
+        let yaml = "type: offline\nchat_template: x.jinja\n";
+        let err = Config::from_yaml_str(yaml, "test.yaml").unwrap_err();
+        assert!(err.to_string().contains("chat_template"), "{err}");
     }
 }
