@@ -292,13 +292,15 @@ fn folder_chat_template(
     config: &Value,
     config_path: &Path,
 ) -> Result<Option<(String, PathBuf)>, AppError> {
-    let file = folder.join(CHAT_TEMPLATE_FILE);
-    if file.is_file() {
-        return Ok(Some((read_template(&file)?, file)));
-    }
+    // transformers reads `chat_template.jinja` into "default" first and the named files
+    // after it, so a named `default.jinja` overwrites it.
     let default = folder.join(CHAT_TEMPLATE_DIR).join("default.jinja");
     if default.is_file() {
         return Ok(Some((read_template(&default)?, default)));
+    }
+    let file = folder.join(CHAT_TEMPLATE_FILE);
+    if file.is_file() {
+        return Ok(Some((read_template(&file)?, file)));
     }
     if has_named_template_files(&folder.join(CHAT_TEMPLATE_DIR)) {
         return Ok(None);
@@ -600,7 +602,10 @@ mod tests {
         let tok = dir.load();
         assert_eq!(tok.render_chat(&user("a")).as_deref(), Some("file:a"));
         assert_eq!(tok.chat_template_source(), Some(default.as_path()));
+        // transformers reads the named default after chat_template.jinja: it wins.
         let top = dir.write("chat_template.jinja", "top:{{ messages[0].content }}");
+        assert_eq!(dir.load().render_chat(&user("a")).as_deref(), Some("file:a"));
+        std::fs::remove_file(&default).unwrap();
         let tok = dir.load();
         assert_eq!(tok.render_chat(&user("a")).as_deref(), Some("top:a"));
         assert_eq!(tok.chat_template_source(), Some(top.as_path()));
