@@ -108,7 +108,7 @@ pub struct FaultArgs {
     /// Add N response headers to every answer.
     #[arg(long, value_name = "N", default_value_t = 0)]
     pub fault_extra_headers: usize,
-    /// Wait this many milliseconds before answering (every --fault-delay-every-th request).
+    /// Wait this many milliseconds before answering (every Nth request, N from --fault-delay-every).
     #[arg(long, value_name = "MS")]
     pub fault_delay_ms: Option<u64>,
     /// Which requests --fault-delay-ms delays: every Nth.
