@@ -83,3 +83,50 @@ fn a_no_effect_spelling_runs_with_one_note() {
     assert_eq!(server.requests_total(), 20, "the run ran");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `--warmup-drain-timeout` (settings.drain.warmup_timeout_s) bounds the warm-up drain on its
+/// own: every answer takes 3 s, the warm-up drain gives up after 0.2 s, so the performance
+/// samples are issued while the warm-up one is still out and the run takes one delay, not
+/// two (the 30 s performance drain timeout would have waited for the warm-up answer).
+#[test]
+fn the_warmup_drain_waits_its_own_timeout() {
+    use loadgen_stubs::DelayFault;
+    let server = stub(StubKind::MaxThroughput, |c| {
+        c.faults.delay = Some(DelayFault { delay_ms: 3_000, every: 1 })
+    });
+    let dir = report_dir("spelling-warmup-drain");
+    let (url, report) = (server.url(), dir.display().to_string());
+    let started = std::time::Instant::now();
+    let out = run([
+        "benchmark",
+        "offline",
+        "--endpoints",
+        &url,
+        "--model",
+        "test-model",
+        "--dataset",
+        &dataset(),
+        "--num-samples",
+        "2",
+        "--workers",
+        "1",
+        "--streaming",
+        "off",
+        "--report-dir",
+        &report,
+        "--warmup",
+        "--warmup-requests",
+        "1",
+        "--warmup-drain",
+        "--drain.warmup-timeout-s",
+        "0.2",
+        "--performance-drain-timeout",
+        "30",
+    ]);
+    let elapsed = started.elapsed();
+    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(server.requests_total(), 3, "one warm-up and two tracked samples");
+    assert!(elapsed.as_secs_f64() >= 3.0, "the answers took their delay: {elapsed:?}");
+    assert!(elapsed.as_secs_f64() < 5.5, "the warm-up drain waited past 0.2 s: {elapsed:?}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
