@@ -473,6 +473,7 @@ pub struct SpellingFlags {
     #[arg(
         long = "service-ready-timeout",
         visible_alias = "service-ready-timeout-s",
+        allow_negative_numbers = true,
         help_heading = "Reference-only (no effect)"
     )]
     pub service_ready_timeout_s: Option<f64>,
@@ -811,6 +812,18 @@ mod spelling_tests {
              Refused("settings.profiling.urls (--profile-urls, --urls) is not supported yet")),
             (&["--urls", "http://127.0.0.1:9"], "profiling:\n    urls: ['http://127.0.0.1:9']",
              Refused(NOT_YET)),
+            (&["--client.auto-warmup-budget-fraction", "1.5"],
+             "client:\n    auto_warmup_budget_fraction: 1.5",
+             Refused("settings.client.auto_warmup_budget_fraction \
+                      (--client.auto-warmup-budget-fraction) 1.5 is not valid")),
+            (&["--max-concurrent-warmup-connects", "0"],
+             "client:\n    max_concurrent_warmup_connects: 0", Refused("0 is not valid")),
+            (&["--service-ready-timeout", "-1"], "service_ready_timeout_s: -1",
+             Refused("(--service-ready-timeout) -1 is not valid")),
+            (&["--warmup-drain-timeout", "0"], "drain:\n    warmup_timeout_s: 0",
+             Refused("settings.drain.warmup_timeout_s (--warmup-drain-timeout) 0 is not valid")),
+            (&["--accuracy-drain-timeout", "0"], "drain:\n    accuracy_timeout_s: 0",
+             Refused("(--accuracy-drain-timeout) 0 is not valid")),
         ]
     }
 
@@ -863,6 +876,10 @@ mod spelling_tests {
 
     #[test]
     fn reference_defaults_in_yaml_give_no_note() {
+        let bad_gc = "type: offline\nsettings:\n  client:\n    worker_gc_mode: never\n";
+        let err = check_reference_only(&Config::from_yaml_str(bad_gc, "t.yaml").unwrap());
+        let msg = err.expect_err("an unknown gc mode is refused").to_string();
+        assert!(msg.contains("worker_gc_mode (--client.worker-gc-mode) \"never\""), "{msg}");
         let text = "type: offline\nsettings:\n  client:\n    log_level: INFO\n    \
                     worker_gc_mode: relaxed\n    transport:\n      type: zmq\n  \
                     service_ready_timeout_s: 30\n  warmup:\n    salt: false\n    \

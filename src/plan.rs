@@ -402,89 +402,101 @@ pub fn check_reference_only(config: &Config) -> Result<Vec<String>, AppError> {
     refuse_missing_features(config)?;
     let s = &config.settings;
     let (c, d) = (&s.client, crate::yaml::Client::default());
-    let mut notes = Vec::new();
-    let mut note = |changed: bool, key: &str, flag: &str, why: &str| {
-        if changed {
-            notes.push(format!("note: settings.{key} ({flag}) has no effect here: {why}"));
-        }
+    let stop = "workers stop when the coordinator closes their rings";
+    #[rustfmt::skip]
+    let table: [(bool, &str, &str, &str); 12] = [
+        (c.transport.kind != d.transport.kind, "client.transport.type",
+         "--client.transport.type", "workers hand samples over shared-memory rings, not ZMQ"),
+        (c.log_level != d.log_level, "client.log_level", "--client.log-level",
+         "workers do not log per request; use -v"),
+        (c.worker_gc_mode != d.worker_gc_mode, "client.worker_gc_mode",
+         "--client.worker-gc-mode", "workers have no garbage collector"),
+        (c.worker_graceful_shutdown_wait != d.worker_graceful_shutdown_wait,
+         "client.worker_graceful_shutdown_wait", "--client.worker-graceful-shutdown-wait", stop),
+        (c.worker_force_kill_timeout != d.worker_force_kill_timeout,
+         "client.worker_force_kill_timeout", "--client.worker-force-kill-timeout", stop),
+        (s.service_ready_timeout_s != 30.0, "service_ready_timeout_s", "--service-ready-timeout",
+         "there are no separate metrics or event-logger services"),
+        (c.stream_all_chunks != d.stream_all_chunks, "client.stream_all_chunks",
+         "--client.stream-all-chunks", "workers time every chunk themselves"),
+        (c.auto_warmup_budget_fraction != d.auto_warmup_budget_fraction,
+         "client.auto_warmup_budget_fraction", "--client.auto-warmup-budget-fraction",
+         "auto warm-up connections are sized per worker (--client.warmup-connections)"),
+        (c.max_concurrent_warmup_connects != d.max_concurrent_warmup_connects,
+         "client.max_concurrent_warmup_connects", "--max-concurrent-warmup-connects",
+         "each worker opens its connections in turn"),
+        (c.max_idle_time != d.max_idle_time, "client.max_idle_time", "--client.max-idle-time",
+         "a connection the endpoint closed is reopened on its next request"),
+        (c.min_required_connections != d.min_required_connections,
+         "client.min_required_connections", "--client.min-required-connections",
+         "connections that cannot be opened fail their samples with kind connect"),
+        (s.drain.accuracy_timeout_s.is_some(), "drain.accuracy_timeout_s",
+         "--accuracy-drain-timeout", "no accuracy phase runs (accuracy mode is not supported yet)"),
+    ];
+    Ok(table
+        .iter()
+        .filter(|(changed, ..)| *changed)
+        .map(|(_, key, flag, why)| {
+            format!("note: settings.{key} ({flag}) has no effect here: {why}")
+        })
+        .collect())
+}
+
+/// The reference's bounds on its machinery settings: a value it refuses is refused here
+/// too, rather than noted as having no effect.
+fn check_reference_bounds(config: &Config) -> Result<(), AppError> {
+    let (s, c) = (&config.settings, &config.settings.client);
+    let bad = |key: &str, flag: &str, value: String, want: &str| {
+        Err(AppError::Input(format!("settings.{key} ({flag}) {value} is not valid; give {want}")))
     };
-    note(
-        c.transport.kind != d.transport.kind,
-        "client.transport.type",
-        "--client.transport.type",
-        "workers hand samples over shared-memory rings, not ZMQ",
-    );
-    note(
-        c.log_level != d.log_level,
-        "client.log_level",
-        "--client.log-level",
-        "workers do not log per request; use -v",
-    );
-    note(
-        c.worker_gc_mode != d.worker_gc_mode,
-        "client.worker_gc_mode",
-        "--client.worker-gc-mode",
-        "workers have no garbage collector",
-    );
-    note(
-        c.worker_graceful_shutdown_wait != d.worker_graceful_shutdown_wait,
-        "client.worker_graceful_shutdown_wait",
-        "--client.worker-graceful-shutdown-wait",
-        "workers stop when the coordinator closes their rings",
-    );
-    note(
-        c.worker_force_kill_timeout != d.worker_force_kill_timeout,
-        "client.worker_force_kill_timeout",
-        "--client.worker-force-kill-timeout",
-        "workers stop when the coordinator closes their rings",
-    );
-    note(
-        s.service_ready_timeout_s != 30.0,
-        "service_ready_timeout_s",
-        "--service-ready-timeout",
-        "there are no separate metrics or event-logger services",
-    );
-    note(
-        c.stream_all_chunks != d.stream_all_chunks,
-        "client.stream_all_chunks",
-        "--client.stream-all-chunks",
-        "workers time every chunk themselves",
-    );
-    note(
-        c.auto_warmup_budget_fraction != d.auto_warmup_budget_fraction,
-        "client.auto_warmup_budget_fraction",
-        "--client.auto-warmup-budget-fraction",
-        "auto warm-up connections are sized per worker (--client.warmup-connections)",
-    );
-    note(
-        c.max_concurrent_warmup_connects != d.max_concurrent_warmup_connects,
-        "client.max_concurrent_warmup_connects",
-        "--max-concurrent-warmup-connects",
-        "each worker opens its connections in turn",
-    );
-    note(
-        c.max_idle_time != d.max_idle_time,
-        "client.max_idle_time",
-        "--client.max-idle-time",
-        "a connection the endpoint closed is reopened on its next request",
-    );
-    note(
-        c.min_required_connections != d.min_required_connections,
-        "client.min_required_connections",
-        "--client.min-required-connections",
-        "connections that cannot be opened fail their samples with kind connect",
-    );
-    note(
-        s.drain.accuracy_timeout_s.is_some(),
-        "drain.accuracy_timeout_s",
-        "--accuracy-drain-timeout",
-        "no accuracy phase runs (accuracy mode is not supported yet)",
-    );
-    Ok(notes)
+    let fraction = c.auto_warmup_budget_fraction;
+    if !(fraction > 0.0 && fraction <= 1.0) {
+        return bad(
+            "client.auto_warmup_budget_fraction",
+            "--client.auto-warmup-budget-fraction",
+            fraction.to_string(),
+            "a fraction above 0, at most 1",
+        );
+    }
+    if c.max_concurrent_warmup_connects < 1 {
+        return bad(
+            "client.max_concurrent_warmup_connects",
+            "--max-concurrent-warmup-connects",
+            c.max_concurrent_warmup_connects.to_string(),
+            "1 or more",
+        );
+    }
+    if !["disabled", "relaxed", "system"].contains(&c.worker_gc_mode.as_str()) {
+        return bad(
+            "client.worker_gc_mode",
+            "--client.worker-gc-mode",
+            format!("{:?}", c.worker_gc_mode),
+            "disabled, relaxed or system",
+        );
+    }
+    if !(s.service_ready_timeout_s >= 0.0 && s.service_ready_timeout_s.is_finite()) {
+        return bad(
+            "service_ready_timeout_s",
+            "--service-ready-timeout",
+            s.service_ready_timeout_s.to_string(),
+            "0 or more seconds",
+        );
+    }
+    let warmup_s = s.drain.warmup_timeout_s;
+    if !(warmup_s > 0.0 && warmup_s.is_finite()) {
+        let flag = "--warmup-drain-timeout";
+        return bad("drain.warmup_timeout_s", flag, warmup_s.to_string(), "seconds above 0");
+    }
+    if let Some(accuracy_s) = s.drain.accuracy_timeout_s.filter(|v| v.is_nan() || *v <= 0.0) {
+        let flag = "--accuracy-drain-timeout";
+        return bad("drain.accuracy_timeout_s", flag, accuracy_s.to_string(), "seconds above 0");
+    }
+    Ok(())
 }
 
 /// Refuses the reference's settings whose feature does not exist here yet.
 fn refuse_missing_features(config: &Config) -> Result<(), AppError> {
+    check_reference_bounds(config)?;
     let s = &config.settings;
     let refuse = |key: &str, flags: &str, what: &str| {
         Err(AppError::Input(format!(
