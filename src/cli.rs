@@ -222,7 +222,11 @@ pub struct BenchFlags {
     #[arg(long = "mode", help_heading = "Run length")]
     pub mode: Option<ModeArg>,
     /// The reference's alias for --mode acc (not supported yet).
-    #[arg(long = "accuracy-only", help_heading = "Run length")]
+    #[arg(
+        long = "accuracy-only",
+        overrides_with = "no_accuracy_only",
+        help_heading = "Run length"
+    )]
     pub accuracy_only: bool,
     /// Per-request timeout in seconds, from the request's write to the response's end; past
     /// it the sample fails with kind timeout [default: none].
@@ -301,17 +305,29 @@ pub struct BenchFlags {
     pub source_addresses: Vec<String>,
 
     /// Issue warm-up samples before tracking starts.
-    #[arg(long = "warmup", visible_alias = "warmup.enabled", help_heading = "Warm-up")]
+    #[arg(long = "warmup", visible_aliases = ["warmup.enabled", "enabled"],
+          overrides_with = "no_warmup", help_heading = "Warm-up")]
     pub warmup: bool,
     /// Warm-up samples [default: the dataset once].
-    #[arg(long = "warmup-requests", visible_alias = "warmup.n-requests", help_heading = "Warm-up")]
+    #[arg(long = "warmup-requests", visible_aliases = ["warmup.n-requests", "n-requests"],
+          help_heading = "Warm-up")]
     pub warmup_requests: Option<u64>,
     /// Wait for warm-up samples before the performance phase.
-    #[arg(long = "warmup-drain", visible_alias = "warmup.drain", help_heading = "Warm-up")]
+    #[arg(
+        long = "warmup-drain",
+        visible_alias = "warmup.drain",
+        overrides_with = "no_warmup_drain",
+        help_heading = "Warm-up"
+    )]
     pub warmup_drain: bool,
 
     /// MLPerf early-stopping estimates [default].
-    #[arg(long = "early-stopping", overrides_with = "no_early_stopping", help_heading = "Report")]
+    #[arg(
+        long = "early-stopping",
+        visible_alias = "early-stopping.enabled",
+        overrides_with = "no_early_stopping",
+        help_heading = "Report"
+    )]
     pub early_stopping: bool,
     #[arg(long = "no-early-stopping", overrides_with = "early_stopping", help_heading = "Report")]
     pub no_early_stopping: bool,
@@ -328,6 +344,10 @@ pub struct BenchFlags {
         help_heading = "Report"
     )]
     pub token_count_source: Option<TokenSource>,
+
+    /// The rest of the reference's spellings (see `SpellingFlags`).
+    #[command(flatten)]
+    pub spellings: SpellingFlags,
 }
 
 /// Parses `600s`, `10m`, `1h`, `600000ms` or a plain integer (milliseconds).
@@ -354,6 +374,185 @@ pub fn parse_duration_ms(text: &str) -> Result<u64, String> {
         return Err(format!("{text:?} is not a whole number of milliseconds"));
     }
     Ok(ms as u64)
+}
+
+/// The reference's remaining flag spellings, each landing on the same `Config` field as its
+/// YAML key, so `plan::check_reference_only` judges flag and YAML alike: a setting that only
+/// tunes the reference's own machinery gets a note, one whose feature is missing is refused.
+#[derive(Debug, Default, Args)]
+pub struct SpellingFlags {
+    /// No warm-up phase [default].
+    #[arg(
+        long = "no-warmup",
+        visible_alias = "no-enabled",
+        overrides_with = "warmup",
+        help_heading = "Warm-up"
+    )]
+    pub no_warmup: bool,
+    /// Start the performance phase without waiting for warm-up samples [default].
+    #[arg(
+        long = "no-warmup-drain",
+        visible_alias = "no-drain",
+        overrides_with = "warmup_drain",
+        help_heading = "Warm-up"
+    )]
+    pub no_warmup_drain: bool,
+    /// Salt each warm-up prompt (not supported yet).
+    #[arg(
+        long = "warmup-salt",
+        visible_alias = "salt",
+        overrides_with = "no_warmup_salt",
+        help_heading = "Warm-up"
+    )]
+    pub warmup_salt: bool,
+    /// Unsalted warm-up prompts [default].
+    #[arg(
+        long = "no-warmup-salt",
+        visible_alias = "no-salt",
+        overrides_with = "warmup_salt",
+        help_heading = "Warm-up"
+    )]
+    pub no_warmup_salt: bool,
+    /// Warm-up order seed; only 42 (warm-up here follows the sample order) [default: 42].
+    #[arg(long = "warmup-seed", visible_alias = "warmup-random-seed", help_heading = "Warm-up")]
+    pub warmup_seed: Option<u64>,
+    /// How long --warmup-drain waits for warm-up samples, in seconds [default: 240].
+    #[arg(
+        long = "warmup-drain-timeout",
+        visible_alias = "drain.warmup-timeout-s",
+        help_heading = "Warm-up"
+    )]
+    pub warmup_drain_timeout_s: Option<f64>,
+    /// Accuracy drain timeout in seconds; no effect (no accuracy phase runs here).
+    #[arg(
+        long = "accuracy-drain-timeout",
+        visible_alias = "drain.accuracy-timeout-s",
+        help_heading = "Run length"
+    )]
+    pub accuracy_drain_timeout_s: Option<f64>,
+    /// Performance mode, the only one [default].
+    #[arg(
+        long = "no-accuracy-only",
+        overrides_with = "accuracy_only",
+        help_heading = "Run length"
+    )]
+    pub no_accuracy_only: bool,
+
+    /// Skip TLS certificate checks (not supported yet: TLS is not).
+    #[arg(
+        long = "insecure",
+        visible_alias = "client.insecure",
+        overrides_with = "no_insecure",
+        help_heading = "Client"
+    )]
+    pub insecure: bool,
+    /// Check TLS certificates [default].
+    #[arg(
+        long = "no-insecure",
+        visible_alias = "client.no-insecure",
+        overrides_with = "insecure",
+        help_heading = "Client"
+    )]
+    pub no_insecure: bool,
+    /// The reference's ZMQ transport (no effect: workers use shared-memory rings).
+    #[arg(long = "client.transport.type", help_heading = "Reference-only (no effect)")]
+    pub transport_type: Option<String>,
+    /// The reference's worker log level (no effect).
+    #[arg(long = "client.log-level", help_heading = "Reference-only (no effect)")]
+    pub log_level: Option<String>,
+    /// The reference's worker GC mode: disabled | relaxed | system (no effect).
+    #[arg(long = "client.worker-gc-mode", value_parser = ["disabled", "relaxed", "system"],
+          help_heading = "Reference-only (no effect)")]
+    pub worker_gc_mode: Option<String>,
+    /// Seconds the reference waits for its workers to stop (no effect).
+    #[arg(
+        long = "client.worker-graceful-shutdown-wait",
+        help_heading = "Reference-only (no effect)"
+    )]
+    pub worker_graceful_shutdown_wait: Option<f64>,
+    /// Seconds the reference waits before killing its workers (no effect).
+    #[arg(long = "client.worker-force-kill-timeout", help_heading = "Reference-only (no effect)")]
+    pub worker_force_kill_timeout: Option<f64>,
+    /// Seconds the reference waits for its services (no effect).
+    #[arg(
+        long = "service-ready-timeout",
+        visible_alias = "service-ready-timeout-s",
+        allow_negative_numbers = true,
+        help_heading = "Reference-only (no effect)"
+    )]
+    pub service_ready_timeout_s: Option<f64>,
+    /// Forward every chunk to the reference's main thread (no effect).
+    #[arg(
+        long = "client.stream-all-chunks",
+        overrides_with = "no_stream_all_chunks",
+        help_heading = "Reference-only (no effect)"
+    )]
+    pub stream_all_chunks: bool,
+    #[arg(
+        long = "client.no-stream-all-chunks",
+        overrides_with = "stream_all_chunks",
+        help_heading = "Reference-only (no effect)"
+    )]
+    pub no_stream_all_chunks: bool,
+    /// The reference's auto warm-up port fraction (no effect).
+    #[arg(
+        long = "client.auto-warmup-budget-fraction",
+        help_heading = "Reference-only (no effect)"
+    )]
+    pub auto_warmup_budget_fraction: Option<f64>,
+    /// The reference's connect pacing per worker (no effect).
+    #[arg(
+        long = "max-concurrent-warmup-connects",
+        visible_alias = "client.max-concurrent-warmup-connects",
+        help_heading = "Reference-only (no effect)"
+    )]
+    pub max_concurrent_warmup_connects: Option<i64>,
+    /// The reference's idle-connection discard, in seconds (no effect).
+    #[arg(long = "client.max-idle-time", help_heading = "Reference-only (no effect)")]
+    pub max_idle_time: Option<f64>,
+    /// The reference's ephemeral-port warning threshold (no effect).
+    #[arg(
+        long = "client.min-required-connections",
+        allow_negative_numbers = true,
+        help_heading = "Reference-only (no effect)"
+    )]
+    pub min_required_connections: Option<i64>,
+
+    /// Profile the named engine around the performance phase (not supported yet).
+    #[arg(long = "profile", visible_alias = "engine", help_heading = "Profiling")]
+    pub profile: Option<String>,
+    /// URLs for the profiler triggers (not supported yet).
+    #[arg(long = "profile-urls", visible_alias = "urls", value_delimiter = ',',
+          action = ArgAction::Append, help_heading = "Profiling")]
+    pub profile_urls: Vec<String>,
+}
+
+impl SpellingFlags {
+    /// Lays these flags over `config`, each on its YAML key's field.
+    fn apply(&self, config: &mut Config) {
+        let s = &mut config.settings;
+        replace(&mut s.warmup.salt, pick(self.warmup_salt, self.no_warmup_salt));
+        replace(&mut s.warmup.warmup_random_seed, self.warmup_seed);
+        replace(&mut s.drain.warmup_timeout_s, self.warmup_drain_timeout_s);
+        set(&mut s.drain.accuracy_timeout_s, self.accuracy_drain_timeout_s);
+        replace(&mut s.service_ready_timeout_s, self.service_ready_timeout_s);
+        let c = &mut s.client;
+        replace(&mut c.insecure, pick(self.insecure, self.no_insecure));
+        replace(&mut c.transport.kind, self.transport_type.clone());
+        replace(&mut c.log_level, self.log_level.clone());
+        replace(&mut c.worker_gc_mode, self.worker_gc_mode.clone());
+        replace(&mut c.worker_graceful_shutdown_wait, self.worker_graceful_shutdown_wait);
+        replace(&mut c.worker_force_kill_timeout, self.worker_force_kill_timeout);
+        replace(&mut c.stream_all_chunks, pick(self.stream_all_chunks, self.no_stream_all_chunks));
+        replace(&mut c.auto_warmup_budget_fraction, self.auto_warmup_budget_fraction);
+        replace(&mut c.max_concurrent_warmup_connects, self.max_concurrent_warmup_connects);
+        replace(&mut c.max_idle_time, self.max_idle_time);
+        replace(&mut c.min_required_connections, self.min_required_connections);
+        set(&mut s.profiling.engine, self.profile.clone());
+        if !self.profile_urls.is_empty() {
+            s.profiling.urls = Some(self.profile_urls.clone());
+        }
+    }
 }
 
 fn pick(on: bool, off: bool) -> Option<bool> {
@@ -426,9 +625,9 @@ impl BenchFlags {
             &mut s.client.stream_include_usage,
             pick(self.stream_include_usage, self.no_stream_include_usage),
         );
-        s.warmup.enabled |= self.warmup;
+        replace(&mut s.warmup.enabled, pick(self.warmup, self.spellings.no_warmup));
         set(&mut s.warmup.n_requests, self.warmup_requests);
-        s.warmup.drain |= self.warmup_drain;
+        replace(&mut s.warmup.drain, pick(self.warmup_drain, self.spellings.no_warmup_drain));
         replace(&mut s.early_stopping.enabled, pick(self.early_stopping, self.no_early_stopping));
         replace(&mut s.token_count_source, self.token_count_source);
         replace(&mut config.enable_cpu_affinity, pick(self.cpu_affinity, self.no_cpu_affinity));
@@ -441,6 +640,7 @@ impl BenchFlags {
             config.source_addresses = self.source_addresses.clone();
         }
         set(&mut config.chat_template, self.chat_template.clone());
+        self.spellings.apply(config);
         Ok(())
     }
 }
@@ -499,5 +699,197 @@ mod tests {
         flags.apply(&mut config).unwrap();
         assert!(config.enable_cpu_affinity);
         assert!(!config.settings.early_stopping.enabled);
+    }
+}
+
+/// Every reference flag spelling of `SpellingFlags` (and the older ones beside it) against
+/// its YAML key: both must give the same `Config`, then the same plan, note or refusal.
+#[cfg(test)]
+mod spelling_tests {
+    use crate::error::AppError;
+    use crate::plan::{check_reference_only, config_from_args, resolve_plan, Plan};
+    use crate::yaml::Config;
+
+    enum Expect {
+        /// Resolves, with no note, to a plan for which the check holds.
+        Plan(fn(&Plan) -> bool),
+        /// Resolves, with exactly one note holding this text.
+        Note(&'static str),
+        /// Refused with exit 2 and a message holding this text.
+        Refused(&'static str),
+    }
+    use Expect::{Note, Plan as Resolves, Refused};
+
+    const NOT_YET: &str = "is not supported yet";
+
+    #[rustfmt::skip]
+    fn cases() -> Vec<(&'static [&'static str], &'static str, Expect)> {
+        vec![
+            (&["--enabled"], "warmup:\n    enabled: true", Resolves(|p| p.warmup.enabled)),
+            (&["--warmup", "--no-enabled"], "warmup:\n    enabled: false",
+             Resolves(|p| !p.warmup.enabled)),
+            (&["--warmup", "--no-warmup"], "warmup:\n    enabled: false",
+             Resolves(|p| !p.warmup.enabled)),
+            (&["--n-requests", "7"], "warmup:\n    n_requests: 7",
+             Resolves(|p| p.warmup.requests == Some(7))),
+            (&["--warmup-drain", "--no-drain"], "warmup:\n    drain: false",
+             Resolves(|p| !p.warmup.drain)),
+            (&["--warmup-drain", "--no-warmup-drain"], "warmup:\n    drain: false",
+             Resolves(|p| !p.warmup.drain)),
+            (&["--warmup-drain-timeout", "1.5"], "drain:\n    warmup_timeout_s: 1.5",
+             Resolves(|p| p.warmup.drain_timeout_ms == 1_500 && p.drain_timeout_ms == 240_000)),
+            (&["--drain.warmup-timeout-s", "2"], "drain:\n    warmup_timeout_s: 2",
+             Resolves(|p| p.warmup.drain_timeout_ms == 2_000)),
+            (&["--salt", "--no-salt"], "warmup:\n    salt: false", Resolves(|_| true)),
+            (&["--warmup-salt", "--no-warmup-salt"], "warmup:\n    salt: false",
+             Resolves(|_| true)),
+            (&["--warmup-seed", "42"], "warmup:\n    warmup_random_seed: 42", Resolves(|_| true)),
+            (&["--warmup-random-seed", "42"], "warmup:\n    warmup_random_seed: 42",
+             Resolves(|_| true)),
+            (&["--insecure", "--no-insecure"], "client:\n    insecure: false", Resolves(|_| true)),
+            (&["--client.insecure", "--client.no-insecure"], "client:\n    insecure: false",
+             Resolves(|_| true)),
+            (&["--no-early-stopping", "--early-stopping.enabled"],
+             "early_stopping:\n    enabled: true", Resolves(|p| p.early_stopping)),
+            (&["--accuracy-only", "--no-accuracy-only"], "runtime: {}", Resolves(|_| true)),
+            (&["--client.stream-all-chunks", "--client.no-stream-all-chunks"],
+             "client:\n    stream_all_chunks: false", Resolves(|_| true)),
+            (&["--metrics-tokenizer-workers", "2"], "drain:\n    metrics_tokenizer_workers: 2",
+             Resolves(|p| p.token_pool.workers == Some(2))),
+            (&["--drain.metrics-tokenizer-workers", "0"],
+             "drain:\n    metrics_tokenizer_workers: 0",
+             Resolves(|p| p.token_pool.workers == Some(0))),
+            (&["--metrics-drain-timeout", "3"], "drain:\n    metrics_drain_timeout_s: 3",
+             Resolves(|p| p.token_pool.drain_timeout_ms == 3_000)),
+            (&["--drain.metrics-drain-timeout-s", "3"], "drain:\n    metrics_drain_timeout_s: 3",
+             Resolves(|p| p.token_pool.drain_timeout_ms == 3_000)),
+            (&["--client.auto-warmup-budget-fraction", "0.5"],
+             "client:\n    auto_warmup_budget_fraction: 0.5",
+             Note("settings.client.auto_warmup_budget_fraction")),
+            (&["--client.log-level", "DEBUG"], "client:\n    log_level: DEBUG",
+             Note("settings.client.log_level (--client.log-level) has no effect here")),
+            (&["--client.max-concurrent-warmup-connects", "8"],
+             "client:\n    max_concurrent_warmup_connects: 8",
+             Note("settings.client.max_concurrent_warmup_connects")),
+            (&["--max-concurrent-warmup-connects", "8"],
+             "client:\n    max_concurrent_warmup_connects: 8",
+             Note("settings.client.max_concurrent_warmup_connects")),
+            (&["--client.max-idle-time", "9"], "client:\n    max_idle_time: 9",
+             Note("settings.client.max_idle_time")),
+            (&["--client.min-required-connections", "0"],
+             "client:\n    min_required_connections: 0",
+             Note("settings.client.min_required_connections")),
+            (&["--client.stream-all-chunks"], "client:\n    stream_all_chunks: true",
+             Note("settings.client.stream_all_chunks")),
+            (&["--client.transport.type", "tcp"], "client:\n    transport:\n      type: tcp",
+             Note("settings.client.transport.type (--client.transport.type) has no effect")),
+            (&["--client.worker-force-kill-timeout", "2"],
+             "client:\n    worker_force_kill_timeout: 2",
+             Note("settings.client.worker_force_kill_timeout")),
+            (&["--client.worker-gc-mode", "disabled"], "client:\n    worker_gc_mode: disabled",
+             Note("no garbage collector")),
+            (&["--client.worker-graceful-shutdown-wait", "2"],
+             "client:\n    worker_graceful_shutdown_wait: 2",
+             Note("settings.client.worker_graceful_shutdown_wait")),
+            (&["--service-ready-timeout", "5"], "service_ready_timeout_s: 5",
+             Note("settings.service_ready_timeout_s")),
+            (&["--service-ready-timeout-s", "5"], "service_ready_timeout_s: 5",
+             Note("settings.service_ready_timeout_s")),
+            (&["--accuracy-drain-timeout", "5"], "drain:\n    accuracy_timeout_s: 5",
+             Note("settings.drain.accuracy_timeout_s")),
+            (&["--drain.accuracy-timeout-s", "5"], "drain:\n    accuracy_timeout_s: 5",
+             Note("no accuracy phase runs")),
+            (&["--insecure"], "client:\n    insecure: true",
+             Refused("settings.client.insecure (--insecure) is not supported yet")),
+            (&["--client.insecure"], "client:\n    insecure: true", Refused(NOT_YET)),
+            (&["--salt"], "warmup:\n    salt: true",
+             Refused("settings.warmup.salt (--warmup-salt, --salt) is not supported yet")),
+            (&["--warmup-salt"], "warmup:\n    salt: true", Refused(NOT_YET)),
+            (&["--warmup-seed", "7"], "warmup:\n    warmup_random_seed: 7",
+             Refused("settings.warmup.warmup_random_seed (--warmup-seed, --warmup-random-seed)")),
+            (&["--warmup-random-seed", "7"], "warmup:\n    warmup_random_seed: 7",
+             Refused(NOT_YET)),
+            (&["--profile", "vllm"], "profiling:\n    engine: vllm",
+             Refused("settings.profiling.engine (--profile, --engine) is not supported yet")),
+            (&["--engine", "vllm"], "profiling:\n    engine: vllm", Refused(NOT_YET)),
+            (&["--profile-urls", "http://127.0.0.1:9"],
+             "profiling:\n    urls: ['http://127.0.0.1:9']",
+             Refused("settings.profiling.urls (--profile-urls, --urls) is not supported yet")),
+            (&["--urls", "http://127.0.0.1:9"], "profiling:\n    urls: ['http://127.0.0.1:9']",
+             Refused(NOT_YET)),
+            (&["--client.auto-warmup-budget-fraction", "1.5"],
+             "client:\n    auto_warmup_budget_fraction: 1.5",
+             Refused("settings.client.auto_warmup_budget_fraction \
+                      (--client.auto-warmup-budget-fraction) 1.5 is not valid")),
+            (&["--max-concurrent-warmup-connects", "0"],
+             "client:\n    max_concurrent_warmup_connects: 0", Refused("0 is not valid")),
+            (&["--service-ready-timeout", "-1"], "service_ready_timeout_s: -1",
+             Refused("(--service-ready-timeout) -1 is not valid")),
+            (&["--warmup-drain-timeout", "0"], "drain:\n    warmup_timeout_s: 0",
+             Refused("settings.drain.warmup_timeout_s (--warmup-drain-timeout) 0 is not valid")),
+            (&["--accuracy-drain-timeout", "0"], "drain:\n    accuracy_timeout_s: 0",
+             Refused("(--accuracy-drain-timeout) 0 is not valid")),
+        ]
+    }
+
+    fn from_flags(flags: &[&str]) -> Config {
+        let args: Vec<&str> = ["offline"].iter().chain(flags).copied().collect();
+        config_from_args(&args).unwrap_or_else(|e| panic!("{flags:?}: {e}"))
+    }
+
+    fn from_yaml(yaml: &str) -> Config {
+        let text = format!("type: offline\nsettings:\n  {yaml}\n");
+        Config::from_yaml_str(&text, "t.yaml").unwrap_or_else(|e| panic!("{yaml:?}: {e}"))
+    }
+
+    fn check(flags: &[&str], config: Config, expect: &Expect) {
+        let notes = check_reference_only(&config);
+        match expect {
+            Resolves(holds) => {
+                assert_eq!(notes.as_ref().map(Vec::len).ok(), Some(0), "{flags:?}: no note");
+                let plan = resolve_plan(config, 0).unwrap_or_else(|e| panic!("{flags:?}: {e}"));
+                assert!(holds(&plan), "{flags:?}: the plan does not hold what the flag says");
+            }
+            Note(text) => {
+                let notes = notes.unwrap_or_else(|e| panic!("{flags:?}: {e}"));
+                assert_eq!(notes.len(), 1, "{flags:?}: {notes:?}");
+                assert!(notes[0].contains(text) && notes[0].starts_with("note: "), "{notes:?}");
+                assert!(resolve_plan(config, 0).is_ok(), "{flags:?}: a note does not refuse");
+            }
+            Refused(text) => {
+                let err: AppError = notes.expect_err(&format!("{flags:?} is refused"));
+                assert_eq!(err.exit_code(), 2, "{flags:?}");
+                assert!(err.to_string().contains(text), "{flags:?}: {err}");
+                let Err(err) = resolve_plan(config, 0) else {
+                    panic!("{flags:?}: the run takes it")
+                };
+                assert!(err.to_string().contains(text), "{flags:?}: {err}");
+            }
+        }
+    }
+
+    #[test]
+    fn every_reference_spelling_resolves_like_its_yaml_key() {
+        for (flags, yaml, expect) in cases() {
+            let flagged = from_flags(flags);
+            let keyed = from_yaml(yaml);
+            assert_eq!(flagged, keyed, "{flags:?} and `{yaml}` give different configs");
+            check(flags, flagged, &expect);
+            check(flags, keyed, &expect);
+        }
+    }
+
+    #[test]
+    fn reference_defaults_in_yaml_give_no_note() {
+        let bad_gc = "type: offline\nsettings:\n  client:\n    worker_gc_mode: never\n";
+        let err = check_reference_only(&Config::from_yaml_str(bad_gc, "t.yaml").unwrap());
+        let msg = err.expect_err("an unknown gc mode is refused").to_string();
+        assert!(msg.contains("worker_gc_mode (--client.worker-gc-mode) \"never\""), "{msg}");
+        let text = "type: offline\nsettings:\n  client:\n    log_level: INFO\n    \
+                    worker_gc_mode: relaxed\n    transport:\n      type: zmq\n  \
+                    service_ready_timeout_s: 30\n  warmup:\n    salt: false\n    \
+                    warmup_random_seed: 42\n";
+        let config = Config::from_yaml_str(text, "t.yaml").unwrap();
+        assert_eq!(check_reference_only(&config).unwrap(), Vec::<String>::new());
     }
 }

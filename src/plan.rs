@@ -88,6 +88,8 @@ pub struct Warmup {
     pub requests: Option<u64>,
     /// Wait for warm-up samples to finish before the performance phase.
     pub drain: bool,
+    /// How long that wait may take (`settings.drain.warmup_timeout_s`).
+    pub drain_timeout_ms: u64,
 }
 
 /// The client tokenizer pool's settings, as given.
@@ -262,6 +264,9 @@ pub const SAMPLE_SIZING_QPS_DEFAULT: f64 = 10.0;
 /// checks every setting, loads the dataset and the tokenizer, sizes the run.
 pub fn resolve_plan(mut config: Config, verbose: u8) -> Result<Plan, AppError> {
     register_secrets(&config);
+    for note in check_reference_only(&config)? {
+        eprintln!("{note}");
+    }
     let load_pattern = resolve_load_pattern(&config)?;
     check_sample_counts(&config)?;
     let endpoints = parse_endpoints(&config)?;
@@ -331,6 +336,10 @@ pub fn resolve_plan(mut config: Config, verbose: u8) -> Result<Plan, AppError> {
             enabled: warmup.enabled,
             requests: warmup.n_requests,
             drain: warmup.drain,
+            drain_timeout_ms: seconds_to_ms(
+                config.settings.drain.warmup_timeout_s,
+                "warm-up drain",
+            )?,
         },
         early_stopping: config.settings.early_stopping.enabled,
         report_dir,
@@ -379,6 +388,151 @@ pub fn check_config(config: &Config) -> Result<(), AppError> {
     resolve_warmup_connections(config.settings.client.warmup_connections)?;
     check_token_pool(config)?;
     check_dataset_kinds(config)?;
+    check_reference_only(config)?;
+    Ok(())
+}
+
+/// The reference's settings that have no counterpart to drive here. Those that only tune the
+/// reference's own machinery (its ZMQ transport, Python workers, service start-up) change no
+/// result: each value other than the reference's default gives one note. Those whose
+/// feature is missing are refused, naming the key and its flags. Flags and YAML keys land on
+/// the same `Config` fields (`cli::SpellingFlags`), so both are judged here alike.
+pub fn check_reference_only(config: &Config) -> Result<Vec<String>, AppError> {
+    refuse_missing_features(config)?;
+    let s = &config.settings;
+    let (c, d) = (&s.client, crate::yaml::Client::default());
+    let stop = "workers stop when the coordinator closes their rings";
+    #[rustfmt::skip]
+    let table: [(bool, &str, &str, &str); 12] = [
+        (c.transport.kind != d.transport.kind, "client.transport.type",
+         "--client.transport.type", "workers hand samples over shared-memory rings, not ZMQ"),
+        (c.log_level != d.log_level, "client.log_level", "--client.log-level",
+         "workers do not log per request; use -v"),
+        (c.worker_gc_mode != d.worker_gc_mode, "client.worker_gc_mode",
+         "--client.worker-gc-mode", "workers have no garbage collector"),
+        (c.worker_graceful_shutdown_wait != d.worker_graceful_shutdown_wait,
+         "client.worker_graceful_shutdown_wait", "--client.worker-graceful-shutdown-wait", stop),
+        (c.worker_force_kill_timeout != d.worker_force_kill_timeout,
+         "client.worker_force_kill_timeout", "--client.worker-force-kill-timeout", stop),
+        (s.service_ready_timeout_s != 30.0, "service_ready_timeout_s", "--service-ready-timeout",
+         "there are no separate metrics or event-logger services"),
+        (c.stream_all_chunks != d.stream_all_chunks, "client.stream_all_chunks",
+         "--client.stream-all-chunks", "workers time every chunk themselves"),
+        (c.auto_warmup_budget_fraction != d.auto_warmup_budget_fraction,
+         "client.auto_warmup_budget_fraction", "--client.auto-warmup-budget-fraction",
+         "auto warm-up connections are sized per worker (--client.warmup-connections)"),
+        (c.max_concurrent_warmup_connects != d.max_concurrent_warmup_connects,
+         "client.max_concurrent_warmup_connects", "--max-concurrent-warmup-connects",
+         "each worker opens its connections in turn"),
+        (c.max_idle_time != d.max_idle_time, "client.max_idle_time", "--client.max-idle-time",
+         "a connection the endpoint closed is reopened on its next request"),
+        (c.min_required_connections != d.min_required_connections,
+         "client.min_required_connections", "--client.min-required-connections",
+         "connections that cannot be opened fail their samples with kind connect"),
+        (s.drain.accuracy_timeout_s.is_some(), "drain.accuracy_timeout_s",
+         "--accuracy-drain-timeout", "no accuracy phase runs (accuracy mode is not supported yet)"),
+    ];
+    Ok(table
+        .iter()
+        .filter(|(changed, ..)| *changed)
+        .map(|(_, key, flag, why)| {
+            format!("note: settings.{key} ({flag}) has no effect here: {why}")
+        })
+        .collect())
+}
+
+/// The reference's bounds on its machinery settings: a value it refuses is refused here
+/// too, rather than noted as having no effect.
+fn check_reference_bounds(config: &Config) -> Result<(), AppError> {
+    let (s, c) = (&config.settings, &config.settings.client);
+    let bad = |key: &str, flag: &str, value: String, want: &str| {
+        Err(AppError::Input(format!("settings.{key} ({flag}) {value} is not valid; give {want}")))
+    };
+    let fraction = c.auto_warmup_budget_fraction;
+    if !(fraction > 0.0 && fraction <= 1.0) {
+        return bad(
+            "client.auto_warmup_budget_fraction",
+            "--client.auto-warmup-budget-fraction",
+            fraction.to_string(),
+            "a fraction above 0, at most 1",
+        );
+    }
+    if c.max_concurrent_warmup_connects < 1 {
+        return bad(
+            "client.max_concurrent_warmup_connects",
+            "--max-concurrent-warmup-connects",
+            c.max_concurrent_warmup_connects.to_string(),
+            "1 or more",
+        );
+    }
+    if !["disabled", "relaxed", "system"].contains(&c.worker_gc_mode.as_str()) {
+        return bad(
+            "client.worker_gc_mode",
+            "--client.worker-gc-mode",
+            format!("{:?}", c.worker_gc_mode),
+            "disabled, relaxed or system",
+        );
+    }
+    if !(s.service_ready_timeout_s >= 0.0 && s.service_ready_timeout_s.is_finite()) {
+        return bad(
+            "service_ready_timeout_s",
+            "--service-ready-timeout",
+            s.service_ready_timeout_s.to_string(),
+            "0 or more seconds",
+        );
+    }
+    let warmup_s = s.drain.warmup_timeout_s;
+    if !(warmup_s > 0.0 && warmup_s.is_finite()) {
+        let flag = "--warmup-drain-timeout";
+        return bad("drain.warmup_timeout_s", flag, warmup_s.to_string(), "seconds above 0");
+    }
+    if let Some(accuracy_s) = s.drain.accuracy_timeout_s.filter(|v| v.is_nan() || *v <= 0.0) {
+        let flag = "--accuracy-drain-timeout";
+        return bad("drain.accuracy_timeout_s", flag, accuracy_s.to_string(), "seconds above 0");
+    }
+    Ok(())
+}
+
+/// Refuses the reference's settings whose feature does not exist here yet.
+fn refuse_missing_features(config: &Config) -> Result<(), AppError> {
+    check_reference_bounds(config)?;
+    let s = &config.settings;
+    let refuse = |key: &str, flags: &str, what: &str| {
+        Err(AppError::Input(format!(
+            "settings.{key} ({flags}) is not supported yet: {what}; leave it out"
+        )))
+    };
+    if s.client.insecure {
+        return refuse(
+            "client.insecure",
+            "--insecure",
+            "there is no TLS to verify (https:// endpoints)",
+        );
+    }
+    if s.warmup.salt {
+        return refuse("warmup.salt", "--warmup-salt, --salt", "warm-up prompts are sent as given");
+    }
+    if s.warmup.warmup_random_seed != 42 {
+        return refuse(
+            "warmup.warmup_random_seed",
+            "--warmup-seed, --warmup-random-seed",
+            &format!(
+                "{} asks for a warm-up order of its own; warm-up here issues the first samples \
+                 of the sample order (--runtime.dataloader-random-seed)",
+                s.warmup.warmup_random_seed
+            ),
+        );
+    }
+    if let Some(engine) = &s.profiling.engine {
+        return refuse(
+            "profiling.engine",
+            "--profile, --engine",
+            &format!("server profiling ({engine:?}) is not supported yet"),
+        );
+    }
+    if s.profiling.urls.is_some() {
+        return refuse("profiling.urls", "--profile-urls, --urls", "server profiling");
+    }
     Ok(())
 }
 
@@ -1147,7 +1301,10 @@ mod tests {
         assert_eq!((plan.num_samples, plan.max_duration_ms), (99, Some(12_000)));
         assert_eq!(plan.drain_timeout_ms, 1_500);
         assert!(!plan.cpu_affinity && !plan.early_stopping);
-        assert_eq!(plan.warmup, Warmup { enabled: true, requests: Some(5), drain: true });
+        assert_eq!(
+            plan.warmup,
+            Warmup { enabled: true, requests: Some(5), drain: true, drain_timeout_ms: 240_000 }
+        );
         assert_eq!(plan.report_dir, PathBuf::from("/tmp/x"));
         assert_eq!((plan.scheduler_seed, plan.dataloader_seed), (7, 8));
         assert_eq!(

@@ -249,6 +249,7 @@ fn run_with_endpoints(
         dataloader_seed: plan.dataloader_seed,
         max_duration: plan.max_duration_ms.filter(|&ms| ms > 0).map(Duration::from_millis),
         drain_timeout: Duration::from_millis(plan.drain_timeout_ms),
+        warmup_drain_timeout: Duration::from_millis(plan.warmup.drain_timeout_ms),
         ready_timeout: Duration::from_millis(plan.worker_init_timeout_ms),
         ring_sizes,
         streaming: plan.streaming,

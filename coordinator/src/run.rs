@@ -45,6 +45,8 @@ pub struct RunSpec {
     pub max_duration: Option<Duration>,
     /// How long in-flight samples may take to finish once issuing ended.
     pub drain_timeout: Duration,
+    /// How long warm-up samples may take to finish, with `warmup_drain`.
+    pub warmup_drain_timeout: Duration,
     /// How long workers may take to open their connections.
     pub ready_timeout: Duration,
     pub ring_sizes: RingSizes,
@@ -312,7 +314,7 @@ fn warm_up(
     let (issuer, n) = (&mut st.issuer, spec.warmup_samples);
     let end = issue_all(issuer, &Pattern::Offline, order, 0, n, cap, &mut unused);
     if spec.warmup_drain && end == IssueEnd::AllIssued {
-        let drain_until = Instant::now() + spec.drain_timeout;
+        let drain_until = Instant::now() + spec.warmup_drain_timeout;
         wait_drained(&st.shared, cap.map_or(drain_until, |c| c.min(drain_until)));
     }
     let capped = cap.is_some_and(|c| Instant::now() >= c);
