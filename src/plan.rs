@@ -5,12 +5,16 @@ use std::path::PathBuf;
 
 use loadgen_coordinator::cpu::{cores_available, default_worker_count};
 
+use loadgen_coordinator::pyrandom::PyRandom;
+use loadgen_worker::request::Sampling;
+
 use crate::commands::sys::local_timestamp;
 use crate::dataset::{load_dataset_spec, synthetic_dataset, Dataset, DatasetKind};
 use crate::error::AppError;
 use crate::tokenizer::Tokenizer;
 use crate::yaml::{
-    ApiTypeName, BenchType, Config, LoadPatternKind, Runtime, Streaming, TokenSource,
+    ApiTypeName, BenchType, Config, LoadPatternKind, OslDistribution, OslKind, Runtime, Streaming,
+    TokenSource,
 };
 
 /// How samples are issued.
@@ -126,6 +130,13 @@ pub struct Plan {
     pub top_p: Option<f64>,
     pub top_k: Option<i64>,
     pub seed: Option<u64>,
+    /// Penalties, skip_special_tokens, chat_template_kwargs, ignore_eos (`resolve_sampling`).
+    pub sampling: Sampling,
+    /// `--extra-body` / `model_params.extra_body`: top-level keys in the order given.
+    pub extra_body: Vec<(String, serde_json::Value)>,
+    /// Each row's drawn output length (`osl_distribution`); empty = every row asks for
+    /// `max_output_tokens`.
+    pub row_output_tokens: Vec<u32>,
     /// The performance dataset, loaded and mapped.
     pub dataset: Dataset,
     /// True when no dataset was given and the built-in synthetic one is used.
@@ -272,6 +283,7 @@ pub fn resolve_plan(mut config: Config, verbose: u8) -> Result<Plan, AppError> {
     let streaming = resolve_streaming(&config);
     config.model_params.streaming = if streaming { Streaming::On } else { Streaming::Off };
     check_completions_only(&config, api_type)?;
+    let (sampling, extra_body) = resolve_sampling(&config, api_type)?;
     let token_count_source = resolve_token_source(&config, api_type, streaming)?;
     let (dataset, dataset_is_synthetic) = resolve_dataset(&mut config)?;
     check_rows_n(&dataset, token_count_source)?;
@@ -295,6 +307,7 @@ pub fn resolve_plan(mut config: Config, verbose: u8) -> Result<Plan, AppError> {
     let source_addresses = resolve_source_addresses(&config.source_addresses, &endpoints)?;
     let drain_timeout_ms = seconds_to_ms(config.settings.drain.performance_timeout_s, "drain")?;
     let request_timeout_ns = resolve_request_timeout(config.timeout)?;
+    let row_output_tokens = draw_output_tokens(&config, dataset.rows.len())?;
     let warmup = &config.settings.warmup;
     Ok(Plan {
         load_pattern,
@@ -311,6 +324,9 @@ pub fn resolve_plan(mut config: Config, verbose: u8) -> Result<Plan, AppError> {
         top_p: config.model_params.top_p,
         top_k: config.model_params.top_k,
         seed: config.model_params.seed,
+        sampling,
+        extra_body,
+        row_output_tokens,
         dataset,
         dataset_is_synthetic,
         tokenizer,
@@ -629,6 +645,177 @@ fn check_completions_only(config: &Config, api_type: ApiType) -> Result<(), AppE
 }
 
 /// The setup checks of SPEC §4.5 on the token basis.
+/// Top-level body keys `--extra-body` may not replace: they carry the prompt or decide how the
+/// response is read.
+const RESERVED_BODY_KEYS: [&str; 8] = [
+    "model",
+    "messages",
+    "prompt",
+    "input_ids",
+    "text",
+    "stream",
+    "stream_options",
+    "sampling_params",
+];
+
+/// The reference's other sampling keys plus ignore_eos and the extra body, checked against the
+/// API: a key an API cannot carry is refused rather than dropped.
+fn resolve_sampling(
+    config: &Config,
+    api_type: ApiType,
+) -> Result<(Sampling, Vec<(String, serde_json::Value)>), AppError> {
+    let mp = &config.model_params;
+    let chat_template_kwargs = match &mp.chat_template_kwargs {
+        None => None,
+        Some(v) if api_type != ApiType::OpenAi => {
+            return Err(AppError::Input(format!(
+                "model_params.chat_template_kwargs {} is only sent with --api-type openai (chat), \
+                 not {}: its requests are not rendered by a chat template; remove the key",
+                yaml_inline(v),
+                api_type.as_str()
+            )))
+        }
+        Some(v @ serde_yaml_ng::Value::Mapping(_)) => {
+            Some(yaml_to_json(v, "chat_template_kwargs")?)
+        }
+        Some(v) => {
+            return Err(AppError::Input(format!(
+                "model_params.chat_template_kwargs {} is not a mapping; give keys such as \
+                 {{enable_thinking: false}}",
+                yaml_inline(v)
+            )))
+        }
+    };
+    let sampling = Sampling {
+        repetition_penalty: mp.repetition_penalty,
+        presence_penalty: mp.presence_penalty,
+        frequency_penalty: mp.frequency_penalty,
+        skip_special_tokens: mp.skip_special_tokens,
+        chat_template_kwargs,
+        ignore_eos: mp.ignore_eos,
+    };
+    Ok((sampling, resolve_extra_body(mp.extra_body.as_ref())?))
+}
+
+fn resolve_extra_body(
+    value: Option<&serde_yaml_ng::Value>,
+) -> Result<Vec<(String, serde_json::Value)>, AppError> {
+    let map = match value {
+        None => return Ok(Vec::new()),
+        Some(serde_yaml_ng::Value::Mapping(map)) => map,
+        Some(v) => {
+            return Err(AppError::Input(format!(
+                "model_params.extra_body {} is not a mapping; give keys such as {{logprobs: 2}}",
+                yaml_inline(v)
+            )))
+        }
+    };
+    let mut out = Vec::with_capacity(map.len());
+    for (k, v) in map {
+        let Some(name) = k.as_str() else {
+            return Err(AppError::Input(format!(
+                "model_params.extra_body key {} is not a string",
+                yaml_inline(k)
+            )));
+        };
+        if RESERVED_BODY_KEYS.contains(&name) {
+            return Err(AppError::Input(format!(
+                "extra body key {name:?} cannot be replaced: it carries the prompt or decides how \
+                 the response is read; set it through its own flag or key"
+            )));
+        }
+        out.push((name.to_string(), yaml_to_json(v, name)?));
+    }
+    Ok(out)
+}
+
+fn yaml_to_json(v: &serde_yaml_ng::Value, what: &str) -> Result<serde_json::Value, AppError> {
+    serde_json::to_value(v).map_err(|e| {
+        AppError::Input(format!("{what} value {} cannot be sent as json: {e}", yaml_inline(v)))
+    })
+}
+
+fn yaml_inline(v: &serde_yaml_ng::Value) -> String {
+    serde_json::to_string(v).unwrap_or_else(|_| format!("{v:?}"))
+}
+
+/// Each row's output length under `osl_distribution`, drawn in row order from
+/// `Random(dataloader_random_seed)` (the reference parses the key but never applies it; the
+/// draw is ours). `original` (or no key) keeps `max_new_tokens` for every row.
+fn draw_output_tokens(config: &Config, rows: usize) -> Result<Vec<u32>, AppError> {
+    let Some(osl) = &config.model_params.osl_distribution else { return Ok(Vec::new()) };
+    if osl.kind == OslKind::Original {
+        return Ok(Vec::new());
+    }
+    let (min, max) = check_osl_bounds(osl, config.model_params.min_new_tokens)?;
+    let need = |v: Option<i64>, field: &str| {
+        v.ok_or_else(|| {
+            AppError::Input(format!(
+                "model_params.osl_distribution.{field} is required for type {}; set it",
+                osl.kind.as_str()
+            ))
+        })
+    };
+    let mut rng = PyRandom::new(config.settings.runtime.dataloader_random_seed);
+    let draws: Vec<u32> = match osl.kind {
+        OslKind::Original => Vec::new(),
+        OslKind::Fixed => {
+            let mean = need(osl.mean, "mean")?;
+            if mean < min || mean > max {
+                return Err(AppError::Input(format!(
+                    "model_params.osl_distribution.mean {mean} is outside [min {min}, max {max}]"
+                )));
+            }
+            vec![mean as u32; rows]
+        }
+        OslKind::Uniform => {
+            // Python's randint(min, max) = min + randbelow(max - min + 1).
+            let span = (max - min + 1) as u32;
+            (0..rows).map(|_| (min + i64::from(rng.randbelow(span))) as u32).collect()
+        }
+        OslKind::Normal => {
+            let (mean, std) = (need(osl.mean, "mean")? as f64, need(osl.std, "std")? as f64);
+            (0..rows)
+                .map(|_| {
+                    (normal_variate(&mut rng, mean, std).round() as i64).clamp(min, max) as u32
+                })
+                .collect()
+        }
+    };
+    Ok(draws)
+}
+
+/// `[min, max]` of an osl distribution, checked: 1 <= min <= max < 2^32, min_new_tokens <= min.
+fn check_osl_bounds(osl: &OslDistribution, min_new_tokens: u32) -> Result<(i64, i64), AppError> {
+    let (min, max) = (osl.min, osl.max);
+    if min < 1 || max < min || max > i64::from(u32::MAX) {
+        return Err(AppError::Input(format!(
+            "model_params.osl_distribution min {min} and max {max} must satisfy 1 <= min <= max; \
+             fix --min-output-tokens / --model-params.osl-distribution.max"
+        )));
+    }
+    if i64::from(min_new_tokens) > min {
+        return Err(AppError::Input(format!(
+            "min_new_tokens {min_new_tokens} exceeds osl_distribution.min {min}: a row could ask \
+             for fewer tokens than its minimum; lower min_new_tokens or raise the min"
+        )));
+    }
+    Ok((min, max))
+}
+
+/// Python's `random.normalvariate` (Kinderman and Monahan), on the same generator.
+fn normal_variate(rng: &mut PyRandom, mu: f64, sigma: f64) -> f64 {
+    let magic = 4.0 * (-0.5f64).exp() / 2.0f64.sqrt();
+    loop {
+        let u1 = rng.random();
+        let u2 = 1.0 - rng.random();
+        let z = magic * (u1 - 0.5) / u2;
+        if z * z / 4.0 <= -u2.ln() {
+            return mu + z * sigma;
+        }
+    }
+}
+
 fn resolve_token_source(
     config: &Config,
     api_type: ApiType,
