@@ -389,6 +389,8 @@ pub fn check_config(config: &Config) -> Result<(), AppError> {
     resolve_model(config, &endpoints)?;
     let api_type = api_type_of(config.endpoint_config.api_type);
     check_completions_only(config, api_type)?;
+    resolve_sampling(config, api_type)?;
+    draw_output_tokens(config, 0)?; // zero rows: the settings are checked, nothing is drawn
     resolve_token_source(config, api_type, resolve_streaming(config))?;
     check_durations(&config.settings.runtime)?;
     resolve_request_timeout(config.timeout)?;
@@ -1818,6 +1820,23 @@ mod request_params_tests {
         ])
         .unwrap();
         assert_eq!(plan.row_output_tokens[..8], [107, 85, 138, 96, 71, 117, 65, 152]);
+    }
+
+    #[test]
+    fn validate_yaml_refuses_what_a_run_would_refuse() {
+        let bad = [
+            "type: offline\nendpoint_config: {api_type: sglang}\nmodel_params:\n  \
+             chat_template_kwargs: {a: 1}\n",
+            "type: offline\nmodel_params:\n  osl_distribution: {type: normal, mean: 9}\n",
+            "type: offline\nmodel_params:\n  extra_body: [1]\n",
+        ];
+        for text in bad {
+            let config = Config::from_yaml_str(text, "t.yaml").unwrap();
+            assert_eq!(check_config(&config).unwrap_err().exit_code(), 2, "{text}");
+        }
+        let good = "type: offline\nmodel_params:\n  osl_distribution:\n    type: normal\n    \
+                    mean: 1000\n    std: 200\n    min: 512\n    max: 2048\n";
+        check_config(&Config::from_yaml_str(good, "t.yaml").unwrap()).unwrap();
     }
 
     #[test]
