@@ -164,6 +164,7 @@ pub struct BenchFlags {
     /// Sent as repetition_penalty (SGLang: inside sampling_params).
     #[arg(
         long = "repetition-penalty",
+        value_name = "X",
         visible_alias = "model-params.repetition-penalty",
         allow_negative_numbers = true,
         help_heading = "Request"
@@ -172,6 +173,7 @@ pub struct BenchFlags {
     /// Sent as presence_penalty (SGLang: inside sampling_params).
     #[arg(
         long = "presence-penalty",
+        value_name = "X",
         visible_alias = "model-params.presence-penalty",
         allow_negative_numbers = true,
         help_heading = "Request"
@@ -180,6 +182,7 @@ pub struct BenchFlags {
     /// Sent as frequency_penalty (SGLang: inside sampling_params).
     #[arg(
         long = "frequency-penalty",
+        value_name = "X",
         visible_alias = "model-params.frequency-penalty",
         allow_negative_numbers = true,
         help_heading = "Request"
@@ -206,6 +209,7 @@ pub struct BenchFlags {
     /// Per-sample output length: original|fixed|uniform|normal [default: original].
     #[arg(
         long = "osl-distribution.type",
+        value_name = "TYPE",
         visible_alias = "model-params.osl-distribution.type",
         help_heading = "Request"
     )]
@@ -213,6 +217,7 @@ pub struct BenchFlags {
     /// Output length mean (fixed, normal).
     #[arg(
         long = "osl-distribution.mean",
+        value_name = "N",
         visible_alias = "model-params.osl-distribution.mean",
         help_heading = "Request"
     )]
@@ -220,6 +225,7 @@ pub struct BenchFlags {
     /// Output length standard deviation (normal).
     #[arg(
         long = "osl-distribution.std",
+        value_name = "N",
         visible_alias = "model-params.osl-distribution.std",
         help_heading = "Request"
     )]
@@ -227,6 +233,7 @@ pub struct BenchFlags {
     /// Smallest drawn output length [default: 1].
     #[arg(
         long = "min-output-tokens",
+        value_name = "N",
         visible_alias = "model-params.osl-distribution.min",
         help_heading = "Request"
     )]
@@ -234,6 +241,7 @@ pub struct BenchFlags {
     /// Largest drawn output length [default: 2048].
     #[arg(
         long = "osl-distribution.max",
+        value_name = "N",
         visible_alias = "model-params.osl-distribution.max",
         help_heading = "Request"
     )]
