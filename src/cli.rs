@@ -7,7 +7,10 @@ use clap::{ArgAction, Args, Parser, Subcommand, ValueEnum};
 
 use crate::dataset::DatasetSpec;
 use crate::error::AppError;
-use crate::yaml::{ApiTypeName, Config, LoadPatternKind, Streaming, TokenSource};
+use crate::yaml::{
+    ApiTypeName, Config, LoadPatternKind, ModelParams, OslDistribution, OslKind, Streaming,
+    TokenSource,
+};
 
 /// A load generator for LLM inference endpoints.
 #[derive(Debug, Parser)]
@@ -162,6 +165,106 @@ pub struct BenchFlags {
     /// Sampling seed sent in requests.
     #[arg(long = "seed", visible_alias = "model-params.seed", help_heading = "Request")]
     pub seed: Option<u64>,
+    /// Sent as repetition_penalty (SGLang: inside sampling_params).
+    #[arg(
+        long = "repetition-penalty",
+        value_name = "X",
+        visible_alias = "model-params.repetition-penalty",
+        allow_negative_numbers = true,
+        help_heading = "Request"
+    )]
+    pub repetition_penalty: Option<f64>,
+    /// Sent as presence_penalty (SGLang: inside sampling_params).
+    #[arg(
+        long = "presence-penalty",
+        value_name = "X",
+        visible_alias = "model-params.presence-penalty",
+        allow_negative_numbers = true,
+        help_heading = "Request"
+    )]
+    pub presence_penalty: Option<f64>,
+    /// Sent as frequency_penalty (SGLang: inside sampling_params).
+    #[arg(
+        long = "frequency-penalty",
+        value_name = "X",
+        visible_alias = "model-params.frequency-penalty",
+        allow_negative_numbers = true,
+        help_heading = "Request"
+    )]
+    pub frequency_penalty: Option<f64>,
+    /// [true|false] skip_special_tokens in completions requests (false: openai_completions only).
+    #[arg(
+        long = "skip-special-tokens",
+        visible_alias = "model-params.skip-special-tokens",
+        num_args = 0..=1,
+        default_missing_value = "true",
+        value_name = "BOOL",
+        help_heading = "Request"
+    )]
+    pub skip_special_tokens: Option<bool>,
+    /// Send skip_special_tokens: false (openai_completions only).
+    #[arg(
+        long = "no-skip-special-tokens",
+        visible_alias = "model-params.no-skip-special-tokens",
+        conflicts_with = "skip_special_tokens",
+        help_heading = "Request"
+    )]
+    pub no_skip_special_tokens: bool,
+    /// Per-sample output length: original|fixed|uniform|normal [default: original].
+    #[arg(
+        long = "osl-distribution.type",
+        value_name = "TYPE",
+        visible_alias = "model-params.osl-distribution.type",
+        help_heading = "Request"
+    )]
+    pub osl_type: Option<OslKind>,
+    /// Output length mean (fixed, normal).
+    #[arg(
+        long = "osl-distribution.mean",
+        value_name = "N",
+        visible_alias = "model-params.osl-distribution.mean",
+        help_heading = "Request"
+    )]
+    pub osl_mean: Option<i64>,
+    /// Output length standard deviation (normal).
+    #[arg(
+        long = "osl-distribution.std",
+        value_name = "N",
+        visible_alias = "model-params.osl-distribution.std",
+        help_heading = "Request"
+    )]
+    pub osl_std: Option<i64>,
+    /// Smallest drawn output length [default: 1].
+    #[arg(
+        long = "min-output-tokens",
+        value_name = "N",
+        visible_alias = "model-params.osl-distribution.min",
+        help_heading = "Request"
+    )]
+    pub osl_min: Option<i64>,
+    /// Largest drawn output length [default: 2048].
+    #[arg(
+        long = "osl-distribution.max",
+        value_name = "N",
+        visible_alias = "model-params.osl-distribution.max",
+        help_heading = "Request"
+    )]
+    pub osl_max: Option<i64>,
+    /// Send ignore_eos: true (beyond the reference; vLLM and SGLang honour it).
+    #[arg(
+        long = "ignore-eos",
+        visible_alias = "model-params.ignore-eos",
+        help_heading = "Request"
+    )]
+    pub ignore_eos: bool,
+    /// A JSON object merged into every request body's top level; its keys replace built ones.
+    #[arg(
+        long = "extra-body",
+        visible_alias = "model-params.extra-body",
+        value_name = "JSON",
+        help_heading = "Request"
+    )]
+    pub extra_body: Option<String>,
     /// Ask streaming OpenAI requests for usage (stream_options.include_usage) [default].
     #[arg(
         long = "stream-include-usage",
@@ -564,6 +667,53 @@ fn pick(on: bool, off: bool) -> Option<bool> {
 }
 
 impl BenchFlags {
+    /// The request-parameter flags beyond the first four sampling keys.
+    fn apply_request_params(&self, mp: &mut ModelParams) -> Result<(), AppError> {
+        set(&mut mp.repetition_penalty, self.repetition_penalty);
+        set(&mut mp.presence_penalty, self.presence_penalty);
+        set(&mut mp.frequency_penalty, self.frequency_penalty);
+        replace(&mut mp.skip_special_tokens, self.skip_special_tokens);
+        if self.no_skip_special_tokens {
+            mp.skip_special_tokens = false;
+        }
+        let osl_given = self.osl_type.is_some()
+            || self.osl_mean.is_some()
+            || self.osl_std.is_some()
+            || self.osl_min.is_some()
+            || self.osl_max.is_some();
+        if osl_given {
+            // A flag overrides one field and keeps the YAML's others, as the reference merges.
+            let osl = mp.osl_distribution.get_or_insert_with(OslDistribution::default);
+            replace(&mut osl.kind, self.osl_type);
+            set(&mut osl.mean, self.osl_mean);
+            set(&mut osl.std, self.osl_std);
+            replace(&mut osl.min, self.osl_min);
+            replace(&mut osl.max, self.osl_max);
+        }
+        if self.ignore_eos {
+            mp.ignore_eos = true;
+        }
+        if let Some(text) = &self.extra_body {
+            let value: serde_json::Value = serde_json::from_str(text).map_err(|e| {
+                AppError::Input(format!(
+                    "--extra-body {text:?} is not valid JSON ({e}); give an object such as \
+                     '{{\"logprobs\":2}}'"
+                ))
+            })?;
+            if !value.is_object() {
+                return Err(AppError::Input(format!(
+                    "--extra-body {text:?} is not a JSON object; give one such as \
+                     '{{\"logprobs\":2}}'"
+                )));
+            }
+            // Read again as YAML (JSON is a subset) to keep the user's key order.
+            mp.extra_body = Some(serde_yaml_ng::from_str(text).map_err(|e| {
+                AppError::Input(format!("--extra-body {text:?} cannot be read: {e}"))
+            })?);
+        }
+        Ok(())
+    }
+
     /// Lays every given flag over `config`.
     pub fn apply(&self, config: &mut Config) -> Result<(), AppError> {
         if self.accuracy_only || matches!(self.mode, Some(ModeArg::Acc | ModeArg::Both)) {
@@ -589,6 +739,7 @@ impl BenchFlags {
         set(&mut mp.top_p, self.top_p);
         set(&mut mp.top_k, self.top_k);
         set(&mut mp.seed, self.seed);
+        self.apply_request_params(mp)?;
         if !self.datasets.is_empty() {
             config.datasets =
                 self.datasets.iter().map(|d| DatasetSpec::parse(d)).collect::<Result<_, _>>()?;

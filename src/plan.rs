@@ -5,12 +5,16 @@ use std::path::PathBuf;
 
 use loadgen_coordinator::cpu::{cores_available, default_worker_count};
 
+use loadgen_coordinator::pyrandom::PyRandom;
+use loadgen_worker::request::Sampling;
+
 use crate::commands::sys::local_timestamp;
 use crate::dataset::{load_dataset_spec, synthetic_dataset, Dataset, DatasetKind};
 use crate::error::AppError;
 use crate::tokenizer::Tokenizer;
 use crate::yaml::{
-    ApiTypeName, BenchType, Config, LoadPatternKind, Runtime, Streaming, TokenSource,
+    ApiTypeName, BenchType, Config, LoadPatternKind, OslDistribution, OslKind, Runtime, Streaming,
+    TokenSource,
 };
 
 /// How samples are issued.
@@ -128,6 +132,13 @@ pub struct Plan {
     pub top_p: Option<f64>,
     pub top_k: Option<i64>,
     pub seed: Option<u64>,
+    /// Penalties, skip_special_tokens, chat_template_kwargs, ignore_eos (`resolve_sampling`).
+    pub sampling: Sampling,
+    /// `--extra-body` / `model_params.extra_body`: top-level keys in the order given.
+    pub extra_body: Vec<(String, serde_json::Value)>,
+    /// Each row's drawn output length (`osl_distribution`); empty = every row asks for
+    /// `max_output_tokens`.
+    pub row_output_tokens: Vec<u32>,
     /// The performance dataset, loaded and mapped.
     pub dataset: Dataset,
     /// True when no dataset was given and the built-in synthetic one is used.
@@ -277,9 +288,11 @@ pub fn resolve_plan(mut config: Config, verbose: u8) -> Result<Plan, AppError> {
     let streaming = resolve_streaming(&config);
     config.model_params.streaming = if streaming { Streaming::On } else { Streaming::Off };
     check_completions_only(&config, api_type)?;
+    let (sampling, extra_body) = resolve_sampling(&config, api_type)?;
     let token_count_source = resolve_token_source(&config, api_type, streaming)?;
     let (dataset, dataset_is_synthetic) = resolve_dataset(&mut config)?;
     check_rows_n(&dataset, token_count_source)?;
+    check_extra_body_n(&extra_body, token_count_source)?;
     let tokenizer = resolve_tokenizer(&config, &model, verbose)?;
     if let Some(note) = chat_template_note(api_type, &endpoints, &dataset, tokenizer.as_ref()) {
         eprintln!("{note}");
@@ -299,6 +312,7 @@ pub fn resolve_plan(mut config: Config, verbose: u8) -> Result<Plan, AppError> {
     let source_addresses = resolve_source_addresses(&config.source_addresses, &endpoints)?;
     let drain_timeout_ms = seconds_to_ms(config.settings.drain.performance_timeout_s, "drain")?;
     let request_timeout_ns = resolve_request_timeout(config.timeout)?;
+    let row_output_tokens = draw_output_tokens(&config, dataset.rows.len())?;
     let warmup = &config.settings.warmup;
     Ok(Plan {
         load_pattern,
@@ -315,6 +329,9 @@ pub fn resolve_plan(mut config: Config, verbose: u8) -> Result<Plan, AppError> {
         top_p: config.model_params.top_p,
         top_k: config.model_params.top_k,
         seed: config.model_params.seed,
+        sampling,
+        extra_body,
+        row_output_tokens,
         dataset,
         dataset_is_synthetic,
         tokenizer,
@@ -380,6 +397,8 @@ pub fn check_config(config: &Config) -> Result<(), AppError> {
     resolve_model(config, &endpoints)?;
     let api_type = api_type_of(config.endpoint_config.api_type);
     check_completions_only(config, api_type)?;
+    resolve_sampling(config, api_type)?;
+    draw_output_tokens(config, 0)?; // zero rows: the settings are checked, nothing is drawn
     resolve_token_source(config, api_type, resolve_streaming(config))?;
     check_durations(&config.settings.runtime)?;
     resolve_request_timeout(config.timeout)?;
@@ -782,6 +801,195 @@ fn check_completions_only(config: &Config, api_type: ApiType) -> Result<(), AppE
 }
 
 /// The setup checks of SPEC §4.5 on the token basis.
+/// Top-level body keys `--extra-body` may not replace: they carry the prompt or decide how the
+/// response is read.
+const RESERVED_BODY_KEYS: [&str; 8] = [
+    "model",
+    "messages",
+    "prompt",
+    "input_ids",
+    "text",
+    "stream",
+    "stream_options",
+    "sampling_params",
+];
+
+/// The reference's other sampling keys plus ignore_eos and the extra body, checked against the
+/// API: a key an API cannot carry is refused rather than dropped.
+fn resolve_sampling(
+    config: &Config,
+    api_type: ApiType,
+) -> Result<(Sampling, Vec<(String, serde_json::Value)>), AppError> {
+    let mp = &config.model_params;
+    let chat_template_kwargs = match &mp.chat_template_kwargs {
+        None => None,
+        Some(v) if api_type != ApiType::OpenAi => {
+            return Err(AppError::Input(format!(
+                "model_params.chat_template_kwargs {} is only sent with --api-type openai (chat), \
+                 not {}: its requests are not rendered by a chat template; remove the key",
+                yaml_inline(v),
+                api_type.as_str()
+            )))
+        }
+        Some(v @ serde_yaml_ng::Value::Mapping(_)) => {
+            Some(yaml_to_json(v, "chat_template_kwargs")?)
+        }
+        Some(v) => {
+            return Err(AppError::Input(format!(
+                "model_params.chat_template_kwargs {} is not a mapping; give keys such as \
+                 {{enable_thinking: false}}",
+                yaml_inline(v)
+            )))
+        }
+    };
+    let sampling = Sampling {
+        repetition_penalty: mp.repetition_penalty,
+        presence_penalty: mp.presence_penalty,
+        frequency_penalty: mp.frequency_penalty,
+        skip_special_tokens: mp.skip_special_tokens,
+        chat_template_kwargs,
+        ignore_eos: mp.ignore_eos,
+    };
+    Ok((sampling, resolve_extra_body(mp.extra_body.as_ref())?))
+}
+
+fn resolve_extra_body(
+    value: Option<&serde_yaml_ng::Value>,
+) -> Result<Vec<(String, serde_json::Value)>, AppError> {
+    let map = match value {
+        None => return Ok(Vec::new()),
+        Some(serde_yaml_ng::Value::Mapping(map)) => map,
+        Some(v) => {
+            return Err(AppError::Input(format!(
+                "model_params.extra_body {} is not a mapping; give keys such as {{logprobs: 2}}",
+                yaml_inline(v)
+            )))
+        }
+    };
+    let mut out = Vec::with_capacity(map.len());
+    for (k, v) in map {
+        let Some(name) = k.as_str() else {
+            return Err(AppError::Input(format!(
+                "model_params.extra_body key {} is not a string",
+                yaml_inline(k)
+            )));
+        };
+        if RESERVED_BODY_KEYS.contains(&name) {
+            return Err(AppError::Input(format!(
+                "extra body key {name:?} cannot be replaced: it carries the prompt or decides how \
+                 the response is read; set it through its own flag or key"
+            )));
+        }
+        out.push((name.to_string(), yaml_to_json(v, name)?));
+    }
+    Ok(out)
+}
+
+/// `check_rows_n` for an `n` given in the extra body (it replaces every row's).
+fn check_extra_body_n(
+    extra: &[(String, serde_json::Value)],
+    source: TokenCountSource,
+) -> Result<(), AppError> {
+    let n = extra.iter().find(|(k, _)| k == "n").map(|(_, v)| v);
+    match n {
+        Some(v) if source == TokenCountSource::Server && v.as_u64() != Some(1) => {
+            Err(AppError::Setup(format!(
+                "extra body n = {v} asks for several completions; server usage counts all of \
+                 them together, so it cannot be measured under --token-count-source server"
+            )))
+        }
+        _ => Ok(()),
+    }
+}
+
+fn yaml_to_json(v: &serde_yaml_ng::Value, what: &str) -> Result<serde_json::Value, AppError> {
+    serde_json::to_value(v).map_err(|e| {
+        AppError::Input(format!("{what} value {} cannot be sent as json: {e}", yaml_inline(v)))
+    })
+}
+
+fn yaml_inline(v: &serde_yaml_ng::Value) -> String {
+    serde_json::to_string(v).unwrap_or_else(|_| format!("{v:?}"))
+}
+
+/// Each row's output length under `osl_distribution`, drawn in row order from
+/// `Random(dataloader_random_seed)` (the reference parses the key but never applies it; the
+/// draw is ours). `original` (or no key) keeps `max_new_tokens` for every row.
+fn draw_output_tokens(config: &Config, rows: usize) -> Result<Vec<u32>, AppError> {
+    let Some(osl) = &config.model_params.osl_distribution else { return Ok(Vec::new()) };
+    if osl.kind == OslKind::Original {
+        return Ok(Vec::new());
+    }
+    let (min, max) = check_osl_bounds(osl, config.model_params.min_new_tokens)?;
+    let need = |v: Option<i64>, field: &str| {
+        v.ok_or_else(|| {
+            AppError::Input(format!(
+                "model_params.osl_distribution.{field} is required for type {}; set it",
+                osl.kind.as_str()
+            ))
+        })
+    };
+    let mut rng = PyRandom::new(config.settings.runtime.dataloader_random_seed);
+    let draws: Vec<u32> = match osl.kind {
+        OslKind::Original => Vec::new(),
+        OslKind::Fixed => {
+            let mean = need(osl.mean, "mean")?;
+            if mean < min || mean > max {
+                return Err(AppError::Input(format!(
+                    "model_params.osl_distribution.mean {mean} is outside [min {min}, max {max}]"
+                )));
+            }
+            vec![mean as u32; rows]
+        }
+        OslKind::Uniform => {
+            // Python's randint(min, max) = min + randbelow(max - min + 1).
+            let span = (max - min + 1) as u32;
+            (0..rows).map(|_| (min + i64::from(rng.randbelow(span))) as u32).collect()
+        }
+        OslKind::Normal => {
+            let (mean, std) = (need(osl.mean, "mean")? as f64, need(osl.std, "std")? as f64);
+            (0..rows)
+                .map(|_| {
+                    (normal_variate(&mut rng, mean, std).round_ties_even() as i64).clamp(min, max)
+                        as u32
+                })
+                .collect()
+        }
+    };
+    Ok(draws)
+}
+
+/// `[min, max]` of an osl distribution, checked: 1 <= min <= max < 2^32, min_new_tokens <= min.
+fn check_osl_bounds(osl: &OslDistribution, min_new_tokens: u32) -> Result<(i64, i64), AppError> {
+    let (min, max) = (osl.min, osl.max);
+    if min < 1 || max < min || max > i64::from(u32::MAX) {
+        return Err(AppError::Input(format!(
+            "model_params.osl_distribution min {min} and max {max} must satisfy 1 <= min <= max; \
+             fix --min-output-tokens / --model-params.osl-distribution.max"
+        )));
+    }
+    if i64::from(min_new_tokens) > min {
+        return Err(AppError::Input(format!(
+            "min_new_tokens {min_new_tokens} exceeds osl_distribution.min {min}: a row could ask \
+             for fewer tokens than its minimum; lower min_new_tokens or raise the min"
+        )));
+    }
+    Ok((min, max))
+}
+
+/// Python's `random.normalvariate` (Kinderman and Monahan), on the same generator.
+fn normal_variate(rng: &mut PyRandom, mu: f64, sigma: f64) -> f64 {
+    let magic = 4.0 * (-0.5f64).exp() / 2.0f64.sqrt();
+    loop {
+        let u1 = rng.random();
+        let u2 = 1.0 - rng.random();
+        let z = magic * (u1 - 0.5) / u2;
+        if z * z / 4.0 <= -u2.ln() {
+            return mu + z * sigma;
+        }
+    }
+}
+
 fn resolve_token_source(
     config: &Config,
     api_type: ApiType,
@@ -836,6 +1044,8 @@ fn resolve_dataset(config: &mut Config) -> Result<(Dataset, bool), AppError> {
     Ok((dataset, false))
 }
 
+/// A row's `n` is sent as `n`, so the server answers n choices and its usage sums them: a
+/// sample's server OSL would be n outputs' worth, not one.
 fn check_rows_n(dataset: &Dataset, source: TokenCountSource) -> Result<(), AppError> {
     if source != TokenCountSource::Server {
         return Ok(());
@@ -1871,5 +2081,173 @@ mod tests {
         let yaml = "type: offline\nchat_template: x.jinja\n";
         let err = Config::from_yaml_str(yaml, "test.yaml").unwrap_err();
         assert!(err.to_string().contains("chat_template"), "{err}");
+    }
+}
+
+#[cfg(test)]
+mod request_params_tests {
+    use super::*;
+
+    fn plan_of(args: &[&str]) -> Result<Plan, AppError> {
+        let dataset = format!(
+            "{}/tests/assets/datasets/dummy_1k.jsonl,parser.prompt=text_input",
+            env!("CARGO_MANIFEST_DIR")
+        );
+        let mut all = vec!["offline", "--dataset", &dataset];
+        all.extend(args);
+        resolve_plan(config_from_args(&all)?, 0)
+    }
+
+    fn yaml_plan(model_params: &str) -> Result<Plan, AppError> {
+        let dataset =
+            format!("{}/tests/assets/datasets/dummy_1k.jsonl", env!("CARGO_MANIFEST_DIR"));
+        let text = format!(
+            "type: offline\nmodel_params:\n{model_params}datasets:\n  - path: {dataset}\n    \
+             parser: {{prompt: text_input}}\n"
+        );
+        resolve_plan(Config::from_yaml_str(&text, "t.yaml")?, 0)
+    }
+
+    #[test]
+    fn uniform_osl_draws_are_pythons_randint_on_the_dataloader_seed() {
+        // Python: r = random.Random(42); [r.randint(10, 20) for _ in range(8)]
+        let plan = plan_of(&[
+            "--osl-distribution.type",
+            "uniform",
+            "--min-output-tokens",
+            "10",
+            "--osl-distribution.max",
+            "20",
+        ])
+        .unwrap();
+        assert_eq!(plan.row_output_tokens.len(), plan.dataset.rows.len());
+        assert_eq!(plan.row_output_tokens[..8], [20, 11, 10, 14, 13, 13, 12, 11]);
+    }
+
+    #[test]
+    fn normal_osl_draws_are_pythons_normalvariate_rounded_and_clamped() {
+        // Python: r = random.Random(42);
+        // [min(max(round(r.normalvariate(100, 30)), 1), 2048) for _ in range(8)]
+        let plan = plan_of(&[
+            "--osl-distribution.type",
+            "normal",
+            "--osl-distribution.mean",
+            "100",
+            "--osl-distribution.std",
+            "30",
+        ])
+        .unwrap();
+        assert_eq!(plan.row_output_tokens[..8], [107, 85, 138, 96, 71, 117, 65, 152]);
+    }
+
+    #[test]
+    fn validate_yaml_refuses_what_a_run_would_refuse() {
+        let bad = [
+            "type: offline\nendpoint_config: {api_type: sglang}\nmodel_params:\n  \
+             chat_template_kwargs: {a: 1}\n",
+            "type: offline\nmodel_params:\n  osl_distribution: {type: normal, mean: 9}\n",
+            "type: offline\nmodel_params:\n  extra_body: [1]\n",
+        ];
+        for text in bad {
+            let config = Config::from_yaml_str(text, "t.yaml").unwrap();
+            assert_eq!(check_config(&config).unwrap_err().exit_code(), 2, "{text}");
+        }
+        let good = "type: offline\nmodel_params:\n  osl_distribution:\n    type: normal\n    \
+                    mean: 1000\n    std: 200\n    min: 512\n    max: 2048\n";
+        check_config(&Config::from_yaml_str(good, "t.yaml").unwrap()).unwrap();
+    }
+
+    #[test]
+    fn original_osl_keeps_max_new_tokens_for_every_row() {
+        let plan = plan_of(&["--osl-distribution.type", "original"]).unwrap();
+        assert!(plan.row_output_tokens.is_empty());
+    }
+
+    #[test]
+    fn osl_bounds_and_min_new_tokens_are_checked() {
+        let cases: [&[&str]; 3] = [
+            &[
+                "--min-output-tokens",
+                "30",
+                "--osl-distribution.max",
+                "20",
+                "--osl-distribution.type",
+                "uniform",
+            ],
+            &["--osl-distribution.type", "fixed", "--osl-distribution.mean", "5000"],
+            &[
+                "--api-type",
+                "openai_completions",
+                "--min-new-tokens",
+                "9",
+                "--osl-distribution.type",
+                "uniform",
+                "--min-output-tokens",
+                "4",
+            ],
+        ];
+        for args in cases {
+            let err = plan_of(args).unwrap_err();
+            assert_eq!(err.exit_code(), 2, "{args:?}: {err}");
+            assert!(err.to_string().contains("osl_distribution"), "{args:?}: {err}");
+        }
+    }
+
+    #[test]
+    fn each_request_flag_gives_the_same_plan_as_its_yaml_key() {
+        let cases: [(&[&str], &str); 7] = [
+            (&["--model-params.repetition-penalty", "1.1"], "  repetition_penalty: 1.1\n"),
+            (&["--model-params.presence-penalty", "0.2"], "  presence_penalty: 0.2\n"),
+            (&["--model-params.frequency-penalty", "-0.3"], "  frequency_penalty: -0.3\n"),
+            (&["--model-params.ignore-eos"], "  ignore_eos: true\n"),
+            (&["--extra-body", r#"{"b": 1, "a": [2]}"#], "  extra_body: {b: 1, a: [2]}\n"),
+            (
+                &[
+                    "--model-params.osl-distribution.type",
+                    "fixed",
+                    "--model-params.osl-distribution.mean",
+                    "12",
+                ],
+                "  osl_distribution: {type: fixed, mean: 12}\n",
+            ),
+            (
+                &[
+                    "--model-params.osl-distribution.type",
+                    "uniform",
+                    "--model-params.osl-distribution.min",
+                    "4",
+                    "--model-params.osl-distribution.max",
+                    "9",
+                ],
+                "  osl_distribution: {type: uniform, min: 4, max: 9}\n",
+            ),
+        ];
+        for (flags, yaml) in cases {
+            let (a, b) = (plan_of(flags).unwrap(), yaml_plan(yaml).unwrap());
+            let view =
+                |p: &Plan| (p.sampling.clone(), p.extra_body.clone(), p.row_output_tokens.clone());
+            assert_eq!(view(&a), view(&b), "{flags:?} vs {yaml}");
+            assert_ne!(view(&a), view(&plan_of(&[]).unwrap()), "{flags:?} changes the plan");
+        }
+    }
+
+    #[test]
+    fn skip_special_tokens_false_flag_is_a_completions_only_setting() {
+        let plan = plan_of(&["--api-type", "openai_completions", "--no-skip-special-tokens"]);
+        assert!(!plan.unwrap().sampling.skip_special_tokens);
+        let err = plan_of(&["--model-params.no-skip-special-tokens"]).unwrap_err();
+        assert!(err.to_string().contains("skip_special_tokens"), "{err}");
+    }
+
+    #[test]
+    fn extra_body_keeps_the_users_key_order_and_refuses_reserved_keys() {
+        let plan = plan_of(&["--extra-body", r#"{"z": 1, "a": 2}"#]).unwrap();
+        let keys: Vec<&str> = plan.extra_body.iter().map(|(k, _)| k.as_str()).collect();
+        assert_eq!(keys, ["z", "a"]);
+        let err = yaml_plan("  extra_body: {messages: []}\n").unwrap_err();
+        assert_eq!(err.exit_code(), 2);
+        assert!(err.to_string().contains("\"messages\""), "{err}");
+        let err = yaml_plan("  extra_body: 5\n").unwrap_err();
+        assert!(err.to_string().contains("model_params.extra_body 5"), "{err}");
     }
 }

@@ -19,7 +19,7 @@ use loadgen_worker::http::ports::{
     bind_from_slot_over_sources, ephemeral_even_ports, ephemeral_range, ports_per_source,
     source_addresses_for, SourceChoice, SOURCE_PORT_BUDGET_PERCENT,
 };
-use loadgen_worker::request::{self, Endpoint, Prompt, RequestOptions, RequestTable};
+use loadgen_worker::request::{self, Endpoint, Prompt, RequestOptions, RequestTable, RowParams};
 use loadgen_worker::synthetic::SyntheticResponse;
 use loadgen_worker::wire::RingSizes;
 use loadgen_worker::WorkerSpec;
@@ -291,13 +291,17 @@ fn request_tables(
         top_p: plan.top_p,
         top_k: plan.top_k,
         seed: plan.seed,
-        extra: Vec::new(),
+        sampling: plan.sampling.clone(),
+        extra: plan.extra_body.clone(),
     };
     let mut tables = Vec::with_capacity(endpoints.len());
     for ep in endpoints {
         let mut table = RequestTable::new();
         for (i, row) in plan.dataset.rows.iter().enumerate() {
-            let body = request::body_json(&opts, prompt_of(row)).map_err(|e| {
+            // The row's own n and drawn output length are decided here, once, before the fork.
+            let params =
+                RowParams { n: row.n, max_output_tokens: plan.row_output_tokens.get(i).copied() };
+            let body = request::body_json_row(&opts, prompt_of(row), params).map_err(|e| {
                 AppError::Input(format!("dataset row {i} cannot become a request: {e}"))
             })?;
             table.push(&request::http_request(

@@ -102,7 +102,13 @@ pub struct ModelParams {
     #[serde(default = "yes")]
     pub skip_special_tokens: bool,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub osl_distribution: Option<YamlValue>,
+    pub osl_distribution: Option<OslDistribution>,
+    /// Beyond the reference: send `ignore_eos: true` (vLLM, SGLang).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub ignore_eos: bool,
+    /// Beyond the reference: a mapping merged into every request body's top level.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub extra_body: Option<YamlValue>,
     #[serde(default)]
     pub streaming: Streaming,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -125,10 +131,65 @@ impl Default for ModelParams {
             min_new_tokens: 1,
             skip_special_tokens: true,
             osl_distribution: None,
+            ignore_eos: false,
+            extra_body: None,
             streaming: Streaming::Auto,
             tokenizer_name: None,
         }
     }
+}
+
+/// `model_params.osl_distribution`: a per-sample output length (the reference's schema, its
+/// types and defaults).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OslDistribution {
+    #[serde(default, rename = "type")]
+    pub kind: OslKind,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mean: Option<i64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub std: Option<i64>,
+    #[serde(default = "one_i64")]
+    pub min: i64,
+    #[serde(default = "default_osl_max")]
+    pub max: i64,
+}
+
+impl Default for OslDistribution {
+    fn default() -> Self {
+        OslDistribution { kind: OslKind::Original, mean: None, std: None, min: 1, max: 2048 }
+    }
+}
+
+/// `osl_distribution.type`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum OslKind {
+    /// The dataset's own lengths: every row asks for max_new_tokens.
+    #[default]
+    Original,
+    /// Every row asks for `mean`.
+    Fixed,
+    /// Each row draws uniformly in [min, max].
+    Uniform,
+    /// Each row draws from a normal(mean, std), rounded and clamped to [min, max].
+    Normal,
+}
+
+impl OslKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            OslKind::Original => "original",
+            OslKind::Fixed => "fixed",
+            OslKind::Uniform => "uniform",
+            OslKind::Normal => "normal",
+        }
+    }
+}
+
+fn default_osl_max() -> i64 {
+    2048
 }
 
 /// `model_params.streaming`: auto resolves to off offline, on online.

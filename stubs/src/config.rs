@@ -214,7 +214,13 @@ pub struct StubConfig {
     pub pin_cores: Option<Vec<usize>>,
     /// The `created` field of every response; `None` uses the server's start time.
     pub created_unix_s: Option<u64>,
+    /// Where the echo stub appends every request body it answers (tests that check the bytes
+    /// a client sent); `None` records nothing.
+    pub body_log: Option<BodyLog>,
 }
+
+/// Request bodies recorded by the echo stub, shared with the test that reads them.
+pub type BodyLog = std::sync::Arc<std::sync::Mutex<Vec<Vec<u8>>>>;
 
 impl StubConfig {
     /// The reference's defaults: output length 160, stream interval 10, one worker, loopback,
@@ -233,6 +239,7 @@ impl StubConfig {
             stats: false,
             pin_cores: None,
             created_unix_s: None,
+            body_log: None,
         }
     }
 }

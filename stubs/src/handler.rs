@@ -156,6 +156,10 @@ impl Handler {
     }
 
     fn echo(&self, route: Route, body: &[u8]) -> Result<Plan, String> {
+        if let Some(log) = &self.cfg.body_log {
+            // A poisoned lock only means another worker's test assertion panicked.
+            log.lock().unwrap_or_else(|e| e.into_inner()).push(body.to_vec());
+        }
         let v: Value =
             serde_json::from_slice(body).map_err(|e| format!("invalid json body: {e}"))?;
         let text = echo_input(route, &v)?;

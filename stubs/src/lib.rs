@@ -16,7 +16,7 @@ pub mod variable;
 mod worker;
 
 pub use config::{
-    DelayFault, FaultConfig, StatusFault, StubConfig, StubKind, TruncateFault, TruncateFraming,
-    UsageFault, VariableConfig,
+    BodyLog, DelayFault, FaultConfig, StatusFault, StubConfig, StubKind, TruncateFault,
+    TruncateFraming, UsageFault, VariableConfig,
 };
 pub use server::{StopHandle, StubServer, StubTotals, PEER_ADDRESSES_MAX};

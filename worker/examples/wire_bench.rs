@@ -188,6 +188,7 @@ fn worker_qps(streaming: bool, connections: u32, samples: u64) -> f64 {
         top_p: None,
         top_k: None,
         seed: None,
+        sampling: Default::default(),
         extra: Vec::new(),
     };
     let prompt = [Prompt::Text { system: None, user: "hello" }];

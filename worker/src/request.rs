@@ -54,8 +54,48 @@ pub struct RequestOptions {
     pub top_p: Option<f64>,
     pub top_k: Option<i64>,
     pub seed: Option<u64>,
-    /// Extra top-level keys, appended in order.
+    /// The reference's other sampling keys, plus `ignore_eos`.
+    pub sampling: Sampling,
+    /// Extra top-level keys (`--extra-body`), appended in order; a built key of the same name
+    /// is left out so the user's value wins and the body has no duplicate keys.
     pub extra: Vec<(String, serde_json::Value)>,
+}
+
+/// Sampling keys beyond temperature/top_p/top_k/seed; unset ones are omitted, as the reference's
+/// msgspec `omit_defaults` does.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Sampling {
+    pub repetition_penalty: Option<f64>,
+    pub presence_penalty: Option<f64>,
+    pub frequency_penalty: Option<f64>,
+    /// Completions only (the reference sends it there, always); SGLang gets it when false.
+    pub skip_special_tokens: bool,
+    /// Chat only, sent verbatim (a JSON object).
+    pub chat_template_kwargs: Option<serde_json::Value>,
+    /// Beyond the reference: `"ignore_eos":true` when set (SGLang: inside `sampling_params`).
+    pub ignore_eos: bool,
+}
+
+impl Default for Sampling {
+    fn default() -> Self {
+        Sampling {
+            repetition_penalty: None,
+            presence_penalty: None,
+            frequency_penalty: None,
+            skip_special_tokens: true,
+            chat_template_kwargs: None,
+            ignore_eos: false,
+        }
+    }
+}
+
+/// What one dataset row changes in its body.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RowParams {
+    /// The row's `n` column (choices per request).
+    pub n: Option<u32>,
+    /// The row's drawn output length (`osl_distribution`), replacing `max_output_tokens`.
+    pub max_output_tokens: Option<u32>,
 }
 
 /// One row's prompt.
@@ -141,13 +181,62 @@ fn split_host_port(authority: &str) -> Option<(&str, u16)> {
 
 /// The compact JSON body for one row, keys in the reference's order.
 pub fn body_json(opts: &RequestOptions, prompt: Prompt<'_>) -> Result<Vec<u8>, RequestError> {
+    body_json_row(opts, prompt, RowParams::default())
+}
+
+/// The compact JSON body for one row with its own `n` and output length.
+pub fn body_json_row(
+    opts: &RequestOptions,
+    prompt: Prompt<'_>,
+    row: RowParams,
+) -> Result<Vec<u8>, RequestError> {
     let mut out = Vec::with_capacity(256);
+    let b = Body { opts, row };
     match opts.api {
-        ApiType::OpenAiChat => chat_body(&mut out, opts, prompt)?,
-        ApiType::OpenAiCompletions => completions_body(&mut out, opts, prompt)?,
-        ApiType::Sglang => sglang_body(&mut out, opts, prompt)?,
+        ApiType::OpenAiChat => chat_body(&mut out, b, prompt)?,
+        ApiType::OpenAiCompletions => completions_body(&mut out, b, prompt)?,
+        ApiType::Sglang => sglang_body(&mut out, b, prompt)?,
     }
     Ok(out)
+}
+
+/// One body being written: the run's options and the row's own values.
+#[derive(Clone, Copy)]
+struct Body<'a> {
+    opts: &'a RequestOptions,
+    row: RowParams,
+}
+
+impl Body<'_> {
+    fn max_tokens(&self) -> u32 {
+        self.row.max_output_tokens.unwrap_or(self.opts.max_output_tokens)
+    }
+
+    /// Writes `,"name":value` unless `--extra-body` names the same top-level key.
+    fn field(
+        &self,
+        out: &mut Vec<u8>,
+        name: &str,
+        value: &impl serde::Serialize,
+    ) -> Result<(), RequestError> {
+        if self.opts.extra.iter().any(|(k, _)| k == name) {
+            return Ok(());
+        }
+        key(out, name);
+        json(out, value)
+    }
+
+    fn opt_field(
+        &self,
+        out: &mut Vec<u8>,
+        name: &str,
+        value: Option<impl serde::Serialize>,
+    ) -> Result<(), RequestError> {
+        match value {
+            Some(v) => self.field(out, name, &v),
+            None => Ok(()),
+        }
+    }
 }
 
 fn key(out: &mut Vec<u8>, name: &str) {
@@ -165,52 +254,56 @@ fn json(out: &mut Vec<u8>, value: &impl serde::Serialize) -> Result<(), RequestE
 /// Sampling keys shared by the OpenAI bodies, then stream flags, then extras.
 fn openai_tail(
     out: &mut Vec<u8>,
-    opts: &RequestOptions,
+    b: Body<'_>,
     always_stream_key: bool,
 ) -> Result<(), RequestError> {
-    if let Some(v) = opts.temperature {
-        key(out, "temperature");
-        json(out, &v)?;
+    let (opts, sampling) = (b.opts, &b.opts.sampling);
+    b.opt_field(out, "temperature", opts.temperature)?;
+    b.opt_field(out, "top_p", opts.top_p)?;
+    b.opt_field(out, "top_k", opts.top_k)?;
+    b.opt_field(out, "seed", opts.seed)?;
+    b.opt_field(out, "repetition_penalty", sampling.repetition_penalty)?;
+    b.opt_field(out, "n", b.row.n)?;
+    b.opt_field(out, "presence_penalty", sampling.presence_penalty)?;
+    b.opt_field(out, "frequency_penalty", sampling.frequency_penalty)?;
+    if opts.api == ApiType::OpenAiChat {
+        b.opt_field(out, "chat_template_kwargs", sampling.chat_template_kwargs.as_ref())?;
     }
-    if let Some(v) = opts.top_p {
-        key(out, "top_p");
-        json(out, &v)?;
-    }
-    if let Some(v) = opts.top_k {
-        key(out, "top_k");
-        json(out, &v)?;
-    }
-    if let Some(v) = opts.seed {
-        key(out, "seed");
-        json(out, &v)?;
+    if sampling.ignore_eos {
+        b.field(out, "ignore_eos", &true)?;
     }
     if opts.streaming || always_stream_key {
         key(out, "stream");
         json(out, &opts.streaming)?;
     }
     // Usage is asked for only when streaming and n <= 1 (several choices share one usage).
-    let n_above_one = opts.extra.iter().any(|(k, v)| k == "n" && v.as_u64().is_some_and(|n| n > 1));
-    if opts.streaming && opts.stream_include_usage && !n_above_one {
+    let extra_n = opts.extra.iter().find(|(k, _)| k == "n").map(|(_, v)| v.as_u64());
+    let n = match extra_n {
+        Some(v) => v.unwrap_or(1),
+        None => u64::from(b.row.n.unwrap_or(1)),
+    };
+    if opts.streaming && opts.stream_include_usage && n <= 1 {
         key(out, "stream_options");
         out.extend_from_slice(br#"{"include_usage":true}"#);
     }
+    extras(out, opts)?;
+    out.push(b'}');
+    Ok(())
+}
+
+fn extras(out: &mut Vec<u8>, opts: &RequestOptions) -> Result<(), RequestError> {
     for (name, value) in &opts.extra {
         out.push(b',');
         json(out, name)?;
         out.push(b':');
         json(out, value)?;
     }
-    out.push(b'}');
     Ok(())
 }
 
-fn chat_body(
-    out: &mut Vec<u8>,
-    opts: &RequestOptions,
-    prompt: Prompt<'_>,
-) -> Result<(), RequestError> {
+fn chat_body(out: &mut Vec<u8>, b: Body<'_>, prompt: Prompt<'_>) -> Result<(), RequestError> {
     out.extend_from_slice(b"{\"model\":");
-    json(out, &opts.model)?;
+    json(out, &b.opts.model)?;
     key(out, "messages");
     match prompt {
         Prompt::Text { system, user } => {
@@ -226,46 +319,40 @@ fn chat_body(
         }
         Prompt::Messages(messages) => json(out, messages)?,
         Prompt::TokenIds(_) => {
-            return Err(RequestError::UnsupportedPrompt { api: opts.api, what: "token ids" })
+            return Err(RequestError::UnsupportedPrompt { api: b.opts.api, what: "token ids" })
         }
     }
-    key(out, "max_completion_tokens");
-    json(out, &opts.max_output_tokens)?;
-    openai_tail(out, opts, false)
+    b.field(out, "max_completion_tokens", &b.max_tokens())?;
+    openai_tail(out, b, false)
 }
 
 fn completions_body(
     out: &mut Vec<u8>,
-    opts: &RequestOptions,
+    b: Body<'_>,
     prompt: Prompt<'_>,
 ) -> Result<(), RequestError> {
+    let api = b.opts.api;
     out.extend_from_slice(b"{\"model\":");
-    json(out, &opts.model)?;
+    json(out, &b.opts.model)?;
     key(out, "prompt");
     match prompt {
         Prompt::Text { system: None, user } => json(out, &user)?,
         Prompt::TokenIds(ids) => json(out, &ids)?,
         Prompt::Text { system: Some(_), .. } => {
-            return Err(RequestError::UnsupportedPrompt { api: opts.api, what: "a system prompt" })
+            return Err(RequestError::UnsupportedPrompt { api, what: "a system prompt" })
         }
         Prompt::Messages(_) => {
-            return Err(RequestError::UnsupportedPrompt { api: opts.api, what: "chat messages" })
+            return Err(RequestError::UnsupportedPrompt { api, what: "chat messages" })
         }
     }
-    key(out, "max_tokens");
-    json(out, &opts.max_output_tokens)?;
-    key(out, "min_tokens");
-    json(out, &opts.min_output_tokens.unwrap_or(1))?;
-    key(out, "skip_special_tokens");
-    out.extend_from_slice(b"true");
-    openai_tail(out, opts, true)
+    b.field(out, "max_tokens", &b.max_tokens())?;
+    b.field(out, "min_tokens", &b.opts.min_output_tokens.unwrap_or(1))?;
+    b.field(out, "skip_special_tokens", &b.opts.sampling.skip_special_tokens)?;
+    openai_tail(out, b, true)
 }
 
-fn sglang_body(
-    out: &mut Vec<u8>,
-    opts: &RequestOptions,
-    prompt: Prompt<'_>,
-) -> Result<(), RequestError> {
+fn sglang_body(out: &mut Vec<u8>, b: Body<'_>, prompt: Prompt<'_>) -> Result<(), RequestError> {
+    let (opts, api) = (b.opts, b.opts.api);
     match prompt {
         Prompt::TokenIds(ids) => {
             out.extend_from_slice(b"{\"input_ids\":");
@@ -276,14 +363,14 @@ fn sglang_body(
             json(out, &user)?;
         }
         Prompt::Text { system: Some(_), .. } => {
-            return Err(RequestError::UnsupportedPrompt { api: opts.api, what: "a system prompt" })
+            return Err(RequestError::UnsupportedPrompt { api, what: "a system prompt" })
         }
         Prompt::Messages(_) => {
-            return Err(RequestError::UnsupportedPrompt { api: opts.api, what: "chat messages" })
+            return Err(RequestError::UnsupportedPrompt { api, what: "chat messages" })
         }
     }
     out.extend_from_slice(b",\"sampling_params\":{\"max_new_tokens\":");
-    json(out, &opts.max_output_tokens)?;
+    json(out, &b.max_tokens())?;
     // SGLang's defaults are omitted, as the reference's msgspec omit_defaults does.
     if let Some(v) = opts.temperature.filter(|v| *v != 1.0) {
         key(out, "temperature");
@@ -297,16 +384,38 @@ fn sglang_body(
         key(out, "top_p");
         json(out, &v)?;
     }
+    sglang_beyond_reference(out, b)?;
     out.push(b'}');
     key(out, "stream");
     json(out, &opts.streaming)?;
-    for (name, value) in &opts.extra {
-        out.push(b',');
-        json(out, name)?;
-        out.push(b':');
-        json(out, value)?;
-    }
+    extras(out, opts)?;
     out.push(b'}');
+    Ok(())
+}
+
+/// Keys the reference leaves out of SGLang requests (it drops them silently); SGLang's
+/// `sampling_params` takes each under the same name, so they are sent rather than dropped.
+fn sglang_beyond_reference(out: &mut Vec<u8>, b: Body<'_>) -> Result<(), RequestError> {
+    let s = &b.opts.sampling;
+    let keys = [
+        ("repetition_penalty", s.repetition_penalty),
+        ("presence_penalty", s.presence_penalty),
+        ("frequency_penalty", s.frequency_penalty),
+    ];
+    for (name, value) in keys {
+        if let Some(v) = value {
+            key(out, name);
+            json(out, &v)?;
+        }
+    }
+    if let Some(n) = b.row.n {
+        key(out, "n");
+        json(out, &n)?;
+    }
+    if s.ignore_eos {
+        key(out, "ignore_eos");
+        out.extend_from_slice(b"true");
+    }
     Ok(())
 }
 
@@ -377,7 +486,7 @@ impl RequestTable {
     ) -> Result<RequestTable, RequestError> {
         let mut table = RequestTable::new();
         for prompt in prompts {
-            let body = body_json(opts, prompt)?;
+            let body = body_json_row(opts, prompt, RowParams::default())?;
             table.push(&http_request(ep, opts.api, api_key, opts.streaming, &body));
         }
         Ok(table)
@@ -443,6 +552,7 @@ mod tests {
             top_p: None,
             top_k: None,
             seed: None,
+            sampling: Default::default(),
             extra: Vec::new(),
         }
     }
@@ -567,5 +677,120 @@ mod tests {
         assert_eq!(t.push(b""), 1);
         assert_eq!(t.push(b"de"), 2);
         assert_eq!((t.row(0), t.row(1), t.row(2), t.len()), (&b"abc"[..], &b""[..], &b"de"[..], 3));
+    }
+
+    fn row_body(o: &RequestOptions, p: Prompt<'_>, row: RowParams) -> String {
+        String::from_utf8(body_json_row(o, p, row).unwrap()).unwrap()
+    }
+
+    fn with_penalties(api: ApiType) -> RequestOptions {
+        let mut o = opts(api, false, false);
+        o.sampling.repetition_penalty = Some(1.1);
+        o.sampling.presence_penalty = Some(0.2);
+        o.sampling.frequency_penalty = Some(0.3);
+        o
+    }
+
+    #[test]
+    fn chat_sends_penalties_n_and_chat_template_kwargs_as_the_reference() {
+        let mut o = with_penalties(ApiType::OpenAiChat);
+        o.sampling.chat_template_kwargs = Some(serde_json::json!({"enable_thinking": false}));
+        assert_eq!(
+            row_body(&o, HELLO, RowParams { n: Some(3), max_output_tokens: None }),
+            r#"{"model":"test-model","messages":[{"role":"user","content":"Hello there"}],"max_completion_tokens":1024,"repetition_penalty":1.1,"n":3,"presence_penalty":0.2,"frequency_penalty":0.3,"chat_template_kwargs":{"enable_thinking":false}}"#
+        );
+    }
+
+    #[test]
+    fn completions_sends_penalties_n_and_skip_special_tokens_false() {
+        let mut o = with_penalties(ApiType::OpenAiCompletions);
+        o.sampling.skip_special_tokens = false;
+        o.min_output_tokens = Some(4);
+        // chat_template_kwargs is chat only (the plan refuses it elsewhere); never sent here.
+        o.sampling.chat_template_kwargs = Some(serde_json::json!({"x": 1}));
+        assert_eq!(
+            row_body(
+                &o,
+                Prompt::TokenIds(&[5, 6]),
+                RowParams { n: Some(2), max_output_tokens: None }
+            ),
+            r#"{"model":"test-model","prompt":[5,6],"max_tokens":1024,"min_tokens":4,"skip_special_tokens":false,"repetition_penalty":1.1,"n":2,"presence_penalty":0.2,"frequency_penalty":0.3,"stream":false}"#
+        );
+    }
+
+    #[test]
+    fn sglang_puts_penalties_n_and_ignore_eos_inside_sampling_params() {
+        let mut o = with_penalties(ApiType::Sglang);
+        o.sampling.ignore_eos = true;
+        assert_eq!(
+            row_body(&o, Prompt::TokenIds(&[9]), RowParams { n: Some(2), max_output_tokens: None }),
+            r#"{"input_ids":[9],"sampling_params":{"max_new_tokens":1024,"repetition_penalty":1.1,"presence_penalty":0.2,"frequency_penalty":0.3,"n":2,"ignore_eos":true},"stream":false}"#
+        );
+    }
+
+    #[test]
+    fn unset_parameters_are_omitted_from_every_api() {
+        for api in [ApiType::OpenAiChat, ApiType::OpenAiCompletions, ApiType::Sglang] {
+            let b = body(&opts(api, false, false), Prompt::TokenIds(&[1]).into_text_if(api));
+            for k in ["penalty", "\"n\"", "chat_template_kwargs", "ignore_eos", "seed"] {
+                assert!(!b.contains(k), "{api:?} body {b} carries {k}");
+            }
+        }
+    }
+
+    impl<'a> Prompt<'a> {
+        /// Chat cannot carry token ids; the omission test uses text there.
+        fn into_text_if(self, api: ApiType) -> Prompt<'a> {
+            if api == ApiType::OpenAiChat {
+                HELLO
+            } else {
+                self
+            }
+        }
+    }
+
+    #[test]
+    fn ignore_eos_is_a_top_level_true_for_openai_apis() {
+        for api in [ApiType::OpenAiChat, ApiType::OpenAiCompletions] {
+            let mut o = opts(api, false, false);
+            o.sampling.ignore_eos = true;
+            let b = body(&o, HELLO);
+            let v: serde_json::Value = serde_json::from_str(&b).unwrap();
+            assert_eq!(v["ignore_eos"], serde_json::json!(true), "{b}");
+        }
+    }
+
+    #[test]
+    fn a_rows_drawn_output_length_replaces_max_tokens_per_api() {
+        let row = RowParams { n: None, max_output_tokens: Some(77) };
+        let cases = [
+            (ApiType::OpenAiChat, "\"max_completion_tokens\":77"),
+            (ApiType::OpenAiCompletions, "\"max_tokens\":77"),
+            (ApiType::Sglang, "\"max_new_tokens\":77"),
+        ];
+        for (api, want) in cases {
+            let b = row_body(&opts(api, false, false), HELLO, row);
+            assert!(b.contains(want) && !b.contains("1024"), "{api:?}: {b}");
+        }
+    }
+
+    #[test]
+    fn extra_body_keys_win_over_built_keys_without_duplicates() {
+        let mut o = opts(ApiType::OpenAiCompletions, false, false);
+        o.temperature = Some(0.5);
+        o.extra.push(("temperature".into(), serde_json::json!(0.9)));
+        o.extra.push(("max_tokens".into(), serde_json::json!(8)));
+        o.extra.push(("logprobs".into(), serde_json::json!(2)));
+        assert_eq!(
+            body(&o, HELLO),
+            r#"{"model":"test-model","prompt":"Hello there","min_tokens":1,"skip_special_tokens":true,"stream":false,"temperature":0.9,"max_tokens":8,"logprobs":2}"#
+        );
+    }
+
+    #[test]
+    fn streaming_chat_with_a_rows_n_above_one_asks_no_usage() {
+        let o = opts(ApiType::OpenAiChat, true, true);
+        let b = row_body(&o, HELLO, RowParams { n: Some(2), max_output_tokens: None });
+        assert!(b.contains("\"n\":2") && !b.contains("stream_options"), "{b}");
     }
 }

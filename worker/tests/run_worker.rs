@@ -272,6 +272,7 @@ fn spec(
         top_p: None,
         top_k: None,
         seed: None,
+        sampling: Default::default(),
         extra: Vec::new(),
     };
     let table = RequestTable::build(

@@ -1,0 +1,228 @@
+//! The request bytes the server receives for each request parameter (YAML keys and flags), per
+//! API, captured by the in-process echo stub; and the refusals of keys an API cannot carry.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+
+use common::{bin, report_dir, run, stub};
+use loadgen_stubs::{BodyLog, StubKind};
+use serde_json::{json, Value};
+
+/// A scratch folder with one JSONL dataset; `rows` are written one per line.
+fn dataset_file(name: &str, rows: &[Value]) -> PathBuf {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("reqparams-{name}"));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("rows.jsonl");
+    let text: String = rows.iter().map(|r| format!("{r}\n")).collect();
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+fn prompts(n: usize) -> Vec<Value> {
+    (0..n).map(|i| json!({"prompt": format!("prompt number {i}")})).collect()
+}
+
+/// Runs an offline benchmark of every row once against a recording echo stub; returns the
+/// exit code and the bodies the stub received, parsed.
+fn capture(name: &str, rows: &[Value], extra: &[&str]) -> (Option<i32>, Vec<Value>) {
+    capture_with(name, rows, &["benchmark", "offline"], extra)
+}
+
+/// `capture` with the command words given (`benchmark from-config -c FILE` for YAML).
+fn capture_with(
+    name: &str,
+    rows: &[Value],
+    command: &[&str],
+    extra: &[&str],
+) -> (Option<i32>, Vec<Value>) {
+    let log = BodyLog::default();
+    let server = stub(StubKind::Echo, |c| c.body_log = Some(log.clone()));
+    let data = dataset_file(name, rows);
+    let dir = report_dir(&format!("reqparams-{name}"));
+    let url = server.url();
+    let samples = rows.len().to_string();
+    let mut args = command.to_vec();
+    args.extend([
+        "--endpoints",
+        &url,
+        "--model",
+        "test-model",
+        "--workers",
+        "1",
+        "--max-connections",
+        "2",
+        "--num-samples",
+        &samples,
+    ]);
+    let data = data.display().to_string();
+    let dir = dir.display().to_string();
+    args.extend(["--dataset", &data, "--report-dir", &dir]);
+    args.extend(extra);
+    let out = run(&args);
+    drop(server);
+    let bodies = log.lock().unwrap().iter().map(|b| serde_json::from_slice(b).unwrap()).collect();
+    (out.status.code(), bodies)
+}
+
+fn yaml_file(name: &str, text: &str) -> String {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("reqparams-yaml-{name}"));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("config.yaml");
+    std::fs::write(&path, text).unwrap();
+    path.display().to_string()
+}
+
+#[test]
+fn chat_requests_carry_the_yaml_penalties_kwargs_ignore_eos_extra_body_and_row_n() {
+    let config = yaml_file(
+        "chat",
+        "type: offline\nmodel_params:\n  repetition_penalty: 1.1\n  presence_penalty: 0.2\n  \
+         frequency_penalty: 0.3\n  chat_template_kwargs: {enable_thinking: false}\n  \
+         ignore_eos: true\n  extra_body: {logprobs: true, top_logprobs: 2}\n",
+    );
+    let rows = [json!({"prompt": "a", "n": 3}), json!({"prompt": "b"})];
+    let command = ["benchmark", "from-config", "-c", &config];
+    let (code, bodies) = capture_with("chat", &rows, &command, &[]);
+    assert_eq!(code, Some(0));
+    assert_eq!(bodies.len(), 2);
+    for b in &bodies {
+        assert_eq!(b["repetition_penalty"], json!(1.1));
+        assert_eq!(b["presence_penalty"], json!(0.2));
+        assert_eq!(b["frequency_penalty"], json!(0.3));
+        assert_eq!(b["chat_template_kwargs"], json!({"enable_thinking": false}));
+        assert_eq!(b["ignore_eos"], json!(true));
+        assert_eq!((&b["logprobs"], &b["top_logprobs"]), (&json!(true), &json!(2)));
+    }
+    let n_of =
+        |p: &str| bodies.iter().find(|b| b["messages"][0]["content"] == p).unwrap()["n"].clone();
+    assert_eq!(n_of("a"), json!(3), "the row's n column is sent");
+    assert_eq!(n_of("b"), Value::Null, "a row without n sends none");
+}
+
+#[test]
+fn completions_requests_carry_the_flag_spellings_of_each_parameter() {
+    let (code, bodies) = capture(
+        "completions",
+        &prompts(3),
+        &[
+            "--api-type",
+            "openai_completions",
+            "--model-params.repetition-penalty",
+            "1.05",
+            "--model-params.presence-penalty",
+            "-0.5",
+            "--model-params.frequency-penalty",
+            "0.25",
+            "--model-params.no-skip-special-tokens",
+            "--min-new-tokens",
+            "2",
+            "--ignore-eos",
+            "--extra-body",
+            r#"{"temperature": 0.7, "logprobs": 1}"#,
+            "--temperature",
+            "0.1",
+        ],
+    );
+    assert_eq!(code, Some(0));
+    assert_eq!(bodies.len(), 3);
+    for b in &bodies {
+        assert_eq!(b["repetition_penalty"], json!(1.05));
+        assert_eq!(b["presence_penalty"], json!(-0.5));
+        assert_eq!(b["frequency_penalty"], json!(0.25));
+        assert_eq!(b["skip_special_tokens"], json!(false));
+        assert_eq!(b["min_tokens"], json!(2));
+        assert_eq!(b["ignore_eos"], json!(true));
+        assert_eq!(b["temperature"], json!(0.7), "the extra body's key wins over the flag");
+        assert_eq!(b["logprobs"], json!(1));
+        assert!(b.get("chat_template_kwargs").is_none());
+    }
+}
+
+#[test]
+fn sglang_requests_carry_penalties_in_sampling_params_and_uniform_drawn_lengths() {
+    let (code, bodies) = capture(
+        "sglang",
+        &prompts(40),
+        &[
+            "--api-type",
+            "sglang",
+            "--model-params.repetition-penalty",
+            "1.2",
+            "--model-params.osl-distribution.type",
+            "uniform",
+            "--min-output-tokens",
+            "10",
+            "--model-params.osl-distribution.max",
+            "20",
+        ],
+    );
+    assert_eq!(code, Some(0));
+    assert_eq!(bodies.len(), 40);
+    let lengths: Vec<u64> =
+        bodies.iter().map(|b| b["sampling_params"]["max_new_tokens"].as_u64().unwrap()).collect();
+    assert!(lengths.iter().all(|l| (10..=20).contains(l)), "{lengths:?}");
+    let distinct: std::collections::BTreeSet<_> = lengths.iter().collect();
+    assert!(distinct.len() > 3, "per-row draws differ: {lengths:?}");
+    for b in &bodies {
+        assert_eq!(b["sampling_params"]["repetition_penalty"], json!(1.2));
+        assert!(b.get("repetition_penalty").is_none(), "not at the top level");
+    }
+}
+
+#[test]
+fn fixed_osl_distribution_sends_the_mean_as_every_rows_max_tokens() {
+    let args = ["--osl-distribution.type", "fixed", "--model-params.osl-distribution.mean", "33"];
+    let (code, bodies) = capture("fixed", &prompts(4), &args);
+    assert_eq!(code, Some(0));
+    assert!(bodies.iter().all(|b| b["max_completion_tokens"] == json!(33)), "{bodies:?}");
+}
+
+#[test]
+fn unset_parameters_are_absent_from_the_bytes_sent() {
+    let (code, bodies) = capture("unset", &prompts(2), &[]);
+    assert_eq!(code, Some(0));
+    for b in &bodies {
+        let keys: Vec<&String> = b.as_object().unwrap().keys().collect();
+        assert_eq!(keys, ["max_completion_tokens", "messages", "model"], "{b}");
+    }
+}
+
+/// Runs a benchmark the plan refuses before any request (the endpoint is never reached);
+/// returns the exit code and stderr. A leading `-c FILE` runs `from-config`.
+fn refused(extra: &[&str]) -> (Option<i32>, String) {
+    let mode = if extra.first() == Some(&"-c") { "from-config" } else { "offline" };
+    let mut args = vec!["benchmark", mode];
+    args.extend(extra);
+    args.extend(["--endpoints", "http://127.0.0.1:9", "--model", "m"]);
+    let out = bin().args(&args).output().unwrap();
+    (out.status.code(), String::from_utf8_lossy(&out.stderr).into_owned())
+}
+
+#[test]
+fn chat_template_kwargs_are_refused_for_apis_without_a_chat_template() {
+    let config = yaml_file(
+        "kwargs-sglang",
+        "type: offline\nmodel_params:\n  chat_template_kwargs: {a: 1}\n",
+    );
+    let (code, err) = refused(&["-c", &config, "--api-type", "sglang"]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("chat_template_kwargs") && err.contains("sglang"), "{err}");
+}
+
+#[test]
+fn extra_body_that_is_not_a_json_object_is_refused_naming_the_value() {
+    for bad in ["{nope", "[1, 2]", r#"{"model": "x"}"#] {
+        let (code, err) = refused(&["--extra-body", bad]);
+        assert_eq!(code, Some(2), "{bad}: {err}");
+        assert!(err.contains(bad) || err.contains("\"model\""), "{bad}: {err}");
+    }
+}
+
+#[test]
+fn osl_distribution_without_its_required_mean_is_refused_naming_the_key() {
+    let (code, err) = refused(&["--osl-distribution.type", "normal"]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("osl_distribution.mean"), "{err}");
+}
