@@ -636,7 +636,7 @@ impl SpellingFlags {
         let s = &mut config.settings;
         replace(&mut s.warmup.salt, pick(self.warmup_salt, self.no_warmup_salt));
         replace(&mut s.warmup.warmup_random_seed, self.warmup_seed);
-        replace(&mut s.drain.warmup_timeout_s, self.warmup_drain_timeout_s);
+        set(&mut s.drain.warmup_timeout_s, self.warmup_drain_timeout_s);
         set(&mut s.drain.accuracy_timeout_s, self.accuracy_drain_timeout_s);
         replace(&mut s.service_ready_timeout_s, self.service_ready_timeout_s);
         let c = &mut s.client;
@@ -758,7 +758,7 @@ impl BenchFlags {
         replace(&mut s.runtime.max_duration_ms, self.max_duration_ms);
         replace(&mut s.runtime.scheduler_random_seed, self.scheduler_seed);
         replace(&mut s.runtime.dataloader_random_seed, self.dataloader_seed);
-        replace(&mut s.drain.performance_timeout_s, self.performance_drain_timeout_s);
+        set(&mut s.drain.performance_timeout_s, self.performance_drain_timeout_s);
         set(&mut s.drain.metrics_tokenizer_workers, self.metrics_tokenizer_workers);
         replace(&mut s.drain.metrics_drain_timeout_s, self.metrics_drain_timeout_s);
         replace(&mut s.load_pattern.kind, self.load_pattern);

@@ -50,14 +50,70 @@ pub enum DatasetKind {
     Accuracy,
 }
 
-/// Column mapping `{target: source}` (targets `prompt` and `system` only).
+/// Column mapping `{target: source}`, as the reference's `parser:` (a `dict[str, str]`):
+/// `prompt` and `system` name the prompt columns; any other target renames its source column
+/// to the target (`input_tokens: COL` makes COL the token-id prompt); see `PARSER_TARGETS`.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
 pub struct ParserMap {
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub prompt: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub system: Option<String>,
+    /// Every other target, in the user's order of keys sorted by name.
+    #[serde(flatten)]
+    pub other: BTreeMap<String, String>,
+}
+
+/// The parser targets besides `prompt` and `system` that a run here honours: the columns the
+/// row builder reads (`input_tokens`/`token_ids`: token-id prompts; `messages`; `n`) and the
+/// prompt aliases, which become the prompt as the reference's auto-mapping makes them.
+pub const PARSER_TARGETS: [&str; 10] = [
+    "input_tokens",
+    "token_ids",
+    "messages",
+    "n",
+    "user_prompt",
+    "question",
+    "input",
+    "input_text",
+    "problem",
+    "query",
+];
+
+/// `datasets[].eval_method` (the reference's `EvalMethod`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EvalMethod {
+    ExactMatch,
+    Contains,
+    Judge,
+}
+
+/// `datasets[].agentic_inference` (the reference's `AgenticInferenceConfig`, its types and
+/// defaults); parsed so files validate, refused by a run (`plan::run_refusals`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AgenticInference {
+    #[serde(default = "default_turn_timeout_s")]
+    pub turn_timeout_s: f64,
+    #[serde(default)]
+    pub enable_salt: bool,
+    #[serde(default)]
+    pub inject_tool_delay: bool,
+    #[serde(default = "default_routing_headers")]
+    pub routing_headers: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub num_trajectories_to_issue: Option<u64>,
+    #[serde(default)]
+    pub stop_issuing_on_first_user_complete: bool,
+}
+
+fn default_turn_timeout_s() -> f64 {
+    86_400.0
+}
+
+fn default_routing_headers() -> Vec<String> {
+    vec!["X-Session-ID".to_string()]
 }
 
 /// One dataset entry, as written in YAML `datasets:` or on the command line.
@@ -68,6 +124,8 @@ pub struct DatasetSpec {
     pub name: Option<String>,
     #[serde(default, rename = "type")]
     pub kind: DatasetKind,
+    /// Empty: a predefined dataset named by `name` (the reference's `path: null`).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     pub path: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub format: Option<String>,
@@ -77,6 +135,16 @@ pub struct DatasetSpec {
     pub parser: Option<ParserMap>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub accuracy_config: Option<BTreeMap<String, serde_json::Value>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub eval_method: Option<EvalMethod>,
+    /// Parameters of a predefined dataset's generator (the reference's `generate_params`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub generate_params: Option<BTreeMap<String, serde_json::Value>>,
+    /// Per-dataset `model_params` overrides (the reference's `generation_config_override`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub generation_config_override: Option<BTreeMap<String, serde_json::Value>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agentic_inference: Option<AgenticInference>,
 }
 
 impl DatasetSpec {
@@ -137,10 +205,9 @@ impl DatasetSpec {
             "parser.system" => {
                 self.parser.get_or_insert_with(Default::default).system = Some(value.into())
             }
-            _ if key.starts_with("parser.") => {
-                return Err(AppError::Input(format!(
-                    "dataset option {key:?}: parser targets are prompt and system"
-                )))
+            _ if key.starts_with("parser.") && key.len() > "parser.".len() => {
+                let target = key["parser.".len()..].to_string();
+                self.parser.get_or_insert_with(Default::default).other.insert(target, value.into());
             }
             _ if key.starts_with("accuracy_config.") => {
                 let sub = &key["accuracy_config.".len()..];
@@ -151,7 +218,7 @@ impl DatasetSpec {
             _ => {
                 return Err(AppError::Input(format!(
                     "unknown dataset option {key:?} (known: name, type, format, samples, \
-                     parser.prompt, parser.system, accuracy_config.*)"
+                     parser.TARGET, accuracy_config.*)"
                 )))
             }
         }
@@ -515,6 +582,7 @@ fn column_mapping(spec: &DatasetSpec, columns: &[String]) -> Result<ColumnMappin
             _ => map.system = Some(source.clone()),
         }
     }
+    apply_parser_targets(spec, &parser, &has, &listed, &mut map)?;
     if map.prompt.is_none() {
         if has("prompt") {
             map.prompt = Some("prompt".into());
@@ -534,9 +602,16 @@ fn column_mapping(spec: &DatasetSpec, columns: &[String]) -> Result<ColumnMappin
     if map.system.is_none() {
         map.system = ["system", "system_prompt"].iter().find(|c| has(c)).map(|s| s.to_string());
     }
-    map.messages = has("messages").then(|| "messages".to_string());
-    map.token_ids = ["token_ids", "input_tokens"].iter().find(|c| has(c)).map(|s| s.to_string());
-    map.n = has("n").then(|| "n".to_string());
+    if map.messages.is_none() {
+        map.messages = has("messages").then(|| "messages".to_string());
+    }
+    if map.token_ids.is_none() {
+        map.token_ids =
+            ["token_ids", "input_tokens"].iter().find(|c| has(c)).map(|s| s.to_string());
+    }
+    if map.n.is_none() {
+        map.n = has("n").then(|| "n".to_string());
+    }
     if map.prompt.is_none() && map.messages.is_none() && map.token_ids.is_none() {
         return Err(AppError::Input(format!(
             "dataset {}: no prompt column; the file has columns: {listed}; map one with \
@@ -545,6 +620,43 @@ fn column_mapping(spec: &DatasetSpec, columns: &[String]) -> Result<ColumnMappin
         )));
     }
     Ok(map)
+}
+
+/// The parser's targets other than `prompt` and `system`: the reference renames each source
+/// column to its target, so a target the row builder reads takes that column; a prompt alias
+/// (`input: COL`) becomes the prompt, as the reference's auto-mapping makes it.
+fn apply_parser_targets(
+    spec: &DatasetSpec,
+    parser: &ParserMap,
+    has: &dyn Fn(&str) -> bool,
+    listed: &str,
+    map: &mut ColumnMapping,
+) -> Result<(), AppError> {
+    for (target, source) in &parser.other {
+        if !PARSER_TARGETS.contains(&target.as_str()) {
+            return Err(AppError::Input(format!(
+                "dataset {}: parser.{target} is not supported yet (targets here: prompt, \
+                 system, {}); leave it out",
+                spec.path,
+                PARSER_TARGETS.join(", ")
+            )));
+        }
+        if !has(source) {
+            return Err(AppError::Input(format!(
+                "dataset {}: column {source:?} (parser.{target}) not found; the file has \
+                 columns: {listed}",
+                spec.path
+            )));
+        }
+        let slot = match target.as_str() {
+            "input_tokens" | "token_ids" => &mut map.token_ids,
+            "messages" => &mut map.messages,
+            "n" => &mut map.n,
+            _ => &mut map.prompt,
+        };
+        slot.get_or_insert_with(|| source.clone());
+    }
+    Ok(())
 }
 
 fn build_row(
@@ -862,7 +974,7 @@ mod tests {
         assert!(matches!(load_dataset(&p), Err(AppError::Input(m)) if m.contains("parquet")));
         for (spec, needle) in [
             ("a.jsonl,parser.prompt:text", "write parser.prompt=text"),
-            ("a.jsonl,parser.answer=x", "parser targets are prompt and system"),
+            ("a.jsonl,parser.=x", "unknown dataset option \"parser.\""),
             ("a.jsonl,colour=red", "unknown dataset option \"colour\""),
             ("a.jsonl,samples=many", "not a whole number"),
         ] {

@@ -275,6 +275,7 @@ pub const SAMPLE_SIZING_QPS_DEFAULT: f64 = 10.0;
 /// checks every setting, loads the dataset and the tokenizer, sizes the run.
 pub fn resolve_plan(mut config: Config, verbose: u8) -> Result<Plan, AppError> {
     register_secrets(&config);
+    refuse_unsupported(&config)?;
     for note in check_reference_only(&config)? {
         eprintln!("{note}");
     }
@@ -310,7 +311,8 @@ pub fn resolve_plan(mut config: Config, verbose: u8) -> Result<Plan, AppError> {
     );
     let max_duration_ms = check_durations(runtime)?;
     let source_addresses = resolve_source_addresses(&config.source_addresses, &endpoints)?;
-    let drain_timeout_ms = seconds_to_ms(config.settings.drain.performance_timeout_s, "drain")?;
+    let drain_timeout_ms =
+        resolve_drain_timeout_ms(config.settings.drain.performance_timeout_s, "drain")?;
     let request_timeout_ns = resolve_request_timeout(config.timeout)?;
     let row_output_tokens = draw_output_tokens(&config, dataset.rows.len())?;
     let warmup = &config.settings.warmup;
@@ -353,7 +355,7 @@ pub fn resolve_plan(mut config: Config, verbose: u8) -> Result<Plan, AppError> {
             enabled: warmup.enabled,
             requests: warmup.n_requests,
             drain: warmup.drain,
-            drain_timeout_ms: seconds_to_ms(
+            drain_timeout_ms: resolve_drain_timeout_ms(
                 config.settings.drain.warmup_timeout_s,
                 "warm-up drain",
             )?,
@@ -389,10 +391,13 @@ fn record_resolved(config: &mut Config, source: TokenCountSource) -> PathBuf {
     report_dir
 }
 
-/// The checks that need no file: load pattern, endpoints, model, API-type rules, token
-/// basis, durations, workers and dataset kinds (`validate-yaml` runs only these).
+/// The checks that need no file, as the reference's schema and cross-field rules make them:
+/// load pattern against type, endpoints, model, API-type rules, token basis, durations,
+/// workers and datasets (`validate-yaml` runs only these). What the reference accepts but a
+/// run here would refuse is `run_refusals`, not an error here.
 pub fn check_config(config: &Config) -> Result<(), AppError> {
-    let pattern = resolve_load_pattern(config)?;
+    let pattern = check_pattern_as_reference(config)?.unwrap_or(LoadPattern::Offline);
+    check_datasets_as_reference(config)?;
     let endpoints = parse_endpoints(config)?;
     resolve_model(config, &endpoints)?;
     let api_type = api_type_of(config.endpoint_config.api_type);
@@ -403,13 +408,214 @@ pub fn check_config(config: &Config) -> Result<(), AppError> {
     check_durations(&config.settings.runtime)?;
     resolve_request_timeout(config.timeout)?;
     check_sample_counts(config)?;
-    resolve_workers(config, pattern)?;
+    check_worker_settings(config, pattern)?;
     resolve_warmup_connections(config.settings.client.warmup_connections)?;
     check_token_pool(config)?;
-    check_dataset_kinds(config)?;
-    check_reference_only(config)?;
+    check_reference_bounds(config)?;
     Ok(())
 }
+
+/// The reference's rule on `num_workers` (-1 or 1 and more) and `max_connections`; how many
+/// workers this machine's cores allow is a run's check, not the file's.
+fn check_worker_settings(config: &Config, pattern: LoadPattern) -> Result<(), AppError> {
+    let mut as_file = config.clone();
+    let workers = &mut as_file.settings.client.num_workers;
+    if *workers > 0 {
+        *workers = 1;
+    }
+    resolve_workers(&as_file, pattern).map(|_| ())
+}
+
+/// The reference's rules on `type`, `benchmark_mode` and the load pattern: a submission runs
+/// as its `benchmark_mode`; an eval has no load-pattern rule; `agentic_inference` needs a
+/// performance dataset with an `agentic_inference` block and the other way round. Returns the
+/// pattern a run would use where one exists here.
+fn check_pattern_as_reference(config: &Config) -> Result<Option<LoadPattern>, AppError> {
+    let mode = match (config.kind, config.benchmark_mode) {
+        (BenchType::Submission, None) => {
+            return Err(AppError::Input(
+                "type submission needs benchmark_mode (offline or online)".into(),
+            ))
+        }
+        (BenchType::Submission, Some(mode @ (BenchType::Offline | BenchType::Online))) => mode,
+        (BenchType::Submission, Some(other)) => {
+            return Err(AppError::Input(format!(
+                "benchmark_mode {:?} is not valid; give offline or online",
+                other.as_str()
+            )))
+        }
+        (kind, _) => kind,
+    };
+    let lp = &config.settings.load_pattern;
+    let agentic = |perf: bool| {
+        config
+            .datasets
+            .iter()
+            .any(|d| d.agentic_inference.is_some() && (d.kind == DatasetKind::Performance) == perf)
+    };
+    if agentic(false) {
+        return Err(AppError::Input(
+            "datasets[].agentic_inference is only valid on performance datasets".into(),
+        ));
+    }
+    let agentic_pattern = lp.kind == LoadPatternKind::AgenticInference;
+    if agentic_pattern != agentic(true) && mode != BenchType::Offline {
+        return Err(AppError::Input(if agentic_pattern {
+            "settings.load_pattern.type agentic_inference needs a performance dataset with an \
+             agentic_inference block"
+                .into()
+        } else {
+            format!(
+                "a performance dataset with agentic_inference needs \
+                 settings.load_pattern.type agentic_inference, got {}",
+                lp.kind.as_str()
+            )
+        }));
+    }
+    if agentic_pattern && config.settings.runtime.n_samples_to_issue.is_some() {
+        return Err(AppError::Input(
+            "settings.runtime.n_samples_to_issue does not apply to agentic_inference; use \
+             datasets[].agentic_inference.num_trajectories_to_issue"
+                .into(),
+        ));
+    }
+    if mode == BenchType::Eval || (agentic_pattern && mode == BenchType::Online) {
+        return Ok(None);
+    }
+    let mut as_run = config.clone();
+    as_run.kind = mode;
+    resolve_load_pattern(&as_run).map(Some)
+}
+
+/// The reference's rules on `datasets:`: no two with one (name, type); a dataset without a
+/// `path` names a predefined dataset; per-dataset overrides name `model_params` keys and none
+/// of its per-run ones.
+fn check_datasets_as_reference(config: &Config) -> Result<(), AppError> {
+    let mut seen = std::collections::BTreeSet::new();
+    for (i, d) in config.datasets.iter().enumerate() {
+        let name = d.display_name();
+        if name.is_empty() {
+            return Err(AppError::Input(format!(
+                "datasets[{i}] has neither name nor path; give one"
+            )));
+        }
+        if !seen.insert((name.clone(), d.kind == DatasetKind::Accuracy)) {
+            return Err(AppError::Input(format!(
+                "datasets[{i}]: two datasets are named {name:?} ({:?}); give each its own name",
+                d.kind
+            )));
+        }
+        for key in d.generation_config_override.iter().flat_map(|o| o.keys()) {
+            let per_run = ["name", "streaming", "tokenizer_name"].contains(&key.as_str());
+            if per_run || !MODEL_PARAMS_KEYS.contains(&key.as_str()) {
+                let why = if per_run {
+                    "is per run: set it in model_params"
+                } else {
+                    "is not a model_params key"
+                };
+                return Err(AppError::Input(format!(
+                    "datasets[{i}].generation_config_override.{key} {why}"
+                )));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The keys of `model_params:` (the reference's `ModelParams`, plus this tool's own two).
+const MODEL_PARAMS_KEYS: [&str; 17] = [
+    "name",
+    "temperature",
+    "seed",
+    "top_k",
+    "top_p",
+    "repetition_penalty",
+    "presence_penalty",
+    "frequency_penalty",
+    "chat_template_kwargs",
+    "max_new_tokens",
+    "min_new_tokens",
+    "skip_special_tokens",
+    "osl_distribution",
+    "streaming",
+    "tokenizer_name",
+    "ignore_eos",
+    "extra_body",
+];
+
+/// What a file the reference accepts asks for that a run here does not do yet, one line per
+/// key path; `validate-yaml` lists them, a run refuses the first (`refuse_unsupported`).
+pub fn run_refusals(config: &Config) -> Vec<String> {
+    let mut out = Vec::new();
+    if matches!(config.kind, BenchType::Eval | BenchType::Submission) {
+        out.push(format!(
+            "type: {} is not supported yet (use offline or online)",
+            config.kind.as_str()
+        ));
+    }
+    if config.datasets.iter().filter(|d| d.kind == DatasetKind::Performance).count() > 1 {
+        out.push("datasets: more than one performance dataset is not supported yet".into());
+    }
+    for (i, d) in config.datasets.iter().enumerate() {
+        out.extend(dataset_refusals(i, d));
+    }
+    if let Err(e) = refuse_missing_features(config) {
+        out.push(e.to_string());
+    }
+    out
+}
+
+fn dataset_refusals(i: usize, d: &crate::dataset::DatasetSpec) -> Vec<String> {
+    let at = format!("datasets[{i}] ({})", d.display_name());
+    let mut out = Vec::new();
+    let mut push = |key: &str, what: &str| {
+        out.push(format!("{at}: {key} is not supported yet: {what}"));
+    };
+    if d.kind == DatasetKind::Accuracy {
+        push("type: accuracy", "accuracy datasets are not scored here");
+    }
+    if d.path.is_empty() {
+        push("path", "a predefined dataset without a path; give the file's path");
+    }
+    if d.eval_method.is_some() {
+        push("eval_method", "accuracy evaluation");
+    }
+    if d.generate_params.is_some() {
+        push("generate_params", "predefined dataset generators");
+    }
+    if d.generation_config_override.is_some() {
+        push("generation_config_override", "per-dataset model_params");
+    }
+    if d.agentic_inference.is_some() {
+        push("agentic_inference", "multi-turn agentic conversations");
+    }
+    for target in d.parser.iter().flat_map(|p| p.other.keys()) {
+        if !crate::dataset::PARSER_TARGETS.contains(&target.as_str()) {
+            push(&format!("parser.{target}"), "a column this tool does not read");
+        }
+    }
+    out
+}
+
+/// A run refuses the first of `run_refusals`, naming its key (exit 2), rather than drop it.
+fn refuse_unsupported(config: &Config) -> Result<(), AppError> {
+    match run_refusals(config).into_iter().next() {
+        Some(why) => Err(AppError::Input(format!("{why}; leave it out to run here"))),
+        None => Ok(()),
+    }
+}
+
+/// A drain's timeout in ms; `null` (the reference's "wait indefinitely") is `DRAIN_FOREVER_MS`.
+fn resolve_drain_timeout_ms(seconds: Option<f64>, what: &str) -> Result<u64, AppError> {
+    match seconds {
+        Some(s) => seconds_to_ms(s, what),
+        None => Ok(DRAIN_FOREVER_MS),
+    }
+}
+
+/// The drain of a `null` timeout: a hundred years, so unbounded for any run, yet an instant
+/// plus it cannot overflow (the coordinator adds it to `Instant::now()`).
+pub const DRAIN_FOREVER_MS: u64 = 100 * 365 * 24 * 3600 * 1000;
 
 /// The reference's settings that have no counterpart to drive here. Those that only tune the
 /// reference's own machinery (its ZMQ transport, Python workers, service start-up) change no
@@ -500,8 +706,7 @@ fn check_reference_bounds(config: &Config) -> Result<(), AppError> {
             "0 or more seconds",
         );
     }
-    let warmup_s = s.drain.warmup_timeout_s;
-    if !(warmup_s > 0.0 && warmup_s.is_finite()) {
+    if let Some(warmup_s) = s.drain.warmup_timeout_s.filter(|v| !(*v > 0.0 && v.is_finite())) {
         let flag = "--warmup-drain-timeout";
         return bad("drain.warmup_timeout_s", flag, warmup_s.to_string(), "seconds above 0");
     }

@@ -492,10 +492,12 @@ impl Default for Transport {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Drain {
+    /// `null`: wait for the warm-up samples however long they take (the reference's `None`).
     #[serde(default = "default_drain_s")]
-    pub warmup_timeout_s: f64,
+    pub warmup_timeout_s: Option<f64>,
+    /// `null`: wait for the in-flight samples however long they take.
     #[serde(default = "default_drain_s")]
-    pub performance_timeout_s: f64,
+    pub performance_timeout_s: Option<f64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub accuracy_timeout_s: Option<f64>,
     /// Seconds the end-of-run tokenizer drain may take; 0 = until every output is counted.
@@ -510,8 +512,8 @@ pub struct Drain {
 impl Default for Drain {
     fn default() -> Self {
         Drain {
-            warmup_timeout_s: 240.0,
-            performance_timeout_s: 240.0,
+            warmup_timeout_s: Some(240.0),
+            performance_timeout_s: Some(240.0),
             accuracy_timeout_s: None,
             metrics_drain_timeout_s: 0.0,
             metrics_tokenizer_workers: None,
@@ -664,8 +666,8 @@ fn default_buffer() -> i64 {
 fn default_io_threads() -> i64 {
     4
 }
-fn default_drain_s() -> f64 {
-    240.0
+fn default_drain_s() -> Option<f64> {
+    Some(240.0)
 }
 
 impl Config {

@@ -1,5 +1,6 @@
 //! `llm-loadgen validate-yaml -c FILE`: checks a YAML file against the schema and the
-//! plan's file-independent rules, without loading datasets or tokenizers.
+//! reference's cross-field rules, without loading datasets or tokenizers: a file the reference
+//! accepts is valid here, with a note for each key a run here would refuse.
 
 use std::path::Path;
 
@@ -18,5 +19,8 @@ pub fn run(path: &Path) -> Result<i32, AppError> {
         config.settings.load_pattern.kind.as_str(),
         config.datasets.len()
     ))?;
+    for why in crate::plan::run_refusals(&config) {
+        eprintln!("note: a run here would refuse {why}");
+    }
     Ok(0)
 }
