@@ -553,8 +553,18 @@ pub fn run_refusals(config: &Config) -> Vec<String> {
             config.kind.as_str()
         ));
     }
-    if config.datasets.iter().filter(|d| d.kind == DatasetKind::Performance).count() > 1 {
-        out.push("datasets: more than one performance dataset is not supported yet".into());
+    let perf: Vec<String> = config
+        .datasets
+        .iter()
+        .filter(|d| d.kind == DatasetKind::Performance)
+        .map(|d| d.display_name())
+        .collect();
+    if perf.len() > 1 {
+        out.push(format!(
+            "datasets: only one performance dataset is supported, got {}: {}",
+            perf.len(),
+            perf.join(", ")
+        ));
     }
     for (i, d) in config.datasets.iter().enumerate() {
         out.extend(dataset_refusals(i, d));
@@ -566,13 +576,13 @@ pub fn run_refusals(config: &Config) -> Vec<String> {
 }
 
 fn dataset_refusals(i: usize, d: &crate::dataset::DatasetSpec) -> Vec<String> {
-    let at = format!("datasets[{i}] ({})", d.display_name());
+    let name = d.display_name();
     let mut out = Vec::new();
     let mut push = |key: &str, what: &str| {
-        out.push(format!("{at}: {key} is not supported yet: {what}"));
+        out.push(format!("datasets[{i}].{key} (dataset {name}) is not supported yet: {what}"));
     };
     if d.kind == DatasetKind::Accuracy {
-        push("type: accuracy", "accuracy datasets are not scored here");
+        push("type accuracy", "accuracy datasets are not scored here");
     }
     if d.path.is_empty() {
         push("path", "a predefined dataset without a path; give the file's path");
@@ -1795,7 +1805,7 @@ mod tests {
                 2,
                 "only one performance dataset",
             ),
-            (&["offline", "--dataset", "acc:a.jsonl"], 2, "accuracy datasets are not supported"),
+            (&["offline", "--dataset", "acc:a.jsonl"], 2, "datasets[0].type accuracy (dataset a)"),
             (&["offline", "--mode", "acc"], 2, "accuracy mode"),
             (&["offline", "--accuracy-only"], 2, "accuracy mode"),
             (&["offline", "--client.warmup-connections", "-3"], 2, "warmup-connections -3"),

@@ -284,9 +284,10 @@ impl Default for Settings {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Runtime {
-    #[serde(default = "default_min_duration_ms")]
+    /// Milliseconds, or a string with a unit (`600s`, `10m`, `600000ms`) as the reference reads.
+    #[serde(default = "default_min_duration_ms", deserialize_with = "duration_ms")]
     pub min_duration_ms: u64,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "duration_ms")]
     pub max_duration_ms: u64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub n_samples_to_issue: Option<u64>,
@@ -305,6 +306,19 @@ impl Default for Runtime {
             scheduler_random_seed: 42,
             dataloader_random_seed: 42,
         }
+    }
+}
+
+/// A duration in ms: a whole number, or a string with a unit (the reference's
+/// `_parse_duration_suffix`); a wrong value is named.
+fn duration_ms<'de, D: Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
+    match YamlValue::deserialize(d)? {
+        YamlValue::Number(n) if n.as_u64().is_some() => Ok(n.as_u64().unwrap_or_default()),
+        YamlValue::String(t) => crate::cli::parse_duration_ms(&t).map_err(serde::de::Error::custom),
+        other => Err(serde::de::Error::custom(format!(
+            "{} is not a duration (give ms, or 600s, 10m, 600000ms)",
+            serde_json::to_string(&other).unwrap_or_else(|_| "this value".into())
+        ))),
     }
 }
 

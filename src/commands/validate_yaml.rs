@@ -20,7 +20,7 @@ pub fn run(path: &Path) -> Result<i32, AppError> {
         config.datasets.len()
     ))?;
     for why in crate::plan::run_refusals(&config) {
-        eprintln!("note: a run here would refuse {why}");
+        eprintln!("note: a run here refuses this (exit 2): {why}");
     }
     Ok(0)
 }
