@@ -2356,6 +2356,60 @@ mod request_params_tests {
     }
 
     #[test]
+    fn a_parser_target_input_tokens_makes_token_id_prompts() {
+        let path = format!("{}/tests/assets/configs/token_ids.jsonl", env!("CARGO_MANIFEST_DIR"));
+        let text = format!(
+            "type: offline\nendpoint_config: {{api_type: openai_completions}}\ndatasets:\n  - \
+             path: {path}\n    parser: {{input_tokens: input_tokens}}\n"
+        );
+        let plan = resolve_plan(Config::from_yaml_str(&text, "t.yaml").unwrap(), 0).unwrap();
+        let ids: Vec<_> = plan.dataset.rows.iter().map(|r| r.token_ids.clone()).collect();
+        assert_eq!(
+            ids,
+            [Some(vec![101, 102, 103]), Some(vec![104, 105]), Some(vec![106, 107, 108, 109])]
+        );
+        let bad = text.replace("{input_tokens: input_tokens}", "{label_text: label}");
+        let err = resolve_plan(Config::from_yaml_str(&bad, "t.yaml").unwrap(), 0).unwrap_err();
+        assert_eq!(err.exit_code(), 2);
+        assert!(err.to_string().contains("datasets[0].parser.label_text"), "{err}");
+    }
+
+    #[test]
+    fn null_drain_timeouts_resolve_to_an_unbounded_drain() {
+        let text = "type: offline\nsettings:\n  drain:\n    warmup_timeout_s: null\n    \
+                    performance_timeout_s: null\n";
+        let plan = resolve_plan(Config::from_yaml_str(text, "t.yaml").unwrap(), 0).unwrap();
+        assert_eq!(
+            (plan.drain_timeout_ms, plan.warmup.drain_timeout_ms),
+            (DRAIN_FOREVER_MS, DRAIN_FOREVER_MS)
+        );
+        // An instant plus it does not overflow, as the coordinator adds it to now.
+        let forever = std::time::Duration::from_millis(DRAIN_FOREVER_MS);
+        assert!(std::time::Instant::now().checked_add(forever).is_some());
+        let given = resolve_plan(Config::from_yaml_str("type: offline\n", "t.yaml").unwrap(), 0);
+        assert_eq!(given.unwrap().drain_timeout_ms, 240_000);
+    }
+
+    #[test]
+    fn validate_yaml_accepts_what_the_reference_does_and_lists_what_a_run_refuses() {
+        let text = "type: submission\nbenchmark_mode: online\nmodel_params: {name: m}\n\
+                    settings:\n  load_pattern: {type: poisson, target_qps: 5}\n  warmup: \
+                    {salt: true}\ndatasets:\n  - name: gpqa\n    type: accuracy\n";
+        let config = Config::from_yaml_str(text, "t.yaml").unwrap();
+        check_config(&config).unwrap();
+        let notes = run_refusals(&config).join("\n");
+        for key in [
+            "type: submission",
+            "datasets[0].type accuracy",
+            "datasets[0].path",
+            "settings.warmup.salt",
+        ] {
+            assert!(notes.contains(key), "{key}: {notes}");
+        }
+        assert_eq!(resolve_plan(config, 0).unwrap_err().exit_code(), 2);
+    }
+
+    #[test]
     fn validate_yaml_refuses_what_a_run_would_refuse() {
         let bad = [
             "type: offline\nendpoint_config: {api_type: sglang}\nmodel_params:\n  \

@@ -285,9 +285,9 @@ impl Default for Settings {
 #[serde(deny_unknown_fields)]
 pub struct Runtime {
     /// Milliseconds, or a string with a unit (`600s`, `10m`, `600000ms`) as the reference reads.
-    #[serde(default = "default_min_duration_ms", deserialize_with = "duration_ms")]
+    #[serde(default = "default_min_duration_ms", deserialize_with = "min_duration_ms")]
     pub min_duration_ms: u64,
-    #[serde(default, deserialize_with = "duration_ms")]
+    #[serde(default, deserialize_with = "max_duration_ms")]
     pub max_duration_ms: u64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub n_samples_to_issue: Option<u64>,
@@ -309,15 +309,25 @@ impl Default for Runtime {
     }
 }
 
+fn min_duration_ms<'de, D: Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
+    duration_ms(d, "min_duration_ms")
+}
+
+fn max_duration_ms<'de, D: Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
+    duration_ms(d, "max_duration_ms")
+}
+
 /// A duration in ms: a whole number, or a string with a unit (the reference's
-/// `_parse_duration_suffix`); a wrong value is named.
-fn duration_ms<'de, D: Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
+/// `_parse_duration_suffix`); a wrong value is named with its key (the error's path stops at
+/// the enclosing mapping).
+fn duration_ms<'de, D: Deserializer<'de>>(d: D, key: &str) -> Result<u64, D::Error> {
     match YamlValue::deserialize(d)? {
         YamlValue::Number(n) if n.as_u64().is_some() => Ok(n.as_u64().unwrap_or_default()),
-        YamlValue::String(t) => crate::cli::parse_duration_ms(&t).map_err(serde::de::Error::custom),
+        YamlValue::String(t) => crate::cli::parse_duration_ms(&t)
+            .map_err(|why| serde::de::Error::custom(format!("{key} {why}"))),
         other => Err(serde::de::Error::custom(format!(
-            "{} is not a duration (give ms, or 600s, 10m, 600000ms)",
-            serde_json::to_string(&other).unwrap_or_else(|_| "this value".into())
+            "{key} {} is not a duration (give ms, or 600s, 10m, 600000ms)",
+            serde_json::to_string(&other).unwrap_or_else(|_| "of this type".into())
         ))),
     }
 }
