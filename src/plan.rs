@@ -569,6 +569,15 @@ pub fn run_refusals(config: &Config) -> Vec<String> {
     for (i, d) in config.datasets.iter().enumerate() {
         out.extend(dataset_refusals(i, d));
     }
+    if let Some(r) = &config.submission_ref {
+        out.push(format!(
+            "submission_ref (ruleset {:?}) is not supported yet: rulesets and their pinned seeds",
+            r.ruleset
+        ));
+    }
+    if config.audit.is_some() {
+        out.push("audit is not supported yet: compliance audits after the run".into());
+    }
     if let Err(e) = refuse_missing_features(config) {
         out.push(e.to_string());
     }
@@ -975,6 +984,10 @@ pub fn parse_endpoint(url: &str) -> Result<EndpointUrl, AppError> {
 fn resolve_model(config: &Config, endpoints: &[EndpointUrl]) -> Result<String, AppError> {
     match &config.model_params.name {
         Some(name) if !name.trim().is_empty() => Ok(name.clone()),
+        // The reference takes the submission's model when model_params.name is not given.
+        _ if config.submission_ref.is_some() => {
+            Ok(config.submission_ref.as_ref().map(|r| r.model.clone()).unwrap_or_default())
+        }
         _ if endpoints.is_empty() || endpoints.iter().all(EndpointUrl::is_null) => {
             Ok(EMBEDDED_MODEL.to_string())
         }

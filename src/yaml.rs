@@ -18,7 +18,7 @@ pub struct Config {
     #[serde(rename = "type")]
     pub kind: BenchType,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub submission_ref: Option<YamlValue>,
+    pub submission_ref: Option<SubmissionRef>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub benchmark_mode: Option<BenchType>,
     #[serde(default)]
@@ -50,6 +50,15 @@ pub struct Config {
     /// never sets it and config.yaml never shows it.
     #[serde(skip)]
     pub chat_template: Option<String>,
+}
+
+/// `submission_ref:` (the reference's `SubmissionReference`): the model and the ruleset a
+/// submission follows.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SubmissionRef {
+    pub model: String,
+    pub ruleset: String,
 }
 
 /// `type:` of a configuration.
