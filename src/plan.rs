@@ -2381,6 +2381,10 @@ mod request_params_tests {
             ids,
             [Some(vec![101, 102, 103]), Some(vec![104, 105]), Some(vec![106, 107, 108, 109])]
         );
+        // The command-line form takes any target too.
+        let spec = crate::dataset::DatasetSpec::parse("x.jsonl,parser.input_tokens=ids").unwrap();
+        let other = spec.parser.unwrap().other;
+        assert_eq!(other.get("input_tokens").map(String::as_str), Some("ids"));
         let bad = text.replace("{input_tokens: input_tokens}", "{label_text: label}");
         let err = resolve_plan(Config::from_yaml_str(&bad, "t.yaml").unwrap(), 0).unwrap_err();
         assert_eq!(err.exit_code(), 2);

@@ -234,3 +234,12 @@ fn the_reference_cross_field_rules_are_errors() {
         assert!(err.contains(needle), "{name}: want {needle:?}: {err}");
     }
 }
+
+#[test]
+fn a_videogen_file_is_valid_with_a_note_that_a_run_stops_at_start() {
+    let text =
+        "type: offline\nmodel_params: {name: wan22}\nendpoint_config:\n  api_type: videogen\n";
+    let out = validate_text("videogen", text);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(stderr(&out).contains("endpoint_config.api_type videogen is not supported yet"));
+}
