@@ -505,6 +505,16 @@ fn check_datasets_as_reference(config: &Config) -> Result<(), AppError> {
                 d.kind
             )));
         }
+        check_accuracy_config(i, d)?;
+        if let Some(a) = &d.agentic_inference {
+            let turn_s = a.turn_timeout_s;
+            if !(turn_s > 0.0 && turn_s.is_finite()) || a.num_trajectories_to_issue == Some(0) {
+                return Err(AppError::Input(format!(
+                    "datasets[{i}].agentic_inference: turn_timeout_s {turn_s} and \
+                     num_trajectories_to_issue must be above 0"
+                )));
+            }
+        }
         for key in d.generation_config_override.iter().flat_map(|o| o.keys()) {
             let per_run = ["name", "streaming", "tokenizer_name"].contains(&key.as_str());
             if per_run || !MODEL_PARAMS_KEYS.contains(&key.as_str()) {
@@ -517,6 +527,50 @@ fn check_datasets_as_reference(config: &Config) -> Result<(), AppError> {
                     "datasets[{i}].generation_config_override.{key} {why}"
                 )));
             }
+        }
+    }
+    Ok(())
+}
+
+/// `datasets[].accuracy_config` as the reference's `AccuracyConfig`: its five keys only, a
+/// registered scorer, `num_repeats` 1 or more.
+fn check_accuracy_config(i: usize, d: &crate::dataset::DatasetSpec) -> Result<(), AppError> {
+    const KEYS: [&str; 5] = ["eval_method", "ground_truth", "extractor", "num_repeats", "extras"];
+    const SCORERS: [&str; 10] = [
+        "pass_at_1",
+        "string_match",
+        "rouge",
+        "code_bench_scorer",
+        "shopify_category_f1",
+        "agentic_inference_inline",
+        "vbench",
+        "bfcl_v4",
+        "legacy_mlperf_deepseek_r1",
+        "swe_bench_scorer",
+    ];
+    let Some(acc) = &d.accuracy_config else { return Ok(()) };
+    let bad = |key: &str, value: &serde_json::Value, want: &str| {
+        Err(AppError::Input(format!(
+            "datasets[{i}].accuracy_config.{key} {value} is not valid; give {want}"
+        )))
+    };
+    for (key, value) in acc {
+        match key.as_str() {
+            _ if !KEYS.contains(&key.as_str()) => {
+                return bad(key, value, &format!("one of the keys {}", KEYS.join(", ")))
+            }
+            "eval_method"
+                if !value.is_null() && !value.as_str().is_some_and(|m| SCORERS.contains(&m)) =>
+            {
+                return bad(key, value, &format!("one of {}", SCORERS.join(", ")));
+            }
+            "num_repeats" => {
+                let n = value.as_u64().or_else(|| value.as_str().and_then(|t| t.parse().ok()));
+                if n.is_none_or(|n| n < 1) {
+                    return bad(key, value, "a whole number, 1 or more");
+                }
+            }
+            _ => {}
         }
     }
     Ok(())

@@ -221,6 +221,25 @@ fn the_reference_cross_field_rules_are_errors() {
             "datasets[0].generation_config_override.streaming is per run",
         ),
         (
+            "scorer",
+            "type: offline\nmodel_params: {name: m}\ndatasets:\n  - path: a.jsonl\n    type: \
+             accuracy\n    accuracy_config: {eval_method: vibes}\n",
+            "datasets[0].accuracy_config.eval_method \"vibes\" is not valid",
+        ),
+        (
+            "accuracy-key",
+            "type: offline\nmodel_params: {name: m}\ndatasets:\n  - path: a.jsonl\n    type: \
+             accuracy\n    accuracy_config: {repeats: 2}\n",
+            "datasets[0].accuracy_config.repeats 2 is not valid; give one of the keys",
+        ),
+        (
+            "turn-timeout",
+            "type: online\nmodel_params: {name: m}\ndatasets:\n  - path: a.jsonl\n    \
+             agentic_inference: {turn_timeout_s: 0}\nsettings:\n  load_pattern: {type: \
+             agentic_inference}\n",
+            "datasets[0].agentic_inference: turn_timeout_s 0",
+        ),
+        (
             "override-unknown",
             "type: offline\nmodel_params: {name: m}\ndatasets:\n  - path: a.jsonl\n    \
              generation_config_override: {colour: red}\n",
