@@ -13,8 +13,8 @@ use crate::dataset::{load_dataset_spec, synthetic_dataset, Dataset, DatasetKind}
 use crate::error::AppError;
 use crate::tokenizer::Tokenizer;
 use crate::yaml::{
-    ApiTypeName, BenchType, Config, LoadPatternKind, OslDistribution, OslKind, Runtime, Streaming,
-    TokenSource,
+    ApiTypeName, BenchType, Config, LoadPatternKind, ModelParams, OslDistribution, OslKind,
+    Runtime, Streaming, TokenSource,
 };
 
 /// How samples are issued.
@@ -276,6 +276,7 @@ pub const SAMPLE_SIZING_QPS_DEFAULT: f64 = 10.0;
 pub fn resolve_plan(mut config: Config, verbose: u8) -> Result<Plan, AppError> {
     register_secrets(&config);
     refuse_unsupported(&config)?;
+    apply_generation_override(&mut config)?;
     for note in check_reference_only(&config)? {
         eprintln!("{note}");
     }
@@ -404,6 +405,7 @@ pub fn check_config(config: &Config) -> Result<(), AppError> {
     check_completions_only(config, api_type)?;
     resolve_sampling(config, api_type)?;
     draw_output_tokens(config, 0)?; // zero rows: the settings are checked, nothing is drawn
+    check_generation_overrides(config, api_type)?;
     resolve_token_source(config, api_type, resolve_streaming(config))?;
     check_durations(&config.settings.runtime)?;
     resolve_request_timeout(config.timeout)?;
@@ -656,9 +658,6 @@ fn dataset_refusals(i: usize, d: &crate::dataset::DatasetSpec) -> Vec<String> {
     if d.generate_params.is_some() {
         push("generate_params", "predefined dataset generators");
     }
-    if d.generation_config_override.is_some() {
-        push("generation_config_override", "per-dataset model_params");
-    }
     if d.agentic_inference.is_some() {
         push("agentic_inference", "multi-turn agentic conversations");
     }
@@ -675,6 +674,62 @@ fn refuse_unsupported(config: &Config) -> Result<(), AppError> {
     match run_refusals(config).into_iter().next() {
         Some(why) => Err(AppError::Input(format!("{why}; leave it out to run here"))),
         None => Ok(()),
+    }
+}
+
+/// `datasets[].generation_config_override` of the one dataset a run drives: merged over
+/// `model_params` (nested mappings deep-merged, as the reference's `_deep_merge`) and the result
+/// re-read through the schema, so a bad value is named as `model_params` would name it.
+fn apply_generation_override(config: &mut Config) -> Result<(), AppError> {
+    if let Some(merged) = merged_model_params(config, 0)? {
+        config.model_params = merged;
+    }
+    Ok(())
+}
+
+/// `model_params` with dataset `i`'s override merged in; `None` where it has none.
+fn merged_model_params(config: &Config, i: usize) -> Result<Option<ModelParams>, AppError> {
+    let Some(over) = config.datasets.get(i).and_then(|d| d.generation_config_override.clone())
+    else {
+        return Ok(None);
+    };
+    let what = format!("datasets[{i}].generation_config_override");
+    let mut merged = serde_json::to_value(&config.model_params)
+        .map_err(|e| AppError::Execution(format!("cannot merge {what}: {e}")))?;
+    deep_merge(&mut merged, serde_json::Value::Object(over.into_iter().collect()));
+    serde_json::from_value(merged)
+        .map(Some)
+        .map_err(|e| AppError::Input(format!("{what}: {e}; fix the value")))
+}
+
+/// Each dataset's merged `model_params` meets the rules the top-level one does, as the
+/// reference checks every generation-config surface alike.
+fn check_generation_overrides(config: &Config, api_type: ApiType) -> Result<(), AppError> {
+    for i in 0..config.datasets.len() {
+        if let Some(merged) = merged_model_params(config, i)? {
+            let mut c = config.clone();
+            c.model_params = merged;
+            check_completions_only(&c, api_type)?;
+            resolve_sampling(&c, api_type)?;
+            draw_output_tokens(&c, 0)?;
+        }
+    }
+    Ok(())
+}
+
+fn deep_merge(base: &mut serde_json::Value, over: serde_json::Value) {
+    match (base, over) {
+        (serde_json::Value::Object(b), serde_json::Value::Object(o)) => {
+            for (k, v) in o {
+                match b.get_mut(&k) {
+                    Some(slot) if slot.is_object() && v.is_object() => deep_merge(slot, v),
+                    _ => {
+                        b.insert(k, v);
+                    }
+                }
+            }
+        }
+        (b, o) => *b = o,
     }
 }
 
@@ -2443,6 +2498,31 @@ mod request_params_tests {
         let err = resolve_plan(Config::from_yaml_str(&bad, "t.yaml").unwrap(), 0).unwrap_err();
         assert_eq!(err.exit_code(), 2);
         assert!(err.to_string().contains("datasets[0].parser.label_text"), "{err}");
+    }
+
+    #[test]
+    fn a_generation_config_override_is_merged_over_model_params() {
+        let path = format!("{}/tests/assets/datasets/dummy_1k.jsonl", env!("CARGO_MANIFEST_DIR"));
+        let text = format!(
+            "type: offline\nmodel_params:\n  max_new_tokens: 64\n  temperature: 0.5\n  \
+             osl_distribution: {{type: uniform, min: 2, max: 9}}\ndatasets:\n  - path: {}\n    \
+             parser: {{prompt: text_input}}\n    generation_config_override:\n      \
+             max_new_tokens: 8\n      osl_distribution: {{max: 5}}\n",
+            path
+        );
+        let plan = resolve_plan(Config::from_yaml_str(&text, "t.yaml").unwrap(), 0).unwrap();
+        assert_eq!((plan.max_output_tokens, plan.temperature), (8, Some(0.5)));
+        // Deep-merged: the override's max bounds the base's uniform draw from min 2.
+        assert!(
+            plan.row_output_tokens.iter().all(|n| (2..=5).contains(n)),
+            "{:?}",
+            plan.row_output_tokens
+        );
+        assert!(plan.row_output_tokens.contains(&2) && plan.row_output_tokens.contains(&5));
+        let bad = text.replace("max_new_tokens: 8", "max_new_tokens: lots");
+        let err = resolve_plan(Config::from_yaml_str(&bad, "t.yaml").unwrap(), 0).unwrap_err();
+        assert!(err.to_string().contains("datasets[0].generation_config_override"), "{err}");
+        assert_eq!(err.exit_code(), 2);
     }
 
     #[test]

@@ -11,7 +11,8 @@ use std::process::Output;
 use common::{assets, bin, report_dir, show, summary};
 
 /// Fixtures a run here does, with the samples each issues.
-const RUNNABLE: [(&str, u64); 6] = [
+const RUNNABLE: [(&str, u64); 7] = [
+    ("generation_override.yaml", 10),
     ("top_level.yaml", 50),
     ("settings_full.yaml", 40),
     ("parser_targets.yaml", 3),
@@ -28,7 +29,6 @@ const REFUSED: [(&str, &[&str]); 4] = [
         &[
             "datasets[0].path",
             "datasets[0].generate_params",
-            "datasets[0].generation_config_override",
             "datasets[1].type accuracy",
             "datasets[1].eval_method",
         ],
@@ -238,6 +238,12 @@ fn the_reference_cross_field_rules_are_errors() {
              agentic_inference: {turn_timeout_s: 0}\nsettings:\n  load_pattern: {type: \
              agentic_inference}\n",
             "datasets[0].agentic_inference: turn_timeout_s 0",
+        ),
+        (
+            "override-value",
+            "type: offline\nmodel_params: {name: m}\ndatasets:\n  - path: a.jsonl\n    \
+             generation_config_override: {min_new_tokens: 4}\n",
+            "min_new_tokens",
         ),
         (
             "override-unknown",
