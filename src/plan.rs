@@ -834,6 +834,11 @@ fn check_reference_bounds(config: &Config) -> Result<(), AppError> {
             "0 or more seconds",
         );
     }
+    let perf_s = s.drain.performance_timeout_s;
+    if let Some(perf_s) = perf_s.filter(|v| !(*v > 0.0 && v.is_finite())) {
+        let flag = "--performance-drain-timeout";
+        return bad("drain.performance_timeout_s", flag, perf_s.to_string(), "seconds above 0");
+    }
     if let Some(warmup_s) = s.drain.warmup_timeout_s.filter(|v| !(*v > 0.0 && v.is_finite())) {
         let flag = "--warmup-drain-timeout";
         return bad("drain.warmup_timeout_s", flag, warmup_s.to_string(), "seconds above 0");

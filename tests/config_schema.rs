@@ -157,6 +157,11 @@ fn type_errors_name_the_key_path_and_the_value() {
             "settings.drain.performance_timeout_s: invalid type: string \"soon\"",
         ),
         (
+            "drain-zero",
+            "type: offline\nsettings:\n  drain:\n    performance_timeout_s: 0\n",
+            "settings.drain.performance_timeout_s (--performance-drain-timeout) 0 is not valid",
+        ),
+        (
             "duration",
             "type: offline\nsettings:\n  runtime:\n    min_duration_ms: 10 parsecs\n",
             "settings.runtime: min_duration_ms \"10 parsecs\" is not a duration",
