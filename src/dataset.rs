@@ -1,5 +1,12 @@
-//! Datasets: `--dataset PATH[,key=value…]` parsing, file loading (JSONL, JSON, CSV), the
-//! reference's column mapping, and the built-in synthetic dataset.
+//! Datasets: `--dataset PATH[,key=value…]` parsing, file loading (JSONL, JSON, CSV, Parquet,
+//! Hugging Face Arrow folders), the reference's column mapping, and the built-in synthetic
+//! dataset.
+
+mod arrow_folder;
+mod columnar;
+#[cfg(test)]
+mod format_tests;
+mod parquet_file;
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -196,6 +203,8 @@ pub fn load_dataset_spec(spec: &DatasetSpec) -> Result<Dataset, AppError> {
         Format::Jsonl => jsonl_rows(spec, limit)?,
         Format::Json => records_to_rows(parse_json(&read_text(spec)?, &spec.path)?, spec, limit)?,
         Format::Csv => records_to_rows(parse_csv(&read_text(spec)?, &spec.path)?, spec, limit)?,
+        Format::Parquet => parquet_file::parquet_rows(spec, limit)?,
+        Format::Arrow => arrow_folder::arrow_rows(spec, limit)?,
     };
     Ok(Dataset { name: spec.display_name(), rows })
 }
@@ -342,11 +351,21 @@ enum Format {
     Jsonl,
     Json,
     Csv,
+    Parquet,
+    Arrow,
 }
 
 fn detect_format(spec: &DatasetSpec) -> Result<Format, AppError> {
     let ext = match &spec.format {
         Some(f) => f.trim_start_matches('.').to_ascii_lowercase(),
+        None if arrow_folder::is_arrow_folder(Path::new(&spec.path)) => "arrow".to_string(),
+        None if Path::new(&spec.path).is_dir() => {
+            return Err(AppError::Input(format!(
+                "dataset {} is a folder without state.json; give a file, or a folder written \
+                 by save_to_disk (or set format=arrow)",
+                spec.path
+            )))
+        }
         None => Path::new(&spec.path)
             .extension()
             .map(|e| e.to_string_lossy().to_ascii_lowercase())
@@ -356,9 +375,11 @@ fn detect_format(spec: &DatasetSpec) -> Result<Format, AppError> {
         "jsonl" | "ndjson" => Ok(Format::Jsonl),
         "json" => Ok(Format::Json),
         "csv" => Ok(Format::Csv),
+        "parquet" | "pq" => Ok(Format::Parquet),
+        "arrow" => Ok(Format::Arrow),
         other => Err(AppError::Input(format!(
-            "dataset {}: format {other:?} is not supported (use .jsonl, .json or .csv, \
-             or set format=jsonl)",
+            "dataset {}: format {other:?} is not supported (use .jsonl, .json, .csv, \
+             .parquet or a save_to_disk folder, or set format=jsonl|json|csv|parquet|arrow)",
             spec.path
         ))),
     }
@@ -494,6 +515,15 @@ struct ColumnMapping {
     messages: Option<String>,
     token_ids: Option<String>,
     n: Option<String>,
+}
+
+impl ColumnMapping {
+    /// The source columns the rows read (columnar readers decode only these).
+    fn sources(&self) -> impl Iterator<Item = &str> {
+        [&self.prompt, &self.system, &self.messages, &self.token_ids, &self.n]
+            .into_iter()
+            .filter_map(|c| c.as_deref())
+    }
 }
 
 fn column_mapping(spec: &DatasetSpec, columns: &[String]) -> Result<ColumnMapping, AppError> {
