@@ -4,6 +4,7 @@
 
 mod arrow_folder;
 mod columnar;
+mod csv_file;
 #[cfg(test)]
 mod format_tests;
 mod parquet_file;
@@ -202,7 +203,9 @@ pub fn load_dataset_spec(spec: &DatasetSpec) -> Result<Dataset, AppError> {
         // Read line by line and only up to `samples=N`: a file larger than memory is fine.
         Format::Jsonl => jsonl_rows(spec, limit)?,
         Format::Json => records_to_rows(parse_json(&read_text(spec)?, &spec.path)?, spec, limit)?,
-        Format::Csv => records_to_rows(parse_csv(&read_text(spec)?, &spec.path)?, spec, limit)?,
+        Format::Csv => {
+            records_to_rows(csv_file::parse_csv(&read_text(spec)?, &spec.path)?, spec, limit)?
+        }
         Format::Parquet => parquet_file::parquet_rows(spec, limit)?,
         Format::Arrow => arrow_folder::arrow_rows(spec, limit)?,
     };
@@ -431,63 +434,6 @@ fn columns_to_records(
         }
     }
     Ok(out)
-}
-
-fn parse_csv(text: &str, path: &str) -> Result<Vec<Map<String, Value>>, AppError> {
-    let mut records =
-        split_csv(text).map_err(|e| AppError::Input(format!("dataset {path}: {e}")))?;
-    if records.is_empty() {
-        return Ok(Vec::new());
-    }
-    let header = records.remove(0);
-    let mut out = Vec::with_capacity(records.len());
-    for (i, fields) in records.into_iter().enumerate() {
-        if fields.len() != header.len() {
-            return Err(AppError::Input(format!(
-                "dataset {path} row {}: {} fields, header has {}",
-                i + 1,
-                fields.len(),
-                header.len()
-            )));
-        }
-        let map = header.iter().cloned().zip(fields.into_iter().map(Value::String)).collect();
-        out.push(map);
-    }
-    Ok(out)
-}
-
-/// Splits RFC 4180 CSV text into records (quoted fields, `""` escapes, CRLF or LF).
-fn split_csv(text: &str) -> Result<Vec<Vec<String>>, String> {
-    let mut records = Vec::new();
-    let mut record = Vec::new();
-    let mut field = String::new();
-    let mut in_quotes = false;
-    let mut chars = text.chars().peekable();
-    while let Some(c) = chars.next() {
-        match (c, in_quotes) {
-            ('"', true) if chars.peek() == Some(&'"') => {
-                chars.next();
-                field.push('"');
-            }
-            ('"', true) => in_quotes = false,
-            ('"', false) if field.is_empty() => in_quotes = true,
-            (',', false) => record.push(std::mem::take(&mut field)),
-            ('\r', false) if chars.peek() == Some(&'\n') => {}
-            ('\n', false) => {
-                record.push(std::mem::take(&mut field));
-                records.push(std::mem::take(&mut record));
-            }
-            (c, _) => field.push(c),
-        }
-    }
-    if in_quotes {
-        return Err("unterminated quoted field".to_string());
-    }
-    if !field.is_empty() || !record.is_empty() {
-        record.push(field);
-        records.push(record);
-    }
-    Ok(records)
 }
 
 /// Every column name, in order of first appearance.

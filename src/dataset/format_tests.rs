@@ -201,3 +201,23 @@ fn a_folder_without_state_json_is_refused_by_name() {
     let err = load_dataset(&dir.0.display().to_string()).unwrap_err();
     assert!(err.to_string().contains("no data-*.arrow files"), "{err}");
 }
+
+#[test]
+fn csv_errors_name_the_row_and_line() {
+    let dir = Scratch::new("csverr");
+    let short = dir.file("short.csv");
+    std::fs::write(&short, "prompt,system\n\"two\nlines\",s\nonly-one\n").unwrap();
+    let err = load_dataset(&short).unwrap_err();
+    assert_eq!(err.exit_code(), 2, "{err}");
+    // The second record starts on line 4: the first one's quoted field spans lines 2 and 3.
+    let msg = err.to_string();
+    assert!(msg.contains(&format!("{short} row 2 (line 4): 1 fields, header has 2")), "{msg}");
+    let open = dir.file("open.csv");
+    std::fs::write(&open, "prompt\nfine\n\"never closed\nstill inside\n").unwrap();
+    let msg = load_dataset(&open).unwrap_err().to_string();
+    assert!(msg.contains(&format!("{open} line 3: a quoted field is never closed")), "{msg}");
+    // A quote inside an unquoted field is a plain character, as pandas reads it.
+    let inner = dir.file("inner.csv");
+    std::fs::write(&inner, "prompt\nsay \"hi\" now\n").unwrap();
+    assert_eq!(load_dataset(&inner).unwrap().rows[0].prompt.as_deref(), Some("say \"hi\" now"));
+}
