@@ -1,5 +1,13 @@
-//! Datasets: `--dataset PATH[,key=value…]` parsing, file loading (JSONL, JSON, CSV), the
-//! reference's column mapping, and the built-in synthetic dataset.
+//! Datasets: `--dataset PATH[,key=value…]` parsing, file loading (JSONL, JSON, CSV, Parquet,
+//! Hugging Face Arrow folders), the reference's column mapping, and the built-in synthetic
+//! dataset.
+
+mod arrow_folder;
+mod columnar;
+mod csv_file;
+#[cfg(test)]
+mod format_tests;
+mod parquet_file;
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -262,7 +270,11 @@ pub fn load_dataset_spec(spec: &DatasetSpec) -> Result<Dataset, AppError> {
         // Read line by line and only up to `samples=N`: a file larger than memory is fine.
         Format::Jsonl => jsonl_rows(spec, limit)?,
         Format::Json => records_to_rows(parse_json(&read_text(spec)?, &spec.path)?, spec, limit)?,
-        Format::Csv => records_to_rows(parse_csv(&read_text(spec)?, &spec.path)?, spec, limit)?,
+        Format::Csv => {
+            records_to_rows(csv_file::parse_csv(&read_text(spec)?, &spec.path)?, spec, limit)?
+        }
+        Format::Parquet => parquet_file::parquet_rows(spec, limit)?,
+        Format::Arrow => arrow_folder::arrow_rows(spec, limit)?,
     };
     Ok(Dataset { name: spec.display_name(), rows })
 }
@@ -409,11 +421,21 @@ enum Format {
     Jsonl,
     Json,
     Csv,
+    Parquet,
+    Arrow,
 }
 
 fn detect_format(spec: &DatasetSpec) -> Result<Format, AppError> {
     let ext = match &spec.format {
         Some(f) => f.trim_start_matches('.').to_ascii_lowercase(),
+        None if arrow_folder::is_arrow_folder(Path::new(&spec.path)) => "arrow".to_string(),
+        None if Path::new(&spec.path).is_dir() => {
+            return Err(AppError::Input(format!(
+                "dataset {} is a folder without state.json; give a file, or a folder written \
+                 by save_to_disk (or set format=arrow)",
+                spec.path
+            )))
+        }
         None => Path::new(&spec.path)
             .extension()
             .map(|e| e.to_string_lossy().to_ascii_lowercase())
@@ -423,9 +445,11 @@ fn detect_format(spec: &DatasetSpec) -> Result<Format, AppError> {
         "jsonl" | "ndjson" => Ok(Format::Jsonl),
         "json" => Ok(Format::Json),
         "csv" => Ok(Format::Csv),
+        "parquet" | "pq" => Ok(Format::Parquet),
+        "arrow" => Ok(Format::Arrow),
         other => Err(AppError::Input(format!(
-            "dataset {}: format {other:?} is not supported (use .jsonl, .json or .csv, \
-             or set format=jsonl)",
+            "dataset {}: format {other:?} is not supported (use .jsonl, .json, .csv, \
+             .parquet or a save_to_disk folder, or set format=jsonl|json|csv|parquet|arrow)",
             spec.path
         ))),
     }
@@ -479,63 +503,6 @@ fn columns_to_records(
     Ok(out)
 }
 
-fn parse_csv(text: &str, path: &str) -> Result<Vec<Map<String, Value>>, AppError> {
-    let mut records =
-        split_csv(text).map_err(|e| AppError::Input(format!("dataset {path}: {e}")))?;
-    if records.is_empty() {
-        return Ok(Vec::new());
-    }
-    let header = records.remove(0);
-    let mut out = Vec::with_capacity(records.len());
-    for (i, fields) in records.into_iter().enumerate() {
-        if fields.len() != header.len() {
-            return Err(AppError::Input(format!(
-                "dataset {path} row {}: {} fields, header has {}",
-                i + 1,
-                fields.len(),
-                header.len()
-            )));
-        }
-        let map = header.iter().cloned().zip(fields.into_iter().map(Value::String)).collect();
-        out.push(map);
-    }
-    Ok(out)
-}
-
-/// Splits RFC 4180 CSV text into records (quoted fields, `""` escapes, CRLF or LF).
-fn split_csv(text: &str) -> Result<Vec<Vec<String>>, String> {
-    let mut records = Vec::new();
-    let mut record = Vec::new();
-    let mut field = String::new();
-    let mut in_quotes = false;
-    let mut chars = text.chars().peekable();
-    while let Some(c) = chars.next() {
-        match (c, in_quotes) {
-            ('"', true) if chars.peek() == Some(&'"') => {
-                chars.next();
-                field.push('"');
-            }
-            ('"', true) => in_quotes = false,
-            ('"', false) if field.is_empty() => in_quotes = true,
-            (',', false) => record.push(std::mem::take(&mut field)),
-            ('\r', false) if chars.peek() == Some(&'\n') => {}
-            ('\n', false) => {
-                record.push(std::mem::take(&mut field));
-                records.push(std::mem::take(&mut record));
-            }
-            (c, _) => field.push(c),
-        }
-    }
-    if in_quotes {
-        return Err("unterminated quoted field".to_string());
-    }
-    if !field.is_empty() || !record.is_empty() {
-        record.push(field);
-        records.push(record);
-    }
-    Ok(records)
-}
-
 /// Every column name, in order of first appearance.
 fn column_names<'a, I, K>(rows: I) -> Vec<String>
 where
@@ -561,6 +528,15 @@ struct ColumnMapping {
     messages: Option<String>,
     token_ids: Option<String>,
     n: Option<String>,
+}
+
+impl ColumnMapping {
+    /// The source columns the rows read (columnar readers decode only these).
+    fn sources(&self) -> impl Iterator<Item = &str> {
+        [&self.prompt, &self.system, &self.messages, &self.token_ids, &self.n]
+            .into_iter()
+            .filter_map(|c| c.as_deref())
+    }
 }
 
 fn column_mapping(spec: &DatasetSpec, columns: &[String]) -> Result<ColumnMapping, AppError> {

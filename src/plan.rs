@@ -292,7 +292,7 @@ pub fn resolve_plan(mut config: Config, verbose: u8) -> Result<Plan, AppError> {
     check_completions_only(&config, api_type)?;
     let (sampling, extra_body) = resolve_sampling(&config, api_type)?;
     let token_count_source = resolve_token_source(&config, api_type, streaming)?;
-    let (dataset, dataset_is_synthetic) = resolve_dataset(&mut config)?;
+    let (dataset, dataset_is_synthetic) = resolve_dataset(&mut config, verbose)?;
     check_rows_n(&dataset, token_count_source)?;
     check_extra_body_n(&extra_body, token_count_source)?;
     let tokenizer = resolve_tokenizer(&config, &model, verbose)?;
@@ -1376,12 +1376,19 @@ fn check_dataset_kinds(config: &Config) -> Result<(), AppError> {
     Ok(())
 }
 
-fn resolve_dataset(config: &mut Config) -> Result<(Dataset, bool), AppError> {
+/// Loads the performance dataset; `-v` says how long loading took (docs/PERF.md, Datasets).
+fn resolve_dataset(config: &mut Config, verbose: u8) -> Result<(Dataset, bool), AppError> {
     check_dataset_kinds(config)?;
+    let verbose = verbose.max(u8::from(config.verbose));
     let Some(spec) = config.datasets.first_mut() else {
         return Ok((synthetic_dataset(), true));
     };
+    let started = std::time::Instant::now();
     let dataset = load_dataset_spec(spec)?;
+    if verbose > 0 {
+        let load_s = started.elapsed().as_secs_f64();
+        eprintln!("dataset: {} rows loaded in {load_s:.3} s", dataset.rows.len());
+    }
     spec.name.get_or_insert_with(|| dataset.name.clone());
     Ok((dataset, false))
 }

@@ -2,6 +2,7 @@
 
 mod ceiling;
 mod framing;
+mod make_dataset;
 mod procs;
 mod roofline;
 mod soak;
@@ -32,6 +33,9 @@ enum Command {
     MakeBpeTokenizer(tokenizer::MakeBpeArgs),
     /// Per-call cost of encode, encode_fast and the split count, after checking they agree.
     CountTokens(tokenizer::CountArgs),
+    /// A dataset of N rows (the dummy_1k rows repeated) as JSON Lines or Parquet, for
+    /// dataset load-time measurements.
+    MakeDataset(make_dataset::MakeDatasetArgs),
 }
 
 fn main() -> std::process::ExitCode {
@@ -41,6 +45,7 @@ fn main() -> std::process::ExitCode {
         Command::Soak(args) => soak::run(&args),
         Command::MakeBpeTokenizer(args) => tokenizer::make_bpe(&args),
         Command::CountTokens(args) => tokenizer::count_tokens(&args),
+        Command::MakeDataset(args) => make_dataset::run(&args),
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,

@@ -1,0 +1,223 @@
+//! The columnar formats (Parquet, Hugging Face Arrow folders) against JSON Lines and CSV:
+//! the same rows give the same `Row`s, and bad cells are refused with their row.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use arrow_array::{
+    ArrayRef, BinaryArray, Int32Array, Int64Array, ListArray, RecordBatch, StringArray, StructArray,
+};
+use arrow_schema::{DataType, Field, Fields};
+
+use super::{load_dataset, Row};
+use crate::error::AppError;
+
+/// A scratch folder removed on drop.
+struct Scratch(std::path::PathBuf);
+
+impl Scratch {
+    fn new(tag: &str) -> Scratch {
+        let path =
+            std::env::temp_dir().join(format!("llm-loadgen-formats-{}-{tag}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&path);
+        std::fs::create_dir_all(&path).unwrap();
+        Scratch(path)
+    }
+    fn file(&self, name: &str) -> String {
+        self.0.join(name).display().to_string()
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// The rows of `batch` below as JSON Lines (what `json_rows_batch` holds).
+const ROWS_JSONL: &str = r#"{"prompt": "hello", "system": "be brief", "n": 2}
+{"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yo"}]}
+{"token_ids": [1, 2, 3], "n": 1}
+"#;
+
+fn messages_column() -> ArrayRef {
+    let role = StringArray::from(vec!["user", "assistant"]);
+    let content = StringArray::from(vec!["hi", "yo"]);
+    let fields = Fields::from(vec![
+        Field::new("role", DataType::Utf8, true),
+        Field::new("content", DataType::Utf8, true),
+    ]);
+    let items = StructArray::new(fields.clone(), vec![Arc::new(role), Arc::new(content)], None);
+    let item = Arc::new(Field::new("item", DataType::Struct(fields), true));
+    let offsets = arrow_buffer::OffsetBuffer::new(vec![0, 0, 2, 2].into());
+    let nulls = arrow_buffer::NullBuffer::from(vec![false, true, false]);
+    Arc::new(ListArray::new(item, offsets, Arc::new(items), Some(nulls)))
+}
+
+fn token_ids_column(ids: Vec<i32>) -> ArrayRef {
+    let item = Arc::new(Field::new("item", DataType::Int32, true));
+    let n = ids.len() as i32;
+    let offsets = arrow_buffer::OffsetBuffer::new(vec![0, 0, 0, n].into());
+    let nulls = arrow_buffer::NullBuffer::from(vec![false, false, true]);
+    Arc::new(ListArray::new(item, offsets, Arc::new(Int32Array::from(ids)), Some(nulls)))
+}
+
+/// The three rows of ROWS_JSONL as one record batch: a string prompt, chat messages as
+/// list<struct<role,content>>, token ids as list<int32>, `n` as int64.
+fn json_rows_batch(ids: Vec<i32>) -> RecordBatch {
+    RecordBatch::try_from_iter([
+        ("prompt", Arc::new(StringArray::from(vec![Some("hello"), None, None])) as ArrayRef),
+        ("system", Arc::new(StringArray::from(vec![Some("be brief"), None, None]))),
+        ("n", Arc::new(Int64Array::from(vec![Some(2), None, Some(1)]))),
+        ("messages", messages_column()),
+        ("token_ids", token_ids_column(ids)),
+    ])
+    .unwrap()
+}
+
+fn write_parquet(path: &str, batches: &[RecordBatch]) {
+    let props = ::parquet::file::properties::WriterProperties::builder()
+        .set_compression(::parquet::basic::Compression::SNAPPY)
+        .build();
+    let file = std::fs::File::create(path).unwrap();
+    let mut w =
+        ::parquet::arrow::ArrowWriter::try_new(file, batches[0].schema(), Some(props)).unwrap();
+    for b in batches {
+        w.write(b).unwrap();
+    }
+    w.close().unwrap();
+}
+
+/// A save_to_disk folder: state.json naming the data files, each an Arrow IPC stream.
+fn write_arrow_folder(dir: &Path, files: &[(&str, RecordBatch)]) {
+    std::fs::create_dir_all(dir).unwrap();
+    let listed: Vec<_> = files.iter().map(|(n, _)| serde_json::json!({"filename": n})).collect();
+    let state = serde_json::json!({"_data_files": listed, "_split": "train"});
+    std::fs::write(dir.join("state.json"), state.to_string()).unwrap();
+    std::fs::write(dir.join("dataset_info.json"), "{}").unwrap();
+    for (name, batch) in files {
+        let file = std::fs::File::create(dir.join(name)).unwrap();
+        let mut w = arrow_ipc::writer::StreamWriter::try_new(file, &batch.schema()).unwrap();
+        w.write(batch).unwrap();
+        w.finish().unwrap();
+    }
+}
+
+fn prompts(rows: &[Row]) -> Vec<Option<&str>> {
+    rows.iter().map(|r| r.prompt.as_deref()).collect()
+}
+
+#[test]
+fn parquet_and_arrow_rows_equal_the_same_rows_in_jsonl() {
+    let dir = Scratch::new("parity");
+    let jsonl = dir.file("rows.jsonl");
+    std::fs::write(&jsonl, ROWS_JSONL).unwrap();
+    let want = load_dataset(&jsonl).unwrap().rows;
+    assert_eq!(want[2].token_ids, Some(vec![1, 2, 3]));
+    let parquet = dir.file("rows.parquet");
+    write_parquet(&parquet, &[json_rows_batch(vec![1, 2, 3])]);
+    let folder = dir.0.join("hf");
+    write_arrow_folder(&folder, &[("data-00000-of-00001.arrow", json_rows_batch(vec![1, 2, 3]))]);
+    let from_parquet = load_dataset(&parquet).unwrap();
+    assert_eq!(from_parquet.rows, want);
+    assert_eq!(from_parquet.name, "rows");
+    assert_eq!(load_dataset(&folder.display().to_string()).unwrap().rows, want);
+    let by_format = load_dataset(&format!("{},format=arrow", folder.display())).unwrap();
+    assert_eq!(by_format.rows, want);
+}
+
+#[test]
+fn csv_and_parquet_string_columns_give_the_same_rows() {
+    let dir = Scratch::new("csv");
+    let csv = dir.file("q.csv");
+    std::fs::write(&csv, "question,system_prompt\r\n\"multi\nline, quoted\",sys\r\nplain,\r\n")
+        .unwrap();
+    let batch = RecordBatch::try_from_iter([
+        ("question", Arc::new(StringArray::from(vec!["multi\nline, quoted", "plain"])) as ArrayRef),
+        ("system_prompt", Arc::new(StringArray::from(vec!["sys", ""]))),
+    ])
+    .unwrap();
+    let parquet = dir.file("q.parquet");
+    write_parquet(&parquet, &[batch]);
+    let from_csv = load_dataset(&csv).unwrap().rows;
+    assert_eq!(prompts(&from_csv), [Some("multi\nline, quoted"), Some("plain")]);
+    assert_eq!(from_csv[0].system.as_deref(), Some("sys"));
+    assert_eq!(load_dataset(&parquet).unwrap().rows, from_csv);
+}
+
+#[test]
+fn a_bad_parquet_cell_names_the_file_and_the_row() {
+    let dir = Scratch::new("badcell");
+    let path = dir.file("neg.parquet");
+    // Row 2 carries a negative token id.
+    write_parquet(&path, &[json_rows_batch(vec![1, -2, 3])]);
+    let err = load_dataset(&path).unwrap_err();
+    assert_eq!(err.exit_code(), 2, "{err}");
+    let msg = err.to_string();
+    assert!(msg.contains(&format!("dataset {path} row 2: column \"token_ids\"")), "{msg}");
+    let bin = dir.file("bin.parquet");
+    let batch = RecordBatch::try_from_iter([(
+        "prompt",
+        Arc::new(BinaryArray::from(vec![b"a".as_ref(), b"b".as_ref()])) as ArrayRef,
+    )])
+    .unwrap();
+    write_parquet(&bin, &[batch]);
+    let msg = load_dataset(&bin).unwrap_err().to_string();
+    assert!(msg.contains(&format!("{bin} row 0: column \"prompt\" has type Binary")), "{msg}");
+    let junk = dir.file("junk.parquet");
+    std::fs::write(&junk, b"not parquet at all").unwrap();
+    let err = load_dataset(&junk).unwrap_err();
+    assert!(matches!(&err, AppError::Input(m) if m.contains("not a readable Parquet file")));
+}
+
+#[test]
+fn samples_stop_reading_across_batches_and_arrow_files() {
+    let dir = Scratch::new("samples");
+    let batch = |from: usize| {
+        let p: Vec<String> = (from..from + 3).map(|i| format!("p{i}")).collect();
+        RecordBatch::try_from_iter([("input", Arc::new(StringArray::from(p)) as ArrayRef)]).unwrap()
+    };
+    let parquet = dir.file("many.parquet");
+    write_parquet(&parquet, &[batch(0), batch(3)]);
+    let rows = load_dataset(&format!("{parquet},samples=4")).unwrap().rows;
+    assert_eq!(prompts(&rows), [Some("p0"), Some("p1"), Some("p2"), Some("p3")]);
+    // The folder's files are read in state.json's order, not by name.
+    let folder = dir.0.join("hf");
+    write_arrow_folder(&folder, &[("data-b.arrow", batch(0)), ("data-a.arrow", batch(3))]);
+    let all = load_dataset(&folder.display().to_string()).unwrap().rows;
+    assert_eq!(prompts(&all).len(), 6);
+    assert_eq!(all[3].prompt.as_deref(), Some("p3"));
+    let some = load_dataset(&format!("{},samples=2", folder.display())).unwrap().rows;
+    assert_eq!(prompts(&some), [Some("p0"), Some("p1")]);
+}
+
+#[test]
+fn a_folder_without_state_json_is_refused_by_name() {
+    let dir = Scratch::new("nostate");
+    let err = load_dataset(&dir.0.display().to_string()).unwrap_err();
+    assert_eq!(err.exit_code(), 2);
+    assert!(err.to_string().contains("without state.json"), "{err}");
+    std::fs::write(dir.0.join("state.json"), "{}").unwrap();
+    let err = load_dataset(&dir.0.display().to_string()).unwrap_err();
+    assert!(err.to_string().contains("no data-*.arrow files"), "{err}");
+}
+
+#[test]
+fn csv_errors_name_the_row_and_line() {
+    let dir = Scratch::new("csverr");
+    let short = dir.file("short.csv");
+    std::fs::write(&short, "prompt,system\n\"two\nlines\",s\nonly-one\n").unwrap();
+    let err = load_dataset(&short).unwrap_err();
+    assert_eq!(err.exit_code(), 2, "{err}");
+    // The second record starts on line 4: the first one's quoted field spans lines 2 and 3.
+    let msg = err.to_string();
+    assert!(msg.contains(&format!("{short} row 2 (line 4): 1 fields, header has 2")), "{msg}");
+    let open = dir.file("open.csv");
+    std::fs::write(&open, "prompt\nfine\n\"never closed\nstill inside\n").unwrap();
+    let msg = load_dataset(&open).unwrap_err().to_string();
+    assert!(msg.contains(&format!("{open} line 3: a quoted field is never closed")), "{msg}");
+    // A quote inside an unquoted field is a plain character, as pandas reads it.
+    let inner = dir.file("inner.csv");
+    std::fs::write(&inner, "prompt\nsay \"hi\" now\n").unwrap();
+    assert_eq!(load_dataset(&inner).unwrap().rows[0].prompt.as_deref(), Some("say \"hi\" now"));
+}
