@@ -12,31 +12,20 @@ use parquet::arrow::ArrowWriter;
 use parquet::basic::Compression;
 use parquet::file::properties::WriterProperties;
 
-const TEMPLATES: [&str; 10] = [
-    "Write a short story about",
-    "Explain the basics of",
-    "Analyze the importance of",
-    "Summarize recent progress in",
-    "Describe a practical use of",
-    "List three open problems in",
-    "Compare two approaches to",
-    "Give a beginner's guide to",
-    "Discuss the main risks of",
-    "Outline a lesson plan on",
-];
+/// The project's 1,000-row dataset, whose prompts the generated rows repeat.
+const DUMMY_1K_JSONL: &str = include_str!("../../tests/assets/datasets/dummy_1k.jsonl");
 
-const TOPICS: [&str; 10] = [
-    "machine learning",
-    "renewable energy",
-    "ocean currents",
-    "quantum computing",
-    "urban gardening",
-    "ancient history",
-    "space exploration",
-    "public health",
-    "data privacy",
-    "music theory",
-];
+/// The dummy rows' prompts without their ` (case N)` suffix, in file order.
+fn prompt_stems() -> Result<Vec<String>> {
+    DUMMY_1K_JSONL
+        .lines()
+        .map(|line| {
+            let v: serde_json::Value = serde_json::from_str(line)?;
+            let text = v["text_input"].as_str().context("a dummy row without text_input")?;
+            Ok(text.rsplit_once(" (case ").map_or(text, |(stem, _)| stem).to_string())
+        })
+        .collect()
+}
 
 /// Rows per Parquet row group written (pandas writes one group per ~1M rows; smaller groups
 /// keep the writer's memory low).
@@ -56,26 +45,26 @@ pub struct MakeDatasetArgs {
 }
 
 /// Row `i`'s prompt and reference answer (the dummy_1k rows, case number running on).
-fn row(i: usize) -> (String, String) {
-    let template = TEMPLATES[i % TEMPLATES.len()];
-    let topic = TOPICS[(i / TEMPLATES.len()) % TOPICS.len()];
-    (format!("{template} {topic} (case {i})"), format!("A reference answer for case {i}"))
+fn row(stems: &[String], i: usize) -> (String, String) {
+    let stem = &stems[i % stems.len()];
+    (format!("{stem} (case {i})"), format!("A reference answer for case {i}"))
 }
 
 pub fn run(args: &MakeDatasetArgs) -> Result<()> {
     let file = std::fs::File::create(&args.out)
         .with_context(|| format!("cannot create {}", args.out.display()))?;
+    let stems = prompt_stems()?;
     match args.format.as_str() {
-        "jsonl" => write_jsonl(file, args.rows),
-        "parquet" => write_parquet(file, args.rows),
+        "jsonl" => write_jsonl(file, &stems, args.rows),
+        "parquet" => write_parquet(file, &stems, args.rows),
         other => anyhow::bail!("format {other:?} is not jsonl or parquet"),
     }
 }
 
-fn write_jsonl(file: std::fs::File, rows: usize) -> Result<()> {
+fn write_jsonl(file: std::fs::File, stems: &[String], rows: usize) -> Result<()> {
     let mut out = std::io::BufWriter::new(file);
     for i in 0..rows {
-        let (prompt, answer) = row(i);
+        let (prompt, answer) = row(stems, i);
         let line = serde_json::json!({"text_input": prompt, "ref_output": answer});
         writeln!(out, "{line}")?;
     }
@@ -83,13 +72,13 @@ fn write_jsonl(file: std::fs::File, rows: usize) -> Result<()> {
     Ok(())
 }
 
-fn write_parquet(file: std::fs::File, rows: usize) -> Result<()> {
+fn write_parquet(file: std::fs::File, stems: &[String], rows: usize) -> Result<()> {
     let props = WriterProperties::builder().set_compression(Compression::SNAPPY).build();
     let mut writer: Option<ArrowWriter<std::fs::File>> = None;
     let mut file = Some(file);
     for start in (0..rows).step_by(GROUP_ROWS) {
         let (prompts, answers): (Vec<String>, Vec<String>) =
-            (start..rows.min(start + GROUP_ROWS)).map(row).unzip();
+            (start..rows.min(start + GROUP_ROWS)).map(|i| row(stems, i)).unzip();
         let batch = RecordBatch::try_from_iter([
             ("text_input", Arc::new(StringArray::from(prompts)) as ArrayRef),
             ("ref_output", Arc::new(StringArray::from(answers)) as ArrayRef),
