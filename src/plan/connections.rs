@@ -1,0 +1,190 @@
+//! Workers and connections: how many, how the pool is split, which open before the start, and
+//! where they connect from.
+
+use super::*;
+
+/// Default connections per worker when `--max-connections` is not given.
+pub const CONNECTIONS_PER_WORKER_DEFAULT: usize = 32;
+
+/// Warm connections a Poisson worker opens at most under auto: its pool is sized for a second
+/// of latency at the target rate, far more than a fast endpoint keeps busy, so the rest of
+/// the pool opens on demand instead of delaying the start.
+pub const POISSON_WARM_CONNECTIONS_PER_WORKER_MAX: usize = 1024;
+
+/// Part `index` of `total` split over `parts` as evenly as possible (the first ones get the
+/// remainder): how the pool and explicit warm-up counts are spread across workers.
+pub fn split_share(total: usize, parts: usize, index: usize) -> usize {
+    let parts = parts.max(1);
+    total / parts + usize::from(index < total % parts)
+}
+
+/// Connections worker `index` of `workers` opens before the start, out of its pool share
+/// `share` (`--client.warmup-connections`). Auto (`None`): the whole share for offline and
+/// concurrency runs (a closed loop of N needs its N connections at t=0), at most
+/// `POISSON_WARM_CONNECTIONS_PER_WORKER_MAX` for Poisson. An explicit N is split across the
+/// workers like the pool and clamped to the share; 0 stays 0 (the worker still opens one, to
+/// check the endpoint answers).
+pub fn warm_connections(
+    pattern: LoadPattern,
+    warmup_connections: Option<usize>,
+    workers: usize,
+    index: usize,
+    share: usize,
+) -> usize {
+    match (warmup_connections, pattern) {
+        (Some(n), _) => split_share(n, workers, index).min(share),
+        (None, LoadPattern::Poisson { .. }) => share.min(POISSON_WARM_CONNECTIONS_PER_WORKER_MAX),
+        (None, _) => share,
+    }
+}
+
+/// The reference's rule on `num_workers` (-1 or 1 and more) and `max_connections`; how many
+/// workers this machine's cores allow is a run's check, not the file's.
+pub(super) fn check_worker_settings(config: &Config, pattern: LoadPattern) -> Result<(), AppError> {
+    let mut as_file = config.clone();
+    let workers = &mut as_file.settings.client.num_workers;
+    if *workers > 0 {
+        *workers = 1;
+    }
+    resolve_workers(&as_file, pattern).map(|_| ())
+}
+
+/// The most connections a Poisson run opens by default (`--max-connections` overrides).
+pub const POISSON_CONNECTIONS_DEFAULT_MAX: usize = 16_384;
+
+pub(super) fn resolve_workers(
+    config: &Config,
+    pattern: LoadPattern,
+) -> Result<(usize, usize), AppError> {
+    let client = &config.settings.client;
+    let embedded = config.endpoint_config.endpoints.is_empty();
+    let workers = match client.num_workers {
+        -1 => default_worker_count(cores_available().len(), embedded),
+        n if n > 0 => check_worker_count(n as u64, cores_available().len())?,
+        n => {
+            return Err(AppError::Input(format!(
+                "--workers {n} is not valid; give a positive count or -1 for auto"
+            )))
+        }
+    };
+    // Enough connections that the pattern, not the pool, bounds what is in flight: a closed
+    // loop needs one per slot; an open loop at Q QPS about Q for each second of latency (one
+    // second assumed, capped so the pool opens quickly).
+    let concurrency = match pattern {
+        LoadPattern::Concurrency { n } => n as usize,
+        LoadPattern::Poisson { target_qps } => {
+            (target_qps.ceil() as usize).min(POISSON_CONNECTIONS_DEFAULT_MAX)
+        }
+        LoadPattern::Offline => 0,
+    };
+    let max_connections = match client.max_connections {
+        -1 => (workers * CONNECTIONS_PER_WORKER_DEFAULT).max(concurrency),
+        n if n > 0 => n as usize,
+        n => {
+            return Err(AppError::Input(format!(
+                "--max-connections {n} is not valid; give a positive count or -1 for auto"
+            )))
+        }
+    };
+    Ok((workers.min(max_connections), max_connections))
+}
+
+/// `--source-addresses` as given → the addresses connections bind to: each an IP address
+/// (IPv6 with or without brackets), not unspecified, multicast or broadcast, none twice, all
+/// of one family and of the family of every endpoint given by address (the embedded stub
+/// listens on 127.0.0.1). Whether each is an address of this host is checked at run time.
+pub fn resolve_source_addresses(
+    given: &[String],
+    endpoints: &[EndpointUrl],
+) -> Result<Vec<std::net::IpAddr>, AppError> {
+    use std::net::IpAddr;
+    let mut out: Vec<IpAddr> = Vec::with_capacity(given.len());
+    for text in given.iter().map(|t| t.trim()).filter(|t| !t.is_empty()) {
+        let bare = text.strip_prefix('[').and_then(|t| t.strip_suffix(']')).unwrap_or(text);
+        let addr: IpAddr = bare.parse().map_err(|_| {
+            AppError::Input(format!(
+                "--source-addresses {text:?} is not an IP address; give local addresses such \
+                 as 127.0.0.2 or 10.0.0.5, comma-separated"
+            ))
+        })?;
+        let unusable = addr.is_unspecified()
+            || addr.is_multicast()
+            || addr == IpAddr::from(std::net::Ipv4Addr::BROADCAST);
+        if unusable {
+            return Err(AppError::Input(format!(
+                "--source-addresses {text} cannot be a connection's source address; give \
+                 addresses of this host's interfaces (ip addr shows them)"
+            )));
+        }
+        if out.contains(&addr) {
+            return Err(AppError::Input(format!(
+                "--source-addresses lists {addr} twice; give each address once"
+            )));
+        }
+        out.push(addr);
+    }
+    let Some(first) = out.first() else { return Ok(out) };
+    let family = |a: &IpAddr| if a.is_ipv4() { "IPv4" } else { "IPv6" };
+    if let Some(other) = out.iter().find(|a| a.is_ipv4() != first.is_ipv4()) {
+        return Err(AppError::Input(format!(
+            "--source-addresses mixes {} {first} and {} {other}; give addresses of the \
+             endpoint's family only",
+            family(first),
+            family(other)
+        )));
+    }
+    let embedded = [("the embedded stub at 127.0.0.1".to_string(), true)];
+    let literal: Vec<(String, bool)> = endpoints
+        .iter()
+        .filter_map(|e| literal_host(&e.url).map(|ip| (e.url.clone(), ip.is_ipv4())))
+        .collect();
+    let targets = if endpoints.is_empty() { &embedded[..] } else { &literal[..] };
+    if let Some((url, _)) = targets.iter().find(|(_, v4)| *v4 != first.is_ipv4()) {
+        return Err(AppError::Input(format!(
+            "--source-addresses {first} is {} but {url} is not; give addresses of the \
+             endpoint's family",
+            family(first)
+        )));
+    }
+    Ok(out)
+}
+
+/// The host of an `http://host[:port][/…]` URL when it is an IP address literal.
+pub(super) fn literal_host(url: &str) -> Option<std::net::IpAddr> {
+    let rest = url.strip_prefix("http://")?;
+    let authority = rest.split(['/', '?', '#']).next()?;
+    if let Some(v6) = authority.strip_prefix('[') {
+        return v6.split(']').next()?.parse().ok();
+    }
+    let host = authority.rsplit_once(':').map_or(authority, |(h, _)| h);
+    host.parse().ok()
+}
+
+/// Workers allowed per core this process may run on (sched_getaffinity).
+pub const WORKERS_PER_CORE_MAX: usize = 2;
+
+/// Refuses a worker count far past the cores: each worker is a pinned process with its own
+/// io_uring, rings and connection pool, so workers beyond the cores only add memory and
+/// context switches (1,000 on 2 cores reached 3.8 GB and timed out connecting).
+pub fn check_worker_count(workers: u64, cores: usize) -> Result<usize, AppError> {
+    let limit = (cores.max(1) * WORKERS_PER_CORE_MAX) as u64;
+    if workers > limit {
+        return Err(AppError::Setup(format!(
+            "--workers {workers} is more than {WORKERS_PER_CORE_MAX} per core on the {cores} \
+             core(s) this process may run on (at most {limit}): each worker is a pinned process \
+             with its own io_uring, rings and connections, so more workers than cores only \
+             compete for them; lower --workers, or give -1 for one per core"
+        )));
+    }
+    Ok(workers as usize)
+}
+
+pub(super) fn resolve_warmup_connections(value: i64) -> Result<Option<usize>, AppError> {
+    match value {
+        -1 => Ok(None),
+        n if n >= 0 => Ok(Some(n as usize)),
+        n => Err(AppError::Input(format!(
+            "--client.warmup-connections {n} is not valid; give a count, 0 for none or -1 for auto"
+        ))),
+    }
+}

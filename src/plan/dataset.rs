@@ -1,0 +1,58 @@
+//! The performance dataset of a plan: which one, loaded and checked against the token basis.
+
+use super::*;
+
+pub(super) fn check_dataset_kinds(config: &Config) -> Result<(), AppError> {
+    if let Some(acc) = config.datasets.iter().find(|d| d.kind == DatasetKind::Accuracy) {
+        return Err(AppError::Input(format!(
+            "dataset {}: accuracy datasets are not supported yet; give one performance dataset",
+            acc.path
+        )));
+    }
+    if config.datasets.len() > 1 {
+        let paths: Vec<&str> = config.datasets.iter().map(|d| d.path.as_str()).collect();
+        return Err(AppError::Input(format!(
+            "only one performance dataset is supported, got {}: {}",
+            paths.len(),
+            paths.join(", ")
+        )));
+    }
+    Ok(())
+}
+
+/// Loads the performance dataset; `-v` says how long loading took (docs/PERF.md, Datasets).
+pub(super) fn resolve_dataset(
+    config: &mut Config,
+    verbose: u8,
+) -> Result<(Dataset, bool), AppError> {
+    check_dataset_kinds(config)?;
+    let verbose = verbose.max(u8::from(config.verbose));
+    let Some(spec) = config.datasets.first_mut() else {
+        return Ok((synthetic_dataset(), true));
+    };
+    let started = std::time::Instant::now();
+    let dataset = load_dataset_spec(spec)?;
+    if verbose > 0 {
+        let load_s = started.elapsed().as_secs_f64();
+        eprintln!("dataset: {} rows loaded in {load_s:.3} s", dataset.rows.len());
+    }
+    spec.name.get_or_insert_with(|| dataset.name.clone());
+    Ok((dataset, false))
+}
+
+/// A row's `n` is sent as `n`, so the server answers n choices and its usage sums them: a
+/// sample's server OSL would be n outputs' worth, not one.
+pub(super) fn check_rows_n(dataset: &Dataset, source: TokenCountSource) -> Result<(), AppError> {
+    if source != TokenCountSource::Server {
+        return Ok(());
+    }
+    match dataset.rows.iter().position(|r| r.n.is_some_and(|n| n > 1)) {
+        Some(i) => Err(AppError::Setup(format!(
+            "dataset row {i} asks for n = {} completions; server usage counts all of them \
+             together, so rows with n > 1 cannot be measured under --token-count-source \
+             server",
+            dataset.rows[i].n.unwrap_or_default()
+        ))),
+        None => Ok(()),
+    }
+}

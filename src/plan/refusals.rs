@@ -1,0 +1,124 @@
+//! What the reference accepts that a run here does not do yet: refused by key, never dropped.
+
+use super::*;
+
+/// What a file the reference accepts asks for that a run here does not do yet, one line per
+/// key path; `validate-yaml` lists them, a run refuses the first (`refuse_unsupported`).
+pub fn run_refusals(config: &Config) -> Vec<String> {
+    let mut out = Vec::new();
+    if matches!(config.kind, BenchType::Eval | BenchType::Submission) {
+        out.push(format!(
+            "type: {} is not supported yet (use offline or online)",
+            config.kind.as_str()
+        ));
+    }
+    let perf: Vec<String> = config
+        .datasets
+        .iter()
+        .filter(|d| d.kind == DatasetKind::Performance)
+        .map(|d| d.display_name())
+        .collect();
+    if perf.len() > 1 {
+        out.push(format!(
+            "datasets: only one performance dataset is supported, got {}: {}",
+            perf.len(),
+            perf.join(", ")
+        ));
+    }
+    for (i, d) in config.datasets.iter().enumerate() {
+        out.extend(dataset_refusals(i, d));
+    }
+    if let Some(r) = &config.submission_ref {
+        out.push(format!(
+            "submission_ref (ruleset {:?}) is not supported yet: rulesets and their pinned seeds",
+            r.ruleset
+        ));
+    }
+    if config.audit.is_some() {
+        out.push("audit is not supported yet: compliance audits after the run".into());
+    }
+    if let Err(e) = refuse_missing_features(config) {
+        out.push(e.to_string());
+    }
+    out
+}
+
+pub(super) fn dataset_refusals(i: usize, d: &crate::dataset::DatasetSpec) -> Vec<String> {
+    let name = d.display_name();
+    let mut out = Vec::new();
+    let mut push = |key: &str, what: &str| {
+        out.push(format!("datasets[{i}].{key} (dataset {name}) is not supported yet: {what}"));
+    };
+    if d.kind == DatasetKind::Accuracy {
+        push("type accuracy", "accuracy datasets are not scored here");
+    }
+    if d.path.is_empty() {
+        push("path", "a predefined dataset without a path; give the file's path");
+    }
+    if d.eval_method.is_some() {
+        push("eval_method", "accuracy evaluation");
+    }
+    if d.generate_params.is_some() {
+        push("generate_params", "predefined dataset generators");
+    }
+    if d.agentic_inference.is_some() {
+        push("agentic_inference", "multi-turn agentic conversations");
+    }
+    for target in d.parser.iter().flat_map(|p| p.other.keys()) {
+        if !crate::dataset::PARSER_TARGETS.contains(&target.as_str()) {
+            push(&format!("parser.{target}"), "a column this tool does not read");
+        }
+    }
+    out
+}
+
+/// A run refuses the first of `run_refusals`, naming its key (exit 2), rather than drop it.
+pub(super) fn refuse_unsupported(config: &Config) -> Result<(), AppError> {
+    match run_refusals(config).into_iter().next() {
+        Some(why) => Err(AppError::Input(format!("{why}; leave it out to run here"))),
+        None => Ok(()),
+    }
+}
+
+/// Refuses the reference's settings whose feature does not exist here yet.
+pub(super) fn refuse_missing_features(config: &Config) -> Result<(), AppError> {
+    check_reference_bounds(config)?;
+    let s = &config.settings;
+    let refuse = |key: &str, flags: &str, what: &str| {
+        Err(AppError::Input(format!(
+            "settings.{key} ({flags}) is not supported yet: {what}; leave it out"
+        )))
+    };
+    if s.client.insecure {
+        return refuse(
+            "client.insecure",
+            "--insecure",
+            "there is no TLS to verify (https:// endpoints)",
+        );
+    }
+    if s.warmup.salt {
+        return refuse("warmup.salt", "--warmup-salt, --salt", "warm-up prompts are sent as given");
+    }
+    if s.warmup.warmup_random_seed != 42 {
+        return refuse(
+            "warmup.warmup_random_seed",
+            "--warmup-seed, --warmup-random-seed",
+            &format!(
+                "{} asks for a warm-up order of its own; warm-up here issues the first samples \
+                 of the sample order (--runtime.dataloader-random-seed)",
+                s.warmup.warmup_random_seed
+            ),
+        );
+    }
+    if let Some(engine) = &s.profiling.engine {
+        return refuse(
+            "profiling.engine",
+            "--profile, --engine",
+            &format!("server profiling ({engine:?}) is not supported yet"),
+        );
+    }
+    if s.profiling.urls.is_some() {
+        return refuse("profiling.urls", "--profile-urls, --urls", "server profiling");
+    }
+    Ok(())
+}

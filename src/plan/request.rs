@@ -1,0 +1,300 @@
+//! What each request asks for: the API type, streaming, sampling keys, extra body, per-row output
+//! lengths, and the per-dataset generation override.
+
+use super::*;
+
+/// `datasets[].generation_config_override` of the one dataset a run drives: merged over
+/// `model_params` (nested mappings deep-merged, as the reference's `_deep_merge`) and the result
+/// re-read through the schema, so a bad value is named as `model_params` would name it.
+pub(super) fn apply_generation_override(config: &mut Config) -> Result<(), AppError> {
+    if let Some(merged) = merged_model_params(config, 0)? {
+        config.model_params = merged;
+    }
+    Ok(())
+}
+
+/// `model_params` with dataset `i`'s override merged in; `None` where it has none.
+pub(super) fn merged_model_params(
+    config: &Config,
+    i: usize,
+) -> Result<Option<ModelParams>, AppError> {
+    let Some(over) = config.datasets.get(i).and_then(|d| d.generation_config_override.clone())
+    else {
+        return Ok(None);
+    };
+    let what = format!("datasets[{i}].generation_config_override");
+    let mut merged = serde_json::to_value(&config.model_params)
+        .map_err(|e| AppError::Execution(format!("cannot merge {what}: {e}")))?;
+    deep_merge(&mut merged, serde_json::Value::Object(over.into_iter().collect()));
+    serde_json::from_value(merged)
+        .map(Some)
+        .map_err(|e| AppError::Input(format!("{what}: {e}; fix the value")))
+}
+
+/// Each dataset's merged `model_params` meets the rules the top-level one does, as the
+/// reference checks every generation-config surface alike.
+pub(super) fn check_generation_overrides(
+    config: &Config,
+    api_type: ApiType,
+) -> Result<(), AppError> {
+    for i in 0..config.datasets.len() {
+        if let Some(merged) = merged_model_params(config, i)? {
+            let mut c = config.clone();
+            c.model_params = merged;
+            check_completions_only(&c, api_type)?;
+            resolve_sampling(&c, api_type)?;
+            draw_output_tokens(&c, 0)?;
+        }
+    }
+    Ok(())
+}
+
+pub(super) fn deep_merge(base: &mut serde_json::Value, over: serde_json::Value) {
+    match (base, over) {
+        (serde_json::Value::Object(b), serde_json::Value::Object(o)) => {
+            for (k, v) in o {
+                match b.get_mut(&k) {
+                    Some(slot) if slot.is_object() && v.is_object() => deep_merge(slot, v),
+                    _ => {
+                        b.insert(k, v);
+                    }
+                }
+            }
+        }
+        (b, o) => *b = o,
+    }
+}
+
+pub(super) fn resolve_streaming(config: &Config) -> bool {
+    match config.model_params.streaming {
+        Streaming::On => true,
+        Streaming::Off => false,
+        Streaming::Auto => config.kind == BenchType::Online,
+    }
+}
+
+pub(super) fn api_type_of(name: ApiTypeName) -> ApiType {
+    match name {
+        ApiTypeName::Openai => ApiType::OpenAi,
+        ApiTypeName::OpenaiCompletions => ApiType::OpenAiCompletions,
+        ApiTypeName::Sglang => ApiType::Sglang,
+        ApiTypeName::Videogen => ApiType::VideoGen,
+    }
+}
+
+pub(super) fn check_completions_only(config: &Config, api_type: ApiType) -> Result<(), AppError> {
+    let mp = &config.model_params;
+    if api_type == ApiType::OpenAiCompletions {
+        return Ok(());
+    }
+    if mp.min_new_tokens != 1 {
+        return Err(AppError::Setup(format!(
+            "min_new_tokens {} is only supported with --api-type openai_completions, not {}",
+            mp.min_new_tokens,
+            api_type.as_str()
+        )));
+    }
+    if !mp.skip_special_tokens {
+        return Err(AppError::Setup(format!(
+            "skip_special_tokens false is only supported with --api-type openai_completions, \
+             not {}",
+            api_type.as_str()
+        )));
+    }
+    Ok(())
+}
+
+/// The reference's other sampling keys plus ignore_eos and the extra body, checked against the
+/// API: a key an API cannot carry is refused rather than dropped.
+pub(super) fn resolve_sampling(
+    config: &Config,
+    api_type: ApiType,
+) -> Result<(Sampling, Vec<(String, serde_json::Value)>), AppError> {
+    let mp = &config.model_params;
+    let chat_template_kwargs = match &mp.chat_template_kwargs {
+        None => None,
+        Some(v) if api_type != ApiType::OpenAi => {
+            return Err(AppError::Input(format!(
+                "model_params.chat_template_kwargs {} is only sent with --api-type openai (chat), \
+                 not {}: its requests are not rendered by a chat template; remove the key",
+                yaml_inline(v),
+                api_type.as_str()
+            )))
+        }
+        Some(v @ serde_yaml_ng::Value::Mapping(_)) => {
+            Some(yaml_to_json(v, "chat_template_kwargs")?)
+        }
+        Some(v) => {
+            return Err(AppError::Input(format!(
+                "model_params.chat_template_kwargs {} is not a mapping; give keys such as \
+                 {{enable_thinking: false}}",
+                yaml_inline(v)
+            )))
+        }
+    };
+    let sampling = Sampling {
+        repetition_penalty: mp.repetition_penalty,
+        presence_penalty: mp.presence_penalty,
+        frequency_penalty: mp.frequency_penalty,
+        skip_special_tokens: mp.skip_special_tokens,
+        chat_template_kwargs,
+        ignore_eos: mp.ignore_eos,
+    };
+    Ok((sampling, resolve_extra_body(mp.extra_body.as_ref())?))
+}
+
+pub(super) fn resolve_extra_body(
+    value: Option<&serde_yaml_ng::Value>,
+) -> Result<Vec<(String, serde_json::Value)>, AppError> {
+    let map = match value {
+        None => return Ok(Vec::new()),
+        Some(serde_yaml_ng::Value::Mapping(map)) => map,
+        Some(v) => {
+            return Err(AppError::Input(format!(
+                "model_params.extra_body {} is not a mapping; give keys such as {{logprobs: 2}}",
+                yaml_inline(v)
+            )))
+        }
+    };
+    let mut out = Vec::with_capacity(map.len());
+    for (k, v) in map {
+        let Some(name) = k.as_str() else {
+            return Err(AppError::Input(format!(
+                "model_params.extra_body key {} is not a string",
+                yaml_inline(k)
+            )));
+        };
+        if RESERVED_BODY_KEYS.contains(&name) {
+            return Err(AppError::Input(format!(
+                "extra body key {name:?} cannot be replaced: it carries the prompt or decides how \
+                 the response is read; set it through its own flag or key"
+            )));
+        }
+        out.push((name.to_string(), yaml_to_json(v, name)?));
+    }
+    Ok(out)
+}
+
+/// `check_rows_n` for an `n` given in the extra body (it replaces every row's).
+pub(super) fn check_extra_body_n(
+    extra: &[(String, serde_json::Value)],
+    source: TokenCountSource,
+) -> Result<(), AppError> {
+    let n = extra.iter().find(|(k, _)| k == "n").map(|(_, v)| v);
+    match n {
+        Some(v) if source == TokenCountSource::Server && v.as_u64() != Some(1) => {
+            Err(AppError::Setup(format!(
+                "extra body n = {v} asks for several completions; server usage counts all of \
+                 them together, so it cannot be measured under --token-count-source server"
+            )))
+        }
+        _ => Ok(()),
+    }
+}
+
+pub(super) fn yaml_to_json(
+    v: &serde_yaml_ng::Value,
+    what: &str,
+) -> Result<serde_json::Value, AppError> {
+    serde_json::to_value(v).map_err(|e| {
+        AppError::Input(format!("{what} value {} cannot be sent as json: {e}", yaml_inline(v)))
+    })
+}
+
+pub(super) fn yaml_inline(v: &serde_yaml_ng::Value) -> String {
+    serde_json::to_string(v).unwrap_or_else(|_| format!("{v:?}"))
+}
+
+/// Each row's output length under `osl_distribution`, drawn in row order from
+/// `Random(dataloader_random_seed)` (the reference parses the key but never applies it; the
+/// draw is ours). `original` (or no key) keeps `max_new_tokens` for every row.
+pub(super) fn draw_output_tokens(config: &Config, rows: usize) -> Result<Vec<u32>, AppError> {
+    let Some(osl) = &config.model_params.osl_distribution else { return Ok(Vec::new()) };
+    if osl.kind == OslKind::Original {
+        return Ok(Vec::new());
+    }
+    let (min, max) = check_osl_bounds(osl, config.model_params.min_new_tokens)?;
+    let need = |v: Option<i64>, field: &str| {
+        v.ok_or_else(|| {
+            AppError::Input(format!(
+                "model_params.osl_distribution.{field} is required for type {}; set it",
+                osl.kind.as_str()
+            ))
+        })
+    };
+    let mut rng = PyRandom::new(config.settings.runtime.dataloader_random_seed);
+    let draws: Vec<u32> = match osl.kind {
+        OslKind::Original => Vec::new(),
+        OslKind::Fixed => {
+            let mean = need(osl.mean, "mean")?;
+            if mean < min || mean > max {
+                return Err(AppError::Input(format!(
+                    "model_params.osl_distribution.mean {mean} is outside [min {min}, max {max}]"
+                )));
+            }
+            vec![mean as u32; rows]
+        }
+        OslKind::Uniform => {
+            // Python's randint(min, max) = min + randbelow(max - min + 1).
+            let span = (max - min + 1) as u32;
+            (0..rows).map(|_| (min + i64::from(rng.randbelow(span))) as u32).collect()
+        }
+        OslKind::Normal => {
+            let (mean, std) = (need(osl.mean, "mean")? as f64, need(osl.std, "std")? as f64);
+            (0..rows)
+                .map(|_| {
+                    (normal_variate(&mut rng, mean, std).round_ties_even() as i64).clamp(min, max)
+                        as u32
+                })
+                .collect()
+        }
+    };
+    Ok(draws)
+}
+
+/// `[min, max]` of an osl distribution, checked: 1 <= min <= max < 2^32, min_new_tokens <= min.
+pub(super) fn check_osl_bounds(
+    osl: &OslDistribution,
+    min_new_tokens: u32,
+) -> Result<(i64, i64), AppError> {
+    let (min, max) = (osl.min, osl.max);
+    if min < 1 || max < min || max > i64::from(u32::MAX) {
+        return Err(AppError::Input(format!(
+            "model_params.osl_distribution min {min} and max {max} must satisfy 1 <= min <= max; \
+             fix --min-output-tokens / --model-params.osl-distribution.max"
+        )));
+    }
+    if i64::from(min_new_tokens) > min {
+        return Err(AppError::Input(format!(
+            "min_new_tokens {min_new_tokens} exceeds osl_distribution.min {min}: a row could ask \
+             for fewer tokens than its minimum; lower min_new_tokens or raise the min"
+        )));
+    }
+    Ok((min, max))
+}
+
+/// Python's `random.normalvariate` (Kinderman and Monahan), on the same generator.
+pub(super) fn normal_variate(rng: &mut PyRandom, mu: f64, sigma: f64) -> f64 {
+    let magic = 4.0 * (-0.5f64).exp() / 2.0f64.sqrt();
+    loop {
+        let u1 = rng.random();
+        let u2 = 1.0 - rng.random();
+        let z = magic * (u1 - 0.5) / u2;
+        if z * z / 4.0 <= -u2.ln() {
+            return mu + z * sigma;
+        }
+    }
+}
+
+/// Top-level body keys `--extra-body` may not replace: they carry the prompt or decide how the
+/// response is read.
+pub(super) const RESERVED_BODY_KEYS: [&str; 8] = [
+    "model",
+    "messages",
+    "prompt",
+    "input_ids",
+    "text",
+    "stream",
+    "stream_options",
+    "sampling_params",
+];

@@ -1,0 +1,248 @@
+//! Unit tests of the request settings a plan resolves.
+
+use super::*;
+
+fn plan_of(args: &[&str]) -> Result<Plan, AppError> {
+    let dataset = format!(
+        "{}/tests/assets/datasets/dummy_1k.jsonl,parser.prompt=text_input",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let mut all = vec!["offline", "--dataset", &dataset];
+    all.extend(args);
+    resolve_plan(config_from_args(&all)?, 0)
+}
+
+fn yaml_plan(model_params: &str) -> Result<Plan, AppError> {
+    let dataset = format!("{}/tests/assets/datasets/dummy_1k.jsonl", env!("CARGO_MANIFEST_DIR"));
+    let text = format!(
+        "type: offline\nmodel_params:\n{model_params}datasets:\n  - path: {dataset}\n    \
+         parser: {{prompt: text_input}}\n"
+    );
+    resolve_plan(Config::from_yaml_str(&text, "t.yaml")?, 0)
+}
+
+#[test]
+fn uniform_osl_draws_are_pythons_randint_on_the_dataloader_seed() {
+    // Python: r = random.Random(42); [r.randint(10, 20) for _ in range(8)]
+    let plan = plan_of(&[
+        "--osl-distribution.type",
+        "uniform",
+        "--min-output-tokens",
+        "10",
+        "--osl-distribution.max",
+        "20",
+    ])
+    .unwrap();
+    assert_eq!(plan.row_output_tokens.len(), plan.dataset.rows.len());
+    assert_eq!(plan.row_output_tokens[..8], [20, 11, 10, 14, 13, 13, 12, 11]);
+}
+
+#[test]
+fn normal_osl_draws_are_pythons_normalvariate_rounded_and_clamped() {
+    // Python: r = random.Random(42);
+    // [min(max(round(r.normalvariate(100, 30)), 1), 2048) for _ in range(8)]
+    let plan = plan_of(&[
+        "--osl-distribution.type",
+        "normal",
+        "--osl-distribution.mean",
+        "100",
+        "--osl-distribution.std",
+        "30",
+    ])
+    .unwrap();
+    assert_eq!(plan.row_output_tokens[..8], [107, 85, 138, 96, 71, 117, 65, 152]);
+}
+
+#[test]
+fn a_parser_target_input_tokens_makes_token_id_prompts() {
+    let path = format!("{}/tests/assets/configs/token_ids.jsonl", env!("CARGO_MANIFEST_DIR"));
+    let text = format!(
+        "type: offline\nendpoint_config: {{api_type: openai_completions}}\ndatasets:\n  - \
+         path: {path}\n    parser: {{input_tokens: input_tokens}}\n"
+    );
+    let plan = resolve_plan(Config::from_yaml_str(&text, "t.yaml").unwrap(), 0).unwrap();
+    let ids: Vec<_> = plan.dataset.rows.iter().map(|r| r.token_ids.clone()).collect();
+    assert_eq!(
+        ids,
+        [Some(vec![101, 102, 103]), Some(vec![104, 105]), Some(vec![106, 107, 108, 109])]
+    );
+    // The command-line form takes any target too.
+    let spec = crate::dataset::DatasetSpec::parse("x.jsonl,parser.input_tokens=ids").unwrap();
+    let other = spec.parser.unwrap().other;
+    assert_eq!(other.get("input_tokens").map(String::as_str), Some("ids"));
+    let bad = text.replace("{input_tokens: input_tokens}", "{label_text: label}");
+    let err = resolve_plan(Config::from_yaml_str(&bad, "t.yaml").unwrap(), 0).unwrap_err();
+    assert_eq!(err.exit_code(), 2);
+    assert!(err.to_string().contains("datasets[0].parser.label_text"), "{err}");
+}
+
+#[test]
+fn a_generation_config_override_is_merged_over_model_params() {
+    let path = format!("{}/tests/assets/datasets/dummy_1k.jsonl", env!("CARGO_MANIFEST_DIR"));
+    let text = format!(
+        "type: offline\nmodel_params:\n  max_new_tokens: 64\n  temperature: 0.5\n  \
+         osl_distribution: {{type: uniform, min: 2, max: 9}}\ndatasets:\n  - path: {}\n    \
+         parser: {{prompt: text_input}}\n    generation_config_override:\n      \
+         max_new_tokens: 8\n      osl_distribution: {{max: 5}}\n",
+        path
+    );
+    let plan = resolve_plan(Config::from_yaml_str(&text, "t.yaml").unwrap(), 0).unwrap();
+    assert_eq!((plan.max_output_tokens, plan.temperature), (8, Some(0.5)));
+    // Deep-merged: the override's max bounds the base's uniform draw from min 2.
+    assert!(
+        plan.row_output_tokens.iter().all(|n| (2..=5).contains(n)),
+        "{:?}",
+        plan.row_output_tokens
+    );
+    assert!(plan.row_output_tokens.contains(&2) && plan.row_output_tokens.contains(&5));
+    let bad = text.replace("max_new_tokens: 8", "max_new_tokens: lots");
+    let err = resolve_plan(Config::from_yaml_str(&bad, "t.yaml").unwrap(), 0).unwrap_err();
+    assert!(err.to_string().contains("datasets[0].generation_config_override"), "{err}");
+    assert_eq!(err.exit_code(), 2);
+}
+
+#[test]
+fn null_drain_timeouts_resolve_to_an_unbounded_drain() {
+    let text = "type: offline\nsettings:\n  drain:\n    warmup_timeout_s: null\n    \
+                performance_timeout_s: null\n";
+    let plan = resolve_plan(Config::from_yaml_str(text, "t.yaml").unwrap(), 0).unwrap();
+    assert_eq!(
+        (plan.drain_timeout_ms, plan.warmup.drain_timeout_ms),
+        (DRAIN_FOREVER_MS, DRAIN_FOREVER_MS)
+    );
+    // An instant plus it does not overflow, as the coordinator adds it to now.
+    let forever = std::time::Duration::from_millis(DRAIN_FOREVER_MS);
+    assert!(std::time::Instant::now().checked_add(forever).is_some());
+    let given = resolve_plan(Config::from_yaml_str("type: offline\n", "t.yaml").unwrap(), 0);
+    assert_eq!(given.unwrap().drain_timeout_ms, 240_000);
+}
+
+#[test]
+fn validate_yaml_accepts_what_the_reference_does_and_lists_what_a_run_refuses() {
+    let text = "type: submission\nbenchmark_mode: online\nmodel_params: {name: m}\n\
+                settings:\n  load_pattern: {type: poisson, target_qps: 5}\n  warmup: \
+                {salt: true}\ndatasets:\n  - name: gpqa\n    type: accuracy\n";
+    let config = Config::from_yaml_str(text, "t.yaml").unwrap();
+    check_config(&config).unwrap();
+    let notes = run_refusals(&config).join("\n");
+    for key in [
+        "type: submission",
+        "datasets[0].type accuracy",
+        "datasets[0].path",
+        "settings.warmup.salt",
+    ] {
+        assert!(notes.contains(key), "{key}: {notes}");
+    }
+    assert_eq!(resolve_plan(config, 0).unwrap_err().exit_code(), 2);
+}
+
+#[test]
+fn validate_yaml_refuses_what_a_run_would_refuse() {
+    let bad = [
+        "type: offline\nendpoint_config: {api_type: sglang}\nmodel_params:\n  \
+         chat_template_kwargs: {a: 1}\n",
+        "type: offline\nmodel_params:\n  osl_distribution: {type: normal, mean: 9}\n",
+        "type: offline\nmodel_params:\n  extra_body: [1]\n",
+    ];
+    for text in bad {
+        let config = Config::from_yaml_str(text, "t.yaml").unwrap();
+        assert_eq!(check_config(&config).unwrap_err().exit_code(), 2, "{text}");
+    }
+    let good = "type: offline\nmodel_params:\n  osl_distribution:\n    type: normal\n    \
+                mean: 1000\n    std: 200\n    min: 512\n    max: 2048\n";
+    check_config(&Config::from_yaml_str(good, "t.yaml").unwrap()).unwrap();
+}
+
+#[test]
+fn original_osl_keeps_max_new_tokens_for_every_row() {
+    let plan = plan_of(&["--osl-distribution.type", "original"]).unwrap();
+    assert!(plan.row_output_tokens.is_empty());
+}
+
+#[test]
+fn osl_bounds_and_min_new_tokens_are_checked() {
+    let cases: [&[&str]; 3] = [
+        &[
+            "--min-output-tokens",
+            "30",
+            "--osl-distribution.max",
+            "20",
+            "--osl-distribution.type",
+            "uniform",
+        ],
+        &["--osl-distribution.type", "fixed", "--osl-distribution.mean", "5000"],
+        &[
+            "--api-type",
+            "openai_completions",
+            "--min-new-tokens",
+            "9",
+            "--osl-distribution.type",
+            "uniform",
+            "--min-output-tokens",
+            "4",
+        ],
+    ];
+    for args in cases {
+        let err = plan_of(args).unwrap_err();
+        assert_eq!(err.exit_code(), 2, "{args:?}: {err}");
+        assert!(err.to_string().contains("osl_distribution"), "{args:?}: {err}");
+    }
+}
+
+#[test]
+fn each_request_flag_gives_the_same_plan_as_its_yaml_key() {
+    let cases: [(&[&str], &str); 7] = [
+        (&["--model-params.repetition-penalty", "1.1"], "  repetition_penalty: 1.1\n"),
+        (&["--model-params.presence-penalty", "0.2"], "  presence_penalty: 0.2\n"),
+        (&["--model-params.frequency-penalty", "-0.3"], "  frequency_penalty: -0.3\n"),
+        (&["--model-params.ignore-eos"], "  ignore_eos: true\n"),
+        (&["--extra-body", r#"{"b": 1, "a": [2]}"#], "  extra_body: {b: 1, a: [2]}\n"),
+        (
+            &[
+                "--model-params.osl-distribution.type",
+                "fixed",
+                "--model-params.osl-distribution.mean",
+                "12",
+            ],
+            "  osl_distribution: {type: fixed, mean: 12}\n",
+        ),
+        (
+            &[
+                "--model-params.osl-distribution.type",
+                "uniform",
+                "--model-params.osl-distribution.min",
+                "4",
+                "--model-params.osl-distribution.max",
+                "9",
+            ],
+            "  osl_distribution: {type: uniform, min: 4, max: 9}\n",
+        ),
+    ];
+    for (flags, yaml) in cases {
+        let (a, b) = (plan_of(flags).unwrap(), yaml_plan(yaml).unwrap());
+        let view =
+            |p: &Plan| (p.sampling.clone(), p.extra_body.clone(), p.row_output_tokens.clone());
+        assert_eq!(view(&a), view(&b), "{flags:?} vs {yaml}");
+        assert_ne!(view(&a), view(&plan_of(&[]).unwrap()), "{flags:?} changes the plan");
+    }
+}
+
+#[test]
+fn skip_special_tokens_false_flag_is_a_completions_only_setting() {
+    let plan = plan_of(&["--api-type", "openai_completions", "--no-skip-special-tokens"]);
+    assert!(!plan.unwrap().sampling.skip_special_tokens);
+    let err = plan_of(&["--model-params.no-skip-special-tokens"]).unwrap_err();
+    assert!(err.to_string().contains("skip_special_tokens"), "{err}");
+}
+
+#[test]
+fn extra_body_keeps_the_users_key_order_and_refuses_reserved_keys() {
+    let plan = plan_of(&["--extra-body", r#"{"z": 1, "a": 2}"#]).unwrap();
+    let keys: Vec<&str> = plan.extra_body.iter().map(|(k, _)| k.as_str()).collect();
+    assert_eq!(keys, ["z", "a"]);
+    let err = yaml_plan("  extra_body: {messages: []}\n").unwrap_err();
+    assert_eq!(err.exit_code(), 2);
+    assert!(err.to_string().contains("\"messages\""), "{err}");
+    let err = yaml_plan("  extra_body: 5\n").unwrap_err();
+    assert!(err.to_string().contains("model_params.extra_body 5"), "{err}");
+}

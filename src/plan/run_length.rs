@@ -1,0 +1,148 @@
+//! How long a run is: the load pattern, samples to issue, durations, drains and timeouts.
+
+use super::*;
+
+/// The reference's default target rate for sizing the sample count (anchor §3.5).
+pub const SAMPLE_SIZING_QPS_DEFAULT: f64 = 10.0;
+
+/// A drain's timeout in ms; `null` (the reference's "wait indefinitely") is `DRAIN_FOREVER_MS`.
+pub(super) fn resolve_drain_timeout_ms(seconds: Option<f64>, what: &str) -> Result<u64, AppError> {
+    match seconds {
+        Some(s) => seconds_to_ms(s, what),
+        None => Ok(DRAIN_FOREVER_MS),
+    }
+}
+
+/// The drain of a `null` timeout: a hundred years, so unbounded for any run, yet an instant
+/// plus it cannot overflow (the coordinator adds it to `Instant::now()`).
+pub const DRAIN_FOREVER_MS: u64 = 100 * 365 * 24 * 3600 * 1000;
+
+/// Samples to issue (anchor §3.5): `n_samples_to_issue` wins; a zero minimum duration
+/// issues the dataset once; otherwise `ceil(qps × duration × 1.1)` (qps 10 when unset),
+/// rounded up to a multiple of the dataset size.
+pub fn samples_to_issue(
+    n_samples_to_issue: Option<u64>,
+    min_duration_ms: u64,
+    target_qps: Option<f64>,
+    dataset_rows: u64,
+) -> u64 {
+    if let Some(n) = n_samples_to_issue {
+        return n;
+    }
+    let rows = dataset_rows.max(1);
+    if min_duration_ms == 0 {
+        return rows;
+    }
+    let qps = target_qps.unwrap_or(SAMPLE_SIZING_QPS_DEFAULT);
+    let wanted = (qps * (min_duration_ms as f64 / 1000.0) * 1.1).ceil().max(1.0) as u64;
+    wanted.div_ceil(rows) * rows
+}
+
+pub(super) fn resolve_load_pattern(config: &Config) -> Result<LoadPattern, AppError> {
+    let lp = &config.settings.load_pattern;
+    match config.kind {
+        BenchType::Offline | BenchType::Online => {}
+        other => {
+            return Err(AppError::Input(format!(
+                "config type {:?} is not supported yet (use offline or online)",
+                other.as_str()
+            )))
+        }
+    }
+    if let Some(qps) = lp.target_qps {
+        if !(qps.is_finite() && qps > 0.0) {
+            return Err(AppError::Input(format!("target qps must be above 0, got {qps}")));
+        }
+    }
+    if lp.target_concurrency == Some(0) {
+        return Err(AppError::Input("target concurrency must be above 0, got 0".into()));
+    }
+    let contradiction = |msg: String| Err(AppError::Setup(msg));
+    match (config.kind, lp.kind) {
+        (BenchType::Offline, LoadPatternKind::MaxThroughput) => {
+            if let Some(c) = lp.target_concurrency {
+                return contradiction(format!(
+                    "--concurrency {c} does not apply to benchmark offline (max_throughput); \
+                     use benchmark online --load-pattern concurrency --concurrency {c}"
+                ));
+            }
+            Ok(LoadPattern::Offline)
+        }
+        (BenchType::Offline, kind) => contradiction(format!(
+            "benchmark offline uses load pattern max_throughput, got {}; use benchmark online",
+            kind.as_str()
+        )),
+        (_, LoadPatternKind::Poisson) => match (lp.target_qps, lp.target_concurrency) {
+            (_, Some(c)) => contradiction(format!(
+                "--concurrency {c} does not apply to load pattern poisson (it uses --target-qps)"
+            )),
+            (Some(q), None) => Ok(LoadPattern::Poisson { target_qps: q }),
+            (None, None) => contradiction("load pattern poisson needs --target-qps".into()),
+        },
+        (_, LoadPatternKind::Concurrency) => match lp.target_concurrency {
+            Some(n) => Ok(LoadPattern::Concurrency { n }),
+            None => contradiction("load pattern concurrency needs --concurrency N".into()),
+        },
+        (_, LoadPatternKind::MaxThroughput) => contradiction(
+            "benchmark online needs --load-pattern poisson (with --target-qps) or concurrency \
+             (with --concurrency); for max_throughput use benchmark offline"
+                .into(),
+        ),
+        (_, kind) => contradiction(format!("load pattern {} is not supported", kind.as_str())),
+    }
+}
+
+pub(super) fn check_durations(runtime: &Runtime) -> Result<Option<u64>, AppError> {
+    let (min, max) = (runtime.min_duration_ms, runtime.max_duration_ms);
+    if max == 0 {
+        return Ok(None);
+    }
+    if runtime.n_samples_to_issue.is_none() && max < min {
+        return Err(AppError::Setup(format!(
+            "--runtime.max-duration-ms {max} is below the minimum duration {min} ms \
+             (--duration); raise it, lower --duration, or give --num-samples"
+        )));
+    }
+    Ok(Some(max))
+}
+
+/// The per-request timeout in ns (0 = none): positive and finite seconds, as `--timeout`
+/// and YAML `timeout:` give it (the reference's key, which it accepts but does not use).
+pub fn resolve_request_timeout(seconds: Option<f64>) -> Result<u64, AppError> {
+    let Some(s) = seconds else { return Ok(0) };
+    if !(s.is_finite() && s > 0.0) {
+        return Err(AppError::Input(format!(
+            "--timeout {s} is not valid (YAML timeout:); give a positive number of seconds per \
+             request, or leave it out for none"
+        )));
+    }
+    // At least 1 ns so that a tiny timeout is not read as none; u64 ns covers 584 years.
+    Ok(((s * 1e9).round() as u64).max(1))
+}
+
+/// Zero samples would mean nothing to measure: the reference refuses them (`gt=0`) rather
+/// than falling back to the whole dataset, and so does this.
+pub(super) fn check_sample_counts(config: &Config) -> Result<(), AppError> {
+    if config.settings.runtime.n_samples_to_issue == Some(0) {
+        return Err(AppError::Input(
+            "--num-samples 0 (settings.runtime.n_samples_to_issue) is not valid; give a \
+             positive count, or leave it out to size the run from --duration"
+                .into(),
+        ));
+    }
+    if let Some(d) = config.datasets.iter().find(|d| d.samples == Some(0)) {
+        return Err(AppError::Input(format!(
+            "dataset {}: samples 0 (datasets[].samples, --dataset …,samples=N) is not valid; \
+             give a positive count, or leave it out to use every row",
+            d.path
+        )));
+    }
+    Ok(())
+}
+
+pub(super) fn seconds_to_ms(seconds: f64, what: &str) -> Result<u64, AppError> {
+    if !(seconds.is_finite() && seconds >= 0.0) {
+        return Err(AppError::Input(format!("{what} timeout {seconds} s is not valid")));
+    }
+    Ok((seconds * 1000.0).round() as u64)
+}
