@@ -4,6 +4,8 @@
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_yaml_ng::Value as YamlValue;
 
+use loadgen_coordinator::TokenCountSource;
+
 use crate::dataset::DatasetSpec;
 use crate::error::AppError;
 
@@ -84,43 +86,39 @@ impl BenchType {
 
 /// `model_params:`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(default, deny_unknown_fields)]
 pub struct ModelParams {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub temperature: Option<f64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub seed: Option<u64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub top_k: Option<i64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub top_p: Option<f64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub repetition_penalty: Option<f64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub presence_penalty: Option<f64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub frequency_penalty: Option<f64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub chat_template_kwargs: Option<YamlValue>,
-    #[serde(default = "default_max_new_tokens")]
     pub max_new_tokens: u32,
-    #[serde(default = "one")]
     pub min_new_tokens: u32,
-    #[serde(default = "yes")]
     pub skip_special_tokens: bool,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub osl_distribution: Option<OslDistribution>,
     /// Beyond the reference: send `ignore_eos: true` (vLLM, SGLang).
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub ignore_eos: bool,
     /// Beyond the reference: a mapping merged into every request body's top level.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub extra_body: Option<YamlValue>,
-    #[serde(default)]
     pub streaming: Streaming,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub tokenizer_name: Option<String>,
 }
 
@@ -136,7 +134,7 @@ impl Default for ModelParams {
             presence_penalty: None,
             frequency_penalty: None,
             chat_template_kwargs: None,
-            max_new_tokens: default_max_new_tokens(),
+            max_new_tokens: 1024,
             min_new_tokens: 1,
             skip_special_tokens: true,
             osl_distribution: None,
@@ -151,17 +149,15 @@ impl Default for ModelParams {
 /// `model_params.osl_distribution`: a per-sample output length (the reference's schema, its
 /// types and defaults).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(default, deny_unknown_fields)]
 pub struct OslDistribution {
-    #[serde(default, rename = "type")]
+    #[serde(rename = "type")]
     pub kind: OslKind,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub mean: Option<i64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub std: Option<i64>,
-    #[serde(default = "one_i64")]
     pub min: i64,
-    #[serde(default = "default_osl_max")]
     pub max: i64,
 }
 
@@ -195,10 +191,6 @@ impl OslKind {
             OslKind::Normal => "normal",
         }
     }
-}
-
-fn default_osl_max() -> i64 {
-    2048
 }
 
 /// `model_params.streaming`: auto resolves to off offline, on online.
@@ -251,26 +243,17 @@ impl<'de> Deserialize<'de> for Streaming {
 
 /// `settings:`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(default, deny_unknown_fields)]
 pub struct Settings {
-    #[serde(default)]
     pub runtime: Runtime,
-    #[serde(default)]
     pub load_pattern: LoadPatternConfig,
-    #[serde(default)]
     pub client: Client,
-    #[serde(default)]
     pub drain: Drain,
-    #[serde(default)]
     pub warmup: WarmupConfig,
-    #[serde(default)]
     pub profiling: Profiling,
-    #[serde(default)]
     pub early_stopping: EarlyStopping,
-    #[serde(default = "default_service_ready_timeout_s")]
     pub service_ready_timeout_s: f64,
-    #[serde(default)]
-    pub token_count_source: TokenSource,
+    pub token_count_source: TokenCountSource,
 }
 
 impl Default for Settings {
@@ -283,33 +266,31 @@ impl Default for Settings {
             warmup: WarmupConfig::default(),
             profiling: Profiling::default(),
             early_stopping: EarlyStopping::default(),
-            service_ready_timeout_s: default_service_ready_timeout_s(),
-            token_count_source: TokenSource::Client,
+            service_ready_timeout_s: 30.0,
+            token_count_source: TokenCountSource::Client,
         }
     }
 }
 
 /// `settings.runtime:`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(default, deny_unknown_fields)]
 pub struct Runtime {
     /// Milliseconds, or a string with a unit (`600s`, `10m`, `600000ms`) as the reference reads.
-    #[serde(default = "default_min_duration_ms", deserialize_with = "min_duration_ms")]
+    #[serde(deserialize_with = "min_duration_ms")]
     pub min_duration_ms: u64,
-    #[serde(default, deserialize_with = "max_duration_ms")]
+    #[serde(deserialize_with = "max_duration_ms")]
     pub max_duration_ms: u64,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub n_samples_to_issue: Option<u64>,
-    #[serde(default = "default_seed")]
     pub scheduler_random_seed: u64,
-    #[serde(default = "default_seed")]
     pub dataloader_random_seed: u64,
 }
 
 impl Default for Runtime {
     fn default() -> Self {
         Runtime {
-            min_duration_ms: default_min_duration_ms(),
+            min_duration_ms: 600_000,
             max_duration_ms: 0,
             n_samples_to_issue: None,
             scheduler_random_seed: 42,
@@ -375,15 +356,12 @@ impl LoadPatternKind {
 
 /// `settings.load_pattern:`; `use_legacy_loadgen_qps_metrics` is written only for Poisson.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(default, deny_unknown_fields)]
 pub struct LoadPatternConfig {
-    #[serde(default, rename = "type")]
+    #[serde(rename = "type")]
     pub kind: LoadPatternKind,
-    #[serde(default)]
     pub target_qps: Option<f64>,
-    #[serde(default)]
     pub target_concurrency: Option<u32>,
-    #[serde(default = "yes")]
     pub use_legacy_loadgen_qps_metrics: bool,
 }
 
@@ -421,42 +399,26 @@ impl Serialize for LoadPatternConfig {
 
 /// `settings.client:` (the reference's fields, plus `stream_include_usage`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(default, deny_unknown_fields)]
 pub struct Client {
-    #[serde(default = "minus_one")]
     pub num_workers: i64,
-    #[serde(default = "default_log_level")]
     pub log_level: String,
-    #[serde(default = "minus_one")]
     pub warmup_connections: i64,
-    #[serde(default = "default_warmup_budget")]
     pub auto_warmup_budget_fraction: f64,
-    #[serde(default = "default_max_concurrent_warmup_connects")]
     pub max_concurrent_warmup_connects: i64,
-    #[serde(default = "minus_one")]
     pub max_connections: i64,
-    #[serde(default)]
     pub transport: Transport,
-    #[serde(default)]
     pub stream_all_chunks: bool,
-    #[serde(default = "sixty")]
     pub worker_initialization_timeout: f64,
-    #[serde(default = "half")]
     pub worker_graceful_shutdown_wait: f64,
-    #[serde(default = "half")]
     pub worker_force_kill_timeout: f64,
-    #[serde(default)]
     pub insecure: bool,
-    #[serde(default = "four")]
     pub max_idle_time: f64,
-    #[serde(default = "minus_one")]
     pub min_required_connections: i64,
-    #[serde(default = "default_gc_mode")]
     pub worker_gc_mode: String,
-    #[serde(default = "yes")]
     pub stream_include_usage: bool,
     /// Synced from `endpoint_config.api_type` by the reference; accepted, not written.
-    #[serde(default, skip_serializing)]
+    #[serde(skip_serializing)]
     pub api_type: Option<ApiTypeName>,
 }
 
@@ -464,7 +426,7 @@ impl Default for Client {
     fn default() -> Self {
         Client {
             num_workers: -1,
-            log_level: default_log_level(),
+            log_level: "INFO".to_string(),
             warmup_connections: -1,
             auto_warmup_budget_fraction: 0.25,
             max_concurrent_warmup_connects: 128,
@@ -477,7 +439,7 @@ impl Default for Client {
             insecure: false,
             max_idle_time: 4.0,
             min_required_connections: -1,
-            worker_gc_mode: default_gc_mode(),
+            worker_gc_mode: "relaxed".to_string(),
             stream_include_usage: true,
             api_type: None,
         }
@@ -486,32 +448,25 @@ impl Default for Client {
 
 /// `settings.client.transport:` (the reference's ZMQ knobs; kept for schema parity).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(default, deny_unknown_fields)]
 pub struct Transport {
-    #[serde(default = "default_transport", rename = "type")]
+    #[serde(rename = "type")]
     pub kind: String,
-    #[serde(default = "default_buffer")]
     pub recv_buffer_size: i64,
-    #[serde(default = "default_buffer")]
     pub send_buffer_size: i64,
-    #[serde(default = "default_io_threads")]
     pub io_threads: i64,
-    #[serde(default = "one_i64")]
     pub worker_io_threads: i64,
-    #[serde(default)]
     pub high_water_mark: i64,
-    #[serde(default = "minus_one")]
     pub linger: i64,
-    #[serde(default = "one_i64")]
     pub immediate: i64,
 }
 
 impl Default for Transport {
     fn default() -> Self {
         Transport {
-            kind: default_transport(),
-            recv_buffer_size: default_buffer(),
-            send_buffer_size: default_buffer(),
+            kind: "zmq".to_string(),
+            recv_buffer_size: 16 * 1024 * 1024,
+            send_buffer_size: 16 * 1024 * 1024,
             io_threads: 4,
             worker_io_threads: 1,
             high_water_mark: 0,
@@ -523,22 +478,18 @@ impl Default for Transport {
 
 /// `settings.drain:`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(default, deny_unknown_fields)]
 pub struct Drain {
     /// `null`: wait for the warm-up samples however long they take (the reference's `None`).
-    #[serde(default = "default_drain_s")]
     pub warmup_timeout_s: Option<f64>,
     /// `null`: wait for the in-flight samples however long they take.
-    #[serde(default = "default_drain_s")]
     pub performance_timeout_s: Option<f64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub accuracy_timeout_s: Option<f64>,
     /// Seconds the end-of-run tokenizer drain may take; 0 = until every output is counted.
-    #[serde(default)]
     pub metrics_drain_timeout_s: f64,
     /// Live client tokenizer threads; 0 = count after the last sample. `None` (not given):
     /// the CPU plan decides (`cpu::tokenizer_threads`), and the plan writes its choice back.
-    #[serde(default)]
     pub metrics_tokenizer_workers: Option<i64>,
 }
 
@@ -556,17 +507,13 @@ impl Default for Drain {
 
 /// `settings.warmup:`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(default, deny_unknown_fields)]
 pub struct WarmupConfig {
-    #[serde(default)]
     pub enabled: bool,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub n_requests: Option<u64>,
-    #[serde(default)]
     pub salt: bool,
-    #[serde(default)]
     pub drain: bool,
-    #[serde(default = "default_seed")]
     pub warmup_random_seed: u64,
 }
 
@@ -594,9 +541,8 @@ pub struct Profiling {
 
 /// `settings.early_stopping:`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(default, deny_unknown_fields)]
 pub struct EarlyStopping {
-    #[serde(default = "yes")]
     pub enabled: bool,
 }
 
@@ -604,15 +550,6 @@ impl Default for EarlyStopping {
     fn default() -> Self {
         EarlyStopping { enabled: true }
     }
-}
-
-/// `settings.token_count_source`.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
-#[serde(rename_all = "lowercase")]
-pub enum TokenSource {
-    #[default]
-    Client,
-    Server,
 }
 
 /// `endpoint_config:`.
@@ -642,65 +579,28 @@ pub enum ApiTypeName {
     Videogen,
 }
 
+impl ApiTypeName {
+    /// The name used on the command line and in YAML.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ApiTypeName::Openai => "openai",
+            ApiTypeName::OpenaiCompletions => "openai_completions",
+            ApiTypeName::Sglang => "sglang",
+            ApiTypeName::Videogen => "videogen",
+        }
+    }
+
+    /// Whether streaming requests of this type can ask for usage (`stream_options`).
+    pub fn is_openai(self) -> bool {
+        matches!(self, ApiTypeName::Openai | ApiTypeName::OpenaiCompletions)
+    }
+}
+
 fn default_version() -> String {
     "1.0".to_string()
 }
 fn yes() -> bool {
     true
-}
-fn one() -> u32 {
-    1
-}
-fn one_i64() -> i64 {
-    1
-}
-fn minus_one() -> i64 {
-    -1
-}
-fn half() -> f64 {
-    0.5
-}
-fn four() -> f64 {
-    4.0
-}
-fn sixty() -> f64 {
-    60.0
-}
-fn default_max_new_tokens() -> u32 {
-    1024
-}
-fn default_min_duration_ms() -> u64 {
-    600_000
-}
-fn default_seed() -> u64 {
-    42
-}
-fn default_service_ready_timeout_s() -> f64 {
-    30.0
-}
-fn default_log_level() -> String {
-    "INFO".to_string()
-}
-fn default_warmup_budget() -> f64 {
-    0.25
-}
-fn default_max_concurrent_warmup_connects() -> i64 {
-    128
-}
-fn default_gc_mode() -> String {
-    "relaxed".to_string()
-}
-fn default_transport() -> String {
-    "zmq".to_string()
-}
-fn default_buffer() -> i64 {
-    16 * 1024 * 1024
-}
-fn default_io_threads() -> i64 {
-    4
-}
-fn default_drain_s() -> Option<f64> {
-    Some(240.0)
 }
 
 impl Config {
