@@ -4,12 +4,12 @@
 use std::path::PathBuf;
 
 use clap::{ArgAction, Args, Parser, Subcommand, ValueEnum};
+use loadgen_coordinator::TokenCountSource;
 
 use crate::dataset::DatasetSpec;
 use crate::error::AppError;
 use crate::yaml::{
     ApiTypeName, Config, LoadPatternKind, ModelParams, OslDistribution, OslKind, Streaming,
-    TokenSource,
 };
 
 /// A load generator for LLM inference endpoints.
@@ -444,13 +444,22 @@ pub struct BenchFlags {
     #[arg(
         long = "token-count-source",
         visible_alias = "settings.token-count-source",
-        help_heading = "Report"
+        help_heading = "Report",
+        value_parser = basis_parser()
     )]
-    pub token_count_source: Option<TokenSource>,
+    pub token_count_source: Option<TokenCountSource>,
 
     /// The rest of the reference's spellings (see `SpellingFlags`).
     #[command(flatten)]
     pub spellings: SpellingFlags,
+}
+
+/// `client` | `server`, listed in `--help`, parsed into the one basis type.
+fn basis_parser() -> impl clap::builder::TypedValueParser<Value = TokenCountSource> {
+    use clap::builder::TypedValueParser;
+    clap::builder::PossibleValuesParser::new(["client", "server"])
+        // Only the two listed names get here, and both parse.
+        .map(|name| name.parse().unwrap_or_default())
 }
 
 /// Parses `600s`, `10m`, `1h`, `600000ms` or a plain integer (milliseconds).

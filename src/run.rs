@@ -2,42 +2,24 @@
 
 use std::io::{Read, Write};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
-use std::sync::Arc;
-use std::time::Duration;
 
 use loadgen_coordinator::aggregate::events::sample_uuid;
-use loadgen_coordinator::aggregate::tokens::{TokenCounter, TokenPoolPlan};
 use loadgen_coordinator::aggregate::AggregatorOutput;
-use loadgen_coordinator::cpu::{cores_available, tokenizer_threads, CpuPlan};
+use loadgen_coordinator::cpu::{cores_available, CpuPlan};
 use loadgen_coordinator::fork::{fork_child, kill_and_reap};
-use loadgen_coordinator::metrics::{
-    final_snapshot, MetricsOptions, RunState, SampleTable, TokenCountSource,
-};
-use loadgen_coordinator::schedule::{IssueLags, Pattern};
-use loadgen_coordinator::{RunEnd, RunError, RunSpec};
-use loadgen_worker::http::ports::{
-    bind_from_slot_over_sources, ephemeral_even_ports, ephemeral_range, ports_per_source,
-    source_addresses_for, SourceChoice, SOURCE_PORT_BUDGET_PERCENT,
-};
-use loadgen_worker::request::{self, Endpoint, Prompt, RequestOptions, RequestTable, RowParams};
-use loadgen_worker::synthetic::SyntheticResponse;
-use loadgen_worker::wire::RingSizes;
-use loadgen_worker::WorkerSpec;
+use loadgen_coordinator::metrics::{final_snapshot, MetricsOptions, RunState, SampleTable};
+use loadgen_coordinator::schedule::IssueLags;
+use loadgen_coordinator::{LoadPattern, RunEnd, RunError};
+use loadgen_worker::request::Endpoint;
 
-use crate::dataset::Row;
 use crate::error::AppError;
-use crate::plan::{split_share, warm_connections, ApiType, LoadPattern, Plan};
+use crate::plan::Plan;
 use crate::redact::redact;
 use crate::report::{
     console_summary, is_complete, result_summary, write_atomic, write_atomic_with,
     write_report_files, ClientTokenCounting, FailureKindCount, IssueLag, LoadPatternInfo, RunInfo,
     WarmupInfo,
 };
-
-/// Connections a worker may hold at most (a named limit; file descriptors are the real bound).
-pub const MAX_CONNECTIONS_PER_WORKER: usize = 65_536;
-/// The longest output a record carries; longer outputs are truncated (and counted).
-pub const MAX_OUTPUT_BYTES: usize = 256 * 1024;
 
 /// Where a null-endpoint run's request bytes are addressed (they are built, never sent).
 const NULL_REQUEST_BASE: &str = "http://127.0.0.1:9";
@@ -125,15 +107,11 @@ fn raise_fd_limit(
 
 /// Runs the benchmark the plan describes and writes its report directory. Returns the exit code.
 pub fn run_benchmark(plan: &Plan) -> Result<i32, AppError> {
-    if plan.api_type == ApiType::VideoGen {
-        return Err(AppError::Setup(
-            "api type videogen is not supported by this version; use openai, openai_completions or sglang".into(),
-        ));
-    }
     let embedded = plan.endpoints.is_empty();
     let null = plan.endpoints.iter().any(crate::plan::EndpointUrl::is_null);
     let cores = cores_available();
-    let cpu_plan = CpuPlan::new(&cores, plan.workers, plan.cpu_affinity, embedded);
+    let c = &plan.connections;
+    let cpu_plan = CpuPlan::new(&cores, c.workers, c.cpu_affinity, embedded);
     if plan.verbose > 0 {
         eprintln!("{cpu_plan}");
     }
@@ -151,7 +129,7 @@ pub fn run_benchmark(plan: &Plan) -> Result<i32, AppError> {
     // The embedded stub is a child process, forked while we are still single-threaded.
     let mut stub = None;
     let urls: Vec<String> = if embedded {
-        let (pid, url) = start_embedded_stub(&cpu_plan, plan.streaming)?;
+        let (pid, url) = start_embedded_stub(&cpu_plan, plan.request.streaming)?;
         println!("no --endpoints given: benchmarking the embedded max-throughput stub at {url}");
         stub = Some(pid);
         vec![url]
@@ -196,71 +174,9 @@ fn run_with_endpoints(
             })
         })
         .collect::<Result<Vec<_>, _>>()?;
-    let api = worker_api(plan.api_type);
-    let tables = request_tables(plan, &endpoints, api)?;
-    let (isl_client, prompt_data_json, token_counter) = client_counts(plan);
-    let token_pool = token_pool_plan(plan, &cpu_plan);
-
-    // A closed loop of N holds exactly N connections, one per sample in flight.
-    let (workers, connections) = match plan.load_pattern {
-        LoadPattern::Concurrency { n } => {
-            let n = n as usize;
-            (plan.workers.clamp(1, n), n)
-        }
-        _ => {
-            let workers = plan.workers.max(1);
-            (workers, plan.max_connections.max(workers))
-        }
-    };
-    let worker_specs = worker_specs(plan, &endpoints, &tables, workers, connections)?;
-    if plan.verbose > 0 {
-        let warm: u32 = worker_specs.iter().map(|w| w.warm_connections.max(1)).sum();
-        eprintln!(
-            "connections: pool {connections} across {workers} worker(s), {warm} opened before \
-             the start, the rest on demand"
-        );
-    }
-    let per_worker_conns = connections.div_ceil(workers);
-    raise_fd_limit(connections, workers, embedded, plan.verbose > 0)?;
-    let ring_sizes = RingSizes {
-        issue_slots: (per_worker_conns * 2).clamp(1024, 1 << 16),
-        record_bytes: 8 << 20,
-    };
-    let pattern = match plan.load_pattern {
-        LoadPattern::Offline => Pattern::Offline,
-        LoadPattern::Poisson { target_qps } => {
-            Pattern::Poisson { target_qps, seed: plan.scheduler_seed }
-        }
-        LoadPattern::Concurrency { n } => Pattern::Concurrency { n: u64::from(n) },
-    };
-    let warmup_samples = if plan.warmup.enabled {
-        plan.warmup.requests.unwrap_or(plan.dataset.rows.len() as u64)
-    } else {
-        0
-    };
-    let spec = RunSpec {
-        workers: worker_specs,
-        cpu_plan,
-        pattern,
-        num_samples: plan.num_samples,
-        warmup_samples,
-        warmup_drain: plan.warmup.drain,
-        dataset_rows: plan.dataset.rows.len(),
-        dataloader_seed: plan.dataloader_seed,
-        max_duration: plan.max_duration_ms.filter(|&ms| ms > 0).map(Duration::from_millis),
-        drain_timeout: Duration::from_millis(plan.drain_timeout_ms),
-        warmup_drain_timeout: Duration::from_millis(plan.warmup.drain_timeout_ms),
-        ready_timeout: Duration::from_millis(plan.worker_init_timeout_ms),
-        ring_sizes,
-        streaming: plan.streaming,
-        isl_client: Arc::new(isl_client),
-        prompt_data_json: Arc::new(prompt_data_json),
-        token_counter,
-        token_pool,
-        events_path: plan.events.then(|| plan.report_dir.join("events.jsonl")),
-        progress_line: std::io::IsTerminal::is_terminal(&std::io::stderr()),
-        secrets: crate::redact::registered_secrets(),
-    };
+    let c = &plan.connections;
+    raise_fd_limit(c.max_connections, c.workers, embedded, plan.verbose > 0)?;
+    let spec = plan.run_spec(&endpoints, cpu_plan)?;
     let output = loadgen_coordinator::run(spec).map_err(|e| match e {
         RunError::WorkerSetup { .. } | RunError::ReadyTimeout(_) => AppError::Setup(format!(
             "failed to connect to endpoint {}: {e}; check that the server is up and reachable",
@@ -272,216 +188,6 @@ fn run_with_endpoints(
     })?;
     drop(reserve);
     finish_run(plan, output, embedded)
-}
-
-/// Every row's request bytes, built once per row and endpoint, before the fork.
-fn request_tables(
-    plan: &Plan,
-    endpoints: &[Endpoint],
-    api: request::ApiType,
-) -> Result<Vec<Arc<RequestTable>>, AppError> {
-    let opts = RequestOptions {
-        api,
-        model: plan.model.clone(),
-        streaming: plan.streaming,
-        stream_include_usage: plan.stream_include_usage,
-        max_output_tokens: plan.max_output_tokens,
-        min_output_tokens: plan.min_output_tokens,
-        temperature: plan.temperature,
-        top_p: plan.top_p,
-        top_k: plan.top_k,
-        seed: plan.seed,
-        sampling: plan.sampling.clone(),
-        extra: plan.extra_body.clone(),
-    };
-    let mut tables = Vec::with_capacity(endpoints.len());
-    for ep in endpoints {
-        let mut table = RequestTable::new();
-        for (i, row) in plan.dataset.rows.iter().enumerate() {
-            // The row's own n and drawn output length are decided here, once, before the fork.
-            let params =
-                RowParams { n: row.n, max_output_tokens: plan.row_output_tokens.get(i).copied() };
-            let body = request::body_json_row(&opts, prompt_of(row), params).map_err(|e| {
-                AppError::Input(format!("dataset row {i} cannot become a request: {e}"))
-            })?;
-            table.push(&request::http_request(
-                ep,
-                api,
-                plan.api_key.as_deref(),
-                plan.streaming,
-                &body,
-            ));
-        }
-        tables.push(Arc::new(table));
-    }
-
-    Ok(tables)
-}
-
-/// The client's prompt counts per row, each row's `PromptData` JSON for `sample.issued`, and the
-/// client tokenizer for the outputs (none without a tokenizer).
-fn client_counts(plan: &Plan) -> (Vec<Option<u32>>, Vec<String>, Option<TokenCounter>) {
-    let isl_client: Vec<Option<u32>> = match &plan.tokenizer {
-        Some(tok) => plan.dataset.rows.iter().map(|r| tok.count_row(r).ok()).collect(),
-        None => {
-            plan.dataset.rows.iter().map(|r| r.token_ids.as_ref().map(|t| t.len() as u32)).collect()
-        }
-    };
-    let prompt_data_json: Vec<String> = plan.dataset.rows.iter().map(prompt_data_json).collect();
-    let token_counter: Option<TokenCounter> = plan.tokenizer.as_ref().map(|tok| {
-        let tok = tok.clone_for_thread();
-        Arc::new(move |s: &str| tok.count(s)) as TokenCounter
-    });
-    (isl_client, prompt_data_json, token_counter)
-}
-
-/// The client tokenizer pool of the run: live threads on the CPU plan's spare cores (none
-/// where there are none, unless asked), a drain pool over the whole machine after the last
-/// sample, bounded by `--metrics-drain-timeout`.
-fn token_pool_plan(plan: &Plan, cpu_plan: &CpuPlan) -> TokenPoolPlan {
-    let threads = tokenizer_threads(plan.token_pool.workers, cpu_plan);
-    if plan.tokenizer.is_some() && threads.compete_with_load {
-        eprintln!(
-            "note: --metrics-tokenizer-workers {} counts tokens live on cores the load uses \
-             ({} available, none spare): counting competes with the workers and may lower the \
-             measured rate; 0 counts after the run instead",
-            threads.live,
-            cpu_plan.cores_available.len()
-        );
-    }
-    let ms = plan.token_pool.drain_timeout_ms;
-    TokenPoolPlan {
-        live_threads: threads.live,
-        live_cores: threads.live_cores,
-        drain_threads: threads.drain,
-        drain_cores: threads.drain_cores,
-        drain_timeout: (ms > 0).then(|| Duration::from_millis(ms)),
-    }
-}
-
-/// One `WorkerSpec` per worker: its endpoint (round robin), its share of the pool, its warm
-/// connections, its source addresses and port range, and the plan's per-request timeout.
-fn worker_specs(
-    plan: &Plan,
-    endpoints: &[Endpoint],
-    tables: &[Arc<RequestTable>],
-    workers: usize,
-    connections: usize,
-) -> Result<Vec<WorkerSpec>, AppError> {
-    let api = worker_api(plan.api_type);
-    let null = plan.endpoints.iter().any(crate::plan::EndpointUrl::is_null);
-    let share_of =
-        |i: usize| split_share(connections, workers, i).clamp(1, MAX_CONNECTIONS_PER_WORKER);
-    // Connections per endpoint address (several URLs may name one address): the port budgets
-    // of `http::ports` are per destination.
-    let addr_total = |addr: std::net::SocketAddr| -> usize {
-        (0..workers).filter(|&w| endpoints[w % endpoints.len()].addr == addr).map(share_of).sum()
-    };
-    let sources = endpoint_sources(plan, endpoints, &addr_total)?;
-    let even_ports = ephemeral_even_ports();
-    let specs = (0..workers)
-        .map(|i| {
-            let ep = i % endpoints.len();
-            let share = share_of(i);
-            let endpoint_total = addr_total(endpoints[ep].addr);
-            let warm =
-                warm_connections(plan.load_pattern, plan.warmup_connections, workers, i, share);
-            let bind_from =
-                bind_from_slot_over_sources(share, endpoint_total, sources[ep].len(), even_ports);
-            WorkerSpec {
-                worker_id: i as u16,
-                core: None,
-                endpoint: endpoints[ep].clone(),
-                connections: share as u32,
-                warm_connections: warm as u32,
-                bind_from_slot: bind_from as u32,
-                api,
-                streaming: plan.streaming,
-                requests: tables[ep].clone(),
-                force_epoll: std::env::var_os("MONOIO_FORCE_LEGACY_DRIVER").is_some(),
-                max_output_bytes: MAX_OUTPUT_BYTES,
-                request_timeout_ns: plan.request_timeout_ns,
-                in_flight: None,
-                // A null-endpoint worker opens no connection.
-                source_addresses: if null { Vec::new() } else { sources[ep].clone() },
-                synthetic: null.then(|| SyntheticResponse::stub_like(plan.streaming)),
-            }
-        })
-        .collect();
-    Ok(specs)
-}
-
-/// The source addresses of each endpoint's connections (`http::ports::source_addresses_for`
-/// over the run's connections to its address): `--source-addresses` as given, loopback ones
-/// picked here (said at -v), or a setup error when one address's ports cannot hold them.
-/// Every address is checked to be of the endpoint's family and local before the run.
-fn endpoint_sources(
-    plan: &Plan,
-    endpoints: &[Endpoint],
-    addr_total: &dyn Fn(std::net::SocketAddr) -> usize,
-) -> Result<Vec<Vec<std::net::IpAddr>>, AppError> {
-    let (low, high) = ephemeral_range();
-    let per_source = ports_per_source(low, high);
-    let mut out = Vec::with_capacity(endpoints.len());
-    for ep in endpoints {
-        if let Some(bad) = plan.source_addresses.iter().find(|a| a.is_ipv4() != ep.addr.is_ipv4()) {
-            return Err(AppError::Input(format!(
-                "--source-addresses {bad} is not of the family of endpoint {} ({}); give \
-                 addresses of the endpoint's family",
-                ep.host, ep.addr
-            )));
-        }
-        let total = addr_total(ep.addr);
-        let given = plan.source_addresses.len();
-        let sources = match source_addresses_for(ep.addr.ip(), total, given, per_source) {
-            SourceChoice::AsGiven => plan.source_addresses.clone(),
-            SourceChoice::Loopback(picked) => {
-                if plan.verbose > 0 && !out.contains(&picked) {
-                    eprintln!(
-                        "source addresses: {total} connections to {} are past one address's \
-                         {per_source} ports (ephemeral range {low}-{high}); connecting from {}",
-                        ep.addr,
-                        join_addrs(&picked)
-                    );
-                }
-                picked
-            }
-            SourceChoice::TooFew { needed } => {
-                let has = if given == 0 {
-                    "no --source-addresses is given".to_string()
-                } else {
-                    format!("--source-addresses gives {given}")
-                };
-                return Err(AppError::Setup(format!(
-                    "{total} connections to {} need {needed} source addresses: one holds \
-                     {per_source} connections to one endpoint ({SOURCE_PORT_BUDGET_PERCENT}% of \
-                     the ephemeral port range {low}-{high}, \
-                     /proc/sys/net/ipv4/ip_local_port_range), and {has}; give \
-                     --source-addresses with {needed} addresses of this host, or lower \
-                     --max-connections / --concurrency",
-                    ep.addr
-                )));
-            }
-        };
-        sources.iter().try_for_each(check_local_address)?;
-        out.push(sources);
-    }
-    Ok(out)
-}
-
-/// Binds a throwaway UDP socket to `addr`: fails (EADDRNOTAVAIL) unless `addr` is an address
-/// of this host, so a wrong `--source-addresses` is refused before any worker starts.
-fn check_local_address(addr: &std::net::IpAddr) -> Result<(), AppError> {
-    std::net::UdpSocket::bind((*addr, 0)).map(drop).map_err(|e| {
-        AppError::Input(format!(
-            "--source-addresses {addr} is not an address of this host ({e}); give addresses \
-             that ip addr lists"
-        ))
-    })
-}
-
-fn join_addrs(addrs: &[std::net::IpAddr]) -> String {
-    addrs.iter().map(|a| a.to_string()).collect::<Vec<_>>().join(", ")
 }
 
 fn finish_run(
@@ -507,9 +213,9 @@ fn finish_run(
     drop(rows);
     let interrupted = output.end == RunEnd::Interrupted;
     let capped = output.end == RunEnd::Capped;
-    let primary = basis(plan.token_count_source);
+    let primary = plan.token_count_source;
     let opts = MetricsOptions {
-        streaming: plan.streaming,
+        streaming: plan.request.streaming,
         early_stopping: plan.early_stopping,
         primary,
         legacy_loadgen_qps: plan.legacy_loadgen_qps
@@ -733,13 +439,6 @@ fn unwritten_message(
     ))
 }
 
-fn basis(source: crate::plan::TokenCountSource) -> TokenCountSource {
-    match source {
-        crate::plan::TokenCountSource::Client => TokenCountSource::Client,
-        crate::plan::TokenCountSource::Server => TokenCountSource::Server,
-    }
-}
-
 fn run_info(
     plan: &Plan,
     embedded: bool,
@@ -749,10 +448,10 @@ fn run_info(
 ) -> RunInfo {
     let (kind, target_qps, target_concurrency, legacy) = match plan.load_pattern {
         LoadPattern::Offline => ("max_throughput", None, None, None),
-        LoadPattern::Poisson { target_qps } => {
+        LoadPattern::Poisson { target_qps, .. } => {
             ("poisson", Some(target_qps), None, Some(plan.legacy_loadgen_qps))
         }
-        LoadPattern::Concurrency { n } => ("concurrency", None, Some(u64::from(n)), None),
+        LoadPattern::Concurrency { n } => ("concurrency", None, Some(n), None),
     };
     RunInfo {
         version: env!("CARGO_PKG_VERSION").to_string(),
@@ -772,7 +471,7 @@ fn run_info(
         },
         scheduler_random_seed: plan.scheduler_seed,
         dataloader_random_seed: plan.dataloader_seed,
-        token_count_source: basis(plan.token_count_source),
+        token_count_source: plan.token_count_source,
         embedded_stub: embedded,
         interrupted,
         incomplete_reason,
@@ -792,7 +491,7 @@ fn run_info(
 
 /// The issue-lag summary of a Poisson run: lower-method percentiles over the exact lags.
 fn issue_lag(plan: &Plan, lags: &IssueLags) -> Option<IssueLag> {
-    let LoadPattern::Poisson { target_qps } = plan.load_pattern else { return None };
+    let LoadPattern::Poisson { target_qps, .. } = plan.load_pattern else { return None };
     if lags.lags_ns.is_empty() {
         return None;
     }
@@ -821,40 +520,6 @@ fn write_sample_idx_map(out: &mut dyn std::io::Write, rows: &[(u64, u32)]) -> st
         write!(out, "{sep}\"{}\": {row}", sample_uuid(*sample_id))?;
     }
     out.write_all(b"}}")
-}
-
-fn worker_api(api: ApiType) -> request::ApiType {
-    match api {
-        ApiType::OpenAi | ApiType::VideoGen => request::ApiType::OpenAiChat,
-        ApiType::OpenAiCompletions => request::ApiType::OpenAiCompletions,
-        ApiType::Sglang => request::ApiType::Sglang,
-    }
-}
-
-fn prompt_of(row: &Row) -> Prompt<'_> {
-    if let Some(ids) = &row.token_ids {
-        return Prompt::TokenIds(ids);
-    }
-    if let Some(messages) = &row.messages {
-        return Prompt::Messages(messages);
-    }
-    Prompt::Text { system: row.system.as_deref(), user: row.prompt.as_deref().unwrap_or("") }
-}
-
-/// The reference's `["PromptData", text, token_ids, messages, tools, chat_template_kwargs,
-/// chat_template, tool_choice]` for a row.
-fn prompt_data_json(row: &Row) -> String {
-    let value = serde_json::json!([
-        "PromptData",
-        row.prompt,
-        row.token_ids,
-        row.messages,
-        null,
-        null,
-        null,
-        null
-    ]);
-    value.to_string()
 }
 
 /// Forks the embedded max-throughput stub and returns its pid and URL. Must run before any
@@ -917,100 +582,6 @@ mod tests {
         assert_eq!(report_reserve_bytes(1000), 256 * 1024 + 64_000);
         assert_eq!(report_reserve_bytes(1_000_000_000), REPORT_RESERVE_BYTES_MAX);
         assert_eq!(report_reserve_bytes(u64::MAX), REPORT_RESERVE_BYTES_MAX);
-    }
-
-    #[test]
-    fn the_timeout_flag_reaches_the_workers() {
-        let plan = crate::plan::plan_from_args(&[
-            "offline",
-            "--endpoints",
-            "http://127.0.0.1:9,http://127.0.0.1:10",
-            "--model",
-            "m",
-            "--timeout",
-            "1.5",
-        ])
-        .unwrap();
-        let endpoints: Vec<Endpoint> =
-            plan.endpoints.iter().map(|e| Endpoint::parse(&e.url).unwrap()).collect();
-        let tables = vec![Arc::new(RequestTable::new()), Arc::new(RequestTable::new())];
-        let specs = worker_specs(&plan, &endpoints, &tables, 3, 12).unwrap();
-        assert_eq!(specs.len(), 3);
-        assert!(specs.iter().all(|w| w.request_timeout_ns == 1_500_000_000));
-        let none = crate::plan::plan_from_args(&["offline"]).unwrap();
-        let specs = worker_specs(&none, &endpoints, &tables, 2, 4).unwrap();
-        assert!(specs.iter().all(|w| w.request_timeout_ns == 0), "0 = none by default");
-    }
-
-    /// The plan and worker specs of `connections` over `workers` to `url`, with `extra` flags.
-    fn specs_for(
-        url: &str,
-        extra: &[&str],
-        workers: usize,
-        connections: usize,
-    ) -> Result<Vec<WorkerSpec>, AppError> {
-        let args = [&["offline", "--endpoints", url, "--model", "m"][..], extra].concat();
-        let plan = crate::plan::plan_from_args(&args).unwrap();
-        let endpoints = vec![Endpoint::parse(url).unwrap()];
-        let tables = vec![Arc::new(RequestTable::new())];
-        worker_specs(&plan, &endpoints, &tables, workers, connections)
-    }
-
-    fn ips(list: &[&str]) -> Vec<std::net::IpAddr> {
-        list.iter().map(|a| a.parse().unwrap()).collect()
-    }
-
-    #[test]
-    fn a_loopback_run_past_one_address_gets_loopback_source_addresses() {
-        let (low, high) = ephemeral_range();
-        let per = ports_per_source(low, high);
-        // One more than one address holds, whatever this machine's range: two addresses.
-        let specs = specs_for("http://127.0.0.1:9", &[], 3, per + 1).unwrap();
-        for w in &specs {
-            assert_eq!(w.source_addresses, ips(&["127.0.0.1", "127.0.0.2"]), "{}", w.worker_id);
-            let share = w.connections as usize;
-            let even = ephemeral_even_ports();
-            assert_eq!(
-                w.bind_from_slot as usize,
-                bind_from_slot_over_sources(share, per + 1, 2, even)
-            );
-        }
-        let specs = specs_for("http://127.0.0.1:9", &[], 3, per).unwrap();
-        assert!(specs.iter().all(|w| w.source_addresses.is_empty()), "one address holds them");
-        let given = ["--source-addresses", "127.0.0.3"];
-        let specs = specs_for("http://127.0.0.1:9", &given, 2, 10).unwrap();
-        assert!(specs.iter().all(|w| w.source_addresses == ips(&["127.0.0.3"])), "as given");
-    }
-
-    #[test]
-    fn a_remote_run_past_one_address_is_refused_naming_the_count_range_and_flag() {
-        let (low, high) = ephemeral_range();
-        let per = ports_per_source(low, high);
-        let err = specs_for("http://192.0.2.1:9", &[], 2, per + 1).unwrap_err();
-        assert_eq!(err.exit_code(), 3, "{err}");
-        let msg = err.to_string();
-        for want in [
-            format!("{} connections to 192.0.2.1:9 need 2 source addresses", per + 1),
-            format!("ephemeral port range {low}-{high}"),
-            "give --source-addresses with 2 addresses".to_string(),
-        ] {
-            assert!(msg.contains(&want), "{want:?} in {msg}");
-        }
-        let one = ["--source-addresses", "127.0.0.2"];
-        let err = specs_for("http://127.0.0.1:9", &one, 2, per + 1).unwrap_err();
-        assert!(err.to_string().contains("--source-addresses gives 1"), "{err}");
-    }
-
-    #[test]
-    fn a_source_address_that_is_not_local_is_refused_before_the_run() {
-        // 192.0.2.0/24 is TEST-NET-1: documentation only, never a host's address.
-        let err = specs_for("http://192.0.2.1:9", &["--source-addresses", "192.0.2.7"], 1, 4)
-            .unwrap_err();
-        assert_eq!(err.exit_code(), 2, "{err}");
-        assert!(err.to_string().contains("192.0.2.7 is not an address of this host"), "{err}");
-        let err = specs_for("http://localhost:9", &["--source-addresses", "::1"], 1, 4);
-        let err = err.unwrap_err().to_string();
-        assert!(err.contains("::1 is not of the family of endpoint localhost"), "{err}");
     }
 
     #[test]

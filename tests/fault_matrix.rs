@@ -16,7 +16,7 @@ use support::{reap_leftovers, report_dir, signal, state, tally_events, unparsabl
 
 /// How a case issues its samples.
 #[derive(Debug, Clone, Copy)]
-enum Pattern {
+enum LoadPattern {
     Offline,
     /// Target QPS.
     Poisson(u32),
@@ -72,7 +72,7 @@ struct Expect {
 struct Case {
     faults: fn(&mut FaultConfig),
     stream: bool,
-    pattern: Pattern,
+    pattern: LoadPattern,
     samples: u32,
     /// Flags after the common ones.
     extra: &'static [&'static str],
@@ -124,7 +124,7 @@ const INTERRUPTED: Expect = Expect {
 const BASE: Case = Case {
     faults: |_| {},
     stream: true,
-    pattern: Pattern::Offline,
+    pattern: LoadPattern::Offline,
     samples: SAMPLES as u32,
     extra: &[],
     action: Action::None,
@@ -137,16 +137,18 @@ const HALF_HANG: fn(&mut FaultConfig) = |f| f.no_response_every = Some(2);
 /// With 8 connections and every other request unanswered, all 8 hang after 16 requests.
 const HALF_HANG_FLAGS: &[&str] = &["--max-connections", "8"];
 
-fn mode_args(p: Pattern) -> Vec<String> {
+fn mode_args(p: LoadPattern) -> Vec<String> {
     let v: Vec<&str> = match p {
-        Pattern::Offline => vec!["offline"],
-        Pattern::Poisson(_) => vec!["online", "--load-pattern", "poisson", "--target-qps"],
-        Pattern::Concurrency(_) => vec!["online", "--load-pattern", "concurrency", "--concurrency"],
+        LoadPattern::Offline => vec!["offline"],
+        LoadPattern::Poisson(_) => vec!["online", "--load-pattern", "poisson", "--target-qps"],
+        LoadPattern::Concurrency(_) => {
+            vec!["online", "--load-pattern", "concurrency", "--concurrency"]
+        }
     };
     let mut v: Vec<String> = v.into_iter().map(String::from).collect();
     match p {
-        Pattern::Poisson(n) | Pattern::Concurrency(n) => v.push(n.to_string()),
-        Pattern::Offline => {}
+        LoadPattern::Poisson(n) | LoadPattern::Concurrency(n) => v.push(n.to_string()),
+        LoadPattern::Offline => {}
     }
     v
 }
@@ -407,7 +409,7 @@ const fn cut_after_3(framing: TruncateFraming) -> TruncateFault {
 matrix! {
     // A healthy server: the baseline every row differs from by one fault.
     healthy_stream_offline => BASE,
-    healthy_plain_poisson => Case { stream: false, pattern: Pattern::Poisson(400), ..BASE },
+    healthy_plain_poisson => Case { stream: false, pattern: LoadPattern::Poisson(400), ..BASE },
 
     // Errors inside a 200 response fail with the server's message kept (defect 3).
     error_frame_mid_stream_offline => Case {
@@ -418,13 +420,13 @@ matrix! {
     error_body_plain_concurrency => Case {
         faults: |f| f.error_frame_mid_stream_every = Some(1),
         stream: false,
-        pattern: Pattern::Concurrency(4),
+        pattern: LoadPattern::Concurrency(4),
         expect: ENGINE_ERROR,
         ..BASE
     },
     error_only_stream_poisson => Case {
         faults: |f| f.error_only_stream_every = Some(1),
-        pattern: Pattern::Poisson(400),
+        pattern: LoadPattern::Poisson(400),
         expect: all_fail(&[("stream_error", N::Is(SAMPLES))]),
         ..BASE
     },
@@ -445,13 +447,13 @@ matrix! {
     },
     truncated_close_delimited_concurrency => Case {
         faults: |f| f.truncate = Some(cut_after_3(TruncateFraming::CloseDelimited)),
-        pattern: Pattern::Concurrency(4),
+        pattern: LoadPattern::Concurrency(4),
         expect: all_fail(&[("truncated", N::Is(SAMPLES))]),
         ..BASE
     },
     finish_without_done_is_a_success => Case {
         faults: |f| f.finish_without_done_every = Some(1),
-        pattern: Pattern::Concurrency(4),
+        pattern: LoadPattern::Concurrency(4),
         ..BASE
     },
 
@@ -479,7 +481,7 @@ matrix! {
     },
     close_after_every_other_request_stream_concurrency => Case {
         faults: |f| f.close_after_request_every = Some(2),
-        pattern: Pattern::Concurrency(4),
+        pattern: LoadPattern::Concurrency(4),
         expect: Expect {
             failures: &[("connection_closed", N::AtLeast(1))],
             completed: N::Is(SAMPLES),
@@ -493,7 +495,7 @@ matrix! {
     forty_extra_headers_plain_poisson => Case {
         faults: |f| f.extra_headers = 40,
         stream: false,
-        pattern: Pattern::Poisson(400),
+        pattern: LoadPattern::Poisson(400),
         ..BASE
     },
     two_hundred_extra_headers_fail => Case {
@@ -507,7 +509,7 @@ matrix! {
     every_other_500_plain_poisson => Case {
         faults: |f| f.status = Some(loadgen_stubs::StatusFault { status: 500, every: 2 }),
         stream: false,
-        pattern: Pattern::Poisson(400),
+        pattern: LoadPattern::Poisson(400),
         expect: Expect { failures: &[("http_status", N::Is(SAMPLES / 2))], ..ALL_OK },
         ..BASE
     },
@@ -522,7 +524,7 @@ matrix! {
     },
     timeout_against_no_response_stream_concurrency => Case {
         faults: |f| f.no_response_every = Some(1),
-        pattern: Pattern::Concurrency(8),
+        pattern: LoadPattern::Concurrency(8),
         extra: TIMEOUT,
         expect: Expect { within_s: 20, ..all_fail(&[("timeout", N::Is(SAMPLES))]) },
         ..BASE
@@ -530,7 +532,7 @@ matrix! {
     timeout_against_a_head_without_body_plain_concurrency => Case {
         faults: |f| f.stall_after_head_every = Some(1),
         stream: false,
-        pattern: Pattern::Concurrency(8),
+        pattern: LoadPattern::Concurrency(8),
         extra: TIMEOUT,
         expect: Expect { within_s: 20, ..all_fail(&[("timeout", N::Is(SAMPLES))]) },
         ..BASE
@@ -554,7 +556,7 @@ matrix! {
     cap_ends_a_run_without_responses_plain_poisson => Case {
         faults: HALF_HANG,
         stream: false,
-        pattern: Pattern::Poisson(2000),
+        pattern: LoadPattern::Poisson(2000),
         samples: 3000,
         extra: CAP_3S,
         expect: CAPPED,
@@ -581,7 +583,7 @@ matrix! {
     sigint_to_the_process_group_plain_concurrency => Case {
         faults: HALF_HANG,
         stream: false,
-        pattern: Pattern::Concurrency(8),
+        pattern: LoadPattern::Concurrency(8),
         action: Action::SigintGroup,
         trigger_requests: 16,
         expect: INTERRUPTED,
@@ -589,7 +591,7 @@ matrix! {
     },
     sigterm_to_the_process_group_poisson => Case {
         faults: HALF_HANG,
-        pattern: Pattern::Poisson(400),
+        pattern: LoadPattern::Poisson(400),
         extra: HALF_HANG_FLAGS,
         action: Action::SigtermGroup,
         trigger_requests: 16,
@@ -598,7 +600,7 @@ matrix! {
     },
     sigstop_of_the_worker_then_sigint_poisson => Case {
         faults: HALF_HANG,
-        pattern: Pattern::Poisson(400),
+        pattern: LoadPattern::Poisson(400),
         extra: HALF_HANG_FLAGS,
         action: Action::StopWorkerThenSigint,
         trigger_requests: 16,

@@ -12,4 +12,6 @@ pub mod schedule;
 pub mod settle;
 pub mod thread_cpu;
 
+pub use metrics::TokenCountSource;
 pub use run::{interrupted, run, RunEnd, RunError, RunOutput, RunSpec};
+pub use schedule::LoadPattern;

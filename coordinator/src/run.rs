@@ -22,7 +22,7 @@ use crate::end::{after_drain, drain_plan, finish_deadline, run_end};
 pub use crate::end::{RunEnd, ABORT_GRACE};
 use crate::fork::{fork_child, kill_and_reap};
 use crate::order::SampleOrder;
-use crate::schedule::{issue_all, IssueEnd, IssueLags, Issuer, Pattern, SCHEDULER_POLL};
+use crate::schedule::{issue_all, IssueEnd, IssueLags, Issuer, LoadPattern, SCHEDULER_POLL};
 use crate::settle::IssueLog;
 
 /// Everything a run needs, resolved by the binary from its plan.
@@ -30,7 +30,7 @@ pub struct RunSpec {
     /// One spec per worker; the coordinator sets each one's core from `cpu_plan`.
     pub workers: Vec<WorkerSpec>,
     pub cpu_plan: CpuPlan,
-    pub pattern: Pattern,
+    pub pattern: LoadPattern,
     /// Tracked samples to issue.
     pub num_samples: u64,
     /// Warm-up samples issued before tracking starts.
@@ -197,7 +197,7 @@ fn start(spec: &mut RunSpec) -> Result<Started, RunError> {
     let samples = spec.warmup_samples.saturating_add(spec.num_samples);
     let log = IssueLog::with_capacity(samples.min(MAX_LOG_RESERVE_SAMPLES), monotonic_ns());
     let mut issuer = Issuer::new(producers, shared.clone(), space_bell, log);
-    if let Pattern::Concurrency { .. } = spec.pattern {
+    if let LoadPattern::Concurrency { .. } = spec.pattern {
         let connections: Vec<u64> = spec.workers.iter().map(|w| u64::from(w.connections)).collect();
         issuer.closed_loop(&connections);
     }
@@ -312,7 +312,7 @@ fn warm_up(
     st.issuer.set_cap(cap);
     let mut unused = IssueLags::default();
     let (issuer, n) = (&mut st.issuer, spec.warmup_samples);
-    let end = issue_all(issuer, &Pattern::Offline, order, 0, n, cap, &mut unused);
+    let end = issue_all(issuer, &LoadPattern::Offline, order, 0, n, cap, &mut unused);
     if spec.warmup_drain && end == IssueEnd::AllIssued {
         let drain_until = Instant::now() + spec.warmup_drain_timeout;
         wait_drained(&st.shared, cap.map_or(drain_until, |c| c.min(drain_until)));
@@ -443,7 +443,7 @@ fn start_aggregator(
         warmup_samples: spec.warmup_samples,
         expected_samples: spec.num_samples,
         progress_line: spec.progress_line,
-        closed_loop: matches!(spec.pattern, Pattern::Concurrency { .. }),
+        closed_loop: matches!(spec.pattern, LoadPattern::Concurrency { .. }),
     };
     std::thread::Builder::new()
         .name("aggregator".into())

@@ -22,9 +22,9 @@ pub const SCHEDULER_POLL: Duration = Duration::from_millis(10);
 /// ring's smallest size, so the ring always has room for them).
 pub const CLOSED_LOOP_QUEUE_DEPTH: u64 = 1024;
 
-/// The load pattern of a run.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Pattern {
+/// The load pattern of a run (the plan resolves the schema's `settings.load_pattern` into it).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum LoadPattern {
     /// max_throughput: every sample as fast as the rings take them.
     Offline,
     /// Open loop: exponential gaps at `target_qps`, from a seeded generator.
@@ -212,7 +212,7 @@ pub struct IssueLags {
 /// Poisson runs record each sample's issue lag into `lags`.
 pub fn issue_all(
     issuer: &mut Issuer,
-    pattern: &Pattern,
+    pattern: &LoadPattern,
     order: &mut SampleOrder,
     first_sample_id: u64,
     total: u64,
@@ -224,7 +224,7 @@ pub fn issue_all(
     let start_ns = monotonic_ns();
     let mut scheduled_ns = 0u64;
     let mut poisson = match pattern {
-        Pattern::Poisson { target_qps, seed } => {
+        LoadPattern::Poisson { target_qps, seed } => {
             // Sleeps end within 1 µs of their deadline instead of the default 50 µs slack.
             let _ = nix::sys::prctl::set_timerslack(1_000);
             Some((PyRandom::new(*seed), *target_qps, 0u64))
@@ -237,8 +237,8 @@ pub fn issue_all(
         }
         match pattern {
             // The closed loop is held by the issuer's per-worker caps (see `Issuer::closed_loop`).
-            Pattern::Offline | Pattern::Concurrency { .. } => {}
-            Pattern::Poisson { .. } => {
+            LoadPattern::Offline | LoadPattern::Concurrency { .. } => {}
+            LoadPattern::Poisson { .. } => {
                 let (rng, qps, at_ns) = poisson.as_mut().expect("poisson state");
                 // The reference's schedule: whole-nanosecond exponential gaps, summed; the
                 // first sample waits one gap too.

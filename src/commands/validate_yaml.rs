@@ -22,12 +22,5 @@ pub fn run(path: &Path) -> Result<i32, AppError> {
     for why in crate::plan::run_refusals(&config) {
         eprintln!("note: a run here refuses this (exit 2): {why}");
     }
-    if config.endpoint_config.api_type == crate::yaml::ApiTypeName::Videogen {
-        // The plan resolves it; the run stops before any request (run.rs), as a setup error.
-        eprintln!(
-            "note: a run here stops at start (exit 3): endpoint_config.api_type videogen is not \
-             supported yet"
-        );
-    }
     Ok(0)
 }

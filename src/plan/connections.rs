@@ -3,6 +3,8 @@
 
 use super::*;
 
+use loadgen_worker::wire::RingSizes;
+
 /// Default connections per worker when `--max-connections` is not given.
 pub const CONNECTIONS_PER_WORKER_DEFAULT: usize = 32;
 
@@ -36,6 +38,70 @@ pub fn warm_connections(
         (None, LoadPattern::Poisson { .. }) => share.min(POISSON_WARM_CONNECTIONS_PER_WORKER_MAX),
         (None, _) => share,
     }
+}
+
+/// The worker processes and their connection pool, final: the run forks `workers` and splits
+/// `max_connections` over them (`split_share`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Connections {
+    /// Worker processes (default: `loadgen_coordinator::cpu::default_worker_count`, one per
+    /// core less the coordinator's and an embedded stub's; at most the connections).
+    pub workers: usize,
+    /// Connections across all workers (default: 32 per worker, and at least the rate of a
+    /// Poisson run; exactly N for a closed loop of N).
+    pub max_connections: usize,
+    /// Local addresses the connections leave from, in turn (`--source-addresses`); empty =
+    /// the kernel's choice, or loopback ones picked at run time past one address's ports
+    /// (`loadgen_worker::http::ports::source_addresses_for`).
+    pub source_addresses: Vec<std::net::IpAddr>,
+    pub cpu_affinity: bool,
+    /// Connections opened before the clock starts, across all workers: `None` = auto,
+    /// `Some(0)` = one per worker (`--client.warmup-connections`, -1 = auto); see
+    /// `warm_connections`. The rest of the pool opens on demand.
+    pub warmup_connections: Option<usize>,
+    /// How long workers may take to start and connect (`--client.worker-initialization-timeout`).
+    pub worker_init_timeout_ms: u64,
+    /// Each worker's issue and record rings, sized for its share of the pool.
+    pub ring_sizes: RingSizes,
+    /// Use epoll even where io_uring works (`MONOIO_FORCE_LEGACY_DRIVER` set, as monoio reads it).
+    pub force_epoll: bool,
+}
+
+/// Record ring bytes per worker: room for many responses between two aggregator passes.
+pub const RECORD_RING_BYTES: usize = 8 << 20;
+
+pub(super) fn resolve_connections(
+    config: &Config,
+    pattern: LoadPattern,
+    endpoints: &[EndpointUrl],
+) -> Result<Connections, AppError> {
+    let (workers, max_connections) = resolve_workers(config, pattern)?;
+    let client = &config.settings.client;
+    if let (LoadPattern::Concurrency { n }, given @ 1..) = (pattern, client.max_connections) {
+        if (given as u64) < n {
+            return Err(AppError::Input(format!(
+                "--max-connections {given} is below --concurrency {n}: a closed loop of {n} \
+                 holds {n} connections; raise --max-connections or leave it out"
+            )));
+        }
+    }
+    let per_worker = max_connections.div_ceil(workers);
+    Ok(Connections {
+        workers,
+        max_connections,
+        source_addresses: resolve_source_addresses(&config.source_addresses, endpoints)?,
+        cpu_affinity: config.enable_cpu_affinity,
+        warmup_connections: resolve_warmup_connections(client.warmup_connections)?,
+        worker_init_timeout_ms: seconds_to_ms(
+            client.worker_initialization_timeout,
+            "worker initialization",
+        )?,
+        ring_sizes: RingSizes {
+            issue_slots: (per_worker * 2).clamp(1024, 1 << 16),
+            record_bytes: RECORD_RING_BYTES,
+        },
+        force_epoll: std::env::var_os("MONOIO_FORCE_LEGACY_DRIVER").is_some(),
+    })
 }
 
 /// The reference's rule on `num_workers` (-1 or 1 and more) and `max_connections`; how many
@@ -72,7 +138,7 @@ pub(super) fn resolve_workers(
     // second assumed, capped so the pool opens quickly).
     let concurrency = match pattern {
         LoadPattern::Concurrency { n } => n as usize,
-        LoadPattern::Poisson { target_qps } => {
+        LoadPattern::Poisson { target_qps, .. } => {
             (target_qps.ceil() as usize).min(POISSON_CONNECTIONS_DEFAULT_MAX)
         }
         LoadPattern::Offline => 0,
@@ -86,7 +152,12 @@ pub(super) fn resolve_workers(
             )))
         }
     };
-    Ok((workers.min(max_connections), max_connections))
+    if let LoadPattern::Concurrency { n } = pattern {
+        // A closed loop of N holds exactly N connections, one per sample in flight.
+        let n = n as usize;
+        return Ok((workers.clamp(1, n), n));
+    }
+    Ok((workers.min(max_connections).max(1), max_connections.max(1)))
 }
 
 /// `--source-addresses` as given → the addresses connections bind to: each an IP address

@@ -12,7 +12,7 @@ pub fn check_config(config: &Config) -> Result<(), AppError> {
     check_datasets_as_reference(config)?;
     let endpoints = parse_endpoints(config)?;
     resolve_model(config, &endpoints)?;
-    let api_type = api_type_of(config.endpoint_config.api_type);
+    let api_type = config.endpoint_config.api_type;
     check_completions_only(config, api_type)?;
     resolve_sampling(config, api_type)?;
     draw_output_tokens(config, 0)?; // zero rows: the settings are checked, nothing is drawn

@@ -12,6 +12,13 @@ pub fn run_refusals(config: &Config) -> Vec<String> {
             config.kind.as_str()
         ));
     }
+    if config.endpoint_config.api_type == ApiTypeName::Videogen {
+        out.push(
+            "endpoint_config.api_type videogen is not supported yet: video generation \
+             requests (use openai, openai_completions or sglang)"
+                .into(),
+        );
+    }
     let perf: Vec<String> = config
         .datasets
         .iter()

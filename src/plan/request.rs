@@ -3,6 +3,8 @@
 
 use super::*;
 
+use loadgen_worker::request::ApiType;
+
 /// `datasets[].generation_config_override` of the one dataset a run drives: merged over
 /// `model_params` (nested mappings deep-merged, as the reference's `_deep_merge`) and the result
 /// re-read through the schema, so a bad value is named as `model_params` would name it.
@@ -35,7 +37,7 @@ pub(super) fn merged_model_params(
 /// reference checks every generation-config surface alike.
 pub(super) fn check_generation_overrides(
     config: &Config,
-    api_type: ApiType,
+    api_type: ApiTypeName,
 ) -> Result<(), AppError> {
     for i in 0..config.datasets.len() {
         if let Some(merged) = merged_model_params(config, i)? {
@@ -73,18 +75,59 @@ pub(super) fn resolve_streaming(config: &Config) -> bool {
     }
 }
 
-pub(super) fn api_type_of(name: ApiTypeName) -> ApiType {
+/// Every request's options, as the workers build them: the model (written back into the config
+/// so `config.yaml` names it), the protocol, streaming resolved from auto, the sampling keys and
+/// the extra body. Keys an API cannot carry are refused here, not dropped.
+pub(super) fn resolve_request(
+    config: &mut Config,
+    endpoints: &[EndpointUrl],
+) -> Result<RequestOptions, AppError> {
+    let model = resolve_model(config, endpoints)?;
+    config.model_params.name = Some(model.clone());
+    let api_name = config.endpoint_config.api_type;
+    let streaming = resolve_streaming(config);
+    config.model_params.streaming = if streaming { Streaming::On } else { Streaming::Off };
+    check_completions_only(config, api_name)?;
+    let (sampling, extra) = resolve_sampling(config, api_name)?;
+    let mp = &config.model_params;
+    Ok(RequestOptions {
+        api: protocol_of(api_name)?,
+        model,
+        streaming,
+        stream_include_usage: config.settings.client.stream_include_usage,
+        max_output_tokens: mp.max_new_tokens,
+        // The reference sends min_tokens only when set away from its default of 1.
+        min_output_tokens: (mp.min_new_tokens != 1).then_some(mp.min_new_tokens),
+        temperature: mp.temperature,
+        top_p: mp.top_p,
+        top_k: mp.top_k,
+        seed: mp.seed,
+        sampling,
+        extra,
+    })
+}
+
+/// The protocol the workers speak for the schema's `api_type`; videogen has none here (it is
+/// one of `run_refusals`, so a run stops before this).
+pub(super) fn protocol_of(name: ApiTypeName) -> Result<ApiType, AppError> {
     match name {
-        ApiTypeName::Openai => ApiType::OpenAi,
-        ApiTypeName::OpenaiCompletions => ApiType::OpenAiCompletions,
-        ApiTypeName::Sglang => ApiType::Sglang,
-        ApiTypeName::Videogen => ApiType::VideoGen,
+        ApiTypeName::Openai => Ok(ApiType::OpenAiChat),
+        ApiTypeName::OpenaiCompletions => Ok(ApiType::OpenAiCompletions),
+        ApiTypeName::Sglang => Ok(ApiType::Sglang),
+        ApiTypeName::Videogen => Err(AppError::Input(
+            "endpoint_config.api_type videogen is not supported yet; use openai, \
+             openai_completions or sglang"
+                .into(),
+        )),
     }
 }
 
-pub(super) fn check_completions_only(config: &Config, api_type: ApiType) -> Result<(), AppError> {
+pub(super) fn check_completions_only(
+    config: &Config,
+    api_type: ApiTypeName,
+) -> Result<(), AppError> {
     let mp = &config.model_params;
-    if api_type == ApiType::OpenAiCompletions {
+    if api_type == ApiTypeName::OpenaiCompletions {
         return Ok(());
     }
     if mp.min_new_tokens != 1 {
@@ -108,12 +151,12 @@ pub(super) fn check_completions_only(config: &Config, api_type: ApiType) -> Resu
 /// API: a key an API cannot carry is refused rather than dropped.
 pub(super) fn resolve_sampling(
     config: &Config,
-    api_type: ApiType,
+    api_type: ApiTypeName,
 ) -> Result<(Sampling, Vec<(String, serde_json::Value)>), AppError> {
     let mp = &config.model_params;
     let chat_template_kwargs = match &mp.chat_template_kwargs {
         None => None,
-        Some(v) if api_type != ApiType::OpenAi => {
+        Some(v) if api_type != ApiTypeName::Openai => {
             return Err(AppError::Input(format!(
                 "model_params.chat_template_kwargs {} is only sent with --api-type openai (chat), \
                  not {}: its requests are not rendered by a chat template; remove the key",

@@ -87,7 +87,7 @@ fn a_generation_config_override_is_merged_over_model_params() {
         path
     );
     let plan = resolve_plan(Config::from_yaml_str(&text, "t.yaml").unwrap(), 0).unwrap();
-    assert_eq!((plan.max_output_tokens, plan.temperature), (8, Some(0.5)));
+    assert_eq!((plan.request.max_output_tokens, plan.request.temperature), (8, Some(0.5)));
     // Deep-merged: the override's max bounds the base's uniform draw from min 2.
     assert!(
         plan.row_output_tokens.iter().all(|n| (2..=5).contains(n)),
@@ -220,8 +220,9 @@ fn each_request_flag_gives_the_same_plan_as_its_yaml_key() {
     ];
     for (flags, yaml) in cases {
         let (a, b) = (plan_of(flags).unwrap(), yaml_plan(yaml).unwrap());
-        let view =
-            |p: &Plan| (p.sampling.clone(), p.extra_body.clone(), p.row_output_tokens.clone());
+        let view = |p: &Plan| {
+            (p.request.sampling.clone(), p.request.extra.clone(), p.row_output_tokens.clone())
+        };
         assert_eq!(view(&a), view(&b), "{flags:?} vs {yaml}");
         assert_ne!(view(&a), view(&plan_of(&[]).unwrap()), "{flags:?} changes the plan");
     }
@@ -230,7 +231,7 @@ fn each_request_flag_gives_the_same_plan_as_its_yaml_key() {
 #[test]
 fn skip_special_tokens_false_flag_is_a_completions_only_setting() {
     let plan = plan_of(&["--api-type", "openai_completions", "--no-skip-special-tokens"]);
-    assert!(!plan.unwrap().sampling.skip_special_tokens);
+    assert!(!plan.unwrap().request.sampling.skip_special_tokens);
     let err = plan_of(&["--model-params.no-skip-special-tokens"]).unwrap_err();
     assert!(err.to_string().contains("skip_special_tokens"), "{err}");
 }
@@ -238,7 +239,7 @@ fn skip_special_tokens_false_flag_is_a_completions_only_setting() {
 #[test]
 fn extra_body_keeps_the_users_key_order_and_refuses_reserved_keys() {
     let plan = plan_of(&["--extra-body", r#"{"z": 1, "a": 2}"#]).unwrap();
-    let keys: Vec<&str> = plan.extra_body.iter().map(|(k, _)| k.as_str()).collect();
+    let keys: Vec<&str> = plan.request.extra.iter().map(|(k, _)| k.as_str()).collect();
     assert_eq!(keys, ["z", "a"]);
     let err = yaml_plan("  extra_body: {messages: []}\n").unwrap_err();
     assert_eq!(err.exit_code(), 2);

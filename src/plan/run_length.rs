@@ -76,11 +76,14 @@ pub(super) fn resolve_load_pattern(config: &Config) -> Result<LoadPattern, AppEr
             (_, Some(c)) => contradiction(format!(
                 "--concurrency {c} does not apply to load pattern poisson (it uses --target-qps)"
             )),
-            (Some(q), None) => Ok(LoadPattern::Poisson { target_qps: q }),
+            (Some(q), None) => {
+                let seed = config.settings.runtime.scheduler_random_seed;
+                Ok(LoadPattern::Poisson { target_qps: q, seed })
+            }
             (None, None) => contradiction("load pattern poisson needs --target-qps".into()),
         },
         (_, LoadPatternKind::Concurrency) => match lp.target_concurrency {
-            Some(n) => Ok(LoadPattern::Concurrency { n }),
+            Some(n) => Ok(LoadPattern::Concurrency { n: u64::from(n) }),
             None => contradiction("load pattern concurrency needs --concurrency N".into()),
         },
         (_, LoadPatternKind::MaxThroughput) => contradiction(
@@ -145,4 +148,20 @@ pub(super) fn seconds_to_ms(seconds: f64, what: &str) -> Result<u64, AppError> {
         return Err(AppError::Input(format!("{what} timeout {seconds} s is not valid")));
     }
     Ok((seconds * 1000.0).round() as u64)
+}
+
+/// The warm-up phase: `warmup.n_requests` samples, else the dataset once; none unless enabled.
+pub(super) fn resolve_warmup(config: &Config, rows: u64) -> Result<Warmup, AppError> {
+    let w = &config.settings.warmup;
+    Ok(Warmup {
+        enabled: w.enabled,
+        samples: if w.enabled { w.n_requests.unwrap_or(rows) } else { 0 },
+        requests: w.n_requests,
+        drain: w.drain,
+        drain_timeout_ms: resolve_drain_timeout_ms(
+            config.settings.drain.warmup_timeout_s,
+            "warm-up drain",
+        )?,
+        random_seed: w.warmup_random_seed,
+    })
 }

@@ -38,22 +38,25 @@ fn defaults_resolve_like_the_reference() {
     let plan = plan_of(&["offline"]).unwrap();
     assert_eq!(plan.load_pattern, LoadPattern::Offline);
     assert!(plan.endpoints.is_empty());
-    assert_eq!(plan.model, EMBEDDED_MODEL);
+    assert_eq!(plan.request.model, EMBEDDED_MODEL);
     assert!(plan.dataset_is_synthetic);
     assert_eq!(plan.dataset.rows.len(), 1_000);
-    assert!(!plan.streaming, "auto is off for offline");
-    assert!(plan.stream_include_usage);
-    assert_eq!(plan.max_output_tokens, 1024);
+    assert!(!plan.request.streaming, "auto is off for offline");
+    assert!(plan.request.stream_include_usage);
+    assert_eq!(plan.request.max_output_tokens, 1024);
     assert_eq!(plan.drain_timeout_ms, 240_000);
     assert_eq!(plan.token_count_source, TokenCountSource::Client);
     assert_eq!((plan.scheduler_seed, plan.dataloader_seed), (42, 42));
-    assert_eq!(plan.workers, default_worker_count(cores_available().len(), true));
-    assert_eq!(plan.max_connections, plan.workers * CONNECTIONS_PER_WORKER_DEFAULT);
-    assert!(plan.cpu_affinity && plan.early_stopping && !plan.warmup.enabled);
+    assert_eq!(plan.connections.workers, default_worker_count(cores_available().len(), true));
+    assert_eq!(
+        plan.connections.max_connections,
+        plan.connections.workers * CONNECTIONS_PER_WORKER_DEFAULT
+    );
+    assert!(plan.connections.cpu_affinity && plan.early_stopping && !plan.warmup.enabled);
     assert!(plan.report_dir.display().to_string().starts_with("/tmp/reports_"));
     let online = plan_of(&["online", "--load-pattern", "poisson", "--target-qps", "50"]).unwrap();
-    assert!(online.streaming, "auto is on for online");
-    assert_eq!(online.load_pattern, LoadPattern::Poisson { target_qps: 50.0 });
+    assert!(online.request.streaming, "auto is on for online");
+    assert_eq!(online.load_pattern, LoadPattern::Poisson { target_qps: 50.0, seed: 42 });
     assert!(online.legacy_loadgen_qps);
 }
 
@@ -124,28 +127,38 @@ fn flags_and_aliases_reach_the_plan() {
     .unwrap();
     let urls: Vec<&str> = plan.endpoints.iter().map(|e| e.url.as_str()).collect();
     assert_eq!(urls, ["http://127.0.0.1:9", "http://127.0.0.1:10", "http://h:11"]);
-    assert_eq!(plan.model, "m");
+    assert_eq!(plan.request.model, "m");
     assert_eq!(plan.load_pattern, LoadPattern::Concurrency { n: 300 });
-    assert_eq!((plan.workers, plan.max_connections), (2, 300));
-    assert_eq!(plan.api_type, ApiType::OpenAiCompletions);
-    assert_eq!(plan.min_output_tokens, Some(4));
-    assert!(!plan.streaming && !plan.stream_include_usage);
+    assert_eq!((plan.connections.workers, plan.connections.max_connections), (2, 300));
+    assert_eq!(plan.request.api, loadgen_worker::request::ApiType::OpenAiCompletions);
+    assert_eq!(plan.request.min_output_tokens, Some(4));
+    assert!(!plan.request.streaming && !plan.request.stream_include_usage);
     assert_eq!(plan.token_count_source, TokenCountSource::Server);
     assert_eq!((plan.num_samples, plan.max_duration_ms), (99, Some(12_000)));
     assert_eq!(plan.drain_timeout_ms, 1_500);
-    assert!(!plan.cpu_affinity && !plan.early_stopping);
+    assert!(!plan.connections.cpu_affinity && !plan.early_stopping);
     assert_eq!(
         plan.warmup,
-        Warmup { enabled: true, requests: Some(5), drain: true, drain_timeout_ms: 240_000 }
+        Warmup {
+            enabled: true,
+            samples: 5,
+            requests: Some(5),
+            drain: true,
+            drain_timeout_ms: 240_000,
+            random_seed: 42
+        }
     );
     assert_eq!(plan.report_dir, PathBuf::from("/tmp/x"));
     assert_eq!((plan.scheduler_seed, plan.dataloader_seed), (7, 8));
     assert_eq!(
-        (plan.temperature, plan.top_p, plan.top_k, plan.seed),
+        (plan.request.temperature, plan.request.top_p, plan.request.top_k, plan.request.seed),
         (Some(0.5), Some(0.9), Some(-1), Some(3))
     );
-    assert_eq!(plan.max_output_tokens, 64);
-    assert_eq!((plan.warmup_connections, plan.worker_init_timeout_ms), (Some(0), 5_000));
+    assert_eq!(plan.request.max_output_tokens, 64);
+    assert_eq!(
+        (plan.connections.warmup_connections, plan.connections.worker_init_timeout_ms),
+        (Some(0), 5_000)
+    );
     let summary = plan.summary();
     assert!(summary.contains("concurrency 300, 99 samples (max duration 12000 ms"), "{summary}");
     assert!(summary.contains("2 workers, 300 connections (warm-up connections 0"), "{summary}");
@@ -243,7 +256,7 @@ fn reference_perf_suite_command_lines_resolve() {
     ]);
     assert_eq!(conc.load_pattern, LoadPattern::Concurrency { n: 16_000 });
     assert_eq!((conc.num_samples, conc.max_duration_ms), (10_000_000, Some(12_000)));
-    assert!(conc.max_connections >= 16_000);
+    assert!(conc.connections.max_connections >= 16_000);
     let low = with(&[
         "online",
         "--load-pattern",
@@ -259,8 +272,11 @@ fn reference_perf_suite_command_lines_resolve() {
         "--client.warmup-connections",
         "0",
     ]);
-    assert_eq!(low.load_pattern, LoadPattern::Poisson { target_qps: 5.0 });
-    assert_eq!((low.num_samples, low.workers, low.warmup_connections), (200, 4, Some(0)));
+    assert_eq!(low.load_pattern, LoadPattern::Poisson { target_qps: 5.0, seed: 42 });
+    assert_eq!(
+        (low.num_samples, low.connections.workers, low.connections.warmup_connections),
+        (200, 4, Some(0))
+    );
     assert!(low.tokenizer.is_none(), "max-tp resolves to no tokenizer");
 }
 
@@ -289,9 +305,9 @@ fn opt_out_is_fine_unless_streaming_openai_under_server() {
     ] {
         plan_of(args).unwrap();
     }
-    let plan =
-        plan_of(&["offline", "--api-type", "videogen", "--token-count-source", "server"]).unwrap();
-    assert_eq!(plan.token_count_source, TokenCountSource::Client);
+    let err = plan_of(&["offline", "--api-type", "videogen"]).unwrap_err();
+    assert_eq!(err.exit_code(), 2, "{err}");
+    assert!(err.to_string().contains("endpoint_config.api_type videogen is not supported yet"));
 }
 
 #[test]
@@ -539,7 +555,7 @@ fn far_too_many_workers_are_refused() {
 
 #[test]
 fn warm_connections_follow_the_pattern_and_split_like_the_pool() {
-    let poisson = LoadPattern::Poisson { target_qps: 20_000.0 };
+    let poisson = LoadPattern::Poisson { target_qps: 20_000.0, seed: 42 };
     let conc = LoadPattern::Concurrency { n: 3000 };
     // (pattern, flag, workers, worker, share) -> warm connections of that worker
     let cases = [
@@ -567,15 +583,21 @@ fn source_addresses_resolve_into_the_plan_in_order() {
     let plan = plan_of(&["offline", "--source-addresses", "127.0.0.2, 127.0.0.3"]).unwrap();
     let want: Vec<std::net::IpAddr> =
         ["127.0.0.2", "127.0.0.3"].iter().map(|a| a.parse().unwrap()).collect();
-    assert_eq!(plan.source_addresses, want);
+    assert_eq!(plan.connections.source_addresses, want);
     let repeated =
         plan_of(&["offline", "--source-addresses", "127.0.0.2", "--source-addresses", "127.0.0.3"])
             .unwrap();
-    assert_eq!(repeated.source_addresses, want, "repeated flags add up");
-    assert!(plan_of(&["offline"]).unwrap().source_addresses.is_empty(), "none: the kernel's");
+    assert_eq!(repeated.connections.source_addresses, want, "repeated flags add up");
+    assert!(
+        plan_of(&["offline"]).unwrap().connections.source_addresses.is_empty(),
+        "none: the kernel's"
+    );
     let v6 = ["--endpoints", "http://[::1]:8000", "--model", "m"];
     let plan = plan_of(&[&["offline", "--source-addresses", "[::1]"][..], &v6].concat());
-    assert_eq!(plan.unwrap().source_addresses, ["::1".parse::<std::net::IpAddr>().unwrap()]);
+    assert_eq!(
+        plan.unwrap().connections.source_addresses,
+        ["::1".parse::<std::net::IpAddr>().unwrap()]
+    );
     let by_name = ["--endpoints", "http://localhost:8000", "--model", "m"];
     let plan = plan_of(&[&["offline", "--source-addresses", "::1"][..], &by_name].concat());
     assert!(plan.is_ok(), "a host name's family is checked once it is resolved");
@@ -626,14 +648,14 @@ fn chat_template_note_gives_the_template_tokens_for_text_prompts_on_chat() {
     let tok = Tokenizer::load(&asset("tokenizers/char_jinja")).unwrap();
     let data = rows(vec![text_row("abc", None), text_row("de", Some("sys"))]);
     let url = endpoint("http://127.0.0.1:8000");
-    let note = chat_template_note(ApiType::OpenAi, &url, &data, Some(&tok)).unwrap();
+    let note = chat_template_note(ApiTypeName::Openai, &url, &data, Some(&tok)).unwrap();
     // <s><|user|></s><|assistant|>: two special tokens and 21 characters.
     assert!(note.contains("about 23 tokens per request"), "{note}");
     assert!(note.contains("char_jinja/chat_template.jinja"), "{note}");
     assert!(note.contains("/v1/chat/completions"), "{note}");
     assert!(note.contains("the system prompt of 1 row is left out too"), "{note}");
     let plain = Tokenizer::load(&asset("tokenizers/char")).unwrap();
-    let note = chat_template_note(ApiType::OpenAi, &url, &data, Some(&plain)).unwrap();
+    let note = chat_template_note(ApiTypeName::Openai, &url, &data, Some(&plain)).unwrap();
     assert!(note.contains("leaves that template out"), "{note}");
     assert!(note.contains("--chat-template FILE"), "{note}");
     assert!(!note.contains("tokens per request"), "no number without a template: {note}");
@@ -646,19 +668,19 @@ fn chat_template_note_is_silent_where_the_isl_leaves_nothing_out() {
     let tok = Tokenizer::load(&asset("tokenizers/char_jinja")).unwrap();
     let text = rows(vec![text_row("abc", None)]);
     let url = endpoint("http://127.0.0.1:8000");
-    for api in [ApiType::OpenAiCompletions, ApiType::Sglang] {
+    for api in [ApiTypeName::OpenaiCompletions, ApiTypeName::Sglang] {
         assert_eq!(chat_template_note(api, &url, &text, Some(&tok)), None, "{api:?}");
     }
-    assert_eq!(chat_template_note(ApiType::OpenAi, &url, &text, None), None);
-    assert_eq!(chat_template_note(ApiType::OpenAi, &[], &text, Some(&tok)), None);
+    assert_eq!(chat_template_note(ApiTypeName::Openai, &url, &text, None), None);
+    assert_eq!(chat_template_note(ApiTypeName::Openai, &[], &text, Some(&tok)), None);
     let null = endpoint(NULL_ENDPOINT);
-    assert_eq!(chat_template_note(ApiType::OpenAi, &null, &text, Some(&tok)), None);
+    assert_eq!(chat_template_note(ApiTypeName::Openai, &null, &text, Some(&tok)), None);
     let messages = serde_json::json!([{"role": "user", "content": "hi"}]);
     let structured = rows(vec![
         crate::dataset::Row { messages: Some(messages), ..Default::default() },
         crate::dataset::Row { token_ids: Some(vec![1, 2]), ..text_row("ab", None) },
     ]);
-    assert_eq!(chat_template_note(ApiType::OpenAi, &url, &structured, Some(&tok)), None);
+    assert_eq!(chat_template_note(ApiTypeName::Openai, &url, &structured, Some(&tok)), None);
 }
 
 /// `--chat-template` reaches the plan's tokenizer; without a tokenizer it is refused

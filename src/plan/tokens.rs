@@ -46,14 +46,11 @@ pub(super) fn resolve_token_pool(
 
 pub(super) fn resolve_token_source(
     config: &Config,
-    api_type: ApiType,
+    api_type: ApiTypeName,
     streaming: bool,
 ) -> Result<TokenCountSource, AppError> {
-    let wanted = match config.settings.token_count_source {
-        TokenSource::Client => TokenCountSource::Client,
-        TokenSource::Server => TokenCountSource::Server,
-    };
-    if api_type == ApiType::VideoGen {
+    let wanted = config.settings.token_count_source;
+    if api_type == ApiTypeName::Videogen {
         eprintln!("info: api type videogen reports no token usage; token count source is client");
         return Ok(TokenCountSource::Client);
     }
@@ -122,14 +119,14 @@ pub(super) fn load_tokenizer(config: &Config, model: &str) -> Result<Option<Toke
 /// (rendered on one empty user message). `None` where nothing is left out: no text rows,
 /// not the chat route, no client tokenizer, or a local stub that applies no template.
 pub(super) fn chat_template_note(
-    api_type: ApiType,
+    api_type: ApiTypeName,
     endpoints: &[EndpointUrl],
     dataset: &Dataset,
     tokenizer: Option<&Tokenizer>,
 ) -> Option<String> {
     let tok = tokenizer?;
     let remote = endpoints.iter().any(|e| !e.is_null());
-    if api_type != ApiType::OpenAi || !remote {
+    if api_type != ApiTypeName::Openai || !remote {
         return None;
     }
     let text_rows: Vec<&crate::dataset::Row> = dataset
