@@ -509,7 +509,8 @@ pub struct SpellingFlags {
         help_heading = "Warm-up"
     )]
     pub no_warmup_drain: bool,
-    /// Salt each warm-up prompt (not supported yet).
+    /// Prefix each warm-up prompt with a salt of its own, `[<16 hex>] `, so a server's prefix
+    /// cache cannot answer the measured phase from the warm-up (text-prompt datasets).
     #[arg(
         long = "warmup-salt",
         visible_alias = "salt",
@@ -525,7 +526,8 @@ pub struct SpellingFlags {
         help_heading = "Warm-up"
     )]
     pub no_warmup_salt: bool,
-    /// Warm-up order seed; only 42 (warm-up here follows the sample order) [default: 42].
+    /// Warm-up seed: its Poisson schedule, its sample order (+1) and its salts (+2), as the
+    /// reference draws them [default: 42].
     #[arg(long = "warmup-seed", visible_alias = "warmup-random-seed", help_heading = "Warm-up")]
     pub warmup_seed: Option<u64>,
     /// How long --warmup-drain waits for warm-up samples, in seconds [default: 240].
@@ -900,12 +902,15 @@ mod spelling_tests {
              Resolves(|p| p.warmup.drain_timeout_ms == 1_500 && p.drain_timeout_ms == 240_000)),
             (&["--drain.warmup-timeout-s", "2"], "drain:\n    warmup_timeout_s: 2",
              Resolves(|p| p.warmup.drain_timeout_ms == 2_000)),
-            (&["--salt", "--no-salt"], "warmup:\n    salt: false", Resolves(|_| true)),
+            (&["--salt", "--no-salt"], "warmup:\n    salt: false", Resolves(|p| !p.warmup.salt)),
             (&["--warmup-salt", "--no-warmup-salt"], "warmup:\n    salt: false",
-             Resolves(|_| true)),
-            (&["--warmup-seed", "42"], "warmup:\n    warmup_random_seed: 42", Resolves(|_| true)),
-            (&["--warmup-random-seed", "42"], "warmup:\n    warmup_random_seed: 42",
-             Resolves(|_| true)),
+             Resolves(|p| !p.warmup.salt)),
+            (&["--salt"], "warmup:\n    salt: true", Resolves(|p| p.warmup.salt)),
+            (&["--warmup-salt"], "warmup:\n    salt: true", Resolves(|p| p.warmup.salt)),
+            (&["--warmup-seed", "7"], "warmup:\n    warmup_random_seed: 7",
+             Resolves(|p| p.warmup.random_seed == 7)),
+            (&["--warmup-random-seed", "7"], "warmup:\n    warmup_random_seed: 7",
+             Resolves(|p| p.warmup.random_seed == 7)),
             (&["--insecure", "--no-insecure"], "client:\n    insecure: false", Resolves(|_| true)),
             (&["--client.insecure", "--client.no-insecure"], "client:\n    insecure: false",
              Resolves(|_| true)),
@@ -962,13 +967,6 @@ mod spelling_tests {
             (&["--insecure"], "client:\n    insecure: true",
              Refused("settings.client.insecure (--insecure) is not supported yet")),
             (&["--client.insecure"], "client:\n    insecure: true", Refused(NOT_YET)),
-            (&["--salt"], "warmup:\n    salt: true",
-             Refused("settings.warmup.salt (--warmup-salt, --salt) is not supported yet")),
-            (&["--warmup-salt"], "warmup:\n    salt: true", Refused(NOT_YET)),
-            (&["--warmup-seed", "7"], "warmup:\n    warmup_random_seed: 7",
-             Refused("settings.warmup.warmup_random_seed (--warmup-seed, --warmup-random-seed)")),
-            (&["--warmup-random-seed", "7"], "warmup:\n    warmup_random_seed: 7",
-             Refused(NOT_YET)),
             (&["--profile", "vllm"], "profiling:\n    engine: vllm",
              Refused("settings.profiling.engine (--profile, --engine) is not supported yet")),
             (&["--engine", "vllm"], "profiling:\n    engine: vllm", Refused(NOT_YET)),

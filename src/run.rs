@@ -465,9 +465,9 @@ fn run_info(
         warmup: WarmupInfo {
             enabled: plan.warmup.enabled,
             n_requests: plan.warmup.requests,
-            salt: false,
+            salt: plan.warmup.salt,
             drain: plan.warmup.drain,
-            warmup_random_seed: 42,
+            warmup_random_seed: plan.warmup.random_seed,
         },
         scheduler_random_seed: plan.scheduler_seed,
         dataloader_random_seed: plan.dataloader_seed,

@@ -9,13 +9,9 @@ use loadgen_stubs::StubKind;
 
 #[test]
 fn spellings_of_missing_features_exit_2_naming_the_flag() {
-    let cases: [(&[&str], &str); 10] = [
+    let cases: [(&[&str], &str); 6] = [
         (&["--insecure"], "--insecure"),
         (&["--client.insecure"], "--insecure"),
-        (&["--salt"], "--salt"),
-        (&["--warmup-salt"], "--warmup-salt"),
-        (&["--warmup-seed", "7"], "--warmup-seed"),
-        (&["--warmup-random-seed", "7"], "--warmup-random-seed"),
         (&["--profile", "vllm"], "--profile"),
         (&["--engine", "vllm"], "--engine"),
         (&["--profile-urls", "http://127.0.0.1:9"], "--profile-urls"),
@@ -35,15 +31,15 @@ fn spellings_of_missing_features_exit_2_naming_the_flag() {
 fn a_yaml_key_of_a_missing_feature_is_refused_like_its_flag() {
     let dir = report_dir("spelling-yaml");
     std::fs::create_dir_all(&dir).unwrap();
-    let path = dir.join("salt.yaml");
-    std::fs::write(&path, "type: offline\nsettings:\n  warmup:\n    salt: true\n").unwrap();
+    let path = dir.join("profile.yaml");
+    std::fs::write(&path, "type: offline\nsettings:\n  profiling:\n    engine: vllm\n").unwrap();
     // The reference accepts the file, so validate-yaml does (exit 0), noting the refusal.
     for (sub, code) in [(&["validate-yaml", "-c"][..], 0), (&["benchmark", "from-config", "-c"], 2)]
     {
         let out = bin().args(sub).arg(&path).output().expect("runs");
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(code), "{sub:?}: {stderr}");
-        assert!(stderr.contains("settings.warmup.salt (--warmup-salt, --salt)"), "{stderr}");
+        assert!(stderr.contains("settings.profiling.engine (--profile, --engine)"), "{stderr}");
     }
 }
 

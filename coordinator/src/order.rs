@@ -39,20 +39,36 @@ impl SplitMix64 {
 pub struct SampleOrder {
     rows: Vec<u32>,
     position: usize,
-    rng: PyRandom,
+    /// `None`: a listed order, repeated as given.
+    rng: Option<PyRandom>,
 }
 
 impl SampleOrder {
     pub fn new(row_count: usize, seed: u64) -> SampleOrder {
         assert!(row_count > 0, "a sample order needs at least one row");
         let rows = (0..row_count as u32).collect();
-        let mut order = SampleOrder { rows, position: 0, rng: PyRandom::new(seed) };
+        let mut order = SampleOrder { rows, position: 0, rng: Some(PyRandom::new(seed)) };
         order.shuffle();
         order
     }
 
+    /// Rows in the order given, pass after pass, never shuffled (a warm-up's drawn rows, or
+    /// the salted copies the binary appended to the request tables).
+    pub fn listed(rows: Vec<u32>) -> SampleOrder {
+        assert!(!rows.is_empty(), "a sample order needs at least one row");
+        SampleOrder { rows, position: 0, rng: None }
+    }
+
+    /// The first `n` rows `new(row_count, seed)` gives, pass after pass.
+    pub fn first_rows(row_count: usize, seed: u64, n: u64) -> Vec<u32> {
+        let mut order = SampleOrder::new(row_count, seed);
+        (0..n).map(|_| order.next_row()).collect()
+    }
+
     fn shuffle(&mut self) {
-        self.rng.shuffle(&mut self.rows);
+        if let Some(rng) = &mut self.rng {
+            rng.shuffle(&mut self.rows);
+        }
         self.position = 0;
     }
 
@@ -70,6 +86,15 @@ impl SampleOrder {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_listed_order_repeats_as_given() {
+        let mut order = SampleOrder::listed(vec![5, 1, 9]);
+        let got: Vec<u32> = (0..7).map(|_| order.next_row()).collect();
+        assert_eq!(got, [5, 1, 9, 5, 1, 9, 5]);
+        let first = SampleOrder::first_rows(1000, 42, 5);
+        assert_eq!(first, [776, 507, 895, 922, 33], "Random(42).shuffle, as the reference");
+    }
 
     #[test]
     fn rows_come_in_the_references_order_pass_after_pass() {

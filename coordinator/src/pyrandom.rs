@@ -58,6 +58,16 @@ impl PyRandom {
         }
     }
 
+    /// `randbytes(8)`: `getrandbits(64).to_bytes(8, "little")`, so the first draw's bytes, least
+    /// significant first, then the second's.
+    pub fn randbytes8(&mut self) -> [u8; 8] {
+        let (a, b) = (self.mt.next_u32(), self.mt.next_u32());
+        let mut out = [0u8; 8];
+        out[..4].copy_from_slice(&a.to_le_bytes());
+        out[4..].copy_from_slice(&b.to_le_bytes());
+        out
+    }
+
     /// `expovariate(lambd)`: `-log(1 - random()) / lambd`.
     pub fn expovariate(&mut self, lambd: f64) -> f64 {
         -(1.0 - self.random()).ln() / lambd
@@ -109,6 +119,18 @@ mod tests {
 
     /// `repr(random.Random(2**32 + 7).random())` in CPython.
     const PY_RANDOM_2_POW_32_PLUS_7: f64 = 0.22550888929893187;
+
+    #[test]
+    fn randbytes_equal_pythons_for_the_warm_up_salt() {
+        // Python: [random.Random(s).randbytes(8).hex() ...] (the reference's salt, seed 42 + 2).
+        let hex = |b: [u8; 8]| b.iter().map(|x| format!("{x:02x}")).collect::<String>();
+        let mut r = PyRandom::new(44);
+        let got: Vec<String> = (0..3).map(|_| hex(r.randbytes8())).collect();
+        assert_eq!(got, ["a8ce956811102085", "78adbe8a4bfd9cb3", "9f6eaedc0621dd1d"]);
+        let mut r = PyRandom::new(0);
+        assert_eq!(hex(r.randbytes8()), "cd072cd8be6f9f62");
+        assert_eq!(hex(PyRandom::new(12345).randbytes8()), "8799a76a3a4391bb");
+    }
 
     #[test]
     fn seeds_past_32_bits_use_both_words() {

@@ -33,10 +33,8 @@ pub struct RunSpec {
     pub pattern: LoadPattern,
     /// Tracked samples to issue.
     pub num_samples: u64,
-    /// Warm-up samples issued before tracking starts.
-    pub warmup_samples: u64,
-    /// Wait for the warm-up samples to finish before tracking starts.
-    pub warmup_drain: bool,
+    /// The warm-up phase, issued before tracking starts.
+    pub warmup: WarmupSpec,
     pub dataset_rows: usize,
     pub dataloader_seed: u64,
     /// Wall-time cap from the start of tracking (and of a warm-up, from its own start);
@@ -45,8 +43,6 @@ pub struct RunSpec {
     pub max_duration: Option<Duration>,
     /// How long in-flight samples may take to finish once issuing ended.
     pub drain_timeout: Duration,
-    /// How long warm-up samples may take to finish, with `warmup_drain`.
-    pub warmup_drain_timeout: Duration,
     /// How long workers may take to open their connections.
     pub ready_timeout: Duration,
     pub ring_sizes: RingSizes,
@@ -61,6 +57,28 @@ pub struct RunSpec {
     /// Values never written into events.jsonl (API keys, URL passwords), should an endpoint
     /// echo one in an error message.
     pub secrets: Vec<String>,
+}
+
+/// The warm-up phase (the reference's): untracked samples before the performance phase, on the
+/// performance phase's pattern with seeds of its own.
+#[derive(Debug, Clone, Default)]
+pub struct WarmupSpec {
+    /// The table row each warm-up sample sends, in issue order; empty = no warm-up. The
+    /// binary draws them (`warmup_random_seed + 1`), or lists salted copies it appended to
+    /// the request tables.
+    pub rows: Vec<u32>,
+    /// The warm-up's pattern: a Poisson one is seeded by `warmup_random_seed`.
+    pub pattern: LoadPattern,
+    /// Wait for the warm-up samples to finish before tracking starts.
+    pub drain: bool,
+    /// How long that wait may take.
+    pub drain_timeout: Duration,
+}
+
+impl WarmupSpec {
+    pub fn samples(&self) -> u64 {
+        self.rows.len() as u64
+    }
 }
 
 /// A finished run, ready for the metrics.
@@ -194,7 +212,7 @@ fn start(spec: &mut RunSpec) -> Result<Started, RunError> {
     let agg_io = (consumers, pids.clone(), records_bell, shared.clone(), control_rx, status_tx);
     let aggregator = start_aggregator(spec, agg_io).inspect_err(|_| kill_all(&pids))?;
     let watcher = Watcher::start(shared.clone()).inspect_err(|_| kill_all(&pids))?;
-    let samples = spec.warmup_samples.saturating_add(spec.num_samples);
+    let samples = spec.warmup.samples().saturating_add(spec.num_samples);
     let log = IssueLog::with_capacity(samples.min(MAX_LOG_RESERVE_SAMPLES), monotonic_ns());
     let mut issuer = Issuer::new(producers, shared.clone(), space_bell, log);
     if let LoadPattern::Concurrency { .. } = spec.pattern {
@@ -266,8 +284,10 @@ fn await_ready(spec: &RunSpec, status: &Receiver<Status>) -> Result<(), RunError
 /// timed out, and the Poisson issue lags.
 fn issue_and_drain(spec: &RunSpec, st: &mut Started) -> (RunEnd, bool, IssueLags) {
     let _ = st.control.send(Control::Start { session_start_ns: monotonic_ns() });
+    let warm_up_end = warm_up(spec, st);
+    // The performance phase draws its own order, as the reference's phases do: a warm-up
+    // never shifts which rows the tracked samples use.
     let mut order = SampleOrder::new(spec.dataset_rows.max(1), spec.dataloader_seed);
-    let warm_up_end = warm_up(spec, st, &mut order);
     let _ = st.control.send(Control::Tracking { tracking_start_ns: monotonic_ns() });
     let mut issue_lags = IssueLags::default();
     let (cap, issue_end) = match warm_up_end {
@@ -276,7 +296,7 @@ fn issue_and_drain(spec: &RunSpec, st: &mut Started) -> (RunEnd, bool, IssueLags
         None => {
             let cap = spec.max_duration.map(|d| Instant::now() + d);
             st.issuer.set_cap(cap);
-            let (issuer, first, n) = (&mut st.issuer, spec.warmup_samples, spec.num_samples);
+            let (issuer, first, n) = (&mut st.issuer, spec.warmup.samples(), spec.num_samples);
             (cap, issue_all(issuer, &spec.pattern, &mut order, first, n, cap, &mut issue_lags))
         }
     };
@@ -297,24 +317,23 @@ fn issue_and_drain(spec: &RunSpec, st: &mut Started) -> (RunEnd, bool, IssueLags
     (end, timed_out, issue_lags)
 }
 
-/// Issues the warm-up samples (untracked) and, with `warmup_drain`, waits for them. The cap
-/// bounds the warm-up too, from its own start. When the cap, an interrupt or the loss of every
-/// worker cut the warm-up short, returns the cap and why issuing stopped.
-fn warm_up(
-    spec: &RunSpec,
-    st: &mut Started,
-    order: &mut SampleOrder,
-) -> Option<(Option<Instant>, IssueEnd)> {
-    if spec.warmup_samples == 0 {
+/// Issues the warm-up samples (untracked) on the warm-up's pattern, in the order of its rows,
+/// and, with `drain`, waits for them. The cap bounds the warm-up too, from its own start. When
+/// the cap, an interrupt or the loss of every worker cut the warm-up short, returns the cap and
+/// why issuing stopped.
+fn warm_up(spec: &RunSpec, st: &mut Started) -> Option<(Option<Instant>, IssueEnd)> {
+    let warmup = &spec.warmup;
+    if warmup.rows.is_empty() {
         return None;
     }
     let cap = spec.max_duration.map(|d| Instant::now() + d);
     st.issuer.set_cap(cap);
     let mut unused = IssueLags::default();
-    let (issuer, n) = (&mut st.issuer, spec.warmup_samples);
-    let end = issue_all(issuer, &LoadPattern::Offline, order, 0, n, cap, &mut unused);
-    if spec.warmup_drain && end == IssueEnd::AllIssued {
-        let drain_until = Instant::now() + spec.warmup_drain_timeout;
+    let mut order = SampleOrder::listed(warmup.rows.clone());
+    let (issuer, n) = (&mut st.issuer, warmup.samples());
+    let end = issue_all(issuer, &warmup.pattern, &mut order, 0, n, cap, &mut unused);
+    if warmup.drain && end == IssueEnd::AllIssued {
+        let drain_until = Instant::now() + warmup.drain_timeout;
         wait_drained(&st.shared, cap.map_or(drain_until, |c| c.min(drain_until)));
     }
     let capped = cap.is_some_and(|c| Instant::now() >= c);
@@ -440,7 +459,7 @@ fn start_aggregator(
         tokens,
         isl_client: spec.isl_client.clone(),
         streaming: spec.streaming,
-        warmup_samples: spec.warmup_samples,
+        warmup_samples: spec.warmup.samples(),
         expected_samples: spec.num_samples,
         progress_line: spec.progress_line,
         closed_loop: matches!(spec.pattern, LoadPattern::Concurrency { .. }),

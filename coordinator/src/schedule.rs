@@ -23,9 +23,10 @@ pub const SCHEDULER_POLL: Duration = Duration::from_millis(10);
 pub const CLOSED_LOOP_QUEUE_DEPTH: u64 = 1024;
 
 /// The load pattern of a run (the plan resolves the schema's `settings.load_pattern` into it).
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub enum LoadPattern {
     /// max_throughput: every sample as fast as the rings take them.
+    #[default]
     Offline,
     /// Open loop: exponential gaps at `target_qps`, from a seeded generator.
     Poisson { target_qps: f64, seed: u64 },

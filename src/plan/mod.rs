@@ -70,8 +70,12 @@ pub struct Warmup {
     pub drain: bool,
     /// How long that wait may take (`settings.drain.warmup_timeout_s`).
     pub drain_timeout_ms: u64,
-    /// `warmup.warmup_random_seed`.
+    /// `warmup.warmup_random_seed`: the warm-up's Poisson schedule is drawn from it, its
+    /// sample order from it + 1 and its salts from it + 2, as the reference draws them.
     pub random_seed: u64,
+    /// `warmup.salt`: each warm-up prompt gets a `[<16 hex>] ` prefix of its own, so a
+    /// server's prefix cache cannot serve the measured phase from the warm-up.
+    pub salt: bool,
 }
 
 /// The client tokenizer pool's settings, as given.
@@ -226,7 +230,7 @@ pub fn resolve_plan(mut config: Config, verbose: u8) -> Result<Plan, AppError> {
         token_pool,
         request_timeout_ns: resolve_request_timeout(config.timeout)?,
         connections,
-        warmup: resolve_warmup(&config, rows)?,
+        warmup: resolve_warmup(&config, &dataset)?,
         early_stopping: config.settings.early_stopping.enabled,
         report_dir,
         events: config.events.unwrap_or(true),

@@ -103,20 +103,6 @@ pub(super) fn refuse_missing_features(config: &Config) -> Result<(), AppError> {
             "there is no TLS to verify (https:// endpoints)",
         );
     }
-    if s.warmup.salt {
-        return refuse("warmup.salt", "--warmup-salt, --salt", "warm-up prompts are sent as given");
-    }
-    if s.warmup.warmup_random_seed != 42 {
-        return refuse(
-            "warmup.warmup_random_seed",
-            "--warmup-seed, --warmup-random-seed",
-            &format!(
-                "{} asks for a warm-up order of its own; warm-up here issues the first samples \
-                 of the sample order (--runtime.dataloader-random-seed)",
-                s.warmup.warmup_random_seed
-            ),
-        );
-    }
     if let Some(engine) = &s.profiling.engine {
         return refuse(
             "profiling.engine",

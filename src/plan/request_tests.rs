@@ -120,8 +120,8 @@ fn null_drain_timeouts_resolve_to_an_unbounded_drain() {
 #[test]
 fn validate_yaml_accepts_what_the_reference_does_and_lists_what_a_run_refuses() {
     let text = "type: submission\nbenchmark_mode: online\nmodel_params: {name: m}\n\
-                settings:\n  load_pattern: {type: poisson, target_qps: 5}\n  warmup: \
-                {salt: true}\ndatasets:\n  - name: gpqa\n    type: accuracy\n";
+                settings:\n  load_pattern: {type: poisson, target_qps: 5}\n  profiling: \
+                {engine: vllm}\ndatasets:\n  - name: gpqa\n    type: accuracy\n";
     let config = Config::from_yaml_str(text, "t.yaml").unwrap();
     check_config(&config).unwrap();
     let notes = run_refusals(&config).join("\n");
@@ -129,7 +129,7 @@ fn validate_yaml_accepts_what_the_reference_does_and_lists_what_a_run_refuses() 
         "type: submission",
         "datasets[0].type accuracy",
         "datasets[0].path",
-        "settings.warmup.salt",
+        "settings.profiling.engine",
     ] {
         assert!(notes.contains(key), "{key}: {notes}");
     }

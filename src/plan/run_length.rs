@@ -151,11 +151,31 @@ pub(super) fn seconds_to_ms(seconds: f64, what: &str) -> Result<u64, AppError> {
 }
 
 /// The warm-up phase: `warmup.n_requests` samples, else the dataset once; none unless enabled.
-pub(super) fn resolve_warmup(config: &Config, rows: u64) -> Result<Warmup, AppError> {
+/// A salted warm-up needs a text prompt on every row (the reference's `validate_saltable`); an
+/// unsalted one is warned about, as the reference warns.
+pub(super) fn resolve_warmup(config: &Config, dataset: &Dataset) -> Result<Warmup, AppError> {
     let w = &config.settings.warmup;
+    let rows = dataset.rows.len() as u64;
+    let samples = if w.enabled { w.n_requests.unwrap_or(rows) } else { 0 };
+    if w.enabled && w.salt {
+        check_saltable(dataset)?;
+        if samples > SALTED_WARMUP_SAMPLES_MAX {
+            return Err(AppError::Input(format!(
+                "warmup.n_requests {samples} with warmup.salt: each salted warm-up request is \
+                 built before the run, so at most {SALTED_WARMUP_SAMPLES_MAX} are allowed; give \
+                 a smaller --warmup-requests"
+            )));
+        }
+    } else if w.enabled {
+        eprintln!(
+            "warning: warm-up without salt (--warmup-salt) sends the dataset's prompts as they \
+             are, so a server's prefix cache may answer the measured phase from them and \
+             understate its latency; add --warmup-salt on text-prompt datasets"
+        );
+    }
     Ok(Warmup {
         enabled: w.enabled,
-        samples: if w.enabled { w.n_requests.unwrap_or(rows) } else { 0 },
+        samples,
         requests: w.n_requests,
         drain: w.drain,
         drain_timeout_ms: resolve_drain_timeout_ms(
@@ -163,5 +183,33 @@ pub(super) fn resolve_warmup(config: &Config, rows: u64) -> Result<Warmup, AppEr
             "warm-up drain",
         )?,
         random_seed: w.warmup_random_seed,
+        salt: w.salt,
     })
+}
+
+/// Salted warm-up samples allowed at most: each is a request built before the run.
+pub const SALTED_WARMUP_SAMPLES_MAX: u64 = 1_000_000;
+
+/// Every row can take a salt: a text prompt, no token ids and no messages (either would be sent
+/// in place of the salted prompt).
+fn check_saltable(dataset: &Dataset) -> Result<(), AppError> {
+    let why = |r: &crate::dataset::Row| {
+        if r.token_ids.is_some() {
+            Some("carries token ids (input_tokens), which are sent instead of the prompt")
+        } else if r.messages.is_some() {
+            Some("carries messages, which are sent instead of the prompt")
+        } else if r.prompt.is_none() {
+            Some("has no text prompt")
+        } else {
+            None
+        }
+    };
+    match dataset.rows.iter().enumerate().find_map(|(i, r)| why(r).map(|w| (i, w))) {
+        Some((i, what)) => Err(AppError::Input(format!(
+            "warmup.salt (--warmup-salt) needs a text prompt on every row, but dataset {} row \
+             {i} {what}; leave out --warmup-salt (warmup.salt: false) for this dataset",
+            dataset.name
+        ))),
+        None => Ok(()),
+    }
 }

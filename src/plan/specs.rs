@@ -7,7 +7,10 @@ use std::time::Duration;
 
 use loadgen_coordinator::aggregate::tokens::{TokenCounter, TokenPoolPlan};
 use loadgen_coordinator::cpu::{tokenizer_threads, CpuPlan};
-use loadgen_coordinator::RunSpec;
+use loadgen_coordinator::order::SampleOrder;
+use loadgen_coordinator::pyrandom::PyRandom;
+use loadgen_coordinator::run::WarmupSpec;
+use loadgen_coordinator::{LoadPattern, RunSpec};
 use loadgen_worker::http::ports::{
     bind_from_slot_over_sources, ephemeral_even_ports, ephemeral_range, ports_per_source,
     source_addresses_for, SourceChoice, SOURCE_PORT_BUDGET_PERCENT,
@@ -30,7 +33,8 @@ impl Plan {
     /// The coordinator's spec for this plan against `endpoints` (the plan's, or the embedded
     /// stub's), on `cpu_plan`'s cores.
     pub fn run_spec(&self, endpoints: &[Endpoint], cpu_plan: CpuPlan) -> Result<RunSpec, AppError> {
-        let tables = request_tables(self, endpoints)?;
+        let (warmup_rows, salted) = warmup_rows(self);
+        let tables = request_tables(self, endpoints, &salted)?;
         let (isl_client, prompt_data_json, token_counter) = client_counts(self);
         let token_pool = token_pool_plan(self, &cpu_plan);
         let c = &self.connections;
@@ -49,13 +53,21 @@ impl Plan {
             cpu_plan,
             pattern: self.load_pattern,
             num_samples: self.num_samples,
-            warmup_samples: self.warmup.samples,
-            warmup_drain: self.warmup.drain,
+            warmup: WarmupSpec {
+                rows: warmup_rows,
+                pattern: match self.load_pattern {
+                    LoadPattern::Poisson { target_qps, .. } => {
+                        LoadPattern::Poisson { target_qps, seed: self.warmup.random_seed }
+                    }
+                    other => other,
+                },
+                drain: self.warmup.drain,
+                drain_timeout: ms(self.warmup.drain_timeout_ms),
+            },
             dataset_rows: self.dataset.rows.len(),
             dataloader_seed: self.dataloader_seed,
             max_duration: self.max_duration_ms.filter(|&v| v > 0).map(ms),
             drain_timeout: ms(self.drain_timeout_ms),
-            warmup_drain_timeout: ms(self.warmup.drain_timeout_ms),
             ready_timeout: ms(c.worker_init_timeout_ms),
             ring_sizes: c.ring_sizes,
             streaming: self.request.streaming,
@@ -70,31 +82,70 @@ impl Plan {
     }
 }
 
-/// Every row's request bytes, built once per row and endpoint, before the fork.
-fn request_tables(plan: &Plan, endpoints: &[Endpoint]) -> Result<Vec<Arc<RequestTable>>, AppError> {
-    let (opts, api) = (&plan.request, plan.request.api);
+/// Every row's request bytes, built once per row and endpoint, before the fork; a salted
+/// warm-up's requests follow the rows, one per warm-up sample (`warmup_rows`).
+fn request_tables(
+    plan: &Plan,
+    endpoints: &[Endpoint],
+    salted: &[(u32, String)],
+) -> Result<Vec<Arc<RequestTable>>, AppError> {
     let mut tables = Vec::with_capacity(endpoints.len());
     for ep in endpoints {
         let mut table = RequestTable::new();
         for (i, row) in plan.dataset.rows.iter().enumerate() {
-            // The row's own n and drawn output length are decided here, once, before the fork.
-            let params =
-                RowParams { n: row.n, max_output_tokens: plan.row_output_tokens.get(i).copied() };
-            let body = request::body_json_row(opts, prompt_of(row), params).map_err(|e| {
-                AppError::Input(format!("dataset row {i} cannot become a request: {e}"))
-            })?;
-            table.push(&request::http_request(
-                ep,
-                api,
-                plan.api_key.as_deref(),
-                opts.streaming,
-                &body,
-            ));
+            table.push(&row_request(plan, ep, i, prompt_of(row))?);
+        }
+        for (i, prompt) in salted {
+            let row = &plan.dataset.rows[*i as usize];
+            let text = Prompt::Text { system: row.system.as_deref(), user: prompt };
+            table.push(&row_request(plan, ep, *i as usize, text)?);
         }
         tables.push(Arc::new(table));
     }
-
     Ok(tables)
+}
+
+/// Row `i`'s request with `prompt`: the row's own n and drawn output length are decided here,
+/// once, before the fork.
+fn row_request(
+    plan: &Plan,
+    ep: &Endpoint,
+    i: usize,
+    prompt: Prompt<'_>,
+) -> Result<Vec<u8>, AppError> {
+    let opts = &plan.request;
+    let row = &plan.dataset.rows[i];
+    let params = RowParams { n: row.n, max_output_tokens: plan.row_output_tokens.get(i).copied() };
+    let body = request::body_json_row(opts, prompt, params)
+        .map_err(|e| AppError::Input(format!("dataset row {i} cannot become a request: {e}")))?;
+    Ok(request::http_request(ep, opts.api, plan.api_key.as_deref(), opts.streaming, &body))
+}
+
+/// The warm-up's table rows in issue order, and the salted prompts behind them: the first
+/// `samples` rows of the order drawn from `warmup_random_seed + 1`; salted, each becomes a copy
+/// at the end of the tables whose prompt starts with `[<16 hex>] `, the hex drawn from
+/// `warmup_random_seed + 2` in issue order (the reference's `randbytes(8).hex()`).
+fn warmup_rows(plan: &Plan) -> (Vec<u32>, Vec<(u32, String)>) {
+    let w = &plan.warmup;
+    let count = plan.dataset.rows.len();
+    if w.samples == 0 || count == 0 {
+        return (Vec::new(), Vec::new());
+    }
+    let order = SampleOrder::first_rows(count, w.random_seed.wrapping_add(1), w.samples);
+    if !w.salt {
+        return (order, Vec::new());
+    }
+    let mut rng = PyRandom::new(w.random_seed.wrapping_add(2));
+    let salted = order
+        .iter()
+        .map(|&i| {
+            let hex: String = rng.randbytes8().iter().map(|b| format!("{b:02x}")).collect();
+            let prompt = plan.dataset.rows[i as usize].prompt.as_deref().unwrap_or_default();
+            (i, format!("[{hex}] {prompt}"))
+        })
+        .collect();
+    let first = count as u32;
+    ((first..first + w.samples as u32).collect(), salted)
 }
 
 /// The client's prompt counts per row, each row's `PromptData` JSON for `sample.issued`, and the
@@ -386,5 +437,35 @@ mod tests {
         let err = specs_for("http://localhost:9", &["--source-addresses", "::1"], 1, 4);
         let err = err.unwrap_err().to_string();
         assert!(err.contains("::1 is not of the family of endpoint localhost"), "{err}");
+    }
+
+    #[test]
+    fn a_poisson_warm_up_draws_its_schedule_and_order_from_the_warm_up_seed() {
+        let plan = crate::plan::plan_from_args(&[
+            "online",
+            "--load-pattern",
+            "poisson",
+            "--target-qps",
+            "10",
+            "--endpoints",
+            "http://127.0.0.1:9",
+            "--model",
+            "m",
+            "--warmup",
+            "--warmup-requests",
+            "7",
+            "--warmup-seed",
+            "5",
+        ])
+        .unwrap();
+        let endpoints = vec![Endpoint::parse("http://127.0.0.1:9").unwrap()];
+        let cores = loadgen_coordinator::cpu::cores_available();
+        let cpu_plan = CpuPlan::new(&cores, 1, false, false);
+        let spec = plan.run_spec(&endpoints, cpu_plan).unwrap();
+        assert_eq!(spec.pattern, LoadPattern::Poisson { target_qps: 10.0, seed: 42 });
+        assert_eq!(spec.warmup.pattern, LoadPattern::Poisson { target_qps: 10.0, seed: 5 });
+        let rows = plan.dataset.rows.len();
+        assert_eq!(spec.warmup.rows, SampleOrder::first_rows(rows, 6, 7));
+        assert_eq!(spec.workers[0].requests.len(), rows, "unsalted: no extra requests");
     }
 }

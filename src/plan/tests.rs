@@ -145,7 +145,8 @@ fn flags_and_aliases_reach_the_plan() {
             requests: Some(5),
             drain: true,
             drain_timeout_ms: 240_000,
-            random_seed: 42
+            random_seed: 42,
+            salt: false,
         }
     );
     assert_eq!(plan.report_dir, PathBuf::from("/tmp/x"));
