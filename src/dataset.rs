@@ -47,6 +47,15 @@ pub struct Row {
     pub token_ids: Option<Vec<u32>>,
     /// Completions per request (column `n`); rejected above 1 under a server primary.
     pub n: Option<u32>,
+    /// The row's `ROW_REQUEST_COLUMNS` that are present and not null, in that order.
+    pub request_columns: Vec<(String, Value)>,
+}
+
+impl Row {
+    /// The value of request column `name`, when the row has it.
+    pub fn request_column(&self, name: &str) -> Option<&Value> {
+        self.request_columns.iter().find(|(k, _)| k == name).map(|(_, v)| v)
+    }
 }
 
 /// Whether a dataset drives the performance phase or an accuracy evaluation.
@@ -75,7 +84,7 @@ pub struct ParserMap {
 /// The parser targets besides `prompt` and `system` that a run here honours: the columns the
 /// row builder reads (`input_tokens`/`token_ids`: token-id prompts; `messages`; `n`) and the
 /// prompt aliases, which become the prompt as the reference's auto-mapping makes them.
-pub const PARSER_TARGETS: [&str; 10] = [
+pub const PARSER_TARGETS: [&str; 17] = [
     "input_tokens",
     "token_ids",
     "messages",
@@ -86,7 +95,21 @@ pub const PARSER_TARGETS: [&str; 10] = [
     "input_text",
     "problem",
     "query",
+    "stop",
+    "logit_bias",
+    "user",
+    "chat_template",
+    "tools",
+    "tool_choice",
+    "name",
 ];
+
+/// Columns a row carries into its request as the reference's adapters forward them
+/// (`loadgen_worker::request::row_request_keys` says which API sends which): `stop`,
+/// `logit_bias`, `user`, `chat_template`, `tools`, `tool_choice`, and `name` on the user
+/// message. A messages row's client ISL renders with its `tools` and `chat_template`.
+pub const ROW_REQUEST_COLUMNS: [&str; 7] =
+    ["stop", "logit_bias", "user", "chat_template", "tools", "tool_choice", "name"];
 
 /// `datasets[].eval_method` (the reference's `EvalMethod`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -528,6 +551,8 @@ struct ColumnMapping {
     messages: Option<String>,
     token_ids: Option<String>,
     n: Option<String>,
+    /// `(target, source)` of each request column (`ROW_REQUEST_COLUMNS`) the rows carry.
+    columns: Vec<(String, String)>,
 }
 
 impl ColumnMapping {
@@ -536,6 +561,7 @@ impl ColumnMapping {
         [&self.prompt, &self.system, &self.messages, &self.token_ids, &self.n]
             .into_iter()
             .filter_map(|c| c.as_deref())
+            .chain(self.columns.iter().map(|(_, source)| source.as_str()))
     }
 }
 
@@ -588,6 +614,12 @@ fn column_mapping(spec: &DatasetSpec, columns: &[String]) -> Result<ColumnMappin
     if map.n.is_none() {
         map.n = has("n").then(|| "n".to_string());
     }
+    for column in ROW_REQUEST_COLUMNS {
+        if has(column) && !map.columns.iter().any(|(target, _)| target == column) {
+            map.columns.push((column.to_string(), column.to_string()));
+        }
+    }
+    map.columns.sort_by_key(|(target, _)| ROW_REQUEST_COLUMNS.iter().position(|c| c == target));
     if map.prompt.is_none() && map.messages.is_none() && map.token_ids.is_none() {
         return Err(AppError::Input(format!(
             "dataset {}: no prompt column; the file has columns: {listed}; map one with \
@@ -623,6 +655,10 @@ fn apply_parser_targets(
                  columns: {listed}",
                 spec.path
             )));
+        }
+        if ROW_REQUEST_COLUMNS.contains(&target.as_str()) {
+            map.columns.push((target.clone(), source.clone()));
+            continue;
         }
         let slot = match target.as_str() {
             "input_tokens" | "token_ids" => &mut map.token_ids,
@@ -690,6 +726,12 @@ fn build_row(
                 .and_then(|n| u32::try_from(n).ok())
                 .ok_or_else(|| bad("n", "is not a whole number"))?;
             row.n = Some(n);
+        }
+    }
+    for (target, source) in &map.columns {
+        match rec.remove(source) {
+            None | Some(Value::Null) => {}
+            Some(v) => row.request_columns.push((target.clone(), v)),
         }
     }
     if row.prompt.is_none() && row.messages.is_none() && row.token_ids.is_none() {

@@ -145,18 +145,39 @@ impl Tokenizer {
         Ok(u32::try_from(n).unwrap_or(u32::MAX))
     }
 
-    /// The ISL of a row (anchor §6): token ids by length; `messages` through the chat
-    /// template with a generation prompt (falling back to the JSON of the messages when
-    /// there is no template or it fails); a text prompt raw, without system prompt or
-    /// template. A row with none of them counts 0.
+    /// The ISL of a row (anchor §6) without chat template kwargs; see `count_row_with`.
+    #[cfg(test)]
     pub fn count_row(&self, row: &Row) -> Result<u32, String> {
+        self.count_row_with(row, None)
+    }
+
+    /// The ISL of a row (anchor §6): token ids by length; `messages` through the chat
+    /// template with a generation prompt, the row's `tools` and `tool_choice`, its own
+    /// `chat_template` when it has one, and `chat_template_kwargs` (falling back to the JSON
+    /// of the messages and tools when there is no template or it fails), as the reference's
+    /// `_token_count_prompt`; a text prompt raw, without system prompt or template. A row
+    /// with none of them counts 0.
+    pub fn count_row_with(&self, row: &Row, kwargs: Option<&Value>) -> Result<u32, String> {
         if let Some(ids) = &row.token_ids {
             return Ok(u32::try_from(ids.len()).unwrap_or(u32::MAX));
         }
         if let Some(messages) = row.messages.as_ref().filter(|m| !is_empty_list(m)) {
-            return match self.render_chat(messages) {
+            let prompt = ChatPrompt {
+                messages,
+                tools: row.request_column("tools"),
+                tool_choice: row.request_column("tool_choice"),
+                template: row.request_column("chat_template").and_then(Value::as_str),
+                kwargs,
+            };
+            return match self.render_chat_prompt(&prompt) {
                 Some(text) => self.count(&text),
-                None => self.count(&python_json(&serde_json::json!({ "messages": messages }))),
+                None => {
+                    let mut fallback = serde_json::json!({ "messages": messages });
+                    if let Some(tools) = prompt.tools {
+                        fallback["tools"] = tools.clone();
+                    }
+                    self.count(&python_json(&fallback))
+                }
             };
         }
         match &row.prompt {
@@ -173,15 +194,54 @@ impl Tokenizer {
     /// Renders `messages` with the chat template and a generation prompt, as Hugging Face
     /// does; `None` when there is no template or it fails to render.
     pub fn render_chat(&self, messages: &Value) -> Option<String> {
-        let env = self.chat.as_deref()?;
-        let ctx = minijinja::context! {
-            messages => minijinja::Value::from_serialize(messages),
-            add_generation_prompt => true,
-            bos_token => self.bos_token.clone().unwrap_or_default(),
-            eos_token => self.eos_token.clone().unwrap_or_default(),
-        };
-        env.get_template(CHAT_TEMPLATE_NAME).ok()?.render(ctx).ok()
+        let prompt =
+            ChatPrompt { messages, tools: None, tool_choice: None, template: None, kwargs: None };
+        self.render_chat_prompt(&prompt)
     }
+
+    /// Renders a chat prompt as Hugging Face's `apply_chat_template` does: the tokenizer's
+    /// special tokens, overridden by `kwargs`, then the messages, tools, tool choice and
+    /// `add_generation_prompt`, which `kwargs` cannot override; the prompt's own template in
+    /// place of the tokenizer's when it has one. `None` when there is no template or it fails.
+    pub fn render_chat_prompt(&self, prompt: &ChatPrompt<'_>) -> Option<String> {
+        let mut ctx = serde_json::Map::new();
+        ctx.insert("bos_token".into(), self.bos_token.clone().unwrap_or_default().into());
+        ctx.insert("eos_token".into(), self.eos_token.clone().unwrap_or_default().into());
+        if let Some(Value::Object(kwargs)) = prompt.kwargs {
+            ctx.extend(kwargs.iter().map(|(k, v)| (k.clone(), v.clone())));
+        }
+        ctx.insert("messages".into(), prompt.messages.clone());
+        ctx.insert("add_generation_prompt".into(), true.into());
+        if let Some(tools) = prompt.tools {
+            ctx.insert("tools".into(), tools.clone());
+        }
+        if let Some(choice) = prompt.tool_choice {
+            ctx.insert("tool_choice".into(), choice.clone());
+        }
+        let ctx = minijinja::Value::from_serialize(&ctx);
+        match prompt.template {
+            Some(text) => {
+                let env = chat_environment(text.to_string())?;
+                env.get_template(CHAT_TEMPLATE_NAME).ok()?.render(ctx).ok()
+            }
+            None => {
+                let env = self.chat.as_deref()?;
+                env.get_template(CHAT_TEMPLATE_NAME).ok()?.render(ctx).ok()
+            }
+        }
+    }
+}
+
+/// What a messages row renders through a chat template for its client ISL.
+#[derive(Debug, Clone, Copy)]
+pub struct ChatPrompt<'a> {
+    pub messages: &'a Value,
+    pub tools: Option<&'a Value>,
+    pub tool_choice: Option<&'a Value>,
+    /// The row's own template text (a `chat_template` column), in place of the tokenizer's.
+    pub template: Option<&'a str>,
+    /// `model_params.chat_template_kwargs` (chat API only), as template variables.
+    pub kwargs: Option<&'a Value>,
 }
 
 /// The tokens `encode(text, false)` gives, without building an `Encoding`: added tokens
@@ -757,5 +817,51 @@ mod tests {
         let tok = Tokenizer::load_file(&found[0]).unwrap();
         std::fs::remove_dir_all(&hub).unwrap();
         assert_eq!(tok.count("abc").unwrap(), 3);
+    }
+
+    #[test]
+    fn a_messages_rows_isl_renders_with_its_tools_template_and_the_kwargs() {
+        let dir = Scratch::new("tools");
+        dir.write(
+            "chat_template.jinja",
+            "{% for m in messages %}{{ m.content }}{% endfor %}\
+             {% if tools %}|tools:{{ tools | length }}{% endif %}\
+             {% if tool_choice %}|choice:{{ tool_choice }}{% endif %}\
+             {% if enable_thinking is defined and not enable_thinking %}|nothink{% endif %}\
+             {% if add_generation_prompt %}|gen{% endif %}",
+        );
+        let tok = dir.load();
+        let tools = serde_json::json!([{"type": "function"}, {"type": "function"}]);
+        let row = Row {
+            messages: Some(user("hi")),
+            request_columns: vec![
+                ("tools".into(), tools.clone()),
+                ("tool_choice".into(), serde_json::json!("auto")),
+            ],
+            ..Row::default()
+        };
+        let rendered = "hi|tools:2|choice:auto|gen";
+        assert_eq!(tok.count_row(&row).unwrap(), rendered.len() as u32);
+        let kwargs = serde_json::json!({"enable_thinking": false, "add_generation_prompt": false});
+        let with = tok.count_row_with(&row, Some(&kwargs)).unwrap();
+        // kwargs are template variables, but cannot turn the generation prompt off.
+        assert_eq!(with, (rendered.len() + "|nothink".len()) as u32);
+        let own = Row {
+            request_columns: vec![(
+                "chat_template".into(),
+                serde_json::json!("<{{ messages[0].content }}>"),
+            )],
+            ..row.clone()
+        };
+        assert_eq!(tok.count_row(&own).unwrap(), 4, "the row's template replaces the folder's");
+        let broken = Row {
+            request_columns: vec![
+                ("tools".into(), tools.clone()),
+                ("chat_template".into(), serde_json::json!("{% if %}")),
+            ],
+            ..row
+        };
+        let json = python_json(&serde_json::json!({"messages": user("hi"), "tools": tools}));
+        assert_eq!(tok.count_row(&broken).unwrap(), json.chars().count() as u32, "json fallback");
     }
 }

@@ -189,6 +189,33 @@ fn unset_parameters_are_absent_from_the_bytes_sent() {
     }
 }
 
+#[test]
+fn a_rows_request_columns_reach_the_body_where_its_api_carries_them() {
+    let tools = json!([{"type": "function", "function": {"name": "f", "parameters": {}}}]);
+    let row = json!({
+        "prompt": "hello", "name": "Bob", "stop": ["END"], "user": "u-7",
+        "logit_bias": {"50256": -100}, "tools": tools, "tool_choice": "auto",
+        "chat_template": "{{ messages[0].content }}", "ground_truth": "not sent"
+    });
+    let (code, bodies) = capture("rowcols-chat", std::slice::from_ref(&row), &[]);
+    assert_eq!(code, Some(0));
+    let b = &bodies[0];
+    assert_eq!(b["messages"], json!([{"role": "user", "content": "hello", "name": "Bob"}]));
+    assert_eq!((&b["stop"], &b["user"]), (&json!(["END"]), &json!("u-7")));
+    assert_eq!(b["logit_bias"], json!({"50256": -100}));
+    assert_eq!((&b["tools"], &b["tool_choice"]), (&tools, &json!("auto")));
+    assert_eq!(b["chat_template"], json!("{{ messages[0].content }}"));
+    assert!(b.get("ground_truth").is_none() && b.get("name").is_none(), "{b}");
+    let args = ["--api-type", "openai_completions"];
+    let (code, bodies) = capture("rowcols-completions", &[row], &args);
+    assert_eq!(code, Some(0));
+    let keys: Vec<&String> = bodies[0].as_object().unwrap().keys().collect();
+    assert!(keys.contains(&&"stop".to_string()), "{keys:?}");
+    for absent in ["tools", "tool_choice", "user", "logit_bias", "chat_template", "name"] {
+        assert!(!keys.contains(&&absent.to_string()), "{absent} in {keys:?}");
+    }
+}
+
 /// Runs a benchmark the plan refuses before any request (the endpoint is never reached);
 /// returns the exit code and stderr. A leading `-c FILE` runs `from-config`.
 fn refused(extra: &[&str]) -> (Option<i32>, String) {

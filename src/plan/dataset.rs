@@ -2,6 +2,8 @@
 
 use super::*;
 
+use loadgen_worker::request::ApiType;
+
 pub(super) fn check_dataset_kinds(config: &Config) -> Result<(), AppError> {
     if let Some(acc) = config.datasets.iter().find(|d| d.kind == DatasetKind::Accuracy) {
         return Err(AppError::Input(format!(
@@ -55,4 +57,29 @@ pub(super) fn check_rows_n(dataset: &Dataset, source: TokenCountSource) -> Resul
         ))),
         None => Ok(()),
     }
+}
+
+/// The note for dataset columns a request would carry on another API but not this one (the
+/// reference's adapters drop them the same way): `None` when every such column is sent.
+pub(super) fn unsent_columns_note(dataset: &Dataset, api: ApiType) -> Option<String> {
+    let sent = loadgen_worker::request::row_request_keys(api);
+    let unsent: Vec<&str> = crate::dataset::ROW_REQUEST_COLUMNS
+        .into_iter()
+        .filter(|c| !sent.contains(c))
+        .filter(|c| dataset.rows.iter().any(|r| r.request_column(c).is_some()))
+        .collect();
+    if unsent.is_empty() {
+        return None;
+    }
+    let name = match api {
+        ApiType::OpenAiChat => "openai",
+        ApiType::OpenAiCompletions => "openai_completions",
+        ApiType::Sglang => "sglang",
+    };
+    Some(format!(
+        "note: dataset column(s) {} are not sent with --api-type {name}, as the reference \
+         sends them only where the API carries them (chat: {}; completions: stop)",
+        unsent.join(", "),
+        crate::dataset::ROW_REQUEST_COLUMNS.join(", ")
+    ))
 }

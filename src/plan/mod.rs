@@ -201,6 +201,9 @@ pub fn resolve_plan(mut config: Config, verbose: u8) -> Result<Plan, AppError> {
     check_extra_body_n(&request.extra, token_count_source)?;
     let (dataset, dataset_is_synthetic) = resolve_dataset(&mut config, verbose)?;
     check_rows_n(&dataset, token_count_source)?;
+    if let Some(note) = unsent_columns_note(&dataset, request.api) {
+        eprintln!("{note}");
+    }
     let tokenizer = resolve_tokenizer(&config, &request.model, verbose)?;
     if let Some(note) = chat_template_note(api_name, &endpoints, &dataset, tokenizer.as_ref()) {
         eprintln!("{note}");

@@ -115,7 +115,11 @@ fn row_request(
 ) -> Result<Vec<u8>, AppError> {
     let opts = &plan.request;
     let row = &plan.dataset.rows[i];
-    let params = RowParams { n: row.n, max_output_tokens: plan.row_output_tokens.get(i).copied() };
+    let params = RowParams {
+        n: row.n,
+        max_output_tokens: plan.row_output_tokens.get(i).copied(),
+        columns: &row.request_columns,
+    };
     let body = request::body_json_row(opts, prompt, params)
         .map_err(|e| AppError::Input(format!("dataset row {i} cannot become a request: {e}")))?;
     Ok(request::http_request(ep, opts.api, plan.api_key.as_deref(), opts.streaming, &body))
@@ -151,13 +155,19 @@ fn warmup_rows(plan: &Plan) -> (Vec<u32>, Vec<(u32, String)>) {
 /// The client's prompt counts per row, each row's `PromptData` JSON for `sample.issued`, and the
 /// client tokenizer for the outputs (none without a tokenizer).
 fn client_counts(plan: &Plan) -> (Vec<Option<u32>>, Vec<String>, Option<TokenCounter>) {
+    // Only the chat API renders a template, so only it has template kwargs.
+    let kwargs = match plan.request.api {
+        request::ApiType::OpenAiChat => plan.request.sampling.chat_template_kwargs.as_ref(),
+        _ => None,
+    };
     let isl_client: Vec<Option<u32>> = match &plan.tokenizer {
-        Some(tok) => plan.dataset.rows.iter().map(|r| tok.count_row(r).ok()).collect(),
+        Some(tok) => plan.dataset.rows.iter().map(|r| tok.count_row_with(r, kwargs).ok()).collect(),
         None => {
             plan.dataset.rows.iter().map(|r| r.token_ids.as_ref().map(|t| t.len() as u32)).collect()
         }
     };
-    let prompt_data_json: Vec<String> = plan.dataset.rows.iter().map(prompt_data_json).collect();
+    let prompt_data_json: Vec<String> =
+        plan.dataset.rows.iter().map(|r| prompt_data_json(r, kwargs)).collect();
     let token_counter: Option<TokenCounter> = plan.tokenizer.as_ref().map(|tok| {
         let tok = tok.clone_for_thread();
         Arc::new(move |s: &str| tok.count(s)) as TokenCounter
@@ -326,17 +336,20 @@ fn prompt_of(row: &Row) -> Prompt<'_> {
 }
 
 /// The reference's `["PromptData", text, token_ids, messages, tools, chat_template_kwargs,
-/// chat_template, tool_choice]` for a row.
-fn prompt_data_json(row: &Row) -> String {
+/// chat_template, tool_choice]` for a row: a messages row (without token ids) carries the
+/// inputs its ISL renders with, as the reference's `PromptData` of a structured prompt.
+fn prompt_data_json(row: &Row, kwargs: Option<&serde_json::Value>) -> String {
+    let structured = row.token_ids.is_none() && row.messages.is_some();
+    let column = |name: &str| row.request_column(name).filter(|_| structured);
     let value = serde_json::json!([
         "PromptData",
         row.prompt,
         row.token_ids,
         row.messages,
-        null,
-        null,
-        null,
-        null
+        column("tools"),
+        kwargs.filter(|_| structured),
+        column("chat_template"),
+        column("tool_choice")
     ]);
     value.to_string()
 }

@@ -90,12 +90,28 @@ impl Default for Sampling {
 }
 
 /// What one dataset row changes in its body.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct RowParams {
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct RowParams<'a> {
     /// The row's `n` column (choices per request).
     pub n: Option<u32>,
     /// The row's drawn output length (`osl_distribution`), replacing `max_output_tokens`.
     pub max_output_tokens: Option<u32>,
+    /// The row's own request columns, sent where its API carries them (`row_request_keys`);
+    /// chat's `name` goes on the user message.
+    pub columns: &'a [(String, serde_json::Value)],
+}
+
+/// Dataset columns the reference forwards into each request, per API (its adapters'
+/// `ColumnFilter` lists): chat sends these top-level keys (and `name` on the user message),
+/// completions `stop`, SGLang none.
+pub fn row_request_keys(api: ApiType) -> &'static [&'static str] {
+    match api {
+        ApiType::OpenAiChat => {
+            &["stop", "logit_bias", "user", "chat_template", "tools", "tool_choice", "name"]
+        }
+        ApiType::OpenAiCompletions => &["stop"],
+        ApiType::Sglang => &[],
+    }
 }
 
 /// One row's prompt.
@@ -188,7 +204,7 @@ pub fn body_json(opts: &RequestOptions, prompt: Prompt<'_>) -> Result<Vec<u8>, R
 pub fn body_json_row(
     opts: &RequestOptions,
     prompt: Prompt<'_>,
-    row: RowParams,
+    row: RowParams<'_>,
 ) -> Result<Vec<u8>, RequestError> {
     let mut out = Vec::with_capacity(256);
     let b = Body { opts, row };
@@ -204,7 +220,7 @@ pub fn body_json_row(
 #[derive(Clone, Copy)]
 struct Body<'a> {
     opts: &'a RequestOptions,
-    row: RowParams,
+    row: RowParams<'a>,
 }
 
 impl Body<'_> {
@@ -269,6 +285,11 @@ fn openai_tail(
     if opts.api == ApiType::OpenAiChat {
         b.opt_field(out, "chat_template_kwargs", sampling.chat_template_kwargs.as_ref())?;
     }
+    for (name, value) in b.row.columns {
+        if name != "name" && row_request_keys(opts.api).contains(&name.as_str()) {
+            b.field(out, name, value)?;
+        }
+    }
     if sampling.ignore_eos {
         b.field(out, "ignore_eos", &true)?;
     }
@@ -315,6 +336,10 @@ fn chat_body(out: &mut Vec<u8>, b: Body<'_>, prompt: Prompt<'_>) -> Result<(), R
             }
             out.extend_from_slice(br#"{"role":"user","content":"#);
             json(out, &user)?;
+            if let Some((_, name)) = b.row.columns.iter().find(|(k, _)| k == "name") {
+                key(out, "name");
+                json(out, name)?;
+            }
             out.extend_from_slice(b"}]");
         }
         Prompt::Messages(messages) => json(out, messages)?,
@@ -679,7 +704,7 @@ mod tests {
         assert_eq!((t.row(0), t.row(1), t.row(2), t.len()), (&b"abc"[..], &b""[..], &b"de"[..], 3));
     }
 
-    fn row_body(o: &RequestOptions, p: Prompt<'_>, row: RowParams) -> String {
+    fn row_body(o: &RequestOptions, p: Prompt<'_>, row: RowParams<'_>) -> String {
         String::from_utf8(body_json_row(o, p, row).unwrap()).unwrap()
     }
 
@@ -696,7 +721,7 @@ mod tests {
         let mut o = with_penalties(ApiType::OpenAiChat);
         o.sampling.chat_template_kwargs = Some(serde_json::json!({"enable_thinking": false}));
         assert_eq!(
-            row_body(&o, HELLO, RowParams { n: Some(3), max_output_tokens: None }),
+            row_body(&o, HELLO, RowParams { n: Some(3), ..Default::default() }),
             r#"{"model":"test-model","messages":[{"role":"user","content":"Hello there"}],"max_completion_tokens":1024,"repetition_penalty":1.1,"n":3,"presence_penalty":0.2,"frequency_penalty":0.3,"chat_template_kwargs":{"enable_thinking":false}}"#
         );
     }
@@ -709,11 +734,7 @@ mod tests {
         // chat_template_kwargs is chat only (the plan refuses it elsewhere); never sent here.
         o.sampling.chat_template_kwargs = Some(serde_json::json!({"x": 1}));
         assert_eq!(
-            row_body(
-                &o,
-                Prompt::TokenIds(&[5, 6]),
-                RowParams { n: Some(2), max_output_tokens: None }
-            ),
+            row_body(&o, Prompt::TokenIds(&[5, 6]), RowParams { n: Some(2), ..Default::default() }),
             r#"{"model":"test-model","prompt":[5,6],"max_tokens":1024,"min_tokens":4,"skip_special_tokens":false,"repetition_penalty":1.1,"n":2,"presence_penalty":0.2,"frequency_penalty":0.3,"stream":false}"#
         );
     }
@@ -723,7 +744,7 @@ mod tests {
         let mut o = with_penalties(ApiType::Sglang);
         o.sampling.ignore_eos = true;
         assert_eq!(
-            row_body(&o, Prompt::TokenIds(&[9]), RowParams { n: Some(2), max_output_tokens: None }),
+            row_body(&o, Prompt::TokenIds(&[9]), RowParams { n: Some(2), ..Default::default() }),
             r#"{"input_ids":[9],"sampling_params":{"max_new_tokens":1024,"repetition_penalty":1.1,"presence_penalty":0.2,"frequency_penalty":0.3,"n":2,"ignore_eos":true},"stream":false}"#
         );
     }
@@ -762,7 +783,7 @@ mod tests {
 
     #[test]
     fn a_rows_drawn_output_length_replaces_max_tokens_per_api() {
-        let row = RowParams { n: None, max_output_tokens: Some(77) };
+        let row = RowParams { max_output_tokens: Some(77), ..Default::default() };
         let cases = [
             (ApiType::OpenAiChat, "\"max_completion_tokens\":77"),
             (ApiType::OpenAiCompletions, "\"max_tokens\":77"),
@@ -790,7 +811,26 @@ mod tests {
     #[test]
     fn streaming_chat_with_a_rows_n_above_one_asks_no_usage() {
         let o = opts(ApiType::OpenAiChat, true, true);
-        let b = row_body(&o, HELLO, RowParams { n: Some(2), max_output_tokens: None });
+        let b = row_body(&o, HELLO, RowParams { n: Some(2), ..Default::default() });
         assert!(b.contains("\"n\":2") && !b.contains("stream_options"), "{b}");
+    }
+
+    #[test]
+    fn a_rows_request_columns_go_where_its_api_carries_them() {
+        let columns = vec![
+            ("stop".to_string(), serde_json::json!(["\n"])),
+            ("tools".to_string(), serde_json::json!([{"type": "function"}])),
+            ("name".to_string(), serde_json::json!("Bob")),
+        ];
+        let row = RowParams { columns: &columns, ..Default::default() };
+        let chat = row_body(&opts(ApiType::OpenAiChat, false, false), HELLO, row);
+        assert!(chat.contains(r#"{"role":"user","content":"Hello there","name":"Bob"}"#), "{chat}");
+        assert!(chat.contains(r#","stop":["\n"]"#) && chat.contains(r#","tools":[{"#), "{chat}");
+        assert_eq!(chat.matches("\"name\"").count(), 1, "only on the user message: {chat}");
+        let completions = row_body(&opts(ApiType::OpenAiCompletions, false, false), HELLO, row);
+        assert!(completions.contains(r#","stop":["\n"]"#), "{completions}");
+        assert!(!completions.contains("tools") && !completions.contains("Bob"), "{completions}");
+        let sglang = row_body(&opts(ApiType::Sglang, false, false), Prompt::TokenIds(&[1]), row);
+        assert!(!sglang.contains("stop") && !sglang.contains("tools"), "{sglang}");
     }
 }
