@@ -216,6 +216,47 @@ fn a_rows_request_columns_reach_the_body_where_its_api_carries_them() {
     }
 }
 
+#[test]
+fn a_datasets_generation_config_override_reaches_its_requests_deep_merged() {
+    let data = dataset_file("override", &prompts(3));
+    let config = yaml_file(
+        "override",
+        &format!(
+            "type: offline\nmodel_params:\n  temperature: 0.9\n  osl_distribution: {{type: \
+             uniform, min: 5, max: 9}}\ndatasets:\n  - path: {}\n    \
+             generation_config_override:\n      temperature: 0.3\n      osl_distribution: \
+             {{type: fixed, mean: 7}}\n",
+            data.display()
+        ),
+    );
+    let log = BodyLog::default();
+    let server = stub(StubKind::Echo, |c| c.body_log = Some(log.clone()));
+    let (url, dir) = (server.url(), report_dir("reqparams-override").display().to_string());
+    let out = run([
+        "benchmark",
+        "from-config",
+        "-c",
+        &config,
+        "--endpoints",
+        &url,
+        "--model",
+        "m",
+        "--num-samples",
+        "3",
+        "--report-dir",
+        &dir,
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    drop(server);
+    let bodies: Vec<Value> =
+        log.lock().unwrap().iter().map(|b| serde_json::from_slice(b).unwrap()).collect();
+    assert_eq!(bodies.len(), 3);
+    for b in &bodies {
+        // fixed from the override, within min/max kept from model_params by the deep merge.
+        assert_eq!((&b["temperature"], &b["max_completion_tokens"]), (&json!(0.3), &json!(7)));
+    }
+}
+
 /// Runs a benchmark the plan refuses before any request (the endpoint is never reached);
 /// returns the exit code and stderr. A leading `-c FILE` runs `from-config`.
 fn refused(extra: &[&str]) -> (Option<i32>, String) {
