@@ -103,9 +103,15 @@ pub struct BenchFlags {
     #[arg(long = "endpoints", visible_alias = "endpoint-config.endpoints", value_delimiter = ',',
           action = ArgAction::Append, help_heading = "Endpoint")]
     pub endpoints: Vec<String>,
-    /// Sent as `Authorization: Bearer <KEY>`; redacted in config.yaml.
+    /// Sent as `Authorization: Bearer <KEY>`; redacted in config.yaml [default: the
+    /// OPENAI_API_KEY environment variable, when set and an endpoint is given].
     #[arg(long = "api-key", visible_alias = "endpoint-config.api-key", help_heading = "Endpoint")]
     pub api_key: Option<String>,
+    /// A header for every request, `NAME: VALUE` (repeatable); values are redacted wherever
+    /// shown. Replaces YAML `endpoint_config.headers`.
+    #[arg(long = "header", short = 'H', value_name = "NAME: VALUE", action = ArgAction::Append,
+          help_heading = "Endpoint")]
+    pub headers: Vec<String>,
     /// Request protocol [default: openai].
     #[arg(
         long = "api-type",
@@ -762,6 +768,9 @@ impl BenchFlags {
             ep.endpoints = endpoints;
         }
         set(&mut ep.api_key, self.api_key.clone());
+        if !self.headers.is_empty() {
+            ep.headers = self.headers.clone();
+        }
         replace(&mut ep.api_type, self.api_type);
         let s = &mut config.settings;
         set(&mut s.runtime.n_samples_to_issue, self.num_samples);

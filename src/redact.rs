@@ -14,6 +14,17 @@ pub const REDACTED: &str = "<redacted>";
 /// would redact every occurrence of that letter. URL userinfo is still hidden by shape.
 pub const SECRET_BYTES_MIN: usize = 4;
 
+/// A secret value held by the plan: its `Debug` shows `<redacted>`, so no derived `Debug` of a
+/// plan can print it.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Secret(pub String);
+
+impl std::fmt::Debug for Secret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(REDACTED)
+    }
+}
+
 fn registry() -> &'static Mutex<Vec<String>> {
     static SECRETS: OnceLock<Mutex<Vec<String>>> = OnceLock::new();
     SECRETS.get_or_init(|| Mutex::new(Vec::new()))

@@ -562,6 +562,10 @@ pub struct EndpointConfig {
     pub api_key: Option<String>,
     #[serde(default)]
     pub api_type: ApiTypeName,
+    /// Beyond the reference: `NAME: VALUE` headers for every request (`--header`); their
+    /// values are redacted in `config.yaml`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub headers: Vec<String>,
 }
 
 /// `endpoint_config.api_type`.
@@ -714,7 +718,11 @@ fn redact(value: &mut YamlValue, key: Option<&str>) {
         YamlValue::Sequence(items) => items.iter_mut().for_each(|v| redact(v, key)),
         YamlValue::Null => {}
         YamlValue::String(s) => {
-            if key.is_some_and(is_secret_key) {
+            if key == Some("headers") {
+                // `NAME: VALUE`: the name stays, so the file says which headers were sent.
+                let name = s.split_once(':').map_or("", |(n, _)| n).trim().to_string();
+                *s = format!("{name}: {REDACTED}");
+            } else if key.is_some_and(is_secret_key) {
                 *s = REDACTED.to_string();
             } else {
                 *s = redact_url(s);

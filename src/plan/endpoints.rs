@@ -21,7 +21,8 @@ pub(super) fn parse_endpoints(config: &Config) -> Result<Vec<EndpointUrl>, AppEr
     Ok(endpoints)
 }
 
-/// Registers every secret of the configuration with `redact`, before anything can print one.
+/// Registers every secret of the configuration with `redact`, before anything can print one:
+/// the API key, URL passwords and every header value.
 pub(super) fn register_secrets(config: &Config) {
     if let Some(key) = &config.endpoint_config.api_key {
         crate::redact::register_secret(key);
@@ -31,23 +32,117 @@ pub(super) fn register_secrets(config: &Config) {
             crate::redact::register_secret(&secret);
         }
     }
+    for line in &config.endpoint_config.headers {
+        if let Some((_, value)) = line.split_once(':') {
+            crate::redact::register_secret(value);
+        }
+    }
 }
 
-/// The reference reads only the host and port of an endpoint URL and sends no credentials
-/// from it; so does this, and says so (without the password).
-pub(super) fn warn_userinfo(config: &Config) {
+/// `--header` lines as (name, value), in the order given.
+pub type HeaderLines = Vec<(String, String)>;
+
+/// The environment variable an OpenAI SDK user already has set; used when no key is given.
+pub const API_KEY_ENV: &str = "OPENAI_API_KEY";
+
+/// The run's `Authorization` and its other headers: `--api-key` (else `OPENAI_API_KEY`, when an
+/// endpoint is given) as a bearer token, or an `Authorization` given with `--header`. A key
+/// from the environment is written back, so `config.yaml` shows that one was sent (redacted).
+/// Two sources of one run's authorization are refused rather than one dropped.
+pub(super) fn resolve_auth(
+    config: &mut Config,
+    endpoints: &[EndpointUrl],
+) -> Result<(Option<Secret>, HeaderLines), AppError> {
+    let remote = !endpoints.is_empty() && !endpoints.iter().all(EndpointUrl::is_null);
+    if config.endpoint_config.api_key.is_none() && remote {
+        if let Some(key) = std::env::var(API_KEY_ENV).ok().filter(|k| !k.trim().is_empty()) {
+            crate::redact::register_secret(&key);
+            eprintln!("note: no --api-key given: sending the key in {API_KEY_ENV}");
+            config.endpoint_config.api_key = Some(key);
+        }
+    }
+    let mut headers = Vec::with_capacity(config.endpoint_config.headers.len());
+    let mut authorization = None;
+    for line in &config.endpoint_config.headers {
+        let (name, value) = parse_header(line)?;
+        if name.eq_ignore_ascii_case("authorization") {
+            authorization = Some(Secret(value));
+        } else {
+            headers.push((name, value));
+        }
+    }
+    let key = config.endpoint_config.api_key.as_deref();
+    let basic = endpoints.iter().any(|e| e.basic_auth.is_some());
+    let sources = [key.is_some(), authorization.is_some(), basic];
+    if sources.iter().filter(|s| **s).count() > 1 {
+        return Err(AppError::Input(
+            "the requests' Authorization is given twice (of --api-key or OPENAI_API_KEY, \
+             --header 'Authorization: …' and a user:password@ in an endpoint URL, give one)"
+                .into(),
+        ));
+    }
+    Ok((authorization.or(key.map(|k| Secret(format!("Bearer {}", k.trim())))), headers))
+}
+
+/// Headers the requests already carry (the protocol's own), so `--header` cannot repeat them.
+const PROTOCOL_HEADERS: [&str; 6] =
+    ["host", "content-type", "content-length", "accept", "transfer-encoding", "connection"];
+
+/// `NAME: VALUE` → the name (an HTTP token) and the trimmed value (no CR, LF or NUL).
+fn parse_header(line: &str) -> Result<(String, String), AppError> {
+    let shown = |l: &str| l.split_once(':').map_or(l.to_string(), |(n, _)| format!("{n}: …"));
+    let Some((name, value)) = line.split_once(':') else {
+        return Err(AppError::Input(format!(
+            "--header {:?} is not NAME: VALUE; give e.g. --header 'X-Team: infra'",
+            crate::redact::redact(line)
+        )));
+    };
+    let name = name.trim();
+    let token = |c: char| c.is_ascii_alphanumeric() || "!#$%&'*+-.^_`|~".contains(c);
+    if name.is_empty() || !name.chars().all(token) {
+        return Err(AppError::Input(format!(
+            "--header {:?}: {name:?} is not a header name (letters, digits and -)",
+            shown(line)
+        )));
+    }
+    if value.contains(['\r', '\n', '\0']) {
+        return Err(AppError::Input(format!(
+            "--header {:?}: the value holds a line break; give it on one line",
+            shown(line)
+        )));
+    }
+    if PROTOCOL_HEADERS.iter().any(|h| name.eq_ignore_ascii_case(h)) {
+        return Err(AppError::Input(format!(
+            "--header {name}: the requests set {name} themselves; leave it out"
+        )));
+    }
+    Ok((name.to_string(), value.trim().to_string()))
+}
+
+/// Says when a base URL's trailing `/v1` is taken as the API's own (OpenAI SDK users write base
+/// URLs that way), so no request goes to `/v1/v1/…`.
+pub(super) fn note_v1_suffix(config: &Config) {
     for url in &config.endpoint_config.endpoints {
-        if crate::redact::split_userinfo(url.trim()).1.is_some() {
+        let (stripped, _) = crate::redact::split_userinfo(url.trim());
+        if stripped.trim_end_matches('/').ends_with("/v1") {
             eprintln!(
-                "warning: endpoint {}: the user and password in the URL are not sent (the \
-                 reference ignores them too); give a key with --api-key",
-                crate::redact::redact_url(url.trim())
+                "note: endpoint {}: the trailing /v1 is the API's own; requests go to \
+                 {}/v1/…",
+                crate::redact::redact_url(url.trim()),
+                v1_base(&stripped)
             );
         }
     }
 }
 
-/// Validates an endpoint base URL: `http://host[:port][/prefix]`.
+/// A base URL without its trailing slash and trailing `/v1`.
+fn v1_base(url: &str) -> String {
+    let url = url.trim_end_matches('/');
+    url.strip_suffix("/v1").unwrap_or(url).to_string()
+}
+
+/// Validates an endpoint base URL: `http://[user:password@]host[:port][/prefix]`, an IPv6
+/// host in brackets; the userinfo becomes Basic auth and leaves the URL.
 pub fn parse_endpoint(url: &str) -> Result<EndpointUrl, AppError> {
     let url = url.trim();
     if let Some(rest) = url.strip_prefix("null://") {
@@ -56,36 +151,92 @@ pub fn parse_endpoint(url: &str) -> Result<EndpointUrl, AppError> {
                 "endpoint {url:?}: the null endpoint takes nothing after {NULL_ENDPOINT}"
             )));
         }
-        return Ok(EndpointUrl { url: NULL_ENDPOINT.to_string() });
+        return Ok(EndpointUrl { url: NULL_ENDPOINT.to_string(), basic_auth: None });
     }
     if url.starts_with("https://") {
         return Err(AppError::Setup(format!(
-            "endpoint {url}: TLS is not supported yet; use an http:// endpoint"
+            "endpoint {}: TLS is not supported yet; use an http:// endpoint",
+            crate::redact::redact_url(url)
         )));
     }
     let Some(rest) = url.strip_prefix("http://") else {
         return Err(AppError::Input(format!(
-            "endpoint {url:?} must start with http:// (e.g. http://localhost:8000)"
+            "endpoint {:?} must start with http:// (e.g. http://localhost:8000)",
+            crate::redact::redact_url(url)
         )));
     };
-    let host = rest.split(['/', '?', '#']).next().unwrap_or_default();
-    let host_only = host.rsplit_once('@').map_or(host, |(_, h)| h);
-    let valid_port = match host_only.rsplit_once(':') {
-        Some((h, port)) if !h.ends_with(']') || host_only.starts_with('[') => {
-            !h.is_empty() && port.parse::<u16>().is_ok()
-        }
-        _ => !host_only.is_empty(),
-    };
-    if host_only.is_empty() || !valid_port {
+    if rest.contains(['?', '#']) {
         return Err(AppError::Input(format!(
-            "endpoint {:?} has no valid host[:port]",
+            "endpoint {}: a base URL has no query or fragment; give scheme, host, port and path",
             crate::redact::redact_url(url)
         )));
     }
-    // Credentials in the URL are dropped here, so the worker and every message see only
-    // scheme, host, port and path.
+    let authority = rest.split('/').next().unwrap_or_default();
+    let (userinfo, host_only) = match authority.rsplit_once('@') {
+        Some((u, h)) => (Some(u), h),
+        None => (None, authority),
+    };
+    if !valid_host_port(host_only) {
+        return Err(AppError::Input(format!(
+            "endpoint {:?} has no valid host[:port] (an IPv6 address goes in brackets: \
+             http://[::1]:8000)",
+            crate::redact::redact_url(url)
+        )));
+    }
     let (stripped, _) = crate::redact::split_userinfo(url);
-    Ok(EndpointUrl { url: stripped.trim_end_matches('/').to_string() })
+    Ok(EndpointUrl { url: v1_base(&stripped), basic_auth: userinfo.map(basic_auth) })
+}
+
+/// `host`, `host:port`, `[v6]` or `[v6]:port`, with a port in 1..=65535; a bare IPv6
+/// address (colons outside brackets) is not one.
+fn valid_host_port(authority: &str) -> bool {
+    let (host, port) = match authority.strip_prefix('[') {
+        Some(v6) => {
+            let Some((addr, rest)) = v6.split_once(']') else { return false };
+            if addr.parse::<std::net::Ipv6Addr>().is_err() {
+                return false;
+            }
+            match rest.strip_prefix(':') {
+                Some(port) => (addr, Some(port)),
+                None if rest.is_empty() => (addr, None),
+                None => return false,
+            }
+        }
+        None => match authority.rsplit_once(':') {
+            Some((h, _)) if h.contains(':') => return false,
+            Some((h, p)) => (h, Some(p)),
+            None => (authority, None),
+        },
+    };
+    let port_ok = port.is_none_or(|p| p.parse::<u16>().is_ok_and(|p| p > 0));
+    !host.is_empty() && port_ok
+}
+
+/// `Basic base64(user:password)` of a URL's userinfo, percent-decoded as RFC 3986 writes it.
+fn basic_auth(userinfo: &str) -> Secret {
+    use base64::Engine;
+    let decoded = percent_decode(userinfo);
+    Secret(format!("Basic {}", base64::engine::general_purpose::STANDARD.encode(decoded)))
+}
+
+fn percent_decode(text: &str) -> Vec<u8> {
+    let bytes = text.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let hex = bytes.get(i + 1..i + 3).and_then(|h| std::str::from_utf8(h).ok());
+        match (bytes[i], hex.and_then(|h| u8::from_str_radix(h, 16).ok())) {
+            (b'%', Some(b)) => {
+                out.push(b);
+                i += 3;
+            }
+            (b, _) => {
+                out.push(b);
+                i += 1;
+            }
+        }
+    }
+    out
 }
 
 pub(super) fn resolve_model(

@@ -12,6 +12,7 @@ use loadgen_worker::request::{RequestOptions, Sampling};
 use crate::commands::sys::local_timestamp;
 use crate::dataset::{load_dataset_spec, synthetic_dataset, Dataset, DatasetKind};
 use crate::error::AppError;
+use crate::redact::Secret;
 use crate::tokenizer::Tokenizer;
 use crate::yaml::{
     ApiTypeName, BenchType, Config, LoadPatternKind, ModelParams, OslDistribution, OslKind,
@@ -41,10 +42,13 @@ use request::*;
 pub use run_length::*;
 pub use tokens::*;
 
-/// A validated `http://` endpoint base URL, without a trailing slash, or the null endpoint.
+/// A validated endpoint: its base URL (`http://host[:port][/prefix]`, without a trailing slash
+/// or a trailing `/v1`, which the API's routes add) and the Basic auth of its `user:password@`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct EndpointUrl {
     pub url: String,
+    /// `Basic <base64(user:password)>` from the URL's userinfo, percent-decoded.
+    pub basic_auth: Option<Secret>,
 }
 
 /// The null endpoint: no network; each worker answers its samples itself, so a run measures the
@@ -98,8 +102,11 @@ pub struct Plan {
     pub load_pattern: LoadPattern,
     /// Endpoint base URLs; empty = start the embedded max-throughput stub.
     pub endpoints: Vec<EndpointUrl>,
-    /// Sent as `Authorization: Bearer <key>`.
-    pub api_key: Option<String>,
+    /// The `Authorization` value of every request: `Bearer <--api-key or OPENAI_API_KEY>`, or
+    /// an `Authorization` given with `--header`; an endpoint's own Basic auth replaces it.
+    pub authorization: Option<Secret>,
+    /// The other `--header` lines, in the order given.
+    pub headers: Vec<(String, String)>,
     /// What every request asks for, as the workers build it: the protocol, the model,
     /// streaming (auto resolved: off offline, on online), sampling keys and the extra body.
     pub request: RequestOptions,
@@ -194,7 +201,8 @@ pub fn resolve_plan(mut config: Config, verbose: u8) -> Result<Plan, AppError> {
     let load_pattern = resolve_load_pattern(&config)?;
     check_sample_counts(&config)?;
     let endpoints = parse_endpoints(&config)?;
-    warn_userinfo(&config);
+    note_v1_suffix(&config);
+    let (authorization, headers) = resolve_auth(&mut config, &endpoints)?;
     let request = resolve_request(&mut config, &endpoints)?;
     let api_name = config.endpoint_config.api_type;
     let token_count_source = resolve_token_source(&config, api_name, request.streaming)?;
@@ -216,7 +224,8 @@ pub fn resolve_plan(mut config: Config, verbose: u8) -> Result<Plan, AppError> {
     Ok(Plan {
         load_pattern,
         endpoints,
-        api_key: config.endpoint_config.api_key.clone(),
+        authorization,
+        headers,
         request,
         row_output_tokens: draw_output_tokens(&config, dataset.rows.len())?,
         num_samples: samples_to_issue(

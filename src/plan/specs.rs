@@ -15,7 +15,7 @@ use loadgen_worker::http::ports::{
     bind_from_slot_over_sources, ephemeral_even_ports, ephemeral_range, ports_per_source,
     source_addresses_for, SourceChoice, SOURCE_PORT_BUDGET_PERCENT,
 };
-use loadgen_worker::request::{self, Endpoint, Prompt, RequestTable, RowParams};
+use loadgen_worker::request::{self, Endpoint, Prompt, RequestHeaders, RequestTable, RowParams};
 use loadgen_worker::synthetic::SyntheticResponse;
 use loadgen_worker::WorkerSpec;
 
@@ -90,19 +90,30 @@ fn request_tables(
     salted: &[(u32, String)],
 ) -> Result<Vec<Arc<RequestTable>>, AppError> {
     let mut tables = Vec::with_capacity(endpoints.len());
-    for ep in endpoints {
+    for (e, ep) in endpoints.iter().enumerate() {
+        let headers = request_headers(plan, e);
         let mut table = RequestTable::new();
         for (i, row) in plan.dataset.rows.iter().enumerate() {
-            table.push(&row_request(plan, ep, i, prompt_of(row))?);
+            table.push(&row_request(plan, ep, &headers, i, prompt_of(row))?);
         }
         for (i, prompt) in salted {
             let row = &plan.dataset.rows[*i as usize];
             let text = Prompt::Text { system: row.system.as_deref(), user: prompt };
-            table.push(&row_request(plan, ep, *i as usize, text)?);
+            table.push(&row_request(plan, ep, &headers, *i as usize, text)?);
         }
         tables.push(Arc::new(table));
     }
     Ok(tables)
+}
+
+/// The headers of endpoint `e`'s requests: its own Basic auth, else the run's authorization,
+/// and the `--header` lines.
+fn request_headers(plan: &Plan, e: usize) -> RequestHeaders {
+    let basic = plan.endpoints.get(e).and_then(|ep| ep.basic_auth.as_ref());
+    RequestHeaders {
+        authorization: basic.or(plan.authorization.as_ref()).map(|s| s.0.clone()),
+        extra: plan.headers.clone(),
+    }
 }
 
 /// Row `i`'s request with `prompt`: the row's own n and drawn output length are decided here,
@@ -110,6 +121,7 @@ fn request_tables(
 fn row_request(
     plan: &Plan,
     ep: &Endpoint,
+    headers: &RequestHeaders,
     i: usize,
     prompt: Prompt<'_>,
 ) -> Result<Vec<u8>, AppError> {
@@ -122,7 +134,7 @@ fn row_request(
     };
     let body = request::body_json_row(opts, prompt, params)
         .map_err(|e| AppError::Input(format!("dataset row {i} cannot become a request: {e}")))?;
-    Ok(request::http_request(ep, opts.api, plan.api_key.as_deref(), opts.streaming, &body))
+    Ok(request::http_request(ep, opts.api, headers, opts.streaming, &body))
 }
 
 /// The warm-up's table rows in issue order, and the salted prompts behind them: the first

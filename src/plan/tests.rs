@@ -336,8 +336,8 @@ fn config_yaml_is_the_resolved_config_with_secrets_redacted() {
         "http://user:pw@127.0.0.1:9",
         "--model",
         "test-model",
-        "--api-key",
-        "sk-secret",
+        "--header",
+        "X-Team: sk-secret",
         "--dataset",
         &dummy(),
         "--streaming",
@@ -352,8 +352,11 @@ fn config_yaml_is_the_resolved_config_with_secrets_redacted() {
     .unwrap();
     let yaml = &plan.config_yaml;
     assert!(!yaml.contains("sk-secret") && !yaml.contains(":pw@"), "{yaml}");
-    assert_eq!(plan.endpoints[0].url, "http://127.0.0.1:9", "credentials are not sent");
-    assert!(yaml.contains("api_key: <redacted>"), "{yaml}");
+    assert_eq!(plan.endpoints[0].url, "http://127.0.0.1:9", "credentials leave the URL");
+    let basic = plan.endpoints[0].basic_auth.as_ref().map(|s| s.0.as_str());
+    assert_eq!(basic, Some("Basic dXNlcjpwdw=="), "base64 of user:pw");
+    assert!(yaml.contains("- 'X-Team: <redacted>'"), "{yaml}");
+    assert_eq!(plan.headers, [("X-Team".to_string(), "sk-secret".to_string())]);
     assert!(yaml.contains("http://<redacted>@127.0.0.1:9"), "{yaml}");
     for line in [
         "name: offline_benchmark",
@@ -627,7 +630,107 @@ fn bad_source_addresses_are_refused_naming_them() {
 }
 
 fn endpoint(url: &str) -> Vec<EndpointUrl> {
-    vec![EndpointUrl { url: url.to_string() }]
+    vec![EndpointUrl { url: url.to_string(), basic_auth: None }]
+}
+
+#[test]
+fn base_urls_keep_their_prefix_lose_a_trailing_v1_and_take_ipv6_in_brackets() {
+    for (given, want) in [
+        ("http://h:8000", "http://h:8000"),
+        ("http://h:8000/", "http://h:8000"),
+        ("http://h:8000/v1", "http://h:8000"),
+        ("http://h:8000/v1/", "http://h:8000"),
+        ("http://h/prefix/v1", "http://h/prefix"),
+        ("http://h/prefix", "http://h/prefix"),
+        ("http://h/v10", "http://h/v10"),
+        ("http://[::1]:8000/v1", "http://[::1]:8000"),
+        ("http://[::1]", "http://[::1]"),
+    ] {
+        assert_eq!(parse_endpoint(given).unwrap().url, want, "{given}");
+    }
+    for bad in [
+        "http://::1:8000",
+        "http://[::1",
+        "http://[zz]:1",
+        "http://h:0",
+        "http://h:70000",
+        "http://h/x?a=1",
+        "http://h#f",
+        "ftp://h",
+    ] {
+        let err = parse_endpoint(bad).unwrap_err();
+        assert_eq!(err.exit_code(), 2, "{bad}: {err}");
+    }
+}
+
+#[test]
+fn url_userinfo_becomes_basic_auth_percent_decoded_and_never_shown() {
+    let ep = parse_endpoint("http://alice:p%40ss%3Aw@127.0.0.1:9/v1").unwrap();
+    assert_eq!(ep.url, "http://127.0.0.1:9");
+    // base64("alice:p@ss:w")
+    assert_eq!(ep.basic_auth.as_ref().unwrap().0, "Basic YWxpY2U6cEBzczp3");
+    assert_eq!(format!("{:?}", ep.basic_auth), "Some(<redacted>)");
+    let err = plan_of(&[
+        "offline",
+        "--endpoints",
+        "http://a:bbbb@127.0.0.1:9",
+        "--model",
+        "m",
+        "--api-key",
+        "kkkk",
+    ])
+    .unwrap_err();
+    assert!(err.to_string().contains("Authorization is given twice"), "{err}");
+    assert!(!err.to_string().contains("bbbb") && !err.to_string().contains("kkkk"), "{err}");
+}
+
+#[test]
+fn headers_are_checked_and_an_authorization_header_is_the_runs_authorization() {
+    let plan = plan_of(&[
+        "offline",
+        "--endpoints",
+        "http://127.0.0.1:9",
+        "--model",
+        "m",
+        "-H",
+        "X-A: 1",
+        "--header",
+        "Authorization: Token abc",
+    ])
+    .unwrap();
+    assert_eq!(plan.headers, [("X-A".to_string(), "1".to_string())]);
+    assert_eq!(plan.authorization.as_ref().map(|s| s.0.as_str()), Some("Token abc"));
+    let key = plan_of(&[
+        "offline",
+        "--endpoints",
+        "http://127.0.0.1:9",
+        "--model",
+        "m",
+        "--api-key",
+        "sk-1",
+    ])
+    .unwrap();
+    assert_eq!(key.authorization.as_ref().map(|s| s.0.as_str()), Some("Bearer sk-1"));
+    assert!(key.config_yaml.contains("api_key: <redacted>"), "{}", key.config_yaml);
+    for (bad, want) in [
+        ("no colon", "is not NAME: VALUE"),
+        ("Bad Name: x", "is not a header name"),
+        ("Content-Length: 5", "the requests set Content-Length themselves"),
+        ("host: x", "the requests set host themselves"),
+    ] {
+        let err = plan_of(&[
+            "offline",
+            "--endpoints",
+            "http://127.0.0.1:9",
+            "--model",
+            "m",
+            "--header",
+            bad,
+        ])
+        .unwrap_err();
+        assert_eq!(err.exit_code(), 2, "{bad}");
+        assert!(err.to_string().contains(want), "{bad}: {err}");
+    }
 }
 
 fn rows(rows: Vec<crate::dataset::Row>) -> Dataset {

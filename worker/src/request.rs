@@ -449,7 +449,7 @@ fn sglang_beyond_reference(out: &mut Vec<u8>, b: Body<'_>) -> Result<(), Request
 pub fn http_request(
     ep: &Endpoint,
     api: ApiType,
-    api_key: Option<&str>,
+    headers: &RequestHeaders,
     streaming: bool,
     body: &[u8],
 ) -> Vec<u8> {
@@ -463,8 +463,11 @@ pub fn http_request(
         api.path(),
         ep.host_header()
     );
-    if let Some(key) = api_key {
-        let _ = write!(out, "Authorization: Bearer {key}\r\n");
+    if let Some(value) = &headers.authorization {
+        let _ = write!(out, "Authorization: {value}\r\n");
+    }
+    for (name, value) in &headers.extra {
+        let _ = write!(out, "{name}: {value}\r\n");
     }
     let _ = write!(
         out,
@@ -473,6 +476,24 @@ pub fn http_request(
     );
     out.extend_from_slice(body);
     out
+}
+
+/// The headers a run adds to every request besides the protocol's own.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RequestHeaders {
+    /// The `Authorization` value: `Bearer <api key>`, or `Basic <…>` from an endpoint URL's
+    /// user and password.
+    pub authorization: Option<String>,
+    /// `--header 'Name: value'` lines, in the order given (names and values checked by the
+    /// plan: no CR/LF, no header the protocol writes itself).
+    pub extra: Vec<(String, String)>,
+}
+
+impl RequestHeaders {
+    /// `Authorization: Bearer <key>` when there is a key, and nothing else.
+    pub fn bearer(api_key: Option<&str>) -> RequestHeaders {
+        RequestHeaders { authorization: api_key.map(|k| format!("Bearer {k}")), extra: Vec::new() }
+    }
 }
 
 /// All rows' request bytes in one flat buffer plus offsets; shared read-only with the workers
@@ -512,7 +533,8 @@ impl RequestTable {
         let mut table = RequestTable::new();
         for prompt in prompts {
             let body = body_json_row(opts, prompt, RowParams::default())?;
-            table.push(&http_request(ep, opts.api, api_key, opts.streaming, &body));
+            let headers = RequestHeaders::bearer(api_key);
+            table.push(&http_request(ep, opts.api, &headers, opts.streaming, &body));
         }
         Ok(table)
     }
@@ -685,13 +707,26 @@ mod tests {
         );
         assert!(Endpoint::parse("localhost:80").is_err());
         assert!(Endpoint::parse("http://127.0.0.1:notaport").is_err());
-        let req = http_request(&ep, ApiType::OpenAiChat, Some("k"), true, b"{}");
+        let req =
+            http_request(&ep, ApiType::OpenAiChat, &RequestHeaders::bearer(Some("k")), true, b"{}");
         assert_eq!(
             String::from_utf8(req).unwrap(),
             "POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1:8765\r\nAuthorization: Bearer k\r\nContent-Type: application/json\r\nAccept: text/event-stream\r\nContent-Length: 2\r\n\r\n{}"
         );
-        let req = http_request(&ep80, ApiType::Sglang, None, false, b"{}");
+        let req = http_request(&ep80, ApiType::Sglang, &RequestHeaders::default(), false, b"{}");
         assert!(req.starts_with(b"POST /api/generate HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type"));
+        let headers = RequestHeaders {
+            authorization: Some("Basic dTpw".into()),
+            extra: vec![("X-Team".into(), "infra".into()), ("X-Trace".into(), "1".into())],
+        };
+        let req =
+            String::from_utf8(http_request(&ep80, ApiType::Sglang, &headers, false, b"")).unwrap();
+        assert!(
+            req.contains(
+                "\r\nAuthorization: Basic dTpw\r\nX-Team: infra\r\nX-Trace: 1\r\nContent-Type"
+            ),
+            "{req}"
+        );
     }
 
     #[test]
