@@ -261,7 +261,8 @@ mod tests {
                 assert_eq!(FinishReason::parse(reason.as_str()), reason);
             }
         }
-        assert_eq!(FailureKind::from_u8(11), None);
+        assert_eq!(FailureKind::from_u8(FailureKind::ALL.len() as u8), None);
+        assert_eq!(FailureKind::from_u8(11), Some(FailureKind::Tls));
         assert_eq!(FinishReason::from_u8(200), None);
         assert_eq!(FinishReason::parse("eos"), FinishReason::Other);
     }
