@@ -1,5 +1,5 @@
-//! TLS against plain HTTP through one `run_worker`, side by side: samples per second and heap
-//! allocations per sample on the worker thread, against the max-throughput stub served plain
+//! TLS against plain HTTP through one `run_worker`, side by side: samples per second, the
+//! worker thread's CPU time and heap allocations per sample, against the max-throughput stub served plain
 //! and with `--tls` (worker on one core, stub on another when there are two). Rounds alternate
 //! plain and TLS, so the ratio survives a noisy machine. Run: `cargo run --release -p
 //! loadgen-worker --example tls_bench [ROUNDS] [SAMPLES]`.
@@ -97,8 +97,23 @@ fn spec(endpoint: Endpoint, streaming: bool, connections: u32, core: Option<usiz
     }
 }
 
-/// Samples per second and worker-thread allocations per sample, from Ready to Done.
-fn measure(spec: WorkerSpec, samples: u64) -> (f64, f64) {
+/// CPU time of the calling thread: unlike wall time, it barely moves when other processes load
+/// the machine.
+fn thread_cpu_ns() -> u64 {
+    let t = nix::time::clock_gettime(nix::time::ClockId::CLOCK_THREAD_CPUTIME_ID).unwrap();
+    t.tv_sec() as u64 * 1_000_000_000 + t.tv_nsec() as u64
+}
+
+/// What one run measured.
+struct Measured {
+    samples_per_s: f64,
+    /// Worker-thread allocations per sample, from Ready to Done.
+    allocations_per_sample: f64,
+    /// Worker-thread CPU ns per sample over the whole run (warm-up handshakes included).
+    cpu_ns_per_sample: f64,
+}
+
+fn measure(spec: WorkerSpec, samples: u64) -> Measured {
     let ready = Doorbell::create().unwrap();
     let space = Doorbell::create().unwrap();
     let sizes = RingSizes { issue_slots: 4096, record_bytes: 4 << 20 };
@@ -107,7 +122,8 @@ fn measure(spec: WorkerSpec, samples: u64) -> (f64, f64) {
     let (mut issue, mut records) = rings.coordinator_ends();
     let worker = std::thread::spawn(move || {
         COUNTED.with(|c| c.set(true));
-        run_worker(spec, issue_rx, records_tx)
+        let code = run_worker(spec, issue_rx, records_tx);
+        (code, thread_cpu_ns())
     });
     let (mut issued, mut stopped, mut completed, mut failed) = (0u64, false, 0u64, 0u64);
     let mut start: Option<(Instant, u64)> = None;
@@ -149,10 +165,21 @@ fn measure(spec: WorkerSpec, samples: u64) -> (f64, f64) {
             ready.wait(epoch, Duration::from_millis(1));
         }
     }
-    assert_eq!(worker.join().unwrap(), 0);
+    let (code, cpu_ns) = worker.join().unwrap();
+    assert_eq!(code, 0);
     assert_eq!((completed, failed), (samples, 0));
     let ((t0, a0), (t1, a1)) = (start.unwrap(), end.unwrap());
-    (samples as f64 / (t1 - t0).as_secs_f64(), (a1 - a0) as f64 / samples as f64)
+    Measured {
+        samples_per_s: samples as f64 / (t1 - t0).as_secs_f64(),
+        allocations_per_sample: (a1 - a0) as f64 / samples as f64,
+        cpu_ns_per_sample: cpu_ns as f64 / samples as f64,
+    }
+}
+
+fn median_spread(mut values: Vec<f64>) -> String {
+    values.sort_by(f64::total_cmp);
+    let (lo, hi) = (values[0], values[values.len() - 1]);
+    format!("{:.2} (min {lo:.2}, max {hi:.2})", values[values.len() / 2])
 }
 
 fn main() {
@@ -162,31 +189,31 @@ fn main() {
     let (worker_core, stub_core) = if cores >= 2 { (Some(0), Some(1)) } else { (None, None) };
     println!("cores available: {cores}; {samples} samples a run, 64 connections, {rounds} rounds");
     for streaming in [false, true] {
-        let mut ratios = Vec::with_capacity(rounds);
+        let (mut rate_ratios, mut cpu_ratios) = (Vec::new(), Vec::new());
         for round in 0..rounds {
-            let mut qps = [0.0; 2];
-            for (i, tls) in [false, true].into_iter().enumerate() {
+            let mut runs = Vec::with_capacity(2);
+            for tls in [false, true] {
                 let server = stub(tls, streaming, stub_core);
                 let mut ep = Endpoint::parse(&server.url()).unwrap();
                 if let Some(settings) = ep.tls.as_mut() {
                     settings.verify = Verify::Insecure;
                 }
-                let (rate, allocations) = measure(spec(ep, streaming, 64, worker_core), samples);
+                let m = measure(spec(ep, streaming, 64, worker_core), samples);
                 server.stop();
-                qps[i] = rate;
                 println!(
-                    "round {round} streaming={streaming} tls={tls}: {rate:.0} samples/s, \
-                     {allocations:.2} allocations/sample on the worker thread"
+                    "round {round} streaming={streaming} tls={tls}: {:.0} samples/s, worker \
+                     {:.0} CPU ns/sample, {:.2} allocations/sample",
+                    m.samples_per_s, m.cpu_ns_per_sample, m.allocations_per_sample
                 );
+                runs.push(m);
             }
-            ratios.push(qps[1] / qps[0]);
+            rate_ratios.push(runs[1].samples_per_s / runs[0].samples_per_s);
+            cpu_ratios.push(runs[1].cpu_ns_per_sample / runs[0].cpu_ns_per_sample);
         }
-        ratios.sort_by(f64::total_cmp);
         println!(
-            "streaming={streaming}: tls/plain = {:.2} (min {:.2}, max {:.2})",
-            ratios[ratios.len() / 2],
-            ratios[0],
-            ratios[ratios.len() - 1]
+            "streaming={streaming}: samples/s tls/plain = {}; worker CPU/sample tls/plain = {}",
+            median_spread(rate_ratios),
+            median_spread(cpu_ratios)
         );
     }
 }

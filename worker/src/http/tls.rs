@@ -48,7 +48,7 @@ pub enum Verify {
 pub enum TlsSetupError {
     #[error(
         "no system root certificates found{detail}; install the system's CA certificates (or set \
-         SSL_CERT_FILE), or pass a CA bundle, or --insecure to skip verification"
+         SSL_CERT_FILE), or pass a CA bundle (--ca-bundle FILE), or --insecure to skip verification"
     )]
     NoSystemRoots { detail: String },
     #[error("cannot read the CA bundle {path:?}: {source}; check the path")]
@@ -113,7 +113,14 @@ pub fn client_config(verify: &Verify) -> Result<Arc<ClientConfig>, TlsSetupError
 }
 
 fn system_roots() -> Result<RootCertStore, TlsSetupError> {
-    let found = rustls_native_certs::load_native_certs();
+    roots_from_system_store(rustls_native_certs::load_native_certs())
+}
+
+/// The roots the system store gave; none at all is an error that says what the loader hit
+/// (a run would otherwise fail every handshake as an unknown issuer).
+fn roots_from_system_store(
+    found: rustls_native_certs::CertificateResult,
+) -> Result<RootCertStore, TlsSetupError> {
     let mut roots = RootCertStore::empty();
     roots.add_parsable_certificates(found.certs);
     if roots.is_empty() {
@@ -287,6 +294,16 @@ mod tests {
         assert_eq!(
             e.to_string(),
             "\"bad name!\" is not a valid TLS server name; check the endpoint's host"
+        );
+    }
+
+    #[test]
+    fn an_empty_system_store_is_a_setup_error_that_says_what_to_do() {
+        let e = roots_from_system_store(Default::default()).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "no system root certificates found; install the system's CA certificates (or set \
+             SSL_CERT_FILE), or pass a CA bundle (--ca-bundle FILE), or --insecure to skip verification"
         );
     }
 
