@@ -1,8 +1,8 @@
 //! TLS against plain HTTP through one `run_worker`, side by side: samples per second, the
-//! worker thread's CPU time and heap allocations per sample, against the max-throughput stub served plain
-//! and with `--tls` (worker on one core, stub on another when there are two). Rounds alternate
-//! plain and TLS, so the ratio survives a noisy machine. Run: `cargo run --release -p
-//! loadgen-worker --example tls_bench [ROUNDS] [SAMPLES]`.
+//! worker thread's CPU time and heap allocations per sample, against the max-throughput stub
+//! served plain and with `--tls` (worker on one core, stub on another when there are two).
+//! Rounds alternate plain and TLS, so the ratio survives a noisy machine. Run:
+//! `cargo run --release -p loadgen-worker --example tls_bench [ROUNDS] [SAMPLES]`.
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;

@@ -47,8 +47,9 @@ pub enum Verify {
 #[derive(Debug, thiserror::Error)]
 pub enum TlsSetupError {
     #[error(
-        "no system root certificates found{detail}; install the system's CA certificates (or set \
-         SSL_CERT_FILE), or pass a CA bundle (--ca-bundle FILE), or --insecure to skip verification"
+        "no system root certificates found{detail}; install the system's CA certificates (or \
+         set SSL_CERT_FILE), or pass a CA bundle (--ca-bundle FILE), or --insecure to skip \
+         verification"
     )]
     NoSystemRoots { detail: String },
     #[error("cannot read the CA bundle {path:?}: {source}; check the path")]
@@ -303,7 +304,8 @@ mod tests {
         assert_eq!(
             e.to_string(),
             "no system root certificates found; install the system's CA certificates (or set \
-             SSL_CERT_FILE), or pass a CA bundle (--ca-bundle FILE), or --insecure to skip verification"
+             SSL_CERT_FILE), or pass a CA bundle (--ca-bundle FILE), or --insecure to skip \
+             verification"
         );
     }
 
