@@ -1,6 +1,6 @@
 //! `--tls` stubs: each serves https:// with a certificate its own CA verifies for `localhost`
-//! and `127.0.0.1`, over keep-alive connections, streaming or not; a client that does not
-//! trust the CA is refused and the stub keeps serving.
+//! and `127.0.0.1` (and `::1`, checked in memory), over keep-alive connections, streaming or
+//! not; a client that does not trust the CA is refused and the stub keeps serving.
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
@@ -120,6 +120,48 @@ fn a_client_that_does_not_trust_the_stub_is_refused_and_the_stub_keeps_serving()
     trusted.write_all(&request(false)).unwrap();
     assert!(read_response(&mut trusted).contains("hello over tls"));
     server.stop();
+}
+
+/// Runs a handshake between `client` and `server` in memory (no socket, so `::1` is checked
+/// without an IPv6 listener); the first error either side saw.
+fn handshake_in_memory(
+    mut client: ClientConnection,
+    mut server: rustls::ServerConnection,
+) -> Result<(), rustls::Error> {
+    let mut wire = Vec::new();
+    for _ in 0..16 {
+        if !client.is_handshaking() && !server.is_handshaking() {
+            return Ok(());
+        }
+        wire.clear();
+        client.write_tls(&mut wire).unwrap();
+        server.read_tls(&mut wire.as_slice()).unwrap();
+        server.process_new_packets()?;
+        wire.clear();
+        server.write_tls(&mut wire).unwrap();
+        client.read_tls(&mut wire.as_slice()).unwrap();
+        client.process_new_packets()?;
+    }
+    panic!("the handshake did not finish in 16 flights");
+}
+
+#[test]
+fn the_certificate_verifies_for_each_name_it_is_made_for_and_no_other() {
+    let stub = loadgen_stubs::tls::StubTls::generate().unwrap();
+    let config = client_config(&stub.ca_pem);
+    let attempt = |name: &str| {
+        let name = ServerName::try_from(name.to_string()).unwrap();
+        let client = ClientConnection::new(config.clone(), name).unwrap();
+        let server = rustls::ServerConnection::new(stub.config.clone()).unwrap();
+        handshake_in_memory(client, server)
+    };
+    for name in loadgen_stubs::tls::STUB_CERT_NAMES {
+        attempt(name).unwrap_or_else(|e| panic!("{name}: {e}"));
+    }
+    for name in ["example.com", "127.0.0.2"] {
+        let e = attempt(name).unwrap_err();
+        assert!(e.to_string().contains("certificate not valid for name"), "{name}: {e}");
+    }
 }
 
 #[test]
