@@ -1001,42 +1001,70 @@ mod tests {
         }
     }
 
+    /// One exchange through a TLS slot to a one-connection server that `answer`s the
+    /// ClientHello, on io_uring or epoll (both with the timer, as the worker's runtime): the
+    /// outcome, its error text and the server's address.
+    fn tls_exchange(
+        io_uring: bool,
+        handshake_timeout: std::time::Duration,
+        answer: fn(std::net::TcpStream),
+    ) -> (Outcome, String, SocketAddr) {
+        use crate::http::tls::{TlsSettings, Verify};
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let server = std::thread::spawn(move || answer(listener.accept().unwrap().0));
+        let settings = TlsSettings { server_name: "127.0.0.1".into(), verify: Verify::Insecure };
+        let tls = TlsClient::new(&settings).unwrap().with_handshake_timeout(handshake_timeout);
+        let mut table = crate::request::RequestTable::new();
+        table.push(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n");
+        let request = table.row_bytes(0);
+        let mut conn = Conn::new(addr, ApiType::OpenAiChat, 1 << 16);
+        conn.set_tls(Some(Rc::new(tls)));
+        let outcome = if io_uring {
+            let builder = monoio::RuntimeBuilder::<monoio::IoUringDriver>::new();
+            builder.enable_timer().build().unwrap().block_on(conn.exchange(&request, clock))
+        } else {
+            let builder = monoio::RuntimeBuilder::<monoio::LegacyDriver>::new();
+            builder.enable_timer().build().unwrap().block_on(conn.exchange(&request, clock))
+        };
+        assert!(!conn.is_open());
+        let error = String::from_utf8_lossy(&conn.error).into_owned();
+        // The failed handshake dropped the socket: the server sees its close and returns.
+        server.join().unwrap();
+        (outcome, error, addr)
+    }
+
     #[test]
     fn a_failed_handshake_on_a_reconnect_fails_the_sample_as_tls() {
-        use crate::http::tls::{TlsSettings, Verify};
         use std::io::{Read, Write as _};
         for io_uring in [true, false] {
-            // A server that answers the ClientHello with plain HTTP: the handshake fails.
-            let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-            let addr = listener.local_addr().unwrap();
-            let server = std::thread::spawn(move || {
-                let (mut socket, _) = listener.accept().unwrap();
-                let mut hello = [0u8; 512];
-                let _ = socket.read(&mut hello).unwrap();
-                socket.write_all(b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n").unwrap();
-            });
-            let settings =
-                TlsSettings { server_name: "127.0.0.1".into(), verify: Verify::Insecure };
-            let tls = Rc::new(TlsClient::new(&settings).unwrap());
-            let mut table = crate::request::RequestTable::new();
-            table.push(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n");
-            let request = table.row_bytes(0);
-            let mut conn = Conn::new(addr, ApiType::OpenAiChat, 1 << 16);
-            conn.set_tls(Some(tls));
-            let outcome = if io_uring {
-                let mut rt =
-                    monoio::RuntimeBuilder::<monoio::IoUringDriver>::new().build().unwrap();
-                rt.block_on(conn.exchange(&request, clock))
-            } else {
-                let mut rt = monoio::RuntimeBuilder::<monoio::LegacyDriver>::new().build().unwrap();
-                rt.block_on(conn.exchange(&request, clock))
-            };
-            server.join().unwrap();
-            let error = String::from_utf8_lossy(&conn.error).into_owned();
+            // A server that answers the ClientHello with plain HTTP.
+            let (outcome, error, addr) =
+                tls_exchange(io_uring, std::time::Duration::from_secs(30), |mut socket| {
+                    let _ = socket.read(&mut [0u8; 512]).unwrap();
+                    let _ = socket.write_all(b"HTTP/1.1 400 Bad Request\r\n\r\n");
+                });
             assert_eq!(outcome.failure, FailureKind::Tls, "{error}");
             assert!(error.starts_with("tls handshake with 127.0.0.1 failed: "), "{error}");
             assert!(error.ends_with(&format!("(at {addr})")), "{error}");
-            assert!(!conn.is_open());
+        }
+    }
+
+    #[test]
+    fn a_handshake_the_server_never_answers_fails_at_the_handshake_limit() {
+        use std::io::Read;
+        for io_uring in [true, false] {
+            // A server that reads the ClientHello and says nothing until the client leaves.
+            let (outcome, error, _) =
+                tls_exchange(io_uring, std::time::Duration::from_millis(200), |mut socket| {
+                    let mut sink = Vec::new();
+                    let _ = socket.read_to_end(&mut sink);
+                });
+            assert_eq!(outcome.failure, FailureKind::Tls, "{error}");
+            assert!(
+                error.starts_with("tls handshake with 127.0.0.1 failed: no handshake within 0.2 s"),
+                "{error}"
+            );
         }
     }
 

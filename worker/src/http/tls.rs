@@ -65,10 +65,17 @@ pub enum TlsSetupError {
     Rustls(#[from] rustls::Error),
 }
 
+/// Longest wait for a handshake after the TCP connect: asyncio's default
+/// `ssl_handshake_timeout` (60 s), which the reference's client inherits. A server that
+/// accepts and never answers TLS would otherwise hold a slot for ever (a TCP connect has the
+/// kernel's own limit).
+pub const TLS_HANDSHAKE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60);
+
 /// What a worker's connections share for TLS: the config and the server name.
 pub struct TlsClient {
     connector: monoio_rustls::TlsConnector,
     server_name: ServerName<'static>,
+    handshake_timeout: std::time::Duration,
 }
 
 impl fmt::Debug for TlsClient {
@@ -84,15 +91,31 @@ impl TlsClient {
         let server_name = ServerName::try_from(settings.server_name.clone())
             .map_err(|_| TlsSetupError::BadServerName { name: settings.server_name.clone() })?;
         let config = client_config(&settings.verify)?;
-        Ok(TlsClient { connector: monoio_rustls::TlsConnector::from(config), server_name })
+        let connector = monoio_rustls::TlsConnector::from(config);
+        Ok(TlsClient { connector, server_name, handshake_timeout: TLS_HANDSHAKE_TIMEOUT })
     }
 
-    /// Runs the handshake on a connected socket.
+    /// The same client with another handshake limit (tests).
+    pub fn with_handshake_timeout(mut self, timeout: std::time::Duration) -> TlsClient {
+        self.handshake_timeout = timeout;
+        self
+    }
+
+    /// Runs the handshake on a connected socket, within the handshake limit (the runtime must
+    /// have its timer, as the worker's has).
     pub async fn handshake(&self, tcp: TcpStream) -> Result<TlsStream, HandshakeError> {
-        self.connector
-            .connect(self.server_name.clone(), tcp)
-            .await
-            .map_err(|e| HandshakeError { host: self.server_name.to_str().into_owned(), error: e })
+        let host = || self.server_name.to_str().into_owned();
+        let limit = self.handshake_timeout;
+        monoio::select! {
+            done = self.connector.connect(self.server_name.clone(), tcp) => {
+                done.map_err(|error| HandshakeError { host: host(), error })
+            }
+            _ = monoio::time::sleep(limit) => {
+                let why = format!("no handshake within {} s", limit.as_secs_f64());
+                let error = io::Error::new(io::ErrorKind::TimedOut, why).into();
+                Err(HandshakeError { host: host(), error })
+            }
+        }
     }
 }
 
