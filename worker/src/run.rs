@@ -24,6 +24,8 @@ pub struct WorkerSpec {
     pub worker_id: u16,
     /// Pin the process to this core when `Some`.
     pub core: Option<usize>,
+    /// Where requests go; `endpoint.tls` set (an `https://` URL) makes every connection TLS,
+    /// verified as its `Verify` says.
     pub endpoint: Endpoint,
     pub connections: u32,
     /// Connections opened before the worker reports ready (at least one, at most
