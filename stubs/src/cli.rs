@@ -49,6 +49,13 @@ pub struct CommonArgs {
     /// Pin worker i to the i-th of these cores (comma-separated, cycled).
     #[arg(long, value_delimiter = ',')]
     pub pin_cores: Option<Vec<usize>>,
+    /// Serve https:// with a certificate made at start for localhost, 127.0.0.1 and ::1.
+    #[arg(long)]
+    pub tls: bool,
+    /// Write the PEM certificate of the CA that signed the --tls certificate to FILE (what a
+    /// client trusts to verify the stub).
+    #[arg(long, value_name = "FILE", requires = "tls")]
+    pub tls_cert_out: Option<std::path::PathBuf>,
     #[command(flatten)]
     pub faults: FaultArgs,
 }
@@ -302,6 +309,7 @@ fn common_config(
     cfg.stream_interval = c.stream_interval;
     cfg.stats = c.stats;
     cfg.pin_cores = c.pin_cores.clone();
+    cfg.tls = c.tls;
     cfg.faults = c.faults.to_config()?;
     Ok(cfg)
 }
@@ -335,18 +343,40 @@ pub fn config(cmd: &StubCommand) -> anyhow::Result<StubConfig> {
     })
 }
 
-/// Serves until SIGINT or SIGTERM; prints `listening on http://HOST:PORT` first.
+/// The `--tls-cert-out` file of the command, if any.
+fn tls_cert_out(cmd: &StubCommand) -> Option<&std::path::Path> {
+    let common = match cmd {
+        StubCommand::Echo(a) => &a.common,
+        StubCommand::MaxThroughput(a) => &a.common,
+        StubCommand::Variable(a) => &a.common,
+    };
+    common.tls_cert_out.as_deref()
+}
+
+/// Starts the server the command describes and writes its `--tls-cert-out` file.
+pub fn start(cmd: &StubCommand) -> anyhow::Result<StubServer> {
+    let cfg = config(cmd)?;
+    let (host, port) = (cfg.host, cfg.port);
+    let server =
+        StubServer::start(cfg).with_context(|| format!("cannot listen on {host}:{port}"))?;
+    if let (Some(path), Some(pem)) = (tls_cert_out(cmd), server.ca_pem()) {
+        std::fs::write(path, pem).with_context(|| {
+            format!("cannot write the stub's CA certificate to {}", path.display())
+        })?;
+    }
+    Ok(server)
+}
+
+/// Serves until SIGINT or SIGTERM; prints `listening on http[s]://HOST:PORT` first (after
+/// writing the `--tls-cert-out` file, so a client that read the line can trust the file).
 pub fn run(cmd: StubCommand) -> anyhow::Result<()> {
-    let cfg = config(&cmd)?;
     // Block the signals before any thread starts so that every thread inherits the mask and
     // only the waiting thread below receives them.
     let mut signals = SigSet::empty();
     signals.add(Signal::SIGINT);
     signals.add(Signal::SIGTERM);
     signals.thread_block().context("blocking SIGINT/SIGTERM")?;
-    let (host, port) = (cfg.host, cfg.port);
-    let server =
-        StubServer::start(cfg).with_context(|| format!("cannot listen on {host}:{port}"))?;
+    let server = start(&cmd)?;
     println!("listening on {}", server.url());
     std::io::stdout().flush().ok();
     let handle = server.stop_handle();
@@ -378,8 +408,12 @@ mod tests {
     }
 
     fn parse(args: &str) -> anyhow::Result<StubConfig> {
+        config(&command(args)?)
+    }
+
+    fn command(args: &str) -> anyhow::Result<StubCommand> {
         let argv = std::iter::once("stub").chain(args.split_whitespace());
-        config(&Wrap::try_parse_from(argv)?.stub)
+        Ok(Wrap::try_parse_from(argv)?.stub)
     }
 
     #[test]
@@ -421,6 +455,30 @@ mod tests {
         assert!(parse("echo --fault-status 200").is_err());
         assert!(parse("echo --fault-stall-every 0").is_err());
         assert!(parse("echo --stream-interval 0").is_err());
+    }
+
+    #[test]
+    fn tls_flags_map_onto_the_config_and_cert_out_needs_tls() {
+        assert!(parse("max-throughput --tls").unwrap().tls);
+        assert!(parse("variable --tls --tls-cert-out /tmp/x.pem").unwrap().tls);
+        assert!(!parse("echo").unwrap().tls);
+        let e = parse("echo --tls-cert-out /tmp/x.pem").unwrap_err().to_string();
+        assert!(e.contains("--tls"), "{e}");
+    }
+
+    #[test]
+    fn tls_cert_out_writes_the_ca_that_the_https_url_is_served_under() {
+        let dir = std::env::temp_dir().join(format!("stub-cert-out-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("ca.pem");
+        let cmd = command(&format!("echo --port 0 --tls --tls-cert-out {}", path.display()));
+        let server = start(&cmd.unwrap()).unwrap();
+        assert!(server.url().starts_with("https://127.0.0.1:"), "{}", server.url());
+        let written = std::fs::read_to_string(&path).unwrap();
+        assert!(written.starts_with("-----BEGIN CERTIFICATE-----"), "{written}");
+        assert_eq!(Some(written.as_str()), server.ca_pem());
+        server.stop();
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

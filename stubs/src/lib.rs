@@ -12,6 +12,7 @@ pub mod http;
 mod listen;
 pub mod render;
 mod server;
+pub mod tls;
 pub mod variable;
 mod worker;
 

@@ -41,6 +41,8 @@ pub struct Shared {
     pub wake: Mutex<Vec<UnixStream>>,
     /// One per worker.
     pub counters: Vec<Counters>,
+    /// The TLS identity when the stub serves TLS (`StubConfig::tls`).
+    pub tls: Option<crate::tls::StubTls>,
     /// The distinct addresses connections came from, the first `PEER_ADDRESSES_MAX` of them
     /// (noted once per accepted connection, never per request).
     pub peers: Mutex<BTreeSet<IpAddr>>,
@@ -156,6 +158,8 @@ impl StubServer {
         });
         let precompiled = (cfg.kind == StubKind::MaxThroughput && !cfg.faults.any())
             .then(|| Precompiled::build(&cfg, created_unix_s));
+        // Made once per server: every worker serves the same certificate.
+        let tls = if cfg.tls { Some(crate::tls::StubTls::generate()?) } else { None };
         let mut wake_senders = Vec::with_capacity(workers);
         let mut wake_receivers = Vec::with_capacity(workers);
         for _ in 0..workers {
@@ -169,6 +173,7 @@ impl StubServer {
             cfg,
             created_unix_s,
             precompiled,
+            tls,
             stop: AtomicBool::new(false),
             wake: Mutex::new(wake_senders),
             peers: Mutex::new(BTreeSet::new()),
@@ -212,9 +217,16 @@ impl StubServer {
         self.addr
     }
 
-    /// `http://HOST:PORT`.
+    /// `http://HOST:PORT`, or `https://HOST:PORT` when the stub serves TLS.
     pub fn url(&self) -> String {
-        format!("http://{}", self.addr)
+        let scheme = if self.shared.tls.is_some() { "https" } else { "http" };
+        format!("{scheme}://{}", self.addr)
+    }
+
+    /// The PEM certificate of the CA that signed the stub's certificate (TLS stubs only): what
+    /// a client trusts to verify it.
+    pub fn ca_pem(&self) -> Option<&str> {
+        self.shared.tls.as_ref().map(|t| t.ca_pem.as_str())
     }
 
     /// A handle that stops the server from elsewhere.

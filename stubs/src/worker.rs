@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::task::{Poll, Waker};
 use std::time::{Duration, Instant};
 
-use monoio::io::{AsyncReadRent, AsyncWriteRentExt};
+use monoio::io::{AsyncReadRent, AsyncWriteRent, AsyncWriteRentExt};
 use monoio::net::{TcpListener, TcpStream};
 
 use crate::config::StubKind;
@@ -109,13 +109,22 @@ fn per_worker_limit(total: usize, workers: usize, index: usize) -> Option<usize>
 }
 
 async fn accept_loop(listener: TcpListener, ctx: Rc<Ctx>, stop: Rc<StopSignal>) {
+    let acceptor =
+        ctx.shared.tls.as_ref().map(|t| monoio_rustls::TlsAcceptor::from(t.config.clone()));
     loop {
         match listener.accept().await {
             Ok((stream, peer)) => {
                 ctx.shared.counters[ctx.index].accepted.fetch_add(1, Ordering::Relaxed);
                 ctx.shared.note_peer(peer.ip());
                 let _ = stream.set_nodelay(true);
-                monoio::spawn(stop.clone().guard(serve(stream, ctx.clone())));
+                match &acceptor {
+                    None => monoio::spawn(stop.clone().guard(serve(stream, ctx.clone()))),
+                    Some(acceptor) => monoio::spawn(stop.clone().guard(serve_tls(
+                        acceptor.clone(),
+                        stream,
+                        ctx.clone(),
+                    ))),
+                };
             }
             // Out of descriptors or an aborted handshake: keep accepting.
             Err(_) => monoio::time::sleep(Duration::from_millis(1)).await,
@@ -123,7 +132,15 @@ async fn accept_loop(listener: TcpListener, ctx: Rc<Ctx>, stop: Rc<StopSignal>) 
     }
 }
 
-async fn serve(mut stream: TcpStream, ctx: Rc<Ctx>) {
+/// Runs the TLS handshake, then serves the connection as a plain one; a client whose
+/// handshake fails (one that does not trust the stub's CA) is dropped.
+async fn serve_tls(acceptor: monoio_rustls::TlsAcceptor, stream: TcpStream, ctx: Rc<Ctx>) {
+    if let Ok(tls) = acceptor.accept(stream).await {
+        serve(tls, ctx).await;
+    }
+}
+
+async fn serve<S: AsyncReadRent + AsyncWriteRent>(mut stream: S, ctx: Rc<Ctx>) {
     let fast = ctx.shared.precompiled.as_ref();
     let mut rbuf: Vec<u8> = Vec::with_capacity(READ_BUF_LEN);
     let mut out: Vec<u8> = Vec::with_capacity(READ_BUF_LEN);
@@ -186,7 +203,7 @@ async fn serve(mut stream: TcpStream, ctx: Rc<Ctx>) {
 }
 
 /// Reads more bytes after those already in `rbuf`; `None` on EOF, error, or an oversized request.
-async fn read_more(stream: &mut TcpStream, mut rbuf: Vec<u8>) -> Option<Vec<u8>> {
+async fn read_more<S: AsyncReadRent>(stream: &mut S, mut rbuf: Vec<u8>) -> Option<Vec<u8>> {
     if rbuf.len() == rbuf.capacity() {
         if rbuf.len() >= HEAD_LEN_MAX + BODY_LEN_MAX {
             return None;
@@ -204,8 +221,8 @@ async fn read_more(stream: &mut TcpStream, mut rbuf: Vec<u8>) -> Option<Vec<u8>>
 }
 
 /// Writes a planned response (after flushing `out`); `None` when the connection is done.
-async fn write_plan(
-    stream: &mut TcpStream,
+async fn write_plan<S: AsyncWriteRent>(
+    stream: &mut S,
     mut out: Vec<u8>,
     plan: Plan,
     ctx: &Ctx,
@@ -240,7 +257,11 @@ async fn write_plan(
 }
 
 /// Writes and counts `out`; returns it emptied, or `None` when the write failed.
-async fn flush(stream: &mut TcpStream, out: Vec<u8>, counters: &Counters) -> Option<Vec<u8>> {
+async fn flush<S: AsyncWriteRent>(
+    stream: &mut S,
+    out: Vec<u8>,
+    counters: &Counters,
+) -> Option<Vec<u8>> {
     counters.bytes.fetch_add(out.len() as u64, Ordering::Relaxed);
     let (res, mut out) = stream.write_all(out).await;
     res.ok()?;
@@ -250,7 +271,7 @@ async fn flush(stream: &mut TcpStream, out: Vec<u8>, counters: &Counters) -> Opt
 
 /// Holds the connection open without sending, until the client closes it (or the runtime
 /// stops and drops this task).
-async fn stall(mut stream: TcpStream) {
+async fn stall<S: AsyncReadRent>(mut stream: S) {
     let mut buf = Vec::with_capacity(4096);
     loop {
         let (res, b) = stream.read(buf).await;

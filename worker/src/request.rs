@@ -134,18 +134,22 @@ pub struct Endpoint {
     /// "" or "/prefix" (no trailing slash).
     pub path_prefix: String,
     pub addr: SocketAddr,
+    /// `Some` for `https://`: the server name from the URL's host, verified against the system
+    /// roots until the plan says otherwise (`--insecure`, a CA bundle).
+    pub tls: Option<crate::http::tls::TlsSettings>,
 }
 
 impl Endpoint {
-    /// Parses `http://host[:port][/prefix]` and resolves the host (first address).
+    /// Parses `http[s]://host[:port][/prefix]` and resolves the host (first address). An
+    /// `https://` URL verifies the server against the system roots (`Verify::SystemRoots`).
     pub fn parse(url: &str) -> Result<Endpoint, RequestError> {
         let bad = |why| RequestError::BadUrl { url: url.to_string(), why };
-        let rest = if let Some(rest) = url.strip_prefix("http://") {
-            rest
-        } else if url.starts_with("https://") {
-            return Err(bad("https is not supported yet; use http://"));
+        let (rest, https) = if let Some(rest) = url.strip_prefix("http://") {
+            (rest, false)
+        } else if let Some(rest) = url.strip_prefix("https://") {
+            (rest, true)
         } else {
-            return Err(bad("it must start with http://"));
+            return Err(bad("it must start with http:// or https://"));
         };
         let (authority, path) = match rest.find('/') {
             Some(i) => (&rest[..i], &rest[i..]),
@@ -154,10 +158,16 @@ impl Endpoint {
         if authority.is_empty() {
             return Err(bad("it has no host"));
         }
-        let (host, port) =
-            split_host_port(authority).ok_or_else(|| bad("its port is not a number"))?;
+        let default_port = if https { 443 } else { 80 };
+        let (host, port) = split_host_port(authority, default_port)
+            .ok_or_else(|| bad("its port is not a number"))?;
         let path_prefix = path.trim_end_matches('/').to_string();
-        let addrs: Vec<SocketAddr> = (host.trim_matches(|c| c == '[' || c == ']'), port)
+        let bare_host = host.trim_matches(|c| c == '[' || c == ']');
+        let tls = https.then(|| crate::http::tls::TlsSettings {
+            server_name: bare_host.to_string(),
+            verify: crate::http::tls::Verify::SystemRoots,
+        });
+        let addrs: Vec<SocketAddr> = (bare_host, port)
             .to_socket_addrs()
             .map_err(|source| RequestError::Resolve { host: host.to_string(), source })?
             .collect();
@@ -170,7 +180,7 @@ impl Endpoint {
                     source: std::io::Error::other("no address found"),
                 }
             })?;
-        Ok(Endpoint { host: host.to_string(), port, path_prefix, addr })
+        Ok(Endpoint { host: host.to_string(), port, path_prefix, addr, tls })
     }
 
     /// The `Host` header value: the port is omitted for 80 and 443.
@@ -183,7 +193,7 @@ impl Endpoint {
     }
 }
 
-fn split_host_port(authority: &str) -> Option<(&str, u16)> {
+fn split_host_port(authority: &str, default_port: u16) -> Option<(&str, u16)> {
     // An IPv6 literal keeps its colons inside brackets.
     let colon = match authority.rfind(']') {
         Some(end) => authority[end..].find(':').map(|i| end + i),
@@ -191,7 +201,7 @@ fn split_host_port(authority: &str) -> Option<(&str, u16)> {
     };
     match colon {
         Some(i) => Some((&authority[..i], authority[i + 1..].parse().ok()?)),
-        None => Some((authority, 80)),
+        None => Some((authority, default_port)),
     }
 }
 
@@ -690,6 +700,22 @@ mod tests {
     }
 
     #[test]
+    fn an_https_url_gets_tls_with_its_host_as_server_name_and_port_443_by_default() {
+        use crate::http::tls::{TlsSettings, Verify};
+        let ep = Endpoint::parse("https://localhost:8443/v1").unwrap();
+        assert_eq!((ep.port, ep.path_prefix.as_str()), (8443, "/v1"));
+        let want = TlsSettings { server_name: "localhost".into(), verify: Verify::SystemRoots };
+        assert_eq!(ep.tls, Some(want));
+        let ep = Endpoint::parse("https://127.0.0.1").unwrap();
+        assert_eq!((ep.port, ep.host_header()), (443, "127.0.0.1".to_string()));
+        assert_eq!(ep.tls.unwrap().server_name, "127.0.0.1");
+        let ep = Endpoint::parse("https://[::1]:9").unwrap();
+        assert_eq!(ep.tls.unwrap().server_name, "::1", "no brackets in the server name");
+        let e = Endpoint::parse("ftp://x").unwrap_err().to_string();
+        assert!(e.contains("it must start with http:// or https://"), "{e}");
+    }
+
+    #[test]
     fn endpoint_parsing_and_request_head() {
         let ep = Endpoint::parse("http://127.0.0.1:8765/").unwrap();
         assert_eq!((ep.host.as_str(), ep.port, ep.path_prefix.as_str()), ("127.0.0.1", 8765, ""));
@@ -699,7 +725,7 @@ mod tests {
             (ep80.port, ep80.path_prefix.as_str(), ep80.host_header()),
             (80, "/api", "127.0.0.1".into())
         );
-        assert!(Endpoint::parse("https://x").is_err());
+        assert_eq!(ep.tls, None);
         let local = Endpoint::parse("http://localhost:9").unwrap();
         assert_eq!(
             (local.host.as_str(), local.addr),

@@ -11,7 +11,8 @@ use std::task::{Context, Poll, Waker};
 
 use monoio::io::AsyncReadRent;
 
-use crate::http::conn::{Conn, Outcome};
+use crate::http::conn::{Conn, ConnectError, Outcome};
+use crate::http::tls::TlsClient;
 use crate::request::{ApiType, Endpoint, RequestTable};
 use crate::wire::{
     FailureKind, InFlightTable, IssueCmd, IssueConsumer, RecordHeader, RecordProducer,
@@ -23,6 +24,8 @@ pub struct WorkerSpec {
     pub worker_id: u16,
     /// Pin the process to this core when `Some`.
     pub core: Option<usize>,
+    /// Where requests go; `endpoint.tls` set (an `https://` URL) makes every connection TLS,
+    /// verified as its `Verify` says.
     pub endpoint: Endpoint,
     pub connections: u32,
     /// Connections opened before the worker reports ready (at least one, at most
@@ -173,6 +176,16 @@ pub fn run_worker(spec: WorkerSpec, issue: IssueConsumer, mut records: RecordPro
         let mut issue = issue;
         return crate::synthetic::run_synthetic(&spec, &response, &mut issue, &mut records);
     }
+    // One TLS config per worker, built before any connect: a bad CA bundle or an empty system
+    // store is a setup error here, not a failed handshake per connection.
+    let tls = match spec.endpoint.tls.as_ref().map(TlsClient::new).transpose() {
+        Ok(tls) => tls.map(Rc::new),
+        Err(e) => {
+            records.push_setup_failed(&format!("worker {}: {e}", spec.worker_id));
+            records.push_done();
+            return EXIT_SETUP_FAILED;
+        }
+    };
     let entries = (spec.connections.saturating_mul(2)).clamp(256, 32768).next_power_of_two();
     let mut runtime = match build_runtime(spec.force_epoll, entries) {
         Ok((runtime, warning)) => {
@@ -211,7 +224,7 @@ pub fn run_worker(spec: WorkerSpec, issue: IssueConsumer, mut records: RecordPro
         warned_frames: Cell::new(false),
         warned_truncated: Cell::new(false),
     });
-    runtime.block_on(worker_main(shared, issue))
+    runtime.block_on(worker_main(shared, issue, tls))
 }
 
 type Runtime = monoio::FusionRuntime<
@@ -239,15 +252,18 @@ fn build_runtime(force_epoll: bool, entries: u32) -> std::io::Result<(Runtime, O
 /// `max_concurrent_warmup_connects`).
 pub const WARMUP_CONNECTS_IN_FLIGHT: usize = 128;
 
-async fn worker_main(shared: Rc<Shared>, mut issue: IssueConsumer) -> i32 {
+async fn worker_main(
+    shared: Rc<Shared>,
+    mut issue: IssueConsumer,
+    tls: Option<Rc<TlsClient>>,
+) -> i32 {
     let spec = &shared.spec;
-    let (opened, first_error) = open_warm_connections(spec).await;
+    let (opened, first_error) = open_warm_connections(spec, tls).await;
     let open_count = opened.iter().filter(|c| c.is_open()).count() as u32;
     if open_count == 0 {
+        // A certificate that did not verify says so, names the host and what to pass.
         let message = match first_error {
-            Some(e) => {
-                format!("worker {}: cannot connect to {}: {e}", spec.worker_id, spec.endpoint.addr)
-            }
+            Some(e) => format!("worker {}: {}", spec.worker_id, e.message(spec.endpoint.addr)),
             None => format!("worker {}: no connections configured", spec.worker_id),
         };
         let mut records = shared.records.borrow_mut();
@@ -303,9 +319,14 @@ async fn worker_main(shared: Rc<Shared>, mut issue: IssueConsumer) -> i32 {
 }
 
 /// Builds the worker's connection slots and opens `warm_connections` of them (at least one),
-/// at most `WARMUP_CONNECTS_IN_FLIGHT` connects at a time. Slots come back closed first, open
-/// last; a slot whose connect failed stays closed and reconnects on its first request.
-async fn open_warm_connections(spec: &WorkerSpec) -> (Vec<Conn>, Option<std::io::Error>) {
+/// at most `WARMUP_CONNECTS_IN_FLIGHT` connects at a time; for an `https://` endpoint each
+/// connect includes its TLS handshake, so warm connections handshake before the worker is
+/// ready, outside the measured window. Slots come back closed first, open last; a slot whose
+/// connect failed stays closed and reconnects on its first request.
+async fn open_warm_connections(
+    spec: &WorkerSpec,
+    tls: Option<Rc<TlsClient>>,
+) -> (Vec<Conn>, Option<ConnectError>) {
     let slot_count = spec.connections as usize;
     let warm_count = (spec.warm_connections as usize).clamp(1, slot_count.max(1)).min(slot_count);
     // Slot `index` leaves from source address `index % len` (`http::ports` sizes each
@@ -315,6 +336,7 @@ async fn open_warm_connections(spec: &WorkerSpec) -> (Vec<Conn>, Option<std::io:
         let mut conn = Conn::new(spec.endpoint.addr, spec.api, spec.max_output_bytes);
         conn.set_bind_before_connect(index >= spec.bind_from_slot as usize);
         conn.set_source_address((!sources.is_empty()).then(|| sources[index % sources.len()]));
+        conn.set_tls(tls.clone());
         conn
     };
     let pending: Rc<RefCell<Vec<Conn>>> = Rc::new(RefCell::new(Vec::with_capacity(warm_count)));

@@ -625,3 +625,200 @@ fn a_stalled_response_times_out() {
         assert!(started.elapsed() >= Duration::from_millis(300));
     }
 }
+
+// TLS (`https://`) against the `--tls` echo stub, whose CA certificate the tests write to a
+// file as a user's CA bundle.
+
+use loadgen_stubs::{StubConfig, StubKind, StubServer, TruncateFault, TruncateFraming};
+use loadgen_worker::http::tls::Verify;
+
+/// A `--tls` echo stub and its CA in a file of its own (removed on drop).
+struct TlsStub {
+    server: StubServer,
+    dir: std::path::PathBuf,
+}
+
+impl TlsStub {
+    fn start(edit: impl FnOnce(&mut StubConfig)) -> TlsStub {
+        static NEXT: AtomicUsize = AtomicUsize::new(0);
+        let mut cfg = StubConfig::new(StubKind::Echo);
+        cfg.tls = true;
+        edit(&mut cfg);
+        let server = StubServer::start(cfg).unwrap();
+        let n = NEXT.fetch_add(1, Ordering::SeqCst);
+        let dir = std::env::temp_dir().join(format!("worker-tls-{}-{n}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("ca.pem"), server.ca_pem().unwrap()).unwrap();
+        TlsStub { server, dir }
+    }
+
+    fn ca_bundle(&self) -> Verify {
+        Verify::CaBundle(self.dir.join("ca.pem"))
+    }
+
+    /// The stub as `https://HOST:PORT`, verified as `verify` says.
+    fn endpoint(&self, host: &str, verify: Verify) -> Endpoint {
+        let mut ep =
+            Endpoint::parse(&format!("https://{host}:{}", self.server.addr().port())).unwrap();
+        ep.tls.as_mut().expect("an https url has tls settings").verify = verify;
+        ep
+    }
+}
+
+impl Drop for TlsStub {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+const TLS_PROMPTS: &[&str] = &["hello world", "a", "ünïcode ✓ text"];
+
+/// Runs 30 samples over `connections` connections to `ep`; checks each is the echo of its
+/// prompt and returns the exit code.
+fn run_echo_samples(ep: Endpoint, streaming: bool, epoll: bool) {
+    let issues: Vec<(u64, u32)> = (0..30).map(|i| (i, (i % 3) as u32)).collect();
+    let (got, messages, code) =
+        run(spec(ep, TLS_PROMPTS, streaming, 2, epoll), &issues, IssueCmd::Stop);
+    assert_eq!(code, 0, "streaming {streaming} epoll {epoll}: {messages:?}");
+    assert_eq!(got.len(), issues.len());
+    for g in &got {
+        let prompt = TLS_PROMPTS[g.row as usize];
+        assert_eq!((g.failure, g.status, g.error.as_str()), (FailureKind::None, 200, ""), "{g:?}");
+        assert_eq!((g.output.as_str(), g.finish), (prompt, FinishReason::Stop));
+    }
+}
+
+#[test]
+fn tls_verified_by_the_stubs_ca_gives_exact_records_streaming_and_not_on_both_drivers() {
+    let stub = TlsStub::start(|_| {});
+    for epoll in [false, true] {
+        for streaming in [false, true] {
+            // A DNS name (sent as SNI) and an IP literal (no SNI, matched to an IP SAN).
+            for host in ["localhost", "127.0.0.1"] {
+                let before = stub.server.totals().connections;
+                run_echo_samples(stub.endpoint(host, stub.ca_bundle()), streaming, epoll);
+                // The two warm connections carried every sample: one handshake each.
+                assert_eq!(stub.server.totals().connections - before, 2, "{host}");
+            }
+        }
+    }
+}
+
+#[test]
+fn without_the_stubs_ca_the_worker_fails_setup_saying_the_certificate_did_not_verify() {
+    let stub = TlsStub::start(|_| {});
+    let other = TlsStub::start(|_| {});
+    // Another CA's bundle: the stub's certificate has an unknown issuer.
+    let ep = stub.endpoint("localhost", other.ca_bundle());
+    let (got, messages, code) = run(spec(ep, TLS_PROMPTS, true, 2, false), &[], IssueCmd::Stop);
+    assert_eq!((code, got.len()), (3, 0));
+    let port = stub.server.addr().port();
+    assert_eq!(
+        messages[0],
+        format!(
+            "worker 2: the certificate of localhost did not verify (invalid peer certificate: \
+             UnknownIssuer); pass a CA bundle that holds its issuer (--ca-bundle FILE), or \
+             --insecure to skip verification (at 127.0.0.1:{port})"
+        )
+    );
+    // The system roots do not hold the stub's throwaway CA either (and a machine without any
+    // system roots says that instead, before connecting).
+    let ep = stub.endpoint("localhost", Verify::SystemRoots);
+    let (_, messages, code) = run(spec(ep, TLS_PROMPTS, true, 2, true), &[], IssueCmd::Stop);
+    assert_eq!(code, 3);
+    assert!(
+        messages[0].contains("did not verify (invalid peer certificate: UnknownIssuer)")
+            || messages[0].contains("no system root certificates found"),
+        "{messages:?}"
+    );
+}
+
+#[test]
+fn insecure_accepts_the_stubs_certificate_streaming_and_not_on_both_drivers() {
+    let stub = TlsStub::start(|_| {});
+    for epoll in [false, true] {
+        for streaming in [false, true] {
+            run_echo_samples(stub.endpoint("127.0.0.1", Verify::Insecure), streaming, epoll);
+        }
+    }
+}
+
+#[test]
+fn a_name_the_certificate_does_not_carry_fails_verification_but_not_insecure() {
+    let stub = TlsStub::start(|_| {});
+    let mut ep = stub.endpoint("127.0.0.1", stub.ca_bundle());
+    ep.tls.as_mut().unwrap().server_name = "api.example.com".into();
+    let (_, messages, code) =
+        run(spec(ep.clone(), TLS_PROMPTS, false, 1, false), &[], IssueCmd::Stop);
+    assert_eq!(code, 3);
+    assert!(
+        messages[0].contains("the certificate of api.example.com did not verify"),
+        "{messages:?}"
+    );
+    assert!(messages[0].contains("certificate not valid for name \"api.example.com\""));
+    assert!(
+        messages[0].contains("use a host name the certificate carries, or --insecure"),
+        "{messages:?}"
+    );
+    ep.tls.as_mut().unwrap().verify = Verify::Insecure;
+    run_echo_samples(ep, false, false);
+}
+
+#[test]
+fn a_missing_ca_bundle_is_a_setup_failure_naming_the_file() {
+    let stub = TlsStub::start(|_| {});
+    let ep = stub.endpoint("localhost", Verify::CaBundle("/nonexistent/ca.pem".into()));
+    let (_, messages, code) = run(spec(ep, TLS_PROMPTS, false, 1, false), &[], IssueCmd::Stop);
+    assert_eq!(code, 3);
+    assert!(
+        messages[0].starts_with("worker 2: cannot read the CA bundle \"/nonexistent/ca.pem\": "),
+        "{messages:?}"
+    );
+}
+
+#[test]
+fn an_https_endpoint_that_answers_plain_http_fails_setup_as_a_tls_handshake() {
+    let server = Server::start(0);
+    let mut ep = Endpoint::parse(&format!("https://{}", server.addr)).unwrap();
+    ep.tls.as_mut().unwrap().verify = Verify::Insecure;
+    let (_, messages, code) = run(spec(ep, TLS_PROMPTS, false, 1, false), &[], IssueCmd::Stop);
+    assert_eq!(code, 3);
+    assert!(
+        messages[0].starts_with("worker 2: tls handshake with 127.0.0.1 failed: "),
+        "{messages:?}"
+    );
+}
+
+#[test]
+fn a_cut_body_fails_the_same_over_tls_as_over_plain_http() {
+    // The stub drops the connection without a close_notify: a TLS read then sees the same
+    // close as a plain one, and the framing decides (half a close-delimited JSON body is
+    // malformed; a chunked stream without its last chunk is truncated).
+    for (streaming, framing) in [
+        (false, TruncateFraming::CloseDelimited),
+        (true, TruncateFraming::CloseDelimited),
+        (true, TruncateFraming::Chunked),
+    ] {
+        let edit = |cfg: &mut StubConfig| {
+            cfg.faults.truncate = Some(TruncateFault { every: 1, after_frames: 1, framing });
+            cfg.stream_interval = 2;
+        };
+        let mut plain_cfg = StubConfig::new(StubKind::Echo);
+        edit(&mut plain_cfg);
+        let plain = StubServer::start(plain_cfg).unwrap();
+        let tls = TlsStub::start(edit);
+        let issues: Vec<(u64, u32)> = (0..6).map(|i| (i, 0)).collect();
+        let mut outcomes = Vec::new();
+        for ep in
+            [Endpoint::parse(&plain.url()).unwrap(), tls.endpoint("localhost", tls.ca_bundle())]
+        {
+            let (got, _, code) =
+                run(spec(ep, TLS_PROMPTS, streaming, 1, false), &issues, IssueCmd::Stop);
+            assert_eq!((code, got.len()), (0, 6));
+            outcomes.push(got.iter().map(|g| (g.failure, g.error.clone())).collect::<Vec<_>>());
+        }
+        assert_eq!(outcomes[0], outcomes[1], "streaming {streaming} {framing:?}");
+        assert_ne!(outcomes[1][0].0, FailureKind::None, "the fault cut every response");
+        assert_ne!(outcomes[1][0].0, FailureKind::ConnectionClosed, "{:?}", outcomes[1]);
+    }
+}

@@ -3,13 +3,16 @@
 
 use std::io::Write;
 use std::net::{IpAddr, SocketAddr};
+use std::rc::Rc;
 
-use monoio::buf::IoBufMut;
+use monoio::buf::{IoBuf, IoBufMut};
 use monoio::io::{AsyncReadRent, AsyncWriteRentExt};
 use monoio::net::TcpStream;
+use monoio::BufResult;
 
 use super::h1::{H1Error, ResponseReader};
 use super::sse::{stream_end, BodyEnd, SseItem, SseParser, StreamEnd};
+use super::tls::{HandshakeError, TlsClient, TlsStream};
 use crate::adapter::Accumulator;
 use crate::request::{ApiType, RequestBytes};
 use crate::wire::FailureKind;
@@ -203,6 +206,78 @@ fn socket_error(socket: &impl std::os::fd::AsRawFd) -> std::io::Result<i32> {
     }
 }
 
+/// An open connection: plain TCP, or TLS over it.
+enum Stream {
+    Plain(TcpStream),
+    /// Boxed: a rustls session is a few KiB, and most runs hold plain connections.
+    Tls(Box<TlsStream>),
+}
+
+impl Stream {
+    async fn read<T: IoBufMut>(&mut self, buf: T) -> BufResult<usize, T> {
+        match self {
+            Stream::Plain(s) => s.read(buf).await,
+            Stream::Tls(s) => {
+                let (result, buf) = s.read(buf).await;
+                (ragged_eof_as_close(result), buf)
+            }
+        }
+    }
+
+    async fn write_all<T: IoBuf>(&mut self, buf: T) -> BufResult<usize, T> {
+        match self {
+            Stream::Plain(s) => s.write_all(buf).await,
+            Stream::Tls(s) => s.write_all(buf).await,
+        }
+    }
+
+    /// The socket under the stream, to close it with a reset.
+    fn into_tcp(self) -> TcpStream {
+        match self {
+            Stream::Plain(s) => s,
+            Stream::Tls(s) => s.into_parts().0,
+        }
+    }
+}
+
+/// A TLS peer that closes its socket without a close_notify alert reads as a close (0 bytes),
+/// as Python's `ssl` reads it (`suppress_ragged_eofs`) and as HTTP servers commonly close:
+/// the response's own framing (Content-Length, the last chunk, `[DONE]`) still tells a cut
+/// response from a whole one.
+fn ragged_eof_as_close(result: std::io::Result<usize>) -> std::io::Result<usize> {
+    match result {
+        Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => Ok(0),
+        other => other,
+    }
+}
+
+/// Why a connection could not be opened.
+#[derive(Debug)]
+pub enum ConnectError {
+    /// The TCP connect (or a socket option) failed.
+    Tcp(std::io::Error),
+    /// The TLS handshake failed (the certificate did not verify, or the protocol failed).
+    Tls(HandshakeError),
+}
+
+impl ConnectError {
+    /// The failure kind of a sample whose connection could not be opened.
+    pub fn failure_kind(&self) -> FailureKind {
+        match self {
+            ConnectError::Tcp(_) => FailureKind::Connect,
+            ConnectError::Tls(_) => FailureKind::Tls,
+        }
+    }
+
+    /// The message, naming `addr` (the TCP side) or the host (the TLS side).
+    pub fn message(&self, addr: SocketAddr) -> String {
+        match self {
+            ConnectError::Tcp(e) => format!("cannot connect to {addr}: {e}"),
+            ConnectError::Tls(e) => format!("{e} (at {addr})"),
+        }
+    }
+}
+
 /// How one exchange ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Outcome {
@@ -233,7 +308,9 @@ pub fn may_resend(carried_response: bool, failure: FailureKind, response_bytes: 
 /// A connection slot: the socket (None until connected or after a close) and its buffers.
 pub struct Conn {
     addr: SocketAddr,
-    stream: Option<TcpStream>,
+    stream: Option<Stream>,
+    /// Set for an `https://` endpoint: every connect handshakes before it counts as open.
+    tls: Option<Rc<TlsClient>>,
     read_buf: Vec<u8>,
     read_start: usize,
     body: Vec<u8>,
@@ -279,6 +356,7 @@ impl Conn {
         Conn {
             addr,
             stream: None,
+            tls: None,
             read_buf: Vec::with_capacity(READ_BUF_BYTES),
             read_start: 0,
             body: Vec::with_capacity(16 * 1024),
@@ -310,15 +388,27 @@ impl Conn {
         self.local.addr = source;
     }
 
+    /// Makes every connect of this slot a TLS connection (an `https://` endpoint).
+    pub fn set_tls(&mut self, tls: Option<Rc<TlsClient>>) {
+        self.tls = tls;
+    }
+
     pub fn is_open(&self) -> bool {
         self.stream.is_some()
     }
 
-    /// Opens the socket if it is closed.
-    pub async fn connect(&mut self) -> std::io::Result<()> {
+    /// Opens the socket if it is closed, and runs the TLS handshake on it for an `https://`
+    /// endpoint: a slot is open only once it can carry a request.
+    pub async fn connect(&mut self) -> Result<(), ConnectError> {
         if self.stream.is_none() {
-            let stream = connect_from(self.addr, self.local).await?;
-            stream.set_nodelay(true)?;
+            let tcp = connect_from(self.addr, self.local).await.map_err(ConnectError::Tcp)?;
+            tcp.set_nodelay(true).map_err(ConnectError::Tcp)?;
+            let stream = match &self.tls {
+                None => Stream::Plain(tcp),
+                Some(tls) => {
+                    Stream::Tls(Box::new(tls.handshake(tcp).await.map_err(ConnectError::Tls)?))
+                }
+            };
             self.stream = Some(stream);
             self.carried_response = false;
             self.read_buf.clear();
@@ -348,8 +438,8 @@ impl Conn {
     async fn exchange_once(&mut self, request: &RequestBytes, now_ns: fn() -> u64) -> Outcome {
         self.reset_response();
         if let Err(e) = self.connect().await {
-            let _ = write!(self.error, "cannot connect to {}: {e}", self.addr);
-            return self.fail(FailureKind::Connect, 0, now_ns);
+            self.error.extend_from_slice(e.message(self.addr).as_bytes());
+            return self.fail(e.failure_kind(), 0, now_ns);
         }
         // The row goes to the kernel straight from the shared request table: no copy.
         let stream = self.stream.as_mut().expect("connected above");
@@ -601,8 +691,9 @@ impl Conn {
     /// every connect search them) within TIME_WAIT's 60 s.
     pub fn close_with_reset(&mut self) {
         if let Some(stream) = self.stream.take() {
-            let _ = reset_on_close(&stream);
-            drop(stream);
+            let tcp = stream.into_tcp();
+            let _ = reset_on_close(&tcp);
+            drop(tcp);
         }
     }
 }
@@ -908,6 +999,83 @@ mod tests {
             assert_eq!(peer.ip(), source, "io_uring {io_uring}");
             assert_eq!(peer.port() % 2, 1, "bind() of address and port takes odd ones: {peer}");
         }
+    }
+
+    /// One exchange through a TLS slot to a one-connection server that `answer`s the
+    /// ClientHello, on io_uring or epoll (both with the timer, as the worker's runtime): the
+    /// outcome, its error text and the server's address.
+    fn tls_exchange(
+        io_uring: bool,
+        handshake_timeout: std::time::Duration,
+        answer: fn(std::net::TcpStream),
+    ) -> (Outcome, String, SocketAddr) {
+        use crate::http::tls::{TlsSettings, Verify};
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let server = std::thread::spawn(move || answer(listener.accept().unwrap().0));
+        let settings = TlsSettings { server_name: "127.0.0.1".into(), verify: Verify::Insecure };
+        let tls = TlsClient::new(&settings).unwrap().with_handshake_timeout(handshake_timeout);
+        let mut table = crate::request::RequestTable::new();
+        table.push(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n");
+        let request = table.row_bytes(0);
+        let mut conn = Conn::new(addr, ApiType::OpenAiChat, 1 << 16);
+        conn.set_tls(Some(Rc::new(tls)));
+        let outcome = if io_uring {
+            let builder = monoio::RuntimeBuilder::<monoio::IoUringDriver>::new();
+            builder.enable_timer().build().unwrap().block_on(conn.exchange(&request, clock))
+        } else {
+            let builder = monoio::RuntimeBuilder::<monoio::LegacyDriver>::new();
+            builder.enable_timer().build().unwrap().block_on(conn.exchange(&request, clock))
+        };
+        assert!(!conn.is_open());
+        let error = String::from_utf8_lossy(&conn.error).into_owned();
+        // The failed handshake dropped the socket: the server sees its close and returns.
+        server.join().unwrap();
+        (outcome, error, addr)
+    }
+
+    #[test]
+    fn a_failed_handshake_on_a_reconnect_fails_the_sample_as_tls() {
+        use std::io::{Read, Write as _};
+        for io_uring in [true, false] {
+            // A server that answers the ClientHello with plain HTTP.
+            let (outcome, error, addr) =
+                tls_exchange(io_uring, std::time::Duration::from_secs(30), |mut socket| {
+                    let _ = socket.read(&mut [0u8; 512]).unwrap();
+                    let _ = socket.write_all(b"HTTP/1.1 400 Bad Request\r\n\r\n");
+                });
+            assert_eq!(outcome.failure, FailureKind::Tls, "{error}");
+            assert!(error.starts_with("tls handshake with 127.0.0.1 failed: "), "{error}");
+            assert!(error.ends_with(&format!("(at {addr})")), "{error}");
+        }
+    }
+
+    #[test]
+    fn a_handshake_the_server_never_answers_fails_at_the_handshake_limit() {
+        use std::io::Read;
+        for io_uring in [true, false] {
+            // A server that reads the ClientHello and says nothing until the client leaves.
+            let (outcome, error, _) =
+                tls_exchange(io_uring, std::time::Duration::from_millis(200), |mut socket| {
+                    let mut sink = Vec::new();
+                    let _ = socket.read_to_end(&mut sink);
+                });
+            assert_eq!(outcome.failure, FailureKind::Tls, "{error}");
+            assert!(
+                error.starts_with("tls handshake with 127.0.0.1 failed: no handshake within 0.2 s"),
+                "{error}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_tls_close_without_close_notify_reads_as_a_close() {
+        use std::io::{Error, ErrorKind};
+        let ragged = Err(Error::new(ErrorKind::UnexpectedEof, "no close_notify"));
+        assert_eq!(ragged_eof_as_close(ragged).unwrap(), 0);
+        assert_eq!(ragged_eof_as_close(Ok(7)).unwrap(), 7);
+        let reset = Err(Error::from(ErrorKind::ConnectionReset));
+        assert_eq!(ragged_eof_as_close(reset).unwrap_err().kind(), ErrorKind::ConnectionReset);
     }
 
     #[test]

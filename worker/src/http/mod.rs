@@ -1,6 +1,7 @@
-//! The worker's HTTP/1.1 client: response framing, SSE framing, and the connection loop.
+//! The worker's HTTP/1.1 client: response framing, SSE framing, TLS, and the connection loop.
 
 pub mod conn;
 pub mod h1;
 pub mod ports;
 pub mod sse;
+pub mod tls;

@@ -21,11 +21,14 @@ pub enum FailureKind {
     WorkerDied = 9,
     /// The response head broke a named limit (header count or head bytes).
     HeadLimit = 10,
+    /// The TLS handshake of a (re)connect failed: the certificate did not verify, or the
+    /// protocol failed.
+    Tls = 11,
 }
 
 impl FailureKind {
     /// Every kind, in wire order.
-    pub const ALL: [FailureKind; 11] = [
+    pub const ALL: [FailureKind; 12] = [
         FailureKind::None,
         FailureKind::Connect,
         FailureKind::HttpStatus,
@@ -37,6 +40,7 @@ impl FailureKind {
         FailureKind::Truncated,
         FailureKind::WorkerDied,
         FailureKind::HeadLimit,
+        FailureKind::Tls,
     ];
 
     /// A stable lowercase name for reports and logs.
@@ -53,6 +57,7 @@ impl FailureKind {
             FailureKind::Truncated => "truncated",
             FailureKind::WorkerDied => "worker_died",
             FailureKind::HeadLimit => "response_head_limit",
+            FailureKind::Tls => "tls",
         }
     }
 
@@ -256,7 +261,8 @@ mod tests {
                 assert_eq!(FinishReason::parse(reason.as_str()), reason);
             }
         }
-        assert_eq!(FailureKind::from_u8(11), None);
+        assert_eq!(FailureKind::from_u8(FailureKind::ALL.len() as u8), None);
+        assert_eq!(FailureKind::from_u8(11), Some(FailureKind::Tls));
         assert_eq!(FinishReason::from_u8(200), None);
         assert_eq!(FinishReason::parse("eos"), FinishReason::Other);
     }
