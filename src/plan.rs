@@ -9,7 +9,7 @@ use loadgen_coordinator::pyrandom::PyRandom;
 use loadgen_worker::request::Sampling;
 
 use crate::commands::sys::local_timestamp;
-use crate::dataset::{load_dataset_spec, synthetic_dataset, Dataset, DatasetKind};
+use crate::dataset::{load_dataset_spec_with, synthetic_dataset, Dataset, DatasetKind};
 use crate::error::AppError;
 use crate::tokenizer::Tokenizer;
 use crate::yaml::{
@@ -649,14 +649,11 @@ fn dataset_refusals(i: usize, d: &crate::dataset::DatasetSpec) -> Vec<String> {
     if d.kind == DatasetKind::Accuracy {
         push("type accuracy", "accuracy datasets are not scored here");
     }
-    if d.path.is_empty() {
-        push("path", "a predefined dataset without a path; give the file's path");
+    for (key, what) in crate::dataset::predefined_refusals(d) {
+        push(&key, &what);
     }
     if d.eval_method.is_some() {
         push("eval_method", "accuracy evaluation");
-    }
-    if d.generate_params.is_some() {
-        push("generate_params", "predefined dataset generators");
     }
     if d.agentic_inference.is_some() {
         push("agentic_inference", "multi-turn agentic conversations");
@@ -1380,11 +1377,14 @@ fn check_dataset_kinds(config: &Config) -> Result<(), AppError> {
 fn resolve_dataset(config: &mut Config, verbose: u8) -> Result<(Dataset, bool), AppError> {
     check_dataset_kinds(config)?;
     let verbose = verbose.max(u8::from(config.verbose));
+    // The `random` predefined dataset decodes with the run's tokenizer unless it names one.
+    let params = &config.model_params;
+    let run_tokenizer = params.tokenizer_name.clone().or_else(|| params.name.clone());
     let Some(spec) = config.datasets.first_mut() else {
         return Ok((synthetic_dataset(), true));
     };
     let started = std::time::Instant::now();
-    let dataset = load_dataset_spec(spec)?;
+    let dataset = load_dataset_spec_with(spec, run_tokenizer.as_deref())?;
     if verbose > 0 {
         let load_s = started.elapsed().as_secs_f64();
         eprintln!("dataset: {} rows loaded in {load_s:.3} s", dataset.rows.len());
