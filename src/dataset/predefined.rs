@@ -383,7 +383,14 @@ impl RawSource {
 
 /// The Hugging Face datasets cache, as the `datasets` library finds it.
 fn hf_datasets_cache() -> Option<PathBuf> {
-    let var = |k: &str| std::env::var_os(k).filter(|v| !v.is_empty()).map(PathBuf::from);
+    hf_datasets_cache_from(|k| std::env::var_os(k))
+}
+
+/// `hf_datasets_cache` over the environment `env`: `$HF_DATASETS_CACHE`, else
+/// `$HF_HOME/datasets`, else `$XDG_CACHE_HOME/huggingface/datasets`, else
+/// `~/.cache/huggingface/datasets`.
+fn hf_datasets_cache_from(env: impl Fn(&str) -> Option<std::ffi::OsString>) -> Option<PathBuf> {
+    let var = |k: &str| env(k).filter(|v| !v.is_empty()).map(PathBuf::from);
     if let Some(dir) = var("HF_DATASETS_CACHE") {
         return Some(dir);
     }
@@ -612,4 +619,236 @@ fn not_found(id: &str, variant: &str, raw: Option<&RawSource>, looked: &[String]
          {fetch}",
         looked.join(", ")
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+
+    use arrow_array::{ArrayRef, RecordBatch, StringArray};
+
+    /// A scratch folder removed on drop.
+    struct Scratch(PathBuf);
+
+    impl Scratch {
+        fn new(tag: &str) -> Scratch {
+            let path = std::env::temp_dir()
+                .join(format!("llm-loadgen-predefined-{}-{tag}", std::process::id()));
+            let _ = std::fs::remove_dir_all(&path);
+            std::fs::create_dir_all(&path).unwrap();
+            Scratch(path)
+        }
+    }
+
+    impl Drop for Scratch {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+
+    fn strings(columns: &[(&str, Vec<&str>)]) -> RecordBatch {
+        RecordBatch::try_from_iter(columns.iter().map(|(name, cells)| {
+            (name.to_string(), Arc::new(StringArray::from(cells.clone())) as ArrayRef)
+        }))
+        .unwrap()
+    }
+
+    fn write_parquet(path: &Path, batch: &RecordBatch) {
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        let file = std::fs::File::create(path).unwrap();
+        let mut w = ::parquet::arrow::ArrowWriter::try_new(file, batch.schema(), None).unwrap();
+        w.write(batch).unwrap();
+        w.close().unwrap();
+    }
+
+    /// A save_to_disk DatasetDict: `dir/<split>/` with state.json and one Arrow stream file.
+    fn write_saved_split(dir: &Path, split: &str, batch: &RecordBatch) {
+        let folder = dir.join(split);
+        std::fs::create_dir_all(&folder).unwrap();
+        std::fs::write(dir.join("dataset_dict.json"), format!("{{\"splits\": [\"{split}\"]}}"))
+            .unwrap();
+        let state = serde_json::json!({"_data_files": [{"filename": "data-00000-of-00001.arrow"}]});
+        std::fs::write(folder.join("state.json"), state.to_string()).unwrap();
+        let file = std::fs::File::create(folder.join("data-00000-of-00001.arrow")).unwrap();
+        let mut w = arrow_ipc::writer::StreamWriter::try_new(file, &batch.schema()).unwrap();
+        w.write(batch).unwrap();
+        w.finish().unwrap();
+    }
+
+    fn spec(name: &str, params: serde_json::Value) -> DatasetSpec {
+        let generate_params = match params {
+            serde_json::Value::Null => None,
+            v => Some(serde_json::from_value(v).unwrap()),
+        };
+        DatasetSpec { name: Some(name.into()), generate_params, ..DatasetSpec::default() }
+    }
+
+    /// Python 3: `random.seed(42); random.sample(range(100), 10)`.
+    #[test]
+    fn py_sample_is_cpythons_sample() {
+        let picked = py_sample(&mut PyRandom::new(42), 100, 10);
+        assert_eq!(picked, [81, 14, 3, 94, 35, 31, 28, 17, 13, 86]);
+        let mut perm = py_sample(&mut PyRandom::new(0), 4, 4);
+        perm.sort_unstable();
+        assert_eq!(perm, [0, 1, 2, 3], "a permutation of range(4)");
+    }
+
+    #[test]
+    fn aime25_reads_the_references_cached_parquet_with_its_preset() {
+        let dir = Scratch::new("aime");
+        let batch =
+            strings(&[("question", vec!["What is 1+1?", "And 2+2?"]), ("answer", vec!["2", "4"])]);
+        write_parquet(&dir.0.join("aime25/aime25.parquet"), &batch);
+        let dir_arg = serde_json::json!({"datasets_dir": dir.0.display().to_string()});
+        let ds = load_predefined(&spec("aime25::gptoss", dir_arg.clone()), None).unwrap();
+        assert_eq!(ds.name, "aime25::gptoss");
+        let want =
+            "What is 1+1?\nPlease reason step by step, and put your final answer within \\boxed{}.";
+        assert_eq!(ds.rows[0].prompt.as_deref(), Some(want));
+        assert_eq!(ds.rows.len(), 2);
+        let mut one = spec("aime25::gptoss", dir_arg);
+        one.samples = Some(1);
+        assert_eq!(load_predefined(&one, None).unwrap().rows.len(), 1);
+        // Without a preset the loader's columns hold no prompt, in the reference too.
+        let err = load_predefined(&spec("aime25", serde_json::Value::Null), None).unwrap_err();
+        assert!(err.to_string().contains("write name: aime25::gptoss"), "{err}");
+    }
+
+    #[test]
+    fn gpqa_from_an_hf_cache_folder_shuffles_the_choices_by_seed() {
+        let dir = Scratch::new("gpqa");
+        let raw = strings(&[
+            ("Question", vec!["Q0", "Q1", "Q2"]),
+            ("Correct Answer", vec!["right0", "right1", "right2"]),
+            ("Incorrect Answer 1", vec!["w1a", "w1b", "w1c"]),
+            ("Incorrect Answer 2", vec!["w2a", "w2b", "w2c"]),
+            ("Incorrect Answer 3", vec!["w3a", "w3b", "w3c"]),
+        ]);
+        write_saved_split(&dir.0.join("hf_cache/gpqa_diamond"), "train", &raw);
+        let params = serde_json::json!({"datasets_dir": dir.0.display().to_string(), "seed": 5});
+        let ds = load_predefined(&spec("gpqa::gptoss", params), None).unwrap();
+        assert_eq!(ds.rows.len(), 3);
+        let mut rng = PyRandom::new(5);
+        for (i, row) in ds.rows.iter().enumerate() {
+            let prompt = row.prompt.as_deref().unwrap();
+            assert!(prompt.starts_with(&format!("Q{i}\n\n(A) ")), "{prompt}");
+            let perm = py_sample(&mut rng, 4, 4);
+            let letter = ["A", "B", "C", "D"][perm.iter().position(|&p| p == 0).unwrap()];
+            assert!(prompt.contains(&format!("({letter}) right{i}\n")), "{prompt}");
+            assert!(prompt.ends_with("'A', 'B', 'C', or 'D'."), "{prompt}");
+        }
+        let params =
+            serde_json::json!({"datasets_dir": dir.0.display().to_string(), "max_samples": 2});
+        assert_eq!(load_predefined(&spec("gpqa::gptoss", params), None).unwrap().rows.len(), 2);
+    }
+
+    #[test]
+    fn open_orca_reads_the_references_jsonl_as_system_and_prompt() {
+        let dir = Scratch::new("orca");
+        let file = dir
+            .0
+            .join("open_orca/mlperf-inference/open_orca_gpt4_tokenized_llama.sampled_24576.jsonl");
+        std::fs::create_dir_all(file.parent().unwrap()).unwrap();
+        std::fs::write(
+            &file,
+            "{\"question\": \"why?\", \"system_prompt\": \"be kind\", \"id\": \"x\"}\n",
+        )
+        .unwrap();
+        let params = serde_json::json!({"datasets_dir": dir.0.display().to_string()});
+        let ds = load_predefined(&spec("open_orca::llama2_70b", params), None).unwrap();
+        assert_eq!(ds.rows[0].prompt.as_deref(), Some("why?"));
+        assert_eq!(ds.rows[0].system.as_deref(), Some("be kind"));
+    }
+
+    #[test]
+    fn a_missing_predefined_dataset_says_where_it_looked_and_what_to_download() {
+        let dir = Scratch::new("missing");
+        let params = serde_json::json!({"datasets_dir": dir.0.display().to_string()});
+        let err = load_predefined(&spec("gpqa::gptoss", params), None).unwrap_err();
+        assert_eq!(err.exit_code(), 2);
+        let msg = err.to_string();
+        assert!(msg.contains("predefined dataset gpqa not found locally"), "{msg}");
+        assert!(
+            msg.contains(&dir.0.join("gpqa/diamond/gpqa_diamond.parquet").display().to_string()),
+            "{msg}"
+        );
+        assert!(msg.contains(&dir.0.join("hf_cache/gpqa_diamond").display().to_string()), "{msg}");
+        assert!(msg.contains("load_dataset('Idavidrein/gpqa', 'gpqa_diamond')"), "{msg}");
+        assert!(msg.contains("never downloads"), "{msg}");
+    }
+
+    #[test]
+    fn ids_presets_and_keys_a_run_cannot_honour_are_refused_by_name() {
+        let keys = |s: &DatasetSpec| -> Vec<String> {
+            predefined_refusals(s).into_iter().map(|(k, w)| format!("{k}: {w}")).collect()
+        };
+        let shopify = keys(&spec("shopify_product_catalogue::q3vl", serde_json::Value::Null));
+        assert!(
+            shopify[0].starts_with("name: predefined dataset shopify_product_catalogue"),
+            "{shopify:?}"
+        );
+        let cnn = keys(&spec("cnn_dailymail::llama3_8b", serde_json::Value::Null));
+        assert!(cnn[0].contains("chat_template"), "{cnn:?}");
+        let unknown = keys(&spec("nope", serde_json::Value::Null));
+        assert!(unknown[0].contains("\"nope\" is not a predefined dataset"), "{unknown:?}");
+        let mut parsed = spec("random", serde_json::Value::Null);
+        parsed.parser = Some(Default::default());
+        assert!(keys(&parsed)[0].starts_with("parser: "), "{:?}", keys(&parsed));
+        let file = DatasetSpec {
+            path: "a.jsonl".into(),
+            generate_params: Some(Default::default()),
+            ..DatasetSpec::default()
+        };
+        assert!(
+            keys(&file)[0].starts_with("generate_params: only predefined"),
+            "{:?}",
+            keys(&file)
+        );
+        assert!(keys(&spec("random", serde_json::json!({"num_sequences": 4}))).is_empty());
+        let params = serde_json::json!({"force_regenerate": true});
+        let err = load_predefined(&spec("aime25::gptoss", params), None).unwrap_err();
+        assert!(err.to_string().contains("generate_params.force_regenerate: true"), "{err}");
+        let err =
+            load_predefined(&spec("aime25::other", serde_json::Value::Null), None).unwrap_err();
+        assert!(err.to_string().contains("no preset \"other\" (presets: gptoss)"), "{err}");
+    }
+
+    #[test]
+    fn the_hf_datasets_cache_is_found_as_the_datasets_library_finds_it() {
+        fn env<'a>(pairs: &'a [(&str, &str)]) -> impl Fn(&str) -> Option<std::ffi::OsString> + 'a {
+            move |k: &str| pairs.iter().find(|p| p.0 == k).map(|p| p.1.into())
+        }
+        let all = [("HF_DATASETS_CACHE", "/a"), ("HF_HOME", "/b"), ("HOME", "/h")];
+        assert_eq!(hf_datasets_cache_from(env(&all)), Some(PathBuf::from("/a")));
+        let home = [("HF_HOME", "/b"), ("HOME", "/h")];
+        assert_eq!(hf_datasets_cache_from(env(&home)), Some(PathBuf::from("/b/datasets")));
+        let xdg = [("XDG_CACHE_HOME", "/x"), ("HOME", "/h")];
+        let want = PathBuf::from("/x/huggingface/datasets");
+        assert_eq!(hf_datasets_cache_from(env(&xdg)), Some(want));
+        let bare = [("HOME", "/h"), ("HF_DATASETS_CACHE", "")];
+        let want = PathBuf::from("/h/.cache/huggingface/datasets");
+        assert_eq!(hf_datasets_cache_from(env(&bare)), Some(want));
+    }
+
+    #[test]
+    fn random_needs_a_tokenizer_and_names_the_key() {
+        let err = load_predefined(&spec("random", serde_json::Value::Null), None).unwrap_err();
+        assert_eq!(err.exit_code(), 2);
+        assert!(err.to_string().contains("generate_params.tokenizer"), "{err}");
+        let tok = format!("{}/tests/assets/tokenizers/bpe2k", env!("CARGO_MANIFEST_DIR"));
+        let params =
+            serde_json::json!({"num_sequences": 6, "input_seq_length": 20, "tokenizer": tok});
+        let ds =
+            load_predefined(&spec("random", params.clone()), Some("/no/such/tokenizer")).unwrap();
+        assert_eq!((ds.name.as_str(), ds.rows.len()), ("random", 6));
+        // The run's tokenizer is the fallback.
+        let mut without = params;
+        without.as_object_mut().unwrap().remove("tokenizer");
+        let ds2 = load_predefined(&spec("random", without), Some(&tok)).unwrap();
+        assert_eq!(ds.rows, ds2.rows);
+        let err =
+            load_predefined(&spec("random::x", serde_json::Value::Null), Some(&tok)).unwrap_err();
+        assert!(err.to_string().contains("random has no presets"), "{err}");
+    }
 }
