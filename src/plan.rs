@@ -2561,12 +2561,7 @@ mod request_params_tests {
         let config = Config::from_yaml_str(text, "t.yaml").unwrap();
         check_config(&config).unwrap();
         let notes = run_refusals(&config).join("\n");
-        for key in [
-            "type: submission",
-            "datasets[0].type accuracy",
-            "datasets[0].path",
-            "settings.warmup.salt",
-        ] {
+        for key in ["type: submission", "datasets[0].type accuracy", "settings.warmup.salt"] {
             assert!(notes.contains(key), "{key}: {notes}");
         }
         assert_eq!(resolve_plan(config, 0).unwrap_err().exit_code(), 2);
