@@ -269,8 +269,8 @@ pub const LINE_BYTES_MAX: usize = 3 * PROMPT_BYTES_MAX;
 pub use predefined::predefined_refusals;
 
 /// Loads a dataset entry: reads the file, applies the column mapping, builds the rows.
-/// A predefined dataset that needs a tokenizer (`random`) fails here; the plan loads through
-/// `load_dataset_spec_with`.
+/// `random` without `generate_params.tokenizer` fails here (no run tokenizer); the plan loads
+/// through `load_dataset_spec_with`.
 pub fn load_dataset_spec(spec: &DatasetSpec) -> Result<Dataset, AppError> {
     load_dataset_spec_with(spec, None)
 }

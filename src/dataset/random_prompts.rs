@@ -37,6 +37,13 @@ impl Default for RandomParams {
     }
 }
 
+/// The longest prompt drawn, in tokens: about what a row's text bound
+/// (`PROMPT_BYTES_MAX`, 4 MiB) holds.
+pub const MAX_SEQ_LENGTH: i64 = 1 << 20;
+
+/// The most rows generated (their ids and texts are all held before the run).
+pub const MAX_SEQUENCES: usize = 10_000_000;
+
 /// The keys the reference's `RandomDataset.generate` takes (`force_regenerate` is taken by
 /// its loader; `random` caches nothing, so it changes nothing).
 pub const RANDOM_KEYS: [&str; 7] = [
@@ -51,13 +58,13 @@ pub const RANDOM_KEYS: [&str; 7] = [
 
 impl RandomParams {
     /// Reads `generate_params`, refusing unknown keys and bad values by name (`at` is the
-    /// dataset's key path, e.g. `datasets[0]`).
+    /// dataset in messages, e.g. `dataset random`).
     pub fn parse(at: &str, params: Option<&BTreeMap<String, Value>>) -> Result<Self, AppError> {
         let mut out = RandomParams::default();
         for (key, value) in params.into_iter().flatten() {
             let bad = |what: &str| {
                 AppError::Input(format!(
-                    "{at}.generate_params.{key} = {value} is not {what}; fix the value"
+                    "{at}: generate_params.{key} = {value} is not {what}; fix the value"
                 ))
             };
             let whole = || value.as_i64().ok_or_else(|| bad("a whole number"));
@@ -89,7 +96,7 @@ impl RandomParams {
                 }
                 _ => {
                     return Err(AppError::Input(format!(
-                        "{at}.generate_params.{key} is not a parameter of the random dataset \
+                        "{at}: generate_params.{key} is not a parameter of the random dataset \
                          (known: {}); leave it out",
                         RANDOM_KEYS.join(", ")
                     )))
@@ -106,10 +113,17 @@ impl RandomParams {
     }
 
     fn check_range(&self, at: &str) -> Result<(), AppError> {
+        if self.input_seq_length > MAX_SEQ_LENGTH || self.num_sequences > MAX_SEQUENCES {
+            return Err(AppError::Input(format!(
+                "{at}: generate_params.input_seq_length {} or num_sequences {} is over this \
+                 tool's bound ({MAX_SEQ_LENGTH} tokens a row, {MAX_SEQUENCES} rows); lower it",
+                self.input_seq_length, self.num_sequences
+            )));
+        }
         let low = self.min_length();
         if !(0.0..).contains(&self.range_ratio) || low > self.input_seq_length {
             return Err(AppError::Input(format!(
-                "{at}.generate_params.range_ratio = {} gives a shortest prompt of {low} tokens, \
+                "{at}: generate_params.range_ratio = {} gives a shortest prompt of {low} tokens, \
                  outside 0..={} (input_seq_length); give a range_ratio between 0 and 1",
                 self.range_ratio, self.input_seq_length
             )));
@@ -208,6 +222,14 @@ pub fn random_rows(params: &RandomParams, decoder: &Decoder) -> Result<Vec<Row>,
         .into_iter()
         .map(|(length, start)| {
             let prompt = decoder.decode(&row_token_ids(start, length, vocab_size))?;
+            if prompt.len() > super::PROMPT_BYTES_MAX {
+                return Err(AppError::Input(format!(
+                    "dataset random: a prompt of {length} tokens decodes to {} bytes, over the \
+                     {} byte limit per row; lower generate_params.input_seq_length",
+                    prompt.len(),
+                    super::PROMPT_BYTES_MAX
+                )));
+            }
             let token_ids =
                 if params.save_tokenized_data { Some(decoder.encode(&prompt)?) } else { None };
             Ok(Row { prompt: Some(prompt), token_ids, ..Row::default() })
@@ -285,23 +307,24 @@ mod tests {
 
     #[test]
     fn generate_params_are_read_with_the_reference_defaults_and_bad_ones_named() {
-        assert_eq!(RandomParams::parse("datasets[0]", None).unwrap(), RandomParams::default());
+        assert_eq!(RandomParams::parse("dataset random", None).unwrap(), RandomParams::default());
         let map = |json: &str| -> BTreeMap<String, Value> { serde_json::from_str(json).unwrap() };
         let given = map(r#"{"num_sequences": 3, "input_seq_length": 9, "range_ratio": 0.5,
             "random_seed": 1, "save_tokenized_data": true, "tokenizer": "t", "force_regenerate": true}"#);
-        let p = RandomParams::parse("datasets[0]", Some(&given)).unwrap();
+        let p = RandomParams::parse("dataset random", Some(&given)).unwrap();
         assert_eq!((p.num_sequences, p.input_seq_length, p.min_length()), (3, 9, 4));
         assert_eq!((p.random_seed, p.save_tokenized_data), (1, true));
         assert_eq!(p.tokenizer.as_deref(), Some("t"));
         for (json, needle) in [
-            (r#"{"colour": 1}"#, "datasets[0].generate_params.colour is not a parameter"),
+            (r#"{"colour": 1}"#, "dataset random: generate_params.colour is not a parameter"),
             (r#"{"num_sequences": 0}"#, "generate_params.num_sequences = 0"),
             (r#"{"input_seq_length": "x"}"#, "generate_params.input_seq_length = \"x\""),
             (r#"{"range_ratio": 1.5}"#, "generate_params.range_ratio = 1.5"),
             (r#"{"range_ratio": -0.1}"#, "generate_params.range_ratio = -0.1"),
             (r#"{"random_seed": -1}"#, "generate_params.random_seed = -1"),
+            (r#"{"input_seq_length": 2000000}"#, "input_seq_length 2000000 or num_sequences"),
         ] {
-            let err = RandomParams::parse("datasets[0]", Some(&map(json))).unwrap_err();
+            let err = RandomParams::parse("dataset random", Some(&map(json))).unwrap_err();
             assert_eq!(err.exit_code(), 2, "{json}");
             assert!(err.to_string().contains(needle), "{json}: {err}");
         }
