@@ -331,7 +331,23 @@ mod tests {
     }
 
     #[test]
-    fn clean_up_follows_transformers() {
+    fn clean_up_follows_transformers_and_the_tokenizer_config() {
         assert_eq!(clean_up_tokenization("a . b , c 's d n't"), "a. b, c's dn't");
+        assert!(!bpe2k().clean_up_spaces, "off without tokenizer_config.json");
+        let dir = std::env::temp_dir().join(format!("llm-loadgen-cleanup-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let src =
+            format!("{}/tests/assets/tokenizers/bpe2k/tokenizer.json", env!("CARGO_MANIFEST_DIR"));
+        std::fs::copy(src, dir.join("tokenizer.json")).unwrap();
+        std::fs::write(
+            dir.join("tokenizer_config.json"),
+            r#"{"clean_up_tokenization_spaces": true}"#,
+        )
+        .unwrap();
+        let dec = Decoder::load(&dir.join("tokenizer.json")).unwrap();
+        let _ = std::fs::remove_dir_all(&dir);
+        assert!(dec.clean_up_spaces);
+        let ids = dec.encode("hello , world").unwrap();
+        assert_eq!(dec.decode(&ids).unwrap().trim_start(), "hello, world");
     }
 }
