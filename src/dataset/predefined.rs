@@ -312,11 +312,8 @@ fn processed_or_raw(
     records: Vec<Map<String, Value>>,
     params: &CacheParams,
 ) -> Result<Vec<Map<String, Value>>, AppError> {
-    let raw = match id {
-        "gpqa" => records.first().is_some_and(|r| r.contains_key("Correct Answer")),
-        "aime25" => false,
-        _ => false,
-    };
+    // aime25's raw and processed columns are the same (question, answer); gpqa's differ.
+    let raw = id == "gpqa" && records.first().is_some_and(|r| r.contains_key("Correct Answer"));
     if raw {
         process_raw(id, records, params)
     } else {
@@ -741,6 +738,36 @@ mod tests {
         let params =
             serde_json::json!({"datasets_dir": dir.0.display().to_string(), "max_samples": 2});
         assert_eq!(load_predefined(&spec("gpqa::gptoss", params), None).unwrap().rows.len(), 2);
+    }
+
+    #[test]
+    fn a_path_given_with_a_predefined_name_holds_its_data_processed_or_raw() {
+        let dir = Scratch::new("gpqa-path");
+        let processed = strings(&[
+            ("question", vec!["Q"]),
+            ("choice1", vec!["one"]),
+            ("choice2", vec!["two"]),
+            ("choice3", vec!["three"]),
+            ("choice4", vec!["four"]),
+        ]);
+        let file = dir.0.join("mine.parquet");
+        write_parquet(&file, &processed);
+        let mut s = spec("gpqa::gptoss", serde_json::Value::Null);
+        s.path = file.display().to_string();
+        let prompt = load_predefined(&s, None).unwrap().rows[0].prompt.clone().unwrap();
+        assert!(prompt.starts_with("Q\n\n(A) one\n(B) two\n(C) three\n(D) four\n\n"), "{prompt}");
+        let raw = strings(&[
+            ("Question", vec!["Q"]),
+            ("Correct Answer", vec!["yes"]),
+            ("Incorrect Answer 1", vec!["n1"]),
+            ("Incorrect Answer 2", vec!["n2"]),
+            ("Incorrect Answer 3", vec!["n3"]),
+        ]);
+        write_parquet(&file, &raw);
+        let prompt = load_predefined(&s, None).unwrap().rows[0].prompt.clone().unwrap();
+        for answer in ["yes", "n1", "n2", "n3"] {
+            assert_eq!(prompt.matches(&format!(") {answer}\n")).count(), 1, "{prompt}");
+        }
     }
 
     #[test]
