@@ -173,7 +173,8 @@ fn mix_entropy(entropy: &[u32]) -> [u32; POOL_SIZE] {
 mod tests {
     use super::*;
 
-    /// numpy's documented `np.random.default_rng(42).random()`.
+    /// numpy's documented `np.random.default_rng(42).random()`, the next four as its docs print
+    /// `rng.random(5)`, and `default_rng(42).integers(0, 10, 10)` as tutorials print it.
     #[test]
     fn default_rng_42_random_is_numpys_published_value() {
         let mut rng = NumpyRng::new(42);
@@ -193,5 +194,19 @@ mod tests {
         assert_eq!(grid[4..], ["0.96332317", "0.99939053", "0.21081741", "0.89918228"]);
         let mut rng = NumpyRng::new(658);
         assert_eq!(rng.integers(0, 10, 5).unwrap(), [4, 1, 6, 0, 0]);
+    }
+
+    /// A 32-bit draw uses one half of a 64-bit word and keeps the other for the next call, and
+    /// a one-value range draws nothing, as numpy's generator does.
+    #[test]
+    fn integers_carry_the_spare_half_and_a_single_value_draws_nothing() {
+        let mut split = NumpyRng::new(7);
+        let mut parts = split.integers(0, 1000, 1).unwrap();
+        parts.extend(split.integers(0, 1000, 2).unwrap());
+        assert_eq!(parts, NumpyRng::new(7).integers(0, 1000, 3).unwrap());
+        let mut rng = NumpyRng::new(7);
+        assert_eq!(rng.integers(5, 6, 3).unwrap(), [5, 5, 5]);
+        assert_eq!(rng.random(), NumpyRng::new(7).random());
+        assert_eq!(rng.integers(3, 3, 1), None, "low >= high is refused");
     }
 }
