@@ -98,8 +98,8 @@ pub struct BenchFlags {
     /// [required with --endpoints].
     #[arg(long = "model", visible_alias = "model-params.name", help_heading = "Endpoint")]
     pub model: Option<String>,
-    /// Endpoint base URLs, comma-separated or repeated (http:// only); none = the embedded
-    /// max-throughput stub.
+    /// Endpoint base URLs (http:// or https://), comma-separated or repeated; none = the
+    /// embedded max-throughput stub.
     #[arg(long = "endpoints", visible_alias = "endpoint-config.endpoints", value_delimiter = ',',
           action = ArgAction::Append, help_heading = "Endpoint")]
     pub endpoints: Vec<String>,
@@ -107,6 +107,10 @@ pub struct BenchFlags {
     /// OPENAI_API_KEY environment variable, when set and an endpoint is given].
     #[arg(long = "api-key", visible_alias = "endpoint-config.api-key", help_heading = "Endpoint")]
     pub api_key: Option<String>,
+    /// Trust only the PEM certificates in FILE for https:// endpoints, instead of the system's
+    /// trust store (as curl's --cacert).
+    #[arg(long = "ca-bundle", value_name = "FILE", help_heading = "Endpoint")]
+    pub ca_bundle: Option<String>,
     /// A header for every request, `NAME: VALUE` (repeatable); values are redacted wherever
     /// shown. Replaces YAML `endpoint_config.headers`.
     #[arg(long = "header", short = 'H', value_name = "NAME: VALUE", action = ArgAction::Append,
@@ -558,7 +562,8 @@ pub struct SpellingFlags {
     )]
     pub no_accuracy_only: bool,
 
-    /// Skip TLS certificate checks (not supported yet: TLS is not).
+    /// Skip TLS certificate checks on https:// endpoints: any certificate for any name is
+    /// accepted (encrypted, not authenticated).
     #[arg(
         long = "insecure",
         visible_alias = "client.insecure",
@@ -771,6 +776,7 @@ impl BenchFlags {
         if !self.headers.is_empty() {
             ep.headers = self.headers.clone();
         }
+        set(&mut ep.ca_bundle, self.ca_bundle.clone());
         replace(&mut ep.api_type, self.api_type);
         let s = &mut config.settings;
         set(&mut s.runtime.n_samples_to_issue, self.num_samples);

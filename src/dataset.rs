@@ -1,13 +1,17 @@
 //! Datasets: `--dataset PATH[,key=value…]` parsing, file loading (JSONL, JSON, CSV, Parquet,
-//! Hugging Face Arrow folders), the reference's column mapping, and the built-in synthetic
-//! dataset.
+//! Hugging Face Arrow folders), the reference's column mapping, the reference's predefined
+//! datasets (`random` generated here, the others read from local caches), and the built-in
+//! synthetic dataset.
 
 mod arrow_folder;
 mod columnar;
 mod csv_file;
 #[cfg(test)]
 mod format_tests;
+mod numpy_random;
 mod parquet_file;
+mod predefined;
+mod random_prompts;
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -285,8 +289,28 @@ pub const PROMPT_BYTES_MAX: usize = 4 << 20;
 /// and the other columns. A longer line is refused without being held in memory.
 pub const LINE_BYTES_MAX: usize = 3 * PROMPT_BYTES_MAX;
 
+pub use predefined::predefined_refusals;
+
 /// Loads a dataset entry: reads the file, applies the column mapping, builds the rows.
+/// `random` without `generate_params.tokenizer` fails here (no run tokenizer); the plan loads
+/// through `load_dataset_spec_with`.
 pub fn load_dataset_spec(spec: &DatasetSpec) -> Result<Dataset, AppError> {
+    load_dataset_spec_with(spec, None)
+}
+
+/// `load_dataset_spec`, with the run's tokenizer (`--tokenizer`, else the model name) for the
+/// `random` dataset when its `generate_params` name none.
+pub fn load_dataset_spec_with(
+    spec: &DatasetSpec,
+    run_tokenizer: Option<&str>,
+) -> Result<Dataset, AppError> {
+    if predefined::predefined_name(spec).is_some() {
+        return predefined::load_predefined(spec, run_tokenizer);
+    }
+    load_file_dataset(spec)
+}
+
+fn load_file_dataset(spec: &DatasetSpec) -> Result<Dataset, AppError> {
     let format = detect_format(spec)?;
     let limit = spec.samples.map_or(usize::MAX, |n| usize::try_from(n).unwrap_or(usize::MAX));
     let rows = match format {
@@ -300,6 +324,30 @@ pub fn load_dataset_spec(spec: &DatasetSpec) -> Result<Dataset, AppError> {
         Format::Arrow => arrow_folder::arrow_rows(spec, limit)?,
     };
     Ok(Dataset { name: spec.display_name(), rows })
+}
+
+/// Every column of a dataset file as JSON records (at most `limit`), without the column
+/// mapping: the predefined datasets build their prompts from several columns.
+fn read_records(spec: &DatasetSpec, limit: usize) -> Result<Vec<Map<String, Value>>, AppError> {
+    let mut records = match detect_format(spec)? {
+        Format::Jsonl => {
+            let mut out = Vec::new();
+            for_each_line(spec, limit, |line_no, line| {
+                let rec: Map<String, Value> = serde_json::from_str(line).map_err(|e| {
+                    AppError::Input(format!("dataset {} line {line_no}: {e}", spec.path))
+                })?;
+                out.push(rec);
+                Ok(())
+            })?;
+            out
+        }
+        Format::Json => parse_json(&read_text(spec)?, &spec.path)?,
+        Format::Csv => csv_file::parse_csv(&read_text(spec)?, &spec.path)?,
+        Format::Parquet => parquet_file::parquet_records(spec, limit)?,
+        Format::Arrow => arrow_folder::arrow_records(spec, limit)?,
+    };
+    records.truncate(limit);
+    Ok(records)
 }
 
 fn open_dataset(spec: &DatasetSpec) -> Result<std::fs::File, AppError> {

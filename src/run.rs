@@ -169,11 +169,15 @@ fn run_with_endpoints(
     let endpoints = urls
         .iter()
         .map(|u| {
-            Endpoint::parse(u).map_err(|e| {
+            let mut ep = Endpoint::parse(u).map_err(|e| {
                 AppError::Setup(format!("cannot use endpoint {u}: {e}; check the host and port"))
-            })
+            })?;
+            if let Some(tls) = ep.tls.as_mut() {
+                tls.verify = plan.tls_verify.clone();
+            }
+            Ok(ep)
         })
-        .collect::<Result<Vec<_>, _>>()?;
+        .collect::<Result<Vec<_>, AppError>>()?;
     let c = &plan.connections;
     raise_fd_limit(c.max_connections, c.workers, embedded, plan.verbose > 0)?;
     let spec = plan.run_spec(&endpoints, cpu_plan)?;

@@ -566,6 +566,10 @@ pub struct EndpointConfig {
     /// values are redacted in `config.yaml`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub headers: Vec<String>,
+    /// Beyond the reference: a PEM file of the only certificates trusted for `https://`
+    /// endpoints (`--ca-bundle`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ca_bundle: Option<String>,
 }
 
 /// `endpoint_config.api_type`.

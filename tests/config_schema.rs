@@ -27,8 +27,8 @@ const REFUSED: [(&str, &[&str]); 4] = [
     (
         "datasets_accuracy.yaml",
         &[
-            "datasets[0].path",
-            "datasets[0].generate_params",
+            "datasets[0].name (dataset cnn_dailymail::llama3_8b)",
+            "datasets[0].parser",
             "datasets[1].type accuracy",
             "datasets[1].eval_method",
         ],

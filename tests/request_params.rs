@@ -257,6 +257,64 @@ fn a_datasets_generation_config_override_reaches_its_requests_deep_merged() {
     }
 }
 
+/// The request heads an echo stub received from a 2-sample run with `extra` flags and `env`.
+fn heads(
+    name: &str,
+    url_of: impl Fn(&str) -> String,
+    extra: &[&str],
+    env: &[(&str, &str)],
+) -> Vec<String> {
+    let log = BodyLog::default();
+    let server = stub(StubKind::Echo, |c| c.head_log = Some(log.clone()));
+    let url = url_of(&server.url());
+    let dir = report_dir(&format!("reqparams-{name}")).display().to_string();
+    let mut args = vec![
+        "benchmark",
+        "offline",
+        "--endpoints",
+        &url,
+        "--model",
+        "m",
+        "--num-samples",
+        "2",
+        "--workers",
+        "1",
+        "--report-dir",
+        &dir,
+    ];
+    args.extend(extra);
+    let mut cmd = bin();
+    cmd.args(&args).env_remove("OPENAI_API_KEY");
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let out = cmd.output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    drop(server);
+    let heads =
+        log.lock().unwrap().iter().map(|h| String::from_utf8_lossy(h).into_owned()).collect();
+    heads
+}
+
+#[test]
+fn headers_keys_and_url_credentials_reach_the_wire() {
+    let plain = |u: &str| u.to_string();
+    let h = heads("hdr-flags", plain, &["-H", "X-Team: infra", "--header", "X-Run: 7"], &[]);
+    assert_eq!(h.len(), 2);
+    assert!(h.iter().all(|h| h.contains("\r\nX-Team: infra\r\nX-Run: 7\r\n")), "{h:?}");
+    assert!(h.iter().all(|h| !h.contains("Authorization")), "none without a key: {h:?}");
+    let h = heads("hdr-env", plain, &[], &[("OPENAI_API_KEY", "sk-from-env")]);
+    assert!(h[0].contains("\r\nAuthorization: Bearer sk-from-env\r\n"), "{h:?}");
+    let h =
+        heads("hdr-flag-key", plain, &["--api-key", "sk-flag"], &[("OPENAI_API_KEY", "sk-env")]);
+    assert!(h[0].contains("Bearer sk-flag\r\n"), "the flag wins over the environment: {h:?}");
+    // user:p@ss → Basic base64("user:p@ss"); a trailing /v1 is the API's own.
+    let creds = |u: &str| format!("{}/v1", u.replacen("http://", "http://user:p%40ss@", 1));
+    let h = heads("hdr-basic", creds, &[], &[]);
+    assert!(h[0].starts_with("POST /v1/chat/completions HTTP/1.1\r\n"), "{h:?}");
+    assert!(h[0].contains("\r\nAuthorization: Basic dXNlcjpwQHNz\r\n"), "{h:?}");
+}
+
 /// Runs a benchmark the plan refuses before any request (the endpoint is never reached);
 /// returns the exit code and stderr. A leading `-c FILE` runs `from-config`.
 fn refused(extra: &[&str]) -> (Option<i32>, String) {

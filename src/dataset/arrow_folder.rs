@@ -7,7 +7,7 @@ use arrow_array::RecordBatch;
 use arrow_ipc::reader::{FileReader, StreamReader};
 use arrow_schema::SchemaRef;
 
-use super::columnar::batches_to_rows;
+use super::columnar::{batches_to_records, batches_to_rows};
 use super::{DatasetSpec, Row};
 use crate::error::AppError;
 
@@ -31,6 +31,20 @@ pub(super) fn arrow_rows(spec: &DatasetSpec, limit: usize) -> Result<Vec<Row>, A
         Err(e) => Box::new(std::iter::once(Err(e))),
     });
     batches_to_rows(spec, &columns, first.chain(rest), limit)
+}
+
+/// Every column of an Arrow folder or file as JSON records (at most `limit`).
+pub(super) fn arrow_records(
+    spec: &DatasetSpec,
+    limit: usize,
+) -> Result<Vec<serde_json::Map<String, serde_json::Value>>, AppError> {
+    let path = Path::new(&spec.path);
+    let files = if path.is_dir() { data_files(spec)? } else { vec![path.to_path_buf()] };
+    let batches = files.into_iter().flat_map(|file| match read_ipc(&file) {
+        Ok((_, batches)) => batches,
+        Err(e) => Box::new(std::iter::once(Err(e))),
+    });
+    batches_to_records(&spec.path, batches, limit)
 }
 
 /// The folder's data files in the order state.json lists them (`_data_files`), else every

@@ -158,16 +158,79 @@ fn a_bad_parquet_cell_names_the_file_and_the_row() {
     let bin = dir.file("bin.parquet");
     let batch = RecordBatch::try_from_iter([(
         "prompt",
-        Arc::new(BinaryArray::from(vec![b"a".as_ref(), b"b".as_ref()])) as ArrayRef,
+        Arc::new(BinaryArray::from(vec![b"a".as_ref(), b"b\xff".as_ref()])) as ArrayRef,
     )])
     .unwrap();
     write_parquet(&bin, &[batch]);
     let msg = load_dataset(&bin).unwrap_err().to_string();
-    assert!(msg.contains(&format!("{bin} row 0: column \"prompt\" has type Binary")), "{msg}");
+    assert!(msg.contains(&format!("{bin} row 1: column \"prompt\" holds bytes")), "{msg}");
+    assert!(msg.contains("not UTF-8"), "{msg}");
+    let dates = dir.file("dates.parquet");
+    let batch = RecordBatch::try_from_iter([(
+        "prompt",
+        Arc::new(arrow_array::Date32Array::from(vec![1, 2])) as ArrayRef,
+    )])
+    .unwrap();
+    write_parquet(&dates, &[batch]);
+    let msg = load_dataset(&dates).unwrap_err().to_string();
+    assert!(msg.contains(&format!("{dates} row 0: column \"prompt\" has type Date32")), "{msg}");
     let junk = dir.file("junk.parquet");
     std::fs::write(&junk, b"not parquet at all").unwrap();
     let err = load_dataset(&junk).unwrap_err();
     assert!(matches!(&err, AppError::Input(m) if m.contains("not a readable Parquet file")));
+}
+
+/// The rows of ROWS_ENCODED as dictionary-encoded, large and binary columns.
+const ROWS_ENCODED: &str = r#"{"prompt": "hello", "system": "be brief", "token_ids": [1, 2]}
+{"prompt": "hello", "system": "sys", "token_ids": [3]}
+{"prompt": "bye", "system": "sys", "token_ids": [4, 5, 6]}
+"#;
+
+fn encoded_batch(binary: bool) -> RecordBatch {
+    use arrow_array::types::Int32Type;
+    let prompt: ArrayRef = if binary {
+        let cells: Vec<&[u8]> = vec![b"hello", b"hello", b"bye"];
+        Arc::new(arrow_array::LargeBinaryArray::from(cells))
+    } else {
+        let dict: arrow_array::DictionaryArray<Int32Type> =
+            vec!["hello", "hello", "bye"].into_iter().collect();
+        Arc::new(dict)
+    };
+    let system: ArrayRef = if binary {
+        Arc::new(BinaryArray::from(vec![b"be brief".as_ref(), b"sys", b"sys"]))
+    } else {
+        Arc::new(arrow_array::LargeStringArray::from(vec!["be brief", "sys", "sys"]))
+    };
+    let item = Arc::new(Field::new("item", DataType::Int32, true));
+    let offsets = arrow_buffer::OffsetBuffer::new(vec![0i64, 2, 3, 6].into());
+    let ids = Int32Array::from(vec![1, 2, 3, 4, 5, 6]);
+    let token_ids = arrow_array::LargeListArray::new(item, offsets, Arc::new(ids), None);
+    RecordBatch::try_from_iter([
+        ("prompt", prompt),
+        ("system", system),
+        ("token_ids", Arc::new(token_ids) as ArrayRef),
+    ])
+    .unwrap()
+}
+
+#[test]
+fn dictionary_large_and_binary_columns_read_as_their_plain_forms() {
+    let dir = Scratch::new("encoded");
+    let jsonl = dir.file("rows.jsonl");
+    std::fs::write(&jsonl, ROWS_ENCODED).unwrap();
+    let want = load_dataset(&jsonl).unwrap().rows;
+    assert_eq!(want[2].token_ids, Some(vec![4, 5, 6]));
+    for binary in [false, true] {
+        let batch = encoded_batch(binary);
+        let parquet = dir.file(&format!("rows-{binary}.parquet"));
+        write_parquet(&parquet, std::slice::from_ref(&batch));
+        // Parquet keeps the Arrow types (dictionary, large_string, large_list) in its schema.
+        assert_eq!(load_dataset(&parquet).unwrap().rows, want, "parquet, binary={binary}");
+        let folder = dir.0.join(format!("hf-{binary}"));
+        write_arrow_folder(&folder, &[("data-00000-of-00001.arrow", batch)]);
+        let rows = load_dataset(&folder.display().to_string()).unwrap().rows;
+        assert_eq!(rows, want, "arrow, binary={binary}");
+    }
 }
 
 #[test]

@@ -3,7 +3,7 @@
 use ::parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use ::parquet::arrow::ProjectionMask;
 
-use super::columnar::batches_to_rows;
+use super::columnar::{batches_to_records, batches_to_rows};
 use super::{column_mapping, open_dataset, DatasetSpec, Row};
 use crate::error::AppError;
 
@@ -39,4 +39,25 @@ pub(super) fn parquet_rows(spec: &DatasetSpec, limit: usize) -> Result<Vec<Row>,
         b.map_err(|e| AppError::Input(format!("dataset {path}: cannot decode Parquet data: {e}")))
     });
     batches_to_rows(spec, &columns, batches, limit)
+}
+
+/// Every column of a Parquet file as JSON records (at most `limit`).
+pub(super) fn parquet_records(
+    spec: &DatasetSpec,
+    limit: usize,
+) -> Result<Vec<serde_json::Map<String, serde_json::Value>>, AppError> {
+    let path = &spec.path;
+    let bad = |e: ::parquet::errors::ParquetError| {
+        AppError::Input(format!("dataset {path}: not a readable Parquet file: {e}"))
+    };
+    let reader = ParquetRecordBatchReaderBuilder::try_new(open_dataset(spec)?)
+        .map_err(bad)?
+        .with_batch_size(BATCH_ROWS.min(limit.max(1)))
+        .with_limit(limit)
+        .build()
+        .map_err(bad)?;
+    let batches = reader.map(|b| {
+        b.map_err(|e| AppError::Input(format!("dataset {path}: cannot decode Parquet data: {e}")))
+    });
+    batches_to_records(path, batches, limit)
 }

@@ -222,7 +222,7 @@ pub fn resolve_source_addresses(
 
 /// The host of an `http://host[:port][/…]` URL when it is an IP address literal.
 pub(super) fn literal_host(url: &str) -> Option<std::net::IpAddr> {
-    let rest = url.strip_prefix("http://")?;
+    let rest = url.strip_prefix("http://").or_else(|| url.strip_prefix("https://"))?;
     let authority = rest.split(['/', '?', '#']).next()?;
     if let Some(v6) = authority.strip_prefix('[') {
         return v6.split(']').next()?.parse().ok();

@@ -29,11 +29,14 @@ pub(super) fn resolve_dataset(
 ) -> Result<(Dataset, bool), AppError> {
     check_dataset_kinds(config)?;
     let verbose = verbose.max(u8::from(config.verbose));
+    // The `random` predefined dataset decodes with the run's tokenizer unless it names one.
+    let params = &config.model_params;
+    let run_tokenizer = params.tokenizer_name.clone().or_else(|| params.name.clone());
     let Some(spec) = config.datasets.first_mut() else {
         return Ok((synthetic_dataset(), true));
     };
     let started = std::time::Instant::now();
-    let dataset = load_dataset_spec(spec)?;
+    let dataset = load_dataset_spec_with(spec, run_tokenizer.as_deref())?;
     if verbose > 0 {
         let load_s = started.elapsed().as_secs_f64();
         eprintln!("dataset: {} rows loaded in {load_s:.3} s", dataset.rows.len());

@@ -2,6 +2,8 @@
 
 use super::*;
 
+use loadgen_worker::http::tls::Verify;
+
 /// Model name used with the embedded stub when no `--model` is given.
 pub const EMBEDDED_MODEL: &str = "llm-loadgen-stub";
 
@@ -141,7 +143,7 @@ fn v1_base(url: &str) -> String {
     url.strip_suffix("/v1").unwrap_or(url).to_string()
 }
 
-/// Validates an endpoint base URL: `http://[user:password@]host[:port][/prefix]`, an IPv6
+/// Validates an endpoint base URL: `http[s]://[user:password@]host[:port][/prefix]`, an IPv6
 /// host in brackets; the userinfo becomes Basic auth and leaves the URL.
 pub fn parse_endpoint(url: &str) -> Result<EndpointUrl, AppError> {
     let url = url.trim();
@@ -153,15 +155,9 @@ pub fn parse_endpoint(url: &str) -> Result<EndpointUrl, AppError> {
         }
         return Ok(EndpointUrl { url: NULL_ENDPOINT.to_string(), basic_auth: None });
     }
-    if url.starts_with("https://") {
-        return Err(AppError::Setup(format!(
-            "endpoint {}: TLS is not supported yet; use an http:// endpoint",
-            crate::redact::redact_url(url)
-        )));
-    }
-    let Some(rest) = url.strip_prefix("http://") else {
+    let Some(rest) = url.strip_prefix("http://").or_else(|| url.strip_prefix("https://")) else {
         return Err(AppError::Input(format!(
-            "endpoint {:?} must start with http:// (e.g. http://localhost:8000)",
+            "endpoint {:?} must start with http:// or https:// (e.g. http://localhost:8000)",
             crate::redact::redact_url(url)
         )));
     };
@@ -256,4 +252,35 @@ pub(super) fn resolve_model(
             "--model is required with --endpoints (model_params.name in YAML)".into(),
         )),
     }
+}
+
+/// How `https://` endpoints verify their servers: `--insecure` (none), `--ca-bundle FILE`
+/// (only its certificates, read and checked here so a bad file stops the run before the
+/// fork), else the system's trust store. A setting with no `https://` endpoint to apply to
+/// gets a note.
+pub(super) fn resolve_tls(config: &Config, endpoints: &[EndpointUrl]) -> Result<Verify, AppError> {
+    let insecure = config.settings.client.insecure;
+    let bundle = config.endpoint_config.ca_bundle.as_deref();
+    let verify = match (insecure, bundle) {
+        (true, Some(file)) => {
+            return Err(AppError::Input(format!(
+                "--insecure checks no certificate and --ca-bundle {file} names the ones to \
+                 trust; give one of them"
+            )))
+        }
+        (true, None) => Verify::Insecure,
+        (false, Some(file)) => Verify::CaBundle(PathBuf::from(file)),
+        (false, None) => Verify::SystemRoots,
+    };
+    let https = endpoints.iter().any(|e| e.url.starts_with("https://"));
+    if !https && verify != Verify::SystemRoots {
+        eprintln!(
+            "note: --insecure and --ca-bundle apply to https:// endpoints only; this run has none"
+        );
+    }
+    if https && matches!(verify, Verify::CaBundle(_)) {
+        loadgen_worker::http::tls::client_config(&verify)
+            .map_err(|e| AppError::Setup(format!("{e}")))?;
+    }
+    Ok(verify)
 }

@@ -10,7 +10,7 @@ use loadgen_coordinator::{LoadPattern, TokenCountSource};
 use loadgen_worker::request::{RequestOptions, Sampling};
 
 use crate::commands::sys::local_timestamp;
-use crate::dataset::{load_dataset_spec, synthetic_dataset, Dataset, DatasetKind};
+use crate::dataset::{load_dataset_spec_with, synthetic_dataset, Dataset, DatasetKind};
 use crate::error::AppError;
 use crate::redact::Secret;
 use crate::tokenizer::Tokenizer;
@@ -107,6 +107,8 @@ pub struct Plan {
     pub authorization: Option<Secret>,
     /// The other `--header` lines, in the order given.
     pub headers: Vec<(String, String)>,
+    /// How `https://` endpoints verify their servers (`--insecure`, `--ca-bundle`).
+    pub tls_verify: loadgen_worker::http::tls::Verify,
     /// What every request asks for, as the workers build it: the protocol, the model,
     /// streaming (auto resolved: off offline, on online), sampling keys and the extra body.
     pub request: RequestOptions,
@@ -203,6 +205,7 @@ pub fn resolve_plan(mut config: Config, verbose: u8) -> Result<Plan, AppError> {
     let endpoints = parse_endpoints(&config)?;
     note_v1_suffix(&config);
     let (authorization, headers) = resolve_auth(&mut config, &endpoints)?;
+    let tls_verify = resolve_tls(&config, &endpoints)?;
     let request = resolve_request(&mut config, &endpoints)?;
     let api_name = config.endpoint_config.api_type;
     let token_count_source = resolve_token_source(&config, api_name, request.streaming)?;
@@ -226,6 +229,7 @@ pub fn resolve_plan(mut config: Config, verbose: u8) -> Result<Plan, AppError> {
         endpoints,
         authorization,
         headers,
+        tls_verify,
         request,
         row_output_tokens: draw_output_tokens(&config, dataset.rows.len())?,
         num_samples: samples_to_issue(

@@ -59,14 +59,11 @@ pub(super) fn dataset_refusals(i: usize, d: &crate::dataset::DatasetSpec) -> Vec
     if d.kind == DatasetKind::Accuracy {
         push("type accuracy", "accuracy datasets are not scored here");
     }
-    if d.path.is_empty() {
-        push("path", "a predefined dataset without a path; give the file's path");
+    for (key, what) in crate::dataset::predefined_refusals(d) {
+        push(&key, &what);
     }
     if d.eval_method.is_some() {
         push("eval_method", "accuracy evaluation");
-    }
-    if d.generate_params.is_some() {
-        push("generate_params", "predefined dataset generators");
     }
     if d.agentic_inference.is_some() {
         push("agentic_inference", "multi-turn agentic conversations");
@@ -96,13 +93,6 @@ pub(super) fn refuse_missing_features(config: &Config) -> Result<(), AppError> {
             "settings.{key} ({flags}) is not supported yet: {what}; leave it out"
         )))
     };
-    if s.client.insecure {
-        return refuse(
-            "client.insecure",
-            "--insecure",
-            "there is no TLS to verify (https:// endpoints)",
-        );
-    }
     if let Some(engine) = &s.profiling.engine {
         return refuse(
             "profiling.engine",

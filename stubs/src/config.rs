@@ -217,6 +217,9 @@ pub struct StubConfig {
     /// Where the echo stub appends every request body it answers (tests that check the bytes
     /// a client sent); `None` records nothing.
     pub body_log: Option<BodyLog>,
+    /// Where every stub appends each request's head (request line and headers), for tests
+    /// that check the headers a client sent; `None` records nothing.
+    pub head_log: Option<BodyLog>,
     /// Serve TLS (`https://`) with a certificate made at start for `localhost`, `127.0.0.1` and
     /// `::1`, signed by a throwaway CA (`StubServer::ca_pem`).
     pub tls: bool,
@@ -243,6 +246,7 @@ impl StubConfig {
             pin_cores: None,
             created_unix_s: None,
             body_log: None,
+            head_log: None,
             tls: false,
         }
     }

@@ -167,6 +167,10 @@ async fn serve<S: AsyncReadRent + AsyncWriteRent>(mut stream: S, ctx: Rc<Ctx>) {
                 }
             };
             let body = req.body(&rbuf[used..]);
+            if let Some(log) = &ctx.handler.borrow().cfg.head_log {
+                let head = rbuf[used..used + req.head_len].to_vec();
+                log.lock().unwrap_or_else(|e| e.into_inner()).push(head);
+            }
             continued = false;
             counters.requests.fetch_add(1, Ordering::Relaxed);
             if let (Some(fast), Some(route)) = (fast, req.route) {

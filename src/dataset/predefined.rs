@@ -1,0 +1,881 @@
+//! The reference's predefined datasets (`name: <id>` or `<id>::<preset>`): `random` is
+//! generated from the tokenizer; `aime25`, `gpqa` and `open_orca` are read from the files the
+//! reference's loaders write (`dataset_cache/…`), from its `hf_cache` folders or from the local
+//! Hugging Face datasets cache, with the reference's processing and presets. Nothing is ever
+//! downloaded; the other ids are refused by name.
+
+use std::path::{Path, PathBuf};
+
+use loadgen_coordinator::pyrandom::PyRandom;
+use serde_json::{Map, Value};
+
+use super::random_prompts::{random_rows, Decoder, RandomParams};
+use super::{read_records, Dataset, DatasetSpec, Row};
+use crate::error::AppError;
+
+/// The reference's predefined dataset ids (`Dataset.PREDEFINED`).
+pub const PREDEFINED_IDS: [&str; 12] = [
+    "random",
+    "aime25",
+    "gpqa",
+    "open_orca",
+    "cnn_dailymail",
+    "livecodebench",
+    "bfcl_v4",
+    "shopify_product_catalogue",
+    "shopify_product_catalogue_8k",
+    "swe_bench",
+    "legacy_mlperf_deepseek_r1",
+    "agentic_inference_conversations",
+];
+
+/// Ids whose rows need what this tool does not do, and why.
+const REFUSED_IDS: [(&str, &str); 7] = [
+    ("livecodebench", "its rows are code problems scored by running tests (accuracy only)"),
+    ("bfcl_v4", "its rows carry tool definitions and multi-turn function calls"),
+    ("shopify_product_catalogue", "its rows carry product images (multimodal prompts)"),
+    ("shopify_product_catalogue_8k", "its rows carry product images (multimodal prompts)"),
+    ("swe_bench", "it is accuracy only (agentic software-engineering tasks)"),
+    ("legacy_mlperf_deepseek_r1", "its loader joins MLPerf's local source files and templates"),
+    ("agentic_inference_conversations", "multi-turn agentic conversations"),
+];
+
+/// The default cache folder of the reference's loaders, relative to the working directory.
+const DATASETS_DIR: &str = "dataset_cache";
+
+/// The id and preset a spec names when it is a predefined dataset: no `path` (the reference's
+/// `path: null`), or an explicit `name` whose id is predefined (then `path` is where its data
+/// lies). A name with more than one `::` is returned whole and refused when loaded.
+pub fn predefined_name(spec: &DatasetSpec) -> Option<(&str, Option<&str>)> {
+    let name = spec.name.as_deref()?;
+    let (id, preset) = match name.split_once("::") {
+        Some((id, preset)) => (id, Some(preset)),
+        None => (name, None),
+    };
+    (spec.path.is_empty() || PREDEFINED_IDS.contains(&id)).then_some((id, preset))
+}
+
+/// What a run here refuses about a dataset's predefined keys, as (key, why) pairs: ids and
+/// presets it cannot load, and keys the reference would ignore (`parser` and `format` of a
+/// predefined dataset, `generate_params` of a file).
+pub fn predefined_refusals(spec: &DatasetSpec) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    let Some((id, preset)) = predefined_name(spec) else {
+        if spec.generate_params.is_some() {
+            out.push((
+                "generate_params".into(),
+                "only predefined datasets (name: random, aime25, …) take generate_params; a \
+                 file dataset would ignore them"
+                    .into(),
+            ));
+        }
+        return out;
+    };
+    let mut push = |key: &str, why: String| out.push((key.to_string(), why));
+    if let Some((_, why)) = REFUSED_IDS.iter().find(|(refused, _)| *refused == id) {
+        push("name", format!("predefined dataset {id}: {why}"));
+    } else if !PREDEFINED_IDS.contains(&id) {
+        push(
+            "name",
+            format!(
+                "{id:?} is not a predefined dataset ({}) and no path is given; give path",
+                PREDEFINED_IDS.join(", ")
+            ),
+        );
+    }
+    if (id, preset) == ("cnn_dailymail", Some("llama3_8b")) {
+        push(
+            "name",
+            "preset cnn_dailymail::llama3_8b sends its own chat_template in every request, \
+             which this tool cannot send; give the reference's cached file as a path \
+             (dataset_cache/cnn_dailymail/cnn_dailymail.parquet, parser: {prompt: article})"
+                .into(),
+        );
+    }
+    if spec.parser.is_some() {
+        push("parser", format!("predefined dataset {id} has its loader's columns (the reference ignores parser there)"));
+    }
+    if spec.format.is_some() && spec.path.is_empty() {
+        push(
+            "format",
+            format!(
+                "predefined dataset {id} has no file to read (the reference ignores format there)"
+            ),
+        );
+    }
+    out
+}
+
+/// Loads a predefined dataset (`predefined_name` is `Some`); `samples` keeps the first rows.
+pub fn load_predefined(
+    spec: &DatasetSpec,
+    run_tokenizer: Option<&str>,
+) -> Result<Dataset, AppError> {
+    let name = spec.name.clone().unwrap_or_default();
+    let (id, preset) = predefined_name(spec).unwrap_or((name.as_str(), None));
+    if preset.is_some_and(|p| p.contains("::")) {
+        return Err(AppError::Input(format!(
+            "dataset name {name:?} is not <id> or <id>::<preset>; fix the name"
+        )));
+    }
+    if let Some((key, why)) = predefined_refusals(spec).into_iter().next() {
+        return Err(AppError::Input(format!("dataset {name}: {key}: {why}")));
+    }
+    let mut rows = match id {
+        "random" => load_random(spec, preset, run_tokenizer)?,
+        _ => load_cached(spec, id, preset)?,
+    };
+    if let Some(n) = spec.samples {
+        rows.truncate(usize::try_from(n).unwrap_or(usize::MAX));
+    }
+    Ok(Dataset { name, rows })
+}
+
+fn load_random(
+    spec: &DatasetSpec,
+    preset: Option<&str>,
+    run_tokenizer: Option<&str>,
+) -> Result<Vec<Row>, AppError> {
+    if let Some(preset) = preset {
+        return Err(AppError::Input(format!(
+            "dataset random has no presets (got ::{preset}); write name: random"
+        )));
+    }
+    if !spec.path.is_empty() {
+        return Err(AppError::Input(format!(
+            "dataset random generates its rows, so path {} would be ignored; drop path, or \
+             name the file's dataset something else",
+            spec.path
+        )));
+    }
+    let mut given = spec.generate_params.clone().unwrap_or_default();
+    // The reference's loader accepts the cache folder for every id; random writes nothing.
+    given.remove("datasets_dir");
+    let params = RandomParams::parse("dataset random", Some(&given))?;
+    let Some(tokenizer) = params.tokenizer.as_deref().or(run_tokenizer) else {
+        return Err(AppError::Input(
+            "dataset random decodes token ids with a tokenizer: give \
+             generate_params.tokenizer (a tokenizer.json, its folder, or a Hugging Face id in \
+             the local cache), or --tokenizer"
+                .into(),
+        ));
+    };
+    let source = crate::tokenizer::Tokenizer::load(tokenizer).map_err(|e| {
+        AppError::Setup(format!(
+            "dataset random decodes its prompts with tokenizer {tokenizer:?}: {e}; give \
+             generate_params.tokenizer or --tokenizer"
+        ))
+    })?;
+    let decoder = Decoder::load(source.source())?;
+    random_rows(&params, &decoder)
+}
+
+/// One predefined id read from local files: its processed table, and where the reference's
+/// loader takes the raw rows from.
+struct CachedId {
+    id: &'static str,
+    /// `generate_params` keys the reference's `generate` takes (besides `datasets_dir`,
+    /// `force_regenerate`).
+    keys: &'static [&'static str],
+    presets: &'static [&'static str],
+}
+
+const CACHED_IDS: [CachedId; 3] = [
+    CachedId { id: "aime25", keys: &["seed", "max_samples"], presets: &["gptoss"] },
+    CachedId { id: "gpqa", keys: &["variant", "seed", "max_samples"], presets: &["gptoss"] },
+    CachedId { id: "open_orca", keys: &["variant"], presets: &["llama2_70b"] },
+];
+
+/// The generate_params of a cached id, checked by name.
+#[derive(Debug, Clone)]
+struct CacheParams {
+    datasets_dir: PathBuf,
+    variant: String,
+    seed: u64,
+    max_samples: Option<usize>,
+}
+
+fn cache_params(spec: &DatasetSpec, c: &CachedId) -> Result<CacheParams, AppError> {
+    let default_variant = if c.id == "open_orca" { "mlperf-inference" } else { "diamond" };
+    let mut out = CacheParams {
+        datasets_dir: PathBuf::from(DATASETS_DIR),
+        variant: default_variant.into(),
+        seed: 0,
+        max_samples: None,
+    };
+    for (key, value) in spec.generate_params.iter().flatten() {
+        let bad = |what: &str| {
+            AppError::Input(format!(
+                "dataset {}: generate_params.{key} = {value} is not {what}; fix the value",
+                c.id
+            ))
+        };
+        match key.as_str() {
+            "datasets_dir" => {
+                out.datasets_dir = value.as_str().ok_or_else(|| bad("a folder"))?.into()
+            }
+            "force_regenerate" => match value.as_bool() {
+                Some(false) => {}
+                Some(true) => {
+                    return Err(AppError::Input(format!(
+                        "dataset {}: generate_params.force_regenerate: true downloads the data \
+                         again, and this tool never downloads; leave it out",
+                        c.id
+                    )))
+                }
+                None => return Err(bad("true or false")),
+            },
+            k if c.keys.contains(&k) => match k {
+                "variant" => out.variant = value.as_str().ok_or_else(|| bad("a string"))?.into(),
+                "seed" => out.seed = value.as_u64().ok_or_else(|| bad("a whole number >= 0"))?,
+                _ => {
+                    let n = value.as_u64().and_then(|n| usize::try_from(n).ok());
+                    out.max_samples = Some(n.ok_or_else(|| bad("a whole number"))?)
+                }
+            },
+            _ => {
+                return Err(AppError::Input(format!(
+                    "dataset {}: generate_params.{key} is not a parameter of its loader \
+                     (known: {}, datasets_dir, force_regenerate); leave it out",
+                    c.id,
+                    c.keys.join(", ")
+                )))
+            }
+        }
+    }
+    if c.id == "open_orca" && out.variant != "mlperf-inference" {
+        return Err(AppError::Input(format!(
+            "dataset open_orca: generate_params.variant {:?} is not supported by its loader \
+             (only mlperf-inference)",
+            out.variant
+        )));
+    }
+    Ok(out)
+}
+
+fn load_cached(spec: &DatasetSpec, id: &str, preset: Option<&str>) -> Result<Vec<Row>, AppError> {
+    let Some(c) = CACHED_IDS.iter().find(|c| c.id == id) else {
+        return Err(AppError::Input(format!("predefined dataset {id} cannot be read here")));
+    };
+    let Some(preset) = preset else {
+        return Err(AppError::Input(format!(
+            "predefined dataset {id} has no prompt column without a preset (its loader gives \
+             the raw columns, which the reference cannot send either); write name: {id}::{}",
+            c.presets[0]
+        )));
+    };
+    if !c.presets.contains(&preset) {
+        return Err(AppError::Input(format!(
+            "predefined dataset {id} has no preset {preset:?} (presets: {})",
+            c.presets.join(", ")
+        )));
+    }
+    let params = cache_params(spec, c)?;
+    let records = find_records(spec, c, &params)?;
+    records.iter().enumerate().map(|(i, rec)| preset_row(id, rec, i)).collect()
+}
+
+/// The processed rows of `c`: `path` when given, else the reference's processed file under
+/// `datasets_dir`, else the raw rows (its `hf_cache` folder, the HF datasets cache) processed
+/// as its loader does.
+fn find_records(
+    spec: &DatasetSpec,
+    c: &CachedId,
+    params: &CacheParams,
+) -> Result<Vec<Map<String, Value>>, AppError> {
+    if !spec.path.is_empty() {
+        let records = read_table(Path::new(&spec.path))?;
+        return processed_or_raw(c.id, records, params);
+    }
+    let processed = params.datasets_dir.join(processed_file(c.id, &params.variant));
+    if processed.exists() {
+        return read_table(&processed);
+    }
+    let raw = raw_source(c.id, &params.variant);
+    let mut looked = vec![processed.display().to_string()];
+    if let Some(raw) = &raw {
+        let candidates = raw.candidates(&params.datasets_dir);
+        for dir in &candidates {
+            if let Some(records) = read_split(dir, raw.split)? {
+                return process_raw(c.id, records, params);
+            }
+        }
+        looked.extend(candidates.iter().map(|d| d.display().to_string()));
+    }
+    Err(not_found(c.id, &params.variant, raw.as_ref(), &looked))
+}
+
+/// A table the user pointed at with `path`: the processed columns are used as they are, the
+/// raw Hugging Face columns (gpqa's `Question`, …) go through the loader's processing.
+fn processed_or_raw(
+    id: &str,
+    records: Vec<Map<String, Value>>,
+    params: &CacheParams,
+) -> Result<Vec<Map<String, Value>>, AppError> {
+    // aime25's raw and processed columns are the same (question, answer); gpqa's differ.
+    let raw = id == "gpqa" && records.first().is_some_and(|r| r.contains_key("Correct Answer"));
+    if raw {
+        process_raw(id, records, params)
+    } else {
+        Ok(records)
+    }
+}
+
+/// The file the reference's `generate` writes under `datasets_dir`.
+fn processed_file(id: &str, variant: &str) -> PathBuf {
+    match id {
+        "gpqa" => PathBuf::from(format!("gpqa/{variant}/gpqa_{variant}.parquet")),
+        "open_orca" => PathBuf::from(format!(
+            "open_orca/{variant}/open_orca_gpt4_tokenized_llama.sampled_24576.jsonl"
+        )),
+        _ => PathBuf::from(format!("{id}/{id}.parquet")),
+    }
+}
+
+/// Where the reference's loader reads a dataset from Hugging Face.
+struct RawSource {
+    repo: &'static str,
+    config: String,
+    split: &'static str,
+    /// The loader's `hf_cache` folder name under `datasets_dir`.
+    hf_cache: String,
+}
+
+fn raw_source(id: &str, variant: &str) -> Option<RawSource> {
+    match id {
+        // Both halves are read through one hf_cache folder, so once AIME2025-I is saved
+        // there the reference reads it back for AIME2025-II too: its table is part I twice.
+        "aime25" => Some(RawSource {
+            repo: "opencompass/AIME2025",
+            config: "AIME2025-I".into(),
+            split: "test",
+            hf_cache: "aime25".into(),
+        }),
+        "gpqa" => Some(RawSource {
+            repo: "Idavidrein/gpqa",
+            config: format!("gpqa_{variant}"),
+            split: "train",
+            hf_cache: format!("gpqa_{variant}"),
+        }),
+        _ => None,
+    }
+}
+
+impl RawSource {
+    /// The folders that may hold the split: the loader's save_to_disk folder, then the
+    /// config folder of the Hugging Face datasets cache.
+    fn candidates(&self, datasets_dir: &Path) -> Vec<PathBuf> {
+        let mut out = vec![datasets_dir.join("hf_cache").join(&self.hf_cache)];
+        if let Some(root) = hf_datasets_cache() {
+            let folder = self.repo.replace('/', "___");
+            let repo_dir = find_dir_ignoring_case(&root, &folder).unwrap_or(root.join(&folder));
+            out.push(
+                find_dir_ignoring_case(&repo_dir, &self.config)
+                    .unwrap_or(repo_dir.join(&self.config)),
+            );
+        }
+        out
+    }
+}
+
+/// The Hugging Face datasets cache, as the `datasets` library finds it.
+fn hf_datasets_cache() -> Option<PathBuf> {
+    hf_datasets_cache_from(|k| std::env::var_os(k))
+}
+
+/// `hf_datasets_cache` over the environment `env`: `$HF_DATASETS_CACHE`, else
+/// `$HF_HOME/datasets`, else `$XDG_CACHE_HOME/huggingface/datasets`, else
+/// `~/.cache/huggingface/datasets`.
+fn hf_datasets_cache_from(env: impl Fn(&str) -> Option<std::ffi::OsString>) -> Option<PathBuf> {
+    let var = |k: &str| env(k).filter(|v| !v.is_empty()).map(PathBuf::from);
+    if let Some(dir) = var("HF_DATASETS_CACHE") {
+        return Some(dir);
+    }
+    if let Some(home) = var("HF_HOME") {
+        return Some(home.join("datasets"));
+    }
+    let cache = var("XDG_CACHE_HOME").or_else(|| var("HOME").map(|h| h.join(".cache")))?;
+    Some(cache.join("huggingface").join("datasets"))
+}
+
+fn find_dir_ignoring_case(parent: &Path, name: &str) -> Option<PathBuf> {
+    std::fs::read_dir(parent).ok()?.filter_map(Result::ok).map(|e| e.path()).find(|p| {
+        p.is_dir() && p.file_name().is_some_and(|n| n.to_string_lossy().eq_ignore_ascii_case(name))
+    })
+}
+
+/// The `split` rows under `dir`: a save_to_disk DatasetDict (`dir/<split>/state.json`), or a
+/// datasets cache config folder (`dir/<version>/<hash>/<name>-<split>[-NNNNN-of-NNNNN].arrow`).
+/// `None`: not there.
+fn read_split(dir: &Path, split: &str) -> Result<Option<Vec<Map<String, Value>>>, AppError> {
+    let saved = dir.join(split);
+    if saved.join("state.json").is_file() {
+        return read_table(&saved).map(Some);
+    }
+    let mut files = Vec::new();
+    for version in sorted_entries(dir) {
+        for hash in sorted_entries(&version) {
+            files = sorted_entries(&hash).into_iter().filter(|f| is_split_file(f, split)).collect();
+            if !files.is_empty() {
+                break;
+            }
+        }
+        if !files.is_empty() {
+            break;
+        }
+    }
+    if files.is_empty() {
+        return Ok(None);
+    }
+    let mut records = Vec::new();
+    for file in files {
+        records.extend(read_table(&file)?);
+    }
+    Ok(Some(records))
+}
+
+fn sorted_entries(dir: &Path) -> Vec<PathBuf> {
+    let mut out: Vec<PathBuf> = std::fs::read_dir(dir)
+        .map(|it| it.filter_map(Result::ok).map(|e| e.path()).collect())
+        .unwrap_or_default();
+    out.sort();
+    out
+}
+
+fn is_split_file(file: &Path, split: &str) -> bool {
+    let name = file.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let Some(stem) = name.strip_suffix(".arrow") else { return false };
+    stem.ends_with(&format!("-{split}")) || stem.contains(&format!("-{split}-"))
+}
+
+fn read_table(path: &Path) -> Result<Vec<Map<String, Value>>, AppError> {
+    let spec = DatasetSpec { path: path.display().to_string(), ..DatasetSpec::default() };
+    read_records(&spec, usize::MAX)
+}
+
+/// The reference loader's processing of raw Hugging Face rows (`generate`).
+fn process_raw(
+    id: &str,
+    records: Vec<Map<String, Value>>,
+    params: &CacheParams,
+) -> Result<Vec<Map<String, Value>>, AppError> {
+    let mut records = records;
+    if id == "aime25" {
+        // Part I twice (see raw_source).
+        let again = records.clone();
+        records.extend(again);
+    }
+    let records = sample_rows(records, params.max_samples, params.seed);
+    match id {
+        "gpqa" => gpqa_rows(&records, params.seed),
+        _ => Ok(records),
+    }
+}
+
+/// `random.Random(seed).sample(range(len), max_samples)` rows when `max_samples` is below
+/// the row count, as each loader does; all rows otherwise.
+fn sample_rows(
+    records: Vec<Map<String, Value>>,
+    max_samples: Option<usize>,
+    seed: u64,
+) -> Vec<Map<String, Value>> {
+    match max_samples {
+        Some(k) if k < records.len() => {
+            let picked = py_sample(&mut PyRandom::new(seed), records.len(), k);
+            picked.into_iter().map(|i| records[i].clone()).collect()
+        }
+        _ => records,
+    }
+}
+
+/// CPython's `Random.sample(range(n), k)`: a pool for small populations, else rejection
+/// from a set of picks.
+pub(super) fn py_sample(rng: &mut PyRandom, n: usize, k: usize) -> Vec<usize> {
+    let mut setsize = 21usize;
+    if k > 5 {
+        setsize += 4usize.pow(((k * 3) as f64).log(4.0).ceil() as u32);
+    }
+    let mut out = Vec::with_capacity(k);
+    if n <= setsize {
+        let mut pool: Vec<usize> = (0..n).collect();
+        for i in 0..k {
+            let j = rng.randbelow((n - i) as u32) as usize;
+            out.push(pool[j]);
+            pool[j] = pool[n - i - 1];
+        }
+    } else {
+        let mut selected = std::collections::HashSet::with_capacity(k);
+        for _ in 0..k {
+            let mut j = rng.randbelow(n as u32) as usize;
+            while selected.contains(&j) {
+                j = rng.randbelow(n as u32) as usize;
+            }
+            selected.insert(j);
+            out.push(j);
+        }
+    }
+    out
+}
+
+/// GPQA's processing: each question's four answers in a seeded order (`Random(seed)`, one
+/// `sample(range(4), 4)` per row), as `choice1`..`choice4`.
+fn gpqa_rows(
+    records: &[Map<String, Value>],
+    seed: u64,
+) -> Result<Vec<Map<String, Value>>, AppError> {
+    let mut rng = PyRandom::new(seed);
+    let cols = ["Correct Answer", "Incorrect Answer 1", "Incorrect Answer 2", "Incorrect Answer 3"];
+    records
+        .iter()
+        .enumerate()
+        .map(|(i, rec)| {
+            let perm = py_sample(&mut rng, 4, 4);
+            let mut out = Map::new();
+            out.insert("question".into(), column(rec, "Question", "gpqa", i)?.clone());
+            for (slot, &from) in perm.iter().enumerate() {
+                let choice = column(rec, cols[from], "gpqa", i)?.clone();
+                out.insert(format!("choice{}", slot + 1), choice);
+            }
+            Ok(out)
+        })
+        .collect()
+}
+
+fn column<'a>(
+    rec: &'a Map<String, Value>,
+    name: &str,
+    id: &str,
+    row: usize,
+) -> Result<&'a Value, AppError> {
+    rec.get(name).ok_or_else(|| {
+        let have: Vec<&str> = rec.keys().map(String::as_str).collect();
+        AppError::Input(format!(
+            "predefined dataset {id} row {row}: no column {name:?} (the rows have {}); point \
+             path at the reference's own file for {id}",
+            have.join(", ")
+        ))
+    })
+}
+
+/// Python's `str()` of a cell, as `str.format` writes it.
+fn cell_text(v: &Value) -> String {
+    match v {
+        Value::String(s) => s.clone(),
+        Value::Null => "None".into(),
+        other => other.to_string(),
+    }
+}
+
+/// The row a preset makes of a processed record (the reference's preset transforms).
+fn preset_row(id: &str, rec: &Map<String, Value>, i: usize) -> Result<Row, AppError> {
+    let text = |name: &str| column(rec, name, id, i).map(cell_text);
+    let prompt = match id {
+        "aime25" => format!(
+            "{}\nPlease reason step by step, and put your final answer within \\boxed{{}}.",
+            text("question")?
+        ),
+        "gpqa" => format!(
+            "{}\n\n(A) {}\n(B) {}\n(C) {}\n(D) {}\n\nExpress your final answer as the \
+             corresponding option 'A', 'B', 'C', or 'D'.",
+            text("question")?,
+            text("choice1")?,
+            text("choice2")?,
+            text("choice3")?,
+            text("choice4")?
+        ),
+        // open_orca::llama2_70b renames question to prompt and system_prompt to system.
+        _ => {
+            let system = Some(text("system_prompt")?);
+            return Ok(Row { prompt: Some(text("question")?), system, ..Row::default() });
+        }
+    };
+    Ok(Row { prompt: Some(prompt), ..Row::default() })
+}
+
+/// The error for a predefined dataset found nowhere: where it looked and what to download.
+fn not_found(id: &str, variant: &str, raw: Option<&RawSource>, looked: &[String]) -> AppError {
+    let fetch = match raw {
+        Some(raw) => format!(
+            "download it once where this tool looks, e.g. `python -c \"import datasets; \
+             datasets.load_dataset('{repo}', '{config}').save_to_disk('{DATASETS_DIR}/hf_cache/{cache}')\"` \
+             (run `huggingface-cli login` first if the repo is gated), or run the reference \
+             once, which writes {DATASETS_DIR}/{file}",
+            repo = raw.repo,
+            config = raw.config,
+            cache = raw.hf_cache,
+            file = processed_file(id, variant).display(),
+        ),
+        None => format!(
+            "run the reference once (it downloads {id} from MLCommons storage into \
+             {DATASETS_DIR}/{}), or give that file as path",
+            processed_file(id, variant).display()
+        ),
+    };
+    AppError::Input(format!(
+        "predefined dataset {id} not found locally (looked in {}); this tool never downloads: \
+         {fetch}",
+        looked.join(", ")
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+
+    use arrow_array::{ArrayRef, RecordBatch, StringArray};
+
+    /// A scratch folder removed on drop.
+    struct Scratch(PathBuf);
+
+    impl Scratch {
+        fn new(tag: &str) -> Scratch {
+            let path = std::env::temp_dir()
+                .join(format!("llm-loadgen-predefined-{}-{tag}", std::process::id()));
+            let _ = std::fs::remove_dir_all(&path);
+            std::fs::create_dir_all(&path).unwrap();
+            Scratch(path)
+        }
+    }
+
+    impl Drop for Scratch {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+
+    fn strings(columns: &[(&str, Vec<&str>)]) -> RecordBatch {
+        RecordBatch::try_from_iter(columns.iter().map(|(name, cells)| {
+            (name.to_string(), Arc::new(StringArray::from(cells.clone())) as ArrayRef)
+        }))
+        .unwrap()
+    }
+
+    fn write_parquet(path: &Path, batch: &RecordBatch) {
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        let file = std::fs::File::create(path).unwrap();
+        let mut w = ::parquet::arrow::ArrowWriter::try_new(file, batch.schema(), None).unwrap();
+        w.write(batch).unwrap();
+        w.close().unwrap();
+    }
+
+    /// A save_to_disk DatasetDict: `dir/<split>/` with state.json and one Arrow stream file.
+    fn write_saved_split(dir: &Path, split: &str, batch: &RecordBatch) {
+        let folder = dir.join(split);
+        std::fs::create_dir_all(&folder).unwrap();
+        std::fs::write(dir.join("dataset_dict.json"), format!("{{\"splits\": [\"{split}\"]}}"))
+            .unwrap();
+        let state = serde_json::json!({"_data_files": [{"filename": "data-00000-of-00001.arrow"}]});
+        std::fs::write(folder.join("state.json"), state.to_string()).unwrap();
+        let file = std::fs::File::create(folder.join("data-00000-of-00001.arrow")).unwrap();
+        let mut w = arrow_ipc::writer::StreamWriter::try_new(file, &batch.schema()).unwrap();
+        w.write(batch).unwrap();
+        w.finish().unwrap();
+    }
+
+    fn spec(name: &str, params: serde_json::Value) -> DatasetSpec {
+        let generate_params = match params {
+            serde_json::Value::Null => None,
+            v => Some(serde_json::from_value(v).unwrap()),
+        };
+        DatasetSpec { name: Some(name.into()), generate_params, ..DatasetSpec::default() }
+    }
+
+    /// Python 3: `random.seed(42); random.sample(range(100), 10)`.
+    #[test]
+    fn py_sample_is_cpythons_sample() {
+        let picked = py_sample(&mut PyRandom::new(42), 100, 10);
+        assert_eq!(picked, [81, 14, 3, 94, 35, 31, 28, 17, 13, 86]);
+        let mut perm = py_sample(&mut PyRandom::new(0), 4, 4);
+        perm.sort_unstable();
+        assert_eq!(perm, [0, 1, 2, 3], "a permutation of range(4)");
+    }
+
+    #[test]
+    fn aime25_reads_the_references_cached_parquet_with_its_preset() {
+        let dir = Scratch::new("aime");
+        let batch =
+            strings(&[("question", vec!["What is 1+1?", "And 2+2?"]), ("answer", vec!["2", "4"])]);
+        write_parquet(&dir.0.join("aime25/aime25.parquet"), &batch);
+        let dir_arg = serde_json::json!({"datasets_dir": dir.0.display().to_string()});
+        let ds = load_predefined(&spec("aime25::gptoss", dir_arg.clone()), None).unwrap();
+        assert_eq!(ds.name, "aime25::gptoss");
+        let want =
+            "What is 1+1?\nPlease reason step by step, and put your final answer within \\boxed{}.";
+        assert_eq!(ds.rows[0].prompt.as_deref(), Some(want));
+        assert_eq!(ds.rows.len(), 2);
+        let mut one = spec("aime25::gptoss", dir_arg);
+        one.samples = Some(1);
+        assert_eq!(load_predefined(&one, None).unwrap().rows.len(), 1);
+        // Without a preset the loader's columns hold no prompt, in the reference too.
+        let err = load_predefined(&spec("aime25", serde_json::Value::Null), None).unwrap_err();
+        assert!(err.to_string().contains("write name: aime25::gptoss"), "{err}");
+    }
+
+    #[test]
+    fn gpqa_from_an_hf_cache_folder_shuffles_the_choices_by_seed() {
+        let dir = Scratch::new("gpqa");
+        let raw = strings(&[
+            ("Question", vec!["Q0", "Q1", "Q2"]),
+            ("Correct Answer", vec!["right0", "right1", "right2"]),
+            ("Incorrect Answer 1", vec!["w1a", "w1b", "w1c"]),
+            ("Incorrect Answer 2", vec!["w2a", "w2b", "w2c"]),
+            ("Incorrect Answer 3", vec!["w3a", "w3b", "w3c"]),
+        ]);
+        write_saved_split(&dir.0.join("hf_cache/gpqa_diamond"), "train", &raw);
+        let params = serde_json::json!({"datasets_dir": dir.0.display().to_string(), "seed": 5});
+        let ds = load_predefined(&spec("gpqa::gptoss", params), None).unwrap();
+        assert_eq!(ds.rows.len(), 3);
+        let mut rng = PyRandom::new(5);
+        for (i, row) in ds.rows.iter().enumerate() {
+            let prompt = row.prompt.as_deref().unwrap();
+            assert!(prompt.starts_with(&format!("Q{i}\n\n(A) ")), "{prompt}");
+            let perm = py_sample(&mut rng, 4, 4);
+            let letter = ["A", "B", "C", "D"][perm.iter().position(|&p| p == 0).unwrap()];
+            assert!(prompt.contains(&format!("({letter}) right{i}\n")), "{prompt}");
+            assert!(prompt.ends_with("'A', 'B', 'C', or 'D'."), "{prompt}");
+        }
+        let params =
+            serde_json::json!({"datasets_dir": dir.0.display().to_string(), "max_samples": 2});
+        assert_eq!(load_predefined(&spec("gpqa::gptoss", params), None).unwrap().rows.len(), 2);
+    }
+
+    #[test]
+    fn a_path_given_with_a_predefined_name_holds_its_data_processed_or_raw() {
+        let dir = Scratch::new("gpqa-path");
+        let processed = strings(&[
+            ("question", vec!["Q"]),
+            ("choice1", vec!["one"]),
+            ("choice2", vec!["two"]),
+            ("choice3", vec!["three"]),
+            ("choice4", vec!["four"]),
+        ]);
+        let file = dir.0.join("mine.parquet");
+        write_parquet(&file, &processed);
+        let mut s = spec("gpqa::gptoss", serde_json::Value::Null);
+        s.path = file.display().to_string();
+        let prompt = load_predefined(&s, None).unwrap().rows[0].prompt.clone().unwrap();
+        assert!(prompt.starts_with("Q\n\n(A) one\n(B) two\n(C) three\n(D) four\n\n"), "{prompt}");
+        let raw = strings(&[
+            ("Question", vec!["Q"]),
+            ("Correct Answer", vec!["yes"]),
+            ("Incorrect Answer 1", vec!["n1"]),
+            ("Incorrect Answer 2", vec!["n2"]),
+            ("Incorrect Answer 3", vec!["n3"]),
+        ]);
+        write_parquet(&file, &raw);
+        let prompt = load_predefined(&s, None).unwrap().rows[0].prompt.clone().unwrap();
+        for answer in ["yes", "n1", "n2", "n3"] {
+            assert_eq!(prompt.matches(&format!(") {answer}\n")).count(), 1, "{prompt}");
+        }
+    }
+
+    #[test]
+    fn open_orca_reads_the_references_jsonl_as_system_and_prompt() {
+        let dir = Scratch::new("orca");
+        let file = dir
+            .0
+            .join("open_orca/mlperf-inference/open_orca_gpt4_tokenized_llama.sampled_24576.jsonl");
+        std::fs::create_dir_all(file.parent().unwrap()).unwrap();
+        std::fs::write(
+            &file,
+            "{\"question\": \"why?\", \"system_prompt\": \"be kind\", \"id\": \"x\"}\n",
+        )
+        .unwrap();
+        let params = serde_json::json!({"datasets_dir": dir.0.display().to_string()});
+        let ds = load_predefined(&spec("open_orca::llama2_70b", params), None).unwrap();
+        assert_eq!(ds.rows[0].prompt.as_deref(), Some("why?"));
+        assert_eq!(ds.rows[0].system.as_deref(), Some("be kind"));
+    }
+
+    #[test]
+    fn a_missing_predefined_dataset_says_where_it_looked_and_what_to_download() {
+        let dir = Scratch::new("missing");
+        let params = serde_json::json!({"datasets_dir": dir.0.display().to_string()});
+        let err = load_predefined(&spec("gpqa::gptoss", params), None).unwrap_err();
+        assert_eq!(err.exit_code(), 2);
+        let msg = err.to_string();
+        assert!(msg.contains("predefined dataset gpqa not found locally"), "{msg}");
+        assert!(
+            msg.contains(&dir.0.join("gpqa/diamond/gpqa_diamond.parquet").display().to_string()),
+            "{msg}"
+        );
+        assert!(msg.contains(&dir.0.join("hf_cache/gpqa_diamond").display().to_string()), "{msg}");
+        assert!(msg.contains("load_dataset('Idavidrein/gpqa', 'gpqa_diamond')"), "{msg}");
+        assert!(msg.contains("never downloads"), "{msg}");
+    }
+
+    #[test]
+    fn ids_presets_and_keys_a_run_cannot_honour_are_refused_by_name() {
+        let keys = |s: &DatasetSpec| -> Vec<String> {
+            predefined_refusals(s).into_iter().map(|(k, w)| format!("{k}: {w}")).collect()
+        };
+        let shopify = keys(&spec("shopify_product_catalogue::q3vl", serde_json::Value::Null));
+        assert!(
+            shopify[0].starts_with("name: predefined dataset shopify_product_catalogue"),
+            "{shopify:?}"
+        );
+        let cnn = keys(&spec("cnn_dailymail::llama3_8b", serde_json::Value::Null));
+        assert!(cnn[0].contains("chat_template"), "{cnn:?}");
+        let unknown = keys(&spec("nope", serde_json::Value::Null));
+        assert!(unknown[0].contains("\"nope\" is not a predefined dataset"), "{unknown:?}");
+        let mut parsed = spec("random", serde_json::Value::Null);
+        parsed.parser = Some(Default::default());
+        assert!(keys(&parsed)[0].starts_with("parser: "), "{:?}", keys(&parsed));
+        let file = DatasetSpec {
+            path: "a.jsonl".into(),
+            generate_params: Some(Default::default()),
+            ..DatasetSpec::default()
+        };
+        assert!(
+            keys(&file)[0].starts_with("generate_params: only predefined"),
+            "{:?}",
+            keys(&file)
+        );
+        assert!(keys(&spec("random", serde_json::json!({"num_sequences": 4}))).is_empty());
+        let params = serde_json::json!({"force_regenerate": true});
+        let err = load_predefined(&spec("aime25::gptoss", params), None).unwrap_err();
+        assert!(err.to_string().contains("generate_params.force_regenerate: true"), "{err}");
+        let err =
+            load_predefined(&spec("aime25::other", serde_json::Value::Null), None).unwrap_err();
+        assert!(err.to_string().contains("no preset \"other\" (presets: gptoss)"), "{err}");
+    }
+
+    #[test]
+    fn the_hf_datasets_cache_is_found_as_the_datasets_library_finds_it() {
+        fn env<'a>(pairs: &'a [(&str, &str)]) -> impl Fn(&str) -> Option<std::ffi::OsString> + 'a {
+            move |k: &str| pairs.iter().find(|p| p.0 == k).map(|p| p.1.into())
+        }
+        let all = [("HF_DATASETS_CACHE", "/a"), ("HF_HOME", "/b"), ("HOME", "/h")];
+        assert_eq!(hf_datasets_cache_from(env(&all)), Some(PathBuf::from("/a")));
+        let home = [("HF_HOME", "/b"), ("HOME", "/h")];
+        assert_eq!(hf_datasets_cache_from(env(&home)), Some(PathBuf::from("/b/datasets")));
+        let xdg = [("XDG_CACHE_HOME", "/x"), ("HOME", "/h")];
+        let want = PathBuf::from("/x/huggingface/datasets");
+        assert_eq!(hf_datasets_cache_from(env(&xdg)), Some(want));
+        let bare = [("HOME", "/h"), ("HF_DATASETS_CACHE", "")];
+        let want = PathBuf::from("/h/.cache/huggingface/datasets");
+        assert_eq!(hf_datasets_cache_from(env(&bare)), Some(want));
+    }
+
+    #[test]
+    fn random_needs_a_tokenizer_and_names_the_key() {
+        let err = load_predefined(&spec("random", serde_json::Value::Null), None).unwrap_err();
+        assert_eq!(err.exit_code(), 2);
+        assert!(err.to_string().contains("generate_params.tokenizer"), "{err}");
+        let tok = format!("{}/tests/assets/tokenizers/bpe2k", env!("CARGO_MANIFEST_DIR"));
+        let params =
+            serde_json::json!({"num_sequences": 6, "input_seq_length": 20, "tokenizer": tok});
+        let ds =
+            load_predefined(&spec("random", params.clone()), Some("/no/such/tokenizer")).unwrap();
+        assert_eq!((ds.name.as_str(), ds.rows.len()), ("random", 6));
+        // The run's tokenizer is the fallback.
+        let mut without = params;
+        without.as_object_mut().unwrap().remove("tokenizer");
+        let ds2 = load_predefined(&spec("random", without), Some(&tok)).unwrap();
+        assert_eq!(ds.rows, ds2.rows);
+        let err =
+            load_predefined(&spec("random::x", serde_json::Value::Null), Some(&tok)).unwrap_err();
+        assert!(err.to_string().contains("random has no presets"), "{err}");
+    }
+}

@@ -1,0 +1,100 @@
+//! `https://` endpoints through the binary, against the TLS stub (a CA made at its start):
+//! verification with `--ca-bundle`, its failure without, `--insecure`, streaming and not, and
+//! Basic auth and headers on the wire.
+
+mod common;
+
+use std::path::PathBuf;
+
+use common::{report_dir, run, stub};
+use loadgen_stubs::{StubKind, StubServer};
+
+fn tls_stub() -> (StubServer, PathBuf) {
+    let server = stub(StubKind::Echo, |c| c.tls = true);
+    // One folder per stub: tests run at once, and each stub has its own CA.
+    let dir = report_dir(&format!("tls-ca-{}", server.url().rsplit(':').next().unwrap()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let ca = dir.join("ca.pem");
+    std::fs::write(&ca, server.ca_pem().expect("a TLS stub has a CA")).unwrap();
+    (server, ca)
+}
+
+/// Runs 20 samples against `url` with `extra` flags; returns the exit code, stderr and the
+/// report directory.
+fn bench(name: &str, url: &str, extra: &[&str]) -> (Option<i32>, String, PathBuf) {
+    let dir = report_dir(&format!("tls-{name}"));
+    let dir_arg = dir.display().to_string();
+    let mut args = vec![
+        "benchmark",
+        "offline",
+        "--endpoints",
+        url,
+        "--model",
+        "m",
+        "--num-samples",
+        "20",
+        "--workers",
+        "1",
+        "--max-connections",
+        "2",
+        "--report-dir",
+        &dir_arg,
+    ];
+    args.extend(extra);
+    let out = run(&args);
+    (out.status.code(), String::from_utf8_lossy(&out.stderr).into_owned(), dir)
+}
+
+fn completed(dir: &std::path::Path) -> u64 {
+    let text = std::fs::read_to_string(dir.join("performance/result_summary.json")).unwrap();
+    let json: serde_json::Value = serde_json::from_str(&text).unwrap();
+    json["n_samples_completed"].as_u64().unwrap()
+}
+
+#[test]
+fn an_https_endpoint_verifies_with_its_ca_streaming_and_not() {
+    let (server, ca) = tls_stub();
+    let url = server.url();
+    assert!(url.starts_with("https://"), "{url}");
+    let ca = ca.display().to_string();
+    for streaming in ["off", "on"] {
+        let (code, stderr, dir) = bench(
+            &format!("ca-{streaming}"),
+            &url,
+            &["--ca-bundle", &ca, "--streaming", streaming],
+        );
+        assert_eq!(code, Some(0), "{stderr}");
+        assert_eq!(completed(&dir), 20, "streaming {streaming}");
+    }
+}
+
+#[test]
+fn without_its_ca_the_run_stops_at_setup_saying_what_to_do() {
+    let (server, _) = tls_stub();
+    let (code, stderr, _) = bench("no-ca", &server.url(), &[]);
+    assert_eq!(code, Some(3), "{stderr}");
+    assert!(stderr.contains("did not verify"), "{stderr}");
+    assert!(stderr.contains("--ca-bundle") && stderr.contains("--insecure"), "{stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+}
+
+#[test]
+fn insecure_skips_verification() {
+    let (server, _) = tls_stub();
+    let (code, stderr, dir) = bench("insecure", &server.url(), &["--insecure"]);
+    assert_eq!(code, Some(0), "{stderr}");
+    assert_eq!(completed(&dir), 20);
+}
+
+#[test]
+fn a_bad_ca_bundle_and_contradicting_tls_flags_are_refused_before_the_run() {
+    let (server, ca) = tls_stub();
+    let url = server.url();
+    let (code, stderr, _) = bench("bad-ca", &url, &["--ca-bundle", "/nonexistent/ca.pem"]);
+    assert_eq!(code, Some(3), "{stderr}");
+    assert!(stderr.contains("/nonexistent/ca.pem"), "{stderr}");
+    let ca = ca.display().to_string();
+    let (code, stderr, _) = bench("both", &url, &["--ca-bundle", &ca, "--insecure"]);
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(stderr.contains("give one of them"), "{stderr}");
+}
