@@ -113,6 +113,26 @@ fn a_random_dataset_run_issues_runs_of_consecutive_tokens_within_the_isl_range()
     let _ = std::fs::remove_dir_all(&report);
 }
 
+#[test]
+fn saved_token_ids_go_to_completions_and_the_text_to_chat() {
+    let dir = Scratch::new("random-tokens");
+    let dataset = format!(
+        "  - name: random\n    generate_params:\n      num_sequences: 4\n      \
+         input_seq_length: 8\n      save_tokenized_data: true\n      tokenizer: {}\n",
+        bpe2k()
+    );
+    // The reference's chat adapter sends the prompt text; the token ids stay for the ISL.
+    for api in ["openai", "openai_completions"] {
+        let report = report_dir(&format!("predefined-tokens-{api}"));
+        let yaml = yaml_for(&dataset, 4)
+            .replace("endpoint_config:\n", &format!("endpoint_config:\n  api_type: {api}\n"));
+        let out = run_yaml(&dir.0, &yaml, &[], &report);
+        assert_eq!(out.status.code(), Some(0), "{api}");
+        assert_eq!(summary(&report)["n_samples_completed"].as_u64(), Some(4), "{api}");
+        let _ = std::fs::remove_dir_all(&report);
+    }
+}
+
 /// One Arrow IPC stream file with string columns.
 fn write_arrow(file: &Path, columns: &[(&str, Vec<&str>)]) {
     std::fs::create_dir_all(file.parent().unwrap()).unwrap();

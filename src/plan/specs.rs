@@ -94,7 +94,7 @@ fn request_tables(
         let headers = request_headers(plan, e);
         let mut table = RequestTable::new();
         for (i, row) in plan.dataset.rows.iter().enumerate() {
-            table.push(&row_request(plan, ep, &headers, i, prompt_of(row))?);
+            table.push(&row_request(plan, ep, &headers, i, prompt_of(row, plan.request.api))?);
         }
         for (i, prompt) in salted {
             let row = &plan.dataset.rows[*i as usize];
@@ -337,14 +337,22 @@ fn join_addrs(addrs: &[std::net::IpAddr]) -> String {
     addrs.iter().map(|a| a.to_string()).collect::<Vec<_>>().join(", ")
 }
 
-fn prompt_of(row: &Row) -> Prompt<'_> {
-    if let Some(ids) = &row.token_ids {
-        return Prompt::TokenIds(ids);
+/// What a row sends, as the reference's adapters pick it: chat sends its messages, else its
+/// text prompt (token ids alone it cannot carry); completions and SGLang send token ids when
+/// the row has them (`input_tokens`, as `save_tokenized_data` writes beside the text), else
+/// the text.
+fn prompt_of(row: &Row, api: request::ApiType) -> Prompt<'_> {
+    match (api, &row.messages, &row.prompt, &row.token_ids) {
+        (request::ApiType::OpenAiChat, Some(messages), _, _) => Prompt::Messages(messages),
+        (request::ApiType::OpenAiChat, None, Some(prompt), _) => {
+            Prompt::Text { system: row.system.as_deref(), user: prompt }
+        }
+        (_, _, _, Some(ids)) => Prompt::TokenIds(ids),
+        (_, Some(messages), _, None) => Prompt::Messages(messages),
+        (_, None, prompt, None) => {
+            Prompt::Text { system: row.system.as_deref(), user: prompt.as_deref().unwrap_or("") }
+        }
     }
-    if let Some(messages) = &row.messages {
-        return Prompt::Messages(messages);
-    }
-    Prompt::Text { system: row.system.as_deref(), user: row.prompt.as_deref().unwrap_or("") }
 }
 
 /// The reference's `["PromptData", text, token_ids, messages, tools, chat_template_kwargs,
