@@ -9,9 +9,7 @@ use loadgen_stubs::StubKind;
 
 #[test]
 fn spellings_of_missing_features_exit_2_naming_the_flag() {
-    let cases: [(&[&str], &str); 6] = [
-        (&["--insecure"], "--insecure"),
-        (&["--client.insecure"], "--insecure"),
+    let cases: [(&[&str], &str); 4] = [
         (&["--profile", "vllm"], "--profile"),
         (&["--engine", "vllm"], "--engine"),
         (&["--profile-urls", "http://127.0.0.1:9"], "--profile-urls"),
