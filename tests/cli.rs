@@ -117,9 +117,18 @@ fn contradictory_settings_exit_3_naming_the_values() {
         "--no-stream-include-usage",
     );
     expect_error(
-        &["benchmark", "offline", "--endpoints", "https://h:1", "--model", "m"],
+        &[
+            "benchmark",
+            "offline",
+            "--endpoints",
+            "https://127.0.0.1:1",
+            "--model",
+            "m",
+            "--ca-bundle",
+            "/nonexistent/ca.pem",
+        ],
         3,
-        "TLS is not supported yet",
+        "/nonexistent/ca.pem",
     );
 }
 

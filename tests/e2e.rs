@@ -439,27 +439,40 @@ fn assert_no_secret(out: &Output, dir: &Path, secrets: &[&str]) {
 #[test]
 fn a_url_password_is_never_printed() {
     let server = stub(StubKind::Echo, |_| {});
+    // base64("u:secretpw"): the Basic credentials the URL becomes.
+    let secrets = ["secretpw", "sk-topsecret-key", "dTpzZWNyZXRwdw=="];
     let dir = report_dir("secret");
     let url = server.url().replacen("http://", "http://u:secretpw@", 1);
     let mut args = base_args(&url, &dir, "20");
+    args.push("-v".into());
+    let out = run_strings(&args);
+    assert_eq!(out.status.code(), Some(0), "the credentials become Basic auth, the run works");
+    assert!(std::fs::read_to_string(dir.join("config.yaml")).unwrap().contains("<redacted>@"));
+    assert_no_secret(&out, &dir, &secrets);
+    let dir = report_dir("secret-key");
+    let mut args = base_args(&server.url(), &dir, "20");
     args.extend(["-v".into(), "--api-key".into(), "sk-topsecret-key".into()]);
     let out = run_strings(&args);
-    assert_eq!(out.status.code(), Some(0), "the credentials are dropped, the run works");
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(stderr.contains("the user and password in the URL are not sent"), "{stderr}");
+    assert_eq!(out.status.code(), Some(0));
     assert!(std::fs::read_to_string(dir.join("config.yaml")).unwrap().contains("<redacted>"));
-    assert_no_secret(&out, &dir, &["secretpw", "sk-topsecret-key"]);
-    // Failing set-ups print no secret either: a refused port, a URL without a host.
+    assert_no_secret(&out, &dir, &secrets);
+    // Failing set-ups print no secret either: a refused port, a URL without a host, both
+    // credentials at once.
     let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-    for (url, code) in
-        [(format!("http://u:secretpw@127.0.0.1:{port}"), 3), ("http://u:secretpw@:1".into(), 2)]
-    {
+    for (url, key, code) in [
+        (format!("http://u:secretpw@127.0.0.1:{port}"), false, 3),
+        ("http://u:secretpw@:1".into(), false, 2),
+        (format!("http://u:secretpw@127.0.0.1:{port}"), true, 2),
+        (format!("http://127.0.0.1:{port}"), true, 3),
+    ] {
         let dir = report_dir("secret-fail");
         let mut args = base_args(&url, &dir, "5");
-        args.extend(["--api-key".into(), "sk-topsecret-key".into()]);
+        if key {
+            args.extend(["--api-key".into(), "sk-topsecret-key".into()]);
+        }
         let out = run_strings(&args);
         assert_eq!(out.status.code(), Some(code), "{url}");
-        assert_no_secret(&out, &dir, &["secretpw", "sk-topsecret-key"]);
+        assert_no_secret(&out, &dir, &secrets);
     }
 }
 
