@@ -93,6 +93,17 @@ pub struct Stub {
 impl Stub {
     /// Starts the stub on `cores` (one worker per core) and waits for its `listening on` line.
     pub fn start(bin: &Path, cores: &[usize], stream_interval: usize) -> anyhow::Result<Stub> {
+        Stub::start_with(bin, cores, stream_interval, None)
+    }
+
+    /// `start`, serving TLS with `tls_ca_out = Some(FILE)`: the stub's CA is written to FILE
+    /// before it prints its address, for the client's `--ca-bundle`.
+    pub fn start_with(
+        bin: &Path,
+        cores: &[usize],
+        stream_interval: usize,
+        tls_ca_out: Option<&Path>,
+    ) -> anyhow::Result<Stub> {
         let list = cores.iter().map(usize::to_string).collect::<Vec<_>>().join(",");
         let mut cmd = Command::new(bin);
         cmd.args(["stub", "max-throughput", "--port", "0"])
@@ -102,6 +113,9 @@ impl Stub {
             .arg(stream_interval.to_string())
             .stdin(Stdio::null())
             .stdout(Stdio::piped());
+        if let Some(file) = tls_ca_out {
+            cmd.arg("--tls").arg("--tls-cert-out").arg(file);
+        }
         if !cores.is_empty() {
             cmd.arg("--pin-cores").arg(&list);
         }
@@ -111,6 +125,7 @@ impl Stub {
             Ok((url, reader)) => {
                 let addr = url
                     .trim_start_matches("http://")
+                    .trim_start_matches("https://")
                     .parse()
                     .with_context(|| format!("the stub's address {url:?} does not parse"))?;
                 // Keep reading its stdout so the stub never blocks on a full pipe.

@@ -811,3 +811,19 @@ fn chat_template_flag_reaches_the_plan_tokenizer() {
     let err = Config::from_yaml_str(yaml, "test.yaml").unwrap_err();
     assert!(err.to_string().contains("chat_template"), "{err}");
 }
+
+#[test]
+fn the_model_params_key_list_is_the_schemas_own() {
+    // serde names every field it expects when it meets an unknown one.
+    let err = serde_yaml_ng::from_str::<ModelParams>("not_a_key: 1").unwrap_err().to_string();
+    let expected = err.split("expected one of ").nth(1).expect("serde lists the fields");
+    let mut fields: Vec<&str> = expected
+        .split(',')
+        .map(|f| f.trim().trim_matches('`').split('`').next().unwrap())
+        .collect();
+    fields.retain(|f| !f.is_empty());
+    let mut listed = MODEL_PARAMS_KEYS.to_vec();
+    fields.sort_unstable();
+    listed.sort_unstable();
+    assert_eq!(listed, fields, "{err}");
+}

@@ -25,6 +25,8 @@ pub struct RunContext {
     pub keep_reports: bool,
     /// A run still going after this long is killed and fails its row.
     pub run_timeout: Duration,
+    /// More `benchmark` arguments (the TLS pass's `--ca-bundle FILE`).
+    pub extra_args: Vec<String>,
 }
 
 /// The `issue_lag` block of a Poisson run's summary.
@@ -105,6 +107,7 @@ pub fn benchmark_args(
     if ctx.no_stream_include_usage {
         args.push("--no-stream-include-usage".into());
     }
+    args.extend(ctx.extra_args.iter().cloned());
     args
 }
 

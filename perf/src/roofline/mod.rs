@@ -52,6 +52,12 @@ pub struct RooflineArgs {
     /// Skip the ceiling clients (minimal client and wrk).
     #[arg(long)]
     pub no_ceiling: bool,
+    /// After each burst and concurrency row, the same row against a second stub serving TLS
+    /// (`stub --tls`, the client verifying with `--ca-bundle`): a `<row> tls` row with its
+    /// QPS as a ratio of the plain row's, measured side by side (no ceiling: the ceiling
+    /// clients speak plain HTTP).
+    #[arg(long = "roofline-tls")]
+    pub tls: bool,
     /// Output folder: table.txt, roofline.json, per-run logs and summaries
     /// [default: $TMPDIR/loadgen-roofline].
     #[arg(long)]
@@ -98,13 +104,23 @@ pub fn run(args: &RooflineArgs) -> anyhow::Result<()> {
         eprintln!("note: {note}");
     }
     let stub = Stub::start(&bin, &stub_cores, args.stream_interval)?;
+    let tls_ca = out.join("tls-stub-ca.pem");
+    let tls_stub = match args.tls {
+        true => Some(Stub::start_with(&bin, &stub_cores, args.stream_interval, Some(&tls_ca))?),
+        false => None,
+    };
+    let tls = tls_stub.as_ref().map(|s| TlsPass { stub: s, ca: tls_ca.clone() });
     let mut results = Vec::new();
     for &count in &counts {
         let layout = Layout::new(&cores, args.server_workers, count);
         let sweep = (counts.len() > 1).then_some(layout.client_workers);
-        results.extend(run_layout(args, &bin, &stub, &layout, &reports_dir, &rows, sweep)?);
+        let stubs = Stubs { plain: &stub, tls: tls.as_ref() };
+        results.extend(run_layout(args, &bin, stubs, &layout, &reports_dir, &rows, sweep)?);
     }
     stub.stop()?;
+    if let Some(s) = tls_stub {
+        s.stop()?;
+    }
     let report = Report {
         host: HostInfo::probe(cores.len()),
         command: std::env::args().collect(),
@@ -133,17 +149,31 @@ pub fn run(args: &RooflineArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The TLS pass's stub and the CA file its client verifies with.
+struct TlsPass<'a> {
+    stub: &'a Stub,
+    ca: PathBuf,
+}
+
+#[derive(Clone, Copy)]
+struct Stubs<'a> {
+    plain: &'a Stub,
+    tls: Option<&'a TlsPass<'a>>,
+}
+
 /// Every row, non-streaming then streaming, with one client layout; `sweep` labels the rows
-/// with their worker count when the suite runs several.
+/// with their worker count when the suite runs several. With a TLS pass, each burst and
+/// concurrency row is followed by the same row over TLS.
 fn run_layout(
     args: &RooflineArgs,
     bin: &Path,
-    stub: &Stub,
+    stubs: Stubs<'_>,
     layout: &Layout,
     reports_dir: &Path,
     rows: &[RowKind],
     sweep: Option<usize>,
 ) -> anyhow::Result<Vec<RowResult>> {
+    let stub = stubs.plain;
     eprintln!(
         "stub: {} on cores {:?}; client: cores {:?}, {} workers",
         stub.url, layout.stub_cores, layout.client_cores, layout.client_workers
@@ -162,31 +192,68 @@ fn run_layout(
         reports_dir,
         keep_reports: args.keep_reports,
         run_timeout: std::time::Duration::from_secs(args.run_timeout_s),
+        extra_args: Vec::new(),
     };
-    let mut suite = Suite {
-        args,
-        ctx: &ctx,
-        layout,
-        stub,
-        ceilings: HashMap::new(),
-        client_qps: HashMap::new(),
-    };
+    let mut suite = Suite::new(args, &ctx, layout, stub);
+    let tls_args = RooflineArgs { no_ceiling: true, ..args.clone() };
+    let tls_ctx = stubs.tls.map(|t| RunContext {
+        url: t.stub.url.clone(),
+        extra_args: vec!["--ca-bundle".into(), t.ca.display().to_string()],
+        reports_dir: ctx.reports_dir.join("tls"),
+        ..ctx.clone()
+    });
+    if let Some(c) = &tls_ctx {
+        std::fs::create_dir_all(&c.reports_dir)?;
+    }
+    let mut tls_suite =
+        tls_ctx.as_ref().zip(stubs.tls).map(|(c, t)| Suite::new(&tls_args, c, layout, t.stub));
     let mut results = Vec::new();
     for stream in [false, true] {
         for &row in rows {
-            let start = Instant::now();
-            let mut result = suite.row(row, stream)?;
-            result.wall_s = start.elapsed().as_secs_f64();
-            result.client_workers = layout.client_workers;
-            if let Some(n) = sweep {
-                result.label = format!("{} w={n}", result.label);
+            let plain = timed_row(&mut suite, row, stream, layout, sweep)?;
+            print_row(&plain);
+            let plain_qps = plain.qps;
+            results.push(plain);
+            let tls_row = matches!(row, RowKind::Burst | RowKind::Concurrency(_));
+            if let (Some(tls), true) = (tls_suite.as_mut(), tls_row) {
+                let mut over_tls = timed_row(tls, row, stream, layout, sweep)?;
+                let ratio = (plain_qps > 0.0).then(|| over_tls.qps / plain_qps);
+                over_tls.row = format!("{}-tls", over_tls.row);
+                over_tls.label = format!(
+                    "{} tls ({}× plain)",
+                    over_tls.label,
+                    ratio.map_or("-".into(), |r| format!("{r:.2}"))
+                );
+                over_tls.tls_vs_plain = ratio;
+                print_row(&over_tls);
+                results.push(over_tls);
             }
-            let line = report::render_table(std::slice::from_ref(&result));
-            eprintln!("{}", line.lines().nth(2).unwrap_or(""));
-            results.push(result);
         }
     }
     Ok(results)
+}
+
+/// One row, timed and labelled with the layout's worker count.
+fn timed_row(
+    suite: &mut Suite<'_>,
+    row: RowKind,
+    stream: bool,
+    layout: &Layout,
+    sweep: Option<usize>,
+) -> anyhow::Result<RowResult> {
+    let start = Instant::now();
+    let mut result = suite.row(row, stream)?;
+    result.wall_s = start.elapsed().as_secs_f64();
+    result.client_workers = layout.client_workers;
+    if let Some(n) = sweep {
+        result.label = format!("{} w={n}", result.label);
+    }
+    Ok(result)
+}
+
+fn print_row(result: &RowResult) {
+    let line = report::render_table(std::slice::from_ref(result));
+    eprintln!("{}", line.lines().nth(2).unwrap_or(""));
 }
 
 /// The `llm-loadgen` binary: `--bin`, else the one beside this executable.
@@ -216,7 +283,16 @@ struct Suite<'a> {
     client_qps: HashMap<bool, f64>,
 }
 
-impl Suite<'_> {
+impl<'a> Suite<'a> {
+    fn new(
+        args: &'a RooflineArgs,
+        ctx: &'a RunContext,
+        layout: &'a Layout,
+        stub: &'a Stub,
+    ) -> Self {
+        Suite { args, ctx, layout, stub, ceilings: HashMap::new(), client_qps: HashMap::new() }
+    }
+
     fn scale(&self) -> Scale {
         Scale(self.args.scale)
     }
@@ -544,6 +620,7 @@ fn error_row(kind: RowKind, stream: bool, scale: &Scale, error: String) -> RowRe
         ceiling_wall_s: 0.0,
         error: (!error.is_empty()).then_some(error),
         coordinator_us_per_sample: Vec::new(),
+        tls_vs_plain: None,
     }
 }
 

@@ -97,6 +97,10 @@ pub struct RowResult {
     /// run's `-v` lines), the stage that bounds the host first.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub coordinator_us_per_sample: Vec<(String, f64)>,
+    /// `--roofline-tls` rows: this row's QPS over the same row's against the plain stub, run
+    /// just before it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tls_vs_plain: Option<f64>,
 }
 
 impl RowResult {
@@ -290,6 +294,7 @@ mod tests {
             ceiling_wall_s: 0.0,
             error: None,
             coordinator_us_per_sample: Vec::new(),
+            tls_vs_plain: None,
         }
         .with_ceiling(ceilings)
     }
