@@ -255,7 +255,7 @@ fn an_https_endpoint_probes_with_its_ca_bundle_and_fails_without() {
 }
 
 #[test]
-fn the_api_key_is_sent_and_never_printed() {
+fn the_api_key_is_sent_and_never_printed_and_v_shows_the_bodies() {
     let heads = loadgen_stubs::BodyLog::default();
     let log = heads.clone();
     let server = echo(move |c| c.head_log = Some(log));
@@ -271,9 +271,15 @@ fn the_api_key_is_sent_and_never_printed() {
         "sk-probe-7f3a",
         "-H",
         "X-Team: t-secret-9",
+        "-v",
     ]);
     assert_eq!(out.status.code(), Some(0));
     let all = format!("{}{}", stdout(&out), stderr(&out));
+    // -v shows the bodies sent (no header is in them), with the 50-token limit.
+    let shown = r#"plain request: {"model":"m","messages":[{"role":"user","content":"Please"#;
+    assert!(stderr(&out).contains(shown), "-v prints the request body");
+    assert!(stderr(&out).contains(r#""max_completion_tokens":50"#));
+    assert!(stderr(&out).contains(r#""stream_options":{"include_usage":true}"#));
     assert!(!all.contains("sk-probe-7f3a") && !all.contains("t-secret-9"), "{all}");
     let sent = heads
         .lock()

@@ -49,6 +49,7 @@ struct Setup {
 #[derive(Clone, Copy)]
 pub struct Console {
     json: bool,
+    verbose: bool,
 }
 
 impl Console {
@@ -60,10 +61,19 @@ impl Console {
             println!("{text}");
         }
     }
+
+    /// With `-v`: the body of a request about to be sent, on stderr.
+    fn request(&self, what: &str, request: &[u8]) {
+        if self.verbose {
+            let body = request.split(|&b| b == b'\n').next_back().unwrap_or_default();
+            eprintln!("{}", redact(&format!("{what} request: {}", String::from_utf8_lossy(body))));
+        }
+    }
 }
 
-/// Runs the probe; exit 0 when every endpoint answered at least half its requests.
-pub fn run(args: &ProbeArgs) -> Result<i32, AppError> {
+/// Runs the probe; exit 0 when every endpoint answered at least half its requests. `-v`
+/// prints the request bodies it sends on stderr.
+pub fn run(args: &ProbeArgs, verbose: u8) -> Result<i32, AppError> {
     if args.api_type == ApiTypeName::Videogen {
         return Err(AppError::Input(
             "probe does not support --api-type videogen (its requests take minutes, past the \
@@ -72,7 +82,7 @@ pub fn run(args: &ProbeArgs) -> Result<i32, AppError> {
         ));
     }
     let setup = resolve(args)?;
-    let console = Console { json: args.json };
+    let console = Console { json: args.json, verbose: verbose > 0 };
     let mut reports = Vec::with_capacity(setup.endpoints.len());
     for endpoint in &setup.endpoints {
         reports.push(probe_endpoint(&setup, args, endpoint, console)?);
@@ -203,7 +213,7 @@ fn probe_endpoint(
     let mut report = EndpointReport::new(&shown, setup.api_name, args.requests, &plain);
     report.print_reference(out);
     if report.successful > 0 {
-        let streams = stream_phase(setup, args, &requests);
+        let streams = stream_phase(setup, args, &requests, out);
         report.add_checks(&plain, &streams, setup.tokenizer.as_ref(), &args.prompt);
     }
     report.print_checks(out);
@@ -220,6 +230,7 @@ fn plain_phase(
     let n = args.requests;
     out.line(&format!("Sending {n} requests..."));
     let request = requests.bytes(setup, &args.model, &args.prompt, None);
+    out.request("plain", &request);
     let deadline = Instant::now() + PHASE_TIMEOUT;
     let step = (n / 10).max(1);
     let mut done = Vec::with_capacity(n as usize);
@@ -246,12 +257,18 @@ fn plain_phase(
 
 /// The streaming requests: the first asks for usage (OpenAI APIs); a 4xx to it is retried
 /// without `stream_options` to tell a refused field from a broken stream.
-fn stream_phase(setup: &Setup, args: &ProbeArgs, requests: &Requests) -> Streams {
+fn stream_phase(setup: &Setup, args: &ProbeArgs, requests: &Requests, out: Console) -> Streams {
     let deadline = Instant::now() + PHASE_TIMEOUT;
     let send = |ask_usage: bool| {
         let stream = Some(ask_usage && setup.api != ApiType::Sglang);
         let bytes = requests.bytes(setup, &args.model, &args.prompt, stream);
-        exchange(&requests.target, setup.api, &bytes, deadline)
+        out.request("streaming", &bytes);
+        let mut ex = exchange(&requests.target, setup.api, &bytes, deadline);
+        // A plain body to a stream request says nothing about streams: not a stream success.
+        if ex.error.is_none() && !ex.event_stream {
+            ex.error = Some("asked to stream, the server answered a plain (non-SSE) body".into());
+        }
+        ex
     };
     let try_of = |ex: &Exchange| StreamTry {
         status: ex.status,
