@@ -240,8 +240,8 @@ fn chunking_line(c: &Chunking) -> String {
     let ms = |v: Option<f64>| v.map_or("-".into(), |v| format!("{v:.2} ms"));
     let verdict = match c.bursting {
         Some(true) => format!(
-            "bursting: {} of {} streams arrived mostly at once (within 1 ms), so TTFT is about \
-             the latency and TPOT means little",
+            "bursting: {} of {} streams arrived mostly at once (most text events < 0.1 ms \
+             apart), so TTFT is about the latency and TPOT means little",
             c.bursting_streams, c.judged_streams
         ),
         Some(false) => {
