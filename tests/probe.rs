@@ -289,6 +289,27 @@ fn the_api_key_is_sent_and_never_printed_and_v_shows_the_bodies() {
         .iter()
         .map(|h| String::from_utf8_lossy(h).into_owned())
         .collect::<Vec<_>>();
+    assert_eq!(sent.len(), 4, "1 plain request and 3 streams");
     assert!(sent.iter().all(|h| h.contains("Authorization: Bearer sk-probe-7f3a")), "{sent:?}");
     assert!(sent.iter().all(|h| h.contains("X-Team: t-secret-9")), "{sent:?}");
+}
+
+#[test]
+fn a_base_url_with_v1_and_userinfo_is_probed_as_the_benchmark_sends_it() {
+    let heads = loadgen_stubs::BodyLog::default();
+    let log = heads.clone();
+    let server = echo(move |c| c.head_log = Some(log));
+    let url = server.url().replace("http://", "http://user:pw-4d2c@") + "/v1/";
+    let out = probe(&["--endpoints", &url, "--model", "m", "--requests", "1"]);
+    assert_eq!(out.status.code(), Some(0));
+    let all = format!("{}{}", stdout(&out), stderr(&out));
+    assert!(!all.contains("pw-4d2c"), "the URL's password is never printed: {all}");
+    assert!(stdout(&out).contains(&format!("Probing: {}", server.url())));
+    let sent = heads.lock().unwrap().clone();
+    assert_eq!(sent.len(), 4, "1 plain request and 3 streams");
+    for head in sent.iter().map(|h| String::from_utf8_lossy(h).into_owned()) {
+        assert!(head.starts_with("POST /v1/chat/completions HTTP/1.1"), "no /v1/v1: {head}");
+        // base64("user:pw-4d2c")
+        assert!(head.contains("Authorization: Basic dXNlcjpwdy00ZDJj"), "{head}");
+    }
 }
