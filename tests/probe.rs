@@ -254,6 +254,7 @@ fn an_https_endpoint_probes_with_its_ca_bundle_and_fails_without() {
     assert!(code == Some(4) || code == Some(3), "the system roots do not know the stub's CA");
     let all = format!("{}{}", stdout(&out), stderr(&out)).to_lowercase();
     assert!(all.contains("certificate"), "the error names the cause");
+    assert!(all.contains("--ca-bundle"), "and says what to do");
 }
 
 #[test]

@@ -110,7 +110,11 @@ pub fn exchange(target: &Target, api: ApiType, request: &[u8], deadline: Instant
     });
     ex.done_ns = monotonic_ns();
     if let Err(e) = result {
-        ex.error = Some(e);
+        let hint = match target.tls.is_some() && e.contains("certificate") {
+            true => "; give --ca-bundle FILE with the server's CA, or --insecure to skip the check",
+            false => "",
+        };
+        ex.error = Some(format!("{e}{hint}"));
     }
     ex
 }
