@@ -238,7 +238,7 @@ fn plain_phase(
         let ex = match Instant::now() < deadline {
             true => exchange(&requests.target, setup.api, &request, deadline),
             false => Exchange {
-                error: Some(format!("Timeout (>{}s)", PHASE_TIMEOUT.as_secs_f64())),
+                error: Some(format!("Timeout (>{:.1}s)", PHASE_TIMEOUT.as_secs_f64())),
                 ..Exchange::default()
             },
         };
