@@ -47,11 +47,54 @@ pub enum Command {
     },
     /// Version, CPUs and affinity, io_uring availability, memlock and open-file limits.
     Info,
+    /// A few requests to each endpoint: latency and sample answers (as the reference), then
+    /// whether streams carry usage, how they are chunked, and which token basis to trust.
+    Probe(Box<ProbeArgs>),
     /// Stub servers (echo, max-throughput, variable) for local testing.
     Stub {
         #[command(subcommand)]
         cmd: Box<loadgen_stubs::cli::StubCommand>,
     },
+}
+
+/// `probe` flags: the reference's, then the benchmark's endpoint flags and the checks' own.
+#[derive(Debug, Args)]
+pub struct ProbeArgs {
+    /// Endpoint base URLs (http:// or https://), comma-separated or repeated; each is probed in
+    /// turn.
+    #[arg(long = "endpoints", value_delimiter = ',', action = ArgAction::Append, required = true)]
+    pub endpoints: Vec<String>,
+    /// Model name sent in requests.
+    #[arg(long = "model", required = true)]
+    pub model: String,
+    /// Request protocol (videogen is refused, as the reference refuses it).
+    #[arg(long = "api-type", default_value = "openai")]
+    pub api_type: ApiTypeName,
+    /// Plain (non-streaming) requests sent, one at a time.
+    #[arg(long = "requests", default_value_t = 10,
+          value_parser = clap::value_parser!(u64).range(1..))]
+    pub requests: u64,
+    /// The prompt of every request.
+    #[arg(long = "prompt", default_value = "Please write me a joke in 30 words.")]
+    pub prompt: String,
+    /// Skip TLS certificate verification for https:// endpoints.
+    #[arg(long = "insecure")]
+    pub insecure: bool,
+    /// Trust only the PEM certificates in FILE for https:// endpoints.
+    #[arg(long = "ca-bundle", value_name = "FILE")]
+    pub ca_bundle: Option<String>,
+    /// Sent as `Authorization: Bearer <KEY>` [default: OPENAI_API_KEY when set].
+    #[arg(long = "api-key")]
+    pub api_key: Option<String>,
+    /// A header for every request, `NAME: VALUE` (repeatable).
+    #[arg(long = "header", short = 'H', value_name = "NAME: VALUE", action = ArgAction::Append)]
+    pub headers: Vec<String>,
+    /// A tokenizer (as the benchmark's --tokenizer) to compare client and server token counts.
+    #[arg(long = "tokenizer")]
+    pub tokenizer: Option<String>,
+    /// Print the findings as one JSON object on stdout (the console lines go to stderr).
+    #[arg(long = "json")]
+    pub json: bool,
 }
 
 #[derive(Debug, Subcommand)]

@@ -72,6 +72,7 @@ fn dispatch(cli: Cli) -> Result<i32, AppError> {
         Command::Init { template, output } => commands::init::run(&template, output.as_deref()),
         Command::ValidateYaml { config } => commands::validate_yaml::run(&config),
         Command::Info => commands::info::run(),
+        Command::Probe(args) => commands::probe::run(&args, cli.verbose),
         Command::Stub { cmd } => {
             loadgen_stubs::cli::run(*cmd).map_err(|e| AppError::Setup(format!("stub: {e:#}")))?;
             Ok(0)

@@ -9,7 +9,7 @@ use std::path::Path;
 use common::{bin, report_dir, run, summary};
 
 /// The commands whose flags users see, as `llm-loadgen <args> --help`.
-const COMMANDS: [&[&str]; 12] = [
+const COMMANDS: [&[&str]; 13] = [
     &[],
     &["benchmark"],
     &["benchmark", "offline"],
@@ -18,6 +18,7 @@ const COMMANDS: [&[&str]; 12] = [
     &["init"],
     &["validate-yaml"],
     &["info"],
+    &["probe"],
     &["stub"],
     &["stub", "echo"],
     &["stub", "max-throughput"],

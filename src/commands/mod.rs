@@ -1,7 +1,8 @@
-//! Commands that are not a benchmark run: `init`, `validate-yaml`, `info`.
+//! Commands that are not a benchmark run: `init`, `validate-yaml`, `info`, `probe`.
 
 pub mod info;
 pub mod init;
+pub mod probe;
 pub mod sys;
 pub mod validate_yaml;
 

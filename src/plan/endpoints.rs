@@ -51,7 +51,7 @@ pub const API_KEY_ENV: &str = "OPENAI_API_KEY";
 /// endpoint is given) as a bearer token, or an `Authorization` given with `--header`. A key
 /// from the environment is written back, so `config.yaml` shows that one was sent (redacted).
 /// Two sources of one run's authorization are refused rather than one dropped.
-pub(super) fn resolve_auth(
+pub(crate) fn resolve_auth(
     config: &mut Config,
     endpoints: &[EndpointUrl],
 ) -> Result<(Option<Secret>, HeaderLines), AppError> {
@@ -258,7 +258,7 @@ pub(super) fn resolve_model(
 /// (only its certificates, read and checked here so a bad file stops the run before the
 /// fork), else the system's trust store. A setting with no `https://` endpoint to apply to
 /// gets a note.
-pub(super) fn resolve_tls(config: &Config, endpoints: &[EndpointUrl]) -> Result<Verify, AppError> {
+pub(crate) fn resolve_tls(config: &Config, endpoints: &[EndpointUrl]) -> Result<Verify, AppError> {
     let insecure = config.settings.client.insecure;
     let bundle = config.endpoint_config.ca_bundle.as_deref();
     let verify = match (insecure, bundle) {

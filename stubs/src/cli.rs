@@ -121,6 +121,13 @@ pub struct FaultArgs {
     /// Which requests --fault-delay-ms delays: every Nth.
     #[arg(long, value_name = "N", default_value_t = 1)]
     pub fault_delay_every: u64,
+    /// Streams carry no usage frame even when asked with stream_options (plain bodies keep
+    /// theirs).
+    #[arg(long)]
+    pub fault_no_stream_usage: bool,
+    /// Answer HTTP 400 to any request whose body holds a stream_options key.
+    #[arg(long)]
+    pub fault_reject_stream_options: bool,
 }
 
 /// `--fault-truncate-framing` values.
@@ -269,6 +276,8 @@ impl FaultArgs {
             )?,
             extra_headers: self.fault_extra_headers,
             delay: self.delay()?,
+            no_stream_usage: self.fault_no_stream_usage,
+            reject_stream_options: self.fault_reject_stream_options,
         })
     }
 

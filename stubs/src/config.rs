@@ -161,6 +161,12 @@ pub struct FaultConfig {
     pub extra_headers: usize,
     /// A delay before the response.
     pub delay: Option<DelayFault>,
+    /// Streams carry no usage frame even when the request asks with `stream_options` (as a
+    /// server that ignores the field); non-streaming bodies keep their usage.
+    pub no_stream_usage: bool,
+    /// A request whose body holds a `stream_options` key is answered HTTP 400 (as a server
+    /// whose schema forbids unknown fields).
+    pub reject_stream_options: bool,
 }
 
 impl FaultConfig {
@@ -184,6 +190,8 @@ impl FaultConfig {
             || self.truncate.is_some()
             || self.extra_headers > 0
             || self.delay.is_some()
+            || self.no_stream_usage
+            || self.reject_stream_options
     }
 }
 

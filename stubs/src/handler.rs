@@ -79,7 +79,7 @@ fn base_reply<'a>(
     Reply {
         route,
         stream,
-        usage_frame: usage,
+        usage_frame: usage && !cfg.faults.no_stream_usage,
         model,
         created_unix_s,
         prompt_tokens: FIXED_PROMPT_TOKENS,
@@ -128,6 +128,10 @@ impl Handler {
         if let Some(s) = self.cfg.faults.status.filter(|s| n % s.every.max(1) == 0) {
             let msg = format!("injected fault: status {}", s.status);
             return Plan::now(error_response(s.status, &msg, !req.close), keep);
+        }
+        if self.cfg.faults.reject_stream_options && has_stream_options(body) {
+            let msg = "stream_options: extra inputs are not permitted";
+            return Plan::now(error_response(400, msg, !req.close), keep);
         }
         let mut plan = match self.cfg.kind {
             StubKind::Echo => match self.echo(route, body) {
@@ -243,6 +247,12 @@ struct Pace {
     every: usize,
 }
 
+/// The body names a `stream_options` key (a byte search: a stub's test of what a client sent,
+/// not a JSON parse).
+fn has_stream_options(body: &[u8]) -> bool {
+    memchr::memmem::find(body, b"\"stream_options\"").is_some()
+}
+
 /// The text the echo stub answers with. Token-id prompts (`/v1/completions` `prompt: [ids]`,
 /// `/generate` `input_ids`) echo one `x` per id.
 fn echo_input(route: Route, v: &Value) -> Result<String, String> {
@@ -291,6 +301,57 @@ fn content_text(content: &Value) -> String {
 mod tests {
     use super::*;
     use crate::http::frame_request;
+
+    fn echo_handler(configure: impl FnOnce(&mut StubConfig)) -> Handler {
+        let mut cfg = StubConfig::new(StubKind::Echo);
+        configure(&mut cfg);
+        Handler {
+            cfg,
+            created_unix_s: 7,
+            finders: FlagFinders::default(),
+            rng: Rng::new(0),
+            served: 0,
+            rate_next: None,
+        }
+    }
+
+    /// The bytes the handler answers to a chat request with `body`.
+    fn answer(h: &mut Handler, body: &str) -> String {
+        let raw = format!(
+            "POST /v1/chat/completions HTTP/1.1\r\nContent-Length: {}\r\n\r\n{body}",
+            body.len()
+        );
+        let crate::http::Frame::Complete(req) = frame_request(raw.as_bytes()) else {
+            panic!("not framed")
+        };
+        let plan = h.plan(&req, req.body(raw.as_bytes()), Instant::now());
+        String::from_utf8(plan.pieces.concat()).unwrap()
+    }
+
+    const ASKS_USAGE: &str = r#"{"messages":[{"role":"user","content":"hi"}],"stream":true,"stream_options":{"include_usage":true}}"#;
+    const PLAIN: &str = r#"{"messages":[{"role":"user","content":"hi"}]}"#;
+    const STREAM: &str = r#"{"messages":[{"role":"user","content":"hi"}],"stream":true}"#;
+
+    #[test]
+    fn no_stream_usage_drops_the_usage_frame_but_not_the_plain_usage() {
+        let mut h = echo_handler(|c| c.faults.no_stream_usage = true);
+        let stream = answer(&mut h, ASKS_USAGE);
+        assert!(stream.contains("[DONE]") && !stream.contains("\"usage\""), "{stream}");
+        let plain = answer(&mut h, PLAIN);
+        assert!(plain.contains("\"completion_tokens\":2"), "{plain}");
+        let mut normal = echo_handler(|_| {});
+        assert!(answer(&mut normal, ASKS_USAGE).contains("\"completion_tokens\":2"));
+    }
+
+    #[test]
+    fn reject_stream_options_answers_400_only_to_requests_that_carry_it() {
+        let mut h = echo_handler(|c| c.faults.reject_stream_options = true);
+        let refused = answer(&mut h, ASKS_USAGE);
+        assert!(refused.starts_with("HTTP/1.1 400"), "{refused}");
+        assert!(refused.contains("stream_options"), "{refused}");
+        let stream = answer(&mut h, STREAM);
+        assert!(stream.starts_with("HTTP/1.1 200") && stream.contains("[DONE]"), "{stream}");
+    }
 
     #[test]
     fn precompiled_bytes_equal_the_dynamic_path() {
