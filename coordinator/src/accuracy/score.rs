@@ -101,7 +101,7 @@ impl Scorer {
         let mut scores = Vec::with_capacity(completed.len());
         for sample in completed {
             let extracted = match extractor {
-                Some(e) => e.extract(sample.output),
+                Some(e) => e.extract(sample.output)?,
                 None => Some(sample.output.to_string()),
             };
             scores.push(match self {

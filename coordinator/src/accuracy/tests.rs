@@ -83,10 +83,61 @@ const PYTHON_CODE: &[(&str, Option<&str>)] = &[
     ("```python\u{a}A\u{a}``` and ```\u{a}B\u{a}```", Some("A")),
     ("```PY\u{9}\u{a}z=3```", Some("z=3")),
 ];
+/// `function_call_extractor` on each input, from the reference's extractor.py (extract_expected.py).
+const FUNCTION_CALL: &[(&str, Option<&str>)] = &[
+    ("", None),
+    ("  ", None),
+    ("no calls here", None),
+    ("get_weather(city='London')", Some("[{\"name\": \"get_weather\", \"arguments\": {\"city\": \"London\"}}]")),
+    ("[{\"id\":\"call_1\",\"type\":\"function\",\"function\":{\"name\":\"get_weather\",\"arguments\":\"{\\\"city\\\":\\\"London\\\"}\"}}]", Some("[{\"name\": \"get_weather\", \"arguments\": {\"city\": \"London\"}}]")),
+    ("[{\"type\":\"function\",\"function\":{\"name\":\"f\"}}]", Some("[{\"name\": \"f\", \"arguments\": {}}]")),
+    ("[{\"function\":{\"name\":\"f\",\"arguments\":\"not json\"}}]", Some("[{\"name\": \"f\", \"arguments\": \"not json\"}]")),
+    ("[{\"function\":{\"arguments\":{\"a\":1}}}]", Some("[{\"name\": \"\", \"arguments\": {\"a\": 1}}]")),
+    ("[{\"name\":\"lookup\",\"arguments\":{\"q\":\"caf\u{e9}\",\"n\":1.50,\"big\":12345678901234567890,\"x\":-0,\"e\":1e16,\"s\":1e-5}}]", Some("[{\"name\": \"lookup\", \"arguments\": {\"q\": \"caf\\u00e9\", \"n\": 1.5, \"big\": 12345678901234567890, \"x\": 0, \"e\": 1e+16, \"s\": 1e-05}}]")),
+    ("[{\"name\":\"only\"}]", Some("[{\"name\": \"only\", \"arguments\": {}}]")),
+    ("[]", None),
+    ("{\"name\":\"f\"}", None),
+    ("[1, 2]", None),
+    ("Call search(query=\"rust lang\", limit=10) then fetch(url='http://x', retries=-2)", Some("[{\"name\": \"search\", \"arguments\": {\"query\": \"rust lang\", \"limit\": 10}}, {\"name\": \"fetch\", \"arguments\": {\"url\": \"http://x\", \"retries\": -2}}]")),
+    ("f(a=True, b=None, c=[1, (2, 3), {'k': 'v'}], d=1.5e3, e=0x1F, f='\\n\\t\\'q\\'')", Some("[{\"name\": \"f\", \"arguments\": {\"a\": true, \"b\": null, \"c\": [1, [2, 3], {\"k\": \"v\"}], \"d\": 1500.0, \"e\": 31, \"f\": \"\\n\\t'q'\"}}]")),
+    ("f(city)", None),
+    ("f(x: int, y: str)", None),
+    ("print(x=1) and len(y=2)", None),
+    ("outer(inner(a=1), b=2)", Some("[{\"name\": \"outer\", \"arguments\": {\"b\": 2}}]")),
+    ("f(x=1, x=2)", Some("[{\"name\": \"f\", \"arguments\": {\"x\": 2}}]")),
+    ("f(x=1, 2)", Some("[{\"name\": \"f\", \"arguments\": {\"_raw\": \"x=1, 2\"}}]")),
+    ("f(1, 2, key='v')", Some("[{\"name\": \"f\", \"arguments\": {\"key\": \"v\"}}]")),
+    ("f(*args, **kwargs)", Some("[{\"name\": \"f\", \"arguments\": {}}]")),
+    ("f(a=b.c.d)", Some("[{\"name\": \"f\", \"arguments\": {\"a\": \"b.c.d\"}}]")),
+    ("f(a='one' 'two')", Some("[{\"name\": \"f\", \"arguments\": {\"a\": \"onetwo\"}}]")),
+    ("f(a={1: 'x', True: 'y'})", Some("[{\"name\": \"f\", \"arguments\": {\"a\": {\"1\": \"y\"}}}]")),
+    ("f(a=-0.0, b=+3, c=.5, d=1_000)", Some("[{\"name\": \"f\", \"arguments\": {\"a\": -0.0, \"b\": 3, \"c\": 0.5, \"d\": 1000}}]")),
+    ("f(class=1)", Some("[{\"name\": \"f\", \"arguments\": {\"_raw\": \"class=1\"}}]")),
+    ("f(a='unterminated)", None),
+    ("f(a=1,)", Some("[{\"name\": \"f\", \"arguments\": {\"a\": 1}}]")),
+    ("f()", Some("[{\"name\": \"f\", \"arguments\": {}}]")),
+    ("The f(a=1)", Some("[{\"name\": \"f\", \"arguments\": {\"a\": 1}}]")),
+    ("x.get(k=1)", Some("[{\"name\": \"get\", \"arguments\": {\"k\": 1}}]")),
+    ("g(a=1) g(b=2)", Some("[{\"name\": \"g\", \"arguments\": {\"a\": 1}}, {\"name\": \"g\", \"arguments\": {\"b\": 2}}]")),
+    ("f(a=\"\\u00e9\\x41\\101\")", Some("[{\"name\": \"f\", \"arguments\": {\"a\": \"\\u00e9AA\"}}]")),
+    ("f(a=1e400)", Some("[{\"name\": \"f\", \"arguments\": {\"a\": Infinity}}]")),
+    ("f(a=[])", Some("[{\"name\": \"f\", \"arguments\": {\"a\": []}}]")),
+    ("f(,)", None),
+    ("f(a=(1,))", Some("[{\"name\": \"f\", \"arguments\": {\"a\": [1]}}]")),
+    ("f(a=(1))", Some("[{\"name\": \"f\", \"arguments\": {\"a\": 1}}]")),
+    ("f(a=())", Some("[{\"name\": \"f\", \"arguments\": {\"a\": []}}]")),
+    ("f(a='\\q')", Some("[{\"name\": \"f\", \"arguments\": {\"a\": \"\\\\q\"}}]")),
+    ("unbalanced(a=1", None),
+];
 
 fn check(extractor: Extractor, cases: &[(&str, Option<&str>)]) {
     for (text, want) in cases {
-        assert_eq!(extractor.extract(text).as_deref(), *want, "{} on {text:?}", extractor.name());
+        assert_eq!(
+            extractor.extract(text).unwrap().as_deref(),
+            *want,
+            "{} on {text:?}",
+            extractor.name()
+        );
     }
 }
 
@@ -98,6 +149,32 @@ fn abcd_extractor_matches_the_reference_including_empty_text() {
 #[test]
 fn boxed_math_extractor_matches_the_reference_including_no_answer() {
     check(Extractor::BoxedMath, BOXED);
+}
+
+#[test]
+fn function_call_extractor_matches_the_reference_on_json_and_text_calls() {
+    check(Extractor::FunctionCall, FUNCTION_CALL);
+}
+
+#[test]
+fn function_call_extractor_refuses_arguments_that_need_python_ast() {
+    let texts = [
+        "f(a=g(1))",
+        "f(a=1 + 2)",
+        "f(a=[x])",
+        "f(a={1, 2})",
+        "f(a=1j)",
+        "f(a=b'x')",
+        "f(a='''x''')",
+    ];
+    for text in texts {
+        let err = Extractor::FunctionCall.extract(text).unwrap_err();
+        assert!(
+            matches!(&err, AccuracyError::UnsupportedCall { call, .. } if call == "f"),
+            "{text}: {err}"
+        );
+        assert!(err.to_string().contains("f(...)"), "{err}");
+    }
 }
 
 #[test]
@@ -273,6 +350,4 @@ fn registry_names_unknown_and_refused_names_and_says_why() {
     ] {
         assert!(matches!(scorer(name), Err(AccuracyError::Refused { .. })), "{name}");
     }
-    let err = extractor("function_call_extractor").unwrap_err().to_string();
-    assert!(err.contains("function_call_extractor") && err.contains("ast"), "{err}");
 }

@@ -36,6 +36,23 @@ CASES = {
         "```Python \n\n y=2\n```", "```\nfirst\n```\n```\nsecond\n```", "```python```", "```unterminated",
         "```python\nA\n``` and ```\nB\n```", "```PY\t\nz=3```",
     ],
+    "function_call_extractor": [
+        "", "  ", "no calls here", "get_weather(city='London')",
+        '[{"id":"call_1","type":"function","function":{"name":"get_weather","arguments":"{\\"city\\":\\"London\\"}"}}]',
+        '[{"type":"function","function":{"name":"f"}}]',
+        '[{"function":{"name":"f","arguments":"not json"}}]',
+        '[{"function":{"arguments":{"a":1}}}]',
+        '[{"name":"lookup","arguments":{"q":"caf\u00e9","n":1.50,"big":12345678901234567890,"x":-0,"e":1e16,"s":1e-5}}]',
+        '[{"name":"only"}]', '[]', '{"name":"f"}', '[1, 2]',
+        "Call search(query=\"rust lang\", limit=10) then fetch(url='http://x', retries=-2)",
+        "f(a=True, b=None, c=[1, (2, 3), {'k': 'v'}], d=1.5e3, e=0x1F, f='\\n\\t\\'q\\'')",
+        "f(city)", "f(x: int, y: str)", "print(x=1) and len(y=2)", "outer(inner(a=1), b=2)",
+        "f(x=1, x=2)", "f(x=1, 2)", "f(1, 2, key='v')", "f(*args, **kwargs)", "f(a=b.c.d)",
+        "f(a='one' 'two')", "f(a={1: 'x', True: 'y'})", "f(a=-0.0, b=+3, c=.5, d=1_000)",
+        "f(class=1)", "f(a='unterminated)", "f(a=1,)", "f()", "The f(a=1)", "x.get(k=1)",
+        "g(a=1) g(b=2)", "f(a=\"\\u00e9\\x41\\101\")", "f(a=1e400)", "f(a=[])", "f(,)",
+        "f(a=(1,))", "f(a=(1))", "f(a=())", "f(a='\\q')", "unbalanced(a=1",
+    ],
 }
 
 
