@@ -86,11 +86,26 @@ fn lcs_table(reference: &[String], candidate: &[String]) -> Vec<Vec<usize>> {
     table
 }
 
+/// The LCS length with two rows of the table, so a long response does not hold
+/// `target × predicted` cells (ROUGE-L needs only the length; ROUGE-Lsum reads the full table,
+/// but per sentence pair).
+fn lcs_length(reference: &[String], candidate: &[String]) -> usize {
+    let mut prev = vec![0usize; candidate.len() + 1];
+    let mut row = vec![0usize; candidate.len() + 1];
+    for r in reference {
+        for j in 1..=candidate.len() {
+            row[j] = if *r == candidate[j - 1] { prev[j - 1] + 1 } else { prev[j].max(row[j - 1]) };
+        }
+        std::mem::swap(&mut prev, &mut row);
+    }
+    prev[candidate.len()]
+}
+
 fn score_lcs(target: &[String], predicted: &[String]) -> f64 {
     if target.is_empty() || predicted.is_empty() {
         return 0.0;
     }
-    let lcs = lcs_table(target, predicted)[target.len()][predicted.len()];
+    let lcs = lcs_length(target, predicted);
     fmeasure(lcs as f64 / predicted.len() as f64, lcs as f64 / target.len() as f64)
 }
 
