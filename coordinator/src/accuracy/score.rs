@@ -150,9 +150,10 @@ fn score_rouge(completed: &[Sample<'_>]) -> Result<Scored, AccuracyError> {
 }
 
 /// The reference's `postprocess_text`: strip, then one sentence a line (`nltk.sent_tokenize`).
-/// Punkt's trained English model is not reproduced: a sentence ends after `.`, `!` or `?`
-/// (and any closing quotes or brackets) followed by whitespace and an uppercase letter or
-/// digit. Only ROUGE-Lsum and `gen_len` depend on where the lines break.
+/// Punkt's trained English model is not reproduced. As Punkt, a sentence ends after `!` or
+/// `?` (and any closing quotes or brackets) followed by whitespace; after `.` only when an
+/// uppercase letter or digit follows, which stands in for the model's abbreviation list
+/// (`e.g. the` stays one sentence). Only ROUGE-Lsum and `gen_len` depend on the breaks.
 pub fn sentence_lines(text: &str) -> String {
     let text = py_strip(text);
     let mut out = String::with_capacity(text.len());
@@ -170,7 +171,9 @@ pub fn sentence_lines(text: &str) -> String {
             while k < chars.len() && py_is_space_char(chars[k]) {
                 k += 1;
             }
-            if k > j && k < chars.len() && (chars[k].is_uppercase() || chars[k].is_ascii_digit()) {
+            let starts_sentence = |c: char| c.is_uppercase() || c.is_ascii_digit();
+            let next_ok = chars[i] != '.' || chars.get(k).is_some_and(|&c| starts_sentence(c));
+            if k > j && k < chars.len() && next_ok {
                 out.push('\n');
                 i = k;
                 continue;

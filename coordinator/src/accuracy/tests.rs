@@ -305,7 +305,11 @@ fn rouge_scorer_reports_the_reference_strings_over_completed_responses() {
 
 #[test]
 fn sentence_lines_puts_each_sentence_on_its_own_line() {
-    assert_eq!(sentence_lines("  One. Two!  Three? four.  "), "One.\nTwo!\nThree? four.");
+    assert_eq!(sentence_lines("  One. Two!  Three? four.  "), "One.\nTwo!\nThree?\nfour.");
+    assert_eq!(
+        sentence_lines("See e.g. the list. Really?! Yes."),
+        "See e.g. the list.\nReally?!\nYes."
+    );
     assert_eq!(sentence_lines("He said \"Go.\" Then left."), "He said \"Go.\"\nThen left.");
     assert_eq!(sentence_lines("3.14 is pi. 2 is even."), "3.14 is pi.\n2 is even.");
     assert_eq!(sentence_lines(""), "");
