@@ -1,5 +1,6 @@
 //! loadgen-coordinator: plan to CPU sets, fork and pin, scheduler, aggregator, run lifecycle.
 
+pub mod accuracy;
 pub mod aggregate;
 pub mod cpu;
 pub mod end;

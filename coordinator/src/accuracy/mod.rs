@@ -1,0 +1,167 @@
+//! Accuracy scoring as the reference scores it: answer extractors, scorers, and the name
+//! registry an `accuracy_config` resolves through (issue 15). Pure code: the phases, the event
+//! log and `accuracy_results.json` call into it.
+
+pub mod extract;
+pub mod funcall;
+pub mod porter;
+pub mod pyargs;
+pub mod pyvalue;
+pub mod rouge;
+pub mod score;
+
+#[cfg(test)]
+mod rouge_fixture;
+#[cfg(test)]
+mod tests;
+
+pub use score::{RougeReport, Sample, ScoreValue, Scored};
+
+/// What an accuracy name lookup or a scoring run can refuse.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum AccuracyError {
+    #[error("unknown extractor {name:?}; known extractors: {known}")]
+    UnknownExtractor { name: String, known: String },
+    #[error("unknown eval_method {name:?}; known scorers: {known}")]
+    UnknownScorer { name: String, known: String },
+    #[error("{kind} {name:?} is not supported: {why}")]
+    Refused { kind: &'static str, name: String, why: &'static str },
+    #[error("{scorer}: no completed responses to score (the reference fails here too); check that the run issued this dataset")]
+    NothingToScore { scorer: &'static str },
+    #[error("{scorer}: the dataset has no samples, so num_repeats cannot be computed")]
+    EmptyDataset { scorer: &'static str },
+    #[error("function_call_extractor: the call {call}(...) in a response has {what}, which needs Python's ast to print as the reference does; this build reads literals and dotted names only")]
+    UnsupportedCall { call: String, what: String },
+    #[error("string_match: the extractor found no answer in a response (sample {sample}); the reference fails on this too — use identity_extractor, or pass_at_1 which scores it 0")]
+    NoAnswer { sample: usize },
+}
+
+/// An answer extractor (`accuracy_config.extractor`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Extractor {
+    Abcd,
+    BoxedMath,
+    Identity,
+    PythonCode,
+    FunctionCall,
+}
+
+impl Extractor {
+    /// The name the reference registers it under.
+    pub fn name(self) -> &'static str {
+        match self {
+            Extractor::Abcd => "abcd_extractor",
+            Extractor::BoxedMath => "boxed_math_extractor",
+            Extractor::Identity => "identity_extractor",
+            Extractor::PythonCode => "python_code_extractor",
+            Extractor::FunctionCall => "function_call_extractor",
+        }
+    }
+
+    /// The answer in `text`, or `None` where the reference's extractor returns `None`. Only
+    /// `function_call_extractor` can fail (a text-form call beyond the literals it reads).
+    pub fn extract(self, text: &str) -> Result<Option<String>, AccuracyError> {
+        Ok(match self {
+            Extractor::Abcd => extract::abcd(text),
+            Extractor::BoxedMath => extract::boxed_math(text),
+            Extractor::Identity => extract::identity(text),
+            Extractor::PythonCode => extract::python_code(text),
+            Extractor::FunctionCall => return funcall::function_call(text),
+        })
+    }
+}
+
+const EXTRACTORS: [Extractor; 5] = [
+    Extractor::Abcd,
+    Extractor::BoxedMath,
+    Extractor::Identity,
+    Extractor::PythonCode,
+    Extractor::FunctionCall,
+];
+
+/// Extractors the reference has that this build refuses, with why (none today).
+const REFUSED_EXTRACTORS: &[(&str, &str)] = &[];
+
+/// A scorer (`accuracy_config.eval_method`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scorer {
+    PassAt1,
+    StringMatch,
+    Rouge,
+    ShopifyCategoryF1,
+}
+
+const SCORERS: [Scorer; 4] =
+    [Scorer::PassAt1, Scorer::StringMatch, Scorer::Rouge, Scorer::ShopifyCategoryF1];
+
+/// Scorers the reference has that need a service or framework outside this tool.
+const REFUSED_SCORERS: &[(&str, &str)] = &[
+    ("code_bench_scorer", "it runs the generated code in the LiveCodeBench execution service (a container the reference drives over a websocket)"),
+    ("swe_bench_scorer", "it runs the SWE-bench harness, which builds and tests repositories in Docker"),
+    ("vbench", "it scores generated video with the VBench Python framework and its models"),
+    ("bfcl_v4", "it scores function calls with the Berkeley Function Calling Leaderboard's bfcl-eval Python package"),
+    ("agentic_inference_inline", "it drives multi-turn agentic sessions with the reference's agentic dataset runtime"),
+    ("legacy_mlperf_deepseek_r1", "it needs the LiveCodeBench execution service and the MLPerf DeepSeek-R1 Python evaluation"),
+];
+
+impl Scorer {
+    /// The name the reference registers it under.
+    pub fn name(self) -> &'static str {
+        match self {
+            Scorer::PassAt1 => "pass_at_1",
+            Scorer::StringMatch => "string_match",
+            Scorer::Rouge => "rouge",
+            Scorer::ShopifyCategoryF1 => "shopify_category_f1",
+        }
+    }
+
+    /// The ground-truth column the reference reads when `accuracy_config.ground_truth` is unset.
+    pub fn default_ground_truth_column(self) -> &'static str {
+        match self {
+            Scorer::ShopifyCategoryF1 => "ground_truth_category",
+            _ => "ground_truth",
+        }
+    }
+}
+
+fn known(names: impl Iterator<Item = &'static str>) -> String {
+    names.collect::<Vec<_>>().join(", ")
+}
+
+/// Resolves `accuracy_config.extractor`.
+pub fn extractor(name: &str) -> Result<Extractor, AccuracyError> {
+    if let Some(e) = EXTRACTORS.iter().find(|e| e.name() == name) {
+        return Ok(*e);
+    }
+    if let Some((_, why)) = REFUSED_EXTRACTORS.iter().find(|(n, _)| *n == name) {
+        return Err(AccuracyError::Refused { kind: "extractor", name: name.to_string(), why });
+    }
+    Err(AccuracyError::UnknownExtractor {
+        name: name.to_string(),
+        known: known(EXTRACTORS.iter().map(|e| e.name())),
+    })
+}
+
+/// Resolves `accuracy_config.eval_method`.
+pub fn scorer(name: &str) -> Result<Scorer, AccuracyError> {
+    if let Some(s) = SCORERS.iter().find(|s| s.name() == name) {
+        return Ok(*s);
+    }
+    if let Some((_, why)) = REFUSED_SCORERS.iter().find(|(n, _)| *n == name) {
+        return Err(AccuracyError::Refused { kind: "eval_method", name: name.to_string(), why });
+    }
+    Err(AccuracyError::UnknownScorer {
+        name: name.to_string(),
+        known: known(SCORERS.iter().map(|s| s.name())),
+    })
+}
+
+/// Python's `str.isspace`: Rust's White_Space plus the separators U+001C..U+001F.
+pub fn py_is_space(c: char) -> bool {
+    c.is_whitespace() || ('\u{1c}'..='\u{1f}').contains(&c)
+}
+
+/// Python's `str.strip()` with no argument.
+pub fn py_strip(text: &str) -> &str {
+    text.trim_matches(py_is_space)
+}
