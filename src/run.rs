@@ -17,8 +17,8 @@ use crate::plan::Plan;
 use crate::redact::redact;
 use crate::report::{
     console_summary, is_complete, result_summary, write_atomic, write_atomic_with,
-    write_report_files, ClientTokenCounting, FailureKindCount, IssueLag, LoadPatternInfo, RunInfo,
-    WarmupInfo,
+    write_report_files, ClientTokenCounting, EndpointInfo, FailureKindCount, IssueLag,
+    LoadPatternInfo, RunInfo, WarmupInfo,
 };
 
 /// Where a null-endpoint run's request bytes are addressed (they are built, never sent).
@@ -182,7 +182,11 @@ fn run_with_endpoints(
     raise_fd_limit(c.max_connections, c.workers, embedded, plan.verbose > 0)?;
     let spec = plan.run_spec(&endpoints, cpu_plan)?;
     let output = loadgen_coordinator::run(spec).map_err(|e| match e {
-        RunError::WorkerSetup { .. } | RunError::ReadyTimeout(_) => AppError::Setup(format!(
+        // The worker's message names the endpoint it could not reach.
+        RunError::WorkerSetup { .. } => {
+            AppError::Setup(format!("{e}; check that the server is up and reachable"))
+        }
+        RunError::ReadyTimeout(_) => AppError::Setup(format!(
             "failed to connect to endpoint {}: {e}; check that the server is up and reachable",
             urls.join(", ")
         )),
@@ -191,13 +195,18 @@ fn run_with_endpoints(
         other => AppError::Setup(other.to_string()),
     })?;
     drop(reserve);
-    finish_run(plan, output, embedded)
+    // The URLs as the report names them: no userinfo, and the null endpoint as given.
+    let null = plan.endpoints.iter().any(crate::plan::EndpointUrl::is_null);
+    let shown: Vec<String> =
+        if null { vec!["null://".to_string()] } else { urls.iter().map(|u| redact(u)).collect() };
+    finish_run(plan, output, embedded, &shown)
 }
 
 fn finish_run(
     plan: &Plan,
     output: loadgen_coordinator::RunOutput,
     embedded: bool,
+    endpoint_urls: &[String],
 ) -> Result<i32, AppError> {
     let mut agg = output.aggregate;
     if plan.verbose > 0 {
@@ -241,6 +250,12 @@ fn finish_run(
         eprintln!("warning: {warning}");
     }
     add_failures(&mut info, &agg);
+    let stats = loadgen_coordinator::metrics::endpoint_stats(&table, endpoint_urls.len());
+    info.endpoints = endpoint_urls
+        .iter()
+        .zip(stats)
+        .map(|(url, stat)| EndpointInfo { url: url.clone(), stat })
+        .collect();
     let summary = result_summary(&snapshot, &info);
     let dir = &plan.report_dir;
     let unwritten = write_all_files(plan, &snapshot, &summary, &info, &agg);
@@ -490,6 +505,7 @@ fn run_info(
                 threads => ClientTokenCounting::Live { threads },
             }
         }),
+        endpoints: Vec::new(),
     }
 }
 

@@ -17,7 +17,7 @@ use loadgen_worker::http::ports::{
 };
 use loadgen_worker::request::{self, Endpoint, Prompt, RequestHeaders, RequestTable, RowParams};
 use loadgen_worker::synthetic::SyntheticResponse;
-use loadgen_worker::WorkerSpec;
+use loadgen_worker::{endpoint_slot_count, WorkerEndpoint, WorkerSpec, MAX_ENDPOINTS};
 
 use super::{split_share, warm_connections, Plan};
 use crate::dataset::Row;
@@ -40,7 +40,8 @@ impl Plan {
         let c = &self.connections;
         let workers = worker_specs(self, endpoints, &tables, c.workers, c.max_connections)?;
         if self.verbose > 0 {
-            let warm: u32 = workers.iter().map(|w| w.warm_connections.max(1)).sum();
+            let per_endpoint = |w: &WorkerSpec| w.connections.min(w.endpoints.len() as u32);
+            let warm: u32 = workers.iter().map(|w| w.warm_connections.max(per_endpoint(w))).sum();
             eprintln!(
                 "connections: pool {} across {} worker(s), {warm} opened before the start, the \
                  rest on demand",
@@ -211,8 +212,11 @@ fn token_pool_plan(plan: &Plan, cpu_plan: &CpuPlan) -> TokenPoolPlan {
     }
 }
 
-/// One `WorkerSpec` per worker: its endpoint (round robin), its share of the pool, its warm
-/// connections, its source addresses and port range, and the plan's per-request timeout.
+/// One `WorkerSpec` per worker: every endpoint with its request table, its share of the pool,
+/// its warm connections, its source addresses and port range per endpoint, and the plan's
+/// per-request timeout. The run's connections are numbered across the workers and dealt to
+/// the endpoints in turn (`slot_endpoint`), as the reference deals its workers: each endpoint
+/// gets its exact share of every worker's slots, whatever the worker count.
 fn worker_specs(
     plan: &Plan,
     endpoints: &[Endpoint],
@@ -222,44 +226,93 @@ fn worker_specs(
 ) -> Result<Vec<WorkerSpec>, AppError> {
     let c = &plan.connections;
     let null = plan.endpoints.iter().any(crate::plan::EndpointUrl::is_null);
-    let share_of =
-        |i: usize| split_share(connections, workers, i).clamp(1, MAX_CONNECTIONS_PER_WORKER);
+    let n = endpoints.len();
+    let shares: Vec<usize> = (0..workers)
+        .map(|i| split_share(connections, workers, i).clamp(1, MAX_CONNECTIONS_PER_WORKER))
+        .collect();
+    check_endpoint_count(n, shares.iter().sum())?;
+    let firsts = first_endpoints(&shares, n);
+    let slots_of = |w: usize, e: usize| endpoint_slot_count(firsts[w], shares[w], n, e);
     // Connections per endpoint address (several URLs may name one address): the port budgets
     // of `http::ports` are per destination.
     let addr_total = |addr: std::net::SocketAddr| -> usize {
-        (0..workers).filter(|&w| endpoints[w % endpoints.len()].addr == addr).map(share_of).sum()
+        let to_addr = (0..n).filter(|&e| endpoints[e].addr == addr);
+        to_addr.map(|e| (0..workers).map(|w| slots_of(w, e)).sum::<usize>()).sum()
     };
     let sources = endpoint_sources(plan, endpoints, &addr_total)?;
     let even_ports = ephemeral_even_ports();
     let specs = (0..workers)
         .map(|i| {
-            let ep = i % endpoints.len();
-            let share = share_of(i);
-            let endpoint_total = addr_total(endpoints[ep].addr);
+            let share = shares[i];
             let warm = warm_connections(plan.load_pattern, c.warmup_connections, workers, i, share);
-            let bind_from =
-                bind_from_slot_over_sources(share, endpoint_total, sources[ep].len(), even_ports);
+            let worker_endpoints = (0..n)
+                .map(|e| {
+                    let total = addr_total(endpoints[e].addr);
+                    let per_source = sources[e].len();
+                    let bind_from =
+                        bind_from_slot_over_sources(slots_of(i, e), total, per_source, even_ports);
+                    WorkerEndpoint {
+                        endpoint: endpoints[e].clone(),
+                        requests: tables[e].clone(),
+                        bind_from_slot: bind_from as u32,
+                        // A null-endpoint worker opens no connection.
+                        source_addresses: if null { Vec::new() } else { sources[e].clone() },
+                    }
+                })
+                .collect();
             WorkerSpec {
                 worker_id: i as u16,
                 core: None,
-                endpoint: endpoints[ep].clone(),
+                endpoints: worker_endpoints,
+                first_endpoint: firsts[i] as u32,
                 connections: share as u32,
                 warm_connections: warm as u32,
-                bind_from_slot: bind_from as u32,
                 api: plan.request.api,
                 streaming: plan.request.streaming,
-                requests: tables[ep].clone(),
                 force_epoll: c.force_epoll,
                 max_output_bytes: MAX_OUTPUT_BYTES,
                 request_timeout_ns: plan.request_timeout_ns,
                 in_flight: None,
-                // A null-endpoint worker opens no connection.
-                source_addresses: if null { Vec::new() } else { sources[ep].clone() },
                 synthetic: null.then(|| SyntheticResponse::stub_like(plan.request.streaming)),
             }
         })
         .collect();
     Ok(specs)
+}
+
+/// The endpoint of each worker's slot 0: the run's connections are numbered worker by worker,
+/// so worker `w`'s slot 0 is connection `shares[0] + … + shares[w-1]`, dealt to endpoint
+/// (that number mod `endpoints`).
+fn first_endpoints(shares: &[usize], endpoints: usize) -> Vec<usize> {
+    let n = endpoints.max(1);
+    let mut before = 0;
+    shares
+        .iter()
+        .map(|&share| {
+            let first = before % n;
+            before += share;
+            first
+        })
+        .collect()
+}
+
+/// Refuses a run that cannot give every endpoint a connection (a closed loop of fewer than the
+/// endpoints, or a pool that small), or that has more endpoints than a record can name.
+fn check_endpoint_count(endpoints: usize, connections: usize) -> Result<(), AppError> {
+    if endpoints > MAX_ENDPOINTS {
+        return Err(AppError::Input(format!(
+            "{endpoints} endpoints are more than the {MAX_ENDPOINTS} a run can measure; give at \
+             most {MAX_ENDPOINTS} --endpoints"
+        )));
+    }
+    if connections < endpoints {
+        return Err(AppError::Setup(format!(
+            "{endpoints} endpoints need at least {endpoints} connections (each endpoint gets a \
+             share of them), and the run has {connections}; raise --max-connections or \
+             --concurrency to {endpoints} or more, or give fewer --endpoints"
+        )));
+    }
+    Ok(())
 }
 
 /// The source addresses of each endpoint's connections (`http::ports::source_addresses_for`
@@ -426,19 +479,21 @@ mod tests {
         // One more than one address holds, whatever this machine's range: two addresses.
         let specs = specs_for("http://127.0.0.1:9", &[], 3, per + 1).unwrap();
         for w in &specs {
-            assert_eq!(w.source_addresses, ips(&["127.0.0.1", "127.0.0.2"]), "{}", w.worker_id);
+            let ep = &w.endpoints[0];
+            assert_eq!(ep.source_addresses, ips(&["127.0.0.1", "127.0.0.2"]), "{}", w.worker_id);
             let share = w.connections as usize;
             let even = ephemeral_even_ports();
             assert_eq!(
-                w.bind_from_slot as usize,
+                ep.bind_from_slot as usize,
                 bind_from_slot_over_sources(share, per + 1, 2, even)
             );
         }
         let specs = specs_for("http://127.0.0.1:9", &[], 3, per).unwrap();
-        assert!(specs.iter().all(|w| w.source_addresses.is_empty()), "one address holds them");
+        let sources = |w: &WorkerSpec| w.endpoints[0].source_addresses.clone();
+        assert!(specs.iter().all(|w| sources(w).is_empty()), "one address holds them");
         let given = ["--source-addresses", "127.0.0.3"];
         let specs = specs_for("http://127.0.0.1:9", &given, 2, 10).unwrap();
-        assert!(specs.iter().all(|w| w.source_addresses == ips(&["127.0.0.3"])), "as given");
+        assert!(specs.iter().all(|w| sources(w) == ips(&["127.0.0.3"])), "as given");
     }
 
     #[test]
@@ -499,6 +554,96 @@ mod tests {
         assert_eq!(spec.warmup.pattern, LoadPattern::Poisson { target_qps: 10.0, seed: 5 });
         let rows = plan.dataset.rows.len();
         assert_eq!(spec.warmup.rows, SampleOrder::first_rows(rows, 6, 7));
-        assert_eq!(spec.workers[0].requests.len(), rows, "unsalted: no extra requests");
+        assert_eq!(spec.workers[0].first_requests().len(), rows, "unsalted: no extra requests");
+    }
+
+    /// The plan and worker specs of `connections` over `workers` to the `urls`.
+    fn multi_specs(urls: &[&str], workers: usize, connections: usize) -> Vec<WorkerSpec> {
+        let joined = urls.join(",");
+        let args = ["offline", "--endpoints", &joined, "--model", "m"];
+        let plan = crate::plan::plan_from_args(&args).unwrap();
+        let endpoints: Vec<Endpoint> = urls.iter().map(|u| Endpoint::parse(u).unwrap()).collect();
+        let tables: Vec<_> = urls.iter().map(|_| Arc::new(RequestTable::new())).collect();
+        worker_specs(&plan, &endpoints, &tables, workers, connections).unwrap()
+    }
+
+    /// Slots per endpoint over the whole run, from each worker's first endpoint and share.
+    fn run_split(specs: &[WorkerSpec], endpoints: usize) -> Vec<usize> {
+        (0..endpoints)
+            .map(|e| {
+                let of = |w: &WorkerSpec| {
+                    let (first, share) = (w.first_endpoint as usize, w.connections as usize);
+                    endpoint_slot_count(first, share, endpoints, e)
+                };
+                specs.iter().map(of).sum()
+            })
+            .collect()
+    }
+
+    #[test]
+    fn every_worker_spreads_its_slots_over_all_endpoints_and_the_run_split_is_exact() {
+        let urls = ["http://127.0.0.1:9", "http://127.0.0.1:10", "http://127.0.0.1:11"];
+        // (workers, connections) -> slots per endpoint over the run.
+        for (workers, connections, want) in [
+            (1, 4, vec![2, 1, 1]),
+            (1, 6, vec![2, 2, 2]),
+            (2, 7, vec![3, 2, 2]),
+            (3, 3, vec![1, 1, 1]),
+            (4, 10, vec![4, 3, 3]),
+        ] {
+            let specs = multi_specs(&urls, workers, connections);
+            assert_eq!(run_split(&specs, 3), want, "{workers} workers, {connections} connections");
+            for w in &specs {
+                assert_eq!(w.endpoints.len(), 3, "every worker holds every endpoint");
+                let addrs: Vec<_> = w.endpoints.iter().map(|e| e.endpoint.addr.port()).collect();
+                assert_eq!(addrs, [9, 10, 11], "in the run's order");
+            }
+        }
+        // One worker, two endpoints: the default small-machine run reaches both.
+        let specs = multi_specs(&urls[..2], 1, 32);
+        assert_eq!(run_split(&specs, 2), [16, 16]);
+        assert_eq!(specs[0].first_endpoint, 0);
+        // Worker 1's slot 0 continues the run's numbering after worker 0's 3 slots.
+        let specs = multi_specs(&urls[..2], 2, 5);
+        assert_eq!(specs.iter().map(|w| w.first_endpoint).collect::<Vec<_>>(), [0, 1]);
+    }
+
+    #[test]
+    fn fewer_connections_than_endpoints_is_refused_naming_both_counts() {
+        let plan = crate::plan::plan_from_args(&[
+            "offline",
+            "--endpoints",
+            "http://127.0.0.1:9,http://127.0.0.1:10,http://127.0.0.1:11",
+            "--model",
+            "m",
+        ])
+        .unwrap();
+        let endpoints: Vec<Endpoint> =
+            plan.endpoints.iter().map(|e| Endpoint::parse(&e.url).unwrap()).collect();
+        let tables: Vec<_> = endpoints.iter().map(|_| Arc::new(RequestTable::new())).collect();
+        let err = worker_specs(&plan, &endpoints, &tables, 1, 2).unwrap_err();
+        assert_eq!(err.exit_code(), 3, "{err}");
+        let msg = err.to_string();
+        assert!(msg.contains("3 endpoints need at least 3 connections"), "{msg}");
+        assert!(msg.contains("the run has 2"), "{msg}");
+        assert!(check_endpoint_count(MAX_ENDPOINTS + 1, 100_000).is_err());
+        assert!(check_endpoint_count(MAX_ENDPOINTS, 100_000).is_ok());
+    }
+
+    #[test]
+    fn port_budgets_count_the_connections_to_each_address() {
+        let (low, high) = ephemeral_range();
+        let per = ports_per_source(low, high);
+        // Two URLs naming one loopback address share its ports: past one source address
+        // together though each alone fits.
+        let urls = ["http://127.0.0.1:9", "http://127.0.0.1:9/b"];
+        let specs = multi_specs(&urls, 1, per + 2);
+        for ep in &specs[0].endpoints {
+            assert_eq!(ep.source_addresses, ips(&["127.0.0.1", "127.0.0.2"]));
+        }
+        // Two addresses, each with half: one source address each holds them.
+        let urls = ["http://127.0.0.1:9", "http://127.0.0.1:10"];
+        let specs = multi_specs(&urls, 1, per + 2);
+        assert!(specs[0].endpoints.iter().all(|ep| ep.source_addresses.is_empty()));
     }
 }

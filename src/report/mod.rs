@@ -101,6 +101,17 @@ pub struct RunInfo {
     pub events_has_errors: bool,
     /// When the client basis was counted; `None` without a client tokenizer.
     pub client_token_counting: Option<ClientTokenCounting>,
+    /// Each endpoint's counts, in the run's endpoint order (`endpoints` in the summary).
+    pub endpoints: Vec<EndpointInfo>,
+}
+
+/// One endpoint's counts: `endpoints` in the summary; a line of report.txt's `Endpoints`
+/// section (and of the console) when the run has two or more.
+#[derive(Debug, Clone, PartialEq)]
+pub struct EndpointInfo {
+    /// The endpoint's URL, redacted (no userinfo).
+    pub url: String,
+    pub stat: loadgen_coordinator::metrics::EndpointStat,
 }
 
 /// Failed samples of one kind: `failure_kinds` in the summary, a line in report.txt.

@@ -88,6 +88,8 @@ pub struct ResultSummary {
     pub failure_kinds: Vec<super::FailureKindCount>,
     /// When the client basis was counted; `None` without a client tokenizer.
     pub client_token_counting: Option<super::ClientTokenCounting>,
+    /// Each endpoint's counts, in the run's endpoint order.
+    pub endpoints: Vec<super::EndpointInfo>,
 }
 
 fn non_empty(stat: Option<&SeriesStat>) -> Option<SeriesStat> {
@@ -192,6 +194,7 @@ pub fn result_summary(snap: &Snapshot, info: &RunInfo) -> ResultSummary {
         n_requests_resent: info.requests_resent,
         failure_kinds: info.failures.clone(),
         client_token_counting: info.client_token_counting,
+        endpoints: info.endpoints.clone(),
     }
 }
 
@@ -353,6 +356,40 @@ impl Serialize for FailureKinds<'_> {
     }
 }
 
+/// `[{"url", "n_samples", "n_samples_failed", "failures": {kind: count}, "latency": {...}}]`:
+/// the latency block has the shape of the summary's `latency` (`{}` for an endpoint that got
+/// no sample), the failure kinds are those of `failure_kinds`, in wire order.
+struct Endpoints<'a>(&'a [super::EndpointInfo]);
+
+impl Serialize for Endpoints<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        struct Failures<'a>(&'a loadgen_coordinator::metrics::EndpointStat);
+        impl Serialize for Failures<'_> {
+            fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+                let mut map = serializer.serialize_map(None)?;
+                for (kind, count) in self.0.failure_counts() {
+                    map.serialize_entry(kind.as_str(), &count)?;
+                }
+                map.end()
+            }
+        }
+        struct Entry<'a>(&'a super::EndpointInfo);
+        impl Serialize for Entry<'_> {
+            fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+                let stat = &self.0.stat;
+                let mut map = serializer.serialize_map(Some(5))?;
+                map.serialize_entry("url", &self.0.url)?;
+                map.serialize_entry("n_samples", &stat.n_samples)?;
+                map.serialize_entry("n_samples_failed", &stat.n_samples_failed)?;
+                map.serialize_entry("failures", &Failures(stat))?;
+                map.serialize_entry("latency", &Block::new(stat.latency.as_ref(), false))?;
+                map.end()
+            }
+        }
+        serializer.collect_seq(self.0.iter().map(Entry))
+    }
+}
+
 impl ResultSummary {
     fn serialize_additions<M: SerializeMap>(&self, map: &mut M) -> Result<(), M::Error> {
         let primary = self.primary.basis;
@@ -376,7 +413,8 @@ impl ResultSummary {
         map.serialize_entry("n_requests_resent", &self.n_requests_resent)?;
         map.serialize_entry("failure_kinds", &FailureKinds(&self.failure_kinds))?;
         let counting = self.client_token_counting.map(super::ClientTokenCounting::as_str);
-        map.serialize_entry("client_token_counting", &counting)
+        map.serialize_entry("client_token_counting", &counting)?;
+        map.serialize_entry("endpoints", &Endpoints(&self.endpoints))
     }
 }
 

@@ -7,7 +7,8 @@ use loadgen_coordinator::metrics::fixture::{
 };
 use loadgen_coordinator::metrics::pyjson::to_python_json;
 use loadgen_coordinator::metrics::{
-    final_snapshot, MetricsOptions, RunCounters, RunState, SampleTable, Snapshot, TokenCountSource,
+    final_snapshot, MetricsOptions, RunCounters, RunState, SampleRow, SampleTable, Snapshot,
+    TokenCountSource,
 };
 
 use super::*;
@@ -63,6 +64,7 @@ fn info(primary: TokenCountSource) -> RunInfo {
         failures: Vec::new(),
         requests_resent: 0,
         events_has_errors: true,
+        endpoints: Vec::new(),
     }
 }
 
@@ -75,6 +77,13 @@ fn snapshot(table: &SampleTable, primary: TokenCountSource) -> Snapshot {
         has_tokenizer: true,
     };
     final_snapshot(table, &run_counters(table), &opts, RunState::Complete)
+}
+
+/// The fixture's one endpoint (every row names endpoint 0).
+fn one_endpoint(table: &SampleTable) -> Vec<EndpointInfo> {
+    let stats = loadgen_coordinator::metrics::endpoint_stats(table, 1);
+    let url = "http://127.0.0.1:8000".to_string();
+    stats.into_iter().map(|stat| EndpointInfo { url: url.clone(), stat }).collect()
 }
 
 fn golden_dir() -> PathBuf {
@@ -102,6 +111,7 @@ fn check_golden(name: &str, actual: &[u8]) {
 fn check_case(case: &str, table: &SampleTable, primary: TokenCountSource) {
     let snap = snapshot(table, primary);
     let mut info = info(primary);
+    info.endpoints = one_endpoint(table);
     let failed = run_counters(table).tracked_samples_failed;
     if failed > 0 {
         info.failures = vec![FailureKindCount {
@@ -176,6 +186,7 @@ fn default_summary_keeps_reference_keys_then_adds() {
         "n_requests_resent",
         "failure_kinds",
         "client_token_counting",
+        "endpoints",
     ];
     assert_eq!(&keys[REFERENCE_KEYS.len()..], added);
     let server = summary_json(&table, TokenCountSource::Server);
@@ -536,4 +547,54 @@ fn the_report_says_whether_client_tokens_were_counted_live_or_after_the_run() {
             None => assert!(!text.contains("Client token counts"), "{text}"),
         }
     }
+}
+
+#[test]
+fn per_endpoint_counts_are_in_the_summary_and_report_after_the_reference() {
+    use loadgen_coordinator::metrics::endpoint_stats;
+    let table = synthetic_table(&FixtureSpec { fail_every: 5, ..FixtureSpec::default() });
+    let snap = snapshot(&table, TokenCountSource::Client);
+    // One endpoint: its entry repeats the totals, and report.txt has no section for it.
+    let mut info = info(TokenCountSource::Client);
+    info.endpoints = one_endpoint(&table);
+    let summary = result_summary(&snap, &info);
+    let json: serde_json::Value =
+        serde_json::from_slice(&to_python_json(&summary).unwrap()).unwrap();
+    let ep = &json["endpoints"][0];
+    assert_eq!(ep["url"], "http://127.0.0.1:8000");
+    assert_eq!(ep["n_samples"], json["n_samples_completed"]);
+    assert_eq!(ep["n_samples_failed"], json["n_samples_failed"]);
+    assert_eq!(ep["failures"]["http_status"], json["n_samples_failed"]);
+    let mut latency = json["latency"].clone();
+    latency.as_object_mut().unwrap().remove("early_stopping_percentiles");
+    assert_eq!(ep["latency"], latency, "the same exact values, the same block, no estimates");
+    assert!(!report_txt(&summary, &info).contains("Endpoints"));
+    // Two endpoints: rows 0, 2, 4, ... to the first, the odd ones to the second.
+    let mut split = SampleTable::with_capacity(table.len());
+    for i in 0..table.len() {
+        split.push(&SampleRow { endpoint: (i % 2) as u8, ..table.row(i) });
+    }
+    let urls = ["http://127.0.0.1:8000", "http://127.0.0.1:8001/team"];
+    info.endpoints = endpoint_stats(&split, 2)
+        .into_iter()
+        .zip(urls)
+        .map(|(stat, url)| EndpointInfo { url: url.into(), stat })
+        .collect();
+    let summary = result_summary(&snapshot(&split, TokenCountSource::Client), &info);
+    let json: serde_json::Value =
+        serde_json::from_slice(&to_python_json(&summary).unwrap()).unwrap();
+    let n = |e: usize, key: &str| json["endpoints"][e][key].as_u64().unwrap();
+    assert_eq!(n(0, "n_samples") + n(1, "n_samples"), json["n_samples_completed"]);
+    assert_eq!(n(0, "n_samples_failed") + n(1, "n_samples_failed"), json["n_samples_failed"]);
+    assert_eq!(json["endpoints"][1]["url"], urls[1]);
+    let report = report_txt(&summary, &info);
+    let section = report.find("----------------- Endpoints -----------------").unwrap();
+    assert!(section > report.find("Failure kinds").unwrap(), "after the reference's sections");
+    assert!(section < report.find("End of Report").unwrap());
+    let line =
+        format!("{}: {} samples, {} failed", urls[1], n(1, "n_samples"), n(1, "n_samples_failed"));
+    assert!(report.contains(&line), "{line} in {report}");
+    assert!(report.contains("latency p50/p99/mean: "), "{report}");
+    let console = console_summary(&summary, &info, Path::new("/tmp/r"));
+    assert!(console.contains(&line), "{console}");
 }

@@ -284,6 +284,45 @@ fn failure_section(out: &mut String, s: &ResultSummary) {
     let _ = writeln!(out);
 }
 
+/// Each endpoint's counts (an addition after the reference's sections), for a run with two or
+/// more endpoints: with one, they would repeat the totals above.
+fn endpoint_section(out: &mut String, s: &ResultSummary) {
+    if s.endpoints.len() < 2 {
+        return;
+    }
+    let _ = writeln!(out, "----------------- Endpoints -----------------");
+    for line in endpoint_lines(s) {
+        let _ = writeln!(out, "{line}");
+    }
+    let _ = writeln!(out);
+}
+
+/// One line per endpoint: `URL: N samples, F failed (kind n, ...); latency p50/p99/mean: a /
+/// b / c ms`.
+fn endpoint_lines(s: &ResultSummary) -> Vec<String> {
+    s.endpoints
+        .iter()
+        .map(|e| {
+            let st = &e.stat;
+            let kinds: Vec<String> =
+                st.failure_counts().map(|(k, n)| format!("{} {n}", k.as_str())).collect();
+            let kinds =
+                if kinds.is_empty() { String::new() } else { format!(" ({})", kinds.join(", ")) };
+            let lat = st.latency.as_ref();
+            let mean = lat.map_or_else(|| "N/A".into(), |l| format!("{:.2}", l.avg() * NS_TO_MS));
+            // Grid index 7 is p50.0, index 1 is p99.0.
+            format!(
+                "{}: {} samples, {} failed{kinds}; latency p50/p99/mean: {} / {} / {mean} ms",
+                e.url,
+                st.n_samples,
+                st.n_samples_failed,
+                ms(lat, 7),
+                ms(lat, 1)
+            )
+        })
+        .collect()
+}
+
 /// A message on one line: a server's multi-line body must not break the report's layout.
 fn one_line(text: &str) -> String {
     text.split_whitespace().collect::<Vec<_>>().join(" ")
@@ -315,6 +354,7 @@ pub fn report_txt(s: &ResultSummary, info: &RunInfo) -> String {
     let suffix = format!(" ({})", s.other.basis);
     basis_sections(&mut out, &s.other, &suffix);
     failure_section(&mut out, s);
+    endpoint_section(&mut out, s);
     let _ = writeln!(out, "----------------- End of Report -----------------");
     out
 }
@@ -343,6 +383,11 @@ pub fn console_summary(s: &ResultSummary, info: &RunInfo, report_dir: &Path) -> 
         s.n_samples_issued, s.n_samples_completed, s.n_samples_failed
     );
     failure_lines(&mut out, s, info);
+    if s.endpoints.len() >= 2 {
+        for line in endpoint_lines(s) {
+            let _ = writeln!(out, "  {line}");
+        }
+    }
     if info.abandoned > 0 {
         let _ = writeln!(out, "WARNING: {} samples were abandoned in flight", info.abandoned);
     }

@@ -14,7 +14,7 @@ use loadgen_stubs::{StubConfig, StubKind, StubServer};
 use loadgen_worker::http::tls::Verify;
 use loadgen_worker::request::{ApiType, Endpoint, Prompt, RequestOptions, RequestTable};
 use loadgen_worker::wire::{Doorbell, IssueCmd, RingSizes, WorkerEvent, WorkerRings};
-use loadgen_worker::{monotonic_ns, run_worker, WorkerSpec};
+use loadgen_worker::{monotonic_ns, run_worker, WorkerEndpoint, WorkerSpec};
 
 /// Counts the allocations of the threads that ask to be counted (the worker thread).
 struct Counting;
@@ -81,18 +81,16 @@ fn spec(endpoint: Endpoint, streaming: bool, connections: u32, core: Option<usiz
     WorkerSpec {
         worker_id: 0,
         core,
-        endpoint,
+        endpoints: vec![WorkerEndpoint::new(endpoint, Arc::new(table))],
+        first_endpoint: 0,
         connections,
         warm_connections: connections,
-        bind_from_slot: connections,
         api: ApiType::OpenAiChat,
         streaming,
-        requests: Arc::new(table),
         force_epoll: false,
         max_output_bytes: 1 << 16,
         request_timeout_ns: 0,
         in_flight: None,
-        source_addresses: Vec::new(),
         synthetic: None,
     }
 }

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use loadgen_worker::adapter::Accumulator;
 use loadgen_worker::request::{ApiType, Endpoint, Prompt, RequestOptions, RequestTable};
 use loadgen_worker::wire::{Doorbell, IssueCmd, RecordHeader, RingSizes, WorkerEvent, WorkerRings};
-use loadgen_worker::{monotonic_ns, run_worker, WorkerSpec};
+use loadgen_worker::{monotonic_ns, run_worker, WorkerEndpoint, WorkerSpec};
 use monoio::io::{AsyncReadRent, AsyncWriteRentExt};
 
 /// CPU time of the calling thread: unlike wall time, it barely moves when other processes load
@@ -196,18 +196,16 @@ fn worker_qps(streaming: bool, connections: u32, samples: u64) -> f64 {
     let spec = WorkerSpec {
         worker_id: 0,
         core: None,
-        endpoint,
+        endpoints: vec![WorkerEndpoint::new(endpoint, Arc::new(table))],
+        first_endpoint: 0,
         connections,
         warm_connections: connections,
-        bind_from_slot: connections,
         api: ApiType::OpenAiChat,
         streaming,
-        requests: Arc::new(table),
         force_epoll: false,
         max_output_bytes: 1 << 16,
         request_timeout_ns: 0,
         in_flight: None,
-        source_addresses: Vec::new(),
         synthetic: None,
     };
     let ready = Doorbell::create().unwrap();

@@ -7,7 +7,10 @@ mod run;
 pub mod synthetic;
 pub mod wire;
 
-pub use run::{run_worker, WorkerSpec, EXIT_COORDINATOR_GONE, EXIT_OK, EXIT_SETUP_FAILED};
+pub use run::{
+    endpoint_slot_count, endpoint_url, run_worker, slot_endpoint, WorkerEndpoint, WorkerSpec,
+    EXIT_COORDINATOR_GONE, EXIT_OK, EXIT_SETUP_FAILED, MAX_ENDPOINTS, NO_ENDPOINT,
+};
 
 /// CLOCK_MONOTONIC in nanoseconds: the one clock of the project (coordinator and workers alike).
 pub fn monotonic_ns() -> u64 {

@@ -18,25 +18,57 @@ use crate::wire::{
     FailureKind, InFlightTable, IssueCmd, IssueConsumer, RecordHeader, RecordProducer,
 };
 
+/// One endpoint as a worker sees it: where its slots connect, what they send, and how their
+/// local side is bound.
+#[derive(Clone, Debug)]
+pub struct WorkerEndpoint {
+    /// Where this endpoint's slots connect; `endpoint.tls` set (an `https://` URL) makes each
+    /// of them TLS, verified as its `Verify` says.
+    pub endpoint: Endpoint,
+    /// Every row's request bytes for this endpoint (its Host header and path differ).
+    pub requests: Arc<RequestTable>,
+    /// Of this endpoint's slots (numbered by `slot_endpoint`'s ordinal), those from this index
+    /// on bind a local port before they connect (odd ports: past the even half of the
+    /// ephemeral range, a plain connect scans it); its slot count or more: none do.
+    pub bind_from_slot: u32,
+    /// Local addresses this endpoint's connections bind to before connecting, one per slot in
+    /// turn (by ordinal); empty = the kernel picks the source address.
+    pub source_addresses: Vec<std::net::IpAddr>,
+}
+
+impl WorkerEndpoint {
+    /// `endpoint` with its table, its slots connecting from the kernel's choice of address and
+    /// port (no bind first, no source address).
+    pub fn new(endpoint: Endpoint, requests: Arc<RequestTable>) -> WorkerEndpoint {
+        WorkerEndpoint {
+            endpoint,
+            requests,
+            bind_from_slot: u32::MAX,
+            source_addresses: Vec::new(),
+        }
+    }
+}
+
 /// What the coordinator gives one worker (its part of the plan).
 #[derive(Clone, Debug)]
 pub struct WorkerSpec {
     pub worker_id: u16,
     /// Pin the process to this core when `Some`.
     pub core: Option<usize>,
-    /// Where requests go; `endpoint.tls` set (an `https://` URL) makes every connection TLS,
-    /// verified as its `Verify` says.
-    pub endpoint: Endpoint,
+    /// Every endpoint of the run, in the run's order (a record names its endpoint by this
+    /// index, so at most `MAX_ENDPOINTS`); slot `i` connects to
+    /// `slot_endpoint(first_endpoint, i, endpoints.len())`.
+    pub endpoints: Vec<WorkerEndpoint>,
+    /// The endpoint of this worker's slot 0: the run numbers its connections across workers
+    /// and deals them to the endpoints in turn, so the split is exact over the run.
+    pub first_endpoint: u32,
     pub connections: u32,
-    /// Connections opened before the worker reports ready (at least one, at most
-    /// `connections`); the rest open on demand, on their slot's first request.
+    /// Connections opened before the worker reports ready (at least one per endpoint this
+    /// worker's slots reach, at most `connections`); the rest open on demand, on their slot's
+    /// first request.
     pub warm_connections: u32,
-    /// Slots from this index on bind a local port before they connect (odd ports: past the even
-    /// half of the ephemeral range, a plain connect scans it); `connections` or more: none do.
-    pub bind_from_slot: u32,
     pub api: ApiType,
     pub streaming: bool,
-    pub requests: Arc<RequestTable>,
     /// Use epoll even where io_uring works.
     pub force_epoll: bool,
     /// Longest output kept per sample; longer outputs are cut and counted.
@@ -47,12 +79,43 @@ pub struct WorkerSpec {
     /// Which sample each connection slot has on the wire, read by the coordinator when this
     /// worker dies (`None` in tests that do not need it).
     pub in_flight: Option<InFlightTable>,
-    /// Local addresses this worker's connections bind to before connecting, one per slot in
-    /// turn (`--source-addresses`); empty = the kernel picks the source address.
-    pub source_addresses: Vec<std::net::IpAddr>,
     /// The null endpoint (`null://`): no connection is opened and every sample is answered
     /// at once with this response, so a run measures the coordinator alone.
     pub synthetic: Option<crate::synthetic::SyntheticResponse>,
+}
+
+impl WorkerSpec {
+    /// The request table of endpoint 0 (the only one of a null-endpoint run).
+    pub fn first_requests(&self) -> &RequestTable {
+        &self.endpoints[0].requests
+    }
+}
+
+/// Endpoints a run may have: a record names its endpoint in one byte, and `NO_ENDPOINT` is
+/// reserved.
+pub const MAX_ENDPOINTS: usize = 255;
+
+/// The endpoint byte of a record whose sample reached no endpoint (cancelled in the queue).
+pub const NO_ENDPOINT: u8 = u8::MAX;
+
+/// The endpoint of slot `slot` of a worker whose slot 0 goes to `first` among `endpoints`, and
+/// the slot's ordinal among that endpoint's slots of the worker: slots are dealt to the
+/// endpoints in turn, so any `endpoints` consecutive slots reach each endpoint once.
+pub fn slot_endpoint(first: usize, slot: usize, endpoints: usize) -> (usize, usize) {
+    let n = endpoints.max(1);
+    ((first + slot) % n, slot / n)
+}
+
+/// How many of a worker's `slots` reach endpoint `e` under `slot_endpoint`.
+pub fn endpoint_slot_count(first: usize, slots: usize, endpoints: usize, e: usize) -> usize {
+    let n = endpoints.max(1);
+    // Endpoint `e` first appears at slot `(e - first) mod n`, then every n slots.
+    let offset = (e + n - first % n) % n;
+    if slots <= offset {
+        0
+    } else {
+        (slots - offset).div_ceil(n)
+    }
 }
 
 /// Exit codes of `run_worker`.
@@ -71,42 +134,75 @@ struct Job {
 /// Wakers of tasks waiting for a condition on the worker's shared state. Each waiter owns a fixed
 /// slot (its connection index), so re-polling a pending wait overwrites its waker instead of
 /// growing the list: the list never holds more than one entry per task.
+///
+/// Slots may be put in groups (the job list groups connections by endpoint): each group keeps
+/// its own stack, and `wake_one` takes the groups in turn, so at a low rate, when few
+/// connections are busy, samples still go to every endpoint in turn instead of all to the
+/// most recently used connection.
 struct WaitList {
     slots: RefCell<Vec<Option<Waker>>>,
-    /// Slots holding a waker, most recent last (each index at most once).
-    stack: RefCell<Vec<usize>>,
+    /// Each slot's group (all 0 until `set_groups`).
+    group_of: RefCell<Vec<usize>>,
+    /// Per group, the slots holding a waker, most recent last (each index at most once).
+    stacks: RefCell<Vec<Vec<usize>>>,
+    /// The group `wake_one` tries first.
+    next_group: Cell<usize>,
 }
 
 impl WaitList {
     fn new(slot_count: usize) -> WaitList {
         WaitList {
             slots: RefCell::new(vec![None; slot_count]),
-            stack: RefCell::new(Vec::with_capacity(slot_count)),
+            group_of: RefCell::new(vec![0; slot_count]),
+            stacks: RefCell::new(vec![Vec::with_capacity(slot_count)]),
+            next_group: Cell::new(0),
         }
+    }
+
+    /// Puts slot `i` in group `group_of[i]` of `groups`; before any slot registers.
+    fn set_groups(&self, group_of: Vec<usize>, groups: usize) {
+        debug_assert!(self.stacks.borrow().iter().all(Vec::is_empty));
+        let per_group = |g: usize| group_of.iter().filter(|&&x| x == g).count();
+        *self.stacks.borrow_mut() =
+            (0..groups.max(1)).map(|g| Vec::with_capacity(per_group(g))).collect();
+        *self.group_of.borrow_mut() = group_of;
     }
 
     fn register(&self, slot: usize, waker: &Waker) {
         let mut slots = self.slots.borrow_mut();
         if slots[slot].replace(waker.clone()).is_none() {
-            self.stack.borrow_mut().push(slot);
+            let group = self.group_of.borrow()[slot];
+            self.stacks.borrow_mut()[group].push(slot);
         }
     }
 
+    /// Wakes the most recent waiter of the next group in turn that has one.
     fn wake_one(&self) {
-        let waker = loop {
-            let Some(slot) = self.stack.borrow_mut().pop() else { return };
-            if let Some(waker) = self.slots.borrow_mut()[slot].take() {
-                break waker;
+        let groups = self.stacks.borrow().len();
+        let first = self.next_group.get();
+        for k in 0..groups {
+            let group = (first + k) % groups;
+            if let Some(waker) = self.pop_waker(group) {
+                self.next_group.set((group + 1) % groups);
+                waker.wake();
+                return;
             }
-        };
-        waker.wake();
+        }
+    }
+
+    fn pop_waker(&self, group: usize) -> Option<Waker> {
+        loop {
+            let slot = self.stacks.borrow_mut()[group].pop()?;
+            if let Some(waker) = self.slots.borrow_mut()[slot].take() {
+                return Some(waker);
+            }
+        }
     }
 
     fn wake_all(&self) {
-        let slots: Vec<usize> = std::mem::take(&mut *self.stack.borrow_mut());
-        for slot in slots {
-            let waker = self.slots.borrow_mut()[slot].take();
-            if let Some(waker) = waker {
+        let groups = self.stacks.borrow().len();
+        for group in 0..groups {
+            while let Some(waker) = self.pop_waker(group) {
                 waker.wake();
             }
         }
@@ -176,10 +272,10 @@ pub fn run_worker(spec: WorkerSpec, issue: IssueConsumer, mut records: RecordPro
         let mut issue = issue;
         return crate::synthetic::run_synthetic(&spec, &response, &mut issue, &mut records);
     }
-    // One TLS config per worker, built before any connect: a bad CA bundle or an empty system
-    // store is a setup error here, not a failed handshake per connection.
-    let tls = match spec.endpoint.tls.as_ref().map(TlsClient::new).transpose() {
-        Ok(tls) => tls.map(Rc::new),
+    // The TLS configs, built before any connect: a bad CA bundle or an empty system store is
+    // a setup error here, not a failed handshake per connection.
+    let tls = match tls_clients(&spec.endpoints) {
+        Ok(tls) => tls,
         Err(e) => {
             records.push_setup_failed(&format!("worker {}: {e}", spec.worker_id));
             records.push_done();
@@ -248,6 +344,42 @@ fn build_runtime(force_epoll: bool, entries: u32) -> std::io::Result<(Runtime, O
     Ok((runtime.into(), warning))
 }
 
+/// One TLS client per endpoint (`None` for `http://`); endpoints with equal settings (same
+/// host and verification) share one, so the roots are read once per distinct setting.
+fn tls_clients(
+    endpoints: &[WorkerEndpoint],
+) -> Result<Vec<Option<Rc<TlsClient>>>, crate::http::tls::TlsSetupError> {
+    let mut built: Vec<(&crate::http::tls::TlsSettings, Rc<TlsClient>)> = Vec::new();
+    let mut out = Vec::with_capacity(endpoints.len());
+    for ep in endpoints {
+        let Some(settings) = ep.endpoint.tls.as_ref() else {
+            out.push(None);
+            continue;
+        };
+        let client = match built.iter().find(|(s, _)| *s == settings) {
+            Some((_, client)) => client.clone(),
+            None => {
+                let client = Rc::new(TlsClient::new(settings)?);
+                built.push((settings, client.clone()));
+                client
+            }
+        };
+        out.push(Some(client));
+    }
+    Ok(out)
+}
+
+/// The endpoint's URL as the user reads it (the plan stripped any userinfo before).
+pub fn endpoint_url(ep: &Endpoint) -> String {
+    let scheme = if ep.tls.is_some() { "https" } else { "http" };
+    let host = if ep.host.contains(':') && !ep.host.starts_with('[') {
+        format!("[{}]", ep.host)
+    } else {
+        ep.host.clone()
+    };
+    format!("{scheme}://{host}:{}{}", ep.port, ep.path_prefix)
+}
+
 /// Connects in flight at once while a worker opens its warm connections (the reference's
 /// `max_concurrent_warmup_connects`).
 pub const WARMUP_CONNECTS_IN_FLIGHT: usize = 128;
@@ -255,19 +387,14 @@ pub const WARMUP_CONNECTS_IN_FLIGHT: usize = 128;
 async fn worker_main(
     shared: Rc<Shared>,
     mut issue: IssueConsumer,
-    tls: Option<Rc<TlsClient>>,
+    tls: Vec<Option<Rc<TlsClient>>>,
 ) -> i32 {
     let spec = &shared.spec;
-    let (opened, first_error) = open_warm_connections(spec, tls).await;
+    let (opened, first_errors) = open_warm_connections(spec, &tls).await;
     let open_count = opened.iter().filter(|c| c.is_open()).count() as u32;
-    if open_count == 0 {
-        // A certificate that did not verify says so, names the host and what to pass.
-        let message = match first_error {
-            Some(e) => format!("worker {}: {}", spec.worker_id, e.message(spec.endpoint.addr)),
-            None => format!("worker {}: no connections configured", spec.worker_id),
-        };
+    if let Some(message) = unreachable_endpoint(spec, &opened, &first_errors) {
         let mut records = shared.records.borrow_mut();
-        records.push_setup_failed(&message);
+        records.push_setup_failed(&format!("worker {}: {message}", spec.worker_id));
         records.push_done();
         return EXIT_SETUP_FAILED;
     }
@@ -276,6 +403,8 @@ async fn worker_main(
     }
     shared.records.borrow_mut().defer_doorbell(true);
     let flusher = monoio::spawn(doorbell_task(shared.clone()));
+    let groups = opened.iter().map(|c| usize::from(c.endpoint())).collect();
+    shared.jobs.set_groups(groups, spec.endpoints.len());
     let tasks: Vec<_> = opened
         .into_iter()
         .enumerate()
@@ -318,41 +447,84 @@ async fn worker_main(
     EXIT_OK
 }
 
-/// Builds the worker's connection slots and opens `warm_connections` of them (at least one),
-/// at most `WARMUP_CONNECTS_IN_FLIGHT` connects at a time; for an `https://` endpoint each
-/// connect includes its TLS handshake, so warm connections handshake before the worker is
-/// ready, outside the measured window. Slots come back closed first, open last; a slot whose
-/// connect failed stays closed and reconnects on its first request.
+/// Why this worker cannot start: an endpoint its slots reach with no warm connection open
+/// (the first one, named with its URL and the connect error), or no slot at all.
+fn unreachable_endpoint(
+    spec: &WorkerSpec,
+    slots: &[Conn],
+    first_errors: &[Option<ConnectError>],
+) -> Option<String> {
+    if slots.is_empty() {
+        return Some("no connections configured".to_string());
+    }
+    let n = spec.endpoints.len();
+    let first = spec.first_endpoint as usize;
+    for (e, ep) in spec.endpoints.iter().enumerate() {
+        let reached = endpoint_slot_count(first, slots.len(), n, e) > 0;
+        if !reached || slots.iter().any(|c| c.is_open() && usize::from(c.endpoint()) == e) {
+            continue;
+        }
+        let url = endpoint_url(&ep.endpoint);
+        // A certificate that did not verify says so, names the host and what to pass.
+        let why = match &first_errors[e] {
+            Some(err) => err.message(ep.endpoint.addr),
+            None => "no connection opened".to_string(),
+        };
+        return Some(format!("endpoint {url}: {why}"));
+    }
+    None
+}
+
+/// Warm connections of a worker: what the plan asks, at least one per endpoint its slots
+/// reach (the first `endpoints` slots reach each once), at most its slots.
+fn warm_count(spec: &WorkerSpec) -> usize {
+    let slots = spec.connections as usize;
+    let per_endpoint = slots.min(spec.endpoints.len().max(1));
+    (spec.warm_connections as usize).max(per_endpoint).min(slots)
+}
+
+/// Builds the worker's connection slots and opens `warm_count` of them (at least one per
+/// endpoint), at most `WARMUP_CONNECTS_IN_FLIGHT` connects at a time; for an `https://`
+/// endpoint each connect includes its TLS handshake, so warm connections handshake before the
+/// worker is ready, outside the measured window. Slots come back closed first, open last; a
+/// slot whose connect failed stays closed and reconnects on its first request. Also returns
+/// each endpoint's first connect error.
 async fn open_warm_connections(
     spec: &WorkerSpec,
-    tls: Option<Rc<TlsClient>>,
-) -> (Vec<Conn>, Option<ConnectError>) {
+    tls: &[Option<Rc<TlsClient>>],
+) -> (Vec<Conn>, Vec<Option<ConnectError>>) {
     let slot_count = spec.connections as usize;
-    let warm_count = (spec.warm_connections as usize).clamp(1, slot_count.max(1)).min(slot_count);
-    // Slot `index` leaves from source address `index % len` (`http::ports` sizes each
-    // address's share of the run, and `bind_from_slot` counts per address).
-    let sources = &spec.source_addresses;
+    let warm_count = warm_count(spec);
+    let n = spec.endpoints.len();
+    // Slot `index` reaches endpoint `e`; it leaves from that endpoint's source address
+    // `ordinal % len` (`http::ports` sizes each address's share of the run, and
+    // `bind_from_slot` counts per endpoint and address).
     let new_conn = |index: usize| {
-        let mut conn = Conn::new(spec.endpoint.addr, spec.api, spec.max_output_bytes);
-        conn.set_bind_before_connect(index >= spec.bind_from_slot as usize);
-        conn.set_source_address((!sources.is_empty()).then(|| sources[index % sources.len()]));
-        conn.set_tls(tls.clone());
+        let (e, ordinal) = slot_endpoint(spec.first_endpoint as usize, index, n);
+        let ep = &spec.endpoints[e];
+        let sources = &ep.source_addresses;
+        let mut conn = Conn::new(ep.endpoint.addr, spec.api, spec.max_output_bytes);
+        conn.set_endpoint(e as u8);
+        conn.set_bind_before_connect(ordinal >= ep.bind_from_slot as usize);
+        conn.set_source_address((!sources.is_empty()).then(|| sources[ordinal % sources.len()]));
+        conn.set_tls(tls[e].clone());
         conn
     };
     let pending: Rc<RefCell<Vec<Conn>>> = Rc::new(RefCell::new(Vec::with_capacity(warm_count)));
     pending.borrow_mut().extend((0..warm_count).map(new_conn));
     let connected = Rc::new(RefCell::new(Vec::with_capacity(warm_count)));
-    let first_error = Rc::new(RefCell::new(None));
+    let first_errors: Rc<RefCell<Vec<Option<ConnectError>>>> =
+        Rc::new(RefCell::new((0..n).map(|_| None).collect()));
     let connectors: Vec<_> = (0..warm_count.min(WARMUP_CONNECTS_IN_FLIGHT))
         .map(|_| {
-            let (pending, connected, first_error) =
-                (pending.clone(), connected.clone(), first_error.clone());
+            let (pending, connected, first_errors) =
+                (pending.clone(), connected.clone(), first_errors.clone());
             monoio::spawn(async move {
                 loop {
                     let conn = pending.borrow_mut().pop();
                     let Some(mut conn) = conn else { return };
                     if let Err(e) = conn.connect().await {
-                        first_error.borrow_mut().get_or_insert(e);
+                        first_errors.borrow_mut()[usize::from(conn.endpoint())].get_or_insert(e);
                     }
                     connected.borrow_mut().push(conn);
                 }
@@ -368,8 +540,8 @@ async fn open_warm_connections(
     let (open, closed): (Vec<Conn>, Vec<Conn>) = warmed.into_iter().partition(Conn::is_open);
     slots.extend(closed);
     slots.extend(open);
-    let first_error = first_error.borrow_mut().take();
-    (slots, first_error)
+    let first_errors = std::mem::take(&mut *first_errors.borrow_mut());
+    (slots, first_errors)
 }
 
 /// Moves issue commands into the local queue until Stop or Abort; sleeps on the wake socket when
@@ -480,7 +652,7 @@ fn cancel_queued(shared: &Shared) {
     let now = crate::monotonic_ns();
     while let Some(job) = shared.queue.borrow_mut().pop_front() {
         let outcome = Outcome::failed(FailureKind::Cancelled, now);
-        push_failure(shared, job, outcome, b"cancelled before it was sent");
+        push_failure(shared, job, outcome, NO_ENDPOINT, b"cancelled before it was sent");
     }
 }
 
@@ -567,7 +739,8 @@ enum Ended {
 
 /// Runs one job on `conn` and pushes its record; returns whether the worker aborted.
 async fn exchange_job(shared: &Rc<Shared>, slot: usize, conn: &mut Conn, job: Job) -> bool {
-    let request = shared.spec.requests.row_bytes(job.row as usize);
+    let endpoint = usize::from(conn.endpoint());
+    let request = shared.spec.endpoints[endpoint].requests.row_bytes(job.row as usize);
     let timeout_ns = shared.spec.request_timeout_ns;
     let ended = {
         let s = shared.clone();
@@ -609,7 +782,7 @@ async fn exchange_job(shared: &Rc<Shared>, slot: usize, conn: &mut Conn, job: Jo
                 std::time::Duration::from_nanos(timeout_ns).as_secs_f64()
             );
             let outcome = Outcome::failed(FailureKind::Timeout, now);
-            push_failure(shared, job, outcome, message.as_bytes());
+            push_failure(shared, job, outcome, conn.endpoint(), message.as_bytes());
         }
         Ended::Aborted => {
             conn.close_with_reset();
@@ -617,6 +790,7 @@ async fn exchange_job(shared: &Rc<Shared>, slot: usize, conn: &mut Conn, job: Jo
                 shared,
                 job,
                 Outcome::failed(FailureKind::Cancelled, now),
+                conn.endpoint(),
                 b"cancelled by abort",
             );
         }
@@ -624,7 +798,7 @@ async fn exchange_job(shared: &Rc<Shared>, slot: usize, conn: &mut Conn, job: Jo
     aborted
 }
 
-fn base_header(shared: &Shared, job: Job, outcome: Outcome) -> RecordHeader {
+fn base_header(shared: &Shared, job: Job, outcome: Outcome, endpoint: u8) -> RecordHeader {
     RecordHeader {
         sample_id: job.sample_id,
         issued_ns: job.issued_ns,
@@ -641,11 +815,12 @@ fn base_header(shared: &Shared, job: Job, outcome: Outcome) -> RecordHeader {
         failure: outcome.failure as u8,
         finish: 0,
         resent: u8::from(outcome.resent),
+        endpoint,
     }
 }
 
-fn push_failure(shared: &Shared, job: Job, outcome: Outcome, error: &[u8]) {
-    let header = base_header(shared, job, outcome);
+fn push_failure(shared: &Shared, job: Job, outcome: Outcome, endpoint: u8, error: &[u8]) {
+    let header = base_header(shared, job, outcome, endpoint);
     if !shared.records.borrow_mut().push_record(&header, &[], error) {
         shared.coordinator_gone.set(true);
     }
@@ -654,7 +829,7 @@ fn push_failure(shared: &Shared, job: Job, outcome: Outcome, error: &[u8]) {
 
 fn push_result(shared: &Shared, job: Job, conn: &Conn, outcome: Outcome) {
     let acc = &conn.acc;
-    let mut header = base_header(shared, job, outcome);
+    let mut header = base_header(shared, job, outcome, conn.endpoint());
     if acc.first_chunk_ns != 0 {
         header.first_chunk_ns = acc.first_chunk_ns.clamp(job.issued_ns, header.complete_ns);
     }
@@ -691,5 +866,57 @@ fn warn_once(shared: &Shared, records: &mut RecordProducer, conn: &Conn) {
             "worker {id}: an output exceeded {} bytes and was cut",
             shared.spec.max_output_bytes
         ));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn slots_are_dealt_to_the_endpoints_in_turn_from_the_workers_first() {
+        // Worker whose slot 0 is endpoint 1 of 3: slots 0..7 reach 1, 2, 0, 1, 2, 0, 1.
+        let got: Vec<(usize, usize)> = (0..7).map(|slot| slot_endpoint(1, slot, 3)).collect();
+        assert_eq!(got, [(1, 0), (2, 0), (0, 0), (1, 1), (2, 1), (0, 1), (1, 2)]);
+        // Any `endpoints` consecutive slots reach each endpoint once, so the ordinals of one
+        // endpoint's slots count 0, 1, 2, ... with no gap.
+        for first in 0..4 {
+            for e in 0..4 {
+                let ordinals: Vec<usize> = (0..21)
+                    .map(|s| slot_endpoint(first, s, 4))
+                    .filter(|x| x.0 == e)
+                    .map(|x| x.1)
+                    .collect();
+                assert_eq!(ordinals, (0..ordinals.len()).collect::<Vec<_>>());
+                assert_eq!(ordinals.len(), endpoint_slot_count(first, 21, 4, e), "{first} {e}");
+            }
+        }
+        assert_eq!(slot_endpoint(0, 5, 1), (0, 5), "one endpoint: every slot, ordinal = slot");
+    }
+
+    #[test]
+    fn slot_counts_per_endpoint_add_up_and_differ_by_at_most_one() {
+        for endpoints in 1..6 {
+            for first in 0..endpoints {
+                for slots in 0..13 {
+                    let counts: Vec<usize> = (0..endpoints)
+                        .map(|e| endpoint_slot_count(first, slots, endpoints, e))
+                        .collect();
+                    assert_eq!(counts.iter().sum::<usize>(), slots);
+                    let (min, max) = (counts.iter().min(), counts.iter().max());
+                    assert!(max.unwrap() - min.unwrap() <= 1, "{counts:?}");
+                }
+            }
+        }
+        assert_eq!(endpoint_slot_count(2, 1, 3, 2), 1);
+        assert_eq!(endpoint_slot_count(2, 1, 3, 0), 0, "a one-slot worker reaches one endpoint");
+    }
+
+    #[test]
+    fn an_endpoint_url_names_scheme_host_port_and_prefix() {
+        let ep = Endpoint::parse("http://127.0.0.1:9/team").unwrap();
+        assert_eq!(endpoint_url(&ep), "http://127.0.0.1:9/team");
+        let ep = Endpoint::parse("https://[::1]:8443").unwrap();
+        assert_eq!(endpoint_url(&ep), "https://[::1]:8443");
     }
 }

@@ -64,6 +64,7 @@ impl SyntheticResponse {
             failure: FailureKind::None as u8,
             finish: FinishReason::Stop as u8,
             resent: 0,
+            endpoint: 0,
         }
     }
 }

@@ -13,7 +13,7 @@ use loadgen_worker::wire::{
     Doorbell, FailureKind, FinishReason, IssueCmd, RecordConsumer, RingSizes, WorkerEvent,
     WorkerRings,
 };
-use loadgen_worker::{monotonic_ns, run_worker, WorkerSpec};
+use loadgen_worker::{monotonic_ns, run_worker, WorkerEndpoint, WorkerSpec};
 
 /// A canned-response server: echoes the prompt as SSE (split across HTTP chunks) or JSON;
 /// "missing" gives 404, "stall" never answers, every `close_every`-th response closes; the
@@ -285,18 +285,16 @@ fn spec(
     WorkerSpec {
         worker_id: 2,
         core: None,
-        endpoint,
+        endpoints: vec![WorkerEndpoint::new(endpoint, Arc::new(table))],
+        first_endpoint: 0,
         connections,
         warm_connections: connections,
-        bind_from_slot: connections,
         api: ApiType::OpenAiChat,
         streaming,
-        requests: Arc::new(table),
         force_epoll: epoll,
         max_output_bytes: 1 << 16,
         request_timeout_ns: 0,
         in_flight: None,
-        source_addresses: Vec::new(),
         synthetic: None,
     }
 }
@@ -315,6 +313,7 @@ struct Got {
     first_chunk_len: u32,
     tokens: (Option<u32>, Option<u32>),
     resent: u8,
+    endpoint: u8,
 }
 
 enum Popped {
@@ -352,6 +351,7 @@ fn pop_wait(records: &mut RecordConsumer, bell: &Doorbell) -> Popped {
                     first_chunk_len: view.header.first_chunk_len,
                     tokens: (view.header.prompt_tokens, view.header.completion_tokens),
                     resent: view.header.resent,
+                    endpoint: view.header.endpoint,
                 })
             }
         });
@@ -488,6 +488,47 @@ fn unreachable_endpoint_is_a_setup_failure() {
     assert_eq!(code, 3);
     assert!(got.is_empty());
     assert!(messages[0].contains("cannot connect"), "{messages:?}");
+}
+
+/// A worker spec whose slots are dealt over the `servers`' endpoints, slot 0 to `first`.
+fn multi_spec(servers: &[std::net::SocketAddr], first: u32, connections: u32) -> WorkerSpec {
+    let endpoint = |addr| Endpoint::parse(&format!("http://{addr}")).unwrap();
+    let mut multi = spec(endpoint(servers[0]), PROMPTS, true, connections, false);
+    for &addr in &servers[1..] {
+        let other = spec(endpoint(addr), PROMPTS, true, connections, false);
+        multi.endpoints.extend(other.endpoints);
+    }
+    multi.first_endpoint = first;
+    multi
+}
+
+#[test]
+fn one_worker_spreads_its_samples_over_every_endpoint_and_records_name_them() {
+    let servers = [Server::start(0), Server::start(0), Server::start(0)];
+    let addrs: Vec<_> = servers.iter().map(|s| s.addr).collect();
+    let issues: Vec<(u64, u32)> = (0..300).map(|i| (i, 0)).collect();
+    let (got, _, code) = run(multi_spec(&addrs, 1, 6), &issues, IssueCmd::Stop);
+    assert_eq!(code, 0);
+    assert_eq!(got.len(), issues.len());
+    assert!(got.iter().all(|g| g.failure == FailureKind::None), "{got:?}");
+    for (e, server) in servers.iter().enumerate() {
+        let named = got.iter().filter(|g| usize::from(g.endpoint) == e).count();
+        assert_eq!(named, server.requests.load(Ordering::SeqCst), "endpoint {e}");
+        // Taken in turn, a third each; the bound leaves room for a slow, shared machine.
+        assert!(named >= issues.len() / 6, "endpoint {e} got {named} of {}", issues.len());
+        assert_eq!(server.accepted.load(Ordering::SeqCst), 2, "two of the six slots each");
+    }
+}
+
+#[test]
+fn a_dead_endpoint_fails_setup_naming_it_though_the_other_connects() {
+    let live = Server::start(0);
+    let dead = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
+    let (got, messages, code) = run(multi_spec(&[live.addr, dead], 0, 4), &[], IssueCmd::Stop);
+    assert_eq!((code, got.len()), (3, 0));
+    let want = format!("worker 2: endpoint http://{dead}: cannot connect to {dead}: ");
+    assert!(messages[0].starts_with(&want), "{messages:?}");
+    assert!(!messages[0].contains(&live.addr.to_string()), "{messages:?}");
 }
 
 /// `PROMPTS` then `FAULTS`: the row of a fault prompt is its index here.
@@ -716,8 +757,8 @@ fn without_the_stubs_ca_the_worker_fails_setup_saying_the_certificate_did_not_ve
     assert_eq!(
         messages[0],
         format!(
-            "worker 2: the certificate of localhost did not verify (invalid peer certificate: \
-             UnknownIssuer); pass a CA bundle that holds its issuer (--ca-bundle FILE), or \
+            "worker 2: endpoint https://localhost:{port}: the certificate of localhost did not \
+             verify (invalid peer certificate: UnknownIssuer); pass a CA bundle that holds its issuer (--ca-bundle FILE), or \
              --insecure to skip verification (at 127.0.0.1:{port})"
         )
     );
@@ -784,7 +825,10 @@ fn an_https_endpoint_that_answers_plain_http_fails_setup_as_a_tls_handshake() {
     let (_, messages, code) = run(spec(ep, TLS_PROMPTS, false, 1, false), &[], IssueCmd::Stop);
     assert_eq!(code, 3);
     assert!(
-        messages[0].starts_with("worker 2: tls handshake with 127.0.0.1 failed: "),
+        messages[0].starts_with(&format!(
+            "worker 2: endpoint https://{}: tls handshake with 127.0.0.1 failed: ",
+            server.addr
+        )),
         "{messages:?}"
     );
 }

@@ -144,6 +144,8 @@ impl State {
             prompt_tokens: h.prompt_tokens,
             completion_tokens: h.completion_tokens,
             output_empty: output.is_empty(),
+            failure: h.failure,
+            endpoint: h.endpoint,
         });
         if let Some(pool) = &mut self.tokens {
             if !failed && !output.is_empty() {

@@ -59,6 +59,7 @@ fn synthetic_row(i: usize, rng: &mut Rng, spec: &FixtureSpec) -> SampleRow {
             complete_ns: issued_ns + ttft_ns / 2,
             failed: true,
             isl_client: Some(isl),
+            failure: loadgen_worker::wire::FailureKind::HttpStatus as u8,
             ..SampleRow::default()
         };
     }
@@ -77,6 +78,8 @@ fn synthetic_row(i: usize, rng: &mut Rng, spec: &FixtureSpec) -> SampleRow {
         prompt_tokens: (!missing).then_some(isl),
         completion_tokens: (!missing).then_some(osl.saturating_sub(spec.server_osl_deficit)),
         output_empty: false,
+        failure: 0,
+        endpoint: 0,
     }
 }
 

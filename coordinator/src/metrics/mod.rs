@@ -2,6 +2,7 @@
 
 pub mod basis;
 pub mod early_stop;
+pub mod endpoints;
 pub mod fixture;
 pub mod pyjson;
 pub mod series;
@@ -12,6 +13,7 @@ pub mod tokens;
 pub mod usage;
 
 pub use basis::{basis_key, TokenCountSource};
+pub use endpoints::{endpoint_stats, EndpointStat};
 pub use series::{Num, SeriesStat, SummaryBlock};
 pub use snapshot::{final_snapshot, CounterStat, MetricsOptions, RunState, Snapshot};
 pub use table::{FinishKind, RunCounters, SampleRow, SampleTable};

@@ -2,7 +2,7 @@
 //!
 //! The aggregator pushes a [`SampleRow`] once a sample's record and its client
 //! tokenization have both arrived; the final snapshot is computed from the table
-//! alone. Optional values are stored with a sentinel so a row costs 46 bytes.
+//! alone. Optional values are stored with a sentinel so a row costs 48 bytes.
 
 /// Why a sample's generation stopped, as the endpoint reported it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -115,6 +115,10 @@ pub struct SampleRow {
     pub completion_tokens: Option<u32>,
     /// The response carried no output text at all.
     pub output_empty: bool,
+    /// Why it failed: a `FailureKind` wire value, 0 (`None`) for a success.
+    pub failure: u8,
+    /// Which of the run's endpoints it went to (the record's endpoint index).
+    pub endpoint: u8,
 }
 
 /// Struct-of-arrays store of tracked samples.
@@ -130,6 +134,8 @@ pub struct SampleTable {
     pub(crate) tpot_tokens_client: Vec<u32>,
     pub(crate) prompt_tokens: Vec<u32>,
     pub(crate) completion_tokens: Vec<u32>,
+    pub(crate) failure: Vec<u8>,
+    pub(crate) endpoint: Vec<u8>,
 }
 
 fn count_or_none(value: Option<u32>) -> u32 {
@@ -156,6 +162,8 @@ impl SampleTable {
             tpot_tokens_client: Vec::with_capacity(n),
             prompt_tokens: Vec::with_capacity(n),
             completion_tokens: Vec::with_capacity(n),
+            failure: Vec::with_capacity(n),
+            endpoint: Vec::with_capacity(n),
         }
     }
 
@@ -178,6 +186,8 @@ impl SampleTable {
         self.tpot_tokens_client.push(count_or_none(row.tpot_tokens_client));
         self.prompt_tokens.push(count_or_none(row.prompt_tokens));
         self.completion_tokens.push(count_or_none(row.completion_tokens));
+        self.failure.push(row.failure);
+        self.endpoint.push(row.endpoint);
     }
 
     /// Number of rows.
@@ -204,6 +214,8 @@ impl SampleTable {
             prompt_tokens: some_count(self.prompt_tokens[i]),
             completion_tokens: some_count(self.completion_tokens[i]),
             output_empty: self.flags[i] & FLAG_OUTPUT_EMPTY != 0,
+            failure: self.failure[i],
+            endpoint: self.endpoint[i],
         }
     }
 }
@@ -274,12 +286,15 @@ mod tests {
                 prompt_tokens: Some(6),
                 completion_tokens: None,
                 output_empty: false,
+                failure: 0,
+                endpoint: 1,
             },
             SampleRow {
                 issued_ns: 1,
                 complete_ns: 2,
                 failed: true,
                 output_empty: true,
+                failure: 5,
                 ..SampleRow::default()
             },
         ];

@@ -308,6 +308,8 @@ pub fn may_resend(carried_response: bool, failure: FailureKind, response_bytes: 
 /// A connection slot: the socket (None until connected or after a close) and its buffers.
 pub struct Conn {
     addr: SocketAddr,
+    /// Which of the run's endpoints this slot reaches (its index in `WorkerSpec::endpoints`).
+    endpoint: u8,
     stream: Option<Stream>,
     /// Set for an `https://` endpoint: every connect handshakes before it counts as open.
     tls: Option<Rc<TlsClient>>,
@@ -355,6 +357,7 @@ impl Conn {
         let max_body_bytes = max_output_bytes.saturating_mul(4).saturating_add(64 * 1024);
         Conn {
             addr,
+            endpoint: 0,
             stream: None,
             tls: None,
             read_buf: Vec::with_capacity(READ_BUF_BYTES),
@@ -381,6 +384,21 @@ impl Conn {
     /// are even ports binds its surplus so no connect scans the exhausted even half.
     pub fn set_bind_before_connect(&mut self, bind_first: bool) {
         self.local.port_first = bind_first;
+    }
+
+    /// Makes this slot reach the run's endpoint `index` (records name it).
+    pub fn set_endpoint(&mut self, index: u8) {
+        self.endpoint = index;
+    }
+
+    /// The run's endpoint this slot reaches.
+    pub fn endpoint(&self) -> u8 {
+        self.endpoint
+    }
+
+    /// The endpoint address this slot connects to.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
     }
 
     /// Makes every connect of this slot leave from `source` (`None`: the kernel's choice).

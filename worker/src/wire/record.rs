@@ -150,6 +150,11 @@ pub struct RecordHeader {
     /// 1 when the request was sent a second time: its reused keep-alive connection closed
     /// before any byte of the response came back (counted as `requests_resent`).
     pub resent: u8,
+    /// Which of the run's endpoints the sample went to (its index in the run's endpoint list;
+    /// `NO_ENDPOINT`, 255, when it reached none). It fills the header's last padding byte, so
+    /// the record stays 64 bytes; a per-(worker, slot) table in the aggregator would cost a
+    /// lookup per record and a second source of truth.
+    pub endpoint: u8,
 }
 
 /// Size of a serialized header inside a record frame; a multiple of 8 so the bytes after it stay
@@ -208,6 +213,7 @@ impl RecordHeader {
             failure: archived.failure,
             finish: archived.finish,
             resent: archived.resent,
+            endpoint: archived.endpoint,
         })
     }
 }
@@ -242,6 +248,7 @@ mod tests {
             failure: FailureKind::None as u8,
             finish: FinishReason::Length as u8,
             resent: 1,
+            endpoint: 200,
         };
         #[repr(C, align(8))]
         struct Aligned([u8; RECORD_HEADER_BYTES]);

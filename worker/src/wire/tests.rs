@@ -42,6 +42,7 @@ fn header(sample_id: u64) -> RecordHeader {
         failure: 0,
         finish: 1,
         resent: 0,
+        endpoint: (sample_id % 3) as u8,
     }
 }
 
