@@ -79,6 +79,41 @@ fn without_its_ca_the_run_stops_at_setup_saying_what_to_do() {
 }
 
 #[test]
+fn https_works_on_the_epoll_driver_too() {
+    let (server, ca) = tls_stub();
+    let dir = report_dir("tls-epoll");
+    let (url, ca, dir_arg) = (server.url(), ca.display().to_string(), dir.display().to_string());
+    for streaming in ["off", "on"] {
+        let out = common::bin()
+            .args([
+                "benchmark",
+                "offline",
+                "--endpoints",
+                &url,
+                "--model",
+                "m",
+                "--num-samples",
+                "20",
+                "--workers",
+                "1",
+                "--max-connections",
+                "2",
+                "--report-dir",
+                &dir_arg,
+                "--ca-bundle",
+                &ca,
+                "--streaming",
+                streaming,
+            ])
+            .env("MONOIO_FORCE_LEGACY_DRIVER", "1")
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+        assert_eq!(completed(&dir), 20, "streaming {streaming}");
+    }
+}
+
+#[test]
 fn insecure_skips_verification() {
     let (server, _) = tls_stub();
     let (code, stderr, dir) = bench("insecure", &server.url(), &["--insecure"]);
