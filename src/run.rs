@@ -122,6 +122,12 @@ pub fn run_benchmark(plan: &Plan) -> Result<i32, AppError> {
         ))
     })?;
 
+    // The reference's start-up marker: its aggregator touches `metrics/.ready` once it can take
+    // signals, so a harness polls for it instead of sleeping.
+    let metrics_dir = plan.report_dir.join("metrics");
+    let _ = std::fs::create_dir_all(&metrics_dir)
+        .and_then(|()| std::fs::File::create(metrics_dir.join(".ready")));
+
     // Room for the small report files, held while events.jsonl grows and freed just
     // before they are written, so a disk that events.jsonl fills still takes them.
     let reserve = SpaceReserve::hold(&plan.report_dir, report_reserve_bytes(plan.num_samples));
@@ -533,13 +539,18 @@ fn issue_lag(plan: &Plan, lags: &IssueLags) -> Option<IssueLag> {
 }
 
 /// `{"performance": {uuid: dataset_index}}`, as the reference writes it, streamed into `out`.
+/// As the reference writes it (`msgspec.json.format(..., indent=2)`): two-space indent, one
+/// key a line, no trailing newline; an empty map is `{}`.
 fn write_sample_idx_map(out: &mut dyn std::io::Write, rows: &[(u64, u32)]) -> std::io::Result<()> {
-    out.write_all(b"{\"performance\": {")?;
-    for (i, (sample_id, row)) in rows.iter().enumerate() {
-        let sep = if i > 0 { ", " } else { "" };
-        write!(out, "{sep}\"{}\": {row}", sample_uuid(*sample_id))?;
+    if rows.is_empty() {
+        return out.write_all(b"{\n  \"performance\": {}\n}");
     }
-    out.write_all(b"}}")
+    out.write_all(b"{\n  \"performance\": {")?;
+    for (i, (sample_id, row)) in rows.iter().enumerate() {
+        let sep = if i > 0 { "," } else { "" };
+        write!(out, "{sep}\n    \"{}\": {row}", sample_uuid(*sample_id))?;
+    }
+    out.write_all(b"\n  }\n}")
 }
 
 /// Forks the embedded max-throughput stub and returns its pid and URL. Must run before any
@@ -602,6 +613,24 @@ mod tests {
         assert_eq!(report_reserve_bytes(1000), 256 * 1024 + 64_000);
         assert_eq!(report_reserve_bytes(1_000_000_000), REPORT_RESERVE_BYTES_MAX);
         assert_eq!(report_reserve_bytes(u64::MAX), REPORT_RESERVE_BYTES_MAX);
+    }
+
+    #[test]
+    fn sample_idx_map_is_indented_as_the_reference_writes_it() {
+        let text = |rows: &[(u64, u32)]| {
+            let mut out = Vec::new();
+            write_sample_idx_map(&mut out, rows).unwrap();
+            String::from_utf8(out).unwrap()
+        };
+        assert_eq!(text(&[]), "{\n  \"performance\": {}\n}");
+        let two = text(&[(0, 776), (1, 507)]);
+        let (a, b) = (sample_uuid(0), sample_uuid(1));
+        assert_eq!(
+            two,
+            format!("{{\n  \"performance\": {{\n    \"{a}\": 776,\n    \"{b}\": 507\n  }}\n}}")
+        );
+        let json: serde_json::Value = serde_json::from_str(&two).unwrap();
+        assert_eq!(json["performance"][&b], 507);
     }
 
     #[test]

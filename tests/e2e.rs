@@ -60,6 +60,9 @@ fn echo_stub_streaming_run_pairs_client_and_server_counts_exactly() {
     {
         assert!(dir.join(file).is_file(), "{file} is written");
     }
+    assert_eq!(std::fs::read(dir.join("metrics/.ready")).unwrap(), b"", "the start-up marker");
+    let map = std::fs::read_to_string(dir.join("sample_idx_map.json")).unwrap();
+    assert!(map.starts_with("{\n  \"performance\": {\n    \""), "indented: {map:.60}");
     let events = std::fs::read_to_string(dir.join("events.jsonl")).unwrap();
     let completes = events.lines().filter(|l| l.contains("\"sample.complete\"")).count();
     assert_eq!(completes, 1000);
