@@ -358,6 +358,12 @@ fn write_report_files_writes_all_three_atomically() {
     assert!(console.contains("Samples: 200 issued, 200 completed, 0 failed\n"), "{console}");
     assert!(console.contains("Token basis: client (TPS (server): "), "{console}");
     assert!(console.contains(&format!("Report: {}\n", dir.display())));
+    // The reference's own scrapers read `Duration:\s+([\d.]+)\s*seconds` and `QPS:\s+([\d.]+)`.
+    let duration = console.lines().find(|l| l.starts_with("Duration: ")).unwrap();
+    let seconds = duration.strip_prefix("Duration: ").and_then(|d| d.strip_suffix(" seconds"));
+    assert!(seconds.is_some_and(|s| s.parse::<f64>().is_ok()), "{duration}");
+    let qps = console.lines().find(|l| l.starts_with("QPS: ")).unwrap();
+    assert!(qps["QPS: ".len()..].parse::<f64>().is_ok(), "{qps}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
 

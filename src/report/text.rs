@@ -95,13 +95,7 @@ fn summary_lines(out: &mut String, s: &ResultSummary, info: &RunInfo) {
             s.n_samples_abandoned
         );
     }
-    match s.duration_ns {
-        Some(ns) => writeln!(out, "Duration: {:.2} seconds", ns as f64 / 1e9),
-        None => writeln!(out, "Duration: N/A"),
-    }
-    .ok();
-    let _ = writeln!(out, "QPS: {}", fixed2(s.qps));
-    let _ = writeln!(out, "TPS: {}", fixed2(s.primary.tps));
+    rate_lines(out, s);
     if let Some(lag) = &s.issue_lag {
         let _ = writeln!(
             out,
@@ -402,14 +396,8 @@ pub fn console_summary(s: &ResultSummary, info: &RunInfo, report_dir: &Path) -> 
             lag.target_qps
         );
     }
-    let duration = s.duration_ns.map(|ns| ns as f64 / 1e9);
-    let _ = writeln!(
-        out,
-        "Duration: {} s, QPS: {}, TPS: {}",
-        fixed2(duration),
-        fixed2(s.qps),
-        fixed2(s.primary.tps)
-    );
+    // The reference's lines, as its own log scrapers read them (`Duration: X seconds`).
+    rate_lines(&mut out, s);
     // Grid index 1 is p99.0, index 7 is p50.0.
     let _ = writeln!(
         out,
@@ -422,6 +410,18 @@ pub fn console_summary(s: &ResultSummary, info: &RunInfo, report_dir: &Path) -> 
     let _ = writeln!(out, "{}", basis_line(s));
     let _ = writeln!(out, "Report: {}", report_dir.display());
     out
+}
+
+/// `Duration: X seconds`, `QPS: X`, `TPS: X` (`N/A` where there is none), as the reference's
+/// summary writes them: report.txt and the console print the same three lines.
+fn rate_lines(out: &mut String, s: &ResultSummary) {
+    match s.duration_ns {
+        Some(ns) => writeln!(out, "Duration: {:.2} seconds", ns as f64 / 1e9),
+        None => writeln!(out, "Duration: N/A"),
+    }
+    .ok();
+    let _ = writeln!(out, "QPS: {}", fixed2(s.qps));
+    let _ = writeln!(out, "TPS: {}", fixed2(s.primary.tps));
 }
 
 /// Every failure kind with its count and first message, and where to read more.
