@@ -121,3 +121,34 @@ fn the_default_seed_issues_the_rows_the_reference_issues() {
         .collect();
     assert_eq!(rows, [776, 507, 895, 922, 33]);
 }
+
+#[test]
+fn a_streaming_run_without_a_tokenizer_writes_tpot_as_the_reference_does() {
+    // No client tokenizer, client basis: the TPOT series is registered (streaming) but
+    // empty. The reference writes `{"early_stopping_percentiles": {…: null}}` and a TPOT
+    // section of N/A rows, not `{}` and no section.
+    let (out, dir) = null_run("null-tpot-empty", &["--num-samples", "50", "--streaming", "on"]);
+    assert_eq!(out.status.code(), Some(0));
+    let summary = std::fs::read_to_string(dir.join("performance/result_summary.json")).unwrap();
+    let json: serde_json::Value = serde_json::from_str(&summary).unwrap();
+    let tpot = json["tpot"].as_object().expect("a tpot block");
+    assert_eq!(tpot.keys().collect::<Vec<_>>(), ["early_stopping_percentiles"], "{summary}");
+    let estimates = tpot["early_stopping_percentiles"].as_object().unwrap();
+    assert!(estimates.contains_key("99.9") && estimates.values().all(|v| v.is_null()));
+    assert!(json["ttft"]["percentiles"].is_object(), "ttft has values");
+    let report = std::fs::read_to_string(dir.join("report.txt")).unwrap();
+    let section = report.split("TPOT:\n").nth(1).expect("a TPOT section");
+    assert!(section.starts_with("  Min: N/A ms\n  Max: N/A ms\n"), "{section:.200}");
+    assert!(section.contains(
+        "Early-stopping percentile estimates (N/A = insufficient samples):\n    99.9: N/A ms"
+    ));
+    // Without early stopping the empty series stays `{}`, as the reference's.
+    let (out, dir) = null_run(
+        "null-tpot-empty-noes",
+        &["--num-samples", "50", "--streaming", "on", "--no-early-stopping"],
+    );
+    assert_eq!(out.status.code(), Some(0));
+    let summary = std::fs::read_to_string(dir.join("performance/result_summary.json")).unwrap();
+    let json: serde_json::Value = serde_json::from_str(&summary).unwrap();
+    assert_eq!(json["tpot"], serde_json::json!({}), "{summary}");
+}

@@ -96,6 +96,13 @@ fn non_empty(stat: Option<&SeriesStat>) -> Option<SeriesStat> {
     stat.filter(|s| s.count > 0).cloned()
 }
 
+/// A series as the reference's summary shows it: with values, or empty but carrying early
+/// stopping's all-null estimates (a streaming run's TPOT without a tokenizer), which the
+/// reference writes as `{"early_stopping_percentiles": {…: null}}` and a section of N/A rows.
+fn shown(stat: Option<&SeriesStat>) -> Option<SeriesStat> {
+    stat.filter(|s| s.count > 0 || s.early_stopping.is_some()).cloned()
+}
+
 fn as_u64(v: i128) -> u64 {
     u64::try_from(v).unwrap_or(0)
 }
@@ -127,7 +134,7 @@ fn basis_blocks(snap: &Snapshot, basis: TokenCountSource, window_s: Option<f64>)
     };
     BasisBlocks {
         basis,
-        tpot: non_empty(snap.basis_series(TPOT_NS, basis)),
+        tpot: shown(snap.basis_series(TPOT_NS, basis)),
         osl,
         isl: non_empty(snap.basis_series(ISL, basis)),
         tps,
@@ -174,8 +181,8 @@ pub fn result_summary(snap: &Snapshot, info: &RunInfo) -> ResultSummary {
         duration_ns,
         state,
         complete: !interrupted && incomplete_reason.is_none(),
-        ttft: non_empty(snap.series("ttft_ns")),
-        latency: non_empty(snap.series("sample_latency_ns")),
+        ttft: shown(snap.series("ttft_ns")),
+        latency: shown(snap.series("sample_latency_ns")),
         primary: basis_blocks(snap, snap.primary(), window_s),
         other: basis_blocks(snap, snap.primary().other(), window_s),
         legacy_loadgen_window_duration_ns: window.and_then(|(_, legacy)| legacy),

@@ -225,6 +225,9 @@ fn histogram_lines(out: &mut String, stat: &SeriesStat, scale: f64) {
 /// One metric section, exactly as the reference's `_display_metric` plus its estimates.
 fn metric_section(out: &mut String, title: &str, stat: &SeriesStat, unit: &str, scale: f64) {
     let _ = writeln!(out, "{title}:");
+    if stat.count == 0 {
+        return empty_metric_section(out, stat, unit);
+    }
     let _ = writeln!(out, "  Min: {} {unit}", num_scaled(stat.min, scale));
     let _ = writeln!(out, "  Max: {} {unit}", num_scaled(stat.max, scale));
     let _ = writeln!(out, "  Median: {} {unit}", scaled(stat.median(), scale));
@@ -242,6 +245,24 @@ fn metric_section(out: &mut String, title: &str, stat: &SeriesStat, unit: &str, 
         for (key, value) in PERCENTILE_KEYS.iter().zip(estimates) {
             let value = value.map_or_else(|| "N/A".into(), |v| scaled(v, scale));
             let _ = writeln!(out, "  {key:>6}: {value} {unit}");
+        }
+    }
+    let _ = writeln!(out);
+}
+
+/// The reference's section of an empty series that carries estimates: N/A rollups, no
+/// histogram or percentile rows, every estimate N/A.
+fn empty_metric_section(out: &mut String, stat: &SeriesStat, unit: &str) {
+    for name in ["Min", "Max", "Median", "Avg.", "Std Dev."] {
+        let _ = writeln!(out, "  {name}: N/A {unit}");
+    }
+    let _ = writeln!(out, "\n  Histogram:");
+    let _ = writeln!(out, "\n  Percentiles:");
+    if stat.early_stopping.is_some() {
+        let _ =
+            writeln!(out, "\n  Early-stopping percentile estimates (N/A = insufficient samples):");
+        for key in PERCENTILE_KEYS {
+            let _ = writeln!(out, "  {key:>6}: N/A {unit}");
         }
     }
     let _ = writeln!(out);
@@ -303,7 +324,9 @@ fn endpoint_lines(s: &ResultSummary) -> Vec<String> {
             let kinds =
                 if kinds.is_empty() { String::new() } else { format!(" ({})", kinds.join(", ")) };
             let lat = st.latency.as_ref();
-            let mean = lat.map_or_else(|| "N/A".into(), |l| format!("{:.2}", l.avg() * NS_TO_MS));
+            let mean = lat
+                .filter(|l| l.count > 0)
+                .map_or_else(|| "N/A".into(), |l| format!("{:.2}", l.avg() * NS_TO_MS));
             // Grid index 7 is p50.0, index 1 is p99.0.
             format!(
                 "{}: {} samples, {} failed{kinds}; latency p50/p99/mean: {} / {} / {mean} ms",
@@ -354,7 +377,10 @@ pub fn report_txt(s: &ResultSummary, info: &RunInfo) -> String {
 }
 
 fn ms(stat: Option<&SeriesStat>, index: usize) -> String {
-    stat.map_or_else(|| "N/A".into(), |s| format!("{:.2}", s.percentiles[index] * NS_TO_MS))
+    match stat.filter(|s| s.count > 0) {
+        Some(s) => format!("{:.2}", s.percentiles[index] * NS_TO_MS),
+        None => "N/A".into(),
+    }
 }
 
 /// The short summary printed on stdout at the end of a run.

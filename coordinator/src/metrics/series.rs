@@ -378,6 +378,18 @@ impl Serialize for Histogram<'_> {
 impl Serialize for SummaryBlock<'_> {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         let stat = self.stat;
+        if stat.count == 0 {
+            // The reference's empty series with early stopping on: no rollups, but its
+            // all-null estimates, so the block reads as "no data", not "feature off".
+            let mut s = serializer.serialize_struct("SummaryBlock", 2)?;
+            if let Some(estimates) = &stat.early_stopping {
+                s.serialize_field("early_stopping_percentiles", &Estimates(estimates))?;
+            }
+            if self.partial {
+                s.serialize_field("partial", &true)?;
+            }
+            return s.end();
+        }
         let mut s = serializer.serialize_struct("SummaryBlock", 10)?;
         s.serialize_field("total", &stat.total)?;
         s.serialize_field("min", &stat.min)?;
