@@ -380,6 +380,10 @@ impl RawSource {
 
 /// The Hugging Face datasets cache, as the `datasets` library finds it.
 fn hf_datasets_cache() -> Option<PathBuf> {
+    #[cfg(test)]
+    if let Some(dir) = tests::CACHE_FOR_TESTS.with(|c| c.borrow().clone()) {
+        return Some(dir);
+    }
     hf_datasets_cache_from(|k| std::env::var_os(k))
 }
 
@@ -788,9 +792,18 @@ mod tests {
         assert_eq!(ds.rows[0].system.as_deref(), Some("be kind"));
     }
 
+    thread_local! {
+        /// The HF datasets cache this test thread's lookups see, so a cache on the machine
+        /// running the tests (a developer's own gpqa) cannot change their result.
+        pub(super) static CACHE_FOR_TESTS: std::cell::RefCell<Option<PathBuf>> =
+            const { std::cell::RefCell::new(None) };
+    }
+
     #[test]
     fn a_missing_predefined_dataset_says_where_it_looked_and_what_to_download() {
         let dir = Scratch::new("missing");
+        let empty_cache = dir.0.join("no-hf-cache");
+        CACHE_FOR_TESTS.with(|c| *c.borrow_mut() = Some(empty_cache.clone()));
         let params = serde_json::json!({"datasets_dir": dir.0.display().to_string()});
         let err = load_predefined(&spec("gpqa::gptoss", params), None).unwrap_err();
         assert_eq!(err.exit_code(), 2);
@@ -803,6 +816,7 @@ mod tests {
         assert!(msg.contains(&dir.0.join("hf_cache/gpqa_diamond").display().to_string()), "{msg}");
         assert!(msg.contains("load_dataset('Idavidrein/gpqa', 'gpqa_diamond')"), "{msg}");
         assert!(msg.contains("never downloads"), "{msg}");
+        assert!(msg.contains(&empty_cache.display().to_string()), "the HF cache looked in: {msg}");
     }
 
     #[test]
