@@ -6,7 +6,7 @@ mod common;
 
 use std::path::PathBuf;
 
-use common::{report_dir, run, stub};
+use common::{bin, report_dir, show, stub};
 use loadgen_stubs::{StubKind, StubServer};
 
 fn tls_stub() -> (StubServer, PathBuf) {
@@ -22,6 +22,16 @@ fn tls_stub() -> (StubServer, PathBuf) {
 /// Runs 20 samples against `url` with `extra` flags; returns the exit code, stderr and the
 /// report directory.
 fn bench(name: &str, url: &str, extra: &[&str]) -> (Option<i32>, String, PathBuf) {
+    bench_env(name, url, extra, &[])
+}
+
+/// `bench` with `env` set on the child only.
+fn bench_env(
+    name: &str,
+    url: &str,
+    extra: &[&str],
+    env: &[(&str, &str)],
+) -> (Option<i32>, String, PathBuf) {
     let dir = report_dir(&format!("tls-{name}"));
     let dir_arg = dir.display().to_string();
     let mut args = vec![
@@ -41,7 +51,8 @@ fn bench(name: &str, url: &str, extra: &[&str]) -> (Option<i32>, String, PathBuf
         &dir_arg,
     ];
     args.extend(extra);
-    let out = run(&args);
+    let out = bin().args(&args).envs(env.iter().copied()).output().expect("the binary runs");
+    show(&out);
     (out.status.code(), String::from_utf8_lossy(&out.stderr).into_owned(), dir)
 }
 
@@ -81,34 +92,13 @@ fn without_its_ca_the_run_stops_at_setup_saying_what_to_do() {
 #[test]
 fn https_works_on_the_epoll_driver_too() {
     let (server, ca) = tls_stub();
-    let dir = report_dir("tls-epoll");
-    let (url, ca, dir_arg) = (server.url(), ca.display().to_string(), dir.display().to_string());
+    let ca = ca.display().to_string();
+    let epoll = [("MONOIO_FORCE_LEGACY_DRIVER", "1")];
     for streaming in ["off", "on"] {
-        let out = common::bin()
-            .args([
-                "benchmark",
-                "offline",
-                "--endpoints",
-                &url,
-                "--model",
-                "m",
-                "--num-samples",
-                "20",
-                "--workers",
-                "1",
-                "--max-connections",
-                "2",
-                "--report-dir",
-                &dir_arg,
-                "--ca-bundle",
-                &ca,
-                "--streaming",
-                streaming,
-            ])
-            .env("MONOIO_FORCE_LEGACY_DRIVER", "1")
-            .output()
-            .unwrap();
-        assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+        let extra = ["--ca-bundle", &ca, "--streaming", streaming];
+        let (code, stderr, dir) =
+            bench_env(&format!("epoll-{streaming}"), &server.url(), &extra, &epoll);
+        assert_eq!(code, Some(0), "{stderr}");
         assert_eq!(completed(&dir), 20, "streaming {streaming}");
     }
 }
