@@ -827,3 +827,15 @@ fn the_model_params_key_list_is_the_schemas_own() {
     listed.sort_unstable();
     assert_eq!(listed, fields, "{err}");
 }
+
+#[test]
+fn headers_and_ca_bundle_come_from_yaml_too() {
+    let yaml = "type: offline\nmodel_params: {name: m}\nendpoint_config:\n  endpoints: \
+                [\"http://127.0.0.1:9\"]\n  headers: [\"X-Team: infra\"]\n  ca_bundle: /x/ca.pem\n";
+    let plan = resolve_plan(Config::from_yaml_str(yaml, "t.yaml").unwrap(), 0).unwrap();
+    assert_eq!(plan.headers, [("X-Team".to_string(), "infra".to_string())]);
+    let bundle = loadgen_worker::http::tls::Verify::CaBundle(PathBuf::from("/x/ca.pem"));
+    assert_eq!(plan.tls_verify, bundle);
+    assert!(plan.config_yaml.contains("- 'X-Team: <redacted>'"), "{}", plan.config_yaml);
+    assert!(plan.config_yaml.contains("ca_bundle: /x/ca.pem"), "{}", plan.config_yaml);
+}
