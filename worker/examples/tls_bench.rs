@@ -62,20 +62,7 @@ fn stub(tls: bool, streaming: bool, core: Option<usize>) -> StubServer {
 }
 
 fn spec(endpoint: Endpoint, streaming: bool, connections: u32, core: Option<usize>) -> WorkerSpec {
-    let opts = RequestOptions {
-        api: ApiType::OpenAiChat,
-        model: "m".into(),
-        streaming,
-        stream_include_usage: false,
-        max_output_tokens: 160,
-        min_output_tokens: None,
-        temperature: None,
-        top_p: None,
-        top_k: None,
-        seed: None,
-        sampling: Default::default(),
-        extra: Vec::new(),
-    };
+    let opts = RequestOptions::basic(ApiType::OpenAiChat, "m", streaming, 160);
     let prompt = [Prompt::Text { system: None, user: "hello" }];
     let table = RequestTable::build(&endpoint, &opts, None, prompt).unwrap();
     WorkerSpec {

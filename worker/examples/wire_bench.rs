@@ -177,20 +177,7 @@ fn memchr_find(hay: &[u8], needle: &[u8]) -> Option<usize> {
 fn worker_qps(streaming: bool, connections: u32, samples: u64) -> f64 {
     let addr = start_server(canned_response(streaming));
     let endpoint = Endpoint::parse(&format!("http://{addr}")).unwrap();
-    let opts = RequestOptions {
-        api: ApiType::OpenAiChat,
-        model: "m".into(),
-        streaming,
-        stream_include_usage: false,
-        max_output_tokens: 160,
-        min_output_tokens: None,
-        temperature: None,
-        top_p: None,
-        top_k: None,
-        seed: None,
-        sampling: Default::default(),
-        extra: Vec::new(),
-    };
+    let opts = RequestOptions::basic(ApiType::OpenAiChat, "m", streaming, 160);
     let prompt = [Prompt::Text { system: None, user: "hello" }];
     let table = RequestTable::build(&endpoint, &opts, None, prompt).unwrap();
     let spec = WorkerSpec {

@@ -61,6 +61,27 @@ pub struct RequestOptions {
     pub extra: Vec<(String, serde_json::Value)>,
 }
 
+impl RequestOptions {
+    /// Options that set only the essentials: no sampling keys, no extra body (each optional
+    /// key omitted from the body, as the reference omits unset ones).
+    pub fn basic(api: ApiType, model: &str, streaming: bool, max_output_tokens: u32) -> Self {
+        RequestOptions {
+            api,
+            model: model.to_string(),
+            streaming,
+            stream_include_usage: false,
+            max_output_tokens,
+            min_output_tokens: None,
+            temperature: None,
+            top_p: None,
+            top_k: None,
+            seed: None,
+            sampling: Sampling::default(),
+            extra: Vec::new(),
+        }
+    }
+}
+
 /// Sampling keys beyond temperature/top_p/top_k/seed; unset ones are omitted, as the reference's
 /// msgspec `omit_defaults` does.
 #[derive(Clone, Debug, PartialEq)]
@@ -599,18 +620,8 @@ mod tests {
 
     fn opts(api: ApiType, streaming: bool, usage: bool) -> RequestOptions {
         RequestOptions {
-            api,
-            model: "test-model".into(),
-            streaming,
             stream_include_usage: usage,
-            max_output_tokens: 1024,
-            min_output_tokens: None,
-            temperature: None,
-            top_p: None,
-            top_k: None,
-            seed: None,
-            sampling: Default::default(),
-            extra: Vec::new(),
+            ..RequestOptions::basic(api, "test-model", streaming, 1024)
         }
     }
 

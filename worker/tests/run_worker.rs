@@ -262,18 +262,8 @@ fn spec(
     epoll: bool,
 ) -> WorkerSpec {
     let opts = RequestOptions {
-        api: ApiType::OpenAiChat,
-        model: "m".into(),
-        streaming,
         stream_include_usage: true,
-        max_output_tokens: 16,
-        min_output_tokens: None,
-        temperature: None,
-        top_p: None,
-        top_k: None,
-        seed: None,
-        sampling: Default::default(),
-        extra: Vec::new(),
+        ..RequestOptions::basic(ApiType::OpenAiChat, "m", streaming, 16)
     };
     let table = RequestTable::build(
         &endpoint,

@@ -170,18 +170,8 @@ struct Requests {
 impl Requests {
     fn bytes(&self, setup: &Setup, model: &str, prompt: &str, stream: Option<bool>) -> Vec<u8> {
         let opts = RequestOptions {
-            api: setup.api,
-            model: model.to_string(),
-            streaming: stream.is_some(),
             stream_include_usage: stream == Some(true),
-            max_output_tokens: PROBE_MAX_TOKENS,
-            min_output_tokens: None,
-            temperature: None,
-            top_p: None,
-            top_k: None,
-            seed: None,
-            sampling: Default::default(),
-            extra: Vec::new(),
+            ..RequestOptions::basic(setup.api, model, stream.is_some(), PROBE_MAX_TOKENS)
         };
         // A text prompt is valid for every API, so the body always builds.
         let body =
