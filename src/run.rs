@@ -230,6 +230,7 @@ fn finish_run(
         table.push(row);
     }
     drop(rows);
+    table.set_chunk_delta_ns(std::mem::take(&mut agg.chunk_delta_ns));
     let interrupted = output.end == RunEnd::Interrupted;
     let capped = output.end == RunEnd::Capped;
     let primary = plan.token_count_source;

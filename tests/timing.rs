@@ -72,6 +72,18 @@ fn timing_fidelity(pattern: &[&str], samples: &str, name: &str) {
         close(tpot, per_token_ms),
         "{name}: TPOT median {tpot:.3} ms, configured {per_token_ms} ms"
     );
+    // One token a chunk: the gaps between chunks are the per-token delay, 19 a sample.
+    let itl = median_ms(&s, "itl");
+    assert!(close(itl, per_token_ms), "{name}: ITL median {itl:.3} ms, configured {per_token_ms}");
+    let n: u64 = samples.parse().unwrap();
+    assert_eq!(s["chunks_per_sample"]["median"].as_f64(), Some(20.0), "{name}");
+    assert_eq!(s["tokens_per_chunk"]["median"].as_f64(), Some(1.0), "{name}");
+    assert_eq!(s["n_streams_multi_chunk"].as_u64(), Some(n), "{name}");
+    assert_eq!(s["n_streams_in_one_read"].as_u64(), Some(0), "{name}: paced streams");
+    let snap = std::fs::read_to_string(dir.join("metrics/final_snapshot.json")).unwrap();
+    let snap: serde_json::Value = serde_json::from_str(&snap).unwrap();
+    let gaps = snap["metrics"].as_array().unwrap().iter().find(|m| m["name"] == "chunk_delta_ns");
+    assert_eq!(gaps.unwrap()["count"].as_u64(), Some(19 * n), "{name}: gaps in the snapshot");
 }
 
 #[test]

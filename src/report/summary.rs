@@ -4,7 +4,10 @@
 use serde::ser::SerializeMap;
 use serde::{Serialize, Serializer};
 
-use loadgen_coordinator::metrics::snapshot::{ISL, OSL, TPOT_NS};
+use loadgen_coordinator::metrics::snapshot::{
+    CHUNKS_PER_SAMPLE, CHUNK_DELTA_NS, ISL, N_STREAMS_IN_ONE_READ, N_STREAMS_MULTI_CHUNK, OSL,
+    TOKENS_PER_CHUNK, TPOT_NS,
+};
 use loadgen_coordinator::metrics::{
     basis_key, FinishKind, OslPaired, RunState, SeriesStat, Snapshot, SummaryBlock,
     TokenCountSource, UsageTally,
@@ -25,6 +28,8 @@ pub struct BasisBlocks {
     pub isl: Option<SeriesStat>,
     /// Output tokens per second; `None` without OSL, or while the server basis is partial.
     pub tps: Option<f64>,
+    /// Output tokens per content chunk (streaming only).
+    pub tokens_per_chunk: Option<SeriesStat>,
     /// Some samples lacked server usage.
     pub partial: bool,
 }
@@ -90,6 +95,40 @@ pub struct ResultSummary {
     pub client_token_counting: Option<super::ClientTokenCounting>,
     /// Each endpoint's counts, in the run's endpoint order.
     pub endpoints: Vec<super::EndpointInfo>,
+    /// Streaming only: the gaps between consecutive chunks (`chunk_delta_ns`), the chunks per
+    /// sample, and how many streams of two or more chunks there were and came in one read.
+    pub chunks: Option<ChunkBlocks>,
+}
+
+/// A streaming run's chunk timing, in summary form.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ChunkBlocks {
+    /// Gaps between consecutive content chunks, ns (ITL when a chunk is a token).
+    pub itl: Option<SeriesStat>,
+    /// Content chunks per streamed sample.
+    pub chunks_per_sample: Option<SeriesStat>,
+    /// Streamed samples of two or more chunks.
+    pub n_streams_multi_chunk: u64,
+    /// Those of them whose chunks all came in one socket read.
+    pub n_streams_in_one_read: u64,
+}
+
+impl ChunkBlocks {
+    /// Most multi-chunk streams came in one read: the server (or a proxy) sent whole streams at
+    /// once, so TTFT ≈ latency and the gaps say nothing of its token pacing.
+    pub fn mostly_one_read(&self) -> bool {
+        self.n_streams_multi_chunk > 0
+            && self.n_streams_in_one_read * 2 > self.n_streams_multi_chunk
+    }
+}
+
+fn chunk_blocks(snap: &Snapshot) -> Option<ChunkBlocks> {
+    snap.options.streaming.then(|| ChunkBlocks {
+        itl: non_empty(snap.series(CHUNK_DELTA_NS)),
+        chunks_per_sample: non_empty(snap.series(CHUNKS_PER_SAMPLE)),
+        n_streams_multi_chunk: as_u64(snap.counter(N_STREAMS_MULTI_CHUNK)),
+        n_streams_in_one_read: as_u64(snap.counter(N_STREAMS_IN_ONE_READ)),
+    })
 }
 
 fn non_empty(stat: Option<&SeriesStat>) -> Option<SeriesStat> {
@@ -138,6 +177,7 @@ fn basis_blocks(snap: &Snapshot, basis: TokenCountSource, window_s: Option<f64>)
         osl,
         isl: non_empty(snap.basis_series(ISL, basis)),
         tps,
+        tokens_per_chunk: non_empty(snap.basis_series(TOKENS_PER_CHUNK, basis)),
         partial,
     }
 }
@@ -202,6 +242,7 @@ pub fn result_summary(snap: &Snapshot, info: &RunInfo) -> ResultSummary {
         failure_kinds: info.failures.clone(),
         client_token_counting: info.client_token_counting,
         endpoints: info.endpoints.clone(),
+        chunks: chunk_blocks(snap),
     }
 }
 
@@ -421,7 +462,25 @@ impl ResultSummary {
         map.serialize_entry("failure_kinds", &FailureKinds(&self.failure_kinds))?;
         let counting = self.client_token_counting.map(super::ClientTokenCounting::as_str);
         map.serialize_entry("client_token_counting", &counting)?;
-        map.serialize_entry("endpoints", &Endpoints(&self.endpoints))
+        map.serialize_entry("endpoints", &Endpoints(&self.endpoints))?;
+        self.serialize_chunks(map)
+    }
+
+    /// `itl`, `chunks_per_sample`, `tokens_per_chunk` on both bases and the one-read counts:
+    /// blocks `null` when empty, everything `null` in a run that did not stream.
+    fn serialize_chunks<M: SerializeMap>(&self, map: &mut M) -> Result<(), M::Error> {
+        let c = self.chunks.as_ref();
+        let block = other_block;
+        map.serialize_entry("itl", &block(c.and_then(|c| c.itl.as_ref()), false))?;
+        let per_sample = c.and_then(|c| c.chunks_per_sample.as_ref());
+        map.serialize_entry("chunks_per_sample", &block(per_sample, false))?;
+        let (p, o) = (&self.primary, &self.other);
+        let tpc = block(p.tokens_per_chunk.as_ref(), p.partial);
+        map.serialize_entry("tokens_per_chunk", &tpc)?;
+        let tpc_other = block(o.tokens_per_chunk.as_ref(), o.partial);
+        map.serialize_entry(&basis_key("tokens_per_chunk", o.basis, p.basis), &tpc_other)?;
+        map.serialize_entry("n_streams_multi_chunk", &c.map(|c| c.n_streams_multi_chunk))?;
+        map.serialize_entry("n_streams_in_one_read", &c.map(|c| c.n_streams_in_one_read))
     }
 }
 

@@ -187,10 +187,18 @@ fn default_summary_keeps_reference_keys_then_adds() {
         "failure_kinds",
         "client_token_counting",
         "endpoints",
+        "itl",
+        "chunks_per_sample",
+        "tokens_per_chunk",
+        "tokens_per_chunk_server",
+        "n_streams_multi_chunk",
+        "n_streams_in_one_read",
     ];
     assert_eq!(&keys[REFERENCE_KEYS.len()..], added);
     let server = summary_json(&table, TokenCountSource::Server);
-    for key in ["tpot_client", "output_sequence_lengths_client", "tps_client"] {
+    for key in
+        ["tpot_client", "output_sequence_lengths_client", "tps_client", "tokens_per_chunk_client"]
+    {
         assert!(server.get(key).is_some(), "{key}");
     }
     assert_eq!(server["token_count_source"], "server");

@@ -283,6 +283,43 @@ fn basis_sections(out: &mut String, blocks: &BasisBlocks, suffix: &str) {
     }
 }
 
+/// A streaming run's chunk timing (an addition after the reference's sections): the gaps
+/// between chunks (ITL), chunks per sample, tokens per chunk on both bases, and how many
+/// streams came in one read.
+fn chunk_sections(out: &mut String, s: &ResultSummary) {
+    let Some(c) = &s.chunks else { return };
+    if let Some(itl) = &c.itl {
+        metric_section(out, "ITL (gap between chunks)", itl, "ms", NS_TO_MS);
+    }
+    if let Some(per_sample) = &c.chunks_per_sample {
+        metric_section(out, "Chunks per sample", per_sample, "chunks", 1.0);
+    }
+    for (blocks, suffix) in
+        [(&s.primary, String::new()), (&s.other, format!(" ({})", s.other.basis))]
+    {
+        let partial = if blocks.partial { " (partial)" } else { "" };
+        if let Some(stat) = &blocks.tokens_per_chunk {
+            metric_section(out, &format!("Tokens per chunk{suffix}{partial}"), stat, "tokens", 1.0);
+        }
+    }
+    let _ = writeln!(
+        out,
+        "Streams in one read: {} of {} streamed samples with two or more chunks\n",
+        c.n_streams_in_one_read, c.n_streams_multi_chunk
+    );
+}
+
+/// The console's warning when most streams came in one read.
+fn one_read_line(s: &ResultSummary) -> Option<String> {
+    let c = s.chunks.as_ref().filter(|c| c.mostly_one_read())?;
+    Some(format!(
+        "NOTE: {} of {} streamed responses arrived in one read: the endpoint (or a proxy before \
+         it) sent each whole stream at once, so TTFT is close to the latency and TPOT and ITL do \
+         not show its token pacing",
+        c.n_streams_in_one_read, c.n_streams_multi_chunk
+    ))
+}
+
 /// The failure kinds and re-sent requests (an addition after the reference's sections).
 fn failure_section(out: &mut String, s: &ResultSummary) {
     let _ = writeln!(out, "----------------- Failures -----------------");
@@ -370,6 +407,7 @@ pub fn report_txt(s: &ResultSummary, info: &RunInfo) -> String {
     }
     let suffix = format!(" ({})", s.other.basis);
     basis_sections(&mut out, &s.other, &suffix);
+    chunk_sections(&mut out, s);
     failure_section(&mut out, s);
     endpoint_section(&mut out, s);
     let _ = writeln!(out, "----------------- End of Report -----------------");
@@ -410,6 +448,9 @@ pub fn console_summary(s: &ResultSummary, info: &RunInfo, report_dir: &Path) -> 
     }
     if info.abandoned > 0 {
         let _ = writeln!(out, "WARNING: {} samples were abandoned in flight", info.abandoned);
+    }
+    if let Some(line) = one_read_line(s) {
+        let _ = writeln!(out, "{line}");
     }
     if let Some(lag) = &s.issue_lag {
         let _ = writeln!(

@@ -838,7 +838,7 @@ fn push_result(shared: &Shared, job: Job, conn: &Conn, outcome: Outcome) {
     header.completion_tokens = acc.usage.completion_tokens;
     header.finish = acc.finish as u8;
     let mut records = shared.records.borrow_mut();
-    if !records.push_record(&header, &acc.output, &conn.error) {
+    if !records.push_streamed_record(&header, &acc.output, &conn.error, acc.chunks.as_bytes()) {
         shared.coordinator_gone.set(true);
         return;
     }

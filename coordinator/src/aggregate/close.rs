@@ -108,6 +108,7 @@ impl State {
         let events_error = self.events.finish().err().map(|e| e.to_string());
         AggregatorOutput {
             rows: self.rows,
+            chunk_delta_ns: self.chunk_delta_ns,
             counters: self.counters,
             failures: self.failures,
             dead_workers: self.dead_workers,
@@ -177,6 +178,7 @@ impl State {
                     worker_id: o.issued.worker,
                     prompt_tokens: None,
                     completion_tokens: None,
+                    chunks: None,
                 });
             }
         }

@@ -4,9 +4,9 @@
 use std::borrow::Cow;
 use std::sync::atomic::Ordering;
 
-use loadgen_worker::wire::{FailureKind, FinishReason, RecordView, WorkerEvent};
+use loadgen_worker::wire::{ChunkTiming, FailureKind, FinishReason, RecordView, WorkerEvent};
 
-use super::events::CompleteEvent;
+use super::events::{ChunkLine, CompleteEvent};
 use super::tokens::TokenResult;
 use super::{CancelledSample, Control, FailureSummary, State, WorkerState};
 use crate::metrics::{FinishKind, SampleRow};
@@ -96,12 +96,25 @@ impl State {
             self.await_tracking();
         }
         let output = output_text(rec.output);
-        self.log_record(rec, failed, &output);
-        self.push_row(rec, failed, output);
+        let chunks = ChunkTiming::decode(rec.chunk_timing);
+        let gaps_from = self.chunk_delta_ns.len();
+        if let Some(timing) = &chunks {
+            self.chunk_delta_ns.extend(timing.gaps_ns());
+        }
+        let gaps = gaps_from..self.chunk_delta_ns.len();
+        self.log_record(rec, failed, &output, chunks.map(|t| (t.n_chunks, t.chunk_reads, gaps)));
+        self.push_row(rec, failed, output, chunks);
     }
 
-    /// The record's lines in events.jsonl: issued, first chunk, error, complete.
-    fn log_record(&mut self, rec: &RecordView<'_>, failed: bool, output: &str) {
+    /// The record's lines in events.jsonl: issued, first chunk, error, complete (with the
+    /// chunk count, reads and gaps of a streamed response: `gaps` indexes `chunk_delta_ns`).
+    fn log_record(
+        &mut self,
+        rec: &RecordView<'_>,
+        failed: bool,
+        output: &str,
+        chunks: Option<(u32, u32, std::ops::Range<usize>)>,
+    ) {
         let h = &rec.header;
         let id = h.sample_id;
         self.events.issued(id, h.issued_ns, h.row);
@@ -122,11 +135,22 @@ impl State {
             worker_id: h.worker_id,
             prompt_tokens: h.prompt_tokens,
             completion_tokens: h.completion_tokens,
+            chunks: chunks.map(|(n_chunks, chunk_reads, gaps)| ChunkLine {
+                n_chunks,
+                chunk_reads,
+                gaps_ns: &self.chunk_delta_ns[gaps],
+            }),
         });
     }
 
     /// The record's row in the sample table, and its client token count job.
-    fn push_row(&mut self, rec: &RecordView<'_>, failed: bool, output: Cow<'_, str>) {
+    fn push_row(
+        &mut self,
+        rec: &RecordView<'_>,
+        failed: bool,
+        output: Cow<'_, str>,
+        chunks: Option<ChunkTiming<'_>>,
+    ) {
         let h = &rec.header;
         let first_chunk_ns = (h.first_chunk_ns != 0).then_some(h.first_chunk_ns);
         let first_chunk_len = h.first_chunk_len as usize;
@@ -146,6 +170,8 @@ impl State {
             output_empty: output.is_empty(),
             failure: h.failure,
             endpoint: h.endpoint,
+            n_chunks: chunks.map(|t| t.n_chunks),
+            chunk_reads: chunks.map(|t| t.chunk_reads),
         });
         if let Some(pool) = &mut self.tokens {
             if !failed && !output.is_empty() {

@@ -156,6 +156,9 @@ pub struct FailureSummary {
 /// What the aggregator hands back when the run is over.
 pub struct AggregatorOutput {
     pub rows: Vec<SampleRow>,
+    /// The tracked streamed samples' gaps between chunks, in `rows` order (the table's
+    /// `chunk_delta_ns`).
+    pub chunk_delta_ns: Vec<u64>,
     pub counters: RunCounters,
     pub failures: Vec<FailureSummary>,
     pub dead_workers: Vec<(u16, String)>,
@@ -182,6 +185,7 @@ struct CancelledSample {
 struct State {
     input_shared: Arc<Shared>,
     rows: Vec<SampleRow>,
+    chunk_delta_ns: Vec<u64>,
     counters: RunCounters,
     failures: Vec<FailureSummary>,
     dead_workers: Vec<(u16, String)>,
@@ -287,6 +291,7 @@ impl State {
         State {
             input_shared: input.shared,
             rows: Vec::with_capacity(input.expected_samples.min(1 << 24) as usize),
+            chunk_delta_ns: Vec::new(),
             counters: RunCounters::default(),
             failures: Vec::new(),
             dead_workers: Vec::new(),

@@ -80,7 +80,23 @@ fn synthetic_row(i: usize, rng: &mut Rng, spec: &FixtureSpec) -> SampleRow {
         output_empty: false,
         failure: 0,
         endpoint: 0,
+        // One token a chunk, every fourth sample sent in one read (a bursting server).
+        n_chunks: Some(osl),
+        chunk_reads: Some(if i % 4 == 3 { 1 } else { osl }),
     }
+}
+
+/// A row's gaps between chunks: its decode time spread over them, a little uneven.
+fn synthetic_gaps(row: &SampleRow, rng: &mut Rng) -> Vec<u64> {
+    let (Some(first), Some(n)) = (row.first_chunk_ns, row.n_chunks) else { return Vec::new() };
+    if n < 2 {
+        return Vec::new();
+    }
+    if row.chunk_reads == Some(1) {
+        return vec![0; n as usize - 1];
+    }
+    let mean_ns = (row.complete_ns - first) / u64::from(n - 1);
+    (1..n).map(|_| mean_ns / 2 + rng.below(mean_ns.max(1))).collect()
 }
 
 /// A table of `spec.samples` deterministic rows.
@@ -88,7 +104,12 @@ pub fn synthetic_table(spec: &FixtureSpec) -> SampleTable {
     let mut rng = Rng(spec.seed.max(1));
     let mut table = SampleTable::with_capacity(spec.samples);
     for i in 0..spec.samples {
-        table.push(&synthetic_row(i, &mut rng, spec));
+        let row = synthetic_row(i, &mut rng, spec);
+        table.push(&row);
+        // Their own generator, so the rows stay those the fixture always made.
+        let mut gap_rng = Rng((spec.seed ^ (i as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15)).max(1));
+        let gaps_ns = synthetic_gaps(&row, &mut gap_rng);
+        table.extend_chunk_delta_ns(&gaps_ns);
     }
     table
 }
@@ -100,6 +121,7 @@ pub fn strip_usage(table: &SampleTable) -> SampleTable {
         let row = SampleRow { prompt_tokens: None, completion_tokens: None, ..table.row(i) };
         out.push(&row);
     }
+    out.set_chunk_delta_ns(table.chunk_delta_ns().to_vec());
     out
 }
 

@@ -85,6 +85,16 @@ pub const ISL: &str = "isl";
 pub const OSL: &str = "osl";
 /// Time per output token series.
 pub const TPOT_NS: &str = "tpot_ns";
+/// The gaps between consecutive content chunks (the reference's name; its ITL).
+pub const CHUNK_DELTA_NS: &str = "chunk_delta_ns";
+/// Content chunks per streamed sample (an addition).
+pub const CHUNKS_PER_SAMPLE: &str = "chunks_per_sample";
+/// Output tokens per content chunk, per basis (an addition).
+pub const TOKENS_PER_CHUNK: &str = "tokens_per_chunk";
+/// Streamed samples of two or more chunks that all came in one socket read (an addition).
+pub const N_STREAMS_IN_ONE_READ: &str = "n_streams_in_one_read";
+/// Streamed samples of two or more chunks (an addition; the base of the one-read count).
+pub const N_STREAMS_MULTI_CHUNK: &str = "n_streams_multi_chunk";
 
 impl Snapshot {
     /// The series called `name`, if registered.
@@ -131,27 +141,36 @@ pub fn final_snapshot(
     let other = opts.primary.other();
     let es = opts.early_stopping;
 
-    let mut jobs = Vec::with_capacity(9);
+    let mut jobs = Vec::with_capacity(12);
     jobs.push(Job::ints("sample_latency_ns", latency_ns(table), es));
-    let TokenSeries { isl, osl, tpot_ns } = primary_tokens;
+    let TokenSeries { isl, osl, tpot_ns, tokens_per_chunk } = primary_tokens;
     jobs.push(Job::ints(ISL, isl, false));
     jobs.push(Job::ints(OSL, osl, false));
     if opts.streaming {
         jobs.push(Job::ints("ttft_ns", ttft_ns(table), es));
-        jobs.push(Job::ints("chunk_delta_ns", Vec::new(), false));
+        jobs.push(Job::ints(CHUNK_DELTA_NS, table.chunk_delta_ns.clone(), false));
         jobs.push(Job::floats(TPOT_NS, tpot_ns, es));
     }
-    let TokenSeries { isl: isl_o, osl: osl_o, tpot_ns: tpot_o } = other_tokens;
+    let other_tpc = other_tokens.tokens_per_chunk;
+    let TokenSeries { isl: isl_o, osl: osl_o, tpot_ns: tpot_o, .. } = other_tokens;
     let name = |base: &str| basis_key(base, other, opts.primary);
     jobs.push(Job::ints(&name(ISL), isl_o, false));
     jobs.push(Job::ints(&name(OSL), osl_o, false));
     if opts.streaming {
         jobs.push(Job::floats(&name(TPOT_NS), tpot_o, false));
+        jobs.push(Job::ints(CHUNKS_PER_SAMPLE, chunks_per_sample(table), false));
+        jobs.push(Job::floats(TOKENS_PER_CHUNK, tokens_per_chunk, false));
+        jobs.push(Job::floats(&name(TOKENS_PER_CHUNK), other_tpc, false));
     }
     let series = run_jobs(jobs);
 
     let mut list = reference_counters(table, counters);
     list.extend(added_counters(counters, &usage, &osl_paired, opts.primary));
+    if opts.streaming {
+        let (multi_chunk, one_read) = streams_in_one_read(table);
+        list.push(counter(N_STREAMS_MULTI_CHUNK, multi_chunk));
+        list.push(counter(N_STREAMS_IN_ONE_READ, one_read));
+    }
     Snapshot {
         state,
         n_pending_tasks: counters.client_token_tasks_pending,
@@ -233,6 +252,24 @@ fn ttft_ns(table: &SampleTable) -> Vec<u64> {
         }
     }
     out
+}
+
+/// Each streamed sample's content chunk count (samples without a content chunk have none).
+fn chunks_per_sample(table: &SampleTable) -> Vec<u64> {
+    table.n_chunks.iter().filter(|&&n| n != u32::MAX).map(|&n| u64::from(n)).collect()
+}
+
+/// Samples of two or more chunks, and those of them whose chunks all came in one socket read:
+/// a server that sends a whole stream at once (TTFT ≈ latency, TPOT ≈ 0).
+fn streams_in_one_read(table: &SampleTable) -> (u64, u64) {
+    let mut counts = (0, 0);
+    for (&n, &reads) in table.n_chunks.iter().zip(&table.chunk_reads) {
+        if n != u32::MAX && n >= 2 {
+            counts.0 += 1;
+            counts.1 += u64::from(reads == 1);
+        }
+    }
+    counts
 }
 
 /// The reference's counters, in its registration order.

@@ -119,6 +119,13 @@ pub struct SampleRow {
     pub failure: u8,
     /// Which of the run's endpoints it went to (the record's endpoint index).
     pub endpoint: u8,
+    /// A streamed response's content-bearing SSE events; `None` when it had none (not
+    /// streamed, or no content before it ended). Its gaps go to the table's flat
+    /// `chunk_delta_ns` series (`SampleTable::extend_chunk_delta_ns`).
+    pub n_chunks: Option<u32>,
+    /// Socket reads that brought those events (1 with two or more chunks: the server sent the
+    /// whole stream at once).
+    pub chunk_reads: Option<u32>,
 }
 
 /// Struct-of-arrays store of tracked samples.
@@ -136,6 +143,11 @@ pub struct SampleTable {
     pub(crate) completion_tokens: Vec<u32>,
     pub(crate) failure: Vec<u8>,
     pub(crate) endpoint: Vec<u8>,
+    pub(crate) n_chunks: Vec<u32>,
+    pub(crate) chunk_reads: Vec<u32>,
+    /// Every gap between consecutive chunks of the tracked streamed samples, in record order
+    /// (the reference's `chunk_delta_ns`: the first chunk of a sample starts no gap).
+    pub(crate) chunk_delta_ns: Vec<u64>,
 }
 
 fn count_or_none(value: Option<u32>) -> u32 {
@@ -164,6 +176,9 @@ impl SampleTable {
             completion_tokens: Vec::with_capacity(n),
             failure: Vec::with_capacity(n),
             endpoint: Vec::with_capacity(n),
+            n_chunks: Vec::with_capacity(n),
+            chunk_reads: Vec::with_capacity(n),
+            chunk_delta_ns: Vec::new(),
         }
     }
 
@@ -188,6 +203,24 @@ impl SampleTable {
         self.completion_tokens.push(count_or_none(row.completion_tokens));
         self.failure.push(row.failure);
         self.endpoint.push(row.endpoint);
+        self.n_chunks.push(count_or_none(row.n_chunks));
+        self.chunk_reads.push(count_or_none(row.chunk_reads));
+    }
+
+    /// Appends gaps between chunks to the `chunk_delta_ns` series (a sample's, after its row;
+    /// or a whole run's at once, in record order).
+    pub fn extend_chunk_delta_ns(&mut self, gaps_ns: &[u64]) {
+        self.chunk_delta_ns.extend_from_slice(gaps_ns);
+    }
+
+    /// Takes a run's whole `chunk_delta_ns` series, without a copy.
+    pub fn set_chunk_delta_ns(&mut self, gaps_ns: Vec<u64>) {
+        self.chunk_delta_ns = gaps_ns;
+    }
+
+    /// The gaps between chunks, in the order they were added.
+    pub fn chunk_delta_ns(&self) -> &[u64] {
+        &self.chunk_delta_ns
     }
 
     /// Number of rows.
@@ -216,6 +249,8 @@ impl SampleTable {
             output_empty: self.flags[i] & FLAG_OUTPUT_EMPTY != 0,
             failure: self.failure[i],
             endpoint: self.endpoint[i],
+            n_chunks: some_count(self.n_chunks[i]),
+            chunk_reads: some_count(self.chunk_reads[i]),
         }
     }
 }
@@ -288,6 +323,8 @@ mod tests {
                 output_empty: false,
                 failure: 0,
                 endpoint: 1,
+                n_chunks: Some(7),
+                chunk_reads: Some(1),
             },
             SampleRow {
                 issued_ns: 1,

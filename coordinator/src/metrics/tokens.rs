@@ -14,6 +14,15 @@ pub struct TokenSeries {
     pub osl: Vec<u64>,
     /// Time per output token, ns (streaming only).
     pub tpot_ns: Vec<f64>,
+    /// Output tokens per content chunk, over the samples with both (streaming only): 1 when
+    /// each chunk carries one token, so the gaps between chunks are inter-token latencies.
+    pub tokens_per_chunk: Vec<f64>,
+}
+
+/// `osl / n_chunks` of a sample with both.
+fn tokens_per_chunk(osl: u32, n_chunks: u32) -> Option<f64> {
+    (osl != NONE && osl > 0 && n_chunks != NONE && n_chunks > 0)
+        .then(|| f64::from(osl) / f64::from(n_chunks))
 }
 
 /// How the successful samples' server usage classified.
@@ -94,6 +103,9 @@ pub fn client_tokens(table: &SampleTable, streaming: bool, has_tokenizer: bool) 
         if table.osl_client[i] != NONE {
             out.osl.push(u64::from(table.osl_client[i]));
         }
+        if let Some(ratio) = tokens_per_chunk(table.osl_client[i], table.n_chunks[i]) {
+            out.tokens_per_chunk.push(ratio);
+        }
         let tokens = table.tpot_tokens_client[i];
         let first = table.first_chunk_ns[i];
         if streaming && first != u64::MAX && tokens != NONE && tokens > 0 {
@@ -141,6 +153,9 @@ pub fn server_tokens(table: &SampleTable, streaming: bool) -> (TokenSeries, Usag
         }
         if completion >= 1 {
             out.osl.push(u64::from(completion));
+        }
+        if let Some(ratio) = tokens_per_chunk(completion, table.n_chunks[i]) {
+            out.tokens_per_chunk.push(ratio);
         }
         if table.osl_client[i] != NONE {
             paired.count += 1;

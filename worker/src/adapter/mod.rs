@@ -12,7 +12,7 @@ use serde::de::{Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde::Deserialize;
 
 use crate::request::ApiType;
-use crate::wire::FinishReason;
+use crate::wire::{ChunkTimes, FinishReason};
 use usage::UsageState;
 
 /// One response's accumulated result; buffers are reused across responses.
@@ -25,6 +25,8 @@ pub struct Accumulator {
     pub first_chunk_ns: u64,
     /// Bytes of `output` that came with the first content-bearing frame.
     pub first_chunk_len: usize,
+    /// Every content-bearing frame's count, read and gap (a streamed response's chunk timing).
+    pub chunks: ChunkTimes,
     pub finish: FinishReason,
     pub usage: UsageState,
     /// Frames that did not decode (each dropped alone).
@@ -47,6 +49,7 @@ impl Accumulator {
             output: Vec::with_capacity(max_output_bytes.min(16 * 1024)),
             first_chunk_ns: 0,
             first_chunk_len: 0,
+            chunks: ChunkTimes::with_capacity(CHUNK_GAP_BYTES_RESERVED),
             finish: FinishReason::None,
             usage: UsageState::default(),
             malformed_frames: 0,
@@ -63,6 +66,7 @@ impl Accumulator {
         self.output.clear();
         self.first_chunk_ns = 0;
         self.first_chunk_len = 0;
+        self.chunks.reset();
         self.finish = FinishReason::None;
         self.usage = UsageState::default();
         self.malformed_frames = 0;
@@ -98,12 +102,15 @@ impl Accumulator {
         self.append(text);
     }
 
-    /// Stamps the first content-bearing frame.
-    pub(crate) fn mark_first(&mut self, now_ns: fn() -> u64) {
+    /// Stamps a content-bearing frame: the first one's time and length, and every one's gap
+    /// from the one before (one clock read a frame).
+    pub(crate) fn mark_chunk(&mut self, now_ns: fn() -> u64) {
+        let at_ns = now_ns();
         if self.first_chunk_ns == 0 {
-            self.first_chunk_ns = now_ns();
+            self.first_chunk_ns = at_ns;
             self.first_chunk_len = self.output.len();
         }
+        self.chunks.mark(at_ns);
     }
 
     /// One SSE `data:` payload of a streaming response.
@@ -136,9 +143,14 @@ impl Accumulator {
         };
         self.first_chunk_ns = 0;
         self.first_chunk_len = self.output.len();
+        self.chunks.reset();
         ok
     }
 }
+
+/// Gap bytes a response's chunk clock holds before it grows (about 300 chunks at the usual
+/// 2–4 bytes a gap); it keeps what it grew to, so the hot path allocates only on a new maximum.
+const CHUNK_GAP_BYTES_RESERVED: usize = 1024;
 
 /// Bytes of an endpoint's error message kept in the record's error text.
 pub const ERROR_QUOTE_BYTES: usize = 1024;

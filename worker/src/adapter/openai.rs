@@ -104,7 +104,7 @@ fn apply_plain(acc: &mut Accumulator, frame: &PlainFrame<'_>, now_ns: fn() -> u6
     let text = if frame.delta { frame.content } else { frame.text };
     if let Some(text) = text.filter(|t| !t.is_empty()) {
         acc.append(text);
-        acc.mark_first(now_ns);
+        acc.mark_chunk(now_ns);
     }
     if frame.finish != FinishReason::None {
         acc.finish = frame.finish;
@@ -127,7 +127,7 @@ fn on_frame_serde(acc: &mut Accumulator, json: &[u8], now_ns: fn() -> u64) -> bo
             (None, None) => false,
         };
         if content {
-            acc.mark_first(now_ns);
+            acc.mark_chunk(now_ns);
         }
         if let Some(FinishField(reason)) = choice.finish_reason {
             if reason != FinishReason::None {

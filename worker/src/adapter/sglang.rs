@@ -54,7 +54,7 @@ pub(crate) fn on_frame(acc: &mut Accumulator, json: &[u8], now_ns: fn() -> u64) 
     if let Some(text) = frame.text.as_deref() {
         if !text.is_empty() {
             acc.replace(text.as_bytes());
-            acc.mark_first(now_ns);
+            acc.mark_chunk(now_ns);
         }
     }
     apply(acc, &frame);

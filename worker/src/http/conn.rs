@@ -538,7 +538,10 @@ impl Conn {
                     let status = self.reader.head().status;
                     return self.fail(FailureKind::ConnectionClosed, status, now_ns);
                 }
-                Ok(_) => self.response_bytes = true,
+                Ok(_) => {
+                    self.response_bytes = true;
+                    self.acc.chunks.note_read();
+                }
                 Err(_) if self.sse_mode => {
                     self.stream = None;
                     return self.finish(BodyEnd::Closed, now_ns);
@@ -787,6 +790,9 @@ mod tests {
             assert_eq!(outcome.failure, FailureKind::None, "split {split}");
             assert_eq!(conn.acc.output, b"Hello", "split {split}");
             assert_eq!((conn.acc.first_chunk_ns, conn.acc.first_chunk_len), (9, 3));
+            let timing = crate::wire::ChunkTiming::decode(conn.acc.chunks.as_bytes()).unwrap();
+            assert_eq!(timing.n_chunks, 2, "two content frames, split {split}");
+            assert_eq!(timing.gaps_ns().collect::<Vec<_>>(), [0], "split {split}");
             assert_eq!(conn.acc.malformed_frames, 1, "split {split}");
             assert_eq!(conn.acc.finish, crate::wire::FinishReason::Stop);
             assert_eq!(conn.acc.usage.prompt_tokens, Some(2));
@@ -1119,6 +1125,7 @@ mod tests {
             let outcome = parse_in_two_reads(&mut conn, wire.as_bytes(), split);
             assert_eq!(outcome.failure, FailureKind::None, "split {split}");
             assert_eq!(conn.acc.output, b"Hello there", "split {split}");
+            assert!(conn.acc.chunks.as_bytes().is_empty(), "a whole body has no chunk timing");
             assert_eq!(conn.acc.finish, crate::wire::FinishReason::Length, "split {split}");
             assert_eq!(conn.acc.usage.completion_tokens, Some(2), "split {split}");
             assert!(conn.body_in_read_buf.is_none() && conn.read_buf.is_empty());

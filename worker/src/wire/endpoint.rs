@@ -173,10 +173,22 @@ impl RecordProducer {
         self.ring.truncated_count()
     }
 
-    /// Pushes one record; `output` then `error` are cut to fit a frame (counted in
-    /// `truncated_count`). `false` only when the coordinator is gone.
+    /// Pushes one record without chunk timing; `output` then `error` are cut to fit a frame
+    /// (counted in `truncated_count`). `false` only when the coordinator is gone.
     pub fn push_record(&mut self, header: &RecordHeader, output: &[u8], error: &[u8]) -> bool {
-        self.ring.push_record(header, output, error)
+        self.ring.push_record(header, output, error, &[])
+    }
+
+    /// Pushes one record of a streamed response with its chunk timing (`ChunkTimes::as_bytes`);
+    /// output, error, then the timing's gaps are cut to fit a frame, its counts never.
+    pub fn push_streamed_record(
+        &mut self,
+        header: &RecordHeader,
+        output: &[u8],
+        error: &[u8],
+        chunk_timing: &[u8],
+    ) -> bool {
+        self.ring.push_record(header, output, error, chunk_timing)
     }
 
     /// With `true`, record pushes publish their frames at once but leave waking an idle

@@ -6,6 +6,7 @@
 //! and `doorbell` above them; `sys` (the system calls); `endpoint` (the public ends: protocol plus
 //! system calls); `shm` (`WorkerRings`, which makes all of it before fork) on top.
 
+mod chunks;
 mod cmd;
 mod doorbell;
 mod endpoint;
@@ -17,6 +18,7 @@ mod shm;
 mod sync;
 mod sys;
 
+pub use chunks::{cut_chunk_timing, ChunkTimes, ChunkTiming, CHUNK_COUNTS_BYTES};
 pub use cmd::{IssueCmd, WorkerEvent};
 pub use doorbell::Doorbell;
 pub use endpoint::{IssueConsumer, IssueProducer, RecordConsumer, RecordProducer};

@@ -226,6 +226,9 @@ pub struct RecordView<'a> {
     pub output: &'a [u8],
     /// For example "HTTP 404: <body>" or "connection refused"; empty on success.
     pub error: &'a [u8],
+    /// A streamed response's chunk timing (`ChunkTiming::decode`); empty when it had no content
+    /// chunk or was not streamed.
+    pub chunk_timing: &'a [u8],
 }
 
 #[cfg(test)]

@@ -1,5 +1,5 @@
 //! The ring protocol, pure logic over atomics: single-producer single-consumer rings over a
-//! shared byte region, a slot ring for issue commands and a byte ring of 16-byte-aligned frames
+//! shared byte region, a slot ring for issue commands and a byte ring of 32-byte-aligned frames
 //! for records. Each end holds the `Wake`/`Futex` it sleeps and wakes through (system calls for
 //! real, see `endpoint.rs`; loom primitives in `loom_tests.rs`), so no system call is made here.
 //!
@@ -12,6 +12,7 @@
 
 use std::sync::Arc;
 
+use super::chunks::{cut_chunk_timing, CHUNK_COUNTS_BYTES};
 use super::cmd::{IssueCmd, WorkerEvent};
 use super::record::{RecordHeader, RecordView, RECORD_HEADER_BYTES};
 use super::region::Region;
@@ -348,8 +349,10 @@ impl<W: Wake> IssueRx<W> {
     }
 }
 
-const FRAME_ALIGN: u64 = 16;
-const FRAME_PREFIX_BYTES: usize = 16;
+const FRAME_ALIGN: u64 = 32;
+/// `[frame_len, kind, a_len, b_len, c_len, 0, 0, 0]` as u32 LE. Frames start 32-aligned, so the
+/// space left at the ring's end always holds a pad frame's prefix.
+const FRAME_PREFIX_BYTES: usize = 32;
 const KIND_PAD: u32 = 0;
 const KIND_READY: u32 = 1;
 const KIND_SETUP_FAILED: u32 = 2;
@@ -392,24 +395,30 @@ impl<W: Wake, F: Futex> RecordTx<W, F> {
         self.truncated_count
     }
 
-    /// Pushes one record; `output` then `error` are cut to fit a frame (counted in
-    /// `truncated_count`). `false` only when `space` gave up waiting (the consumer is gone).
+    /// Pushes one record; `output`, then `error`, then the chunk timing's gaps are cut to fit a
+    /// frame (counted in `truncated_count`); the timing's counts always fit. `false` only when
+    /// `space` gave up waiting (the consumer is gone).
     #[inline]
     pub(crate) fn push_record(
         &mut self,
         header: &RecordHeader,
         output: &[u8],
         error: &[u8],
+        chunk_timing: &[u8],
     ) -> bool {
         debug_assert!(header.timestamps_ordered(), "record timestamps out of order: {header:?}");
-        let room = self.max_payload_bytes() - RECORD_HEADER_BYTES;
+        let counts = chunk_timing.len().min(CHUNK_COUNTS_BYTES);
+        let room = self.max_payload_bytes() - RECORD_HEADER_BYTES - counts;
         let output_cut = &output[..output.len().min(room)];
         let error_cut = &error[..error.len().min(room - output_cut.len())];
-        if output_cut.len() + error_cut.len() < output.len() + error.len() {
+        let room = room - output_cut.len() - error_cut.len() + counts;
+        let timing_cut = cut_chunk_timing(chunk_timing, room);
+        let whole = output.len() + error.len() + chunk_timing.len();
+        if output_cut.len() + error_cut.len() + timing_cut.len() < whole {
             self.truncated_count += 1;
         }
         let ring_now = !self.deferred;
-        self.push_frame(KIND_RECORD, Some(header), output_cut, error_cut, ring_now)
+        self.push_frame(KIND_RECORD, Some(header), [output_cut, error_cut, timing_cut], ring_now)
     }
 
     /// With `true`, record pushes publish their frames at once but leave waking an idle
@@ -439,21 +448,21 @@ impl<W: Wake, F: Futex> RecordTx<W, F> {
     }
 
     pub(crate) fn push_ready(&mut self, connections_open: u32) -> bool {
-        self.push_frame(KIND_READY, None, &connections_open.to_le_bytes(), &[], true)
+        self.push_frame(KIND_READY, None, [&connections_open.to_le_bytes(), &[], &[]], true)
     }
 
     pub(crate) fn push_setup_failed(&mut self, message: &str) -> bool {
         let message = self.fit_str(message);
-        self.push_frame(KIND_SETUP_FAILED, None, message.as_bytes(), &[], true)
+        self.push_frame(KIND_SETUP_FAILED, None, [message.as_bytes(), &[], &[]], true)
     }
 
     pub(crate) fn push_warning(&mut self, message: &str) -> bool {
         let message = self.fit_str(message);
-        self.push_frame(KIND_WARNING, None, message.as_bytes(), &[], true)
+        self.push_frame(KIND_WARNING, None, [message.as_bytes(), &[], &[]], true)
     }
 
     pub(crate) fn push_done(&mut self) -> bool {
-        self.push_frame(KIND_DONE, None, &[], &[], true)
+        self.push_frame(KIND_DONE, None, [&[], &[], &[]], true)
     }
 
     fn fit_str<'m>(&self, message: &'m str) -> &'m str {
@@ -468,12 +477,12 @@ impl<W: Wake, F: Futex> RecordTx<W, F> {
         &mut self,
         kind: u32,
         header: Option<&RecordHeader>,
-        a: &[u8],
-        b: &[u8],
+        parts: [&[u8]; 3],
         ring_now: bool,
     ) -> bool {
         let header_len = if header.is_some() { RECORD_HEADER_BYTES } else { 0 };
-        let used = FRAME_PREFIX_BYTES + header_len + a.len() + b.len();
+        let [a, b, c] = parts;
+        let used = FRAME_PREFIX_BYTES + header_len + a.len() + b.len() + c.len();
         let frame_len = (used as u64).next_multiple_of(FRAME_ALIGN);
         debug_assert!(frame_len <= self.ring.capacity / 4);
         let pos = self.tail & (self.ring.capacity - 1);
@@ -483,11 +492,14 @@ impl<W: Wake, F: Futex> RecordTx<W, F> {
             return false;
         }
         if frame_len > contiguous {
-            self.write_prefix(pos, [contiguous as u32, KIND_PAD, 0, 0]);
+            self.write_prefix(pos, [contiguous as u32, KIND_PAD, 0, 0, 0]);
             self.tail += contiguous;
         }
         let pos = (self.tail & (self.ring.capacity - 1)) as usize;
-        self.write_prefix(pos as u64, [frame_len as u32, kind, a.len() as u32, b.len() as u32]);
+        self.write_prefix(
+            pos as u64,
+            [frame_len as u32, kind, a.len() as u32, b.len() as u32, c.len() as u32],
+        );
         let mut at = pos + FRAME_PREFIX_BYTES;
         self.ring.writes(at, used - FRAME_PREFIX_BYTES);
         if let Some(header) = header {
@@ -499,7 +511,7 @@ impl<W: Wake, F: Futex> RecordTx<W, F> {
             header.encode_into(out);
             at += RECORD_HEADER_BYTES;
         }
-        for part in [a, b] {
+        for part in parts {
             // SAFETY: as above: the bytes lie inside this unpublished frame.
             unsafe {
                 std::ptr::copy_nonoverlapping(part.as_ptr(), self.ring.data.add(at), part.len())
@@ -518,13 +530,13 @@ impl<W: Wake, F: Futex> RecordTx<W, F> {
         true
     }
 
-    fn write_prefix(&mut self, pos: u64, words: [u32; 4]) {
+    fn write_prefix(&mut self, pos: u64, words: [u32; 5]) {
         let mut bytes = [0u8; FRAME_PREFIX_BYTES];
         for (chunk, word) in bytes.chunks_exact_mut(4).zip(words) {
             chunk.copy_from_slice(&word.to_le_bytes());
         }
         self.ring.writes(pos as usize, FRAME_PREFIX_BYTES);
-        // SAFETY: pos is 16-aligned and below capacity, so the 16 prefix bytes are inside the data
+        // SAFETY: pos is 32-aligned and below capacity, so the 32 prefix bytes are inside the data
         // area, in space the consumer has handed back and we have not yet published.
         unsafe {
             std::ptr::copy_nonoverlapping(
@@ -583,6 +595,7 @@ struct RawFrame {
     kind: u32,
     a_len: usize,
     b_len: usize,
+    c_len: usize,
 }
 
 impl<F: Futex> RecordRx<F> {
@@ -657,7 +670,7 @@ impl<F: Futex> RecordRx<F> {
         let pos = (self.head & (self.ring.capacity - 1)) as usize;
         let mut bytes = [0u8; FRAME_PREFIX_BYTES];
         self.ring.reads(pos, FRAME_PREFIX_BYTES);
-        // SAFETY: pos is 16-aligned and below capacity; the prefix is below the published tail
+        // SAFETY: pos is 32-aligned and below capacity; the prefix is below the published tail
         // (Acquire in `pop`), so the producer finished writing it and will not touch it.
         unsafe {
             std::ptr::copy_nonoverlapping(self.ring.data.add(pos), bytes.as_mut_ptr(), bytes.len())
@@ -672,7 +685,13 @@ impl<F: Futex> RecordRx<F> {
         {
             len = 0;
         }
-        RawFrame { len, kind: word(1), a_len: word(2) as usize, b_len: word(3) as usize }
+        RawFrame {
+            len,
+            kind: word(1),
+            a_len: word(2) as usize,
+            b_len: word(3) as usize,
+            c_len: word(4) as usize,
+        }
     }
 
     fn frame_event(&self, pos: usize, frame: &RawFrame) -> Option<WorkerEvent<'_>> {
@@ -680,7 +699,7 @@ impl<F: Futex> RecordRx<F> {
             return None;
         }
         let header_len = if frame.kind == KIND_RECORD { RECORD_HEADER_BYTES } else { 0 };
-        let payload_len = header_len + frame.a_len + frame.b_len;
+        let payload_len = header_len + frame.a_len + frame.b_len + frame.c_len;
         if FRAME_PREFIX_BYTES + payload_len > frame.len as usize {
             return None;
         }
@@ -692,7 +711,9 @@ impl<F: Futex> RecordRx<F> {
             std::slice::from_raw_parts(self.ring.data.add(pos + FRAME_PREFIX_BYTES), payload_len)
         };
         let a = &payload[header_len..header_len + frame.a_len];
-        let b = &payload[header_len + frame.a_len..];
+        let b_start = header_len + frame.a_len;
+        let b = &payload[b_start..b_start + frame.b_len];
+        let c = &payload[b_start + frame.b_len..];
         let text = |bytes| std::str::from_utf8(bytes).unwrap_or("non-utf-8 message");
         match frame.kind {
             KIND_READY => Some(WorkerEvent::Ready {
@@ -703,7 +724,12 @@ impl<F: Futex> RecordRx<F> {
             KIND_DONE => Some(WorkerEvent::Done),
             KIND_RECORD => {
                 let header = RecordHeader::decode(&payload[..RECORD_HEADER_BYTES])?;
-                Some(WorkerEvent::Record(RecordView { header, output: a, error: b }))
+                Some(WorkerEvent::Record(RecordView {
+                    header,
+                    output: a,
+                    error: b,
+                    chunk_timing: c,
+                }))
             }
             _ => None,
         }

@@ -264,6 +264,36 @@ fn oversized_output_is_truncated_and_counted() {
 }
 
 #[test]
+fn a_streamed_record_carries_its_chunk_timing_and_a_cut_keeps_the_counts() {
+    let bell = Doorbell::create().unwrap();
+    let mut r = heap_rings(RingSizes { issue_slots: 2, record_bytes: 64 * 1024 }, &bell, &bell);
+    let mut clock = ChunkTimes::with_capacity(0);
+    for at_ns in [100u64, 250, 5_000_250] {
+        clock.note_read();
+        clock.mark(at_ns);
+    }
+    assert!(r.rec_tx.push_streamed_record(&header(1), b"out", b"", clock.as_bytes()));
+    let max_output = r.rec_tx.max_payload_bytes() - RECORD_HEADER_BYTES;
+    let big = vec![b'x'; max_output];
+    assert!(r.rec_tx.push_streamed_record(&header(2), &big, b"", clock.as_bytes()));
+    assert_eq!(r.rec_tx.truncated_count(), 1);
+    let mut seen = Vec::new();
+    while let Some(got) = r.rec_rx.pop(|event| match event {
+        WorkerEvent::Record(view) => {
+            let timing = ChunkTiming::decode(view.chunk_timing).unwrap();
+            let gaps: Vec<u64> = timing.gaps_ns().collect();
+            (view.output.len(), timing.n_chunks, timing.chunk_reads, gaps)
+        }
+        other => panic!("unexpected {other:?}"),
+    }) {
+        seen.push(got);
+    }
+    assert_eq!(seen[0], (3, 3, 3, vec![150, 5_000_000]));
+    // The output gave way to the counts; the gaps were cut.
+    assert_eq!(seen[1], (max_output - CHUNK_COUNTS_BYTES, 3, 3, vec![]));
+}
+
+#[test]
 fn records_ready_rings_once_after_the_consumer_ran_dry() {
     let ready = Doorbell::create().unwrap();
     let space = Doorbell::create().unwrap();

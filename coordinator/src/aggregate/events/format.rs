@@ -50,13 +50,24 @@ pub struct Complete {
     pub worker_id: u16,
     pub prompt_tokens: Option<u32>,
     pub completion_tokens: Option<u32>,
+    /// A streamed response's chunk timing, written after the usage counts.
+    pub chunks: Option<Chunks>,
 }
 
-/// Events in log order, with the bytes of their strings.
+/// The chunk timing of a `sample.complete` line, its gaps held in the batch.
+#[derive(Clone, Debug)]
+pub struct Chunks {
+    pub n_chunks: u32,
+    pub chunk_reads: u32,
+    pub gaps_ns: Range<u32>,
+}
+
+/// Events in log order, with the bytes of their strings and the gaps of their chunks.
 #[derive(Debug, Default)]
 pub struct Batch {
     pub ops: Vec<Op>,
     pub text: Vec<u8>,
+    pub gaps_ns: Vec<u64>,
 }
 
 impl Batch {
@@ -67,6 +78,18 @@ impl Batch {
         start..self.text.len() as u32
     }
 
+    /// Copies a sample's gaps between chunks into the batch.
+    pub fn push_gaps(&mut self, gaps_ns: &[u64]) -> Range<u32> {
+        let start = self.gaps_ns.len() as u32;
+        self.gaps_ns.extend_from_slice(gaps_ns);
+        start..self.gaps_ns.len() as u32
+    }
+
+    /// Bytes the batch holds besides its ops (the threshold that ships it).
+    pub fn held_bytes(&self) -> usize {
+        self.text.len() + self.gaps_ns.len() * 8
+    }
+
     fn str_at(&self, span: &Span) -> &str {
         // The aggregator copies only `&str`s into the text, at char boundaries.
         std::str::from_utf8(&self.text[span.start as usize..span.end as usize]).unwrap_or("")
@@ -75,6 +98,7 @@ impl Batch {
     pub fn clear(&mut self) {
         self.ops.clear();
         self.text.clear();
+        self.gaps_ns.clear();
     }
 
     pub fn is_empty(&self) -> bool {
@@ -189,6 +213,21 @@ fn complete(out: &mut Vec<u8>, batch: &Batch, c: &Complete) {
     if let Some(n) = c.completion_tokens {
         out.extend_from_slice(b",\"completion_tokens\":");
         push_u64(out, u64::from(n));
+    }
+    if let Some(chunks) = &c.chunks {
+        out.extend_from_slice(b",\"n_chunks\":");
+        push_u64(out, u64::from(chunks.n_chunks));
+        out.extend_from_slice(b",\"chunk_reads\":");
+        push_u64(out, u64::from(chunks.chunk_reads));
+        out.extend_from_slice(b",\"chunk_delta_ns\":[");
+        let gaps = &batch.gaps_ns[chunks.gaps_ns.start as usize..chunks.gaps_ns.end as usize];
+        for (i, &gap) in gaps.iter().enumerate() {
+            if i > 0 {
+                out.push(b',');
+            }
+            push_u64(out, gap);
+        }
+        out.push(b']');
     }
 }
 

@@ -15,7 +15,7 @@ use std::sync::Arc;
 pub use format::{
     hide_secrets, push_json_str, push_u64, push_uuid, sample_uuid, SECRET_PLACEHOLDER,
 };
-use format::{Batch, Complete, FormatContext, Op};
+use format::{Batch, Chunks, Complete, FormatContext, Op};
 use writer::Formatters;
 
 /// Bytes of event strings (outputs, error messages) a batch collects before it is shipped.
@@ -53,6 +53,16 @@ pub struct CompleteEvent<'a> {
     pub worker_id: u16,
     pub prompt_tokens: Option<u32>,
     pub completion_tokens: Option<u32>,
+    /// A streamed response's chunk timing; `None` when it had no content chunk.
+    pub chunks: Option<ChunkLine<'a>>,
+}
+
+/// The chunk timing of a `sample.complete` line: `n_chunks`, `chunk_reads`, `chunk_delta_ns`.
+#[derive(Debug, Clone, Copy)]
+pub struct ChunkLine<'a> {
+    pub n_chunks: u32,
+    pub chunk_reads: u32,
+    pub gaps_ns: &'a [u64],
 }
 
 impl EventLog {
@@ -72,7 +82,7 @@ impl EventLog {
     fn push(&mut self, op: Op) {
         self.batch.ops.push(op);
         if self.batch.ops.len() >= EVENTS_BATCH_OPS
-            || self.batch.text.len() >= EVENTS_BATCH_TEXT_BYTES
+            || self.batch.held_bytes() >= EVENTS_BATCH_TEXT_BYTES
         {
             self.ship();
         }
@@ -143,6 +153,11 @@ impl EventLog {
             _ => None,
         };
         let output = c.output.map(|text| self.batch.push_text(text.as_bytes()));
+        let chunks = c.chunks.map(|line| Chunks {
+            n_chunks: line.n_chunks,
+            chunk_reads: line.chunk_reads,
+            gaps_ns: self.batch.push_gaps(line.gaps_ns),
+        });
         self.push(Op::Complete(Complete {
             sample_id: c.sample_id,
             timestamp_ns: c.timestamp_ns,
@@ -152,6 +167,7 @@ impl EventLog {
             worker_id: c.worker_id,
             prompt_tokens: c.prompt_tokens,
             completion_tokens: c.completion_tokens,
+            chunks,
         }));
     }
 
@@ -172,6 +188,7 @@ fn new_batch() -> Batch {
         ops: Vec::with_capacity(EVENTS_BATCH_OPS),
         // Room past the threshold for the string that crosses it.
         text: Vec::with_capacity(EVENTS_BATCH_TEXT_BYTES + 64 * 1024),
+        gaps_ns: Vec::new(),
     }
 }
 
@@ -255,7 +272,9 @@ mod tests {
             worker_id: 1,
             prompt_tokens: None,
             completion_tokens: None,
+            chunks: None,
         };
+        let gaps_ns = [0, 1_500_000];
         let text = lines(|ev| {
             ev.complete(&base);
             ev.complete(&CompleteEvent {
@@ -264,6 +283,8 @@ mod tests {
                 ..base
             });
             ev.complete(&CompleteEvent { output: None, finish_reason: None, ..base });
+            let chunks = Some(ChunkLine { n_chunks: 3, chunk_reads: 2, gaps_ns: &gaps_ns });
+            ev.complete(&CompleteEvent { completion_tokens: Some(16), chunks, ..base });
         });
         let got: Vec<&str> = text.lines().collect();
         assert_eq!(
@@ -272,6 +293,9 @@ mod tests {
         );
         assert!(got[1].ends_with(r#""worker_id":1,"prompt_tokens":3,"completion_tokens":16}"#));
         assert!(got[2].contains(r#""data":null,"worker_id":1}"#));
+        assert!(got[3].ends_with(
+            r#""worker_id":1,"completion_tokens":16,"n_chunks":3,"chunk_reads":2,"chunk_delta_ns":[0,1500000]}"#
+        ));
     }
 
     #[test]
@@ -308,6 +332,7 @@ mod tests {
                     worker_id: 0,
                     prompt_tokens: None,
                     completion_tokens: None,
+                    chunks: None,
                 });
             }
         });

@@ -36,6 +36,9 @@ fn client_primary_keeps_reference_names_then_adds_server_series() {
         "isl_server",
         "osl_server",
         "tpot_ns_server",
+        "chunks_per_sample",
+        "tokens_per_chunk",
+        "tokens_per_chunk_server",
     ];
     assert_eq!(names(&snap), expected);
     let counters: Vec<&str> = snap.counters.iter().map(|c| c.name.as_str()).collect();
@@ -76,6 +79,8 @@ fn server_primary_gives_the_same_numbers_with_names_swapped() {
         ("isl_server", "isl"),
         ("osl_server", "osl"),
         ("tpot_ns_server", "tpot_ns"),
+        ("tokens_per_chunk", "tokens_per_chunk_client"),
+        ("tokens_per_chunk_server", "tokens_per_chunk"),
     ];
     for (client_name, server_name) in swaps {
         let a = client.series(client_name).unwrap();
@@ -93,6 +98,38 @@ fn server_primary_gives_the_same_numbers_with_names_swapped() {
     assert!(server.counters.iter().any(|c| c.name == "n_errors_client"));
     assert_eq!(client.series("sample_latency_ns"), server.series("sample_latency_ns"));
     assert_eq!(client.series("ttft_ns"), server.series("ttft_ns"));
+    assert_eq!(client.series("chunk_delta_ns"), server.series("chunk_delta_ns"));
+    assert_eq!(client.series("chunks_per_sample"), server.series("chunks_per_sample"));
+}
+
+#[test]
+fn chunk_series_count_every_gap_chunk_and_one_read_stream() {
+    let mut table = SampleTable::with_capacity(4);
+    let streamed = |n_chunks, chunk_reads, completion| SampleRow {
+        n_chunks: Some(n_chunks),
+        chunk_reads: Some(chunk_reads),
+        ..row(Some(100), 1100, Some(completion))
+    };
+    // Three chunks over two reads, four in one read, one chunk, and a sample without chunks.
+    table.push(&streamed(3, 2, 6));
+    table.extend_chunk_delta_ns(&[400, 600]);
+    table.push(&streamed(4, 1, 2));
+    table.extend_chunk_delta_ns(&[0, 0, 0]);
+    table.push(&streamed(1, 1, 5));
+    table.push(&row(None, 1100, Some(9)));
+    let snap = snapshot(&table, Server);
+    let gaps = snap.series("chunk_delta_ns").unwrap();
+    assert_eq!((gaps.count, gaps.total, gaps.max), (5, Num::Int(1000), Num::Int(600)));
+    let chunks = snap.series("chunks_per_sample").unwrap();
+    assert_eq!((chunks.count, chunks.total), (3, Num::Int(8)));
+    // Server basis: 6/3, 2/4 and 5/1; the client's OSL is 5 on each row.
+    let server = snap.series("tokens_per_chunk").unwrap();
+    assert_eq!((server.count, server.total), (3, Num::Float(2.0 + 0.5 + 5.0)));
+    let client = snap.series("tokens_per_chunk_client").unwrap();
+    assert_eq!((client.count, client.total), (3, Num::Float(5.0 / 3.0 + 1.25 + 5.0)));
+    // Only the four-chunk sample came in one read (one chunk is no stream to judge).
+    assert_eq!(snap.counter("n_streams_in_one_read"), 1);
+    assert_eq!(snap.counter("n_streams_multi_chunk"), 2);
 }
 
 fn row(first: Option<u64>, complete: u64, completion: Option<u32>) -> SampleRow {
