@@ -136,41 +136,42 @@ fn every_golden_summary_and_snapshot_holds_its_schema() {
     }
 }
 
+/// `flags` split at spaces (only for literal flags: paths may hold spaces, they go apart).
+fn words(flags: &str) -> Vec<String> {
+    flags.split_whitespace().map(str::to_string).collect()
+}
+
 /// Runs `llm-loadgen benchmark <args> --report-dir <fresh dir>`, wants `code`, checks both files.
-fn run_and_check(name: &str, args: &[&str], code: i32) -> Value {
+fn run_and_check(name: &str, mut args: Vec<String>, code: i32) -> Value {
     let dir = report_dir(&format!("schema-{name}"));
-    let d = dir.display().to_string();
-    let mut all: Vec<&str> = vec!["benchmark"];
-    all.extend_from_slice(args);
-    all.extend(["--report-dir", &d]);
-    let out = run(&all);
+    args.insert(0, "benchmark".into());
+    args.extend(["--report-dir".into(), dir.display().to_string()]);
+    let out = run(&args);
     assert_eq!(out.status.code(), Some(code), "{name}");
     assert_report_dir_valid(&dir);
     read_json(&dir.join("performance/result_summary.json"))
 }
 
+/// `offline --endpoints <urls> --model m --dataset <the 1k dataset>`, then `flags`.
+fn stub_args(urls: &str, flags: &str) -> Vec<String> {
+    let mut args = words("offline --endpoints");
+    args.push(urls.into());
+    args.extend(words("--model m --dataset"));
+    args.push(dataset());
+    args.extend(words(flags));
+    args
+}
+
 #[test]
 fn embedded_stub_runs_streaming_and_not_hold_the_schemas() {
-    let tok = char_tokenizer();
-    let s = run_and_check(
-        "embedded-off",
-        &["offline", "--num-samples", "300", "--streaming", "off"],
-        0,
-    );
+    let s = run_and_check("embedded-off", words("offline --num-samples 300 --streaming off"), 0);
     assert_eq!(s["ttft"], json!({}), "no TTFT block without streaming");
-    let on = ["offline", "--num-samples", "300", "--streaming", "on", "--tokenizer", &tok];
-    let s = run_and_check("embedded-on", &on, 0);
+    let mut on = words("offline --num-samples 300 --streaming on --tokenizer");
+    on.push(char_tokenizer());
+    let s = run_and_check("embedded-on", on, 0);
     assert!(s["tpot"]["percentiles"].is_object(), "a streamed run with a tokenizer has TPOT");
-    let capped = [
-        "offline",
-        "--num-samples",
-        "100000000",
-        "--runtime.max-duration-ms",
-        "300",
-        "--workers",
-        "1",
-    ];
-    let s = run_and_check("embedded-capped", &capped, 0);
+    let capped = "offline --num-samples 100000000 --runtime.max-duration-ms 300 --workers 1";
+    let s = run_and_check("embedded-capped", words(capped), 0);
     assert!(s["n_samples_completed"].as_u64().unwrap() > 0, "the capped run measured something");
     assert!(s["n_samples_abandoned"].as_u64().unwrap() > 0, "the cap left samples in flight");
 }
@@ -178,25 +179,10 @@ fn embedded_stub_runs_streaming_and_not_hold_the_schemas() {
 #[test]
 fn a_server_primary_run_holds_the_schema_with_the_client_blocks_suffixed() {
     let server = stub(StubKind::Echo, |_| {});
-    let (url, ds, tok) = (server.url(), dataset(), char_tokenizer());
-    let args = [
-        "offline",
-        "--endpoints",
-        &url,
-        "--model",
-        "m",
-        "--dataset",
-        &ds,
-        "--num-samples",
-        "200",
-        "--streaming",
-        "on",
-        "--tokenizer",
-        &tok,
-        "--token-count-source",
-        "server",
-    ];
-    let s = run_and_check("server-primary", &args, 0);
+    let mut args = stub_args(&server.url(), "--num-samples 200 --streaming on --tokenizer");
+    args.push(char_tokenizer());
+    args.extend(words("--token-count-source server"));
+    let s = run_and_check("server-primary", args, 0);
     assert_eq!(s["token_count_source"], "server");
     assert!(s["tpot_client"].is_object() && s.get("tpot_server").is_none());
 }
@@ -207,70 +193,30 @@ fn two_endpoints_and_failures_hold_the_schema() {
     let b = stub(StubKind::MaxThroughput, |c| {
         c.faults.status = Some(StatusFault { status: 429, every: 5 })
     });
-    let (urls, ds) = (format!("{},{}", a.url(), b.url()), dataset());
-    let args = [
-        "offline",
-        "--endpoints",
-        &urls,
-        "--model",
-        "m",
-        "--dataset",
-        &ds,
-        "--num-samples",
-        "300",
-        "--workers",
-        "1",
-        "--max-connections",
-        "4",
-        "--streaming",
-        "off",
-        "--no-early-stopping",
-    ];
-    let s = run_and_check("two-endpoints-failing", &args, 0);
+    let flags = "--num-samples 300 --workers 1 --max-connections 4 --streaming off \
+                 --no-early-stopping";
+    let args = stub_args(&format!("{},{}", a.url(), b.url()), flags);
+    let s = run_and_check("two-endpoints-failing", args, 0);
     assert_eq!(s["endpoints"].as_array().map(Vec::len), Some(2));
-    assert!(
-        s["n_samples_failed"].as_u64().unwrap() > 0,
-        "the 429s counted: {}",
-        s["failure_kinds"]
-    );
+    let failed = s["n_samples_failed"].as_u64().unwrap();
+    assert!(failed > 0, "the 429s counted: {}", s["failure_kinds"]);
     assert!(s["failure_kinds"]["http_status"]["first_message"].is_string());
 }
 
 #[test]
 fn an_empty_tpot_and_the_open_and_closed_loops_hold_the_schema() {
     // Streaming without a client tokenizer: TPOT is `{"early_stopping_percentiles": {…null}}`.
-    let s = run_and_check(
-        "empty-tpot",
-        &["offline", "--endpoints", "null://", "--num-samples", "100", "--streaming", "on"],
-        0,
-    );
+    let null = "offline --endpoints null:// --num-samples 100 --streaming on";
+    let s = run_and_check("empty-tpot", words(null), 0);
     let estimates = s["tpot"]["early_stopping_percentiles"].as_object().expect("the null form");
     assert!(estimates.values().all(Value::is_null));
-    let poisson = [
-        "online",
-        "--load-pattern",
-        "poisson",
-        "--target-qps",
-        "2000",
-        "--num-samples",
-        "200",
-        "--streaming",
-        "off",
-    ];
-    let s = run_and_check("poisson", &poisson, 0);
+    let poisson = "online --load-pattern poisson --target-qps 2000 --num-samples 200 \
+                   --streaming off";
+    let s = run_and_check("poisson", words(poisson), 0);
     assert_eq!(s["issue_lag"]["n"], 200);
-    let closed = [
-        "online",
-        "--load-pattern",
-        "concurrency",
-        "--concurrency",
-        "4",
-        "--num-samples",
-        "200",
-        "--streaming",
-        "off",
-    ];
-    let s = run_and_check("concurrency", &closed, 0);
+    let closed = "online --load-pattern concurrency --concurrency 4 --num-samples 200 \
+                  --streaming off";
+    let s = run_and_check("concurrency", words(closed), 0);
     assert_eq!(s["run_config"]["load_pattern"]["target_concurrency"], 4);
 }
 
@@ -279,22 +225,11 @@ fn a_run_where_every_request_fails_holds_the_schema() {
     let server = stub(StubKind::MaxThroughput, |c| {
         c.faults.status = Some(StatusFault { status: 500, every: 1 })
     });
-    let (url, ds) = (server.url(), dataset());
-    let args = [
-        "offline",
-        "--endpoints",
-        &url,
-        "--model",
-        "m",
-        "--dataset",
-        &ds,
-        "--num-samples",
-        "50",
-        "--streaming",
-        "on",
-    ];
-    let s = run_and_check("all-fail", &args, 4);
+    // Streaming, nothing answered: TTFT and TPOT are empty with all-null estimates.
+    let s =
+        run_and_check("all-fail", stub_args(&server.url(), "--num-samples 50 --streaming on"), 4);
     assert_eq!(s["n_samples_failed"], 50);
+    assert!(s["ttft"]["early_stopping_percentiles"]["50.0"].is_null(), "{}", s["ttft"]);
 }
 
 /// The golden client summary, with `edit` applied.
