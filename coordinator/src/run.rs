@@ -209,12 +209,15 @@ fn start(spec: &mut RunSpec) -> Result<Started, RunError> {
     let (control, control_rx) = unbounded();
     let (status_tx, status) = bounded(4);
     let kill_all = |pids: &[nix::unistd::Pid]| pids.iter().for_each(|p| kill_and_reap(*p));
-    let agg_io = (consumers, pids.clone(), records_bell, shared.clone(), control_rx, status_tx);
+    let (notice_tx, notice_rx) = unbounded();
+    let agg_io =
+        (consumers, pids.clone(), records_bell, shared.clone(), (control_rx, notice_rx), status_tx);
     let aggregator = start_aggregator(spec, agg_io).inspect_err(|_| kill_all(&pids))?;
     let watcher = Watcher::start(shared.clone()).inspect_err(|_| kill_all(&pids))?;
     let samples = spec.warmup.samples().saturating_add(spec.num_samples);
     let log = IssueLog::with_capacity(samples.min(MAX_LOG_RESERVE_SAMPLES), monotonic_ns());
     let mut issuer = Issuer::new(producers, shared.clone(), space_bell, log);
+    issuer.send_issue_notices(notice_tx);
     if let LoadPattern::Concurrency { .. } = spec.pattern {
         let connections: Vec<u64> = spec.workers.iter().map(|w| u64::from(w.connections)).collect();
         issuer.closed_loop(&connections);
@@ -402,7 +405,7 @@ type AggregatorIo = (
     Vec<nix::unistd::Pid>,
     Arc<Doorbell>,
     Arc<Shared>,
-    Receiver<Control>,
+    (Receiver<Control>, Receiver<Vec<crate::schedule::IssueNotice>>),
     Sender<Status>,
 );
 
@@ -428,7 +431,7 @@ fn start_aggregator(
     spec: &RunSpec,
     io: AggregatorIo,
 ) -> Result<JoinHandle<AggregatorOutput>, RunError> {
-    let (consumers, pids, doorbell, shared, control, status) = io;
+    let (consumers, pids, doorbell, shared, (control, issue_notices), status) = io;
     let events = match &spec.events_path {
         Some(path) => {
             let log = EventLogSpec {
@@ -454,6 +457,7 @@ fn start_aggregator(
         doorbell,
         shared,
         control,
+        issue_notices,
         status,
         events,
         tokens,

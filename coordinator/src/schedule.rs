@@ -18,6 +18,18 @@ use crate::settle::IssueLog;
 /// How long the scheduler sleeps on a doorbell or condition before it re-checks for a stop.
 pub const SCHEDULER_POLL: Duration = Duration::from_millis(10);
 
+/// Issue notices the scheduler gathers before it sends them to the aggregator at once (an
+/// open loop's `sample.issued` lines); fewer go whenever the scheduler is about to wait.
+pub const ISSUE_NOTICE_BATCH: usize = 1024;
+
+/// An open-loop sample the scheduler handed over, for its `sample.issued` line in time order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct IssueNotice {
+    pub sample_id: u64,
+    pub row: u32,
+    pub issued_ns: u64,
+}
+
 /// Closed loop: samples queued in a worker behind its busy connections (at most the issue
 /// ring's smallest size, so the ring always has room for them).
 pub const CLOSED_LOOP_QUEUE_DEPTH: u64 = 1024;
@@ -59,6 +71,9 @@ pub struct Issuer {
     log: IssueLog,
     /// No wait for room lasts past this (the run's cap).
     cap: Option<Instant>,
+    /// Open-loop issues not yet told to the aggregator, and where to tell them.
+    notices: Vec<IssueNotice>,
+    notice_tx: Option<crossbeam_channel::Sender<Vec<IssueNotice>>>,
 }
 
 impl Issuer {
@@ -78,6 +93,37 @@ impl Issuer {
             closed_loop_caps: None,
             log,
             cap: None,
+            notices: Vec::new(),
+            notice_tx: None,
+        }
+    }
+
+    /// Sends every open-loop issue to `tx`, in batches (the aggregator logs `sample.issued`
+    /// from them). A closed loop's issues are stamped, and told, by the workers.
+    pub fn send_issue_notices(&mut self, tx: crossbeam_channel::Sender<Vec<IssueNotice>>) {
+        self.notices = Vec::with_capacity(ISSUE_NOTICE_BATCH);
+        self.notice_tx = Some(tx);
+    }
+
+    /// Sends the issues gathered so far; call before a wait, and when issuing ends.
+    pub fn flush_notices(&mut self) {
+        if let Some(tx) = &self.notice_tx {
+            if !self.notices.is_empty() {
+                let batch =
+                    std::mem::replace(&mut self.notices, Vec::with_capacity(ISSUE_NOTICE_BATCH));
+                // The aggregator lives until the run is over; a closed channel means it is gone
+                // and the notices do not matter.
+                let _ = tx.send(batch);
+            }
+        }
+    }
+
+    fn note_issue(&mut self, sample_id: u64, row: u32, issued_ns: u64) {
+        if self.notice_tx.is_some() && issued_ns != 0 {
+            self.notices.push(IssueNotice { sample_id, row, issued_ns });
+            if self.notices.len() >= ISSUE_NOTICE_BATCH {
+                self.flush_notices();
+            }
         }
     }
 
@@ -145,6 +191,7 @@ impl Issuer {
                 let cmd = IssueCmd::Issue { sample_id, row, issued_ns };
                 if self.producers[w].try_push(cmd) {
                     self.log.push(sample_id, w, row, issued_ns);
+                    self.note_issue(sample_id, row, issued_ns);
                     self.next_worker = w + 1;
                     self.issued += 1;
                     return Ok(issued_ns);
@@ -157,6 +204,7 @@ impl Issuer {
             if self.must_stop() {
                 return Err(IssueEnd::Stopped);
             }
+            self.flush_notices();
             if any_room {
                 self.space.wait(epoch, SCHEDULER_POLL);
             } else {
@@ -210,8 +258,23 @@ pub struct IssueLags {
 }
 
 /// Issues `total` samples by `pattern`; stops early when `shared.stop` is set or at `cap`.
-/// Poisson runs record each sample's issue lag into `lags`.
+/// Poisson runs record each sample's issue lag into `lags`. The issue notices still gathered
+/// are sent at the end.
 pub fn issue_all(
+    issuer: &mut Issuer,
+    pattern: &LoadPattern,
+    order: &mut SampleOrder,
+    first_sample_id: u64,
+    total: u64,
+    cap: Option<Instant>,
+    lags: &mut IssueLags,
+) -> IssueEnd {
+    let end = issue_each(issuer, pattern, order, first_sample_id, total, cap, lags);
+    issuer.flush_notices();
+    end
+}
+
+fn issue_each(
     issuer: &mut Issuer,
     pattern: &LoadPattern,
     order: &mut SampleOrder,
@@ -246,6 +309,9 @@ pub fn issue_all(
                 *at_ns += poisson_gap_ns(rng, *qps);
                 let offset = Duration::from_nanos(*at_ns);
                 scheduled_ns = start_ns + offset.as_nanos() as u64;
+                if start + offset > Instant::now() + NOTICE_FLUSH_GAP {
+                    issuer.flush_notices();
+                }
                 if !wait_until(start + offset, &shared, cap) {
                     return IssueEnd::Stopped;
                 }
@@ -267,6 +333,10 @@ pub fn issue_all(
     }
     IssueEnd::AllIssued
 }
+
+/// A Poisson gap this long sends the issue notices gathered before it: the aggregator writes
+/// `sample.issued` lines within its reorder window, whatever the rate.
+const NOTICE_FLUSH_GAP: Duration = Duration::from_millis(1);
 
 /// Waits until `at`: sleeps while far, spins only the last few microseconds. The scheduler
 /// shares its core with a worker on small machines, where spinning 200 µs before every sample

@@ -718,6 +718,7 @@ async fn serve(shared: &Rc<Shared>, slot: usize, conn: &mut Conn) {
         let mut job = job;
         if job.issued_ns == 0 {
             job.issued_ns = crate::monotonic_ns();
+            note_issued(shared, job.sample_id, job.row, job.issued_ns);
         }
         let aborted = exchange_job(shared, slot, conn, job).await;
         // The record is in the ring: the sample is no longer this slot's.
@@ -755,13 +756,20 @@ async fn exchange_job(shared: &Rc<Shared>, slot: usize, conn: &mut Conn, job: Jo
             if let Some(table) = &shared.spec.in_flight {
                 table.set(slot, job.sample_id);
             }
+            let on_first_chunk = |first_chunk_ns| {
+                let mut records = shared.records.borrow_mut();
+                if !records.push_first_chunk(job.sample_id, first_chunk_ns) {
+                    shared.coordinator_gone.set(true);
+                }
+            };
+            let exchange = conn.exchange_noticing(&request, crate::monotonic_ns, &on_first_chunk);
             if timeout_ns == 0 {
                 // No timer armed: a run without a timeout pays nothing for it.
-                return Ended::Exchanged(conn.exchange(&request, crate::monotonic_ns).await);
+                return Ended::Exchanged(exchange.await);
             }
             let timer = monoio::time::sleep(std::time::Duration::from_nanos(timeout_ns));
             monoio::select! {
-                outcome = conn.exchange(&request, crate::monotonic_ns) => Ended::Exchanged(outcome),
+                outcome = exchange => Ended::Exchanged(outcome),
                 _ = timer => Ended::TimedOut,
             }
         };
@@ -816,6 +824,14 @@ fn base_header(shared: &Shared, job: Job, outcome: Outcome, endpoint: u8) -> Rec
         finish: 0,
         resent: u8::from(outcome.resent),
         endpoint,
+    }
+}
+
+/// Tells the aggregator a closed-loop sample was issued (its `sample.issued` line, in time); an
+/// open loop's issues are told by the scheduler, which stamps them.
+fn note_issued(shared: &Shared, sample_id: u64, row: u32, issued_ns: u64) {
+    if !shared.records.borrow_mut().push_issued(sample_id, row, issued_ns) {
+        shared.coordinator_gone.set(true);
     }
 }
 

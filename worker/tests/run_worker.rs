@@ -311,6 +311,8 @@ enum Popped {
     Failed(String),
     Record(Got),
     Warning(String),
+    /// An `Issued` or `FirstChunk` notice (the event log's, ahead of a record).
+    Notice,
     Done,
 }
 
@@ -327,6 +329,7 @@ fn pop_wait(records: &mut RecordConsumer, bell: &Doorbell) -> Popped {
             WorkerEvent::SetupFailed { message } => Popped::Failed(message.to_string()),
             WorkerEvent::Warning { message } => Popped::Warning(message.to_string()),
             WorkerEvent::Done => Popped::Done,
+            WorkerEvent::Issued { .. } | WorkerEvent::FirstChunk { .. } => Popped::Notice,
             WorkerEvent::Record(view) => {
                 assert!(view.header.timestamps_ordered(), "{:?}", view.header);
                 Popped::Record(Got {
@@ -386,6 +389,7 @@ fn run(spec: WorkerSpec, issues: &[(u64, u32)], end: IssueCmd) -> (Vec<Got>, Vec
         match pop_wait(&mut records, &bell) {
             Popped::Record(r) => got.push(r),
             Popped::Warning(w) => warnings.push(w),
+            Popped::Notice => {}
             Popped::Done => break,
             _ => panic!("unexpected event"),
         }

@@ -100,6 +100,9 @@ impl State {
             abort: self.abort_cause,
         });
         let ended_ns = loadgen_worker::monotonic_ns();
+        // Counted before the terminal events the run's end writes for old samples (late by
+        // nature: their lines could not be written before the end).
+        self.warn_late_events();
         self.log_terminal_events(&settlement, ended_ns);
         // Session end events close the log as the reference's do (stamps, not metric inputs).
         self.events.session("session.stop_performance_tracking", ended_ns);
@@ -184,8 +187,26 @@ impl State {
         }
     }
 
+    /// Says so when events reached the aggregator later than the reorder window.
+    fn warn_late_events(&mut self) {
+        let late = self.events.late_events();
+        if late > 0 {
+            let window_ms = super::events::REORDER_WINDOW_NS / 1_000_000;
+            let message = format!(
+                "{late} events reached the aggregator more than {window_ms} ms after they \
+                 happened (a backed-up worker ring): events.jsonl has them out of time order by \
+                 their delay; the metrics are not affected"
+            );
+            eprintln!("warning: {message}");
+            self.warnings.push(message);
+        }
+    }
+
+    /// `sample.issued`, unless the worker's notice logged it when the sample was issued.
     fn log_issued(&mut self, sample_id: u64, row: u32, issued_ns: u64) {
-        self.events.issued(sample_id, issued_ns, row);
+        if self.issued_logged.insert(sample_id) {
+            self.events.issued(sample_id, issued_ns, row);
+        }
     }
 
     fn log_abandoned(&mut self, sample_id: u64, timestamp_ns: u64, cause: AbandonCause) {

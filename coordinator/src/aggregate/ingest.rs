@@ -40,8 +40,40 @@ impl State {
                     self.sent_at_end[w] = self.sent_now(w);
                 }
             }
+            WorkerEvent::Issued { sample_id, row, issued_ns } => {
+                if self.is_tracked(sample_id) && self.issued_logged.insert(sample_id) {
+                    self.events.issued(sample_id, issued_ns, row);
+                }
+            }
+            WorkerEvent::FirstChunk { sample_id, first_chunk_ns } => {
+                if self.is_tracked(sample_id) && self.first_logged.insert(sample_id) {
+                    self.events.recv_first(sample_id, first_chunk_ns);
+                }
+            }
             WorkerEvent::Record(rec) => self.on_record(w, &rec),
         }
+    }
+
+    /// Logs `sample.issued` for the scheduler's open-loop issues that arrived.
+    pub(super) fn take_issue_notices(&mut self) {
+        while let Ok(batch) = self.issue_notices.try_recv() {
+            for n in batch {
+                if self.is_tracked(n.sample_id) && self.issued_logged.insert(n.sample_id) {
+                    self.events.issued(n.sample_id, n.issued_ns, n.row);
+                }
+            }
+        }
+    }
+
+    /// A sample of the performance phase (not warm-up); reads the tracking start first when
+    /// the main thread sent it just before issuing the sample, so it precedes the sample's
+    /// lines.
+    fn is_tracked(&mut self, sample_id: u64) -> bool {
+        let tracked = sample_id >= self.warmup_samples;
+        if tracked && !self.tracking {
+            self.await_tracking();
+        }
+        tracked
     }
 
     /// The samples worker `w`'s in-flight table holds now.
@@ -117,8 +149,12 @@ impl State {
     ) {
         let h = &rec.header;
         let id = h.sample_id;
-        self.events.issued(id, h.issued_ns, h.row);
-        if h.first_chunk_ns != 0 {
+        // Lines the worker's notices did not already give (the null endpoint sends none; a
+        // response that ended in the read of its first chunk has no separate notice).
+        if self.issued_logged.insert(id) {
+            self.events.issued(id, h.issued_ns, h.row);
+        }
+        if h.first_chunk_ns != 0 && self.first_logged.insert(id) {
             self.events.recv_first(id, h.first_chunk_ns);
         }
         if failed {

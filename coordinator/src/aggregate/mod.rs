@@ -130,6 +130,8 @@ pub struct AggregatorInput {
     pub doorbell: Arc<Doorbell>,
     pub shared: Arc<Shared>,
     pub control: Receiver<Control>,
+    /// The scheduler's open-loop issues, in batches (their `sample.issued` lines).
+    pub issue_notices: Receiver<Vec<crate::schedule::IssueNotice>>,
     pub status: Sender<Status>,
     pub events: EventLog,
     pub tokens: Option<TokenPool>,
@@ -210,6 +212,10 @@ struct State {
     /// Record outcomes and the ids they answered (one bit a sample).
     tally: Tally,
     answered: IdSet,
+    /// Tracked samples whose `sample.issued` / `sample.recv_first` line is logged (from the
+    /// worker's notice, ahead of the record).
+    issued_logged: IdSet,
+    first_logged: IdSet,
     cancelled: Vec<CancelledSample>,
     /// Set by `Control::Finish`.
     issue_log: Option<Box<IssueLog>>,
@@ -217,6 +223,7 @@ struct State {
     /// `session.start_performance_tracking` has been logged.
     tracking: bool,
     control: Receiver<Control>,
+    issue_notices: Receiver<Vec<crate::schedule::IssueNotice>>,
     /// A control message read early (while waiting for `Tracking`), handled by the main loop.
     early_control: Option<Control>,
 }
@@ -246,6 +253,8 @@ pub fn run(mut input: AggregatorInput) -> AggregatorOutput {
     loop {
         let epoch = bell.epoch();
         let popped = st.pop_all(&mut consumers);
+        st.take_issue_notices();
+        st.events.advance(loadgen_worker::monotonic_ns());
         st.collect_tokens();
         if !lp.started {
             st.try_start(&status, &mut lp);
@@ -313,11 +322,14 @@ impl State {
             sample_rows: Vec::new(),
             tally: Tally::default(),
             answered: IdSet::with_capacity(expected.min(ANSWERED_RESERVE_IDS)),
+            issued_logged: IdSet::with_capacity(expected.min(ANSWERED_RESERVE_IDS)),
+            first_logged: IdSet::with_capacity(expected.min(ANSWERED_RESERVE_IDS)),
             cancelled: Vec::new(),
             issue_log: None,
             abort_cause: None,
             tracking: false,
             control: input.control,
+            issue_notices: input.issue_notices,
             early_control: None,
         }
     }

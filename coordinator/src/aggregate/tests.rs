@@ -43,6 +43,7 @@ fn aggregate(
         doorbell: Arc::new(bell),
         shared: shared.clone(),
         control: control_rx,
+        issue_notices: crossbeam_channel::never(),
         status: status_tx,
         events: EventLog::disabled(),
         tokens: None,

@@ -443,17 +443,34 @@ impl Conn {
     /// connection that turns out closed before any response byte is reopened and the request
     /// sent once more (`may_resend`); the outcome says so.
     pub async fn exchange(&mut self, request: &RequestBytes, now_ns: fn() -> u64) -> Outcome {
+        self.exchange_noticing(request, now_ns, &|_| {}).await
+    }
+
+    /// `exchange`, calling `on_first_chunk` with the first content chunk's stamp as soon as it is
+    /// parsed, when more of the response is still to come (a response that ends in the read that
+    /// brought its first chunk is reported whole, by its record).
+    pub async fn exchange_noticing(
+        &mut self,
+        request: &RequestBytes,
+        now_ns: fn() -> u64,
+        on_first_chunk: &dyn Fn(u64),
+    ) -> Outcome {
         let carried = self.stream.is_some() && self.carried_response;
-        let first = self.exchange_once(request, now_ns).await;
+        let first = self.exchange_once(request, now_ns, on_first_chunk).await;
         if !may_resend(carried, first.failure, self.response_bytes) {
             return first;
         }
-        let mut second = self.exchange_once(request, now_ns).await;
+        let mut second = self.exchange_once(request, now_ns, on_first_chunk).await;
         second.resent = self.wrote;
         second
     }
 
-    async fn exchange_once(&mut self, request: &RequestBytes, now_ns: fn() -> u64) -> Outcome {
+    async fn exchange_once(
+        &mut self,
+        request: &RequestBytes,
+        now_ns: fn() -> u64,
+        on_first_chunk: &dyn Fn(u64),
+    ) -> Outcome {
         self.reset_response();
         if let Err(e) = self.connect().await {
             self.error.extend_from_slice(e.message(self.addr).as_bytes());
@@ -467,7 +484,7 @@ impl Conn {
             let _ = write!(self.error, "connection closed while sending: {e}");
             return self.fail(FailureKind::ConnectionClosed, 0, now_ns);
         }
-        self.read_response(now_ns).await
+        self.read_response(now_ns, on_first_chunk).await
     }
 
     /// Clears the per-response state (buffers keep their capacity).
@@ -494,7 +511,12 @@ impl Conn {
         Outcome { failure: kind, http_status, complete_ns: now_ns(), resent: false }
     }
 
-    async fn read_response(&mut self, now_ns: fn() -> u64) -> Outcome {
+    async fn read_response(
+        &mut self,
+        now_ns: fn() -> u64,
+        on_first_chunk: &dyn Fn(u64),
+    ) -> Outcome {
+        let mut first_chunk_told = false;
         loop {
             match self.parse_buffered(now_ns) {
                 Err(e) => {
@@ -507,6 +529,10 @@ impl Conn {
                 }
                 Ok(true) => return self.finish(BodyEnd::Finished, now_ns),
                 Ok(false) => {}
+            }
+            if !first_chunk_told && self.acc.first_chunk_ns != 0 {
+                first_chunk_told = true;
+                on_first_chunk(self.acc.first_chunk_ns);
             }
             if self.read_start > 0 {
                 self.read_buf.drain(..self.read_start);

@@ -52,6 +52,11 @@ pub enum WorkerEvent<'a> {
     Ready { connections_open: u32 },
     /// The worker could not start (no connection could be opened, no runtime); it exits next.
     SetupFailed { message: &'a str },
+    /// A closed-loop sample the worker issued: stamped as its request was written. It lets the
+    /// event log write `sample.issued` when the sample is issued, not when it completes.
+    Issued { sample_id: u64, row: u32, issued_ns: u64 },
+    /// A streamed sample's first content chunk, as it arrived (`sample.recv_first`).
+    FirstChunk { sample_id: u64, first_chunk_ns: u64 },
     /// One completed (or failed) sample.
     Record(RecordView<'a>),
     /// Something the user should know, sent at most a few times per worker.

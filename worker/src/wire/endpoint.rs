@@ -191,6 +191,16 @@ impl RecordProducer {
         self.ring.push_record(header, output, error, chunk_timing)
     }
 
+    /// Announces that a sample was issued (see `WorkerEvent::Issued`); rings as records do.
+    pub fn push_issued(&mut self, sample_id: u64, row: u32, issued_ns: u64) -> bool {
+        self.ring.push_issued(sample_id, row, issued_ns)
+    }
+
+    /// Announces a streamed sample's first content chunk; rings as records do.
+    pub fn push_first_chunk(&mut self, sample_id: u64, first_chunk_ns: u64) -> bool {
+        self.ring.push_first_chunk(sample_id, first_chunk_ns)
+    }
+
     /// With `true`, record pushes publish their frames at once but leave waking an idle
     /// aggregator to the next `flush_doorbell`: one futex wake-up per batch of records instead of
     /// one per record. The caller must flush before it blocks (a push that waits for space

@@ -359,6 +359,8 @@ const KIND_SETUP_FAILED: u32 = 2;
 const KIND_RECORD: u32 = 3;
 const KIND_WARNING: u32 = 4;
 const KIND_DONE: u32 = 5;
+const KIND_ISSUED: u32 = 6;
+const KIND_FIRST_CHUNK: u32 = 7;
 
 /// The producer of a record ring. A full ring is back-pressure: the push sleeps on `space`
 /// until the consumer frees room; nothing is dropped. `W` wakes a consumer that ran dry.
@@ -459,6 +461,25 @@ impl<W: Wake, F: Futex> RecordTx<W, F> {
     pub(crate) fn push_warning(&mut self, message: &str) -> bool {
         let message = self.fit_str(message);
         self.push_frame(KIND_WARNING, None, [message.as_bytes(), &[], &[]], true)
+    }
+
+    /// Pushes a sample's issue (`WorkerEvent::Issued`), doorbell as records.
+    pub(crate) fn push_issued(&mut self, sample_id: u64, row: u32, issued_ns: u64) -> bool {
+        let mut bytes = [0u8; 20];
+        bytes[..8].copy_from_slice(&sample_id.to_le_bytes());
+        bytes[8..16].copy_from_slice(&issued_ns.to_le_bytes());
+        bytes[16..].copy_from_slice(&row.to_le_bytes());
+        let ring_now = !self.deferred;
+        self.push_frame(KIND_ISSUED, None, [&bytes, &[], &[]], ring_now)
+    }
+
+    /// Pushes a sample's first chunk (`WorkerEvent::FirstChunk`), doorbell as records.
+    pub(crate) fn push_first_chunk(&mut self, sample_id: u64, first_chunk_ns: u64) -> bool {
+        let mut bytes = [0u8; 16];
+        bytes[..8].copy_from_slice(&sample_id.to_le_bytes());
+        bytes[8..].copy_from_slice(&first_chunk_ns.to_le_bytes());
+        let ring_now = !self.deferred;
+        self.push_frame(KIND_FIRST_CHUNK, None, [&bytes, &[], &[]], ring_now)
     }
 
     pub(crate) fn push_done(&mut self) -> bool {
@@ -722,6 +743,15 @@ impl<F: Futex> RecordRx<F> {
             KIND_SETUP_FAILED => Some(WorkerEvent::SetupFailed { message: text(a) }),
             KIND_WARNING => Some(WorkerEvent::Warning { message: text(a) }),
             KIND_DONE => Some(WorkerEvent::Done),
+            KIND_ISSUED => Some(WorkerEvent::Issued {
+                sample_id: u64::from_le_bytes(a.get(..8)?.try_into().ok()?),
+                issued_ns: u64::from_le_bytes(a.get(8..16)?.try_into().ok()?),
+                row: u32::from_le_bytes(a.get(16..20)?.try_into().ok()?),
+            }),
+            KIND_FIRST_CHUNK => Some(WorkerEvent::FirstChunk {
+                sample_id: u64::from_le_bytes(a.get(..8)?.try_into().ok()?),
+                first_chunk_ns: u64::from_le_bytes(a.get(8..16)?.try_into().ok()?),
+            }),
             KIND_RECORD => {
                 let header = RecordHeader::decode(&payload[..RECORD_HEADER_BYTES])?;
                 Some(WorkerEvent::Record(RecordView {

@@ -231,21 +231,30 @@ fn control_frames_roundtrip() {
     assert!(r.rec_tx.push_ready(17));
     assert!(r.rec_tx.push_warning("usage value was a bool"));
     assert!(r.rec_tx.push_setup_failed("connection refused"));
+    assert!(r.rec_tx.push_issued(u64::MAX - 1, 7, 123_456_789_012));
+    assert!(r.rec_tx.push_first_chunk(9, u64::MAX));
     assert!(r.rec_tx.push_done());
     let mut seen = Vec::new();
     while let Some(line) = r.rec_rx.pop(|event| match event {
         WorkerEvent::Ready { connections_open } => format!("ready {connections_open}"),
         WorkerEvent::Warning { message } => format!("warning {message}"),
         WorkerEvent::SetupFailed { message } => format!("failed {message}"),
+        WorkerEvent::Issued { sample_id, row, issued_ns } => {
+            format!("issued {sample_id} row {row} at {issued_ns}")
+        }
+        WorkerEvent::FirstChunk { sample_id, first_chunk_ns } => {
+            format!("first {sample_id} at {first_chunk_ns}")
+        }
         WorkerEvent::Done => "done".to_string(),
         WorkerEvent::Record(_) => "record".to_string(),
     }) {
         seen.push(line);
     }
-    assert_eq!(
-        seen,
-        ["ready 17", "warning usage value was a bool", "failed connection refused", "done"]
-    );
+    let issued = format!("issued {} row 7 at 123456789012", u64::MAX - 1);
+    let first = format!("first 9 at {}", u64::MAX);
+    let want = ["ready 17", "warning usage value was a bool", "failed connection refused"];
+    assert_eq!(seen[..3], want);
+    assert_eq!(seen[3..], [issued, first, "done".to_string()]);
 }
 
 #[test]

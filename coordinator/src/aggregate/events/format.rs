@@ -36,6 +36,19 @@ pub enum Op {
     Complete(Complete),
 }
 
+impl Op {
+    /// When the event happened: the log's sort key.
+    pub fn timestamp_ns(&self) -> u64 {
+        match self {
+            Op::Session { timestamp_ns, .. }
+            | Op::Issued { timestamp_ns, .. }
+            | Op::RecvFirst { timestamp_ns, .. }
+            | Op::Error { timestamp_ns, .. } => *timestamp_ns,
+            Op::Complete(c) => c.timestamp_ns,
+        }
+    }
+}
+
 /// A `sample.complete` event.
 #[derive(Clone, Debug)]
 pub struct Complete {
@@ -83,11 +96,6 @@ impl Batch {
         let start = self.gaps_ns.len() as u32;
         self.gaps_ns.extend_from_slice(gaps_ns);
         start..self.gaps_ns.len() as u32
-    }
-
-    /// Bytes the batch holds besides its ops (the threshold that ships it).
-    pub fn held_bytes(&self) -> usize {
-        self.text.len() + self.gaps_ns.len() * 8
     }
 
     fn str_at(&self, span: &Span) -> &str {

@@ -1,10 +1,12 @@
-//! `events.jsonl`: the run's event lines in the reference's layout.
+//! `events.jsonl`: the run's event lines in the reference's layout, in time order.
 //!
-//! The aggregator only copies each event's fields and strings into a batch (no JSON on its
-//! thread); full batches go to formatter threads that write the lines, in batch order (see
+//! The aggregator only copies each event's fields and strings into the batch of its 10 ms time
+//! bucket (no JSON on its thread; `order`); a bucket older than the reorder window is sorted by
+//! timestamp and goes to the formatter threads that write the lines, in batch order (see
 //! `writer`). Batches come back emptied, so none is allocated per batch.
 
 mod format;
+mod order;
 mod writer;
 
 use std::fs::File;
@@ -15,13 +17,10 @@ use std::sync::Arc;
 pub use format::{
     hide_secrets, push_json_str, push_u64, push_uuid, sample_uuid, SECRET_PLACEHOLDER,
 };
-use format::{Batch, Chunks, Complete, FormatContext, Op};
+use format::{Chunks, Complete, FormatContext, Op};
+use order::TimeOrder;
+pub use order::REORDER_WINDOW_NS;
 use writer::Formatters;
-
-/// Bytes of event strings (outputs, error messages) a batch collects before it is shipped.
-pub const EVENTS_BATCH_TEXT_BYTES: usize = 256 * 1024;
-/// Events a batch collects before it is shipped.
-pub const EVENTS_BATCH_OPS: usize = 4096;
 
 /// How an event log is written.
 #[derive(Debug, Clone, Default)]
@@ -36,9 +35,9 @@ pub struct EventLogSpec {
     pub secrets: Vec<String>,
 }
 
-/// Collects events into batches and ships them to the formatter threads.
+/// Collects events into time buckets and ships them, in time order, to the formatter threads.
 pub struct EventLog {
-    batch: Batch,
+    order: TimeOrder,
     formatters: Option<Formatters>,
 }
 
@@ -71,31 +70,30 @@ impl EventLog {
         let file = File::create(path)?;
         let ctx = FormatContext { prompt_data_json: spec.prompt_data_json, secrets: spec.secrets };
         let formatters = Formatters::start(file, ctx, spec.formatters, &spec.cores)?;
-        Ok(EventLog { batch: new_batch(), formatters: Some(formatters) })
+        Ok(EventLog { order: TimeOrder::default(), formatters: Some(formatters) })
     }
 
     /// An event log that keeps nothing and writes nothing (for tests and dry runs).
     pub fn disabled() -> EventLog {
-        EventLog { batch: Batch::default(), formatters: None }
+        EventLog { order: TimeOrder::default(), formatters: None }
     }
 
     fn push(&mut self, op: Op) {
-        self.batch.ops.push(op);
-        if self.batch.ops.len() >= EVENTS_BATCH_OPS
-            || self.batch.held_bytes() >= EVENTS_BATCH_TEXT_BYTES
-        {
-            self.ship();
+        self.order.bucket_mut(op.timestamp_ns()).ops.push(op);
+    }
+
+    /// Writes the events that happened a reorder window before `now_ns` (CLOCK_MONOTONIC), in
+    /// time order. The aggregator calls it on every turn of its loop.
+    pub fn advance(&mut self, now_ns: u64) {
+        if let Some(formatters) = &mut self.formatters {
+            self.order.advance(now_ns, |batch| formatters.ship(batch));
         }
     }
 
-    fn ship(&mut self) {
-        if let Some(formatters) = &mut self.formatters {
-            let full = std::mem::take(&mut self.batch);
-            self.batch = formatters.ship(full);
-            if self.batch.ops.capacity() == 0 {
-                self.batch = new_batch();
-            }
-        }
+    /// Events that reached the aggregator more than the reorder window after they happened:
+    /// each is written with the oldest open bucket, out of time order by its own delay.
+    pub fn late_events(&self) -> u64 {
+        self.order.late()
     }
 
     /// A session event (`session.started`, `session.start_performance_tracking`, ...).
@@ -135,8 +133,9 @@ impl EventLog {
         message: &str,
     ) {
         if self.formatters.is_some() {
-            let message = self.batch.push_text(message.as_bytes());
-            self.push(Op::Error { topic, sample_id, timestamp_ns, error_type, message });
+            let bucket = self.order.bucket_mut(timestamp_ns);
+            let message = bucket.push_text(message.as_bytes());
+            bucket.ops.push(Op::Error { topic, sample_id, timestamp_ns, error_type, message });
         }
     }
 
@@ -152,13 +151,14 @@ impl EventLog {
             }
             _ => None,
         };
-        let output = c.output.map(|text| self.batch.push_text(text.as_bytes()));
+        let bucket = self.order.bucket_mut(c.timestamp_ns);
+        let output = c.output.map(|text| bucket.push_text(text.as_bytes()));
         let chunks = c.chunks.map(|line| Chunks {
             n_chunks: line.n_chunks,
             chunk_reads: line.chunk_reads,
-            gaps_ns: self.batch.push_gaps(line.gaps_ns),
+            gaps_ns: bucket.push_gaps(line.gaps_ns),
         });
-        self.push(Op::Complete(Complete {
+        bucket.ops.push(Op::Complete(Complete {
             sample_id: c.sample_id,
             timestamp_ns: c.timestamp_ns,
             output,
@@ -173,22 +173,13 @@ impl EventLog {
 
     /// Writes everything and waits for the formatter threads; the first write error, if any.
     pub fn finish(mut self) -> io::Result<()> {
-        if !self.batch.is_empty() {
-            self.ship();
+        if let Some(formatters) = &mut self.formatters {
+            self.order.flush(|batch| formatters.ship(batch));
         }
         match self.formatters.take() {
             Some(mut formatters) => formatters.finish(),
             None => Ok(()),
         }
-    }
-}
-
-fn new_batch() -> Batch {
-    Batch {
-        ops: Vec::with_capacity(EVENTS_BATCH_OPS),
-        // Room past the threshold for the string that crosses it.
-        text: Vec::with_capacity(EVENTS_BATCH_TEXT_BYTES + 64 * 1024),
-        gaps_ns: Vec::new(),
     }
 }
 
@@ -316,15 +307,20 @@ mod tests {
     }
 
     #[test]
-    fn many_formatter_threads_write_every_line_in_log_order() {
-        let n: u64 = (EVENTS_BATCH_OPS as u64) * 9 + 17;
+    fn many_formatter_threads_write_every_line_in_time_order() {
+        let n: u64 = 40_017;
+        // A quarter-millisecond apart, arriving in shuffled runs of 64, advanced as they come:
+        // 1,000 buckets over three threads, each sorted within itself.
+        let stamp = |id: u64| 1_000_000_000 + (id ^ 0x3f) * 250_000;
         let text = lines_with(3, |ev| {
             for id in 0..n {
-                // Varying sizes, so batches ship on both thresholds.
                 let output = "y".repeat((id % 300) as usize);
+                if id % 64 == 0 {
+                    ev.advance(stamp(id));
+                }
                 ev.complete(&CompleteEvent {
                     sample_id: id,
-                    timestamp_ns: id,
+                    timestamp_ns: stamp(id),
                     output: Some(&output),
                     streamed: false,
                     first_chunk_len: None,
@@ -343,7 +339,60 @@ mod tests {
                 v["timestamp_ns"].as_u64().unwrap()
             })
             .collect();
-        assert_eq!(stamps, (0..n).collect::<Vec<_>>());
+        let mut sorted: Vec<u64> = (0..n).map(stamp).collect();
+        sorted.sort_unstable();
+        assert_eq!(stamps, sorted);
+    }
+
+    #[test]
+    fn an_error_stays_before_its_samples_completion_and_sessions_sort_with_samples() {
+        let text = lines(|ev| {
+            ev.session("session.started", 5);
+            ev.complete(&CompleteEvent {
+                sample_id: 1,
+                timestamp_ns: 30,
+                output: None,
+                streamed: false,
+                first_chunk_len: None,
+                finish_reason: None,
+                worker_id: 0,
+                prompt_tokens: None,
+                completion_tokens: None,
+                chunks: None,
+            });
+            ev.issued(2, 20, 0);
+            ev.error(3, 40, "boom");
+            ev.complete(&CompleteEvent {
+                sample_id: 3,
+                timestamp_ns: 40,
+                output: None,
+                streamed: false,
+                first_chunk_len: None,
+                finish_reason: None,
+                worker_id: 0,
+                prompt_tokens: None,
+                completion_tokens: None,
+                chunks: None,
+            });
+            ev.issued(1, 10, 0);
+        });
+        let order: Vec<(String, u64)> = text
+            .lines()
+            .map(|l| {
+                let v: serde_json::Value = serde_json::from_str(l).unwrap();
+                (v["event_type"].as_str().unwrap().to_string(), v["timestamp_ns"].as_u64().unwrap())
+            })
+            .collect();
+        let want = [
+            ("session.started", 5),
+            ("sample.issued", 10),
+            ("sample.issued", 20),
+            ("sample.complete", 30),
+            ("error.generic", 40),
+            ("sample.complete", 40),
+        ];
+        let want: Vec<(String, u64)> = want.iter().map(|(e, t)| (e.to_string(), *t)).collect();
+        assert_eq!(order, want);
     }
 
     #[test]
