@@ -97,6 +97,7 @@ impl State {
             workers: &workers,
             closed_loop: self.closed_loop,
             warmup_samples: self.warmup_samples,
+            tracked_end: self.tracked_end,
             abort: self.abort_cause,
         });
         let ended_ns = loadgen_worker::monotonic_ns();
@@ -152,7 +153,7 @@ impl State {
             if o.sample_id < self.warmup_samples {
                 continue;
             }
-            if o.outcome == Synthesized::WorkerDied {
+            if o.outcome == Synthesized::WorkerDied && o.sample_id < self.tracked_end {
                 self.note_failure(FailureKind::WorkerDied, message.as_bytes());
             }
             self.log_synthesized(o, ended_ns, &message);

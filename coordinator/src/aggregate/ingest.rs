@@ -54,7 +54,9 @@ impl State {
         self.input_shared.received_from[w].fetch_add(1, Ordering::Release);
         self.input_shared.records_total.fetch_add(1, Ordering::Release);
         let failure = FailureKind::from_u8(h.failure).unwrap_or(FailureKind::Malformed);
-        let tracked = h.sample_id >= self.warmup_samples;
+        let tracked = h.sample_id >= self.warmup_samples && h.sample_id < self.tracked_end;
+        // Accuracy-phase samples (ids past the tracked range) are logged, never measured.
+        let accuracy = h.sample_id >= self.tracked_end;
         self.answered.insert(h.sample_id);
         self.tally.record(tracked, failure, h.issued_ns != 0);
         self.counters.requests_resent += u64::from(h.resent);
@@ -83,6 +85,12 @@ impl State {
             self.counters.total_samples_failed += 1;
         }
         if !tracked {
+            if accuracy {
+                if !self.tracking {
+                    self.await_tracking();
+                }
+                self.log_record(rec, failed, &output_text(rec.output));
+            }
             return;
         }
         // Failure kinds count tracked samples, as `n_samples_failed` does: their counts add up
