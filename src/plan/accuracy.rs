@@ -266,7 +266,7 @@ mod tests {
         assert_eq!(d.scoring.num_repeats, 3);
         assert_eq!(d.scoring.ground_truth_column, None, "unset stays null in the results");
         assert_eq!(d.scoring.column(), "ground_truth");
-        assert_eq!(d.scoring.ground_truth, ["choice1", "choice2", "choice3", "choice4"]);
+        assert_eq!(d.scoring.ground_truth, ["choice1", "choice2", "choice3", "choice4", "choice1"]);
         assert_eq!(plan.accuracy.mode, TestMode::Perf);
         assert_eq!(plan.accuracy.drain_timeout_ms, None, "the accuracy drain waits without limit");
         assert_eq!(plan.num_samples, 4, "the performance phase is unchanged");
