@@ -242,6 +242,12 @@ fn check_phases(dir: &Path) {
     );
     let s = common::summary(dir);
     assert_eq!(s["n_samples_issued"], 2, "accuracy samples are not performance samples");
+    let at = |needle: &str| events.find(needle).unwrap_or_else(|| panic!("{needle}"));
+    let stop = at("\"session.stop_performance_tracking\"");
+    assert!(stop < at(&format!("\"sample_uuid\":\"{first_mcq}\"")), "between the phases");
+    let math_first = map["math"].as_object().unwrap().keys().next().unwrap();
+    assert!(stop < at(&format!("\"sample_uuid\":\"{math_first}\"")), "before any accuracy");
+    assert_eq!(events.matches("session.stop_performance_tracking").count(), 1);
 }
 
 fn check_report_block(dir: &Path) {
@@ -382,4 +388,64 @@ fn an_unwritable_accuracy_results_file_is_exit_4() {
     assert_eq!(out.status.code(), Some(4));
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("accuracy/accuracy_results.json"), "{stderr}");
+}
+
+/// A shape copy of a reference example (tests/assets/accuracy_runs/*_shape.yaml) with its
+/// placeholders filled: the stub, the fixtures' folder, the report dir.
+fn shape_config(name: &str, url: &str, dir: &Path) -> PathBuf {
+    let text = std::fs::read_to_string(fixture(&format!("{name}.yaml"))).unwrap();
+    let text = text
+        .replace("@STUB@", url)
+        .replace("@ASSETS@", &fixture(""))
+        .replace("@REPORT@", &dir.display().to_string());
+    let path = dir.with_extension("yaml");
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+/// The reference's examples that combine performance and accuracy datasets, in shape (a
+/// dataset path where theirs is predefined), run end to end from their YAML.
+#[test]
+fn the_reference_example_shapes_run_performance_then_accuracy_from_yaml() {
+    let server = table_stub();
+    let cases: [(&str, &[(&str, f64)]); 3] = [
+        ("offline_cnn_shape", &[]),
+        ("online_gptoss_shape", &[("aime25_shape", 2.0 / 3.0), ("gpqa_shape", 0.5)]),
+        ("offline_shopify_shape", &[("shopify_shape", 2.0 * 0.16 / 0.8)]),
+    ];
+    for (name, scores) in cases {
+        let dir = report_dir(&format!("acc-{name}"));
+        let config = shape_config(name, &server.url(), &dir);
+        let out = run(["benchmark", "from-config", "-c", &config.display().to_string()]);
+        assert_eq!(out.status.code(), Some(0), "{name}");
+        let r = results(&dir);
+        for (dataset, want) in scores {
+            let got = entry(&r, dataset)["score"].as_f64().unwrap();
+            assert!((got - want).abs() < 1e-12, "{name} {dataset}: {got} != {want}");
+        }
+        assert!(common::summary(&dir)["n_samples_completed"].as_u64().unwrap() > 0, "{name}");
+    }
+    let cnn = results(&report_dir_of("offline_cnn_shape"));
+    assert_eq!(entry(&cnn, "cnn_dailymail_shape")["score"]["rouge1"], "50.0");
+    let gptoss = results(&report_dir_of("online_gptoss_shape"));
+    assert_eq!(entry(&gptoss, "aime25_shape")["total_samples"], 24, "3 rows, 8 repeats");
+    assert_eq!(entry(&gptoss, "gpqa_shape")["response_counts"]["issued"], 10);
+}
+
+fn report_dir_of(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("run-acc-{name}"))
+}
+
+/// Its LiveCodeBench dataset needs the reference's execution service: refused by name, before
+/// any request.
+#[test]
+fn an_example_with_an_external_scorer_is_refused_naming_it() {
+    let server = table_stub();
+    let dir = report_dir("acc-lcb");
+    let config = shape_config("online_gptoss_lcb_shape", &server.url(), &dir);
+    let out = run(["benchmark", "from-config", "-c", &config.display().to_string()]);
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("\"code_bench_scorer\" is not supported"), "{stderr}");
+    assert!(!dir.join("events.jsonl").exists(), "nothing ran");
 }

@@ -103,7 +103,9 @@ impl State {
         let ended_ns = loadgen_worker::monotonic_ns();
         self.log_terminal_events(&settlement, ended_ns);
         // Session end events close the log as the reference's do (stamps, not metric inputs).
-        self.events.session("session.stop_performance_tracking", ended_ns);
+        if !self.tracking_stopped {
+            self.events.session("session.stop_performance_tracking", ended_ns);
+        }
         self.events.session("session.ended", ended_ns);
         self.apply_settlement(&settlement);
         let events_error = self.events.finish().err().map(|e| e.to_string());

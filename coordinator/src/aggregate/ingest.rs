@@ -89,6 +89,12 @@ impl State {
                 if !self.tracking {
                     self.await_tracking();
                 }
+                if !self.tracking_stopped {
+                    // The performance phase ended before the first accuracy sample was issued,
+                    // as the reference logs it between its phases.
+                    self.tracking_stopped = true;
+                    self.events.session("session.stop_performance_tracking", h.issued_ns);
+                }
                 self.log_record(rec, failed, &output_text(rec.output));
             }
             return;

@@ -216,6 +216,8 @@ struct State {
     abort_cause: Option<AbandonCause>,
     /// `session.start_performance_tracking` has been logged.
     tracking: bool,
+    /// `session.stop_performance_tracking` has been logged (before the first accuracy sample).
+    tracking_stopped: bool,
     control: Receiver<Control>,
     /// A control message read early (while waiting for `Tracking`), handled by the main loop.
     early_control: Option<Control>,
@@ -317,6 +319,7 @@ impl State {
             issue_log: None,
             abort_cause: None,
             tracking: false,
+            tracking_stopped: false,
             control: input.control,
             early_control: None,
         }
