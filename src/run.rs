@@ -267,17 +267,8 @@ fn finish_run(
     let summary = result_summary(&snapshot, &info);
     let dir = &plan.report_dir;
     let mut unwritten = write_all_files(plan, &snapshot, &summary, &info, &agg, &output.phases);
-    let (accuracy, accuracy_error) = score_accuracy(plan, &output.phases, &summary, interrupted);
-    let block = accuracy.as_ref().map(crate::report::accuracy::accuracy_block);
-    if let (Some(results), Some(block)) = (&accuracy, &block) {
-        let text = with_accuracy_block(&report_txt(&summary, &info), block);
-        if let Err(e) = write_atomic(&dir.join("report.txt"), text.as_bytes()) {
-            unwritten.push(("report.txt", io_reason(&e)));
-        }
-        if let Err(e) = crate::report::accuracy::write_accuracy_results(dir, results) {
-            unwritten.push(("accuracy/accuracy_results.json", io_reason(&e)));
-        }
-    }
+    let (block, accuracy_error) =
+        write_accuracy(plan, &output.phases, (&summary, &info), interrupted, &mut unwritten);
     // The console summary is printed whatever happened to the files: it may be all that
     // is left of the run.
     let mut console = console_summary(&summary, &info, dir);
@@ -622,6 +613,29 @@ fn write_sample_idx_map(
         phase(out, &p.name, &mut ids)?;
     }
     out.write_all(if first_phase { b"}" } else { b"\n}" })
+}
+
+/// Scores the run's accuracy datasets, writes accuracy_results.json and report.txt again
+/// with the Accuracy block; returns the block for the console and a scoring error.
+fn write_accuracy(
+    plan: &Plan,
+    phases: &[PhaseOutcome],
+    (summary, info): (&crate::report::ResultSummary, &RunInfo),
+    interrupted: bool,
+    unwritten: &mut Vec<(&'static str, String)>,
+) -> (Option<String>, Option<String>) {
+    let (accuracy, error) = score_accuracy(plan, phases, summary, interrupted);
+    let Some(results) = accuracy else { return (None, error) };
+    let dir = &plan.report_dir;
+    let block = crate::report::accuracy::accuracy_block(&results);
+    let text = with_accuracy_block(&report_txt(summary, info), &block);
+    if let Err(e) = write_atomic(&dir.join("report.txt"), text.as_bytes()) {
+        unwritten.push(("report.txt", io_reason(&e)));
+    }
+    if let Err(e) = crate::report::accuracy::write_accuracy_results(dir, &results) {
+        unwritten.push(("accuracy/accuracy_results.json", io_reason(&e)));
+    }
+    (Some(block), error)
 }
 
 /// The jobs the plan scores: the performance dataset's own accuracy_config first (the

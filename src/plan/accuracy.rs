@@ -132,6 +132,13 @@ pub(super) fn resolve_accuracy(
         }
         _ => None,
     };
+    if config.events == Some(false) && (!datasets.is_empty() || performance.is_some()) {
+        return Err(AppError::Input(
+            "--no-events cannot be used with accuracy datasets: they are scored from \
+             events.jsonl; leave --no-events out"
+                .into(),
+        ));
+    }
     let drain_timeout_ms = match config.settings.drain.accuracy_timeout_s {
         Some(s) => Some(seconds_to_ms(s, "accuracy drain")?),
         None => None,
@@ -281,6 +288,7 @@ mod tests {
             (",accuracy_config.extractor=identity_extractor", "requires accuracy_config with eval_method"),
             (",accuracy_config.eval_method=pass_at_1,accuracy_config.extractor=identity_extractor,accuracy_config.ground_truth=answer", "no ground-truth column \"answer\""),
             (",accuracy_config.eval_method=pass_at_1,accuracy_config.extractor=identity_extractor,accuracy_config.num_repeats=0", "num_repeats"),
+            (",accuracy_config.eval_method=pass_at_1,accuracy_config.extractor=identity_extractor,accuracy_config.extras=x", "accuracy_config.extras"),
         ];
         for (options, needle) in cases {
             let acc = mcq(options);
@@ -288,6 +296,16 @@ mod tests {
             assert_eq!(err.exit_code(), 2, "{options}: {err}");
             assert!(err.to_string().contains(needle), "{options}: {err}");
         }
+    }
+
+    #[test]
+    fn accuracy_without_events_jsonl_is_refused_before_the_run() {
+        let acc = mcq(
+            ",accuracy_config.eval_method=pass_at_1,accuracy_config.extractor=identity_extractor",
+        );
+        let err = plan_of(&["--dataset", &acc, "--no-events"]).unwrap_err();
+        assert_eq!(err.exit_code(), 2);
+        assert!(err.to_string().contains("--no-events cannot be used with accuracy"), "{err}");
     }
 
     #[test]

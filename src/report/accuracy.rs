@@ -551,6 +551,86 @@ pub fn accuracy_block(results: &AccuracyResults) -> String {
 mod tests {
     use super::*;
 
+    /// A finished run's files, written by hand: scored again from them alone.
+    fn run_dir(name: &str, events: &[&str]) -> std::path::PathBuf {
+        let dir =
+            std::env::temp_dir().join(format!("llm-loadgen-acc-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let map = r#"{"performance": {"00": 0}, "mcq": {"a1": 0, "a2": 1, "a3": 2, "a4": 0}}"#;
+        std::fs::write(dir.join("sample_idx_map.json"), map).unwrap();
+        std::fs::write(dir.join("events.jsonl"), events.join("\n") + "\n").unwrap();
+        dir
+    }
+
+    fn complete(uuid: &str, data: &str, usage: &str) -> String {
+        format!(
+            r#"{{"event_type":"sample.complete","timestamp_ns":1,"sample_uuid":"{uuid}","conversation_id":"","turn":null,"data":{data},"worker_id":0{usage}}}"#
+        )
+    }
+
+    #[test]
+    fn a_finished_run_is_scored_again_from_its_event_log_and_idx_map() {
+        let lines = [
+            r#"{"event_type":"session.started","timestamp_ns":0,"sample_uuid":"","conversation_id":"","turn":null,"data":null}"#.to_string(),
+            complete("00", r#"["TextModelOutput","perf",null,null]"#, ""),
+            complete("a1", r#"["TextModelOutput",["The answer ","is (A)"],null,null]"#, r#","prompt_tokens":3,"completion_tokens":5"#),
+            complete("a2", "null", ""),
+            complete("a4", r#"["TextModelOutput","Answer: A",null,null]"#, r#","completion_tokens":2"#),
+        ];
+        let refs: Vec<&str> = lines.iter().map(String::as_str).collect();
+        let dir = run_dir("rescore", &refs);
+        let truth = ["choice1".to_string(), "choice2".into(), "choice3".into()];
+        let job = ScoringJob {
+            dataset_name: "mcq",
+            dataset_type: DatasetType::Accuracy,
+            scorer: Scorer::PassAt1,
+            extractor: Some(Extractor::Abcd),
+            ground_truth_column: None,
+            ground_truth: &truth,
+            num_repeats: 1,
+            total_samples: 3,
+            duration_s: 0.0004,
+        };
+        let count = |t: &str| Some(t.chars().count() as u32);
+        let r = score_run(&dir, &[job], TokenCountSource::Client, Some(&count)).unwrap();
+        let e = &r.entries[0];
+        // a1 and a4 name choice1 and are right; a2 failed; a3 never completed: 2 of 4.
+        assert_eq!(e.score, ScoreValue::Number(Some(0.5)));
+        assert_eq!(
+            e.response_counts,
+            Some(ResponseCounts { issued: 4, scored: 2, empty: 1, missing: 1 })
+        );
+        let client = e.osl_client.as_ref().unwrap();
+        assert_eq!((client.n_samples, client.stat.as_ref().unwrap().total), (2, Num::Int(26)));
+        let server = e.osl_server.as_ref().unwrap();
+        assert_eq!(server.n_samples, 1, "a4 lacks prompt_tokens: its usage is missing");
+        assert_eq!(e.n_missing_usage, 1);
+        assert_eq!(e.duration_s, 0.0);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn a_non_compact_event_log_fails_loudly_naming_the_line() {
+        let spaced = r#"{"event_type": "sample.complete", "sample_uuid": "a1"}"#;
+        let dir = run_dir("spaced", &[spaced]);
+        let truth = ["choice1".to_string()];
+        let job = ScoringJob {
+            dataset_name: "mcq",
+            dataset_type: DatasetType::Accuracy,
+            scorer: Scorer::PassAt1,
+            extractor: Some(Extractor::Abcd),
+            ground_truth_column: None,
+            ground_truth: &truth,
+            num_repeats: 1,
+            total_samples: 1,
+            duration_s: 0.0,
+        };
+        let err = score_run(&dir, &[job], TokenCountSource::Client, None).unwrap_err().to_string();
+        assert!(err.contains("events.jsonl line 1: not a compact event record"), "{err}");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
     #[test]
     fn scores_print_as_pythons_g_format() {
         let cases = [
