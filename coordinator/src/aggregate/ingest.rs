@@ -65,6 +65,11 @@ impl State {
             // was abandoned, never completed, as the reference. A closed-loop sample still
             // queued then was never issued at all (the worker stamps the issue) and has no
             // events. The terminal event of the others waits for the abort's cause.
+            if accuracy && h.issued_ns != 0 {
+                // An accuracy sample abandoned at its drain timeout was issued and never
+                // completed: the reference's log has its issued line and nothing after it.
+                self.events.issued(h.sample_id, h.issued_ns, h.row);
+            }
             if tracked && h.issued_ns != 0 {
                 self.cancelled.push(CancelledSample {
                     sample_id: h.sample_id,
