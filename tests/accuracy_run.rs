@@ -4,6 +4,7 @@
 //! events.jsonl and report.txt.
 
 mod common;
+mod support;
 
 use std::path::{Path, PathBuf};
 
@@ -455,4 +456,35 @@ fn an_example_with_an_external_scorer_is_refused_naming_it() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("\"code_bench_scorer\" is not supported"), "{stderr}");
     assert!(!dir.join("events.jsonl").exists(), "nothing ran");
+}
+
+/// With no `--accuracy-drain-timeout` an accuracy phase waits for its never-answered sample
+/// without limit: the run is still waiting once every other request was answered, and an
+/// interrupt ends it (exit 130, report written, nothing scored).
+#[test]
+fn the_accuracy_drain_waits_without_limit_until_an_interrupt() {
+    let server = table_stub();
+    let dir = report_dir("acc-unlimited");
+    let mut args = base_args(&server.url(), &dir);
+    let spec = acc("mcq.jsonl", "mcq", "pass_at_1", "abcd_extractor", "");
+    args.extend(["--dataset", &fixture("perf.jsonl"), "--dataset", &spec].map(String::from));
+    args.extend(["--num-samples", "2"].map(String::from));
+    let run = support::Watched::spawn(&args, false, &dir);
+    let pid = run.pid as i32;
+    let mut signalled = false;
+    // 2 performance requests and the 5 of mcq (the stub answers all but q4's): all received.
+    let done = run.watch(std::time::Duration::from_secs(60), |_| {
+        if server.totals().requests >= 7 && !signalled {
+            support::signal(pid, libc::SIGINT);
+            signalled = true;
+        }
+        signalled
+    });
+    assert!(!done.hung, "the interrupt ends the wait: {}", done.stderr);
+    assert_eq!(done.code, Some(130), "{}", done.stderr);
+    assert!(dir.join("report.txt").is_file(), "the report is still written");
+    assert!(
+        !dir.join("accuracy/accuracy_results.json").exists(),
+        "an interrupted run is not scored"
+    );
 }
