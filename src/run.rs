@@ -638,8 +638,8 @@ fn write_accuracy(
     (Some(block), error)
 }
 
-/// The jobs the plan scores: the performance dataset's own accuracy_config first (the
-/// reference appends accuracy datasets first, then the performance entry), then each phase.
+/// Scores the plan's datasets: each accuracy dataset in order, then the performance dataset's
+/// own accuracy_config, as the reference lists them.
 fn score_accuracy(
     plan: &Plan,
     phases: &[PhaseOutcome],

@@ -107,6 +107,12 @@ pub(super) fn resolve_accuracy(
     let mut datasets = Vec::new();
     for spec in config.datasets.iter().filter(|d| d.kind == DatasetKind::Accuracy) {
         let name = spec.display_name();
+        if spec.generation_config_override.is_some() {
+            return Err(AppError::Input(format!(
+                "dataset {name}: generation_config_override on an accuracy dataset is not \
+                 supported yet (its requests use the run's model_params); leave it out"
+            )));
+        }
         let mut scoring = resolve_scoring(spec, &name)?;
         let dataset = crate::dataset::load_dataset_spec(spec)?;
         scoring.ground_truth =
@@ -296,6 +302,26 @@ mod tests {
             assert_eq!(err.exit_code(), 2, "{options}: {err}");
             assert!(err.to_string().contains(needle), "{options}: {err}");
         }
+    }
+
+    #[test]
+    fn the_performance_datasets_override_is_the_runs_even_after_an_accuracy_dataset() {
+        let path = format!("{}/tests/assets/accuracy_runs/mcq.jsonl", env!("CARGO_MANIFEST_DIR"));
+        let yaml = |acc_override: &str| {
+            format!(
+                "type: offline\nmodel_params: {{name: m, max_new_tokens: 100}}\ndatasets:\n  \
+                 - {{name: acc, type: accuracy, path: {path}, accuracy_config: {{eval_method: \
+                 pass_at_1, extractor: abcd_extractor}}{acc_override}}}\n  - {{name: perf, path: \
+                 {path}, generation_config_override: {{max_new_tokens: 7}}}}\n"
+            )
+        };
+        let config = Config::from_yaml_str(&yaml(""), "t.yaml").unwrap();
+        let plan = resolve_plan(config, 0).unwrap();
+        assert_eq!(plan.request.max_output_tokens, 7);
+        let over = ", generation_config_override: {max_new_tokens: 3}";
+        let config = Config::from_yaml_str(&yaml(over), "t.yaml").unwrap();
+        let err = resolve_plan(config, 0).unwrap_err().to_string();
+        assert!(err.contains("generation_config_override on an accuracy dataset"), "{err}");
     }
 
     #[test]

@@ -230,6 +230,9 @@ pub fn resolve_plan(mut config: Config, verbose: u8) -> Result<Plan, AppError> {
     let connections = resolve_connections(&config, load_pattern, &endpoints)?;
     let token_pool = resolve_token_pool(&mut config, connections.workers)?;
     let accuracy = resolve_accuracy(&config, (!dataset_is_synthetic).then_some(&dataset))?;
+    for d in &accuracy.datasets {
+        check_rows_n(&d.dataset, token_count_source)?;
+    }
     let accuracy_only = accuracy.mode == TestMode::Acc;
     let runtime = &config.settings.runtime;
     let rows = dataset.rows.len() as u64;
