@@ -325,6 +325,22 @@ mod tests {
     }
 
     #[test]
+    fn a_predefined_accuracy_dataset_is_refused_naming_it_in_validate_and_run() {
+        let path = format!("{}/tests/assets/accuracy_runs/perf.jsonl", env!("CARGO_MANIFEST_DIR"));
+        let text = format!(
+            "type: offline\nmodel_params: {{name: m}}\ndatasets:\n  - {{name: perf, path: {path}}}\n  \
+             - {{name: \"gpqa::gptoss\", type: accuracy, accuracy_config: {{eval_method: \
+             pass_at_1, extractor: abcd_extractor}}}}\n"
+        );
+        let config = Config::from_yaml_str(&text, "t.yaml").unwrap();
+        let notes = run_refusals(&config).join("\n");
+        assert!(notes.contains("datasets[1].name (dataset gpqa::gptoss)"), "{notes}");
+        let err = resolve_plan(config, 0).unwrap_err();
+        assert_eq!(err.exit_code(), 2);
+        assert!(err.to_string().contains("scoring a predefined dataset"), "{err}");
+    }
+
+    #[test]
     fn accuracy_without_events_jsonl_is_refused_before_the_run() {
         let acc = mcq(
             ",accuracy_config.eval_method=pass_at_1,accuracy_config.extractor=identity_extractor",
