@@ -207,7 +207,7 @@ fn check_mcq(e: &Value, text: &str) {
     ];
     assert_eq!(keys(e).len(), order.len(), "{e}");
     assert_key_order(text, "\"dataset_name\": \"mcq\"", &order[1..]);
-    assert_eq!(e["extractor"], "abcd_extractor");
+    assert_eq!(e["extractor"], "ABCDExtractor", "the class name, as the reference writes it");
     assert_eq!(e["ground_truth_column"], Value::Null, "unset, as the reference writes it");
     assert_eq!(e["dataset_type"], "accuracy");
     assert_eq!(e["complete"], true);

@@ -271,7 +271,7 @@ fn score_job(
     let (osl_server, n_missing_usage) = server_osl(&mine);
     Ok(AccuracyEntry {
         dataset_name: job.dataset_name.to_string(),
-        extractor: job.extractor.map(Extractor::name),
+        extractor: job.extractor.map(extractor_class_name),
         ground_truth_column: job.ground_truth_column.map(str::to_string),
         score: scored.score,
         unit_samples: unit_samples as u64,
@@ -286,6 +286,18 @@ fn score_job(
         osl_tokenize_s,
         n_missing_usage: if accuracy { n_missing_usage } else { 0 },
     })
+}
+
+/// The reference writes the extractor's class name (`eval_cfg.extractor.__name__`), not the
+/// name an `accuracy_config` gives it.
+pub fn extractor_class_name(e: Extractor) -> &'static str {
+    match e {
+        Extractor::Abcd => "ABCDExtractor",
+        Extractor::BoxedMath => "BoxedMathExtractor",
+        Extractor::Identity => "IdentityExtractor",
+        Extractor::PythonCode => "PythonCodeExtractor",
+        Extractor::FunctionCall => "FunctionCallExtractor",
+    }
 }
 
 /// Python's `round(x, 3)` for the durations the reference rounds.
