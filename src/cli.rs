@@ -8,6 +8,7 @@ use loadgen_coordinator::TokenCountSource;
 
 use crate::dataset::DatasetSpec;
 use crate::error::AppError;
+use crate::plan::TestMode;
 use crate::yaml::{
     ApiTypeName, Config, LoadPatternKind, ModelParams, OslDistribution, OslKind, Streaming,
 };
@@ -374,10 +375,11 @@ pub struct BenchFlags {
         help_heading = "Report"
     )]
     pub metrics_drain_timeout_s: Option<f64>,
-    /// perf only for now (acc and both need accuracy datasets, not supported yet).
+    /// Test mode: perf and both run the performance phase, then every accuracy dataset;
+    /// acc runs the accuracy datasets alone (one worker, one connection) [default: perf].
     #[arg(long = "mode", help_heading = "Run length")]
     pub mode: Option<ModeArg>,
-    /// The reference's alias for --mode acc (not supported yet).
+    /// The reference's alias for --mode acc.
     #[arg(
         long = "accuracy-only",
         overrides_with = "no_accuracy_only",
@@ -590,14 +592,15 @@ pub struct SpellingFlags {
         help_heading = "Warm-up"
     )]
     pub warmup_drain_timeout_s: Option<f64>,
-    /// Accuracy drain timeout in seconds; no effect (no accuracy phase runs here).
+    /// How long each accuracy phase waits for its in-flight samples, in seconds [default:
+    /// without limit].
     #[arg(
         long = "accuracy-drain-timeout",
         visible_alias = "drain.accuracy-timeout-s",
         help_heading = "Run length"
     )]
     pub accuracy_drain_timeout_s: Option<f64>,
-    /// Performance mode, the only one [default].
+    /// Undo --accuracy-only (the mode is --mode's, else perf).
     #[arg(
         long = "no-accuracy-only",
         overrides_with = "accuracy_only",
@@ -781,12 +784,16 @@ impl BenchFlags {
 
     /// Lays every given flag over `config`.
     pub fn apply(&self, config: &mut Config) -> Result<(), AppError> {
-        if self.accuracy_only || matches!(self.mode, Some(ModeArg::Acc | ModeArg::Both)) {
-            return Err(AppError::Input(
-                "accuracy mode (--mode acc|both, --accuracy-only) is not supported yet; use \
-                 --mode perf"
-                    .into(),
-            ));
+        if let Some(mode) = self.mode {
+            config.test_mode = Some(match mode {
+                ModeArg::Perf => TestMode::Perf,
+                ModeArg::Acc => TestMode::Acc,
+                ModeArg::Both => TestMode::Both,
+            });
+        }
+        // The reference's `--accuracy-only` resolves to `TestMode.ACC`, whatever --mode says.
+        if self.accuracy_only {
+            config.test_mode = Some(TestMode::Acc);
         }
         let mp = &mut config.model_params;
         set(&mut mp.name, self.model.clone());

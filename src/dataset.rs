@@ -326,6 +326,20 @@ fn load_file_dataset(spec: &DatasetSpec) -> Result<Dataset, AppError> {
     Ok(Dataset { name: spec.display_name(), rows })
 }
 
+/// True when `spec` names one of the reference's predefined datasets (no file of its own).
+pub fn is_predefined(spec: &DatasetSpec) -> bool {
+    predefined::predefined_name(spec).is_some()
+}
+
+/// One column of a dataset file (an accuracy dataset's ground truth), a value per row up to
+/// `samples=`; `None` where a row lacks it. A `parser:` target named `column` reads its source.
+pub fn read_column(spec: &DatasetSpec, column: &str) -> Result<Vec<Option<Value>>, AppError> {
+    let limit = spec.samples.map_or(usize::MAX, |n| usize::try_from(n).unwrap_or(usize::MAX));
+    let source = spec.parser.as_ref().and_then(|p| p.other.get(column)).map_or(column, |s| s);
+    let records = read_records(spec, limit)?;
+    Ok(records.into_iter().map(|mut r| r.remove(source)).collect())
+}
+
 /// Every column of a dataset file as JSON records (at most `limit`), without the column
 /// mapping: the predefined datasets build their prompts from several columns.
 fn read_records(spec: &DatasetSpec, limit: usize) -> Result<Vec<Map<String, Value>>, AppError> {

@@ -15,10 +15,12 @@ use loadgen_worker::request::Endpoint;
 use crate::error::AppError;
 use crate::plan::Plan;
 use crate::redact::redact;
+use loadgen_coordinator::run::PhaseOutcome;
+
 use crate::report::{
-    console_summary, is_complete, result_summary, write_atomic, write_atomic_with,
-    write_report_files, ClientTokenCounting, EndpointInfo, FailureKindCount, IssueLag,
-    LoadPatternInfo, RunInfo, WarmupInfo,
+    console_summary, is_complete, report_txt, result_summary, with_accuracy_block, write_atomic,
+    write_atomic_with, write_report_files, ClientTokenCounting, EndpointInfo, FailureKindCount,
+    IssueLag, LoadPatternInfo, RunInfo, WarmupInfo,
 };
 
 /// Where a null-endpoint run's request bytes are addressed (they are built, never sent).
@@ -265,10 +267,15 @@ fn finish_run(
         .collect();
     let summary = result_summary(&snapshot, &info);
     let dir = &plan.report_dir;
-    let unwritten = write_all_files(plan, &snapshot, &summary, &info, &agg);
+    let mut unwritten = write_all_files(plan, &snapshot, &summary, &info, &agg, &output.phases);
+    let (block, accuracy_error) =
+        write_accuracy(plan, &output.phases, (&summary, &info), interrupted, &mut unwritten);
     // The console summary is printed whatever happened to the files: it may be all that
     // is left of the run.
     let mut console = console_summary(&summary, &info, dir);
+    if let Some(block) = &block {
+        console = with_accuracy_block(&console, block);
+    }
     if capped {
         let cap_ms = plan.max_duration_ms.unwrap_or(0);
         console.push_str(&format!(
@@ -296,6 +303,13 @@ fn finish_run(
     }
     if let Some(msg) = unwritten_error {
         return Err(AppError::Execution(msg));
+    }
+    if let Some(msg) = accuracy_error {
+        return Err(AppError::Execution(format!("{msg} (report in {})", dir.display())));
+    }
+    // An accuracy-only run has no performance phase to be complete.
+    if plan.accuracy.mode == crate::plan::TestMode::Acc {
+        return Ok(0);
     }
     if let Err(why) = is_complete(&summary, primary) {
         return Err(AppError::Execution(format!("{why} (report in {})", dir.display())));
@@ -409,6 +423,7 @@ fn write_all_files(
     summary: &crate::report::ResultSummary,
     info: &RunInfo,
     agg: &AggregatorOutput,
+    phases: &[PhaseOutcome],
 ) -> Vec<(&'static str, String)> {
     let dir = &plan.report_dir;
     let mut unwritten: Vec<(&'static str, String)> = Vec::new();
@@ -429,7 +444,10 @@ fn write_all_files(
     if let Err(e) = write_atomic(&dir.join("config.yaml"), plan.config_yaml.as_bytes()) {
         unwritten.push(("config.yaml", io_reason(&e)));
     }
-    let idx_map = |w: &mut dyn std::io::Write| write_sample_idx_map(w, &agg.sample_rows);
+    let perf = plan.accuracy.mode != crate::plan::TestMode::Acc;
+    let acc = idx_phases(plan, phases);
+    let idx_map =
+        |w: &mut dyn std::io::Write| write_sample_idx_map(w, &agg.sample_rows, perf, &acc);
     if let Err(e) = write_atomic_with(&dir.join("sample_idx_map.json"), idx_map) {
         unwritten.push(("sample_idx_map.json", io_reason(&e)));
     }
@@ -539,19 +557,136 @@ fn issue_lag(plan: &Plan, lags: &IssueLags) -> Option<IssueLag> {
     })
 }
 
-/// `{"performance": {uuid: dataset_index}}`, as the reference writes it, streamed into `out`.
-/// As the reference writes it (`msgspec.json.format(..., indent=2)`): two-space indent, one
-/// key a line, no trailing newline; an empty map is `{}`.
-fn write_sample_idx_map(out: &mut dyn std::io::Write, rows: &[(u64, u32)]) -> std::io::Result<()> {
-    if rows.is_empty() {
-        return out.write_all(b"{\n  \"performance\": {}\n}");
+/// An accuracy phase in sample_idx_map.json: its name, first sample id, issued samples and
+/// dataset rows (sample `k` of the phase sent row `k % unit_rows`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IdxPhase {
+    pub name: String,
+    pub first_sample_id: u64,
+    pub issued: u64,
+    pub unit_rows: u64,
+}
+
+fn idx_phases(plan: &Plan, phases: &[PhaseOutcome]) -> Vec<IdxPhase> {
+    phases
+        .iter()
+        .zip(&plan.accuracy.datasets)
+        .map(|(p, d)| IdxPhase {
+            name: p.name.clone(),
+            first_sample_id: p.first_sample_id,
+            issued: p.issued,
+            unit_rows: d.dataset.rows.len() as u64,
+        })
+        .collect()
+}
+
+/// `{"performance": {uuid: dataset_index}, <phase>: {…}}`, as the reference writes it
+/// (`msgspec.json.format(..., indent=2)`): two-space indent, one key a line, no trailing
+/// newline; an empty map is `{}`. An accuracy-only run has no `performance` phase.
+fn write_sample_idx_map(
+    out: &mut dyn std::io::Write,
+    rows: &[(u64, u32)],
+    perf: bool,
+    phases: &[IdxPhase],
+) -> std::io::Result<()> {
+    out.write_all(b"{")?;
+    let mut first_phase = true;
+    let mut phase = |out: &mut dyn std::io::Write,
+                     name: &str,
+                     entries: &mut dyn Iterator<Item = (u64, u64)>| {
+        let sep = if first_phase { "" } else { "," };
+        first_phase = false;
+        let name = serde_json::to_string(name).unwrap_or_default();
+        write!(out, "{sep}\n  {name}: {{")?;
+        let mut any = false;
+        for (i, (sample_id, row)) in entries.enumerate() {
+            let sep = if i > 0 { "," } else { "" };
+            write!(out, "{sep}\n    \"{}\": {row}", sample_uuid(sample_id))?;
+            any = true;
+        }
+        out.write_all(if any { b"\n  }" } else { b"}" })
+    };
+    if perf {
+        phase(out, "performance", &mut rows.iter().map(|&(id, row)| (id, u64::from(row))))?;
     }
-    out.write_all(b"{\n  \"performance\": {")?;
-    for (i, (sample_id, row)) in rows.iter().enumerate() {
-        let sep = if i > 0 { "," } else { "" };
-        write!(out, "{sep}\n    \"{}\": {row}", sample_uuid(*sample_id))?;
+    for p in phases {
+        let mut ids = (0..p.issued).map(|k| (p.first_sample_id + k, k % p.unit_rows.max(1)));
+        phase(out, &p.name, &mut ids)?;
     }
-    out.write_all(b"\n  }\n}")
+    out.write_all(if first_phase { b"}" } else { b"\n}" })
+}
+
+/// Scores the run's accuracy datasets, writes accuracy_results.json and report.txt again
+/// with the Accuracy block; returns the block for the console and a scoring error.
+fn write_accuracy(
+    plan: &Plan,
+    phases: &[PhaseOutcome],
+    (summary, info): (&crate::report::ResultSummary, &RunInfo),
+    interrupted: bool,
+    unwritten: &mut Vec<(&'static str, String)>,
+) -> (Option<String>, Option<String>) {
+    let (accuracy, error) = score_accuracy(plan, phases, summary, interrupted);
+    let Some(results) = accuracy else { return (None, error) };
+    let dir = &plan.report_dir;
+    let block = crate::report::accuracy::accuracy_block(&results);
+    let text = with_accuracy_block(&report_txt(summary, info), &block);
+    if let Err(e) = write_atomic(&dir.join("report.txt"), text.as_bytes()) {
+        unwritten.push(("report.txt", io_reason(&e)));
+    }
+    if let Err(e) = crate::report::accuracy::write_accuracy_results(dir, &results) {
+        unwritten.push(("accuracy/accuracy_results.json", io_reason(&e)));
+    }
+    (Some(block), error)
+}
+
+/// Scores the plan's datasets: each accuracy dataset in order, then the performance dataset's
+/// own accuracy_config, as the reference lists them.
+fn score_accuracy(
+    plan: &Plan,
+    phases: &[PhaseOutcome],
+    summary: &crate::report::ResultSummary,
+    interrupted: bool,
+) -> (Option<crate::report::accuracy::AccuracyResults>, Option<String>) {
+    use crate::report::accuracy::{score_run, DatasetType, ScoringJob};
+    let acc = &plan.accuracy;
+    if interrupted || (acc.datasets.is_empty() && acc.performance.is_none()) {
+        return (None, None);
+    }
+    let mut jobs: Vec<ScoringJob<'_>> = Vec::new();
+    for (i, d) in acc.datasets.iter().enumerate() {
+        let s = &d.scoring;
+        let duration_ns = phases.get(i).map_or(0, |p| p.end_ns.saturating_sub(p.start_ns));
+        jobs.push(ScoringJob {
+            dataset_name: &d.name,
+            dataset_type: DatasetType::Accuracy,
+            scorer: s.scorer,
+            extractor: s.extractor,
+            ground_truth_column: s.ground_truth_column.as_deref(),
+            ground_truth: &s.ground_truth,
+            num_repeats: u64::from(s.num_repeats),
+            total_samples: d.dataset.rows.len() as u64 * u64::from(s.num_repeats),
+            duration_s: duration_ns as f64 / 1e9,
+        });
+    }
+    if let Some(s) = &acc.performance {
+        jobs.push(ScoringJob {
+            dataset_name: "performance",
+            dataset_type: DatasetType::Performance,
+            scorer: s.scorer,
+            extractor: s.extractor,
+            ground_truth_column: s.ground_truth_column.as_deref(),
+            ground_truth: &s.ground_truth,
+            num_repeats: 1,
+            total_samples: summary.n_samples_issued,
+            duration_s: summary.duration_ns.unwrap_or(0) as f64 / 1e9,
+        });
+    }
+    let count = plan.tokenizer.as_ref().map(|t| move |text: &str| t.count(text).ok());
+    let counter = count.as_ref().map(|c| c as crate::report::accuracy::OslCounter<'_>);
+    match score_run(&plan.report_dir, &jobs, plan.token_count_source, counter) {
+        Ok(results) => (Some(results), None),
+        Err(e) => (None, Some(e.to_string())),
+    }
 }
 
 /// Forks the embedded max-throughput stub and returns its pid and URL. Must run before any
@@ -620,7 +755,7 @@ mod tests {
     fn sample_idx_map_is_indented_as_the_reference_writes_it() {
         let text = |rows: &[(u64, u32)]| {
             let mut out = Vec::new();
-            write_sample_idx_map(&mut out, rows).unwrap();
+            write_sample_idx_map(&mut out, rows, true, &[]).unwrap();
             String::from_utf8(out).unwrap()
         };
         assert_eq!(text(&[]), "{\n  \"performance\": {}\n}");

@@ -52,6 +52,10 @@ pub struct Config {
     /// never sets it and config.yaml never shows it.
     #[serde(skip)]
     pub chat_template: Option<String>,
+    /// `--mode` / `--accuracy-only` (the reference's `TestMode`): a flag only, as the
+    /// reference's; `None` = perf.
+    #[serde(skip)]
+    pub test_mode: Option<crate::plan::TestMode>,
 }
 
 /// `submission_ref:` (the reference's `SubmissionReference`): the model and the ruleset a
@@ -632,6 +636,7 @@ impl Config {
             audit: None,
             source_addresses: Vec::new(),
             chat_template: None,
+            test_mode: None,
         }
     }
 

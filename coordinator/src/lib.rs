@@ -7,6 +7,7 @@ pub mod end;
 pub mod fork;
 pub mod metrics;
 pub mod order;
+pub mod phase;
 pub mod pyrandom;
 pub mod run;
 pub mod schedule;

@@ -16,12 +16,14 @@ use crate::aggregate::{
     events::{EventLog, EventLogSpec},
     tokens::{TokenCounter, TokenPool, TokenPoolPlan},
 };
-use crate::aggregate::{AggregatorInput, AggregatorOutput, Control, Shared, Status};
+use crate::aggregate::{AggregatorInput, AggregatorOutput, Control, Shared, Status, WorkerState};
 use crate::cpu::CpuPlan;
 use crate::end::{after_drain, drain_plan, finish_deadline, run_end};
 pub use crate::end::{RunEnd, ABORT_GRACE};
 use crate::fork::{fork_child, kill_and_reap};
 use crate::order::SampleOrder;
+use crate::phase::{accuracy_pattern, accuracy_runs, drain_deadline, first_sample_ids};
+pub use crate::phase::{AccuracyPhaseSpec, PhaseOutcome};
 use crate::schedule::{issue_all, IssueEnd, IssueLags, Issuer, LoadPattern, SCHEDULER_POLL};
 use crate::settle::IssueLog;
 
@@ -35,6 +37,8 @@ pub struct RunSpec {
     pub num_samples: u64,
     /// The warm-up phase, issued before tracking starts.
     pub warmup: WarmupSpec,
+    /// The accuracy phases, issued in order after the performance phase (untracked).
+    pub accuracy: Vec<AccuracyPhaseSpec>,
     pub dataset_rows: usize,
     pub dataloader_seed: u64,
     /// Wall-time cap from the start of tracking (and of a warm-up, from its own start);
@@ -91,6 +95,8 @@ pub struct RunOutput {
     pub issue_lags: IssueLags,
     /// CPU time of each coordinator thread over the run (the scheduler's from its first issue).
     pub thread_cpu: Vec<crate::thread_cpu::ThreadCpu>,
+    /// What each accuracy phase that started issued.
+    pub phases: Vec<PhaseOutcome>,
 }
 
 /// Setup failed before anything was measured.
@@ -169,7 +175,7 @@ pub fn run(mut spec: RunSpec) -> Result<RunOutput, RunError> {
         return Err(err);
     }
     let scheduler_cpu_start_ns = crate::thread_cpu::thread_cpu_ns();
-    let (end, drain_timed_out, issue_lags) = issue_and_drain(&spec, &mut started);
+    let (end, drain_timed_out, issue_lags, phases) = issue_and_drain(&spec, &mut started);
     let scheduler_cpu_ns = crate::thread_cpu::thread_cpu_ns() - scheduler_cpu_start_ns;
     let Started { pids, aggregator, watcher, .. } = started;
     let joined = aggregator.join();
@@ -179,7 +185,7 @@ pub fn run(mut spec: RunSpec) -> Result<RunOutput, RunError> {
     let end = if interrupted() { RunEnd::Interrupted } else { end };
     crate::thread_cpu::note("scheduler", scheduler_cpu_ns);
     let thread_cpu = crate::thread_cpu::take();
-    Ok(RunOutput { aggregate, end, drain_timed_out, issue_lags, thread_cpu })
+    Ok(RunOutput { aggregate, end, drain_timed_out, issue_lags, thread_cpu, phases })
 }
 
 /// Kills and reaps the workers the aggregator did not reap: a reaped worker's pid may belong to
@@ -214,7 +220,8 @@ fn start(spec: &mut RunSpec) -> Result<Started, RunError> {
         (consumers, pids.clone(), records_bell, shared.clone(), (control_rx, notice_rx), status_tx);
     let aggregator = start_aggregator(spec, agg_io).inspect_err(|_| kill_all(&pids))?;
     let watcher = Watcher::start(shared.clone()).inspect_err(|_| kill_all(&pids))?;
-    let samples = spec.warmup.samples().saturating_add(spec.num_samples);
+    let accuracy: u64 = spec.accuracy.iter().map(|p| p.rows.len() as u64).sum();
+    let samples = spec.warmup.samples().saturating_add(spec.num_samples).saturating_add(accuracy);
     let log = IssueLog::with_capacity(samples.min(MAX_LOG_RESERVE_SAMPLES), monotonic_ns());
     let mut issuer = Issuer::new(producers, shared.clone(), space_bell, log);
     issuer.send_issue_notices(notice_tx);
@@ -283,9 +290,12 @@ fn await_ready(spec: &RunSpec, status: &Receiver<Status>) -> Result<(), RunError
     }
 }
 
-/// Warm-up, tracking, the tracked samples and the drain. Returns the end, whether the drain
-/// timed out, and the Poisson issue lags.
-fn issue_and_drain(spec: &RunSpec, st: &mut Started) -> (RunEnd, bool, IssueLags) {
+/// Warm-up, tracking, the tracked samples, the accuracy phases and the drain. Returns the end,
+/// whether the drain timed out, the Poisson issue lags and what each accuracy phase issued.
+fn issue_and_drain(
+    spec: &RunSpec,
+    st: &mut Started,
+) -> (RunEnd, bool, IssueLags, Vec<PhaseOutcome>) {
     let _ = st.control.send(Control::Start { session_start_ns: monotonic_ns() });
     let warm_up_end = warm_up(spec, st);
     // The performance phase draws its own order, as the reference's phases do: a warm-up
@@ -303,6 +313,17 @@ fn issue_and_drain(spec: &RunSpec, st: &mut Started) -> (RunEnd, bool, IssueLags
             (cap, issue_all(issuer, &spec.pattern, &mut order, first, n, cap, &mut issue_lags))
         }
     };
+    if !spec.accuracy.is_empty() && accuracy_runs(issue_end, interrupted()) {
+        // The performance phase's samples finish first (within its drain timeout), so each
+        // accuracy phase's duration is its own; the cap bounded the performance phase only.
+        wait_drained(&st.shared, Instant::now() + spec.drain_timeout);
+        let perf_left = st.shared.in_flight() > 0;
+        st.issuer.set_cap(None);
+        let mut phases = Vec::new();
+        let issue_end = accuracy_phases(spec, st, &mut phases);
+        let end = finish_after_accuracy(st, issue_end);
+        return (end, perf_left, issue_lags, phases);
+    }
     let now = Instant::now();
     let end = run_end(issue_end, interrupted(), cap.is_some_and(|c| now >= c));
     let plan = drain_plan(end, now, cap, spec.drain_timeout);
@@ -317,7 +338,61 @@ fn issue_and_drain(spec: &RunSpec, st: &mut Started) -> (RunEnd, bool, IssueLags
         let _ = st.control.send(Control::Abort { cause, deadline });
         st.issuer.abort_all();
     }
-    (end, timed_out, issue_lags)
+    (end, timed_out, issue_lags, Vec::new())
+}
+
+/// Ends a run whose accuracy phases ran: each phase waited for its own samples, so what is
+/// still in flight (past an accuracy drain timeout, or at an interrupt) is abandoned at once
+/// and counts as missing; otherwise the workers are stopped.
+fn finish_after_accuracy(st: &mut Started, issue_end: IssueEnd) -> RunEnd {
+    let end = run_end(issue_end, interrupted(), false);
+    let log = Box::new(st.issuer.take_log());
+    let stop_by = Instant::now() + ABORT_GRACE;
+    let _ = st.control.send(Control::Finish { log, deadline: finish_deadline(stop_by) });
+    let left = st.shared.in_flight() > 0 || end == RunEnd::Interrupted;
+    if left || !drain(&mut st.issuer, &st.shared, stop_by) {
+        let cause = end.abandon_cause(true);
+        let _ =
+            st.control.send(Control::Abort { cause, deadline: finish_deadline(Instant::now()) });
+        st.issuer.abort_all();
+    }
+    if interrupted() {
+        RunEnd::Interrupted
+    } else {
+        end
+    }
+}
+
+/// Issues each accuracy phase in order on the performance phase's pattern and waits for its
+/// samples (without limit unless its drain timeout is set). Returns how issuing ended: the
+/// first phase cut short (interrupt, lost workers) ends them all.
+fn accuracy_phases(spec: &RunSpec, st: &mut Started, out: &mut Vec<PhaseOutcome>) -> IssueEnd {
+    let firsts = first_sample_ids(spec.warmup.samples(), spec.num_samples, &spec.accuracy);
+    let pattern = accuracy_pattern(&spec.pattern);
+    for (phase, first) in spec.accuracy.iter().zip(firsts) {
+        let start_ns = monotonic_ns();
+        let issued_before = st.issuer.issued;
+        let mut order = SampleOrder::listed(phase.rows.clone());
+        let mut unused = IssueLags::default();
+        let n = phase.rows.len() as u64;
+        let end = issue_all(&mut st.issuer, &pattern, &mut order, first, n, None, &mut unused);
+        let issued = st.issuer.issued - issued_before;
+        if end == IssueEnd::AllIssued {
+            wait_phase_drained(&st.shared, drain_deadline(Instant::now(), phase.drain_timeout));
+        }
+        let name = phase.name.clone();
+        out.push(PhaseOutcome {
+            name,
+            first_sample_id: first,
+            issued,
+            start_ns,
+            end_ns: monotonic_ns(),
+        });
+        if end != IssueEnd::AllIssued || interrupted() {
+            return if end == IssueEnd::AllIssued { IssueEnd::Stopped } else { end };
+        }
+    }
+    IssueEnd::AllIssued
 }
 
 /// Issues the warm-up samples (untracked) on the warm-up's pattern, in the order of its rows,
@@ -343,6 +418,21 @@ fn warm_up(spec: &RunSpec, st: &mut Started) -> Option<(Option<Instant>, IssueEn
     let cut = end != IssueEnd::AllIssued || capped || interrupted();
     let end = if end == IssueEnd::AllIssued { IssueEnd::Stopped } else { end };
     cut.then_some((cap, end))
+}
+
+/// Waits for an accuracy phase's samples: until `deadline` if any, an interrupt, or a worker's
+/// death (its samples will never answer, and the run's end settles them).
+fn wait_phase_drained(shared: &Shared, deadline: Option<Instant>) {
+    const SLICE: Duration = Duration::from_millis(250);
+    loop {
+        let slice_end = Instant::now() + SLICE;
+        wait_drained(shared, deadline.map_or(slice_end, |d| d.min(slice_end)));
+        let dead = (0..shared.issued_to.len()).any(|w| shared.state(w) == WorkerState::Dead);
+        let past = deadline.is_some_and(|d| Instant::now() >= d);
+        if shared.in_flight() == 0 || interrupted() || dead || past {
+            return;
+        }
+    }
 }
 
 /// Ends issuing (Stop) and waits for the samples in flight until `deadline` or an interrupt.

@@ -230,6 +230,8 @@ pub struct SettleInput<'a> {
     pub closed_loop: bool,
     /// Ids below this are warm-up samples (untracked).
     pub warmup_samples: u64,
+    /// Ids from this on are accuracy-phase samples (untracked).
+    pub tracked_end: u64,
     /// Why the run aborted its workers, if it did.
     pub abort: Option<AbandonCause>,
 }
@@ -282,7 +284,7 @@ pub fn settle(input: &SettleInput<'_>) -> Settlement {
     let mut synthesized = Vec::new();
     for id in 0..input.log.id_end() {
         let Some(issued) = input.log.get(id) else { continue };
-        let is_tracked = id >= input.warmup_samples;
+        let is_tracked = id >= input.warmup_samples && id < input.tracked_end;
         issued_total += 1;
         issued_tracked += u64::from(is_tracked);
         if input.answered.contains(id) {
@@ -377,6 +379,7 @@ mod tests {
             workers: &case.workers,
             closed_loop: case.closed_loop,
             warmup_samples: case.warmup,
+            tracked_end: u64::MAX,
             abort: case.abort,
         })
     }
@@ -559,6 +562,7 @@ mod tests {
             workers: &[done()],
             closed_loop: false,
             warmup_samples: 0,
+            tracked_end: u64::MAX,
             abort: None,
         };
         let broken = std::panic::catch_unwind(|| settle(&input).broken);

@@ -5,14 +5,10 @@ use super::*;
 use loadgen_worker::request::ApiType;
 
 pub(super) fn check_dataset_kinds(config: &Config) -> Result<(), AppError> {
-    if let Some(acc) = config.datasets.iter().find(|d| d.kind == DatasetKind::Accuracy) {
-        return Err(AppError::Input(format!(
-            "dataset {}: accuracy datasets are not supported yet; give one performance dataset",
-            acc.path
-        )));
-    }
-    if config.datasets.len() > 1 {
-        let paths: Vec<&str> = config.datasets.iter().map(|d| d.path.as_str()).collect();
+    let perf: Vec<&crate::dataset::DatasetSpec> =
+        config.datasets.iter().filter(|d| d.kind == DatasetKind::Performance).collect();
+    if perf.len() > 1 {
+        let paths: Vec<&str> = perf.iter().map(|d| d.path.as_str()).collect();
         return Err(AppError::Input(format!(
             "only one performance dataset is supported, got {}: {}",
             paths.len(),
@@ -32,7 +28,18 @@ pub(super) fn resolve_dataset(
     // The `random` predefined dataset decodes with the run's tokenizer unless it names one.
     let params = &config.model_params;
     let run_tokenizer = params.tokenizer_name.clone().or_else(|| params.name.clone());
-    let Some(spec) = config.datasets.first_mut() else {
+    if config.test_mode == Some(TestMode::Acc) {
+        // An accuracy-only run has no performance phase: its dataset is not loaded.
+        return Ok((Dataset { name: String::new(), rows: Vec::new() }, false));
+    }
+    let has_accuracy = config.datasets.iter().any(|d| d.kind == DatasetKind::Accuracy);
+    let Some(spec) = config.datasets.iter_mut().find(|d| d.kind == DatasetKind::Performance) else {
+        if has_accuracy {
+            return Err(AppError::Input(
+                "at least one performance dataset is required (the reference's rule); add one,                  or run the accuracy datasets alone with --accuracy-only"
+                    .into(),
+            ));
+        }
         return Ok((synthetic_dataset(), true));
     };
     let started = std::time::Instant::now();

@@ -19,6 +19,7 @@ use crate::yaml::{
     Runtime, Streaming,
 };
 
+mod accuracy;
 mod connections;
 mod dataset;
 mod endpoints;
@@ -33,6 +34,7 @@ mod specs;
 mod tests;
 mod tokens;
 
+pub use accuracy::*;
 pub use connections::*;
 use dataset::*;
 pub use endpoints::*;
@@ -151,6 +153,8 @@ pub struct Plan {
     /// The resolved configuration in the reference's schema, secrets redacted: written as
     /// `config.yaml` in the report directory.
     pub config_yaml: String,
+    /// The mode, the accuracy datasets and how each is scored.
+    pub accuracy: AccuracyPlan,
 }
 
 impl Plan {
@@ -172,10 +176,11 @@ impl Plan {
             (None, _) => "auto: all".to_string(),
         };
         format!(
-            "plan: {pattern}, {} samples (max duration {cap}, drain {} ms), streaming {}\n\
+            "plan: mode {}, {pattern}, {} samples (max duration {cap}, drain {} ms), streaming {}\n\
              plan: {} workers, {} connections (warm-up connections {warm}, start timeout {} \
              ms), cpu affinity {}\n\
              plan: dataset {} ({} rows), token count source {}, report dir {}",
+            self.accuracy.mode.as_str(),
             self.num_samples,
             self.drain_timeout_ms,
             if self.request.streaming { "on" } else { "off" },
@@ -196,6 +201,8 @@ impl Plan {
 pub fn resolve_plan(mut config: Config, verbose: u8) -> Result<Plan, AppError> {
     register_secrets(&config);
     refuse_unsupported(&config)?;
+    apply_accuracy_only(&mut config);
+    check_mode_datasets(&config)?;
     apply_generation_override(&mut config)?;
     for note in check_reference_only(&config)? {
         eprintln!("{note}");
@@ -222,6 +229,11 @@ pub fn resolve_plan(mut config: Config, verbose: u8) -> Result<Plan, AppError> {
     let report_dir = record_resolved(&mut config, token_count_source);
     let connections = resolve_connections(&config, load_pattern, &endpoints)?;
     let token_pool = resolve_token_pool(&mut config, connections.workers)?;
+    let accuracy = resolve_accuracy(&config, (!dataset_is_synthetic).then_some(&dataset))?;
+    for d in &accuracy.datasets {
+        check_rows_n(&d.dataset, token_count_source)?;
+    }
+    let accuracy_only = accuracy.mode == TestMode::Acc;
     let runtime = &config.settings.runtime;
     let rows = dataset.rows.len() as u64;
     Ok(Plan {
@@ -232,12 +244,16 @@ pub fn resolve_plan(mut config: Config, verbose: u8) -> Result<Plan, AppError> {
         tls_verify,
         request,
         row_output_tokens: draw_output_tokens(&config, dataset.rows.len())?,
-        num_samples: samples_to_issue(
-            runtime.n_samples_to_issue,
-            runtime.min_duration_ms,
-            config.settings.load_pattern.target_qps,
-            rows,
-        ),
+        num_samples: if accuracy_only {
+            0
+        } else {
+            samples_to_issue(
+                runtime.n_samples_to_issue,
+                runtime.min_duration_ms,
+                config.settings.load_pattern.target_qps,
+                rows,
+            )
+        },
         max_duration_ms: check_durations(runtime)?,
         drain_timeout_ms: resolve_drain_timeout_ms(
             config.settings.drain.performance_timeout_s,
@@ -246,7 +262,7 @@ pub fn resolve_plan(mut config: Config, verbose: u8) -> Result<Plan, AppError> {
         token_pool,
         request_timeout_ns: resolve_request_timeout(config.timeout)?,
         connections,
-        warmup: resolve_warmup(&config, &dataset)?,
+        warmup: if accuracy_only { Warmup::default() } else { resolve_warmup(&config, &dataset)? },
         early_stopping: config.settings.early_stopping.enabled,
         report_dir,
         events: config.events.unwrap_or(true),
@@ -260,6 +276,7 @@ pub fn resolve_plan(mut config: Config, verbose: u8) -> Result<Plan, AppError> {
         dataset_is_synthetic,
         tokenizer,
         config_yaml: config.to_redacted_yaml()?,
+        accuracy,
     })
 }
 

@@ -239,8 +239,10 @@ pub fn check_reference_only(config: &Config) -> Result<Vec<String>, AppError> {
         (c.min_required_connections != d.min_required_connections,
          "client.min_required_connections", "--client.min-required-connections",
          "connections that cannot be opened fail their samples with kind connect"),
-        (s.drain.accuracy_timeout_s.is_some(), "drain.accuracy_timeout_s",
-         "--accuracy-drain-timeout", "no accuracy phase runs (accuracy mode is not supported yet)"),
+        (s.drain.accuracy_timeout_s.is_some()
+            && !config.datasets.iter().any(|d| d.kind == DatasetKind::Accuracy),
+         "drain.accuracy_timeout_s", "--accuracy-drain-timeout",
+         "no accuracy dataset is given, so no accuracy phase runs"),
     ];
     Ok(table
         .iter()

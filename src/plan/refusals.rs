@@ -56,14 +56,25 @@ pub(super) fn dataset_refusals(i: usize, d: &crate::dataset::DatasetSpec) -> Vec
     let mut push = |key: &str, what: &str| {
         out.push(format!("datasets[{i}].{key} (dataset {name}) is not supported yet: {what}"));
     };
-    if d.kind == DatasetKind::Accuracy {
-        push("type accuracy", "accuracy datasets are not scored here");
-    }
     for (key, what) in crate::dataset::predefined_refusals(d) {
         push(&key, &what);
     }
+    if d.kind == DatasetKind::Accuracy
+        && crate::dataset::is_predefined(d)
+        && crate::dataset::predefined_refusals(d).is_empty()
+    {
+        push(
+            "name",
+            "scoring a predefined dataset (its ground truth is not read here); give the \
+             dataset's file as path: with a plain name",
+        );
+    }
     if d.eval_method.is_some() {
-        push("eval_method", "accuracy evaluation");
+        push(
+            "eval_method",
+            "the reference reads this key nowhere; a dataset is scored by \
+             accuracy_config.eval_method",
+        );
     }
     if d.agentic_inference.is_some() {
         push("agentic_inference", "multi-turn agentic conversations");

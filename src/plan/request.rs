@@ -9,7 +9,9 @@ use loadgen_worker::request::ApiType;
 /// `model_params` (nested mappings deep-merged, as the reference's `_deep_merge`) and the result
 /// re-read through the schema, so a bad value is named as `model_params` would name it.
 pub(super) fn apply_generation_override(config: &mut Config) -> Result<(), AppError> {
-    if let Some(merged) = merged_model_params(config, 0)? {
+    // The performance dataset's override is the run's; an accuracy dataset may come first.
+    let perf = config.datasets.iter().position(|d| d.kind == DatasetKind::Performance);
+    if let Some(merged) = merged_model_params(config, perf.unwrap_or(0))? {
         config.model_params = merged;
     }
     Ok(())

@@ -8,8 +8,9 @@ use std::time::Duration;
 use loadgen_coordinator::aggregate::tokens::{TokenCounter, TokenPoolPlan};
 use loadgen_coordinator::cpu::{tokenizer_threads, CpuPlan};
 use loadgen_coordinator::order::SampleOrder;
+use loadgen_coordinator::phase::accuracy_rows;
 use loadgen_coordinator::pyrandom::PyRandom;
-use loadgen_coordinator::run::WarmupSpec;
+use loadgen_coordinator::run::{AccuracyPhaseSpec, WarmupSpec};
 use loadgen_coordinator::{LoadPattern, RunSpec};
 use loadgen_worker::http::ports::{
     bind_from_slot_over_sources, ephemeral_even_ports, ephemeral_range, ports_per_source,
@@ -49,7 +50,9 @@ impl Plan {
             );
         }
         let ms = |ms: u64| Duration::from_millis(ms);
+        let accuracy = accuracy_phases(self, salted.len());
         Ok(RunSpec {
+            accuracy,
             workers,
             cpu_plan,
             pattern: self.load_pattern,
@@ -102,6 +105,18 @@ fn request_tables(
             let text = Prompt::Text { system: row.system.as_deref(), user: prompt };
             table.push(&row_request(plan, ep, &headers, *i as usize, text)?);
         }
+        for acc in &plan.accuracy.datasets {
+            for (i, row) in acc.dataset.rows.iter().enumerate() {
+                let prompt = prompt_of(row, plan.request.api);
+                let body = row_body(plan, row, None, prompt).map_err(|e| {
+                    AppError::Input(format!(
+                        "accuracy dataset {} row {i} cannot become a request: {e}",
+                        acc.name
+                    ))
+                })?;
+                table.push(&body_request(plan, ep, &headers, &body));
+            }
+        }
         tables.push(Arc::new(table));
     }
     Ok(tables)
@@ -126,16 +141,43 @@ fn row_request(
     i: usize,
     prompt: Prompt<'_>,
 ) -> Result<Vec<u8>, AppError> {
-    let opts = &plan.request;
     let row = &plan.dataset.rows[i];
-    let params = RowParams {
-        n: row.n,
-        max_output_tokens: plan.row_output_tokens.get(i).copied(),
-        columns: &row.request_columns,
-    };
-    let body = request::body_json_row(opts, prompt, params)
+    let body = row_body(plan, row, plan.row_output_tokens.get(i).copied(), prompt)
         .map_err(|e| AppError::Input(format!("dataset row {i} cannot become a request: {e}")))?;
-    Ok(request::http_request(ep, opts.api, headers, opts.streaming, &body))
+    Ok(body_request(plan, ep, headers, &body))
+}
+
+/// A row's request body: its own n and output length, and its request columns.
+fn row_body(
+    plan: &Plan,
+    row: &Row,
+    max_output_tokens: Option<u32>,
+    prompt: Prompt<'_>,
+) -> Result<Vec<u8>, String> {
+    let params = RowParams { n: row.n, max_output_tokens, columns: &row.request_columns };
+    request::body_json_row(&plan.request, prompt, params).map_err(|e| e.to_string())
+}
+
+fn body_request(plan: &Plan, ep: &Endpoint, headers: &RequestHeaders, body: &[u8]) -> Vec<u8> {
+    let opts = &plan.request;
+    request::http_request(ep, opts.api, headers, opts.streaming, body)
+}
+
+/// The accuracy phases: each dataset's rows follow the performance rows and the salted
+/// warm-up copies in the request tables, issued in order `num_repeats` times.
+fn accuracy_phases(plan: &Plan, salted: usize) -> Vec<AccuracyPhaseSpec> {
+    let mut first = (plan.dataset.rows.len() + salted) as u32;
+    let drain = plan.accuracy.drain_timeout_ms.map(Duration::from_millis);
+    plan.accuracy
+        .datasets
+        .iter()
+        .map(|acc| {
+            let unit = acc.dataset.rows.len() as u32;
+            let rows = accuracy_rows(first, unit, acc.scoring.num_repeats);
+            first += unit;
+            AccuracyPhaseSpec { name: acc.name.clone(), rows, drain_timeout: drain }
+        })
+        .collect()
 }
 
 /// The warm-up's table rows in issue order, and the salted prompts behind them: the first
@@ -179,13 +221,24 @@ fn client_counts(plan: &Plan) -> (Vec<Option<u32>>, Vec<String>, Option<TokenCou
             plan.dataset.rows.iter().map(|r| r.token_ids.as_ref().map(|t| t.len() as u32)).collect()
         }
     };
-    let prompt_data_json: Vec<String> =
+    let mut data_json: Vec<String> =
         plan.dataset.rows.iter().map(|r| prompt_data_json(r, kwargs)).collect();
+    let mut isl_client = isl_client;
+    // Salted warm-up rows are never logged; the accuracy rows follow them in the tables and
+    // are logged (`sample.issued`), so every table row has an entry.
+    let salted = if plan.warmup.salt { plan.warmup.samples as usize } else { 0 };
+    let filler = data_json.first().cloned().unwrap_or_default();
+    data_json.extend(std::iter::repeat_n(filler, salted));
+    isl_client.extend(std::iter::repeat_n(None, salted));
+    for acc in &plan.accuracy.datasets {
+        data_json.extend(acc.dataset.rows.iter().map(|r| prompt_data_json(r, kwargs)));
+        isl_client.extend(std::iter::repeat_n(None, acc.dataset.rows.len()));
+    }
     let token_counter: Option<TokenCounter> = plan.tokenizer.as_ref().map(|tok| {
         let tok = tok.clone_for_thread();
         Arc::new(move |s: &str| tok.count(s)) as TokenCounter
     });
-    (isl_client, prompt_data_json, token_counter)
+    (isl_client, data_json, token_counter)
 }
 
 /// The client tokenizer pool of the run: live threads on the CPU plan's spare cores (none

@@ -220,9 +220,9 @@ fn contradictions_are_rejected_naming_the_values() {
             2,
             "only one performance dataset",
         ),
-        (&["offline", "--dataset", "acc:a.jsonl"], 2, "datasets[0].type accuracy (dataset a)"),
-        (&["offline", "--mode", "acc"], 2, "accuracy mode"),
-        (&["offline", "--accuracy-only"], 2, "accuracy mode"),
+        (&["offline", "--dataset", "acc:a.jsonl"], 2, "at least one performance dataset"),
+        (&["offline", "--mode", "acc"], 2, "requires at least one accuracy dataset"),
+        (&["offline", "--accuracy-only"], 2, "requires at least one accuracy dataset"),
         (&["offline", "--client.warmup-connections", "-3"], 2, "warmup-connections -3"),
     ];
     for (args, code, needle) in cases {

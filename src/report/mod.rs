@@ -6,6 +6,7 @@
     reason = "the run command wires these in; until then only tests call them"
 )]
 
+pub mod accuracy;
 mod summary;
 mod text;
 mod write;
@@ -15,7 +16,7 @@ mod tests;
 
 pub use loadgen_coordinator::metrics::{Snapshot, TokenCountSource};
 pub use summary::{is_complete, result_summary, BasisBlocks, ResultSummary};
-pub use text::{console_summary, report_txt};
+pub use text::{console_summary, report_txt, with_accuracy_block};
 pub use write::{write_atomic, write_atomic_with, write_report_files, Unwritten};
 
 /// The run's load pattern, as `run_config.load_pattern` records it.

@@ -532,3 +532,21 @@ fn basis_line(s: &ResultSummary) -> String {
     line.push(')');
     line
 }
+
+/// `text` (report.txt or the console summary) with the accuracy block after the Summary's
+/// `TPS:` line, where the reference prints its "Accuracy:" block.
+pub fn with_accuracy_block(text: &str, block: &str) -> String {
+    let mut out = String::with_capacity(text.len() + block.len());
+    let mut placed = false;
+    for line in text.split_inclusive('\n') {
+        out.push_str(line);
+        if !placed && line.starts_with("TPS: ") {
+            out.push_str(block);
+            placed = true;
+        }
+    }
+    if !placed {
+        out.push_str(block);
+    }
+    out
+}

@@ -161,6 +161,10 @@ pub enum UsageFaultArg {
 pub struct EchoArgs {
     #[command(flatten)]
     pub common: CommonArgs,
+    /// Answer each prompt from a JSON object file of prompt -> answer instead of echoing it
+    /// (null: never answer; a prompt not in the file gets HTTP 400)
+    #[arg(long, value_name = "FILE")]
+    pub answers: Option<std::path::PathBuf>,
 }
 
 /// `stub max-throughput` flags.
@@ -326,7 +330,13 @@ fn common_config(
 /// Turns the command's flags into a server configuration.
 pub fn config(cmd: &StubCommand) -> anyhow::Result<StubConfig> {
     Ok(match cmd {
-        StubCommand::Echo(a) => common_config(StubKind::Echo, &a.common, 1)?,
+        StubCommand::Echo(a) => {
+            let mut cfg = common_config(StubKind::Echo, &a.common, 1)?;
+            if let Some(path) = &a.answers {
+                cfg.answers = Some(crate::config::load_answers(path).map_err(anyhow::Error::msg)?);
+            }
+            cfg
+        }
         StubCommand::MaxThroughput(a) => {
             let mut cfg = common_config(StubKind::MaxThroughput, &a.common, 4)?;
             cfg.output_length = a.output_length;

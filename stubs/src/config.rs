@@ -231,6 +231,28 @@ pub struct StubConfig {
     /// Serve TLS (`https://`) with a certificate made at start for `localhost`, `127.0.0.1` and
     /// `::1`, signed by a throwaway CA (`StubServer::ca_pem`).
     pub tls: bool,
+    /// The echo stub's answer table (`stub echo --answers FILE`): each prompt's answer; a
+    /// `None` answer is never sent (the request stalls), a prompt not in the table gets HTTP
+    /// 500. `None` echoes as usual.
+    pub answers: Option<AnswerTable>,
+}
+
+/// Prompt → answer, read from a JSON object file (`load_answers`).
+pub type AnswerTable = std::sync::Arc<std::collections::HashMap<String, Option<String>>>;
+
+/// Reads an answer table: a JSON object whose values are strings (the answer) or null (no
+/// answer at all).
+pub fn load_answers(path: &std::path::Path) -> Result<AnswerTable, String> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| format!("cannot read answers file {}: {e}", path.display()))?;
+    let map: std::collections::HashMap<String, Option<String>> = serde_json::from_str(&text)
+        .map_err(|e| {
+            format!(
+                "answers file {} is not a JSON object of prompt to answer (string or null): {e}",
+                path.display()
+            )
+        })?;
+    Ok(std::sync::Arc::new(map))
 }
 
 /// Request bodies recorded by the echo stub, shared with the test that reads them.
@@ -256,6 +278,7 @@ impl StubConfig {
             body_log: None,
             head_log: None,
             tls: false,
+            answers: None,
         }
     }
 }

@@ -166,14 +166,24 @@ impl Handler {
         }
         let v: Value =
             serde_json::from_slice(body).map_err(|e| format!("invalid json body: {e}"))?;
-        let text = echo_input(route, &v)?;
+        let prompt = echo_input(route, &v)?;
+        let text = match &self.cfg.answers {
+            None => prompt.clone(),
+            Some(table) => match table.get(&prompt) {
+                Some(Some(answer)) => answer.clone(),
+                Some(None) => {
+                    return Ok(Plan { pieces: Vec::new(), deadlines: None, end: End::Stall })
+                }
+                None => return Err(format!("no answer for prompt {prompt:?} in the answers file")),
+            },
+        };
         let stream = v.get("stream").and_then(Value::as_bool).unwrap_or(self.cfg.stream_default);
         let usage = stream
             && v.pointer("/stream_options/include_usage").and_then(Value::as_bool) == Some(true);
         let model = v.get("model").and_then(Value::as_str).unwrap_or("echo");
         let mut reply =
             base_reply(&self.cfg, route, stream, usage, model, self.created_unix_s, &text);
-        reply.prompt_tokens = text.chars().count() as u64;
+        reply.prompt_tokens = prompt.chars().count() as u64;
         Ok(Plan { pieces: render(&reply).pieces, deadlines: None, end: End::KeepAlive })
     }
 
@@ -326,6 +336,22 @@ mod tests {
         };
         let plan = h.plan(&req, req.body(raw.as_bytes()), Instant::now());
         String::from_utf8(plan.pieces.concat()).unwrap()
+    }
+
+    #[test]
+    fn the_answer_table_answers_stalls_or_refuses_by_prompt() {
+        let table: std::collections::HashMap<String, Option<String>> =
+            [("hi".to_string(), Some("The answer is (B)".to_string())), ("mute".into(), None)]
+                .into_iter()
+                .collect();
+        let mut h = echo_handler(|c| c.answers = Some(std::sync::Arc::new(table)));
+        let text = answer(&mut h, PLAIN);
+        assert!(text.contains("The answer is (B)") && !text.contains("\"hi\""), "{text}");
+        assert!(text.contains("\"prompt_tokens\":2"), "usage counts the prompt: {text}");
+        let mute = r#"{"messages":[{"role":"user","content":"mute"}]}"#;
+        assert_eq!(answer(&mut h, mute), "", "a null answer is never sent");
+        let other = r#"{"messages":[{"role":"user","content":"other"}]}"#;
+        assert!(answer(&mut h, other).starts_with("HTTP/1.1 400"), "not in the table");
     }
 
     const ASKS_USAGE: &str = r#"{"messages":[{"role":"user","content":"hi"}],"stream":true,"stream_options":{"include_usage":true}}"#;

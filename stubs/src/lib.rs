@@ -17,7 +17,7 @@ pub mod variable;
 mod worker;
 
 pub use config::{
-    BodyLog, DelayFault, FaultConfig, StatusFault, StubConfig, StubKind, TruncateFault,
-    TruncateFraming, UsageFault, VariableConfig,
+    load_answers, AnswerTable, BodyLog, DelayFault, FaultConfig, StatusFault, StubConfig, StubKind,
+    TruncateFault, TruncateFraming, UsageFault, VariableConfig,
 };
 pub use server::{StopHandle, StubServer, StubTotals, PEER_ADDRESSES_MAX};

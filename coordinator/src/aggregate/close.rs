@@ -97,6 +97,7 @@ impl State {
             workers: &workers,
             closed_loop: self.closed_loop,
             warmup_samples: self.warmup_samples,
+            tracked_end: self.tracked_end,
             abort: self.abort_cause,
         });
         let ended_ns = loadgen_worker::monotonic_ns();
@@ -105,7 +106,9 @@ impl State {
         self.warn_late_events();
         self.log_terminal_events(&settlement, ended_ns);
         // Session end events close the log as the reference's do (stamps, not metric inputs).
-        self.events.session("session.stop_performance_tracking", ended_ns);
+        if !self.tracking_stopped {
+            self.events.session("session.stop_performance_tracking", ended_ns);
+        }
         self.events.session("session.ended", ended_ns);
         self.apply_settlement(&settlement);
         let events_error = self.events.finish().err().map(|e| e.to_string());
@@ -156,7 +159,7 @@ impl State {
             if o.sample_id < self.warmup_samples {
                 continue;
             }
-            if o.outcome == Synthesized::WorkerDied {
+            if o.outcome == Synthesized::WorkerDied && o.sample_id < self.tracked_end {
                 self.note_failure(FailureKind::WorkerDied, message.as_bytes());
             }
             self.log_synthesized(o, ended_ns, &message);

@@ -41,12 +41,11 @@ impl State {
                 }
             }
             WorkerEvent::Issued { sample_id, row, issued_ns } => {
-                if self.is_tracked(sample_id) && self.issued_logged.insert(sample_id) {
-                    self.events.issued(sample_id, issued_ns, row);
-                }
+                self.log_issue(sample_id, row, issued_ns);
             }
             WorkerEvent::FirstChunk { sample_id, first_chunk_ns } => {
-                if self.is_tracked(sample_id) && self.first_logged.insert(sample_id) {
+                if self.is_logged(sample_id, first_chunk_ns) && self.first_logged.insert(sample_id)
+                {
                     self.events.recv_first(sample_id, first_chunk_ns);
                 }
             }
@@ -58,22 +57,33 @@ impl State {
     pub(super) fn take_issue_notices(&mut self) {
         while let Ok(batch) = self.issue_notices.try_recv() {
             for n in batch {
-                if self.is_tracked(n.sample_id) && self.issued_logged.insert(n.sample_id) {
-                    self.events.issued(n.sample_id, n.issued_ns, n.row);
-                }
+                self.log_issue(n.sample_id, n.row, n.issued_ns);
             }
         }
     }
 
-    /// A sample of the performance phase (not warm-up); reads the tracking start first when
-    /// the main thread sent it just before issuing the sample, so it precedes the sample's
-    /// lines.
-    fn is_tracked(&mut self, sample_id: u64) -> bool {
-        let tracked = sample_id >= self.warmup_samples;
-        if tracked && !self.tracking {
+    /// `sample.issued` of a sample the log shows, once, whether a notice or its record told it.
+    fn log_issue(&mut self, sample_id: u64, row: u32, issued_ns: u64) {
+        if self.is_logged(sample_id, issued_ns) && self.issued_logged.insert(sample_id) {
+            self.events.issued(sample_id, issued_ns, row);
+        }
+    }
+
+    /// A sample whose lines the log shows: the performance phase's and the accuracy phases' (not
+    /// warm-up's). Reads the tracking start first when the main thread sent it just before
+    /// issuing the sample, so it precedes the sample's lines; the first accuracy sample seen
+    /// (at `at_ns`, its issue or first chunk) ends performance tracking in the log, as the
+    /// reference logs it between its phases.
+    fn is_logged(&mut self, sample_id: u64, at_ns: u64) -> bool {
+        let logged = sample_id >= self.warmup_samples;
+        if logged && !self.tracking {
             self.await_tracking();
         }
-        tracked
+        if sample_id >= self.tracked_end && !self.tracking_stopped {
+            self.tracking_stopped = true;
+            self.events.session("session.stop_performance_tracking", at_ns);
+        }
+        logged
     }
 
     /// The samples worker `w`'s in-flight table holds now.
@@ -86,7 +96,9 @@ impl State {
         self.input_shared.received_from[w].fetch_add(1, Ordering::Release);
         self.input_shared.records_total.fetch_add(1, Ordering::Release);
         let failure = FailureKind::from_u8(h.failure).unwrap_or(FailureKind::Malformed);
-        let tracked = h.sample_id >= self.warmup_samples;
+        let tracked = h.sample_id >= self.warmup_samples && h.sample_id < self.tracked_end;
+        // Accuracy-phase samples (ids past the tracked range) are logged, never measured.
+        let accuracy = h.sample_id >= self.tracked_end;
         self.answered.insert(h.sample_id);
         self.tally.record(tracked, failure, h.issued_ns != 0);
         self.counters.requests_resent += u64::from(h.resent);
@@ -95,6 +107,11 @@ impl State {
             // was abandoned, never completed, as the reference. A closed-loop sample still
             // queued then was never issued at all (the worker stamps the issue) and has no
             // events. The terminal event of the others waits for the abort's cause.
+            if accuracy && h.issued_ns != 0 {
+                // An accuracy sample abandoned at its drain timeout was issued and never
+                // completed: the reference's log has its issued line and nothing after it.
+                self.log_issue(h.sample_id, h.row, h.issued_ns);
+            }
             if tracked && h.issued_ns != 0 {
                 self.cancelled.push(CancelledSample {
                     sample_id: h.sample_id,
@@ -115,6 +132,11 @@ impl State {
             self.counters.total_samples_failed += 1;
         }
         if !tracked {
+            if accuracy && self.is_logged(h.sample_id, h.issued_ns) {
+                // Accuracy samples are scored from their lines; their chunk gaps are no part of
+                // the performance series.
+                self.log_record(rec, failed, &output_text(rec.output), None);
+            }
             return;
         }
         // Failure kinds count tracked samples, as `n_samples_failed` does: their counts add up

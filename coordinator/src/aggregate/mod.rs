@@ -141,6 +141,8 @@ pub struct AggregatorInput {
     pub streaming: bool,
     /// Sample ids below this are warm-up: answered, never tracked.
     pub warmup_samples: u64,
+    /// Tracked samples: ids from `warmup_samples + expected_samples` on belong to the accuracy
+    /// phases, logged in events.jsonl but not measured.
     pub expected_samples: u64,
     pub progress_line: bool,
     /// A closed loop: queued samples carry issue stamp 0 until their worker writes them.
@@ -197,6 +199,8 @@ struct State {
     isl_client: Arc<Vec<Option<u32>>>,
     streaming: bool,
     warmup_samples: u64,
+    /// One past the last tracked id: ids from here on are accuracy-phase samples.
+    tracked_end: u64,
     closed_loop: bool,
     ready: Vec<bool>,
     done: Vec<bool>,
@@ -222,6 +226,8 @@ struct State {
     abort_cause: Option<AbandonCause>,
     /// `session.start_performance_tracking` has been logged.
     tracking: bool,
+    /// `session.stop_performance_tracking` has been logged (before the first accuracy sample).
+    tracking_stopped: bool,
     control: Receiver<Control>,
     issue_notices: Receiver<Vec<crate::schedule::IssueNotice>>,
     /// A control message read early (while waiting for `Tracking`), handled by the main loop.
@@ -310,6 +316,7 @@ impl State {
             isl_client: input.isl_client,
             streaming: input.streaming,
             warmup_samples: input.warmup_samples,
+            tracked_end: expected,
             closed_loop: input.closed_loop,
             ready: vec![false; workers],
             done: vec![false; workers],
@@ -328,6 +335,7 @@ impl State {
             issue_log: None,
             abort_cause: None,
             tracking: false,
+            tracking_stopped: false,
             control: input.control,
             issue_notices: input.issue_notices,
             early_control: None,

@@ -1,0 +1,391 @@
+//! The accuracy side of a plan (the reference's `TestMode`, `accuracy_config`, `acc:` and
+//! `type: accuracy` datasets): which datasets are scored, how, and what an accuracy-only run
+//! changes in the configuration before the rest of the plan reads it.
+
+use std::collections::BTreeMap;
+
+use loadgen_coordinator::accuracy::{self, Extractor, Scorer};
+use serde_json::Value;
+
+use super::*;
+use crate::dataset::DatasetSpec;
+
+/// `--mode` (the reference's `TestMode`): `perf` and `both` run the performance phase and
+/// every accuracy dataset; `acc` (`--accuracy-only`) runs the accuracy datasets alone.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum TestMode {
+    #[default]
+    Perf,
+    Acc,
+    Both,
+}
+
+impl TestMode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TestMode::Perf => "perf",
+            TestMode::Acc => "acc",
+            TestMode::Both => "both",
+        }
+    }
+}
+
+/// How one dataset is scored (its `accuracy_config`, resolved).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Scoring {
+    pub scorer: Scorer,
+    pub extractor: Option<Extractor>,
+    /// `accuracy_config.ground_truth` as given (`null` in the results when unset).
+    pub ground_truth_column: Option<String>,
+    /// The ground truth of each dataset row, as text.
+    pub ground_truth: Vec<String>,
+    pub num_repeats: u32,
+}
+
+impl Scoring {
+    /// The column read: the given one, else the scorer's default.
+    pub fn column(&self) -> &str {
+        self.ground_truth_column.as_deref().unwrap_or(self.scorer.default_ground_truth_column())
+    }
+}
+
+/// An accuracy dataset: its phase name, its rows (sent as the performance rows are) and how
+/// it is scored.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AccuracyDataset {
+    pub name: String,
+    pub dataset: Dataset,
+    pub scoring: Scoring,
+}
+
+/// The accuracy part of a plan.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct AccuracyPlan {
+    pub mode: TestMode,
+    /// The accuracy datasets, in the configuration's order (one phase each).
+    pub datasets: Vec<AccuracyDataset>,
+    /// The performance dataset's own `accuracy_config`: its outputs scored as `performance`.
+    pub performance: Option<Scoring>,
+    /// `settings.drain.accuracy_timeout_s` in ms; `None` waits without limit.
+    pub drain_timeout_ms: Option<u64>,
+}
+
+/// What an accuracy-only run changes before the plan is resolved, as the reference bakes it
+/// into the config (so config.yaml shows it): one worker, one connection, a concurrency of 1.
+pub(super) fn apply_accuracy_only(config: &mut Config) {
+    if config.test_mode != Some(TestMode::Acc) {
+        return;
+    }
+    let s = &mut config.settings;
+    s.client.num_workers = 1;
+    s.client.max_connections = 1;
+    if s.load_pattern.target_concurrency.is_some_and(|c| c != 1) {
+        s.load_pattern.target_concurrency = Some(1);
+    }
+}
+
+/// The mode's checks on the datasets (the reference's `_load_datasets`).
+pub(super) fn check_mode_datasets(config: &Config) -> Result<(), AppError> {
+    let mode = config.test_mode.unwrap_or_default();
+    let has_acc = config.datasets.iter().any(|d| d.kind == DatasetKind::Accuracy);
+    if mode == TestMode::Acc && !has_acc {
+        return Err(AppError::Input(
+            "--accuracy-only (--mode acc) requires at least one accuracy dataset; add one with \
+             --dataset acc:PATH,accuracy_config.eval_method=… or type: accuracy in the YAML"
+                .into(),
+        ));
+    }
+    Ok(())
+}
+
+/// Resolves the accuracy datasets and the performance dataset's own scoring.
+pub(super) fn resolve_accuracy(
+    config: &Config,
+    perf: Option<&Dataset>,
+) -> Result<AccuracyPlan, AppError> {
+    let mode = config.test_mode.unwrap_or_default();
+    let mut datasets = Vec::new();
+    for spec in config.datasets.iter().filter(|d| d.kind == DatasetKind::Accuracy) {
+        let name = spec.display_name();
+        if spec.generation_config_override.is_some() {
+            return Err(AppError::Input(format!(
+                "dataset {name}: generation_config_override on an accuracy dataset is not \
+                 supported yet (its requests use the run's model_params); leave it out"
+            )));
+        }
+        let mut scoring = resolve_scoring(spec, &name)?;
+        let dataset = crate::dataset::load_dataset_spec(spec)?;
+        scoring.ground_truth =
+            read_ground_truth(spec, &name, scoring.column(), dataset.rows.len())?;
+        datasets.push(AccuracyDataset { name, dataset, scoring });
+    }
+    let perf_spec = config.datasets.iter().find(|d| d.kind == DatasetKind::Performance);
+    let performance = match (perf_spec, perf) {
+        (Some(spec), Some(rows)) if mode != TestMode::Acc && spec.accuracy_config.is_some() => {
+            let name = spec.display_name();
+            let mut scoring = resolve_scoring(spec, &name)?;
+            scoring.ground_truth =
+                read_ground_truth(spec, &name, scoring.column(), rows.rows.len())?;
+            if scoring.num_repeats != 1 {
+                return Err(AppError::Input(format!(
+                    "dataset {}: a performance dataset's accuracy_config.num_repeats must be 1, \
+                     because scoring runs on the performance phase's outputs; got {}",
+                    spec.display_name(),
+                    scoring.num_repeats
+                )));
+            }
+            Some(scoring)
+        }
+        _ => None,
+    };
+    if config.events == Some(false) && (!datasets.is_empty() || performance.is_some()) {
+        return Err(AppError::Input(
+            "--no-events cannot be used with accuracy datasets: they are scored from \
+             events.jsonl; leave --no-events out"
+                .into(),
+        ));
+    }
+    let drain_timeout_ms = match config.settings.drain.accuracy_timeout_s {
+        Some(s) => Some(seconds_to_ms(s, "accuracy drain")?),
+        None => None,
+    };
+    Ok(AccuracyPlan { mode, datasets, performance, drain_timeout_ms })
+}
+
+/// A dataset's `accuracy_config`, checked key by key as the reference's `AccuracyConfig`
+/// (`extra="forbid"`) and `_resolve_accuracy_components` check it.
+/// The ground truth is read once the dataset is loaded (`read_ground_truth`).
+fn resolve_scoring(spec: &DatasetSpec, name: &str) -> Result<Scoring, AppError> {
+    let empty = BTreeMap::new();
+    let cfg = spec.accuracy_config.as_ref().unwrap_or(&empty);
+    let bad = |what: String| AppError::Input(format!("dataset {name}: {what}"));
+    if let Some(key) = cfg.keys().find(|k| {
+        !["eval_method", "ground_truth", "extractor", "num_repeats", "extras"].contains(&k.as_str())
+    }) {
+        return Err(bad(format!(
+            "accuracy_config.{key} is not a key of accuracy_config (eval_method, ground_truth, \
+             extractor, num_repeats, extras)"
+        )));
+    }
+    let text = |key: &str| -> Result<Option<String>, AppError> {
+        match cfg.get(key) {
+            None | Some(Value::Null) => Ok(None),
+            Some(Value::String(s)) => Ok(Some(s.clone())),
+            Some(other) => Err(bad(format!("accuracy_config.{key} {other} is not a string"))),
+        }
+    };
+    let Some(method) = text("eval_method")? else {
+        return Err(bad("an accuracy dataset requires accuracy_config with eval_method".into()));
+    };
+    let scorer = accuracy::scorer(&method).map_err(|e| bad(format!("accuracy_config.{e}")))?;
+    let extractor = match text("extractor")? {
+        Some(e) => Some(accuracy::extractor(&e).map_err(|e| bad(format!("accuracy_config: {e}")))?),
+        None => {
+            return Err(bad(format!(
+                "scorer {method:?} requires accuracy_config.extractor (for example \
+                 identity_extractor)"
+            )))
+        }
+    };
+    let num_repeats = resolve_repeats(cfg.get("num_repeats")).map_err(bad)?;
+    match cfg.get("extras") {
+        None | Some(Value::Null) => {}
+        Some(Value::Object(m)) if m.is_empty() => {}
+        Some(other) => {
+            return Err(bad(format!(
+                "accuracy_config.extras {other} is not taken by scorer {method:?} (it has no \
+                 options); leave it out"
+            )))
+        }
+    }
+    let ground_truth_column = text("ground_truth")?;
+    Ok(Scoring { scorer, extractor, ground_truth_column, ground_truth: Vec::new(), num_repeats })
+}
+
+/// `num_repeats`: a whole number ≥ 1 (1 when unset); the command line gives it as text.
+fn resolve_repeats(value: Option<&Value>) -> Result<u32, String> {
+    let n = match value {
+        None | Some(Value::Null) => return Ok(1),
+        Some(Value::Number(n)) => n.as_u64(),
+        Some(Value::String(s)) => s.trim().parse::<u64>().ok(),
+        Some(_) => None,
+    };
+    match n {
+        Some(n @ 1..=1_000_000) => Ok(n as u32),
+        _ => Err(format!(
+            "accuracy_config.num_repeats {} is not a whole number from 1 to 1000000",
+            value.map(Value::to_string).unwrap_or_default()
+        )),
+    }
+}
+
+/// The ground-truth column of every row, as text (strings as they are, numbers and other
+/// values as JSON): a file without it is refused before the run.
+fn read_ground_truth(
+    spec: &DatasetSpec,
+    name: &str,
+    column: &str,
+    rows: usize,
+) -> Result<Vec<String>, AppError> {
+    if crate::dataset::is_predefined(spec) {
+        return Err(AppError::Input(format!(
+            "dataset {name}: scoring a predefined dataset is not supported yet (its ground truth \
+             is not read here); give the dataset's file with path:"
+        )));
+    }
+    let values = crate::dataset::read_column(spec, column)?;
+    if values.len() < rows || values.iter().take(rows).any(Option::is_none) {
+        let missing = values.iter().position(Option::is_none).unwrap_or(values.len());
+        return Err(AppError::Input(format!(
+            "dataset {name}: row {missing} has no ground-truth column {column:?}; set \
+             accuracy_config.ground_truth to the column that holds the answers"
+        )));
+    }
+    Ok(values
+        .into_iter()
+        .take(rows)
+        .map(|v| match v {
+            Some(Value::String(s)) => s,
+            Some(other) => other.to_string(),
+            None => String::new(),
+        })
+        .collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn mcq(options: &str) -> String {
+        let path = format!("{}/tests/assets/accuracy_runs/mcq.jsonl", env!("CARGO_MANIFEST_DIR"));
+        format!("acc:{path},name=mcq{options}")
+    }
+
+    fn plan_of(args: &[&str]) -> Result<Plan, AppError> {
+        let perf = format!("{}/tests/assets/accuracy_runs/mcq.jsonl", env!("CARGO_MANIFEST_DIR"));
+        let mut all = vec!["offline", "--dataset", &perf, "--num-samples", "4"];
+        all.extend_from_slice(args);
+        super::super::plan_from_args(&all)
+    }
+
+    #[test]
+    fn an_acc_dataset_resolves_its_scorer_extractor_repeats_and_ground_truth() {
+        let acc = mcq(",accuracy_config.eval_method=pass_at_1,accuracy_config.extractor=abcd_extractor,accuracy_config.num_repeats=3");
+        let plan = plan_of(&["--dataset", &acc]).unwrap();
+        let d = &plan.accuracy.datasets[0];
+        assert_eq!(d.name, "mcq");
+        assert_eq!(d.scoring.scorer, Scorer::PassAt1);
+        assert_eq!(d.scoring.extractor, Some(Extractor::Abcd));
+        assert_eq!(d.scoring.num_repeats, 3);
+        assert_eq!(d.scoring.ground_truth_column, None, "unset stays null in the results");
+        assert_eq!(d.scoring.column(), "ground_truth");
+        assert_eq!(d.scoring.ground_truth, ["choice1", "choice2", "choice3", "choice4", "choice1"]);
+        assert_eq!(plan.accuracy.mode, TestMode::Perf);
+        assert_eq!(plan.accuracy.drain_timeout_ms, None, "the accuracy drain waits without limit");
+        assert_eq!(plan.num_samples, 4, "the performance phase is unchanged");
+    }
+
+    #[test]
+    fn accuracy_config_mistakes_are_refused_naming_the_key() {
+        let cases = [
+            (",accuracy_config.eval_method=pass_at_1", "requires accuracy_config.extractor"),
+            (",accuracy_config.eval_method=pass_at_1,accuracy_config.extractor=nope", "unknown extractor \"nope\""),
+            (",accuracy_config.eval_method=code_bench_scorer,accuracy_config.extractor=python_code_extractor", "LiveCodeBench"),
+            (",accuracy_config.extractor=identity_extractor", "requires accuracy_config with eval_method"),
+            (",accuracy_config.eval_method=pass_at_1,accuracy_config.extractor=identity_extractor,accuracy_config.ground_truth=answer", "no ground-truth column \"answer\""),
+            (",accuracy_config.eval_method=pass_at_1,accuracy_config.extractor=identity_extractor,accuracy_config.num_repeats=0", "num_repeats"),
+            (",accuracy_config.eval_method=pass_at_1,accuracy_config.extractor=identity_extractor,accuracy_config.extras=x", "accuracy_config.extras"),
+        ];
+        for (options, needle) in cases {
+            let acc = mcq(options);
+            let err = plan_of(&["--dataset", &acc]).unwrap_err();
+            assert_eq!(err.exit_code(), 2, "{options}: {err}");
+            assert!(err.to_string().contains(needle), "{options}: {err}");
+        }
+    }
+
+    #[test]
+    fn the_performance_datasets_override_is_the_runs_even_after_an_accuracy_dataset() {
+        let path = format!("{}/tests/assets/accuracy_runs/mcq.jsonl", env!("CARGO_MANIFEST_DIR"));
+        let yaml = |acc_override: &str| {
+            format!(
+                "type: offline\nmodel_params: {{name: m, max_new_tokens: 100}}\ndatasets:\n  \
+                 - {{name: acc, type: accuracy, path: {path}, accuracy_config: {{eval_method: \
+                 pass_at_1, extractor: abcd_extractor}}{acc_override}}}\n  - {{name: perf, path: \
+                 {path}, generation_config_override: {{max_new_tokens: 7}}}}\n"
+            )
+        };
+        let config = Config::from_yaml_str(&yaml(""), "t.yaml").unwrap();
+        let plan = resolve_plan(config, 0).unwrap();
+        assert_eq!(plan.request.max_output_tokens, 7);
+        let over = ", generation_config_override: {max_new_tokens: 3}";
+        let config = Config::from_yaml_str(&yaml(over), "t.yaml").unwrap();
+        let err = resolve_plan(config, 0).unwrap_err().to_string();
+        assert!(err.contains("generation_config_override on an accuracy dataset"), "{err}");
+    }
+
+    #[test]
+    fn a_predefined_accuracy_dataset_is_refused_naming_it_in_validate_and_run() {
+        let path = format!("{}/tests/assets/accuracy_runs/perf.jsonl", env!("CARGO_MANIFEST_DIR"));
+        let text = format!(
+            "type: offline\nmodel_params: {{name: m}}\ndatasets:\n  - {{name: perf, path: {path}}}\n  \
+             - {{name: \"gpqa::gptoss\", type: accuracy, accuracy_config: {{eval_method: \
+             pass_at_1, extractor: abcd_extractor}}}}\n"
+        );
+        let config = Config::from_yaml_str(&text, "t.yaml").unwrap();
+        let notes = run_refusals(&config).join("\n");
+        assert!(notes.contains("datasets[1].name (dataset gpqa::gptoss)"), "{notes}");
+        let err = resolve_plan(config, 0).unwrap_err();
+        assert_eq!(err.exit_code(), 2);
+        assert!(err.to_string().contains("scoring a predefined dataset"), "{err}");
+    }
+
+    #[test]
+    fn accuracy_without_events_jsonl_is_refused_before_the_run() {
+        let acc = mcq(
+            ",accuracy_config.eval_method=pass_at_1,accuracy_config.extractor=identity_extractor",
+        );
+        let err = plan_of(&["--dataset", &acc, "--no-events"]).unwrap_err();
+        assert_eq!(err.exit_code(), 2);
+        assert!(err.to_string().contains("--no-events cannot be used with accuracy"), "{err}");
+    }
+
+    #[test]
+    fn accuracy_only_skips_the_performance_phase_on_one_worker_and_connection() {
+        let acc = mcq(",accuracy_config.eval_method=string_match,accuracy_config.extractor=identity_extractor");
+        let plan = plan_of(&["--dataset", &acc, "--workers", "4", "--accuracy-only"]).unwrap();
+        assert_eq!(plan.accuracy.mode, TestMode::Acc);
+        assert_eq!(plan.num_samples, 0);
+        assert!(plan.dataset.rows.is_empty(), "the performance dataset is not loaded");
+        assert_eq!((plan.connections.workers, plan.connections.max_connections), (1, 1));
+        let both = plan_of(&["--dataset", &acc, "--mode", "both"]).unwrap();
+        assert_eq!((both.accuracy.mode, both.num_samples), (TestMode::Both, 4));
+    }
+
+    #[test]
+    fn num_repeats_is_a_whole_number_from_one() {
+        assert_eq!(resolve_repeats(None), Ok(1));
+        assert_eq!(resolve_repeats(Some(&Value::from(3))), Ok(3));
+        assert_eq!(resolve_repeats(Some(&Value::from("8"))), Ok(8));
+        for bad in [Value::from(0), Value::from(-1), Value::from(1.5), Value::from("x")] {
+            let err = resolve_repeats(Some(&bad)).unwrap_err();
+            assert!(err.contains("accuracy_config.num_repeats"), "{err}");
+        }
+    }
+
+    #[test]
+    fn an_accuracy_only_run_uses_one_worker_one_connection_and_concurrency_one() {
+        let mut config = Config::defaults(BenchType::Online);
+        config.settings.client.num_workers = 4;
+        config.settings.client.max_connections = 64;
+        config.settings.load_pattern.target_concurrency = Some(32);
+        let mut perf = config.clone();
+        apply_accuracy_only(&mut perf);
+        assert_eq!(perf, config, "perf mode changes nothing");
+        config.test_mode = Some(TestMode::Acc);
+        apply_accuracy_only(&mut config);
+        let s = &config.settings;
+        assert_eq!((s.client.num_workers, s.client.max_connections), (1, 1));
+        assert_eq!(s.load_pattern.target_concurrency, Some(1));
+    }
+}

@@ -1,0 +1,703 @@
+//! Accuracy scoring from a finished run's files, as the reference scores it after its phases
+//! (`commands/benchmark/accuracy.py`): the `sample.complete` lines of events.jsonl, the
+//! phases of sample_idx_map.json and each dataset's ground truth; then
+//! `accuracy/accuracy_results.json` and the report's "Accuracy:" block.
+
+use std::collections::{HashMap, HashSet};
+use std::io::BufRead;
+use std::path::Path;
+
+use loadgen_coordinator::accuracy::{Extractor, Sample, ScoreValue, Scorer};
+use loadgen_coordinator::metrics::pyjson::{python_float_repr, to_python_json};
+use loadgen_coordinator::metrics::usage::{classify_usage, count_from_json, UsageClass};
+use loadgen_coordinator::metrics::{basis_key, Num, SeriesStat, SummaryBlock, TokenCountSource};
+use serde::ser::{SerializeMap, Serializer};
+use serde::Serialize;
+use serde_json::Value;
+
+use super::write::write_atomic;
+use crate::error::AppError;
+
+/// What a dataset entry is: `accuracy` (a phase of its own) or `performance` (the
+/// performance dataset's inline `accuracy_config`, scored on its outputs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DatasetType {
+    Accuracy,
+    Performance,
+}
+
+impl DatasetType {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DatasetType::Accuracy => "accuracy",
+            DatasetType::Performance => "performance",
+        }
+    }
+}
+
+/// One dataset to score: its phase in sample_idx_map.json and how it is scored.
+#[derive(Debug, Clone)]
+pub struct ScoringJob<'a> {
+    /// The phase name: the dataset's name, or `performance` for the inline entry.
+    pub dataset_name: &'a str,
+    pub dataset_type: DatasetType,
+    pub scorer: Scorer,
+    pub extractor: Option<Extractor>,
+    /// `accuracy_config.ground_truth` as given.
+    pub ground_truth_column: Option<&'a str>,
+    /// The ground truth of each dataset row.
+    pub ground_truth: &'a [String],
+    pub num_repeats: u64,
+    /// `unit × repeats`, or for the performance entry its phase's issued count.
+    pub total_samples: u64,
+    /// The phase's wall time in seconds.
+    pub duration_s: f64,
+}
+
+/// A client token counter for the accuracy outputs (the run's tokenizer).
+pub type OslCounter<'a> = &'a dyn Fn(&str) -> Option<u32>;
+
+/// One `sample.complete` line: the output as the reference's `str(TextModelOutput)`, whether
+/// the sample succeeded (`data` not null), and its usage counts under the usage rule.
+#[derive(Debug, Clone)]
+struct Completed {
+    uuid: String,
+    text: String,
+    success: bool,
+    prompt_tokens: Option<u32>,
+    completion_tokens: Option<u32>,
+}
+
+/// The issued samples of each phase: `{phase: [(uuid, dataset_index)]}` in file order.
+pub type PhaseMap = HashMap<String, Vec<(String, usize)>>;
+
+/// Reads sample_idx_map.json.
+pub fn read_sample_idx_map(dir: &Path) -> Result<PhaseMap, AppError> {
+    let path = dir.join("sample_idx_map.json");
+    let text = std::fs::read_to_string(&path).map_err(|e| {
+        AppError::Execution(format!(
+            "cannot read {}: {e}; accuracy cannot be scored",
+            path.display()
+        ))
+    })?;
+    let value: Value = serde_json::from_str(&text).map_err(|e| {
+        AppError::Execution(format!(
+            "{} is not JSON ({e}); accuracy cannot be scored",
+            path.display()
+        ))
+    })?;
+    let Value::Object(phases) = value else {
+        return Err(AppError::Execution(format!("{} is not an object", path.display())));
+    };
+    let mut out = PhaseMap::new();
+    for (phase, samples) in phases {
+        let Value::Object(samples) = samples else { continue };
+        let list = samples
+            .into_iter()
+            .filter_map(|(uuid, idx)| idx.as_u64().map(|i| (uuid, i as usize)))
+            .collect();
+        out.insert(phase, list);
+    }
+    Ok(out)
+}
+
+/// The reference's `str(TextModelOutput)`: reasoning, then output (each a string or a list
+/// of chunks), then the tool calls as JSON.
+fn output_text(data: &Value) -> String {
+    let Value::Array(items) = data else { return String::new() };
+    let mut out = String::new();
+    let mut push = |v: Option<&Value>| match v {
+        Some(Value::String(s)) => out.push_str(s),
+        Some(Value::Array(chunks)) => {
+            chunks.iter().filter_map(Value::as_str).for_each(|c| out.push_str(c))
+        }
+        _ => {}
+    };
+    push(items.get(2));
+    push(items.get(1));
+    if let Some(calls @ Value::Array(list)) = items.get(3) {
+        if !list.is_empty() {
+            out.push_str(&calls.to_string());
+        }
+    }
+    out
+}
+
+/// The `sample.complete` lines of events.jsonl for `wanted` uuids, in file order. A line that
+/// is not the compact form this tool (and the reference's writer) writes fails loudly with its
+/// number: a log in another encoding would otherwise score nothing.
+fn read_completes(dir: &Path, wanted: &HashSet<&str>) -> Result<Vec<Completed>, AppError> {
+    let path = dir.join("events.jsonl");
+    let file = std::fs::File::open(&path).map_err(|e| {
+        AppError::Execution(format!(
+            "cannot read {}: {e}; accuracy cannot be scored",
+            path.display()
+        ))
+    })?;
+    let mut out = Vec::new();
+    for (i, line) in std::io::BufReader::new(file).lines().enumerate() {
+        let bad =
+            |why: String| AppError::Execution(format!("{} line {}: {why}", path.display(), i + 1));
+        let line = line.map_err(|e| bad(e.to_string()))?;
+        if line.trim().is_empty() {
+            continue;
+        }
+        if !line.starts_with("{\"event_type\":\"") {
+            return Err(bad("not a compact event record; accuracy cannot be scored".into()));
+        }
+        if !line.starts_with("{\"event_type\":\"sample.complete\"") {
+            continue;
+        }
+        let rec: Value = serde_json::from_str(&line).map_err(|e| bad(e.to_string()))?;
+        let uuid = rec.get("sample_uuid").and_then(Value::as_str).unwrap_or_default();
+        if !wanted.contains(uuid) {
+            continue;
+        }
+        let data = rec.get("data").unwrap_or(&Value::Null);
+        out.push(Completed {
+            uuid: uuid.to_string(),
+            text: output_text(data),
+            success: !data.is_null(),
+            prompt_tokens: count_from_json(rec.get("prompt_tokens")).ok(),
+            completion_tokens: count_from_json(rec.get("completion_tokens")).ok(),
+        });
+    }
+    Ok(out)
+}
+
+/// `response_counts`: every issued sample is scored (a non-empty output), empty, or missing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct ResponseCounts {
+    pub issued: u64,
+    pub scored: u64,
+    pub empty: u64,
+    pub missing: u64,
+}
+
+/// Output lengths of one phase on one basis.
+#[derive(Debug, Clone)]
+pub struct PhaseOsl {
+    pub stat: Option<SeriesStat>,
+    pub n_samples: u64,
+}
+
+/// One `accuracy_scores` entry.
+#[derive(Debug, Clone)]
+pub struct AccuracyEntry {
+    pub dataset_name: String,
+    pub extractor: Option<&'static str>,
+    pub ground_truth_column: Option<String>,
+    pub score: ScoreValue,
+    pub unit_samples: u64,
+    pub num_repeats: u64,
+    pub total_samples: u64,
+    pub duration_s: f64,
+    pub complete: bool,
+    pub dataset_type: DatasetType,
+    /// Accuracy datasets only (as the reference).
+    pub response_counts: Option<ResponseCounts>,
+    /// Client-token lengths (`None` without a tokenizer) and server-usage lengths.
+    pub osl_client: Option<PhaseOsl>,
+    pub osl_server: Option<PhaseOsl>,
+    pub osl_tokenize_s: Option<f64>,
+    /// Successful samples whose usage was missing (the usage rule).
+    pub n_missing_usage: u64,
+}
+
+/// Everything `accuracy_results.json` holds.
+#[derive(Debug, Clone)]
+pub struct AccuracyResults {
+    pub primary: TokenCountSource,
+    pub entries: Vec<AccuracyEntry>,
+}
+
+/// Scores every job from the run's files in `dir`.
+pub fn score_run(
+    dir: &Path,
+    jobs: &[ScoringJob<'_>],
+    primary: TokenCountSource,
+    counter: Option<OslCounter<'_>>,
+) -> Result<AccuracyResults, AppError> {
+    let map = read_sample_idx_map(dir)?;
+    let wanted: HashSet<&str> = jobs
+        .iter()
+        .filter_map(|j| map.get(j.dataset_name))
+        .flat_map(|list| list.iter().map(|(u, _)| u.as_str()))
+        .collect();
+    let completes = read_completes(dir, &wanted)?;
+    let mut entries = Vec::with_capacity(jobs.len());
+    for job in jobs {
+        let issued = map.get(job.dataset_name).map(Vec::as_slice).unwrap_or_default();
+        entries.push(score_job(job, issued, &completes, counter)?);
+    }
+    Ok(AccuracyResults { primary, entries })
+}
+
+fn score_job(
+    job: &ScoringJob<'_>,
+    issued: &[(String, usize)],
+    completes: &[Completed],
+    counter: Option<OslCounter<'_>>,
+) -> Result<AccuracyEntry, AppError> {
+    let index: HashMap<&str, usize> = issued.iter().map(|(u, i)| (u.as_str(), *i)).collect();
+    let mine: Vec<&Completed> =
+        completes.iter().filter(|c| index.contains_key(c.uuid.as_str())).collect();
+    let unit_samples = job.ground_truth.len();
+    let mut samples = Vec::with_capacity(mine.len());
+    for c in &mine {
+        let row = index[c.uuid.as_str()];
+        let ground_truth = job.ground_truth.get(row).ok_or_else(|| {
+            AppError::Execution(format!(
+                "{}: sample {} names dataset row {row}, past the dataset's {unit_samples} rows; \
+                 score the run with the dataset it ran",
+                job.dataset_name, c.uuid
+            ))
+        })?;
+        samples.push(Sample { index: row, output: &c.text, ground_truth });
+    }
+    let scored = job
+        .scorer
+        .score(job.extractor, &samples, issued.len(), unit_samples)
+        .map_err(|e| AppError::Execution(format!("dataset {}: {e}", job.dataset_name)))?;
+    let accuracy = job.dataset_type == DatasetType::Accuracy;
+    let (osl_client, osl_tokenize_s) = match counter.filter(|_| accuracy) {
+        Some(count) => {
+            let started = std::time::Instant::now();
+            let osl = client_osl(&mine, count);
+            (Some(osl), Some(round3(started.elapsed().as_secs_f64())))
+        }
+        None => (None, None),
+    };
+    let (osl_server, n_missing_usage) = server_osl(&mine);
+    Ok(AccuracyEntry {
+        dataset_name: job.dataset_name.to_string(),
+        extractor: job.extractor.map(extractor_class_name),
+        ground_truth_column: job.ground_truth_column.map(str::to_string),
+        score: scored.score,
+        unit_samples: unit_samples as u64,
+        num_repeats: job.num_repeats,
+        total_samples: job.total_samples,
+        duration_s: round3(job.duration_s.max(0.0)),
+        complete: true,
+        dataset_type: job.dataset_type,
+        response_counts: accuracy.then(|| response_counts(issued.len(), &mine)),
+        osl_client,
+        osl_server: accuracy.then_some(osl_server),
+        osl_tokenize_s,
+        n_missing_usage: if accuracy { n_missing_usage } else { 0 },
+    })
+}
+
+/// The reference writes the extractor's class name (`eval_cfg.extractor.__name__`), not the
+/// name an `accuracy_config` gives it.
+pub fn extractor_class_name(e: Extractor) -> &'static str {
+    match e {
+        Extractor::Abcd => "ABCDExtractor",
+        Extractor::BoxedMath => "BoxedMathExtractor",
+        Extractor::Identity => "IdentityExtractor",
+        Extractor::PythonCode => "PythonCodeExtractor",
+        Extractor::FunctionCall => "FunctionCallExtractor",
+    }
+}
+
+/// Python's `round(x, 3)` for the durations the reference rounds.
+fn round3(x: f64) -> f64 {
+    (x * 1000.0).round() / 1000.0
+}
+
+fn response_counts(issued: usize, mine: &[&Completed]) -> ResponseCounts {
+    let scored = mine.iter().filter(|c| !c.text.is_empty()).count() as u64;
+    let completed = mine.len() as u64;
+    let issued = issued as u64;
+    ResponseCounts {
+        issued,
+        scored,
+        empty: completed - scored,
+        missing: issued.saturating_sub(completed),
+    }
+}
+
+/// Client OSL over the non-empty outputs (a failed sample's empty COMPLETE is not a 0-token
+/// sample), as the reference's `_phase_osl_stats`.
+fn client_osl(mine: &[&Completed], count: OslCounter<'_>) -> PhaseOsl {
+    let mut lengths: Vec<u64> = mine
+        .iter()
+        .filter(|c| !c.text.is_empty())
+        .filter_map(|c| count(&c.text))
+        .map(u64::from)
+        .collect();
+    let n_samples = lengths.len() as u64;
+    let stat = (!lengths.is_empty()).then(|| SeriesStat::from_ints("osl", &mut lengths, false));
+    PhaseOsl { stat, n_samples }
+}
+
+/// Server OSL by the performance phase's usage rule: each successful sample's usage is
+/// classified; usable counts of 1 or more are recorded, missing ones counted.
+fn server_osl(mine: &[&Completed]) -> (PhaseOsl, u64) {
+    let mut lengths = Vec::new();
+    let mut missing = 0u64;
+    for c in mine.iter().filter(|c| c.success) {
+        match classify_usage(c.prompt_tokens, c.completion_tokens, c.text.is_empty()) {
+            UsageClass::Usable => {
+                if let Some(n) = c.completion_tokens.filter(|&n| n >= 1) {
+                    lengths.push(u64::from(n));
+                }
+            }
+            UsageClass::Missing | UsageClass::MissingEmptyOutput => missing += 1,
+        }
+    }
+    let n_samples = lengths.len() as u64;
+    let stat =
+        (!lengths.is_empty()).then(|| SeriesStat::from_ints("osl_server", &mut lengths, false));
+    (PhaseOsl { stat, n_samples }, missing)
+}
+
+/// The reference's `average_accuracy`: the mean of the accuracy entries' numeric scores.
+pub fn average_accuracy(entries: &[AccuracyEntry]) -> Option<f64> {
+    let values: Vec<f64> = entries
+        .iter()
+        .filter(|e| e.dataset_type == DatasetType::Accuracy)
+        .filter_map(|e| match e.score {
+            ScoreValue::Number(Some(v)) => Some(v),
+            _ => None,
+        })
+        .collect();
+    (!values.is_empty()).then(|| values.iter().sum::<f64>() / values.len() as f64)
+}
+
+struct ScoreJson<'a>(&'a ScoreValue);
+
+impl Serialize for ScoreJson<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        match self.0 {
+            ScoreValue::Number(v) => v.serialize(serializer),
+            ScoreValue::Rouge(r) => {
+                let mut map = serializer.serialize_map(Some(6))?;
+                map.serialize_entry("rouge1", &r.rouge1)?;
+                map.serialize_entry("rouge2", &r.rouge2)?;
+                map.serialize_entry("rougeL", &r.rouge_l)?;
+                map.serialize_entry("rougeLsum", &r.rouge_lsum)?;
+                map.serialize_entry("gen_len", &r.gen_len)?;
+                map.serialize_entry("gen_num", &r.gen_num)?;
+                map.end()
+            }
+        }
+    }
+}
+
+struct EntryJson<'a>(&'a AccuracyEntry, TokenCountSource);
+
+impl Serialize for EntryJson<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let (e, primary) = (self.0, self.1);
+        let mut m = serializer.serialize_map(None)?;
+        m.serialize_entry("dataset_name", &e.dataset_name)?;
+        m.serialize_entry("extractor", &e.extractor)?;
+        m.serialize_entry("ground_truth_column", &e.ground_truth_column)?;
+        m.serialize_entry("score", &ScoreJson(&e.score))?;
+        m.serialize_entry("unit_samples", &e.unit_samples)?;
+        m.serialize_entry("num_repeats", &e.num_repeats)?;
+        m.serialize_entry("total_samples", &e.total_samples)?;
+        m.serialize_entry("duration_s", &e.duration_s)?;
+        m.serialize_entry("complete", &e.complete)?;
+        m.serialize_entry("dataset_type", e.dataset_type.as_str())?;
+        if e.dataset_type != DatasetType::Accuracy {
+            return m.end();
+        }
+        if let Some(rc) = &e.response_counts {
+            m.serialize_entry("response_counts", rc)?;
+        }
+        let (mine, other) = match primary {
+            TokenCountSource::Client => (&e.osl_client, &e.osl_server),
+            TokenCountSource::Server => (&e.osl_server, &e.osl_client),
+        };
+        // The reference's keys: the primary basis's block, only when it has values.
+        if let Some(stat) = mine.as_ref().and_then(|o| o.stat.as_ref()) {
+            m.serialize_entry("output_sequence_lengths", &SummaryBlock { stat, partial: false })?;
+        }
+        if let Some(s) = e.osl_tokenize_s {
+            m.serialize_entry("osl_tokenize_s", &s)?;
+        }
+        // The seed's additions: the other basis (null when it has no values), its sample
+        // count, and the successful samples without usable usage.
+        let basis = primary.other();
+        let block = other
+            .as_ref()
+            .and_then(|o| o.stat.as_ref())
+            .map(|stat| SummaryBlock { stat, partial: false });
+        m.serialize_entry(&basis_key("output_sequence_lengths", basis, primary), &block)?;
+        let n = other.as_ref().map_or(0, |o| o.n_samples);
+        m.serialize_entry(&basis_key("n_osl_samples", basis, primary), &n)?;
+        m.serialize_entry("n_missing_usage", &e.n_missing_usage)?;
+        m.end()
+    }
+}
+
+impl Serialize for AccuracyResults {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let mut m = serializer.serialize_map(None)?;
+        if let Some(avg) = average_accuracy(&self.entries) {
+            m.serialize_entry("average_accuracy", &avg)?;
+        }
+        if self.entries.iter().any(|e| e.osl_tokenize_s.is_some()) {
+            let total: f64 = self.entries.iter().filter_map(|e| e.osl_tokenize_s).sum();
+            m.serialize_entry("osl_tokenization_s", &round3(total))?;
+        }
+        let entries: Vec<EntryJson<'_>> =
+            self.entries.iter().map(|e| EntryJson(e, self.primary)).collect();
+        m.serialize_entry("accuracy_scores", &entries)?;
+        m.serialize_entry("token_count_source", self.primary.as_str())?;
+        m.end()
+    }
+}
+
+/// Writes `accuracy/accuracy_results.json` atomically (the reference's `json.dumps(indent=2)`).
+pub fn write_accuracy_results(dir: &Path, results: &AccuracyResults) -> std::io::Result<()> {
+    let accuracy_dir = dir.join("accuracy");
+    std::fs::create_dir_all(&accuracy_dir)?;
+    let bytes = to_python_json(results).map_err(std::io::Error::other)?;
+    write_atomic(&accuracy_dir.join("accuracy_results.json"), &bytes)
+}
+
+/// Python's `f"{value:.{precision}g}"`.
+pub fn py_format_g(value: f64, precision: usize) -> String {
+    if value == 0.0 {
+        return if value.is_sign_negative() { "-0".into() } else { "0".into() };
+    }
+    if !value.is_finite() {
+        return if value.is_nan() {
+            "nan".into()
+        } else if value > 0.0 {
+            "inf".into()
+        } else {
+            "-inf".into()
+        };
+    }
+    let p = precision.max(1);
+    let sci = format!("{:.*e}", p - 1, value);
+    let (mantissa, exp) = sci.split_once('e').unwrap_or((&sci, "0"));
+    let exp: i32 = exp.parse().unwrap_or(0);
+    let strip = |s: &str| -> String {
+        if s.contains('.') {
+            s.trim_end_matches('0').trim_end_matches('.').to_string()
+        } else {
+            s.to_string()
+        }
+    };
+    if exp < -4 || exp >= p as i32 {
+        let sign = if exp < 0 { '-' } else { '+' };
+        format!("{}e{sign}{:02}", strip(mantissa), exp.abs())
+    } else {
+        let decimals = (p as i32 - 1 - exp).max(0) as usize;
+        strip(&format!("{value:.decimals$}"))
+    }
+}
+
+/// A score as the reference's summary prints it: `.4g` for a number, `N/A` for none, and the
+/// ROUGE dict as Python's `str(dict)`.
+fn score_text(score: &ScoreValue) -> String {
+    match score {
+        ScoreValue::Number(Some(v)) => py_format_g(*v, 4),
+        ScoreValue::Number(None) => "N/A".into(),
+        ScoreValue::Rouge(r) => format!(
+            "{{'rouge1': '{}', 'rouge2': '{}', 'rougeL': '{}', 'rougeLsum': '{}', 'gen_len': '{}', 'gen_num': {}}}",
+            r.rouge1, r.rouge2, r.rouge_l, r.rouge_lsum, r.gen_len, r.gen_num
+        ),
+    }
+}
+
+fn num_text(n: Num) -> String {
+    match n {
+        Num::Int(i) => i.to_string(),
+        Num::Float(f) => python_float_repr(f),
+    }
+}
+
+/// The reference's "Accuracy:" block of the Summary (report.txt and the console).
+pub fn accuracy_block(results: &AccuracyResults) -> String {
+    use std::fmt::Write;
+    let mut out = String::from("Accuracy:\n");
+    for e in &results.entries {
+        let _ = writeln!(
+            out,
+            "  {}: {} (unit={}, repeats={}, total={}, duration={:.2}s)",
+            e.dataset_name,
+            score_text(&e.score),
+            e.unit_samples,
+            e.num_repeats,
+            e.total_samples,
+            e.duration_s
+        );
+        if let Some(rc) = &e.response_counts {
+            let _ = writeln!(
+                out,
+                "    responses: {}/{} scored ({} empty, {} missing)",
+                rc.scored, rc.issued, rc.empty, rc.missing
+            );
+        }
+        let primary = match results.primary {
+            TokenCountSource::Client => &e.osl_client,
+            TokenCountSource::Server => &e.osl_server,
+        };
+        if let Some(stat) = primary.as_ref().and_then(|o| o.stat.as_ref()) {
+            let _ = writeln!(
+                out,
+                "    output tokens (avg/min/max): {:.1}/{}/{}",
+                stat.avg(),
+                num_text(stat.min),
+                num_text(stat.max)
+            );
+        }
+    }
+    if let Some(avg) = average_accuracy(&results.entries) {
+        let _ = writeln!(out, "  Average: {}", py_format_g(avg, 4));
+    }
+    if results.entries.iter().any(|e| e.osl_tokenize_s.is_some()) {
+        let total: f64 = results.entries.iter().filter_map(|e| e.osl_tokenize_s).sum();
+        let _ = writeln!(out, "  OSL tokenization: {}s", py_format_g(total, 3));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A finished run's files, written by hand: scored again from them alone.
+    fn run_dir(name: &str, events: &[&str]) -> std::path::PathBuf {
+        let dir =
+            std::env::temp_dir().join(format!("llm-loadgen-acc-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let map = r#"{"performance": {"00": 0}, "mcq": {"a1": 0, "a2": 1, "a3": 2, "a4": 0}}"#;
+        std::fs::write(dir.join("sample_idx_map.json"), map).unwrap();
+        std::fs::write(dir.join("events.jsonl"), events.join("\n") + "\n").unwrap();
+        dir
+    }
+
+    fn complete(uuid: &str, data: &str, usage: &str) -> String {
+        format!(
+            r#"{{"event_type":"sample.complete","timestamp_ns":1,"sample_uuid":"{uuid}","conversation_id":"","turn":null,"data":{data},"worker_id":0{usage}}}"#
+        )
+    }
+
+    #[test]
+    fn a_finished_run_is_scored_again_from_its_event_log_and_idx_map() {
+        let lines = [
+            r#"{"event_type":"session.started","timestamp_ns":0,"sample_uuid":"","conversation_id":"","turn":null,"data":null}"#.to_string(),
+            complete("00", r#"["TextModelOutput","perf",null,null]"#, ""),
+            complete("a1", r#"["TextModelOutput",["The answer ","is (A)"],null,null]"#, r#","prompt_tokens":3,"completion_tokens":5"#),
+            complete("a2", "null", ""),
+            complete("a4", r#"["TextModelOutput","Answer: A",null,null]"#, r#","completion_tokens":2"#),
+        ];
+        let refs: Vec<&str> = lines.iter().map(String::as_str).collect();
+        let dir = run_dir("rescore", &refs);
+        let truth = ["choice1".to_string(), "choice2".into(), "choice3".into()];
+        let job = ScoringJob {
+            dataset_name: "mcq",
+            dataset_type: DatasetType::Accuracy,
+            scorer: Scorer::PassAt1,
+            extractor: Some(Extractor::Abcd),
+            ground_truth_column: None,
+            ground_truth: &truth,
+            num_repeats: 1,
+            total_samples: 3,
+            duration_s: 0.0004,
+        };
+        let count = |t: &str| Some(t.chars().count() as u32);
+        let r = score_run(&dir, &[job], TokenCountSource::Client, Some(&count)).unwrap();
+        let e = &r.entries[0];
+        // a1 and a4 name choice1 and are right; a2 failed; a3 never completed: 2 of 4.
+        assert_eq!(e.score, ScoreValue::Number(Some(0.5)));
+        assert_eq!(
+            e.response_counts,
+            Some(ResponseCounts { issued: 4, scored: 2, empty: 1, missing: 1 })
+        );
+        let client = e.osl_client.as_ref().unwrap();
+        assert_eq!((client.n_samples, client.stat.as_ref().unwrap().total), (2, Num::Int(26)));
+        let server = e.osl_server.as_ref().unwrap();
+        assert_eq!(server.n_samples, 1, "a4 lacks prompt_tokens: its usage is missing");
+        assert_eq!(e.n_missing_usage, 1);
+        assert_eq!(e.duration_s, 0.0);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn a_non_compact_event_log_fails_loudly_naming_the_line() {
+        let spaced = r#"{"event_type": "sample.complete", "sample_uuid": "a1"}"#;
+        let dir = run_dir("spaced", &[spaced]);
+        let truth = ["choice1".to_string()];
+        let job = ScoringJob {
+            dataset_name: "mcq",
+            dataset_type: DatasetType::Accuracy,
+            scorer: Scorer::PassAt1,
+            extractor: Some(Extractor::Abcd),
+            ground_truth_column: None,
+            ground_truth: &truth,
+            num_repeats: 1,
+            total_samples: 1,
+            duration_s: 0.0,
+        };
+        let err = score_run(&dir, &[job], TokenCountSource::Client, None).unwrap_err().to_string();
+        assert!(err.contains("events.jsonl line 1: not a compact event record"), "{err}");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn scores_print_as_pythons_g_format() {
+        let cases = [
+            (0.5, 4, "0.5"),
+            (2.0 / 3.0, 4, "0.6667"),
+            (1.0, 4, "1"),
+            (0.0, 4, "0"),
+            (12345.0, 4, "1.234e+04"),
+            (0.00001234, 4, "1.234e-05"),
+            (0.0001234, 4, "0.0001234"),
+            (0.012, 3, "0.012"),
+            (100.0, 4, "100"),
+        ];
+        for (v, p, want) in cases {
+            assert_eq!(py_format_g(v, p), want, "{v} .{p}g");
+        }
+    }
+
+    #[test]
+    fn a_streamed_output_is_its_chunks_joined_after_the_reasoning() {
+        let data: Value =
+            serde_json::json!(["TextModelOutput", ["The ans", "wer is B"], "think ", null]);
+        assert_eq!(output_text(&data), "think The answer is B");
+        assert_eq!(output_text(&serde_json::json!(["TextModelOutput", "x", null, null])), "x");
+        assert_eq!(output_text(&Value::Null), "");
+    }
+
+    #[test]
+    fn response_counts_split_issued_into_scored_empty_and_missing() {
+        let c = |text: &str| Completed {
+            uuid: String::new(),
+            text: text.into(),
+            success: !text.is_empty(),
+            prompt_tokens: None,
+            completion_tokens: None,
+        };
+        let (a, b, e) = (c("A"), c("B"), c(""));
+        let counts = response_counts(5, &[&a, &b, &e]);
+        assert_eq!(counts, ResponseCounts { issued: 5, scored: 2, empty: 1, missing: 2 });
+    }
+
+    #[test]
+    fn server_osl_keeps_usable_counts_and_counts_missing_usage() {
+        let c = |text: &str, p: Option<u32>, n: Option<u32>| Completed {
+            uuid: String::new(),
+            text: text.into(),
+            success: true,
+            prompt_tokens: p,
+            completion_tokens: n,
+        };
+        let samples = [c("abc", Some(2), Some(3)), c("x", None, Some(1)), c("", Some(1), Some(0))];
+        let refs: Vec<&Completed> = samples.iter().collect();
+        let (osl, missing) = server_osl(&refs);
+        assert_eq!(missing, 1, "the usage rule: both counts or none");
+        assert_eq!(osl.n_samples, 1, "a count below 1 is not recorded");
+        assert_eq!(osl.stat.unwrap().max, Num::Int(3));
+    }
+}

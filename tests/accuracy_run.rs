@@ -1,0 +1,490 @@
+//! Accuracy runs end to end: the binary against the echo stub and the answer-table stub
+//! (`stub echo --answers`), on the project's fixture datasets with known answers
+//! (tests/assets/accuracy_runs/), checked in accuracy_results.json, sample_idx_map.json,
+//! events.jsonl and report.txt.
+
+mod common;
+mod support;
+
+use std::path::{Path, PathBuf};
+
+use common::{assets, char_tokenizer, report_dir, run, stub};
+use loadgen_stubs::{load_answers, StubKind, StubServer};
+use serde_json::Value;
+
+fn fixture(name: &str) -> String {
+    assets().join("accuracy_runs").join(name).display().to_string()
+}
+
+fn table_stub() -> StubServer {
+    let answers = load_answers(Path::new(&fixture("answers.json"))).expect("answers.json loads");
+    stub(StubKind::Echo, |c| c.answers = Some(answers))
+}
+
+/// `acc:FILE,name=NAME,accuracy_config.…` for a fixture.
+fn acc(file: &str, name: &str, method: &str, extractor: &str, more: &str) -> String {
+    format!(
+        "acc:{},name={name},accuracy_config.eval_method={method},\
+         accuracy_config.extractor={extractor}{more}",
+        fixture(file)
+    )
+}
+
+fn base_args(url: &str, dir: &Path) -> Vec<String> {
+    [
+        "benchmark",
+        "offline",
+        "--endpoints",
+        url,
+        "--model",
+        "m",
+        "--workers",
+        "1",
+        "--max-connections",
+        "8",
+        "--tokenizer",
+        &char_tokenizer(),
+        "--report-dir",
+        &dir.display().to_string(),
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect()
+}
+
+fn results(dir: &Path) -> Value {
+    let text = std::fs::read_to_string(dir.join("accuracy/accuracy_results.json"))
+        .expect("accuracy_results.json is written");
+    serde_json::from_str(&text).expect("accuracy_results.json parses")
+}
+
+fn idx_map(dir: &Path) -> Value {
+    let text = std::fs::read_to_string(dir.join("sample_idx_map.json")).expect("idx map");
+    serde_json::from_str(&text).expect("sample_idx_map.json parses")
+}
+
+fn entry<'a>(r: &'a Value, name: &str) -> &'a Value {
+    r["accuracy_scores"]
+        .as_array()
+        .and_then(|a| a.iter().find(|e| e["dataset_name"] == name))
+        .unwrap_or_else(|| panic!("no entry {name} in {r}"))
+}
+
+/// The keys of a JSON object, sorted (serde_json's map): for sets of keys.
+fn keys(v: &Value) -> Vec<&str> {
+    v.as_object().map(|m| m.keys().map(String::as_str).collect()).unwrap_or_default()
+}
+
+/// Asserts that `keys` appear in `text` in this order from `from` on (the file's own order,
+/// which a parsed `Value` does not keep).
+fn assert_key_order(text: &str, from: &str, keys: &[&str]) {
+    let mut at = text.find(from).unwrap_or_else(|| panic!("{from} in {text}"));
+    for key in keys {
+        let needle = format!("\"{key}\":");
+        let found = text[at..].find(&needle).unwrap_or_else(|| panic!("{key} after {at}"));
+        at += found + needle.len();
+    }
+}
+
+fn results_text(dir: &Path) -> String {
+    std::fs::read_to_string(dir.join("accuracy/accuracy_results.json")).unwrap()
+}
+
+/// Every extractor and scorer on its fixture, in one run after a performance phase: the
+/// scores a reader works out from the answers table by hand.
+#[test]
+fn every_extractor_and_scorer_gives_its_known_score_from_the_answer_table() {
+    let server = table_stub();
+    let dir = report_dir("acc-all");
+    let mut args = base_args(&server.url(), &dir);
+    let datasets = [
+        fixture("perf.jsonl"),
+        acc(
+            "math.jsonl",
+            "math",
+            "pass_at_1",
+            "boxed_math_extractor",
+            ",accuracy_config.ground_truth=answer",
+        ),
+        acc("code.jsonl", "code", "pass_at_1", "python_code_extractor", ""),
+        acc("calls.jsonl", "calls", "pass_at_1", "function_call_extractor", ""),
+        acc("capitals.jsonl", "capitals", "string_match", "identity_extractor", ""),
+        acc(
+            "summaries.jsonl",
+            "summaries",
+            "rouge",
+            "identity_extractor",
+            ",accuracy_config.ground_truth=highlights",
+        ),
+        acc("products.jsonl", "products", "shopify_category_f1", "identity_extractor", ""),
+        // Last: its unanswered sample waits out the accuracy drain timeout.
+        acc("mcq.jsonl", "mcq", "pass_at_1", "abcd_extractor", ",accuracy_config.num_repeats=2"),
+    ];
+    for d in &datasets {
+        args.extend(["--dataset".to_string(), d.clone()]);
+    }
+    args.extend(["--num-samples", "2", "--accuracy-drain-timeout", "1"].map(String::from));
+    let out = run(&args);
+    assert_eq!(out.status.code(), Some(0), "the run succeeds");
+    let r = results(&dir);
+    let score = |name: &str| entry(&r, name)["score"].as_f64().unwrap();
+    // math: \boxed{42} and the last digits 7 match, "no number here" extracts nothing.
+    assert_eq!(score("math"), 2.0 / 3.0);
+    // code: the fenced block matches its ground truth; no block is no answer.
+    assert_eq!(score("code"), 0.5);
+    // calls: get_weather(city='London') prints as the ground truth's JSON; no call, no answer.
+    assert_eq!(score("calls"), 0.5);
+    // capitals: "  Paris \n" matches "Paris" once stripped; "rome" is not "Rome".
+    assert_eq!(score("capitals"), 0.5);
+    // products: 2 of 3 levels of the first path, a 2-level pad for the unparsable second:
+    // hits 2 over 5 predicted and 5 true levels.
+    let (hp, hr) = (2.0 / 5.0, 2.0 / 5.0);
+    assert_eq!(score("products"), 2.0 * (hp * hr) / (hp + hr));
+    // summaries: one identical pair (1.0) and one with no word in common (0.0).
+    let rouge = &entry(&r, "summaries")["score"];
+    for key in ["rouge1", "rouge2", "rougeL", "rougeLsum"] {
+        assert_eq!(rouge[key], "50.0", "{key} of {rouge}");
+    }
+    assert_eq!(rouge["gen_len"], "38", "22 + 16 characters of predictions");
+    assert_eq!(rouge["gen_num"], 2);
+    let text = results_text(&dir);
+    let rouge_keys = ["rouge1", "rouge2", "rougeL", "rougeLsum", "gen_len", "gen_num"];
+    assert_key_order(&text, "\"dataset_name\": \"summaries\"", &rouge_keys);
+    assert_key_order(&text, "{", &["average_accuracy", "osl_tokenization_s", "accuracy_scores"]);
+    assert!(text.trim_end().ends_with("\"token_count_source\": \"client\"\n}"), "{text}");
+    check_mcq(entry(&r, "mcq"), &text);
+    let mean = [2.0 / 3.0, 0.5, 0.5, 0.5, score("products"), 0.2];
+    let avg = r["average_accuracy"].as_f64().unwrap();
+    assert!((avg - mean.iter().sum::<f64>() / 6.0).abs() < 1e-12, "rouge's dict is not numeric");
+    check_phases(&dir);
+    check_report_block(&dir);
+}
+
+/// mcq: the abcd extractor on the table's answers, twice: (A) right, C wrong, one sample
+/// failed (not in the table: an empty COMPLETE), one never answered (missing), one answered
+/// empty. 2 right of 10 issued.
+fn check_mcq(e: &Value, text: &str) {
+    assert_eq!(e["score"], 0.2);
+    assert_eq!((e["unit_samples"].as_u64(), e["num_repeats"].as_u64()), (Some(5), Some(2)));
+    assert_eq!(e["total_samples"], 10);
+    let counts = &e["response_counts"];
+    assert_eq!(
+        (&counts["issued"], &counts["scored"], &counts["empty"], &counts["missing"]),
+        (&Value::from(10), &Value::from(4), &Value::from(4), &Value::from(2))
+    );
+    // Client OSL (char tokenizer) over the 4 non-empty outputs: 17, 17, 9, 9 characters.
+    let osl = &e["output_sequence_lengths"];
+    assert_eq!(
+        (&osl["total"], &osl["min"], &osl["max"]),
+        (&Value::from(52), &Value::from(9), &Value::from(17))
+    );
+    // Server OSL from the echo stub's usage: the same characters; the empty answer's 0 is
+    // not recorded, and every successful sample had usage.
+    let server = &e["output_sequence_lengths_server"];
+    assert_eq!(
+        (&server["total"], &server["min"], &server["max"]),
+        (&Value::from(52), &Value::from(9), &Value::from(17))
+    );
+    assert_eq!(e["n_osl_samples_server"], 4);
+    assert_eq!(e["n_missing_usage"], 0);
+    let order = [
+        "dataset_name",
+        "extractor",
+        "ground_truth_column",
+        "score",
+        "unit_samples",
+        "num_repeats",
+        "total_samples",
+        "duration_s",
+        "complete",
+        "dataset_type",
+        "response_counts",
+        "output_sequence_lengths",
+        "osl_tokenize_s",
+        "output_sequence_lengths_server",
+        "n_osl_samples_server",
+        "n_missing_usage",
+    ];
+    assert_eq!(keys(e).len(), order.len(), "{e}");
+    assert_key_order(text, "\"dataset_name\": \"mcq\"", &order[1..]);
+    assert_eq!(e["extractor"], "ABCDExtractor", "the class name, as the reference writes it");
+    assert_eq!(e["ground_truth_column"], Value::Null, "unset, as the reference writes it");
+    assert_eq!(e["dataset_type"], "accuracy");
+    assert_eq!(e["complete"], true);
+    assert!(e["duration_s"].as_f64().unwrap() >= 1.0, "it waited out its 1 s drain");
+}
+
+/// sample_idx_map.json has one entry per phase, in order, each sample naming its dataset row;
+/// events.jsonl carries the accuracy samples as the reference writes them.
+fn check_phases(dir: &Path) {
+    let map = idx_map(dir);
+    let text = std::fs::read_to_string(dir.join("sample_idx_map.json")).unwrap();
+    let phases = ["performance", "math", "code", "calls", "capitals", "summaries", "products"];
+    assert_key_order(&text, "{", &phases);
+    assert_key_order(&text, "\"products\"", &["mcq"]);
+    assert_eq!(keys(&map).len(), 8);
+    let mcq = map["mcq"].as_object().unwrap();
+    let rows: Vec<u64> = mcq.values().map(|v| v.as_u64().unwrap()).collect();
+    assert_eq!(rows, [0, 1, 2, 3, 4, 0, 1, 2, 3, 4], "in order, twice");
+    let events = std::fs::read_to_string(dir.join("events.jsonl")).unwrap();
+    let (first_mcq, _) = mcq.iter().next().unwrap();
+    let issued = events
+        .lines()
+        .find(|l| l.contains("\"sample.issued\"") && l.contains(first_mcq.as_str()))
+        .expect("the accuracy sample's issued line");
+    assert!(issued.contains("[\"PromptData\",\"q1: which is first\""), "{issued}");
+    let complete = events
+        .lines()
+        .find(|l| l.contains("\"sample.complete\"") && l.contains(first_mcq.as_str()))
+        .expect("its complete line");
+    assert!(
+        complete.contains("[\"TextModelOutput\",\"The answer is (A)\",null,null]"),
+        "{complete}"
+    );
+    let s = common::summary(dir);
+    assert_eq!(s["n_samples_issued"], 2, "accuracy samples are not performance samples");
+    let at = |needle: &str| events.find(needle).unwrap_or_else(|| panic!("{needle}"));
+    let stop = at("\"session.stop_performance_tracking\"");
+    assert!(stop < at(&format!("\"sample_uuid\":\"{first_mcq}\"")), "between the phases");
+    let math_first = map["math"].as_object().unwrap().keys().next().unwrap();
+    assert!(stop < at(&format!("\"sample_uuid\":\"{math_first}\"")), "before any accuracy");
+    assert_eq!(events.matches("session.stop_performance_tracking").count(), 1);
+    // The never-answered q4 samples (rows 3) were issued and have no COMPLETE, as the
+    // reference logs a sample lost at the drain timeout.
+    for (uuid, _) in mcq.iter().filter(|(_, row)| **row == 3) {
+        let lines: Vec<&str> = events.lines().filter(|l| l.contains(uuid.as_str())).collect();
+        assert_eq!(lines.len(), 1, "{lines:?}");
+        assert!(lines[0].contains("\"sample.issued\""), "{lines:?}");
+    }
+}
+
+fn check_report_block(dir: &Path) {
+    let report = common::report_txt(dir);
+    let tps = report.find("\nTPS: ").expect("the TPS line");
+    let block = report.find("\nAccuracy:\n").expect("the Accuracy block");
+    assert!(block > tps, "after the TPS line, as the reference's Summary");
+    assert!(report.contains("  math: 0.6667 (unit=3, repeats=1, total=3, duration="), "{report}");
+    assert!(report.contains("    responses: 4/10 scored (4 empty, 2 missing)"), "{report}");
+    assert!(report.contains("    output tokens (avg/min/max): 13.0/9/17"), "{report}");
+    assert!(report.contains("  summaries: {'rouge1': '50.0', 'rouge2': '50.0'"), "{report}");
+}
+
+/// The echo stub answers each prompt with itself: identity + string_match scores the rows
+/// whose ground truth is their prompt.
+#[test]
+fn the_echo_stub_scores_the_rows_whose_answer_is_their_prompt() {
+    let server = stub(StubKind::Echo, |_| {});
+    let dir = report_dir("acc-echo");
+    let mut args = base_args(&server.url(), &dir);
+    let data = write_fixture(
+        &dir,
+        "echo.jsonl",
+        &[("say yes", "say yes"), ("say no", "no"), ("  padded ", "padded")],
+    );
+    let spec = format!(
+        "acc:{data},name=echo,accuracy_config.eval_method=string_match,\
+         accuracy_config.extractor=identity_extractor"
+    );
+    args.extend(["--dataset", &fixture("perf.jsonl"), "--dataset", &spec].map(String::from));
+    args.extend(["--num-samples", "1"].map(String::from));
+    let out = run(&args);
+    assert_eq!(out.status.code(), Some(0));
+    let r = results(&dir);
+    assert_eq!(entry(&r, "echo")["score"].as_f64(), Some(2.0 / 3.0), "stripping matches the third");
+    assert_eq!(r["token_count_source"], "client");
+}
+
+/// A JSONL dataset of (prompt, ground_truth) rows beside the report dir.
+fn write_fixture(dir: &Path, name: &str, rows: &[(&str, &str)]) -> String {
+    let path: PathBuf = dir.with_extension(name);
+    let text: String = rows
+        .iter()
+        .map(|(p, g)| format!("{}\n", serde_json::json!({"prompt": p, "ground_truth": g})))
+        .collect();
+    std::fs::write(&path, text).unwrap();
+    path.display().to_string()
+}
+
+/// Under `--token-count-source server` the server counts are the headline block and the
+/// client ones take the suffix.
+#[test]
+fn a_server_primary_swaps_the_output_length_names() {
+    let server = table_stub();
+    let dir = report_dir("acc-server");
+    let mut args = base_args(&server.url(), &dir);
+    let spec = acc("capitals.jsonl", "capitals", "string_match", "identity_extractor", "");
+    args.extend(["--dataset", &fixture("perf.jsonl"), "--dataset", &spec].map(String::from));
+    args.extend(["--num-samples", "2", "--token-count-source", "server"].map(String::from));
+    let out = run(&args);
+    assert_eq!(out.status.code(), Some(0));
+    let r = results(&dir);
+    assert_eq!(r["token_count_source"], "server");
+    let e = entry(&r, "capitals");
+    assert!(e.get("output_sequence_lengths_server").is_none(), "{e}");
+    // "  Paris \n" is 9 characters, "rome" 4: on both bases with the echo stub's usage.
+    assert_eq!(e["output_sequence_lengths"]["total"], 13);
+    assert_eq!(e["output_sequence_lengths_client"]["total"], 13);
+    assert_eq!(e["n_osl_samples_client"], 2);
+    assert!(keys(e).contains(&"n_missing_usage"));
+}
+
+/// `--accuracy-only`: no performance phase, one worker and one connection, and the
+/// performance dataset's phase absent from sample_idx_map.json.
+#[test]
+fn accuracy_only_runs_the_accuracy_datasets_alone() {
+    let server = table_stub();
+    let dir = report_dir("acc-only");
+    let mut args = base_args(&server.url(), &dir);
+    let spec = acc(
+        "math.jsonl",
+        "math",
+        "pass_at_1",
+        "boxed_math_extractor",
+        ",accuracy_config.ground_truth=answer,accuracy_config.num_repeats=3",
+    );
+    args.extend(
+        ["--dataset", &fixture("perf.jsonl"), "--dataset", &spec, "--accuracy-only"]
+            .map(String::from),
+    );
+    let out = run(&args);
+    assert_eq!(out.status.code(), Some(0));
+    let e = entry(&results(&dir), "math").clone();
+    assert_eq!((e["score"].as_f64(), &e["total_samples"]), (Some(2.0 / 3.0), &Value::from(9)));
+    assert_eq!(keys(&idx_map(&dir)), ["math"]);
+    let config = std::fs::read_to_string(dir.join("config.yaml")).unwrap();
+    assert!(config.contains("num_workers: 1") && config.contains("max_connections: 1"), "{config}");
+    assert_eq!(common::summary(&dir)["n_samples_issued"], 0);
+}
+
+/// A performance dataset's own accuracy_config scores the performance phase's outputs, as the
+/// entry `performance`, after the accuracy datasets.
+#[test]
+fn a_performance_dataset_with_accuracy_config_is_scored_on_its_outputs() {
+    let server = stub(StubKind::Echo, |_| {});
+    let dir = report_dir("acc-perf-inline");
+    let mut args = base_args(&server.url(), &dir);
+    let data = write_fixture(&dir, "inline.jsonl", &[("a", "a"), ("b", "c")]);
+    let perf = format!(
+        "{data},accuracy_config.eval_method=pass_at_1,accuracy_config.extractor=identity_extractor"
+    );
+    args.extend(["--dataset", &perf, "--num-samples", "4"].map(String::from));
+    let out = run(&args);
+    assert_eq!(out.status.code(), Some(0));
+    let r = results(&dir);
+    let e = entry(&r, "performance");
+    assert_eq!(e["dataset_type"], "performance");
+    assert_eq!(e["total_samples"], 4, "the performance phase's issued samples");
+    assert_eq!(e["score"], 0.5, "row a answers itself, row b does not");
+    assert!(e.get("response_counts").is_none(), "as the reference: accuracy entries only");
+    assert!(r.get("average_accuracy").is_none(), "no accuracy-type entry");
+}
+
+/// accuracy_results.json that cannot be written fails the run with exit 4, naming it.
+#[test]
+fn an_unwritable_accuracy_results_file_is_exit_4() {
+    let server = table_stub();
+    let dir = report_dir("acc-unwritable");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("accuracy"), b"a file where the folder goes").unwrap();
+    let mut args = base_args(&server.url(), &dir);
+    let spec = acc("capitals.jsonl", "capitals", "string_match", "identity_extractor", "");
+    args.extend(
+        ["--dataset", &fixture("perf.jsonl"), "--dataset", &spec, "--num-samples", "2"]
+            .map(String::from),
+    );
+    let out = run(&args);
+    assert_eq!(out.status.code(), Some(4));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("accuracy/accuracy_results.json"), "{stderr}");
+}
+
+/// A shape copy of a reference example (tests/assets/accuracy_runs/*_shape.yaml) with its
+/// placeholders filled: the stub, the fixtures' folder, the report dir.
+fn shape_config(name: &str, url: &str, dir: &Path) -> PathBuf {
+    let text = std::fs::read_to_string(fixture(&format!("{name}.yaml"))).unwrap();
+    let text = text
+        .replace("@STUB@", url)
+        .replace("@ASSETS@", &fixture(""))
+        .replace("@REPORT@", &dir.display().to_string());
+    let path = dir.with_extension("yaml");
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+/// The reference's examples that combine performance and accuracy datasets, in shape (a
+/// dataset path where theirs is predefined), run end to end from their YAML.
+#[test]
+fn the_reference_example_shapes_run_performance_then_accuracy_from_yaml() {
+    let server = table_stub();
+    let cases: [(&str, &[(&str, f64)]); 3] = [
+        ("offline_cnn_shape", &[]),
+        ("online_gptoss_shape", &[("aime25_shape", 2.0 / 3.0), ("gpqa_shape", 0.5)]),
+        ("offline_shopify_shape", &[("shopify_shape", 2.0 * 0.16 / 0.8)]),
+    ];
+    for (name, scores) in cases {
+        let dir = report_dir(&format!("acc-{name}"));
+        let config = shape_config(name, &server.url(), &dir);
+        let out = run(["benchmark", "from-config", "-c", &config.display().to_string()]);
+        assert_eq!(out.status.code(), Some(0), "{name}");
+        let r = results(&dir);
+        for (dataset, want) in scores {
+            let got = entry(&r, dataset)["score"].as_f64().unwrap();
+            assert!((got - want).abs() < 1e-12, "{name} {dataset}: {got} != {want}");
+        }
+        assert!(common::summary(&dir)["n_samples_completed"].as_u64().unwrap() > 0, "{name}");
+    }
+    let cnn = results(&report_dir_of("offline_cnn_shape"));
+    assert_eq!(entry(&cnn, "cnn_dailymail_shape")["score"]["rouge1"], "50.0");
+    let gptoss = results(&report_dir_of("online_gptoss_shape"));
+    assert_eq!(entry(&gptoss, "aime25_shape")["total_samples"], 24, "3 rows, 8 repeats");
+    assert_eq!(entry(&gptoss, "gpqa_shape")["response_counts"]["issued"], 10);
+}
+
+fn report_dir_of(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("run-acc-{name}"))
+}
+
+/// Its LiveCodeBench dataset needs the reference's execution service: refused by name, before
+/// any request.
+#[test]
+fn an_example_with_an_external_scorer_is_refused_naming_it() {
+    let server = table_stub();
+    let dir = report_dir("acc-lcb");
+    let config = shape_config("online_gptoss_lcb_shape", &server.url(), &dir);
+    let out = run(["benchmark", "from-config", "-c", &config.display().to_string()]);
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("\"code_bench_scorer\" is not supported"), "{stderr}");
+    assert!(!dir.join("events.jsonl").exists(), "nothing ran");
+}
+
+/// With no `--accuracy-drain-timeout` an accuracy phase waits for its never-answered sample
+/// without limit: the run is still waiting once every other request was answered, and an
+/// interrupt ends it (exit 130, report written, nothing scored).
+#[test]
+fn the_accuracy_drain_waits_without_limit_until_an_interrupt() {
+    let server = table_stub();
+    let dir = report_dir("acc-unlimited");
+    let mut args = base_args(&server.url(), &dir);
+    let spec = acc("mcq.jsonl", "mcq", "pass_at_1", "abcd_extractor", "");
+    args.extend(["--dataset", &fixture("perf.jsonl"), "--dataset", &spec].map(String::from));
+    args.extend(["--num-samples", "2"].map(String::from));
+    let run = support::Watched::spawn(&args, false, &dir);
+    let pid = run.pid as i32;
+    let mut signalled = false;
+    // 2 performance requests and the 5 of mcq (the stub answers all but q4's): all received.
+    let done = run.watch(std::time::Duration::from_secs(60), |_| {
+        if server.totals().requests >= 7 && !signalled {
+            support::signal(pid, libc::SIGINT);
+            signalled = true;
+        }
+        signalled
+    });
+    assert!(!done.hung, "the interrupt ends the wait: {}", done.stderr);
+    assert_eq!(done.code, Some(130), "{}", done.stderr);
+    assert!(dir.join("report.txt").is_file(), "the report is still written");
+    assert!(
+        !dir.join("accuracy/accuracy_results.json").exists(),
+        "an interrupted run is not scored"
+    );
+}
