@@ -269,20 +269,6 @@ pub fn issue_all(
     cap: Option<Instant>,
     lags: &mut IssueLags,
 ) -> IssueEnd {
-    let end = issue_each(issuer, pattern, order, first_sample_id, total, cap, lags);
-    issuer.flush_notices();
-    end
-}
-
-fn issue_each(
-    issuer: &mut Issuer,
-    pattern: &LoadPattern,
-    order: &mut SampleOrder,
-    first_sample_id: u64,
-    total: u64,
-    cap: Option<Instant>,
-    lags: &mut IssueLags,
-) -> IssueEnd {
     let shared = issuer.shared.clone();
     let start = Instant::now();
     let start_ns = monotonic_ns();
@@ -295,43 +281,47 @@ fn issue_each(
         }
         _ => None,
     };
-    for i in 0..total {
-        if shared.stop.load(Ordering::Acquire) || cap.is_some_and(|c| Instant::now() >= c) {
-            return IssueEnd::Stopped;
-        }
-        match pattern {
-            // The closed loop is held by the issuer's per-worker caps (see `Issuer::closed_loop`).
-            LoadPattern::Offline | LoadPattern::Concurrency { .. } => {}
-            LoadPattern::Poisson { .. } => {
-                let (rng, qps, at_ns) = poisson.as_mut().expect("poisson state");
-                // The reference's schedule: whole-nanosecond exponential gaps, summed; the
-                // first sample waits one gap too.
-                *at_ns += poisson_gap_ns(rng, *qps);
-                let offset = Duration::from_nanos(*at_ns);
-                scheduled_ns = start_ns + offset.as_nanos() as u64;
-                if start + offset > Instant::now() + NOTICE_FLUSH_GAP {
-                    issuer.flush_notices();
-                }
-                if !wait_until(start + offset, &shared, cap) {
-                    return IssueEnd::Stopped;
-                }
+    let end = 'issuing: {
+        for i in 0..total {
+            if shared.stop.load(Ordering::Acquire) || cap.is_some_and(|c| Instant::now() >= c) {
+                break 'issuing IssueEnd::Stopped;
             }
-        }
-        let row = order.next_row();
-        match issuer.issue(first_sample_id + i, row) {
-            Ok(issued_ns) => {
-                if poisson.is_some() {
-                    if lags.lags_ns.is_empty() {
-                        lags.first_scheduled_ns = scheduled_ns;
+            match pattern {
+                // The closed loop is held by the issuer's per-worker caps (see `Issuer::closed_loop`).
+                LoadPattern::Offline | LoadPattern::Concurrency { .. } => {}
+                LoadPattern::Poisson { .. } => {
+                    let (rng, qps, at_ns) = poisson.as_mut().expect("poisson state");
+                    // The reference's schedule: whole-nanosecond exponential gaps, summed; the
+                    // first sample waits one gap too.
+                    *at_ns += poisson_gap_ns(rng, *qps);
+                    let offset = Duration::from_nanos(*at_ns);
+                    scheduled_ns = start_ns + offset.as_nanos() as u64;
+                    if start + offset > Instant::now() + NOTICE_FLUSH_GAP {
+                        issuer.flush_notices();
                     }
-                    lags.lags_ns.push(issued_ns.saturating_sub(scheduled_ns));
-                    lags.last_issued_ns = issued_ns;
+                    if !wait_until(start + offset, &shared, cap) {
+                        break 'issuing IssueEnd::Stopped;
+                    }
                 }
             }
-            Err(end) => return end,
+            let row = order.next_row();
+            match issuer.issue(first_sample_id + i, row) {
+                Ok(issued_ns) => {
+                    if poisson.is_some() {
+                        if lags.lags_ns.is_empty() {
+                            lags.first_scheduled_ns = scheduled_ns;
+                        }
+                        lags.lags_ns.push(issued_ns.saturating_sub(scheduled_ns));
+                        lags.last_issued_ns = issued_ns;
+                    }
+                }
+                Err(end) => break 'issuing end,
+            }
         }
-    }
-    IssueEnd::AllIssued
+        IssueEnd::AllIssued
+    };
+    issuer.flush_notices();
+    end
 }
 
 /// A Poisson gap this long sends the issue notices gathered before it: the aggregator writes

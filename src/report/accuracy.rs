@@ -563,6 +563,21 @@ pub fn accuracy_block(results: &AccuracyResults) -> String {
 mod tests {
     use super::*;
 
+    /// A multiple-choice dataset scored `pass_at_1` through `abcd_extractor`, once.
+    fn mcq_job(truth: &[String], total_samples: u64, duration_s: f64) -> ScoringJob<'_> {
+        ScoringJob {
+            dataset_name: "mcq",
+            dataset_type: DatasetType::Accuracy,
+            scorer: Scorer::PassAt1,
+            extractor: Some(Extractor::Abcd),
+            ground_truth_column: None,
+            ground_truth: truth,
+            num_repeats: 1,
+            total_samples,
+            duration_s,
+        }
+    }
+
     /// A finished run's files, written by hand: scored again from them alone.
     fn run_dir(name: &str, events: &[&str]) -> std::path::PathBuf {
         let dir =
@@ -593,17 +608,7 @@ mod tests {
         let refs: Vec<&str> = lines.iter().map(String::as_str).collect();
         let dir = run_dir("rescore", &refs);
         let truth = ["choice1".to_string(), "choice2".into(), "choice3".into()];
-        let job = ScoringJob {
-            dataset_name: "mcq",
-            dataset_type: DatasetType::Accuracy,
-            scorer: Scorer::PassAt1,
-            extractor: Some(Extractor::Abcd),
-            ground_truth_column: None,
-            ground_truth: &truth,
-            num_repeats: 1,
-            total_samples: 3,
-            duration_s: 0.0004,
-        };
+        let job = mcq_job(&truth, 3, 0.0004);
         let count = |t: &str| Some(t.chars().count() as u32);
         let r = score_run(&dir, &[job], TokenCountSource::Client, Some(&count)).unwrap();
         let e = &r.entries[0];
@@ -627,17 +632,7 @@ mod tests {
         let spaced = r#"{"event_type": "sample.complete", "sample_uuid": "a1"}"#;
         let dir = run_dir("spaced", &[spaced]);
         let truth = ["choice1".to_string()];
-        let job = ScoringJob {
-            dataset_name: "mcq",
-            dataset_type: DatasetType::Accuracy,
-            scorer: Scorer::PassAt1,
-            extractor: Some(Extractor::Abcd),
-            ground_truth_column: None,
-            ground_truth: &truth,
-            num_repeats: 1,
-            total_samples: 1,
-            duration_s: 0.0,
-        };
+        let job = mcq_job(&truth, 1, 0.0);
         let err = score_run(&dir, &[job], TokenCountSource::Client, None).unwrap_err().to_string();
         assert!(err.contains("events.jsonl line 1: not a compact event record"), "{err}");
         let _ = std::fs::remove_dir_all(&dir);

@@ -319,16 +319,8 @@ mod tests {
                     ev.advance(stamp(id));
                 }
                 ev.complete(&CompleteEvent {
-                    sample_id: id,
-                    timestamp_ns: stamp(id),
                     output: Some(&output),
-                    streamed: false,
-                    first_chunk_len: None,
-                    finish_reason: None,
-                    worker_id: 0,
-                    prompt_tokens: None,
-                    completion_tokens: None,
-                    chunks: None,
+                    ..failed_complete(id, stamp(id))
                 });
             }
         });
@@ -344,36 +336,31 @@ mod tests {
         assert_eq!(stamps, sorted);
     }
 
+    /// A `sample.complete` of a failed sample (data null) at `timestamp_ns`, the base the tests
+    /// fill in.
+    fn failed_complete(sample_id: u64, timestamp_ns: u64) -> CompleteEvent<'static> {
+        CompleteEvent {
+            sample_id,
+            timestamp_ns,
+            output: None,
+            streamed: false,
+            first_chunk_len: None,
+            finish_reason: None,
+            worker_id: 0,
+            prompt_tokens: None,
+            completion_tokens: None,
+            chunks: None,
+        }
+    }
+
     #[test]
     fn an_error_stays_before_its_samples_completion_and_sessions_sort_with_samples() {
         let text = lines(|ev| {
             ev.session("session.started", 5);
-            ev.complete(&CompleteEvent {
-                sample_id: 1,
-                timestamp_ns: 30,
-                output: None,
-                streamed: false,
-                first_chunk_len: None,
-                finish_reason: None,
-                worker_id: 0,
-                prompt_tokens: None,
-                completion_tokens: None,
-                chunks: None,
-            });
+            ev.complete(&failed_complete(1, 30));
             ev.issued(2, 20, 0);
             ev.error(3, 40, "boom");
-            ev.complete(&CompleteEvent {
-                sample_id: 3,
-                timestamp_ns: 40,
-                output: None,
-                streamed: false,
-                first_chunk_len: None,
-                finish_reason: None,
-                worker_id: 0,
-                prompt_tokens: None,
-                completion_tokens: None,
-                chunks: None,
-            });
+            ev.complete(&failed_complete(3, 40));
             ev.issued(1, 10, 0);
         });
         let order: Vec<(String, u64)> = text
