@@ -64,8 +64,14 @@ pub enum Command {
         /// bash | zsh | fish | elvish | powershell
         shell: clap_complete::Shell,
     },
-    /// The man page (roff), on stdout (e.g. `llm-loadgen man > llm-loadgen.1`).
-    Man,
+    /// The man page (roff), on stdout (e.g. `llm-loadgen man > llm-loadgen.1`), or with
+    /// --out-dir one page per command.
+    Man {
+        /// Write one page per command into DIR (llm-loadgen.1,
+        /// llm-loadgen-benchmark-offline.1, …) and list them, instead of the top page on stdout.
+        #[arg(long = "out-dir", value_name = "DIR")]
+        out_dir: Option<PathBuf>,
+    },
 }
 
 /// `compare` arguments.

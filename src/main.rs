@@ -80,7 +80,7 @@ fn dispatch(cli: Cli) -> Result<i32, AppError> {
         }
         Command::Compare(args) => commands::compare::run(&args.dirs, args.json),
         Command::Completions { shell } => commands::completions::completions(shell),
-        Command::Man => commands::completions::man(),
+        Command::Man { out_dir } => commands::completions::man(out_dir.as_deref()),
     }
 }
 

@@ -217,3 +217,32 @@ fn man_page_names_every_subcommand() {
     }
     assert!(text.contains(".SH SUBCOMMANDS") && text.contains(".SH OPTIONS"));
 }
+
+#[test]
+fn man_out_dir_writes_a_page_per_command_with_its_flags() {
+    let dir = report_dir("man-pages");
+    let d = dir.display().to_string();
+    let listed = stdout_of(&["man", "--out-dir", &d]);
+    for path in subcommands(&[]) {
+        let file = dir.join(format!("llm-loadgen-{}.1", path.join("-")));
+        assert!(listed.contains(&file.display().to_string()), "{} is listed", file.display());
+        let page = std::fs::read_to_string(&file).expect("the page is written");
+        assert!(page.contains(".TH llm-loadgen-"), "{} is a man page", file.display());
+    }
+    // The offline page documents each flag that `benchmark offline --help` offers (by its
+    // name: clap_mangen leaves out the visible aliases, which --help and docs/CLI.md list).
+    let page = std::fs::read_to_string(dir.join("llm-loadgen-benchmark-offline.1")).unwrap();
+    let page = page.replace("\\-", "-");
+    let help = stdout_of(&["benchmark", "offline", "--help"]);
+    let option_line = |l: &&str| l.trim_start().starts_with('-');
+    let flags: Vec<&str> = help
+        .lines()
+        .filter(option_line)
+        .filter_map(|l| l.split_whitespace().find(|w| w.starts_with("--")))
+        .map(|w| w.trim_end_matches([',', ']', '.']))
+        .collect();
+    assert!(flags.len() > 50, "offline --help lists its flags");
+    for flag in flags {
+        assert!(page.contains(flag), "the offline man page lacks {flag}");
+    }
+}
