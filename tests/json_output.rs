@@ -246,3 +246,12 @@ fn man_out_dir_writes_a_page_per_command_with_its_flags() {
         assert!(page.contains(flag), "the offline man page lacks {flag}");
     }
 }
+
+#[test]
+fn benchmark_json_prints_nothing_on_stdout_when_the_run_cannot_start() {
+    let out =
+        run(["benchmark", "offline", "--endpoints", "null://", "--num-samples", "0", "--json"]);
+    assert_eq!(out.status.code(), Some(2), "--num-samples 0 is bad input");
+    assert!(out.stdout.is_empty(), "no object, no half object");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("llm-loadgen: input error"));
+}
