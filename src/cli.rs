@@ -56,6 +56,35 @@ pub enum Command {
         #[command(subcommand)]
         cmd: Box<loadgen_stubs::cli::StubCommand>,
     },
+    /// The headline figures of two or more finished runs side by side, with ratios to the
+    /// first (from each DIR/performance/result_summary.json).
+    Compare(CompareArgs),
+    /// A shell completion script, on stdout (e.g. `llm-loadgen completions bash >
+    /// /etc/bash_completion.d/llm-loadgen`).
+    Completions {
+        /// bash | zsh | fish | elvish | powershell
+        shell: clap_complete::Shell,
+    },
+    /// The man page (roff), on stdout (e.g. `llm-loadgen man > llm-loadgen.1`), or with
+    /// --out-dir one page per command.
+    Man {
+        /// Write one page per command into DIR (llm-loadgen.1,
+        /// llm-loadgen-benchmark-offline.1, …) and list them, instead of the top page on stdout.
+        #[arg(long = "out-dir", value_name = "DIR")]
+        out_dir: Option<PathBuf>,
+    },
+}
+
+/// `compare` arguments.
+#[derive(Debug, Args)]
+pub struct CompareArgs {
+    /// Report directories of finished runs (llm-loadgen's or the reference's); the first is
+    /// the baseline of the ratios.
+    #[arg(value_name = "DIR", num_args = 2.., required = true)]
+    pub dirs: Vec<PathBuf>,
+    /// Print the comparison as one JSON object on stdout instead of a table.
+    #[arg(long = "json")]
+    pub json: bool,
 }
 
 /// `probe` flags: the reference's, then the benchmark's endpoint flags and the checks' own.
@@ -107,6 +136,16 @@ pub enum BenchmarkCommand {
     Online(Box<BenchFlags>),
     /// Run from a YAML file in the reference's schema; flags given here override it.
     FromConfig(FromConfigArgs),
+}
+
+impl BenchmarkCommand {
+    /// Whether `--json` was given: stdout then holds only the summary object.
+    pub fn json(&self) -> bool {
+        match self {
+            BenchmarkCommand::Offline(flags) | BenchmarkCommand::Online(flags) => flags.json,
+            BenchmarkCommand::FromConfig(args) => args.flags.json,
+        }
+    }
 }
 
 #[derive(Debug, Args)]
@@ -503,6 +542,11 @@ pub struct BenchFlags {
         value_parser = basis_parser()
     )]
     pub token_count_source: Option<TokenCountSource>,
+
+    /// Print the run's summary (result_summary.json plus `report_dir`) as one JSON object on
+    /// stdout; every other line goes to stderr.
+    #[arg(long = "json", help_heading = "Report")]
+    pub json: bool,
 
     /// The rest of the reference's spellings (see `SpellingFlags`).
     #[command(flatten)]

@@ -52,6 +52,7 @@ fn real_main() -> i32 {
 fn dispatch(cli: Cli) -> Result<i32, AppError> {
     match cli.command {
         Command::Benchmark { mode } => {
+            run::set_json_stdout(mode.json());
             let config = match mode {
                 BenchmarkCommand::Offline(flags) => {
                     with_flags(Config::defaults(BenchType::Offline), &flags)?
@@ -77,6 +78,9 @@ fn dispatch(cli: Cli) -> Result<i32, AppError> {
             loadgen_stubs::cli::run(*cmd).map_err(|e| AppError::Setup(format!("stub: {e:#}")))?;
             Ok(0)
         }
+        Command::Compare(args) => commands::compare::run(&args.dirs, args.json),
+        Command::Completions { shell } => commands::completions::completions(shell),
+        Command::Man { out_dir } => commands::completions::man(out_dir.as_deref()),
     }
 }
 

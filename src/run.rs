@@ -2,6 +2,7 @@
 
 use std::io::{Read, Write};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use loadgen_coordinator::aggregate::events::sample_uuid;
 use loadgen_coordinator::aggregate::AggregatorOutput;
@@ -107,6 +108,52 @@ fn raise_fd_limit(
     Ok(())
 }
 
+/// Whether `--json` was given: stdout then holds only the summary object, and the lines a run
+/// prints for people go to stderr. Set once by `main` before the run.
+static JSON_STDOUT: AtomicBool = AtomicBool::new(false);
+
+/// Routes the run's output for `--json` (see `JSON_STDOUT`).
+pub fn set_json_stdout(on: bool) {
+    JSON_STDOUT.store(on, Ordering::Relaxed);
+}
+
+/// Prints a line for people: on stdout, or on stderr under `--json`.
+fn say(line: &str) {
+    if JSON_STDOUT.load(Ordering::Relaxed) {
+        eprintln!("{line}");
+    } else {
+        println!("{line}");
+    }
+}
+
+/// `--json`'s object: the summary as result_summary.json holds it, then where the report is.
+#[derive(serde::Serialize)]
+struct JsonOutput<'a> {
+    #[serde(flatten)]
+    summary: &'a crate::report::ResultSummary,
+    report_dir: String,
+}
+
+/// Prints the console summary (stderr under `--json`, which then prints the summary object on
+/// stdout, formatted as result_summary.json is).
+fn print_console_and_json(
+    console: &str,
+    summary: &crate::report::ResultSummary,
+    dir: &std::path::Path,
+) -> Result<(), AppError> {
+    if !JSON_STDOUT.load(Ordering::Relaxed) {
+        print!("{console}");
+        let _ = std::io::stdout().flush();
+        return Ok(());
+    }
+    eprint!("{console}");
+    let object = JsonOutput { summary, report_dir: dir.display().to_string() };
+    let mut bytes = loadgen_coordinator::metrics::pyjson::to_python_json(&object)
+        .map_err(|e| AppError::Execution(format!("cannot print the summary as json: {e}")))?;
+    bytes.push(b'\n');
+    crate::commands::print_stdout(&redact(&String::from_utf8_lossy(&bytes)))
+}
+
 /// Runs the benchmark the plan describes and writes its report directory. Returns the exit code.
 pub fn run_benchmark(plan: &Plan) -> Result<i32, AppError> {
     let embedded = plan.endpoints.is_empty();
@@ -138,27 +185,27 @@ pub fn run_benchmark(plan: &Plan) -> Result<i32, AppError> {
     let mut stub = None;
     let urls: Vec<String> = if embedded {
         let (pid, url) = start_embedded_stub(&cpu_plan, plan.request.streaming)?;
-        println!("no --endpoints given: benchmarking the embedded max-throughput stub at {url}");
+        say(&format!(
+            "no --endpoints given: benchmarking the embedded max-throughput stub at {url}"
+        ));
         stub = Some(pid);
         vec![url]
     } else if null {
-        println!(
-            "endpoint null://: no network; each worker answers its samples itself, so this run \
-             measures the client's own pipeline (its ceiling), not a server"
-        );
+        say("endpoint null://: no network; each worker answers its samples itself, so this run \
+             measures the client's own pipeline (its ceiling), not a server");
         // The request bytes are built for this address but never sent.
         vec![NULL_REQUEST_BASE.to_string()]
     } else {
         plan.endpoints.iter().map(|e| e.url.clone()).collect()
     };
     if embedded && plan.tokenizer.is_none() {
-        println!("no --tokenizer given: client token counts are off; the stub's usage gives the server basis");
+        say("no --tokenizer given: client token counts are off; the stub's usage gives the server basis");
     }
     if plan.dataset_is_synthetic {
-        println!(
+        say(&format!(
             "no --dataset given: using the built-in synthetic dataset ({} prompts)",
             plan.dataset.rows.len()
-        );
+        ));
     }
     let result = run_with_endpoints(plan, &urls, cpu_plan, embedded, reserve);
     if let Some(pid) = stub {
@@ -284,8 +331,7 @@ fn finish_run(
             agg.counters.abandoned
         ));
     }
-    print!("{}", redact(&console));
-    let _ = std::io::stdout().flush();
+    print_console_and_json(&redact(&console), &summary, dir)?;
     let unwritten_error = unwritten_message(dir, &unwritten);
     if interrupted {
         if let Some(msg) = &unwritten_error {

@@ -9,7 +9,7 @@ use std::path::Path;
 use common::{bin, report_dir, run, summary};
 
 /// The commands whose flags users see, as `llm-loadgen <args> --help`.
-const COMMANDS: [&[&str]; 13] = [
+const COMMANDS: [&[&str]; 16] = [
     &[],
     &["benchmark"],
     &["benchmark", "offline"],
@@ -23,6 +23,9 @@ const COMMANDS: [&[&str]; 13] = [
     &["stub", "echo"],
     &["stub", "max-throughput"],
     &["stub", "variable"],
+    &["compare"],
+    &["completions"],
+    &["man"],
 ];
 
 /// Where a command's flags are documented: the stub servers' in docs/STUBS.md, the rest in

@@ -1,5 +1,8 @@
-//! Commands that are not a benchmark run: `init`, `validate-yaml`, `info`, `probe`.
+//! Commands that are not a benchmark run: `init`, `validate-yaml`, `info`, `probe`, `compare`,
+//! `completions`, `man`.
 
+pub mod compare;
+pub mod completions;
 pub mod info;
 pub mod init;
 pub mod probe;

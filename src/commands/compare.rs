@@ -1,0 +1,345 @@
+//! `compare DIR DIR…`: the headline figures of finished runs side by side, with ratios to the
+//! first run, as a table or one JSON object (docs/OUTPUT.md, "compare").
+
+use std::path::{Path, PathBuf};
+
+use loadgen_coordinator::metrics::basis::basis_key;
+use loadgen_coordinator::TokenCountSource;
+use serde::Serialize;
+use serde_json::{Map, Value};
+
+use crate::error::AppError;
+
+/// Where a run directory keeps its summary.
+const SUMMARY_PATH: &str = "performance/result_summary.json";
+
+/// One run as `compare` reads it.
+#[derive(Debug)]
+struct Run {
+    dir: PathBuf,
+    /// The summary's `token_count_source`; None for a summary the reference wrote (it has
+    /// only the client basis and none of the added keys).
+    primary: Option<TokenCountSource>,
+    summary: Map<String, Value>,
+}
+
+impl Run {
+    /// The basis whose figures the unsuffixed keys hold.
+    fn headline_basis(&self) -> TokenCountSource {
+        self.primary.unwrap_or(TokenCountSource::Client)
+    }
+}
+
+/// How a row's values are kept and shown.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+enum Unit {
+    /// Samples per second.
+    Qps,
+    /// Tokens per second.
+    TokensPerS,
+    /// Nanoseconds, shown in ms.
+    Ns,
+    /// Nanoseconds, shown in seconds.
+    DurationNs,
+    /// A count of samples.
+    Samples,
+}
+
+/// One compared figure: its value in each run, in the order given.
+#[derive(Debug, Serialize)]
+struct Row {
+    key: String,
+    label: String,
+    unit: Unit,
+    /// `client` or `server` for the token figures, null for the others.
+    basis: Option<&'static str>,
+    /// Numbers or null (n/a: the run's summary has no such figure).
+    values: Vec<Value>,
+    /// value / the first run's value; null when either is missing or the first is 0.
+    ratios: Vec<Option<f64>>,
+}
+
+/// `compare`'s JSON object.
+#[derive(Debug, Serialize)]
+struct Comparison {
+    runs: Vec<RunHeader>,
+    metrics: Vec<Row>,
+}
+
+#[derive(Debug, Serialize)]
+struct RunHeader {
+    dir: String,
+    /// `client`, `server`, or null for a summary the reference wrote.
+    token_count_source: Option<&'static str>,
+    layout: &'static str,
+}
+
+/// Reads each run's summary and prints the comparison. Exit 2 names a summary that is
+/// missing or malformed.
+pub fn run(dirs: &[PathBuf], json: bool) -> Result<i32, AppError> {
+    let runs = dirs.iter().map(|d| read_run(d)).collect::<Result<Vec<_>, _>>()?;
+    let comparison = compare(&runs)?;
+    let text = if json {
+        let mut text = serde_json::to_string_pretty(&comparison)
+            .map_err(|e| AppError::Execution(format!("cannot print the comparison: {e}")))?;
+        text.push('\n');
+        text
+    } else {
+        table(&comparison)
+    };
+    super::print_stdout(&text)?;
+    Ok(0)
+}
+
+/// The summary of `dir`: `dir/performance/result_summary.json`, or `dir` itself when it is
+/// that file.
+fn summary_path(dir: &Path) -> PathBuf {
+    if dir.is_file() {
+        dir.to_path_buf()
+    } else {
+        dir.join(SUMMARY_PATH)
+    }
+}
+
+fn read_run(dir: &Path) -> Result<Run, AppError> {
+    let path = summary_path(dir);
+    let shown = path.display();
+    let text = std::fs::read_to_string(&path).map_err(|e| {
+        AppError::Input(format!(
+            "cannot read {shown}: {e}; pass the report directory of a finished run"
+        ))
+    })?;
+    let bad = |why: String| AppError::Input(format!("{shown} is not a result summary: {why}"));
+    let value: Value =
+        serde_json::from_str(&text).map_err(|e| bad(format!("invalid JSON ({e})")))?;
+    let Value::Object(summary) = value else {
+        return Err(bad("not a JSON object".to_string()));
+    };
+    for key in ["n_samples_completed", "n_samples_failed"] {
+        if !summary.get(key).is_some_and(Value::is_u64) {
+            return Err(bad(format!("`{key}` is missing or not a count")));
+        }
+    }
+    let primary = match summary.get("token_count_source") {
+        None => None,
+        Some(Value::String(s)) => Some(s.parse().map_err(|e| bad(format!("{e}")))?),
+        Some(other) => return Err(bad(format!("`token_count_source` is {other}, not a string"))),
+    };
+    Ok(Run { dir: dir.to_path_buf(), primary, summary })
+}
+
+/// A top-level number, or None when absent or null.
+fn number(run: &Run, key: &str) -> Result<Option<f64>, String> {
+    match run.summary.get(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::Number(n)) => Ok(n.as_f64()),
+        Some(other) => Err(format!("`{key}` is {other}, not a number or null")),
+    }
+}
+
+/// A metric block's percentile (`"50.0"`, `"99.0"`), or None when the block is absent, null,
+/// `{}` or has no such percentile.
+fn percentile(run: &Run, block: &str, pct: &str) -> Result<Option<f64>, String> {
+    let percentiles = match run.summary.get(block) {
+        None | Some(Value::Null) => return Ok(None),
+        Some(Value::Object(b)) => b.get("percentiles"),
+        Some(other) => return Err(format!("`{block}` is {other}, not a metric block")),
+    };
+    match percentiles.and_then(|p| p.get(pct)) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::Number(n)) => Ok(n.as_f64()),
+        Some(other) => Err(format!("`{block}.percentiles.{pct}` is {other}, not a number")),
+    }
+}
+
+/// What a row reads from one run.
+enum Source {
+    Number(String),
+    Percentile(String, &'static str),
+    /// `failure_kinds.<kind>.count`: 0 when the kind is not there, None without the key.
+    FailureKind(String),
+}
+
+fn read(run: &Run, source: &Source) -> Result<Option<f64>, String> {
+    match source {
+        Source::Number(key) => number(run, key),
+        Source::Percentile(block, pct) => percentile(run, block, pct),
+        Source::FailureKind(kind) => match run.summary.get("failure_kinds") {
+            None | Some(Value::Null) => Ok(None),
+            Some(Value::Object(kinds)) => match kinds.get(kind).and_then(|k| k.get("count")) {
+                None => Ok(Some(0.0)),
+                Some(Value::Number(n)) => Ok(n.as_f64()),
+                Some(other) => Err(format!("`failure_kinds.{kind}.count` is {other}")),
+            },
+            Some(other) => Err(format!("`failure_kinds` is {other}, not an object")),
+        },
+    }
+}
+
+/// A row to build: its key, label, unit, basis and where each run keeps it.
+struct Spec {
+    key: String,
+    label: String,
+    unit: Unit,
+    basis: Option<TokenCountSource>,
+    source: Box<dyn Fn(&Run) -> Source>,
+}
+
+fn spec(key: &str, label: &str, unit: Unit, source: impl Fn(&Run) -> Source + 'static) -> Spec {
+    let (key, label) = (key.to_string(), label.to_string());
+    Spec { key, label, unit, basis: None, source: Box::new(source) }
+}
+
+/// The token figures on `basis`, found in each run under the name the naming rule gives it
+/// there: so a server-primary run's `tps` and a client-primary run's `tps_server` share a row.
+fn basis_specs(basis: TokenCountSource) -> Vec<Spec> {
+    let b = basis.as_str();
+    let tps = spec(&format!("tps_{b}"), &format!("TPS ({b} basis)"), Unit::TokensPerS, move |r| {
+        Source::Number(basis_key("tps", basis, r.headline_basis()))
+    });
+    let tpot = |pct: &'static str, name: &str| {
+        let (key, label) = (format!("tpot_ns_{name}_{b}"), format!("TPOT {name} (ms, {b} basis)"));
+        spec(&key, &label, Unit::Ns, move |r| {
+            Source::Percentile(basis_key("tpot", basis, r.headline_basis()), pct)
+        })
+    };
+    let mut specs = vec![tps, tpot("50.0", "p50"), tpot("99.0", "p99")];
+    for s in &mut specs {
+        s.basis = Some(basis);
+    }
+    specs
+}
+
+fn specs(runs: &[Run]) -> Vec<Spec> {
+    use TokenCountSource::{Client, Server};
+    let pct = |block: &'static str, pct: &'static str, name: &str, label: &str| {
+        spec(&format!("{block}_ns_{name}"), &format!("{label} {name} (ms)"), Unit::Ns, move |_| {
+            Source::Percentile(block.to_string(), pct)
+        })
+    };
+    let num = |key: &'static str, label: &str, unit| {
+        spec(key, label, unit, move |_| Source::Number(key.to_string()))
+    };
+    let mut specs = vec![num("qps", "QPS", Unit::Qps)];
+    specs.extend(basis_specs(Client));
+    specs.extend(basis_specs(Server));
+    specs.push(pct("ttft", "50.0", "p50", "TTFT"));
+    specs.push(pct("ttft", "99.0", "p99", "TTFT"));
+    specs.push(pct("latency", "50.0", "p50", "Latency"));
+    specs.push(pct("latency", "99.0", "p99", "Latency"));
+    specs.push(num("n_samples_completed", "Samples completed", Unit::Samples));
+    specs.push(num("n_samples_failed", "Samples failed", Unit::Samples));
+    for kind in failure_kinds(runs) {
+        let (key, label) = (format!("n_failed_{kind}"), format!("  failed: {kind}"));
+        specs.push(spec(&key, &label, Unit::Samples, move |_| Source::FailureKind(kind.clone())));
+    }
+    specs.push(num("duration_ns", "Duration (s)", Unit::DurationNs));
+    specs
+}
+
+/// Every failure kind any run saw, in the order first seen (run by run).
+fn failure_kinds(runs: &[Run]) -> Vec<String> {
+    let mut kinds: Vec<String> = Vec::new();
+    for run in runs {
+        if let Some(Value::Object(map)) = run.summary.get("failure_kinds") {
+            for kind in map.keys().filter(|k| !kinds.contains(k)).cloned().collect::<Vec<_>>() {
+                kinds.push(kind);
+            }
+        }
+    }
+    kinds
+}
+
+fn compare(runs: &[Run]) -> Result<Comparison, AppError> {
+    let mut rows = Vec::new();
+    for s in specs(runs) {
+        let mut values = Vec::with_capacity(runs.len());
+        for run in runs {
+            let value = read(run, &(s.source)(run)).map_err(|why| {
+                let path = summary_path(&run.dir);
+                AppError::Input(format!("{} is not a result summary: {why}", path.display()))
+            })?;
+            values.push(value);
+        }
+        let base = values.first().copied().flatten().filter(|b| *b != 0.0);
+        let ratios = values.iter().map(|v| base.zip(*v).map(|(b, v)| v / b)).collect();
+        let basis = s.basis.map(TokenCountSource::as_str);
+        let values = values.into_iter().map(|v| json_value(s.unit, v)).collect();
+        rows.push(Row { key: s.key, label: s.label, unit: s.unit, basis, values, ratios });
+    }
+    let runs = runs
+        .iter()
+        .map(|r| RunHeader {
+            dir: r.dir.display().to_string(),
+            token_count_source: r.primary.map(TokenCountSource::as_str),
+            layout: if r.primary.is_some() { "llm-loadgen" } else { "reference" },
+        })
+        .collect();
+    Ok(Comparison { runs, metrics: rows })
+}
+
+/// A value as JSON: counts and `duration_ns` as integers, as the summary writes them.
+fn json_value(unit: Unit, value: Option<f64>) -> Value {
+    match value {
+        Some(v) if matches!(unit, Unit::Samples | Unit::DurationNs) && v.fract() == 0.0 => {
+            Value::from(v as u64)
+        }
+        Some(v) => serde_json::Number::from_f64(v).map_or(Value::Null, Value::Number),
+        None => Value::Null,
+    }
+}
+
+/// Widths of the table's columns.
+const LABEL_WIDTH: usize = 28;
+const VALUE_WIDTH: usize = 14;
+const RATIO_WIDTH: usize = 9;
+
+/// A value as the table shows it: latencies in ms, the duration in seconds, n/a when missing.
+fn shown(unit: Unit, value: &Value) -> String {
+    let Some(v) = value.as_f64() else {
+        return "n/a".to_string();
+    };
+    match unit {
+        Unit::Qps | Unit::TokensPerS => format!("{v:.2}"),
+        Unit::Ns => format!("{:.3}", v / 1e6),
+        Unit::DurationNs => format!("{:.3}", v / 1e9),
+        Unit::Samples => format!("{v:.0}"),
+    }
+}
+
+/// The comparison as a table: one row per figure, one column per run, and after each run
+/// but the first its ratio to the first.
+fn table(c: &Comparison) -> String {
+    let mut out = String::from("Runs (ratios are to [1]):\n");
+    for (i, run) in c.runs.iter().enumerate() {
+        let basis = match run.token_count_source {
+            Some(b) => format!("token basis {b}"),
+            None => "the reference's layout (client basis only; added figures n/a)".to_string(),
+        };
+        out.push_str(&format!("  [{}] {}: {basis}\n", i + 1, run.dir));
+    }
+    out.push('\n');
+    let mut header = format!("{:<LABEL_WIDTH$}", "");
+    for i in 1..=c.runs.len() {
+        header.push_str(&format!("{:>VALUE_WIDTH$}", format!("[{i}]")));
+        if i > 1 {
+            header.push_str(&format!("{:>RATIO_WIDTH$}", format!("[{i}]/[1]")));
+        }
+    }
+    out.push_str(header.trim_end());
+    out.push('\n');
+    for row in &c.metrics {
+        let mut line = format!("{:<LABEL_WIDTH$}", row.label);
+        for (i, (value, ratio)) in row.values.iter().zip(&row.ratios).enumerate() {
+            line.push_str(&format!("{:>VALUE_WIDTH$}", shown(row.unit, value)));
+            if i > 0 {
+                let r = ratio.map_or("n/a".to_string(), |r| format!("{r:.3}x"));
+                line.push_str(&format!("{r:>RATIO_WIDTH$}"));
+            }
+        }
+        out.push_str(line.trim_end());
+        out.push('\n');
+    }
+    out
+}

@@ -1,0 +1,183 @@
+//! `llm-loadgen compare`: golden table and JSON of three runs (client primary, server primary
+//! with failures, a summary in the reference's layout), like-with-like bases, and exit 2 for a
+//! missing or malformed summary.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::Output;
+
+use common::{bin, report_dir, show};
+
+fn root() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// The three fixture runs, as relative paths so the golden output does not depend on where
+/// the checkout is.
+const RUNS: [&str; 3] = [
+    "tests/assets/compare/baseline",
+    "tests/assets/compare/server_primary",
+    "tests/assets/compare/reference",
+];
+
+fn compare(args: &[&str]) -> Output {
+    let out = bin().current_dir(root()).arg("compare").args(args).output().expect("it runs");
+    show(&out);
+    out
+}
+
+/// Compares `actual` with tests/golden/compare/`name`; UPDATE_GOLDEN=1 rewrites it.
+fn check_golden(name: &str, actual: &[u8]) {
+    let path = root().join("tests/golden/compare").join(name);
+    if std::env::var_os("UPDATE_GOLDEN").is_some_and(|v| v == "1") {
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(&path, actual).unwrap();
+        return;
+    }
+    let expected = std::fs::read(&path)
+        .unwrap_or_else(|e| panic!("{}: {e} (run with UPDATE_GOLDEN=1)", path.display()));
+    if expected != actual {
+        let (a, e) = (String::from_utf8_lossy(actual), String::from_utf8_lossy(&expected));
+        let line = e.lines().zip(a.lines()).position(|(x, y)| x != y);
+        panic!(
+            "{} differs from the golden file (first differing line {line:?}):\n{a}",
+            path.display()
+        );
+    }
+}
+
+fn fixture(run: &str) -> serde_json::Value {
+    let path = root().join(run).join("performance/result_summary.json");
+    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+}
+
+fn compare_json(args: &[&str]) -> serde_json::Value {
+    let mut all = vec!["--json"];
+    all.extend_from_slice(args);
+    let out = compare(&all);
+    assert_eq!(out.status.code(), Some(0));
+    serde_json::from_slice(&out.stdout).expect("stdout is one JSON object")
+}
+
+fn metric<'a>(json: &'a serde_json::Value, key: &str) -> &'a serde_json::Value {
+    let rows = json["metrics"].as_array().expect("metrics is an array");
+    rows.iter().find(|r| r["key"] == key).unwrap_or_else(|| panic!("no metric {key}"))
+}
+
+#[test]
+fn compare_table_of_three_runs_matches_golden() {
+    let out = compare(&RUNS);
+    assert_eq!(out.status.code(), Some(0));
+    assert!(out.stderr.is_empty(), "nothing on stderr");
+    check_golden("three_runs.txt", &out.stdout);
+}
+
+#[test]
+fn compare_json_of_three_runs_matches_golden() {
+    let out = compare(&["--json", RUNS[0], RUNS[1], RUNS[2]]);
+    assert_eq!(out.status.code(), Some(0));
+    serde_json::from_slice::<serde_json::Value>(&out.stdout).expect("stdout is one JSON object");
+    check_golden("three_runs.json", &out.stdout);
+}
+
+#[test]
+fn compare_puts_each_basis_in_its_own_row_whatever_the_primary() {
+    let json = compare_json(&RUNS);
+    let (base, server) = (fixture(RUNS[0]), fixture(RUNS[1]));
+    // The server-primary run keeps its client figures under `tps_client`, the client-primary
+    // run under `tps`: both land in the client row.
+    let tps_client = &metric(&json, "tps_client")["values"];
+    assert_eq!(tps_client[0], base["tps"]);
+    assert_eq!(tps_client[1], server["tps_client"]);
+    let tpot_server = &metric(&json, "tpot_ns_p50_server")["values"];
+    assert_eq!(tpot_server[0], base["tpot_server"]["percentiles"]["50.0"]);
+    assert_eq!(tpot_server[1], server["tpot"]["percentiles"]["50.0"]);
+    assert_eq!(metric(&json, "tps_server")["basis"], "server");
+    assert_eq!(metric(&json, "qps")["basis"], serde_json::Value::Null);
+}
+
+#[test]
+fn compare_says_na_for_figures_a_reference_summary_lacks() {
+    let json = compare_json(&[RUNS[0], RUNS[2]]);
+    assert_eq!(json["runs"][1]["layout"], "reference");
+    assert_eq!(json["runs"][1]["token_count_source"], serde_json::Value::Null);
+    for key in ["tps_server", "tpot_ns_p50_server", "tpot_ns_p99_server"] {
+        assert_eq!(metric(&json, key)["values"][1], serde_json::Value::Null, "{key}");
+        assert_eq!(metric(&json, key)["ratios"][1], serde_json::Value::Null, "{key}");
+    }
+    // Its reference keys are read: the client basis and the latencies.
+    let reference = fixture(RUNS[2]);
+    assert_eq!(metric(&json, "tps_client")["values"][1], reference["tps"]);
+    let ratio = metric(&json, "qps")["ratios"][1].as_f64().unwrap();
+    let want = reference["qps"].as_f64().unwrap() / fixture(RUNS[0])["qps"].as_f64().unwrap();
+    assert!((ratio - want).abs() < 1e-12, "{ratio} != {want}");
+}
+
+#[test]
+fn compare_counts_failures_by_kind() {
+    let json = compare_json(&[RUNS[0], RUNS[1]]);
+    let row = metric(&json, "n_failed_http_status");
+    assert_eq!(row["values"], serde_json::json!([0, 22]));
+    assert_eq!(metric(&json, "n_samples_failed")["values"], serde_json::json!([0, 22]));
+}
+
+/// A run directory under the target dir whose summary is `text`.
+fn run_with_summary(name: &str, text: &str) -> PathBuf {
+    let dir = report_dir(&format!("compare-{name}"));
+    std::fs::create_dir_all(dir.join("performance")).unwrap();
+    std::fs::write(dir.join("performance/result_summary.json"), text).unwrap();
+    dir
+}
+
+fn assert_refused(dir: &Path, why: &str) {
+    let d = dir.display().to_string();
+    let out = compare(&[RUNS[0], &d]);
+    assert_eq!(out.status.code(), Some(2), "exit 2");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let file = format!("{d}/performance/result_summary.json");
+    assert!(stderr.contains(&file), "names the file: {stderr}");
+    assert!(stderr.contains(why), "says {why:?}: {stderr}");
+    assert!(out.stdout.is_empty(), "no half table");
+}
+
+#[test]
+fn compare_refuses_a_missing_summary_naming_it() {
+    let dir = report_dir("compare-missing");
+    std::fs::create_dir_all(&dir).unwrap();
+    assert_refused(&dir, "cannot read");
+}
+
+#[test]
+fn compare_refuses_malformed_summaries_naming_what_is_wrong() {
+    let cases = [
+        ("not-json", "{\"qps\": ", "invalid JSON"),
+        ("not-object", "[1, 2]", "not a JSON object"),
+        ("no-counts", "{\"qps\": 1.0}", "`n_samples_completed` is missing"),
+        (
+            "qps-string",
+            r#"{"n_samples_completed": 1, "n_samples_failed": 0, "qps": "fast"}"#,
+            "`qps` is \"fast\", not a number or null",
+        ),
+        (
+            "bad-basis",
+            r#"{"n_samples_completed": 1, "n_samples_failed": 0, "token_count_source": "both"}"#,
+            "unknown token count source \"both\"",
+        ),
+        (
+            "bad-block",
+            r#"{"n_samples_completed": 1, "n_samples_failed": 0, "ttft": 3}"#,
+            "`ttft` is 3, not a metric block",
+        ),
+    ];
+    for (name, text, why) in cases {
+        assert_refused(&run_with_summary(name, text), why);
+    }
+}
+
+#[test]
+fn compare_needs_two_runs() {
+    let out = compare(&[RUNS[0]]);
+    assert_eq!(out.status.code(), Some(1), "a usage error");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("DIR"));
+}
