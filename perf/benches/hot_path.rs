@@ -223,9 +223,53 @@ fn config() -> Criterion {
         .measurement_time(Duration::from_secs(2))
 }
 
+/// One `sample.complete` (100 bytes of output) into the time-ordered event log, as the
+/// aggregator pays for it: the copy into its 10 ms bucket, and per bucket the sort and the hand-over
+/// to a formatter thread (which writes to /dev/null; a formatter that falls behind makes the
+/// aggregator wait, as in a run). Events 1 µs apart (1,000,000 a second), in arrival order or
+/// shuffled within runs of 64, `advance` every 64 events as the aggregator's loop calls it.
+fn event_log(c: &mut Criterion) {
+    use loadgen_coordinator::aggregate::events::{CompleteEvent, EventLog, EventLogSpec};
+    let mut group = c.benchmark_group("event_log");
+    group.throughput(Throughput::Elements(1));
+    let output = "x".repeat(100);
+    for (name, shuffle) in [("in_order", 0u64), ("shuffled_64", 0x3f)] {
+        group.bench_function(name, |b| {
+            b.iter_custom(|iters| {
+                let spec = EventLogSpec { formatters: 1, ..EventLogSpec::default() };
+                let mut log = EventLog::create(std::path::Path::new("/dev/null"), spec).unwrap();
+                let start = Instant::now();
+                for i in 0..iters {
+                    let timestamp_ns = 1_000_000_000 + (i ^ shuffle) * 1_000;
+                    if i % 64 == 0 {
+                        log.advance(timestamp_ns);
+                    }
+                    log.complete(&CompleteEvent {
+                        sample_id: i,
+                        timestamp_ns,
+                        output: Some(&output),
+                        streamed: false,
+                        first_chunk_len: None,
+                        finish_reason: Some("stop"),
+                        worker_id: 0,
+                        prompt_tokens: Some(10),
+                        completion_tokens: Some(20),
+                        chunks: None,
+                    });
+                }
+                let elapsed = start.elapsed();
+                // /dev/null cannot be synced; the lines are written all the same.
+                let _ = log.finish();
+                elapsed
+            })
+        });
+    }
+    group.finish();
+}
+
 criterion_group! {
     name = benches;
     config = config();
-    targets = sse_decode, usage_extract, body_decode, http_head_parse, record_ring, aggregator_ingest, tokenizer
+    targets = sse_decode, usage_extract, body_decode, http_head_parse, record_ring, aggregator_ingest, event_log, tokenizer
 }
 criterion_main!(benches);

@@ -91,6 +91,31 @@ impl Batch {
         start..self.text.len() as u32
     }
 
+    /// Appends `op`, an event of batch `from`, with its text and gaps copied over.
+    pub fn push_from(&mut self, from: &Batch, op: &Op) {
+        let op = match op {
+            Op::Error { topic, sample_id, timestamp_ns, error_type, message } => Op::Error {
+                topic,
+                sample_id: *sample_id,
+                timestamp_ns: *timestamp_ns,
+                error_type,
+                message: self.push_text(from.str_at(message).as_bytes()),
+            },
+            Op::Complete(c) => Op::Complete(Complete {
+                output: c.output.as_ref().map(|span| self.push_text(from.str_at(span).as_bytes())),
+                chunks: c.chunks.as_ref().map(|ch| Chunks {
+                    gaps_ns: self.push_gaps(
+                        &from.gaps_ns[ch.gaps_ns.start as usize..ch.gaps_ns.end as usize],
+                    ),
+                    ..ch.clone()
+                }),
+                ..c.clone()
+            }),
+            other => other.clone(),
+        };
+        self.ops.push(op);
+    }
+
     /// Copies a sample's gaps between chunks into the batch.
     pub fn push_gaps(&mut self, gaps_ns: &[u64]) -> Range<u32> {
         let start = self.gaps_ns.len() as u32;

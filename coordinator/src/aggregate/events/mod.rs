@@ -17,10 +17,15 @@ use std::sync::Arc;
 pub use format::{
     hide_secrets, push_json_str, push_u64, push_uuid, sample_uuid, SECRET_PLACEHOLDER,
 };
-use format::{Chunks, Complete, FormatContext, Op};
+use format::{Batch, Chunks, Complete, FormatContext, Op};
 use order::TimeOrder;
 pub use order::REORDER_WINDOW_NS;
 use writer::Formatters;
+
+/// Bytes of event strings (outputs, error messages) a batch collects before it is shipped.
+pub const EVENTS_BATCH_TEXT_BYTES: usize = 256 * 1024;
+/// Events a batch collects before it is shipped.
+pub const EVENTS_BATCH_OPS: usize = 4096;
 
 /// How an event log is written.
 #[derive(Debug, Clone, Default)]
@@ -38,6 +43,8 @@ pub struct EventLogSpec {
 /// Collects events into time buckets and ships them, in time order, to the formatter threads.
 pub struct EventLog {
     order: TimeOrder,
+    /// Events due to be written, in time order, until it is full enough to ship.
+    out: Batch,
     formatters: Option<Formatters>,
 }
 
@@ -70,12 +77,12 @@ impl EventLog {
         let file = File::create(path)?;
         let ctx = FormatContext { prompt_data_json: spec.prompt_data_json, secrets: spec.secrets };
         let formatters = Formatters::start(file, ctx, spec.formatters, &spec.cores)?;
-        Ok(EventLog { order: TimeOrder::default(), formatters: Some(formatters) })
+        Ok(EventLog { order: TimeOrder::default(), out: new_batch(), formatters: Some(formatters) })
     }
 
     /// An event log that keeps nothing and writes nothing (for tests and dry runs).
     pub fn disabled() -> EventLog {
-        EventLog { order: TimeOrder::default(), formatters: None }
+        EventLog { order: TimeOrder::default(), out: Batch::default(), formatters: None }
     }
 
     fn push(&mut self, op: Op) {
@@ -86,7 +93,8 @@ impl EventLog {
     /// time order. The aggregator calls it on every turn of its loop.
     pub fn advance(&mut self, now_ns: u64) {
         if let Some(formatters) = &mut self.formatters {
-            self.order.advance(now_ns, |batch| formatters.ship(batch));
+            let out = &mut self.out;
+            self.order.advance(now_ns, |bucket| take_bucket(out, bucket, formatters));
         }
     }
 
@@ -174,12 +182,44 @@ impl EventLog {
     /// Writes everything and waits for the formatter threads; the first write error, if any.
     pub fn finish(mut self) -> io::Result<()> {
         if let Some(formatters) = &mut self.formatters {
-            self.order.flush(|batch| formatters.ship(batch));
+            let out = &mut self.out;
+            self.order.flush(|bucket| take_bucket(out, bucket, formatters));
+            if !out.is_empty() {
+                let last = std::mem::take(out);
+                formatters.ship(last);
+            }
         }
         match self.formatters.take() {
             Some(mut formatters) => formatters.finish(),
             None => Ok(()),
         }
+    }
+}
+
+/// Copies a due bucket's events, in their sorted order, into the outgoing batch, shipping it
+/// whenever it is full: the formatters get batches of 4,096 events or 256 KiB of text, as
+/// before the log was time-ordered. (Batches of a whole 10 ms bucket, megabytes at a million
+/// events a second, tripled the formatter's CPU per line: its writes then copied from memory
+/// that had left the cache.)
+fn take_bucket(out: &mut Batch, bucket: &Batch, formatters: &mut Formatters) {
+    for op in &bucket.ops {
+        out.push_from(bucket, op);
+        if out.ops.len() >= EVENTS_BATCH_OPS || out.text.len() >= EVENTS_BATCH_TEXT_BYTES {
+            let full = std::mem::take(out);
+            *out = formatters.ship(full);
+            if out.ops.capacity() == 0 {
+                *out = new_batch();
+            }
+        }
+    }
+}
+
+fn new_batch() -> Batch {
+    Batch {
+        ops: Vec::with_capacity(EVENTS_BATCH_OPS),
+        // Room past the threshold for the bucket that crosses it.
+        text: Vec::with_capacity(EVENTS_BATCH_TEXT_BYTES + 64 * 1024),
+        gaps_ns: Vec::new(),
     }
 }
 

@@ -9,7 +9,8 @@
 //! then out of order by about that event's own delay, never more.
 //!
 //! A bucket is a `Batch` (ops and their text): sorting its ops by timestamp leaves their text
-//! spans valid, so shipping a bucket copies nothing.
+//! spans valid. A due bucket's events are copied, sorted, into the log's outgoing batches, and
+//! the bucket is kept for reuse: the formatters get batches of the sizes they always did.
 
 use std::collections::VecDeque;
 
@@ -19,6 +20,8 @@ use super::format::Batch;
 pub const REORDER_WINDOW_NS: u64 = 200_000_000;
 /// The width of one bucket.
 pub const BUCKET_NS: u64 = 10_000_000;
+/// Emptied buckets kept for reuse (a window and a little more).
+const SPARE_BUCKETS: usize = (REORDER_WINDOW_NS / BUCKET_NS) as usize + 4;
 
 /// Open buckets, oldest first.
 #[derive(Debug, Default)]
@@ -61,15 +64,15 @@ impl TimeOrder {
         &mut self.buckets[index]
     }
 
-    /// Hands every bucket that ended a window before `now_ns` to `ship`, sorted, oldest first.
-    pub fn advance(&mut self, now_ns: u64, ship: impl FnMut(Batch) -> Batch) {
+    /// Hands every bucket that ended a window before `now_ns` to `take`, sorted, oldest first.
+    pub fn advance(&mut self, now_ns: u64, take: impl FnMut(&Batch)) {
         let horizon_slot = now_ns.saturating_sub(REORDER_WINDOW_NS) / BUCKET_NS;
-        self.ship_before(horizon_slot, ship);
+        self.ship_before(horizon_slot, take);
     }
 
-    /// Hands every bucket to `ship`, sorted, oldest first (the end of the log).
-    pub fn flush(&mut self, ship: impl FnMut(Batch) -> Batch) {
-        self.ship_before(u64::MAX, ship);
+    /// Hands every bucket to `take`, sorted, oldest first (the end of the log).
+    pub fn flush(&mut self, take: impl FnMut(&Batch)) {
+        self.ship_before(u64::MAX, take);
     }
 
     /// Events that arrived after their bucket was written.
@@ -77,26 +80,26 @@ impl TimeOrder {
         self.late
     }
 
-    /// Ships the buckets of the slots below `slot`.
-    fn ship_before(&mut self, slot: u64, mut ship: impl FnMut(Batch) -> Batch) {
+    /// Hands over the buckets of the slots below `slot`, then keeps them, emptied, for reuse.
+    fn ship_before(&mut self, slot: u64, mut take: impl FnMut(&Batch)) {
         if slot <= self.shipped_below {
             return;
         }
         self.shipped_below = slot;
         let open = (slot.saturating_sub(self.first_slot)).min(self.buckets.len() as u64) as usize;
         for mut bucket in self.buckets.drain(..open) {
-            if bucket.is_empty() {
+            if !bucket.is_empty() {
+                if !bucket.ops.is_sorted_by_key(|op| op.timestamp_ns()) {
+                    // Stable: events of one timestamp keep their arrival order (an error before
+                    // its sample's completion).
+                    bucket.ops.sort_by_key(|op| op.timestamp_ns());
+                }
+                take(&bucket);
+                bucket.clear();
+            }
+            // A window's worth of buckets is all that is ever open: keep no more than that.
+            if self.spare.len() < SPARE_BUCKETS {
                 self.spare.push(bucket);
-                continue;
-            }
-            if !bucket.ops.is_sorted_by_key(|op| op.timestamp_ns()) {
-                // Stable: events of one timestamp keep their arrival order (an error before its
-                // sample's completion).
-                bucket.ops.sort_by_key(|op| op.timestamp_ns());
-            }
-            let back = ship(bucket);
-            if back.ops.capacity() > 0 {
-                self.spare.push(back);
             }
         }
         self.first_slot += open as u64;
@@ -115,13 +118,12 @@ mod tests {
 
     fn shipped(order: &mut TimeOrder, now_ns: Option<u64>) -> Vec<(u64, u64)> {
         let mut out = Vec::new();
-        let mut ship = |batch: Batch| {
+        let mut ship = |batch: &Batch| {
             for op in &batch.ops {
                 if let Op::RecvFirst { sample_id, timestamp_ns } = op {
                     out.push((*timestamp_ns, *sample_id));
                 }
             }
-            Batch::default()
         };
         match now_ns {
             Some(now_ns) => order.advance(now_ns, &mut ship),
