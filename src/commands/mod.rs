@@ -1,8 +1,11 @@
-//! Commands that are not a benchmark run: `init`, `validate-yaml`, `info`, `probe`.
+//! Commands that are not a benchmark run: `init`, `validate-yaml`, `info`, `probe`, and the
+//! post-run tools `report` and `early-stopping`.
 
+pub mod early_stopping;
 pub mod info;
 pub mod init;
 pub mod probe;
+pub mod report;
 pub mod sys;
 pub mod validate_yaml;
 
