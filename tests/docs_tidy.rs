@@ -9,7 +9,7 @@ use std::path::Path;
 use common::{bin, report_dir, run, summary};
 
 /// The commands whose flags users see, as `llm-loadgen <args> --help`.
-const COMMANDS: [&[&str]; 13] = [
+const COMMANDS: [&[&str]; 15] = [
     &[],
     &["benchmark"],
     &["benchmark", "offline"],
@@ -19,6 +19,8 @@ const COMMANDS: [&[&str]; 13] = [
     &["validate-yaml"],
     &["info"],
     &["probe"],
+    &["report"],
+    &["early-stopping"],
     &["stub"],
     &["stub", "echo"],
     &["stub", "max-throughput"],

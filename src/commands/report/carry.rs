@@ -246,10 +246,11 @@ pub fn run_info(
     let counters = &replayed.counters;
     let events_has_errors = counters.tracked_samples_failed > 0
         && failures.iter().any(|f| f.kind != FailureKind::WorkerDied.as_str());
-    let counting = has_tokenizer.then(|| match settings.drain.metrics_tokenizer_workers {
+    let counting = match settings.drain.metrics_tokenizer_workers {
         Some(n) if n > 0 => ClientTokenCounting::Live { threads: n as usize },
         _ => ClientTokenCounting::AfterRun,
-    });
+    };
+    let counting = has_tokenizer.then_some(counting);
     RunInfo {
         version: c.version.clone().unwrap_or_else(|| env!("CARGO_PKG_VERSION").to_string()),
         git_sha: c

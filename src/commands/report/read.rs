@@ -17,7 +17,7 @@ use serde_json::value::RawValue;
 const READ_BUFFER_BYTES: usize = 1 << 20;
 
 /// What every compact event line begins with (the reference's writer and ours).
-const COMPACT_PREFIX: &[u8] = b"{\"event_type\":";
+const COMPACT_PREFIX: &[u8] = b"{\"event_type\":\"";
 
 /// A session event's kind.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -166,7 +166,7 @@ pub fn parse_line(bytes: &[u8], line: u64) -> Result<Event<'_>, LineError> {
         } else {
             format!(
                 "not a compact JSON event (each line must be one object beginning \
-                 {{\"event_type\":, as the run writes it; a pretty-printed or edited log \
+                 {{\"event_type\":\", as the run writes it; a pretty-printed or edited log \
                  cannot be read): {}",
                 preview(bytes)
             )
