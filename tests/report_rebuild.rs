@@ -97,6 +97,19 @@ fn a_concurrency_run_rebuilds_byte_for_byte_under_either_basis() {
 }
 
 #[test]
+fn a_run_with_a_warm_up_rebuilds_byte_for_byte() {
+    // Warm-up samples have no lines: the totals come from the run's own snapshot.
+    let extra = ["--num-samples", "40", "--streaming", "on", "--warmup", "--warmup-requests", "8"];
+    let dir = fresh_run("rebuild-warmup", &["offline"], &extra);
+    let text = std::fs::read_to_string(dir.join("metrics/final_snapshot.json")).unwrap();
+    let snapshot: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let metrics = snapshot["metrics"].as_array().unwrap();
+    let issued = metrics.iter().find(|m| m["name"] == "total_samples_issued").unwrap();
+    assert_eq!(issued["value"], 48, "40 tracked and 8 warm-up samples");
+    assert_round_trip(&dir);
+}
+
+#[test]
 fn the_other_basis_swaps_names_by_the_naming_rule() {
     let dir =
         fresh_run("rebuild-swap", &["offline"], &["--num-samples", "40", "--streaming", "on"]);

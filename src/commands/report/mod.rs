@@ -10,7 +10,6 @@ mod carry;
 pub mod read;
 pub mod replay;
 
-use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 use loadgen_coordinator::metrics::{
@@ -23,7 +22,7 @@ use crate::report::{result_summary, write_report_files, EndpointInfo, ResultSumm
 use crate::tokenizer::Tokenizer;
 use crate::yaml::{BenchType, Config, LoadPatternKind, Streaming};
 pub use carry::Carried;
-use replay::{Replay, Replayed};
+use replay::{Replay, Replayed, UuidMap};
 
 /// What `report` is asked to do.
 #[derive(Debug, Clone)]
@@ -136,21 +135,18 @@ impl RunDir {
     }
 
     /// `sample_idx_map.json`'s performance phase: uuid → dataset row (empty when unreadable:
-    /// the prompts are then counted one by one).
-    fn sample_index(&self) -> HashMap<u128, u32> {
-        #[derive(serde::Deserialize)]
-        struct IdxMap {
-            #[serde(default)]
-            performance: HashMap<String, u32>,
+    /// the prompts are then counted one by one). Streamed, so a long run's map is never held
+    /// as text.
+    fn sample_index(&self) -> UuidMap<u32> {
+        let Ok(file) = std::fs::File::open(self.dir.join("sample_idx_map.json")) else {
+            return UuidMap::default();
+        };
+        let reader = std::io::BufReader::with_capacity(1 << 20, file);
+        let mut de = serde_json::Deserializer::from_reader(reader);
+        match serde::Deserialize::deserialize(&mut de) {
+            Ok(IdxMap(map)) => map,
+            Err(_) => UuidMap::default(),
         }
-        let text =
-            std::fs::read_to_string(self.dir.join("sample_idx_map.json")).unwrap_or_default();
-        let map: IdxMap =
-            serde_json::from_str(&text).unwrap_or(IdxMap { performance: HashMap::new() });
-        map.performance
-            .into_iter()
-            .filter_map(|(k, v)| u128::from_str_radix(&k, 16).ok().map(|k| (k, v)))
-            .collect()
     }
 
     /// Whether the run streamed: config.yaml's resolved setting (`auto` as the run resolves
@@ -205,10 +201,13 @@ pub fn rebuild(run: &RunDir, primary: TokenCountSource) -> Result<Rebuilt, AppEr
     let failures = run.carried.failures(&mut replayed);
     run.carried.warmup_totals(&run.config, &mut replayed.counters);
     replayed.counters.requests_resent = run.carried.requests_resent.unwrap_or(0);
-    let mut table = SampleTable::with_capacity(replayed.rows.len());
-    for row in &replayed.rows {
+    // As in run.rs: the rows are copied into the table's columns and freed.
+    let rows = std::mem::take(&mut replayed.rows);
+    let mut table = SampleTable::with_capacity(rows.len());
+    for row in &rows {
         table.push(row);
     }
+    drop(rows);
     let opts = run.metrics_options(primary, tokenizer.is_some());
     let state = if run.carried.interrupted {
         RunState::Interrupted
@@ -247,4 +246,61 @@ pub fn run(request: &ReportRequest) -> Result<i32, AppError> {
     let console = crate::report::console_summary(&rebuilt.summary, &rebuilt.info, out);
     crate::commands::print_stdout(&crate::redact::redact(&console))?;
     Ok(0)
+}
+
+/// `{"performance": {uuid: row}, <other phases>: …}`, keeping the performance phase only.
+struct IdxMap(UuidMap<u32>);
+
+impl<'de> serde::Deserialize<'de> for IdxMap {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        use serde::de::{IgnoredAny, MapAccess, Visitor};
+        struct Phases;
+        struct Rows;
+        impl<'de> Visitor<'de> for Rows {
+            type Value = UuidMap<u32>;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a map of sample uuids to dataset rows")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+                let mut out = UuidMap::with_capacity_and_hasher(
+                    map.size_hint().unwrap_or(0),
+                    Default::default(),
+                );
+                while let Some((uuid, row)) = map.next_entry::<std::borrow::Cow<'_, str>, u32>()? {
+                    if let Ok(uuid) = u128::from_str_radix(&uuid, 16) {
+                        out.insert(uuid, row);
+                    }
+                }
+                Ok(out)
+            }
+        }
+        struct RowsSeed;
+        impl<'de> serde::de::DeserializeSeed<'de> for RowsSeed {
+            type Value = UuidMap<u32>;
+            fn deserialize<D: serde::Deserializer<'de>>(
+                self,
+                d: D,
+            ) -> Result<Self::Value, D::Error> {
+                d.deserialize_map(Rows)
+            }
+        }
+        impl<'de> Visitor<'de> for Phases {
+            type Value = IdxMap;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a map of phases")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<IdxMap, A::Error> {
+                let mut out = UuidMap::default();
+                while let Some(phase) = map.next_key::<std::borrow::Cow<'_, str>>()? {
+                    if phase == "performance" {
+                        out = map.next_value_seed(RowsSeed)?;
+                    } else {
+                        map.next_value::<IgnoredAny>()?;
+                    }
+                }
+                Ok(IdxMap(out))
+            }
+        }
+        d.deserialize_map(Phases)
+    }
 }

@@ -89,6 +89,14 @@ impl Output<'_> {
         }
     }
 
+    /// The output has no text at all.
+    pub fn is_empty(&self) -> bool {
+        match self {
+            Output::Text(text) => text.is_empty(),
+            Output::Chunks(chunks) => chunks.iter().all(|c| c.is_empty()),
+        }
+    }
+
     /// Where the text after the first chunk begins (bytes of `whole`), for a streamed output
     /// with more than the first chunk.
     pub fn first_chunk_len(&self) -> Option<usize> {

@@ -8,6 +8,7 @@
 //! the same counting calls as the run's.
 
 use std::collections::{HashMap, HashSet};
+use std::hash::{BuildHasherDefault, Hasher};
 
 use loadgen_coordinator::metrics::{FinishKind, RunCounters, SampleRow};
 use serde_json::value::RawValue;
@@ -16,6 +17,32 @@ use serde_json::Value;
 use super::read::{Complete, Event, LineError, SessionKind};
 use crate::dataset::Row;
 use crate::tokenizer::Tokenizer;
+
+/// Hashes a sample uuid by folding and multiplying it: uuids are random (the reference's uuid4)
+/// or distinct sample ids (ours), and SipHash cost a fifth of a 2,000,000-sample replay.
+#[derive(Default)]
+pub struct UuidHasher(u64);
+
+impl Hasher for UuidHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0 ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
+        }
+    }
+
+    fn write_u128(&mut self, v: u128) {
+        let folded = (v as u64) ^ ((v >> 64) as u64).rotate_left(29);
+        self.0 = (self.0 ^ folded).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    }
+
+    fn finish(&self) -> u64 {
+        // The high bits carry the multiply's mixing; hashbrown takes its buckets from the low.
+        self.0 ^ (self.0 >> 32)
+    }
+}
+
+/// A map keyed by sample uuid.
+pub type UuidMap<V> = HashMap<u128, V, BuildHasherDefault<UuidHasher>>;
 
 /// Failed tracked samples with one `error_type`, and the first message of that type.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -50,26 +77,26 @@ struct Pending {
 pub struct Replay<'a> {
     tokenizer: Option<&'a Tokenizer>,
     /// `sample_idx_map.json`: uuid → dataset row, so each row's prompt is counted once.
-    dataset_index: HashMap<u128, u32>,
+    dataset_index: UuidMap<u32>,
     isl_by_index: HashMap<u32, Option<u32>>,
     tracking: bool,
-    pending: HashMap<u128, Pending>,
+    pending: UuidMap<Pending>,
     /// Failed rows whose error line may still follow (the reference writes it after).
-    failed_rows: HashMap<u128, usize>,
+    failed_rows: UuidMap<usize>,
     /// Rows that turned out to be a dead worker's synthesized failures: counted, not rows.
     dropped: HashSet<usize>,
     out: Replayed,
 }
 
 impl<'a> Replay<'a> {
-    pub fn new(tokenizer: Option<&'a Tokenizer>, dataset_index: HashMap<u128, u32>) -> Self {
+    pub fn new(tokenizer: Option<&'a Tokenizer>, dataset_index: UuidMap<u32>) -> Self {
         Replay {
             tokenizer,
             dataset_index,
             isl_by_index: HashMap::new(),
             tracking: false,
-            pending: HashMap::new(),
-            failed_rows: HashMap::new(),
+            pending: UuidMap::default(),
+            failed_rows: UuidMap::default(),
             dropped: HashSet::new(),
             out: Replayed::default(),
         }
@@ -227,11 +254,11 @@ impl<'a> Replay<'a> {
         failed: bool,
     ) -> (Option<u32>, Option<u32>, bool) {
         let Some(output) = &c.output else { return (None, None, true) };
-        let whole = output.whole();
-        let empty = whole.is_empty();
+        let empty = output.is_empty();
         let Some(tok) = self.tokenizer.filter(|_| !failed && !empty) else {
             return (None, None, empty);
         };
+        let whole = output.whole();
         let osl = match tok.count(&whole) {
             Ok(n) => Some(n),
             Err(_) => {
