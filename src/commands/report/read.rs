@@ -81,6 +81,7 @@ pub enum Output<'a> {
 
 impl Output<'_> {
     /// The whole output text.
+    #[cfg(test)]
     pub fn whole(&self) -> Cow<'_, str> {
         match self {
             Output::Text(text) => Cow::Borrowed(text.as_ref()),

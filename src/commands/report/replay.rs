@@ -14,7 +14,7 @@ use loadgen_coordinator::metrics::{FinishKind, RunCounters, SampleRow};
 use serde_json::value::RawValue;
 use serde_json::Value;
 
-use super::read::{Complete, Event, LineError, SessionKind};
+use super::read::{Complete, Event, LineError, Output, SessionKind};
 use crate::dataset::Row;
 use crate::tokenizer::Tokenizer;
 
@@ -76,6 +76,10 @@ struct Pending {
 /// The replay's state, fed one event at a time.
 pub struct Replay<'a> {
     tokenizer: Option<&'a Tokenizer>,
+    /// Outputs waiting to be counted, in batches over every core (`count_batch`).
+    batch: TokenBatch,
+    /// One tokenizer copy per counting thread, so threads share no model caches.
+    counters: Vec<Tokenizer>,
     /// `sample_idx_map.json`: uuid → dataset row, so each row's prompt is counted once.
     dataset_index: UuidMap<u32>,
     isl_by_index: HashMap<u32, Option<u32>>,
@@ -90,8 +94,13 @@ pub struct Replay<'a> {
 
 impl<'a> Replay<'a> {
     pub fn new(tokenizer: Option<&'a Tokenizer>, dataset_index: UuidMap<u32>) -> Self {
+        let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let counters = tokenizer
+            .map_or_else(Vec::new, |t| (0..threads).map(|_| t.clone_for_thread()).collect());
         Replay {
             tokenizer,
+            batch: TokenBatch::default(),
+            counters,
             dataset_index,
             isl_by_index: HashMap::new(),
             tracking: false,
@@ -224,8 +233,8 @@ impl<'a> Replay<'a> {
             return;
         }
         counters.last_event_ns = counters.last_event_ns.max(c.timestamp_ns);
-        let (osl_client, tpot_tokens_client, output_empty) = self.count_output(&c, &p, failed);
         let slot = self.out.rows.len();
+        let output_empty = c.output.as_ref().is_none_or(Output::is_empty);
         if failed && !p.error_seen {
             self.failed_rows.insert(c.uuid, slot);
         }
@@ -236,47 +245,78 @@ impl<'a> Replay<'a> {
             failed,
             finish: c.finish_reason.as_deref().map(FinishKind::from_reason),
             isl_client: p.isl_client,
-            osl_client,
-            tpot_tokens_client,
+            osl_client: None,
+            tpot_tokens_client: None,
             prompt_tokens: c.prompt_tokens,
             completion_tokens: c.completion_tokens,
             output_empty,
             failure: 0,
             endpoint: 0,
         });
+        // Queued after its row exists: a full batch is counted at once, into the rows.
+        self.queue_output(&c, &p, failed, slot);
     }
 
-    /// OSL, TPOT tokens and emptiness, as the run's token pool counts a record's output.
-    fn count_output(
-        &mut self,
-        c: &Complete<'_>,
-        p: &Pending,
-        failed: bool,
-    ) -> (Option<u32>, Option<u32>, bool) {
-        let Some(output) = &c.output else { return (None, None, true) };
-        let empty = output.is_empty();
-        let Some(tok) = self.tokenizer.filter(|_| !failed && !empty) else {
-            return (None, None, empty);
-        };
-        let whole = output.whole();
-        let osl = match tok.count(&whole) {
-            Ok(n) => Some(n),
-            Err(_) => {
-                self.out.counters.n_tokenizer_errors += 1;
-                None
-            }
-        };
-        let tpot = match (p.first_chunk_ns, output.first_chunk_len()) {
-            (Some(_), Some(from)) if from < whole.len() => {
-                whole.get(from..).and_then(|rest| tok.count(rest).ok())
-            }
+    /// Queues a successful output for counting, as the run's token pool gets a record's
+    /// output (the whole text, and where the text after the first chunk starts).
+    fn queue_output(&mut self, c: &Complete<'_>, p: &Pending, failed: bool, slot: usize) {
+        let Some(output) = &c.output else { return };
+        if failed || output.is_empty() || self.tokenizer.is_none() {
+            return;
+        }
+        let start = self.batch.text.len();
+        match output {
+            Output::Text(text) => self.batch.text.push_str(text),
+            Output::Chunks(chunks) => chunks.iter().for_each(|c| self.batch.text.push_str(c)),
+        }
+        let len = self.batch.text.len() - start;
+        let tpot_from = match (p.first_chunk_ns, output.first_chunk_len()) {
+            (Some(_), Some(from)) if from < len => Some(from),
             _ => None,
         };
-        (osl, tpot, empty)
+        self.batch.jobs.push(TokenJob { slot, start, end: self.batch.text.len(), tpot_from });
+        if self.batch.jobs.len() >= TOKEN_BATCH_JOBS || self.batch.text.len() >= TOKEN_BATCH_BYTES {
+            self.count_batch();
+        }
+    }
+
+    /// Counts the queued outputs on every core and writes the counts into their rows.
+    fn count_batch(&mut self) {
+        let batch = std::mem::take(&mut self.batch);
+        if batch.jobs.is_empty() || self.counters.is_empty() {
+            self.batch = batch;
+            return;
+        }
+        let per_thread = batch.jobs.len().div_ceil(self.counters.len());
+        let results: Vec<Vec<TokenCount>> = std::thread::scope(|scope| {
+            let handles: Vec<_> = batch
+                .jobs
+                .chunks(per_thread)
+                .zip(&self.counters)
+                .map(|(jobs, tok)| scope.spawn(|| count_jobs(tok, &batch.text, jobs)))
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| h.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic)))
+                .collect()
+        });
+        for r in results.into_iter().flatten() {
+            let row = &mut self.out.rows[r.slot];
+            match r.osl {
+                Some(n) => row.osl_client = Some(n),
+                None => self.out.counters.n_tokenizer_errors += 1,
+            }
+            row.tpot_tokens_client = r.tpot_tokens;
+        }
+        let mut emptied = batch;
+        emptied.jobs.clear();
+        emptied.text.clear();
+        self.batch = emptied;
     }
 
     /// The rows and counters, once every line is read.
     pub fn finish(mut self) -> Replayed {
+        self.count_batch();
         if !self.dropped.is_empty() {
             let dropped = std::mem::take(&mut self.dropped);
             let rows = std::mem::take(&mut self.out.rows);
@@ -294,6 +334,48 @@ impl<'a> Replay<'a> {
         c.total_samples_abandoned = c.abandoned;
         self.out
     }
+}
+
+/// Outputs a batch holds before it is counted: enough to keep every core busy, few enough
+/// that a batch of long outputs stays a few megabytes.
+const TOKEN_BATCH_JOBS: usize = 8192;
+const TOKEN_BATCH_BYTES: usize = 8 << 20;
+
+/// One output to count: its row, its bytes in the batch text, where its TPOT text starts.
+#[derive(Debug, Clone, Copy)]
+struct TokenJob {
+    slot: usize,
+    start: usize,
+    end: usize,
+    tpot_from: Option<usize>,
+}
+
+#[derive(Debug, Default)]
+struct TokenBatch {
+    jobs: Vec<TokenJob>,
+    text: String,
+}
+
+/// A counted output: OSL (`None`: the tokenizer failed) and the TPOT denominator.
+struct TokenCount {
+    slot: usize,
+    osl: Option<u32>,
+    tpot_tokens: Option<u32>,
+}
+
+/// Counts `jobs` as the run's token pool counts a job (`count_job`): the whole output, and
+/// the text after the first chunk when there is some.
+fn count_jobs(tok: &Tokenizer, text: &str, jobs: &[TokenJob]) -> Vec<TokenCount> {
+    jobs.iter()
+        .map(|job| {
+            let output = &text[job.start..job.end];
+            let tpot_tokens = job
+                .tpot_from
+                .and_then(|from| output.get(from..))
+                .and_then(|rest| tok.count(rest).ok());
+            TokenCount { slot: job.slot, osl: tok.count(output).ok(), tpot_tokens }
+        })
+        .collect()
 }
 
 fn tally(errors: &mut Vec<ErrorTally>, error_type: &str, message: &str) {
@@ -351,4 +433,82 @@ fn count_prompt(
             .collect();
     let row = Row { prompt, system: None, messages, token_ids, n: None, request_columns };
     Ok(tok.count_row_with(&row, kwargs.as_ref()).ok())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::commands::report::read::{for_each_event, ReadError};
+
+    fn char_tokenizer() -> Tokenizer {
+        let dir =
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/assets/tokenizers/char");
+        Tokenizer::load(&dir.display().to_string()).expect("the char tokenizer loads")
+    }
+
+    /// A streamed log of `n` samples, each answered `["ab","cde"]`; sample 3 fails with its
+    /// error after its complete line, as the reference writes it.
+    fn log(n: u64) -> String {
+        let mut text = String::new();
+        let line = |t: &str, ts: u64, id: u64, rest: &str| {
+            format!(
+                "{{\"event_type\":\"{t}\",\"timestamp_ns\":{ts},\"sample_uuid\":\"{id:032x}\",\"conversation_id\":\"\",\"turn\":null{rest}}}\n"
+            )
+        };
+        text.push_str("{\"event_type\":\"session.start_performance_tracking\",\"timestamp_ns\":1,\"sample_uuid\":\"\",\"conversation_id\":\"\",\"turn\":null,\"data\":null}\n");
+        for id in 0..n {
+            let t0 = 10 + id * 100;
+            text += &line(
+                "sample.issued",
+                t0,
+                id,
+                ",\"data\":[\"PromptData\",\"hello\",null,null,null,null,null,null]",
+            );
+            text += &line("sample.recv_first", t0 + 5, id, ",\"data\":null");
+            if id == 3 {
+                text += &line("sample.complete", t0 + 9, id, ",\"data\":null,\"worker_id\":0");
+                text += &line(
+                    "error.generic",
+                    t0 + 9,
+                    id,
+                    ",\"data\":[\"ErrorData\",\"error\",\"HTTP 500\"]",
+                );
+            } else {
+                let out = ",\"data\":[\"TextModelOutput\",[\"ab\",\"cde\"],null,null],\"finish_reason\":\"stop\",\"worker_id\":0";
+                text += &line("sample.complete", t0 + 9, id, out);
+            }
+        }
+        text
+    }
+
+    fn replay(text: &str, tok: Option<&Tokenizer>) -> Result<Replayed, ReadError> {
+        let mut r = Replay::new(tok, UuidMap::default());
+        for_each_event(text.as_bytes(), |e, line| r.apply(e, line))?;
+        Ok(r.finish())
+    }
+
+    #[test]
+    fn every_output_is_counted_across_many_token_batches() {
+        let tok = char_tokenizer();
+        let n = TOKEN_BATCH_JOBS as u64 * 2 + 7;
+        let out = replay(&log(n), Some(&tok)).unwrap();
+        assert_eq!(out.rows.len() as u64, n);
+        assert_eq!(out.counters.tracked_samples_failed, 1);
+        assert_eq!(out.errors.len(), 1, "the error after its complete line is tallied");
+        for (i, row) in out.rows.iter().enumerate() {
+            assert_eq!(row.isl_client, Some(5), "row {i}: \"hello\"");
+            if i == 3 {
+                assert!(row.failed && row.osl_client.is_none(), "row 3 failed");
+            } else {
+                assert_eq!((row.osl_client, row.tpot_tokens_client), (Some(5), Some(3)), "row {i}");
+            }
+        }
+    }
+
+    #[test]
+    fn without_a_tokenizer_the_client_counts_are_absent() {
+        let out = replay(&log(4), None).unwrap();
+        assert!(out.rows.iter().all(|r| r.isl_client.is_none() && r.osl_client.is_none()));
+        assert!(!out.rows[0].output_empty && out.rows[3].output_empty);
+    }
 }
