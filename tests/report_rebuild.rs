@@ -6,7 +6,8 @@ mod common;
 
 use std::path::{Path, PathBuf};
 
-use common::{assets, bin, char_tokenizer, dataset, report_dir, run, show, summary};
+use common::{assets, bin, char_tokenizer, dataset, report_dir, run, show, stub, summary};
+use loadgen_stubs::{StatusFault, StubKind};
 
 const REBUILT_FILES: [&str; 3] =
     ["report.txt", "performance/result_summary.json", "metrics/final_snapshot.json"];
@@ -106,6 +107,28 @@ fn a_run_with_a_warm_up_rebuilds_byte_for_byte() {
     let metrics = snapshot["metrics"].as_array().unwrap();
     let issued = metrics.iter().find(|m| m["name"] == "total_samples_issued").unwrap();
     assert_eq!(issued["value"], 48, "40 tracked and 8 warm-up samples");
+    assert_round_trip(&dir);
+}
+
+#[test]
+fn a_capped_run_with_abandoned_samples_rebuilds_byte_for_byte() {
+    let pattern = ["online", "--load-pattern", "concurrency", "--concurrency", "8"];
+    let extra =
+        ["--num-samples", "1000000", "--runtime.max-duration-ms", "400", "--streaming", "on"];
+    let dir = fresh_run("rebuild-capped", &pattern, &extra);
+    assert!(summary(&dir)["n_samples_abandoned"].as_u64() > Some(0), "the cap abandons samples");
+    assert_round_trip(&dir);
+}
+
+#[test]
+fn a_run_with_failures_rebuilds_its_failure_kinds_byte_for_byte() {
+    let server = stub(StubKind::MaxThroughput, |c| {
+        c.faults.status = Some(StatusFault { status: 429, every: 10 })
+    });
+    let url = server.url();
+    let extra = ["--endpoints", &url, "--model", "m", "--num-samples", "200", "--streaming", "on"];
+    let dir = fresh_run("rebuild-failures", &["offline"], &extra);
+    assert_eq!(summary(&dir)["failure_kinds"]["http_status"]["count"], 20);
     assert_round_trip(&dir);
 }
 
