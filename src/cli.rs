@@ -51,6 +51,12 @@ pub enum Command {
     /// A few requests to each endpoint: latency and sample answers (as the reference), then
     /// whether streams carry usage, how they are chunked, and which token basis to trust.
     Probe(Box<ProbeArgs>),
+    /// Rebuild a finished run's report.txt, result_summary.json and final_snapshot.json from
+    /// its events.jsonl, under its token basis or the other.
+    Report(ReportArgs),
+    /// The MLPerf early-stopping estimates of a finished run, from its events.jsonl, as the
+    /// reference's scripts/early_stopping_estimate_from_events.py prints them.
+    EarlyStopping(EarlyStoppingArgs),
     /// Stub servers (echo, max-throughput, variable) for local testing.
     Stub {
         #[command(subcommand)]
@@ -85,6 +91,35 @@ pub struct CompareArgs {
     /// Print the comparison as one JSON object on stdout instead of a table.
     #[arg(long = "json")]
     pub json: bool,
+}
+
+/// `report` flags.
+#[derive(Debug, Args)]
+pub struct ReportArgs {
+    /// The report directory of a finished run (it holds events.jsonl and config.yaml).
+    pub dir: PathBuf,
+    /// Rebuild under this basis: client (tokenizer) or server (endpoint usage) [default: the
+    /// run's, from result_summary.json, else config.yaml, else client].
+    #[arg(long = "token-count-source", value_parser = basis_parser())]
+    pub token_count_source: Option<TokenCountSource>,
+    /// Write the rebuilt files under this directory instead of DIR.
+    #[arg(long = "out", value_name = "OUT")]
+    pub out: Option<PathBuf>,
+}
+
+/// `early-stopping` flags.
+#[derive(Debug, Args)]
+pub struct EarlyStoppingArgs {
+    /// The report directory of a finished run (it holds events.jsonl and config.yaml).
+    pub dir: PathBuf,
+    /// TPOT under this basis: client (tokenizer) or server (endpoint usage) [default: the
+    /// run's, from result_summary.json, else config.yaml, else client].
+    #[arg(long = "token-count-source", value_parser = basis_parser())]
+    pub token_count_source: Option<TokenCountSource>,
+    /// Percentiles to estimate when the run's summary has no grid, in the grid convention
+    /// (0-100), comma-separated [default: 99.9,99.0,97.0,95.0,90.0,80.0,75.0,50.0].
+    #[arg(long = "percentiles")]
+    pub percentiles: Option<String>,
 }
 
 /// `probe` flags: the reference's, then the benchmark's endpoint flags and the checks' own.

@@ -74,6 +74,12 @@ fn dispatch(cli: Cli) -> Result<i32, AppError> {
         Command::ValidateYaml { config } => commands::validate_yaml::run(&config),
         Command::Info => commands::info::run(),
         Command::Probe(args) => commands::probe::run(&args, cli.verbose),
+        Command::Report(args) => commands::report::run(&commands::report::ReportRequest {
+            dir: args.dir,
+            token_count_source: args.token_count_source,
+            out: args.out,
+        }),
+        Command::EarlyStopping(args) => commands::early_stopping::run(&args),
         Command::Stub { cmd } => {
             loadgen_stubs::cli::run(*cmd).map_err(|e| AppError::Setup(format!("stub: {e:#}")))?;
             Ok(0)

@@ -272,13 +272,17 @@ fn finish_run(
         }
     }
     // The rows are copied into the table's columns and freed before the metrics sort their
-    // copies: a long run's peak memory is the table's, not both.
+    // copies: a long run's peak memory is the table's, not both. They go in completion order
+    // (ties in arrival order), the order of events.jsonl's `sample.complete` lines, so
+    // `report DIR` sums the float series (TPOT) in the same order and rebuilds them exactly.
     let rows = std::mem::take(&mut agg.rows);
+    let mut order: Vec<u32> = (0..rows.len() as u32).collect();
+    order.sort_by_key(|&i| rows[i as usize].complete_ns);
     let mut table = SampleTable::with_capacity(rows.len());
-    for row in &rows {
-        table.push(row);
+    for &i in &order {
+        table.push(&rows[i as usize]);
     }
-    drop(rows);
+    drop((rows, order));
     table.set_chunk_delta_ns(std::mem::take(&mut agg.chunk_delta_ns));
     let interrupted = output.end == RunEnd::Interrupted;
     let capped = output.end == RunEnd::Capped;

@@ -9,7 +9,7 @@ use std::path::Path;
 use common::{bin, report_dir, run, summary};
 
 /// The commands whose flags users see, as `llm-loadgen <args> --help`.
-const COMMANDS: [&[&str]; 16] = [
+const COMMANDS: [&[&str]; 18] = [
     &[],
     &["benchmark"],
     &["benchmark", "offline"],
@@ -19,6 +19,8 @@ const COMMANDS: [&[&str]; 16] = [
     &["validate-yaml"],
     &["info"],
     &["probe"],
+    &["report"],
+    &["early-stopping"],
     &["stub"],
     &["stub", "echo"],
     &["stub", "max-throughput"],

@@ -1,11 +1,13 @@
 //! Commands that are not a benchmark run: `init`, `validate-yaml`, `info`, `probe`, `compare`,
-//! `completions`, `man`.
+//! `completions`, `man`, and the post-run tools `report` and `early-stopping`.
 
 pub mod compare;
 pub mod completions;
+pub mod early_stopping;
 pub mod info;
 pub mod init;
 pub mod probe;
+pub mod report;
 pub mod sys;
 pub mod validate_yaml;
 

@@ -1,0 +1,287 @@
+//! What a rebuild takes from the run's own files because events.jsonl cannot give it: the
+//! scheduler's issue lag, re-sent requests, failure kinds, the endpoint URLs, the version, how
+//! the run ended, and (runs with warm-up) the warm-up-inclusive totals. docs/OUTPUT.md
+//! ("Post-run tools") names the source of every key.
+
+use std::path::Path;
+
+use loadgen_coordinator::metrics::{RunCounters, TokenCountSource};
+use loadgen_worker::wire::FailureKind;
+use serde::de::{MapAccess, Visitor};
+use serde::{Deserialize, Deserializer};
+
+use super::replay::Replayed;
+use super::RunDir;
+use crate::error::AppError;
+use crate::report::{
+    ClientTokenCounting, FailureKindCount, IssueLag, LoadPatternInfo, RunInfo, WarmupInfo,
+};
+use crate::yaml::{Config, LoadPatternKind};
+
+/// Values of the run's result_summary.json, report.txt and final_snapshot.json the log lacks.
+#[derive(Debug, Default)]
+pub struct Carried {
+    pub version: Option<String>,
+    pub git_sha: Option<Option<String>>,
+    pub interrupted: bool,
+    pub incomplete_reason: Option<String>,
+    pub issue_lag: Option<IssueLag>,
+    pub requests_resent: Option<u64>,
+    pub failure_kinds: Option<Vec<FailureKindCount>>,
+    pub urls: Option<Vec<String>>,
+    /// Warm-up-inclusive issued, completed, failed and the last record's time, from the
+    /// run's final_snapshot.json.
+    pub snapshot_totals: Option<[u64; 4]>,
+}
+
+#[derive(Deserialize)]
+struct SummaryKeys {
+    version: Option<String>,
+    #[serde(default, deserialize_with = "present")]
+    git_sha: Option<Option<String>>,
+    state: Option<String>,
+    complete: Option<bool>,
+    issue_lag: Option<IssueLagKeys>,
+    n_requests_resent: Option<u64>,
+    failure_kinds: Option<InOrder>,
+    endpoints: Option<Vec<EndpointKeys>>,
+}
+
+fn present<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Option<String>>, D::Error> {
+    Option::<String>::deserialize(d).map(Some)
+}
+
+#[derive(Deserialize)]
+struct IssueLagKeys {
+    n: u64,
+    p50_ns: u64,
+    p99_ns: u64,
+    max_ns: u64,
+    target_qps: f64,
+    achieved_qps: f64,
+}
+
+#[derive(Deserialize)]
+struct EndpointKeys {
+    url: String,
+}
+
+#[derive(Deserialize)]
+struct KindKeys {
+    count: u64,
+    first_message: String,
+}
+
+/// `failure_kinds` in the file's order (a JSON map read into a sorted map would lose it).
+struct InOrder(Vec<FailureKindCount>);
+
+impl<'de> Deserialize<'de> for InOrder {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = InOrder;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a map of failure kinds")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<InOrder, A::Error> {
+                let mut out = Vec::new();
+                while let Some((kind, k)) = map.next_entry::<String, KindKeys>()? {
+                    out.push(FailureKindCount {
+                        kind,
+                        count: k.count,
+                        first_message: k.first_message,
+                    });
+                }
+                Ok(InOrder(out))
+            }
+        }
+        d.deserialize_map(V)
+    }
+}
+
+/// Reasons `result_summary` derives again from the rebuilt snapshot (they follow the basis),
+/// so they are not carried.
+const DERIVED_REASONS: [&str; 2] =
+    ["client tokenizations were still pending", "under --token-count-source server"];
+
+impl Carried {
+    /// Reads what the run's files hold; without a summary, says on stderr what is unknown.
+    pub fn read(dir: &Path, summary_text: Option<&str>) -> Result<Carried, AppError> {
+        let mut carried = Carried { snapshot_totals: snapshot_totals(dir), ..Carried::default() };
+        let Some(text) = summary_text else {
+            eprintln!(
+                "note: {} has no performance/result_summary.json: the issue lag, re-sent \
+                 requests, failure kinds (named by the log's error types), endpoint URLs and \
+                 whether the run was interrupted are not in events.jsonl; they are left out \
+                 or taken from config.yaml and this build",
+                dir.display()
+            );
+            return Ok(carried);
+        };
+        let keys: SummaryKeys = serde_json::from_str(text).map_err(|e| {
+            AppError::Input(format!("result_summary.json in {} cannot be read: {e}", dir.display()))
+        })?;
+        carried.version = keys.version;
+        carried.git_sha = keys.git_sha;
+        carried.interrupted = keys.state.as_deref() == Some("interrupted");
+        if keys.complete == Some(false) && !carried.interrupted {
+            let reason = incomplete_reason(dir);
+            carried.incomplete_reason =
+                reason.filter(|r| !DERIVED_REASONS.iter().any(|d| r.contains(d)));
+        }
+        carried.issue_lag = keys.issue_lag.map(|l| IssueLag {
+            n: l.n,
+            p50_ns: l.p50_ns,
+            p99_ns: l.p99_ns,
+            max_ns: l.max_ns,
+            target_qps: l.target_qps,
+            achieved_qps: l.achieved_qps,
+        });
+        carried.requests_resent = keys.n_requests_resent;
+        carried.failure_kinds = keys.failure_kinds.map(|k| k.0);
+        carried.urls = keys.endpoints.map(|e| e.into_iter().map(|e| e.url).collect());
+        Ok(carried)
+    }
+
+    /// The run's endpoint URLs as its report named them: the summary's, else config.yaml's.
+    pub fn endpoint_urls(&self, config: &Config) -> Vec<String> {
+        if let Some(urls) = self.urls.as_ref().filter(|u| !u.is_empty()) {
+            return urls.clone();
+        }
+        let endpoints = &config.endpoint_config.endpoints;
+        if endpoints.is_empty() {
+            return vec!["embedded max-throughput stub".to_string()];
+        }
+        endpoints.iter().map(|u| crate::redact::redact(u)).collect()
+    }
+
+    /// The failure kinds, and each failed row's kind: the summary's kinds dealt over the
+    /// failed rows in order (exact for one endpoint, where only the counts matter); without
+    /// a summary, the log's error types name them.
+    pub fn failures(&self, replayed: &mut Replayed) -> Vec<FailureKindCount> {
+        let Some(kinds) = &self.failure_kinds else {
+            return replayed
+                .errors
+                .iter()
+                .map(|e| FailureKindCount {
+                    kind: e.error_type.clone(),
+                    count: e.count,
+                    first_message: e.first_message.clone(),
+                })
+                .collect();
+        };
+        let mut codes =
+            kinds.iter().filter(|k| k.kind != FailureKind::WorkerDied.as_str()).flat_map(|k| {
+                let code =
+                    FailureKind::ALL.iter().find(|f| f.as_str() == k.kind).map_or(0, |f| *f as u8);
+                std::iter::repeat_n(code, k.count as usize)
+            });
+        for row in replayed.rows.iter_mut().filter(|r| r.failed) {
+            row.failure = codes.next().unwrap_or(FailureKind::Malformed as u8);
+        }
+        kinds.clone()
+    }
+
+    /// Warm-up samples have no lines: a run with warm-up takes its warm-up-inclusive totals
+    /// from its final_snapshot.json.
+    pub fn warmup_totals(&self, config: &Config, counters: &mut RunCounters) {
+        if !config.settings.warmup.enabled {
+            return;
+        }
+        match self.snapshot_totals {
+            Some([issued, completed, failed, last_event_ns]) => {
+                counters.total_samples_issued = issued;
+                counters.total_samples_completed = completed;
+                counters.total_samples_failed = failed;
+                counters.last_event_ns = last_event_ns;
+            }
+            None => eprintln!(
+                "note: the run had a warm-up, whose samples are not in events.jsonl, and its \
+                 metrics/final_snapshot.json is gone: total_samples_* count the tracked \
+                 samples only"
+            ),
+        }
+    }
+}
+
+/// The reason report.txt gives for an incomplete run.
+fn incomplete_reason(dir: &Path) -> Option<String> {
+    let text = std::fs::read_to_string(dir.join("report.txt")).ok()?;
+    let line = text.lines().find_map(|l| l.strip_prefix("WARNING: report is incomplete ("))?;
+    let end = line.rfind(") — ")?;
+    Some(line[..end].to_string())
+}
+
+fn snapshot_totals(dir: &Path) -> Option<[u64; 4]> {
+    let text = std::fs::read_to_string(dir.join("metrics/final_snapshot.json")).ok()?;
+    let snap: serde_json::Value = serde_json::from_str(&text).ok()?;
+    let metrics = snap.get("metrics")?.as_array()?;
+    let counter =
+        |name: &str| metrics.iter().find(|m| m["name"] == name).and_then(|m| m["value"].as_u64());
+    Some([
+        counter("total_samples_issued")?,
+        counter("total_samples_completed")?,
+        counter("total_samples_failed")?,
+        snap.get("timestamp_ns")?.as_u64()?,
+    ])
+}
+
+/// The run's `RunInfo`, from config.yaml, the replay and what was carried.
+pub fn run_info(
+    run: &RunDir,
+    primary: TokenCountSource,
+    replayed: &Replayed,
+    failures: Vec<FailureKindCount>,
+    has_tokenizer: bool,
+) -> RunInfo {
+    let settings = &run.config.settings;
+    let lp = &settings.load_pattern;
+    let (target_qps, target_concurrency, legacy) = match lp.kind {
+        LoadPatternKind::Poisson => (lp.target_qps, None, Some(lp.use_legacy_loadgen_qps_metrics)),
+        LoadPatternKind::Concurrency => (None, lp.target_concurrency.map(u64::from), None),
+        _ => (None, None, None),
+    };
+    let w = &settings.warmup;
+    let c = &run.carried;
+    let counters = &replayed.counters;
+    let events_has_errors = counters.tracked_samples_failed > 0
+        && failures.iter().any(|f| f.kind != FailureKind::WorkerDied.as_str());
+    let counting = match settings.drain.metrics_tokenizer_workers {
+        Some(n) if n > 0 => ClientTokenCounting::Live { threads: n as usize },
+        _ => ClientTokenCounting::AfterRun,
+    };
+    let counting = has_tokenizer.then_some(counting);
+    RunInfo {
+        version: c.version.clone().unwrap_or_else(|| env!("CARGO_PKG_VERSION").to_string()),
+        git_sha: c
+            .git_sha
+            .clone()
+            .unwrap_or_else(|| option_env!("LLM_LOADGEN_GIT_SHA").map(str::to_string)),
+        load_pattern: LoadPatternInfo {
+            kind: lp.kind.as_str().to_string(),
+            target_qps,
+            target_concurrency,
+            use_legacy_loadgen_qps_metrics: legacy,
+        },
+        warmup: WarmupInfo {
+            enabled: w.enabled,
+            n_requests: w.n_requests,
+            salt: w.salt,
+            drain: w.drain,
+            warmup_random_seed: w.warmup_random_seed,
+        },
+        scheduler_random_seed: settings.runtime.scheduler_random_seed,
+        dataloader_random_seed: settings.runtime.dataloader_random_seed,
+        token_count_source: primary,
+        embedded_stub: run.config.endpoint_config.endpoints.is_empty(),
+        interrupted: c.interrupted,
+        incomplete_reason: c.incomplete_reason.clone(),
+        abandoned: counters.abandoned,
+        issue_lag: c.issue_lag,
+        failures,
+        requests_resent: c.requests_resent.unwrap_or(0),
+        events_has_errors,
+        client_token_counting: counting,
+        endpoints: Vec::new(),
+    }
+}

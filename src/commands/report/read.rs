@@ -1,0 +1,447 @@
+//! Reading `events.jsonl`: one compact JSON event a line, parsed into borrowed typed events.
+//!
+//! The file is streamed line by line through one reused buffer, so a 2,000,000-sample log is
+//! never held whole; every line is checked, and the first that is not a compact event of a
+//! known type stops the read with its line number. Keys a known event does not use are
+//! ignored, so lines that gain keys still read.
+
+use std::borrow::Cow;
+use std::fmt;
+use std::io::BufRead;
+
+use serde::de::{self, Deserializer, SeqAccess, Visitor};
+use serde::Deserialize;
+use serde_json::value::RawValue;
+
+/// Bytes of the read buffer: large enough that a long output line is read in few calls.
+const READ_BUFFER_BYTES: usize = 1 << 20;
+
+/// What every compact event line begins with (the reference's writer and ours).
+const COMPACT_PREFIX: &[u8] = b"{\"event_type\":\"";
+
+/// A session event's kind.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SessionKind {
+    Started,
+    Ended,
+    StopLoadgen,
+    StartTracking,
+    StopTracking,
+}
+
+/// One event line, borrowing its strings from the line where it can.
+#[derive(Debug)]
+pub enum Event<'a> {
+    Session {
+        kind: SessionKind,
+        timestamp_ns: u64,
+    },
+    Issued {
+        uuid: u128,
+        timestamp_ns: u64,
+        prompt: Option<&'a RawValue>,
+    },
+    RecvFirst {
+        uuid: u128,
+        timestamp_ns: u64,
+    },
+    /// `sample.recv_non_first`: written only with `stream_all_chunks`; no metric reads it.
+    RecvNonFirst,
+    Complete(Complete<'a>),
+    /// `error.generic`, `error.client`, `error.session`: a sample's failure when it names one.
+    Error {
+        uuid: Option<u128>,
+        error_type: Cow<'a, str>,
+        message: Cow<'a, str>,
+    },
+    /// `error.loadgen`: a sample abandoned by the run (cap, interrupt, drain timeout).
+    Abandoned {
+        uuid: Option<u128>,
+    },
+}
+
+/// A `sample.complete` line.
+#[derive(Debug)]
+pub struct Complete<'a> {
+    pub uuid: u128,
+    pub timestamp_ns: u64,
+    /// `None` when `data` is null: the sample failed.
+    pub output: Option<Output<'a>>,
+    pub finish_reason: Option<Cow<'a, str>>,
+    pub prompt_tokens: Option<u32>,
+    pub completion_tokens: Option<u32>,
+    /// A streamed sample's chunk timing (llm-loadgen's addition; absent in the reference's
+    /// logs): its chunk count, the reads that brought them, the gaps between them.
+    pub chunks: Option<ChunkLine>,
+}
+
+/// The chunk timing of a `sample.complete` line.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ChunkLine {
+    pub n_chunks: u32,
+    pub chunk_reads: u32,
+    pub gaps_ns: Vec<u64>,
+}
+
+/// The output of a `TextModelOutput`: one string (not streamed) or its chunks (streamed).
+#[derive(Debug)]
+pub enum Output<'a> {
+    Text(Cow<'a, str>),
+    Chunks(Vec<Cow<'a, str>>),
+}
+
+impl Output<'_> {
+    /// The whole output text.
+    #[cfg(test)]
+    pub fn whole(&self) -> Cow<'_, str> {
+        match self {
+            Output::Text(text) => Cow::Borrowed(text.as_ref()),
+            Output::Chunks(chunks) if chunks.len() == 1 => Cow::Borrowed(chunks[0].as_ref()),
+            Output::Chunks(chunks) => Cow::Owned(chunks.concat()),
+        }
+    }
+
+    /// The output has no text at all.
+    pub fn is_empty(&self) -> bool {
+        match self {
+            Output::Text(text) => text.is_empty(),
+            Output::Chunks(chunks) => chunks.iter().all(|c| c.is_empty()),
+        }
+    }
+
+    /// Where the text after the first chunk begins (bytes of `whole`), for a streamed output
+    /// with more than the first chunk.
+    pub fn first_chunk_len(&self) -> Option<usize> {
+        match self {
+            Output::Chunks(chunks) if chunks.len() > 1 => Some(chunks[0].len()),
+            _ => None,
+        }
+    }
+}
+
+/// The line as the serde layer sees it; unknown keys are skipped.
+#[derive(Deserialize)]
+struct RawEvent<'a> {
+    #[serde(borrow)]
+    event_type: Cow<'a, str>,
+    timestamp_ns: u64,
+    #[serde(borrow, default)]
+    sample_uuid: Cow<'a, str>,
+    #[serde(borrow, default)]
+    data: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    finish_reason: Option<Cow<'a, str>>,
+    #[serde(default)]
+    prompt_tokens: Option<u32>,
+    #[serde(default)]
+    completion_tokens: Option<u32>,
+    #[serde(default)]
+    n_chunks: Option<u32>,
+    #[serde(default)]
+    chunk_reads: Option<u32>,
+    #[serde(default)]
+    chunk_delta_ns: Option<Vec<u64>>,
+}
+
+/// Why a line cannot be read: the message after "events.jsonl line N: ".
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LineError {
+    pub line: u64,
+    pub what: String,
+}
+
+impl fmt::Display for LineError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "events.jsonl line {}: {}", self.line, self.what)
+    }
+}
+
+fn bad(line: u64, what: impl Into<String>) -> LineError {
+    LineError { line, what: what.into() }
+}
+
+/// A sample uuid as a number: 32 hex digits (ours are the sample id, the reference's uuid4 hex).
+fn parse_uuid(text: &str, line: u64) -> Result<u128, LineError> {
+    if text.len() == 32 {
+        if let Ok(v) = u128::from_str_radix(text, 16) {
+            return Ok(v);
+        }
+    }
+    Err(bad(line, format!("sample_uuid {text:?} is not 32 hex digits")))
+}
+
+fn sample_uuid(raw: &RawEvent<'_>, line: u64) -> Result<u128, LineError> {
+    if raw.sample_uuid.is_empty() {
+        return Err(bad(line, format!("{} has no sample_uuid", raw.event_type)));
+    }
+    parse_uuid(&raw.sample_uuid, line)
+}
+
+fn optional_uuid(raw: &RawEvent<'_>, line: u64) -> Result<Option<u128>, LineError> {
+    if raw.sample_uuid.is_empty() {
+        return Ok(None);
+    }
+    parse_uuid(&raw.sample_uuid, line).map(Some)
+}
+
+/// Parses one line (without its newline). The one function that knows the line layout.
+pub fn parse_line(bytes: &[u8], line: u64) -> Result<Event<'_>, LineError> {
+    if !bytes.starts_with(COMPACT_PREFIX) {
+        let what = if bytes.iter().all(u8::is_ascii_whitespace) {
+            "an empty line where an event was expected".to_string()
+        } else {
+            format!(
+                "not a compact JSON event (each line must be one object beginning \
+                 {{\"event_type\":\", as the run writes it; a pretty-printed or edited log \
+                 cannot be read): {}",
+                preview(bytes)
+            )
+        };
+        return Err(bad(line, what));
+    }
+    let raw: RawEvent<'_> = serde_json::from_slice(bytes)
+        .map_err(|e| bad(line, format!("malformed event ({e}): {}", preview(bytes))))?;
+    let ts = raw.timestamp_ns;
+    let event = match raw.event_type.as_ref() {
+        "session.started" => session(SessionKind::Started, ts),
+        "session.ended" => session(SessionKind::Ended, ts),
+        "session.stop_loadgen" => session(SessionKind::StopLoadgen, ts),
+        "session.start_performance_tracking" => session(SessionKind::StartTracking, ts),
+        "session.stop_performance_tracking" => session(SessionKind::StopTracking, ts),
+        "sample.issued" => {
+            Event::Issued { uuid: sample_uuid(&raw, line)?, timestamp_ns: ts, prompt: raw.data }
+        }
+        "sample.recv_first" => {
+            Event::RecvFirst { uuid: sample_uuid(&raw, line)?, timestamp_ns: ts }
+        }
+        "sample.recv_non_first" => Event::RecvNonFirst,
+        "sample.complete" => Event::Complete(complete(raw, line)?),
+        "error.generic" | "error.client" | "error.session" => error(raw, line)?,
+        "error.loadgen" => Event::Abandoned { uuid: optional_uuid(&raw, line)? },
+        other => {
+            return Err(bad(line, format!("unknown event type {other:?}")));
+        }
+    };
+    Ok(event)
+}
+
+fn session(kind: SessionKind, timestamp_ns: u64) -> Event<'static> {
+    Event::Session { kind, timestamp_ns }
+}
+
+fn complete<'a>(raw: RawEvent<'a>, line: u64) -> Result<Complete<'a>, LineError> {
+    let uuid = sample_uuid(&raw, line)?;
+    let output = match raw.data {
+        None => None,
+        Some(data) => {
+            let (tag, output, _reasoning, _tools): (
+                Cow<'_, str>,
+                Output<'_>,
+                &RawValue,
+                &RawValue,
+            ) = serde_json::from_str(data.get()).map_err(|e| {
+                bad(line, format!("sample.complete data is not a TextModelOutput ({e})"))
+            })?;
+            if tag != "TextModelOutput" {
+                return Err(bad(
+                    line,
+                    format!("sample.complete data is {tag:?}, not TextModelOutput"),
+                ));
+            }
+            Some(output)
+        }
+    };
+    Ok(Complete {
+        uuid,
+        timestamp_ns: raw.timestamp_ns,
+        output,
+        finish_reason: raw.finish_reason,
+        prompt_tokens: raw.prompt_tokens,
+        completion_tokens: raw.completion_tokens,
+        chunks: chunk_line(raw.n_chunks, raw.chunk_reads, raw.chunk_delta_ns, line)?,
+    })
+}
+
+/// The three chunk keys come together or not at all.
+fn chunk_line(
+    n_chunks: Option<u32>,
+    chunk_reads: Option<u32>,
+    gaps_ns: Option<Vec<u64>>,
+    line: u64,
+) -> Result<Option<ChunkLine>, LineError> {
+    match (n_chunks, chunk_reads, gaps_ns) {
+        (None, None, None) => Ok(None),
+        (Some(n_chunks), Some(chunk_reads), Some(gaps_ns)) => {
+            Ok(Some(ChunkLine { n_chunks, chunk_reads, gaps_ns }))
+        }
+        _ => Err(bad(
+            line,
+            "sample.complete has some of n_chunks, chunk_reads and chunk_delta_ns but not all three",
+        )),
+    }
+}
+
+fn error<'a>(raw: RawEvent<'a>, line: u64) -> Result<Event<'a>, LineError> {
+    let uuid = optional_uuid(&raw, line)?;
+    let (error_type, message) = match raw.data {
+        None => (Cow::Borrowed("error"), Cow::Borrowed("")),
+        Some(data) => {
+            let (tag, error_type, message): (Cow<'_, str>, Cow<'_, str>, Cow<'_, str>) =
+                serde_json::from_str(data.get()).map_err(|e| {
+                    bad(line, format!("{} data is not an ErrorData ({e})", raw.event_type))
+                })?;
+            if tag != "ErrorData" {
+                return Err(bad(
+                    line,
+                    format!("{} data is {tag:?}, not ErrorData", raw.event_type),
+                ));
+            }
+            (error_type, message)
+        }
+    };
+    Ok(Event::Error { uuid, error_type, message })
+}
+
+/// The start of a bad line, for the message (lines can be megabytes).
+fn preview(bytes: &[u8]) -> String {
+    const PREVIEW_CHARS: usize = 80;
+    let text = String::from_utf8_lossy(bytes);
+    let mut out: String = text.chars().take(PREVIEW_CHARS).collect();
+    if text.chars().count() > PREVIEW_CHARS {
+        out.push('…');
+    }
+    out
+}
+
+impl<'de: 'a, 'a> Deserialize<'de> for Output<'a> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct OutputVisitor;
+        impl<'de> Visitor<'de> for OutputVisitor {
+            type Value = Output<'de>;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("an output string or a list of chunk strings")
+            }
+            fn visit_borrowed_str<E: de::Error>(self, v: &'de str) -> Result<Self::Value, E> {
+                Ok(Output::Text(Cow::Borrowed(v)))
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<Self::Value, E> {
+                Ok(Output::Text(Cow::Owned(v.to_string())))
+            }
+            fn visit_string<E: de::Error>(self, v: String) -> Result<Self::Value, E> {
+                Ok(Output::Text(Cow::Owned(v)))
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+                let mut chunks = Vec::with_capacity(seq.size_hint().unwrap_or(2));
+                while let Some(chunk) = seq.next_element::<Cow<'de, str>>()? {
+                    chunks.push(chunk);
+                }
+                Ok(Output::Chunks(chunks))
+            }
+        }
+        deserializer.deserialize_any(OutputVisitor)
+    }
+}
+
+/// Why the log cannot be read: an I/O error or a bad line.
+#[derive(Debug)]
+pub enum ReadError {
+    Io(std::io::Error),
+    Line(LineError),
+}
+
+/// Calls `visit` with every event of `reader` in line order. A read error, a bad line or a
+/// last line without its newline (a truncated log) stops it; so does an error from `visit`.
+pub fn for_each_event(
+    mut reader: impl BufRead,
+    mut visit: impl FnMut(Event<'_>, u64) -> Result<(), LineError>,
+) -> Result<u64, ReadError> {
+    let mut buf = Vec::with_capacity(READ_BUFFER_BYTES);
+    let mut line = 0u64;
+    loop {
+        buf.clear();
+        let n = reader.read_until(b'\n', &mut buf).map_err(ReadError::Io)?;
+        if n == 0 {
+            break;
+        }
+        line += 1;
+        let Some(body) = buf.strip_suffix(b"\n") else {
+            return Err(ReadError::Line(bad(
+                line,
+                format!(
+                    "the last line ends without a newline: the log is truncated (the run was \
+                     killed while writing it?): {}",
+                    preview(&buf)
+                ),
+            )));
+        };
+        let event = parse_line(body, line).map_err(ReadError::Line)?;
+        visit(event, line).map_err(ReadError::Line)?;
+    }
+    if line == 0 {
+        return Err(ReadError::Line(bad(0, "the log is empty: no event to rebuild from")));
+    }
+    Ok(line)
+}
+
+/// Opens `path` for [`for_each_event`].
+pub fn open(path: &std::path::Path) -> std::io::Result<impl BufRead> {
+    let file = std::fs::File::open(path)?;
+    Ok(std::io::BufReader::with_capacity(READ_BUFFER_BYTES, file))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const COMPLETE: &str = r#"{"event_type":"sample.complete","timestamp_ns":9,"sample_uuid":"00000000000000000000000000000abc","conversation_id":"","turn":null,"data":["TextModelOutput",["Pro","vide"],null,null],"finish_reason":"stop","worker_id":1,"prompt_tokens":3,"completion_tokens":16}"#;
+
+    #[test]
+    fn a_complete_line_reads_its_chunks_usage_and_finish_reason() {
+        let Event::Complete(c) = parse_line(COMPLETE.as_bytes(), 1).unwrap() else {
+            panic!("a complete event")
+        };
+        assert_eq!(c.uuid, 0xabc);
+        assert_eq!(c.timestamp_ns, 9);
+        let output = c.output.unwrap();
+        assert_eq!(output.whole(), "Provide");
+        assert_eq!(output.first_chunk_len(), Some(3));
+        assert_eq!(c.finish_reason.as_deref(), Some("stop"));
+        assert_eq!((c.prompt_tokens, c.completion_tokens), (Some(3), Some(16)));
+    }
+
+    #[test]
+    fn unknown_keys_on_a_known_event_are_ignored() {
+        let line = COMPLETE
+            .replace(r#""worker_id":1"#, r#""worker_id":1,"n_chunks":2,"chunk_delta_ns":[5]"#);
+        assert!(matches!(parse_line(line.as_bytes(), 1), Ok(Event::Complete(_))));
+    }
+
+    #[test]
+    fn bad_lines_name_what_is_wrong() {
+        let cases = [
+            ("{", "not a compact JSON event"),
+            ("", "an empty line"),
+            (r#"{"event_type":"sample.complete","timestamp_ns":9"#, "malformed event"),
+            (r#"{"event_type":"sample.teleported","timestamp_ns":9}"#, "unknown event type"),
+            (r#"{"event_type": "session.started", "timestamp_ns": 9}"#, "not a compact"),
+            (r#"{"event_type":"sample.issued","timestamp_ns":9,"sample_uuid":"xyz"}"#, "32 hex"),
+            (r#"{"event_type":"sample.issued","timestamp_ns":-9}"#, "malformed event"),
+        ];
+        for (line, want) in cases {
+            let err = parse_line(line.as_bytes(), 7).unwrap_err();
+            assert_eq!(err.line, 7);
+            assert!(err.what.contains(want), "{line:?}: {}", err.what);
+        }
+    }
+
+    #[test]
+    fn a_log_without_its_last_newline_is_truncated() {
+        let text = format!("{COMPLETE}\n{}", &COMPLETE[..40]);
+        let err = for_each_event(text.as_bytes(), |_, _| Ok(())).unwrap_err();
+        let ReadError::Line(err) = err else { panic!("a line error") };
+        assert_eq!(err.line, 2);
+        assert!(err.what.contains("truncated"), "{}", err.what);
+        let whole = format!("{COMPLETE}\n");
+        assert_eq!(for_each_event(whole.as_bytes(), |_, _| Ok(())).unwrap(), 1);
+    }
+}

@@ -1,0 +1,521 @@
+//! Replaying `events.jsonl` into the rows and counters the run's aggregator kept.
+//!
+//! The rules are the aggregator's (and the reference's `metrics_table.py`): a sample is
+//! tracked when its `sample.issued` line falls inside performance tracking; its
+//! `sample.complete` line makes its row, in log order, which is the order the run pushed its
+//! rows in (so float sums come out to the bit); `data: null` or an `error` line marks it
+//! failed; `error.loadgen` abandons it. Client token counts come from the same tokenizer and
+//! the same counting calls as the run's.
+
+use std::collections::{HashMap, HashSet};
+use std::hash::{BuildHasherDefault, Hasher};
+
+use loadgen_coordinator::metrics::{FinishKind, RunCounters, SampleRow};
+use serde_json::value::RawValue;
+use serde_json::Value;
+
+use super::read::{Complete, Event, LineError, Output, SessionKind};
+use crate::dataset::Row;
+use crate::tokenizer::Tokenizer;
+
+/// Hashes a sample uuid by folding and multiplying it: uuids are random (the reference's uuid4)
+/// or distinct sample ids (ours), and SipHash cost a fifth of a 2,000,000-sample replay.
+#[derive(Default)]
+pub struct UuidHasher(u64);
+
+impl Hasher for UuidHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0 ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
+        }
+    }
+
+    fn write_u128(&mut self, v: u128) {
+        let folded = (v as u64) ^ ((v >> 64) as u64).rotate_left(29);
+        self.0 = (self.0 ^ folded).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    }
+
+    fn finish(&self) -> u64 {
+        // The high bits carry the multiply's mixing; hashbrown takes its buckets from the low.
+        self.0 ^ (self.0 >> 32)
+    }
+}
+
+/// A map keyed by sample uuid.
+pub type UuidMap<V> = HashMap<u128, V, BuildHasherDefault<UuidHasher>>;
+
+/// Failed tracked samples with one `error_type`, and the first message of that type.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ErrorTally {
+    pub error_type: String,
+    pub count: u64,
+    pub first_message: String,
+}
+
+/// What the log gives: the rows in the run's order and the counts it can vouch for.
+#[derive(Debug, Default)]
+pub struct Replayed {
+    pub rows: Vec<SampleRow>,
+    /// Tracked counts, session marks, the last record's time and tokenizer failures; the
+    /// warm-up-inclusive totals equal the tracked ones here (warm-up samples have no lines).
+    pub counters: RunCounters,
+    /// Failed tracked samples per `error_type`, in first-seen order.
+    pub errors: Vec<ErrorTally>,
+    /// The streamed samples' gaps between chunks, in row order (the table's `chunk_delta_ns`).
+    pub chunk_delta_ns: Vec<u64>,
+}
+
+/// What is known of a tracked sample between its issue and its terminal line.
+#[derive(Debug, Clone, Copy)]
+struct Pending {
+    issued_ns: u64,
+    first_chunk_ns: Option<u64>,
+    isl_client: Option<u32>,
+    error_seen: bool,
+    worker_died: bool,
+}
+
+/// The replay's state, fed one event at a time.
+pub struct Replay<'a> {
+    tokenizer: Option<&'a Tokenizer>,
+    /// Outputs waiting to be counted, in batches over every core (`count_batch`).
+    batch: TokenBatch,
+    /// One tokenizer copy per counting thread, so threads share no model caches.
+    counters: Vec<Tokenizer>,
+    /// `sample_idx_map.json`: uuid → dataset row, so each row's prompt is counted once.
+    dataset_index: UuidMap<u32>,
+    isl_by_index: HashMap<u32, Option<u32>>,
+    tracking: bool,
+    pending: UuidMap<Pending>,
+    /// Failed rows whose error line may still follow (the reference writes it after).
+    failed_rows: UuidMap<usize>,
+    /// Rows that turned out to be a dead worker's synthesized failures: counted, not rows.
+    dropped: HashSet<usize>,
+    out: Replayed,
+}
+
+impl<'a> Replay<'a> {
+    pub fn new(tokenizer: Option<&'a Tokenizer>, dataset_index: UuidMap<u32>) -> Self {
+        let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let counters = tokenizer
+            .map_or_else(Vec::new, |t| (0..threads).map(|_| t.clone_for_thread()).collect());
+        Replay {
+            tokenizer,
+            batch: TokenBatch::default(),
+            counters,
+            dataset_index,
+            isl_by_index: HashMap::new(),
+            tracking: false,
+            pending: UuidMap::default(),
+            failed_rows: UuidMap::default(),
+            dropped: HashSet::new(),
+            out: Replayed::default(),
+        }
+    }
+
+    /// Applies one event of line `line`.
+    pub fn apply(&mut self, event: Event<'_>, line: u64) -> Result<(), LineError> {
+        match event {
+            Event::Session { kind, timestamp_ns } => self.session(kind, timestamp_ns),
+            Event::Issued { uuid, timestamp_ns, prompt } => {
+                self.issued(uuid, timestamp_ns, prompt, line)?
+            }
+            Event::RecvFirst { uuid, timestamp_ns } => {
+                if let Some(p) = self.pending.get_mut(&uuid) {
+                    p.first_chunk_ns = Some(timestamp_ns);
+                }
+            }
+            Event::RecvNonFirst => {}
+            Event::Complete(c) => self.complete(c),
+            Event::Error { uuid: Some(uuid), error_type, message, .. } => {
+                self.error(uuid, &error_type, &message)
+            }
+            Event::Error { uuid: None, .. } => {}
+            Event::Abandoned { uuid: Some(uuid), .. } => {
+                if self.pending.remove(&uuid).is_some() {
+                    self.out.counters.abandoned += 1;
+                }
+            }
+            Event::Abandoned { uuid: None, .. } => {}
+        }
+        Ok(())
+    }
+
+    fn session(&mut self, kind: SessionKind, ts: u64) {
+        let c = &mut self.out.counters;
+        match kind {
+            SessionKind::Started if c.session_start_ns == 0 => c.session_start_ns = ts,
+            SessionKind::StartTracking => {
+                if c.tracking_start_ns == 0 {
+                    c.tracking_start_ns = ts;
+                }
+                self.tracking = true;
+            }
+            SessionKind::StopTracking => self.tracking = false,
+            _ => {}
+        }
+    }
+
+    fn issued(
+        &mut self,
+        uuid: u128,
+        ts: u64,
+        prompt: Option<&RawValue>,
+        line: u64,
+    ) -> Result<(), LineError> {
+        // Outside tracking (the reference's warm-up) a sample gets no row, as in the run.
+        if !self.tracking {
+            return Ok(());
+        }
+        if let Some(p) = self.pending.get_mut(&uuid) {
+            // A re-issue refreshes the issue time only, as the reference's table does.
+            p.issued_ns = ts;
+            return Ok(());
+        }
+        let isl_client = self.isl(uuid, prompt, line)?;
+        self.out.counters.tracked_samples_issued += 1;
+        let pending = Pending {
+            issued_ns: ts,
+            first_chunk_ns: None,
+            isl_client,
+            error_seen: false,
+            worker_died: false,
+        };
+        self.pending.insert(uuid, pending);
+        Ok(())
+    }
+
+    /// The client ISL of the sample's prompt, counted once per dataset row.
+    fn isl(
+        &mut self,
+        uuid: u128,
+        prompt: Option<&RawValue>,
+        line: u64,
+    ) -> Result<Option<u32>, LineError> {
+        let index = self.dataset_index.get(&uuid).copied();
+        if let Some(isl) = index.and_then(|i| self.isl_by_index.get(&i)) {
+            return Ok(*isl);
+        }
+        let isl = match prompt {
+            Some(data) => count_prompt(self.tokenizer, data, line)?,
+            None => None,
+        };
+        if let Some(i) = index {
+            self.isl_by_index.insert(i, isl);
+        }
+        Ok(isl)
+    }
+
+    fn error(&mut self, uuid: u128, error_type: &str, message: &str) {
+        let worker_died = error_type == loadgen_worker::wire::FailureKind::WorkerDied.as_str();
+        if let Some(p) = self.pending.get_mut(&uuid) {
+            if !p.error_seen {
+                p.error_seen = true;
+                p.worker_died = worker_died;
+                tally(&mut self.out.errors, error_type, message);
+            }
+        } else if let Some(slot) = self.failed_rows.remove(&uuid) {
+            tally(&mut self.out.errors, error_type, message);
+            if worker_died {
+                self.dropped.insert(slot);
+            }
+        }
+    }
+
+    fn complete(&mut self, c: Complete<'_>) {
+        let Some(p) = self.pending.remove(&c.uuid) else { return };
+        let counters = &mut self.out.counters;
+        counters.tracked_samples_completed += 1;
+        let failed = c.output.is_none() || p.error_seen;
+        if failed {
+            counters.tracked_samples_failed += 1;
+        }
+        if p.worker_died {
+            // The run synthesized this sample's lines at the end: it has no row.
+            return;
+        }
+        counters.last_event_ns = counters.last_event_ns.max(c.timestamp_ns);
+        let slot = self.out.rows.len();
+        let output_empty = c.output.as_ref().is_none_or(Output::is_empty);
+        if failed && !p.error_seen {
+            self.failed_rows.insert(c.uuid, slot);
+        }
+        self.out.rows.push(SampleRow {
+            issued_ns: p.issued_ns,
+            first_chunk_ns: p.first_chunk_ns,
+            complete_ns: c.timestamp_ns,
+            failed,
+            finish: c.finish_reason.as_deref().map(FinishKind::from_reason),
+            isl_client: p.isl_client,
+            osl_client: None,
+            tpot_tokens_client: None,
+            prompt_tokens: c.prompt_tokens,
+            completion_tokens: c.completion_tokens,
+            output_empty,
+            failure: 0,
+            endpoint: 0,
+            n_chunks: c.chunks.as_ref().map(|ch| ch.n_chunks),
+            chunk_reads: c.chunks.as_ref().map(|ch| ch.chunk_reads),
+        });
+        if let Some(chunks) = &c.chunks {
+            self.out.chunk_delta_ns.extend_from_slice(&chunks.gaps_ns);
+        }
+        // Queued after its row exists: a full batch is counted at once, into the rows.
+        self.queue_output(&c, &p, failed, slot);
+    }
+
+    /// Queues a successful output for counting, as the run's token pool gets a record's
+    /// output (the whole text, and where the text after the first chunk starts).
+    fn queue_output(&mut self, c: &Complete<'_>, p: &Pending, failed: bool, slot: usize) {
+        let Some(output) = &c.output else { return };
+        if failed || output.is_empty() || self.tokenizer.is_none() {
+            return;
+        }
+        let start = self.batch.text.len();
+        match output {
+            Output::Text(text) => self.batch.text.push_str(text),
+            Output::Chunks(chunks) => chunks.iter().for_each(|c| self.batch.text.push_str(c)),
+        }
+        let len = self.batch.text.len() - start;
+        let tpot_from = match (p.first_chunk_ns, output.first_chunk_len()) {
+            (Some(_), Some(from)) if from < len => Some(from),
+            _ => None,
+        };
+        self.batch.jobs.push(TokenJob { slot, start, end: self.batch.text.len(), tpot_from });
+        if self.batch.jobs.len() >= TOKEN_BATCH_JOBS || self.batch.text.len() >= TOKEN_BATCH_BYTES {
+            self.count_batch();
+        }
+    }
+
+    /// Counts the queued outputs on every core and writes the counts into their rows.
+    fn count_batch(&mut self) {
+        let batch = std::mem::take(&mut self.batch);
+        if batch.jobs.is_empty() || self.counters.is_empty() {
+            self.batch = batch;
+            return;
+        }
+        let per_thread = batch.jobs.len().div_ceil(self.counters.len());
+        let results: Vec<Vec<TokenCount>> = std::thread::scope(|scope| {
+            let handles: Vec<_> = batch
+                .jobs
+                .chunks(per_thread)
+                .zip(&self.counters)
+                .map(|(jobs, tok)| scope.spawn(|| count_jobs(tok, &batch.text, jobs)))
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| h.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic)))
+                .collect()
+        });
+        for r in results.into_iter().flatten() {
+            let row = &mut self.out.rows[r.slot];
+            match r.osl {
+                Some(n) => row.osl_client = Some(n),
+                None => self.out.counters.n_tokenizer_errors += 1,
+            }
+            row.tpot_tokens_client = r.tpot_tokens;
+        }
+        let mut emptied = batch;
+        emptied.jobs.clear();
+        emptied.text.clear();
+        self.batch = emptied;
+    }
+
+    /// The rows and counters, once every line is read.
+    pub fn finish(mut self) -> Replayed {
+        self.count_batch();
+        if !self.dropped.is_empty() {
+            let dropped = std::mem::take(&mut self.dropped);
+            let rows = std::mem::take(&mut self.out.rows);
+            self.out.rows = rows
+                .into_iter()
+                .enumerate()
+                .filter(|(i, _)| !dropped.contains(i))
+                .map(|(_, r)| r)
+                .collect();
+        }
+        let c = &mut self.out.counters;
+        c.total_samples_issued = c.tracked_samples_issued;
+        c.total_samples_completed = c.tracked_samples_completed;
+        c.total_samples_failed = c.tracked_samples_failed;
+        c.total_samples_abandoned = c.abandoned;
+        self.out
+    }
+}
+
+/// Outputs a batch holds before it is counted: enough to keep every core busy, few enough
+/// that a batch of long outputs stays a few megabytes.
+const TOKEN_BATCH_JOBS: usize = 8192;
+const TOKEN_BATCH_BYTES: usize = 8 << 20;
+
+/// One output to count: its row, its bytes in the batch text, where its TPOT text starts.
+#[derive(Debug, Clone, Copy)]
+struct TokenJob {
+    slot: usize,
+    start: usize,
+    end: usize,
+    tpot_from: Option<usize>,
+}
+
+#[derive(Debug, Default)]
+struct TokenBatch {
+    jobs: Vec<TokenJob>,
+    text: String,
+}
+
+/// A counted output: OSL (`None`: the tokenizer failed) and the TPOT denominator.
+struct TokenCount {
+    slot: usize,
+    osl: Option<u32>,
+    tpot_tokens: Option<u32>,
+}
+
+/// Counts `jobs` as the run's token pool counts a job (`count_job`): the whole output, and
+/// the text after the first chunk when there is some.
+fn count_jobs(tok: &Tokenizer, text: &str, jobs: &[TokenJob]) -> Vec<TokenCount> {
+    jobs.iter()
+        .map(|job| {
+            let output = &text[job.start..job.end];
+            let tpot_tokens = job
+                .tpot_from
+                .and_then(|from| output.get(from..))
+                .and_then(|rest| tok.count(rest).ok());
+            TokenCount { slot: job.slot, osl: tok.count(output).ok(), tpot_tokens }
+        })
+        .collect()
+}
+
+fn tally(errors: &mut Vec<ErrorTally>, error_type: &str, message: &str) {
+    match errors.iter_mut().find(|e| e.error_type == error_type) {
+        Some(e) => e.count += 1,
+        None => errors.push(ErrorTally {
+            error_type: error_type.to_string(),
+            count: 1,
+            first_message: message.to_string(),
+        }),
+    }
+}
+
+/// `["PromptData", text, token_ids, messages, tools, chat_template_kwargs, chat_template,
+/// tool_choice]`, as `sample.issued` carries it.
+type PromptData = (
+    String,
+    Option<String>,
+    Option<Vec<u32>>,
+    Option<Value>,
+    Option<Value>,
+    Option<Value>,
+    Option<Value>,
+    Option<Value>,
+);
+
+/// A prompt's client ISL by the run's own rule (`Tokenizer::count_row_with`); without a
+/// tokenizer only token-id prompts have one, by length, as in the run.
+fn count_prompt(
+    tok: Option<&Tokenizer>,
+    data: &RawValue,
+    line: u64,
+) -> Result<Option<u32>, LineError> {
+    if data.get() == "null" {
+        return Ok(None);
+    }
+    let parsed: PromptData = serde_json::from_str(data.get()).map_err(|e| LineError {
+        line,
+        what: format!("sample.issued data is not a PromptData ({e})"),
+    })?;
+    let (tag, prompt, token_ids, messages, tools, kwargs, template, tool_choice) = parsed;
+    if tag != "PromptData" {
+        return Err(LineError {
+            line,
+            what: format!("sample.issued data is {tag:?}, not PromptData"),
+        });
+    }
+    let Some(tok) = tok else {
+        return Ok(token_ids.map(|ids| u32::try_from(ids.len()).unwrap_or(u32::MAX)));
+    };
+    let request_columns =
+        [("tools", tools), ("chat_template", template), ("tool_choice", tool_choice)]
+            .into_iter()
+            .filter_map(|(k, v)| v.filter(|v| !v.is_null()).map(|v| (k.to_string(), v)))
+            .collect();
+    let row = Row { prompt, system: None, messages, token_ids, n: None, request_columns };
+    Ok(tok.count_row_with(&row, kwargs.as_ref()).ok())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::commands::report::read::{for_each_event, ReadError};
+
+    fn char_tokenizer() -> Tokenizer {
+        let dir =
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/assets/tokenizers/char");
+        Tokenizer::load(&dir.display().to_string()).expect("the char tokenizer loads")
+    }
+
+    /// A streamed log of `n` samples, each answered `["ab","cde"]`; sample 3 fails with its
+    /// error after its complete line, as the reference writes it.
+    fn log(n: u64) -> String {
+        let mut text = String::new();
+        let line = |t: &str, ts: u64, id: u64, rest: &str| {
+            format!(
+                "{{\"event_type\":\"{t}\",\"timestamp_ns\":{ts},\"sample_uuid\":\"{id:032x}\",\"conversation_id\":\"\",\"turn\":null{rest}}}\n"
+            )
+        };
+        text.push_str("{\"event_type\":\"session.start_performance_tracking\",\"timestamp_ns\":1,\"sample_uuid\":\"\",\"conversation_id\":\"\",\"turn\":null,\"data\":null}\n");
+        for id in 0..n {
+            let t0 = 10 + id * 100;
+            text += &line(
+                "sample.issued",
+                t0,
+                id,
+                ",\"data\":[\"PromptData\",\"hello\",null,null,null,null,null,null]",
+            );
+            text += &line("sample.recv_first", t0 + 5, id, ",\"data\":null");
+            if id == 3 {
+                text += &line("sample.complete", t0 + 9, id, ",\"data\":null,\"worker_id\":0");
+                text += &line(
+                    "error.generic",
+                    t0 + 9,
+                    id,
+                    ",\"data\":[\"ErrorData\",\"error\",\"HTTP 500\"]",
+                );
+            } else {
+                let out = ",\"data\":[\"TextModelOutput\",[\"ab\",\"cde\"],null,null],\"finish_reason\":\"stop\",\"worker_id\":0";
+                text += &line("sample.complete", t0 + 9, id, out);
+            }
+        }
+        text
+    }
+
+    fn replay(text: &str, tok: Option<&Tokenizer>) -> Result<Replayed, ReadError> {
+        let mut r = Replay::new(tok, UuidMap::default());
+        for_each_event(text.as_bytes(), |e, line| r.apply(e, line))?;
+        Ok(r.finish())
+    }
+
+    #[test]
+    fn every_output_is_counted_across_many_token_batches() {
+        let tok = char_tokenizer();
+        let n = TOKEN_BATCH_JOBS as u64 * 2 + 7;
+        let out = replay(&log(n), Some(&tok)).unwrap();
+        assert_eq!(out.rows.len() as u64, n);
+        assert_eq!(out.counters.tracked_samples_failed, 1);
+        assert_eq!(out.errors.len(), 1, "the error after its complete line is tallied");
+        for (i, row) in out.rows.iter().enumerate() {
+            assert_eq!(row.isl_client, Some(5), "row {i}: \"hello\"");
+            if i == 3 {
+                assert!(row.failed && row.osl_client.is_none(), "row 3 failed");
+            } else {
+                assert_eq!((row.osl_client, row.tpot_tokens_client), (Some(5), Some(3)), "row {i}");
+            }
+        }
+    }
+
+    #[test]
+    fn without_a_tokenizer_the_client_counts_are_absent() {
+        let out = replay(&log(4), None).unwrap();
+        assert!(out.rows.iter().all(|r| r.isl_client.is_none() && r.osl_client.is_none()));
+        assert!(!out.rows[0].output_empty && out.rows[3].output_empty);
+    }
+}
