@@ -411,9 +411,23 @@ mod tests {
 
     #[test]
     fn unknown_keys_on_a_known_event_are_ignored() {
-        let line = COMPLETE
-            .replace(r#""worker_id":1"#, r#""worker_id":1,"n_chunks":2,"chunk_delta_ns":[5]"#);
+        let line = COMPLETE.replace(r#""worker_id":1"#, r#""worker_id":1,"server":"v0.9""#);
         assert!(matches!(parse_line(line.as_bytes(), 1), Ok(Event::Complete(_))));
+    }
+
+    #[test]
+    fn chunk_timing_is_read_whole_or_the_line_is_refused() {
+        let chunks = r#""worker_id":1,"n_chunks":3,"chunk_reads":2,"chunk_delta_ns":[5,70]"#;
+        let line = COMPLETE.replace(r#""worker_id":1"#, chunks);
+        let Event::Complete(c) = parse_line(line.as_bytes(), 1).unwrap() else {
+            panic!("a complete event")
+        };
+        let want = ChunkLine { n_chunks: 3, chunk_reads: 2, gaps_ns: vec![5, 70] };
+        assert_eq!(c.chunks, Some(want));
+        let partial = COMPLETE.replace(r#""worker_id":1"#, r#""worker_id":1,"n_chunks":3"#);
+        let err = parse_line(partial.as_bytes(), 7).err().expect("refused");
+        assert_eq!(err.line, 7);
+        assert!(err.what.contains("not all three"), "{}", err.what);
     }
 
     #[test]
