@@ -425,7 +425,7 @@ mod tests {
         let want = ChunkLine { n_chunks: 3, chunk_reads: 2, gaps_ns: vec![5, 70] };
         assert_eq!(c.chunks, Some(want));
         let partial = COMPLETE.replace(r#""worker_id":1"#, r#""worker_id":1,"n_chunks":3"#);
-        let err = parse_line(partial.as_bytes(), 7).err().expect("refused");
+        let err = parse_line(partial.as_bytes(), 7).expect_err("refused");
         assert_eq!(err.line, 7);
         assert!(err.what.contains("not all three"), "{}", err.what);
     }
