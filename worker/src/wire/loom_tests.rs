@@ -236,7 +236,7 @@ fn record_ring_model(deferred: bool) {
         tx.defer_doorbell(deferred);
         for sample_id in 0..5 {
             let header = RecordHeader { sample_id, http_status: 200, ..Default::default() };
-            assert!(tx.push_record(&header, &record_output(sample_id, max_output), b""));
+            assert!(tx.push_record(&header, &record_output(sample_id, max_output), b"", &[]));
         }
         tx.flush_doorbell();
         assert!(tx.push_done());
