@@ -333,7 +333,12 @@ pub fn is_predefined(spec: &DatasetSpec) -> bool {
 
 /// One column of a dataset file (an accuracy dataset's ground truth), a value per row up to
 /// `samples=`; `None` where a row lacks it. A `parser:` target named `column` reads its source.
+/// A predefined dataset's column comes from its processed table, as the reference's scorer
+/// reads it (`predefined::predefined_column`).
 pub fn read_column(spec: &DatasetSpec, column: &str) -> Result<Vec<Option<Value>>, AppError> {
+    if is_predefined(spec) {
+        return predefined::predefined_column(spec, column);
+    }
     let limit = spec.samples.map_or(usize::MAX, |n| usize::try_from(n).unwrap_or(usize::MAX));
     let source = spec.parser.as_ref().and_then(|p| p.other.get(column)).map_or(column, |s| s);
     let records = read_records(spec, limit)?;

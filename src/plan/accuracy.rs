@@ -220,19 +220,14 @@ fn resolve_repeats(value: Option<&Value>) -> Result<u32, String> {
 }
 
 /// The ground-truth column of every row, as text (strings as they are, numbers and other
-/// values as JSON): a file without it is refused before the run.
+/// values as JSON): a file without it is refused before the run. A predefined dataset's
+/// column is read from the same processed records its rows were made from.
 fn read_ground_truth(
     spec: &DatasetSpec,
     name: &str,
     column: &str,
     rows: usize,
 ) -> Result<Vec<String>, AppError> {
-    if crate::dataset::is_predefined(spec) {
-        return Err(AppError::Input(format!(
-            "dataset {name}: scoring a predefined dataset is not supported yet (its ground truth \
-             is not read here); give the dataset's file with path:"
-        )));
-    }
     let values = crate::dataset::read_column(spec, column)?;
     if values.len() < rows || values.iter().take(rows).any(Option::is_none) {
         let missing = values.iter().position(Option::is_none).unwrap_or(values.len());
@@ -325,19 +320,32 @@ mod tests {
     }
 
     #[test]
-    fn a_predefined_accuracy_dataset_is_refused_naming_it_in_validate_and_run() {
+    fn a_predefined_accuracy_dataset_scores_against_its_processed_ground_truth() {
+        let dir = std::env::temp_dir().join(format!("llm-loadgen-acc-gpqa-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("gpqa_processed.jsonl");
+        let row = |q: &str, truth: &str| {
+            format!(
+                "{{\"question\": \"{q}\", \"choice1\": \"a\", \"choice2\": \"b\", \
+                 \"choice3\": \"c\", \"choice4\": \"d\", \"ground_truth\": \"{truth}\"}}\n"
+            )
+        };
+        std::fs::write(&file, row("Q0", "choice2") + &row("Q1", "choice4")).unwrap();
         let path = format!("{}/tests/assets/accuracy_runs/perf.jsonl", env!("CARGO_MANIFEST_DIR"));
         let text = format!(
             "type: offline\nmodel_params: {{name: m}}\ndatasets:\n  - {{name: perf, path: {path}}}\n  \
-             - {{name: \"gpqa::gptoss\", type: accuracy, accuracy_config: {{eval_method: \
-             pass_at_1, extractor: abcd_extractor}}}}\n"
+             - {{name: \"gpqa::gptoss\", type: accuracy, path: {}, parser: {{input: prompt}}, \
+             accuracy_config: {{eval_method: pass_at_1, extractor: abcd_extractor}}}}\n",
+            file.display()
         );
         let config = Config::from_yaml_str(&text, "t.yaml").unwrap();
-        let notes = run_refusals(&config).join("\n");
-        assert!(notes.contains("datasets[1].name (dataset gpqa::gptoss)"), "{notes}");
-        let err = resolve_plan(config, 0).unwrap_err();
-        assert_eq!(err.exit_code(), 2);
-        assert!(err.to_string().contains("scoring a predefined dataset"), "{err}");
+        assert!(run_refusals(&config).is_empty(), "{:?}", run_refusals(&config));
+        let plan = resolve_plan(config, 0);
+        let _ = std::fs::remove_dir_all(&dir);
+        let d = &plan.unwrap().accuracy.datasets[0];
+        assert_eq!(d.name, "gpqa::gptoss");
+        assert_eq!(d.scoring.ground_truth, ["choice2", "choice4"]);
+        assert!(d.dataset.rows[1].prompt.as_deref().unwrap().starts_with("Q1\n\n(A) a\n"));
     }
 
     #[test]
