@@ -969,6 +969,12 @@ mod tests {
         let template = "{{- bos_token }}{%- for message in messages %}{{ message['content'] | \
                         trim }}{%- endfor %}";
         assert_eq!(ds.rows[1].request_column("chat_template"), Some(&Value::from(template)));
+        // A text prompt's ISL is the text's tokens, template or not: the reference counts
+        // `PromptData.text` (IslTrigger) and renders a template only for messages.
+        let tok = format!("{}/tests/assets/tokenizers/char", env!("CARGO_MANIFEST_DIR"));
+        let tok = crate::tokenizer::Tokenizer::load(&tok).unwrap();
+        let isl = tok.count_row_with(&ds.rows[0], None).unwrap();
+        assert_eq!(isl, tok.count(want).unwrap());
         let truth = predefined_column(&s, "highlights").unwrap();
         assert_eq!(truth, [Some(Value::from("cat sat")), Some(Value::from("dogs barked"))]);
         assert_eq!(predefined_column(&s, "nope").unwrap(), [None, None]);

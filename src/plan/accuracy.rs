@@ -177,7 +177,12 @@ fn resolve_scoring(spec: &DatasetSpec, name: &str) -> Result<Scoring, AppError> 
     let Some(method) = text("eval_method")? else {
         return Err(bad("an accuracy dataset requires accuracy_config with eval_method".into()));
     };
-    let scorer = accuracy::scorer(&method).map_err(|e| bad(format!("accuracy_config.{e}")))?;
+    let scorer = accuracy::scorer(&method).map_err(|e| {
+        bad(format!(
+            "accuracy_config.{e}; remove this dataset from datasets: (or --dataset) to run the \
+             others"
+        ))
+    })?;
     let extractor = match text("extractor")? {
         Some(e) => Some(accuracy::extractor(&e).map_err(|e| bad(format!("accuracy_config: {e}")))?),
         None => {
