@@ -125,6 +125,58 @@ pub fn load_predefined(
             "dataset name {name:?} is not <id> or <id>::<preset>; fix the name"
         )));
     }
+    let mut rows = match id {
+        "random" => {
+            if let Some((key, why)) = predefined_refusals(spec).into_iter().next() {
+                return Err(AppError::Input(format!("dataset {name}: {key}: {why}")));
+            }
+            load_random(spec, preset, run_tokenizer)?
+        }
+        _ => load_predefined_rows(spec, id, preset)?.0,
+    };
+    if let Some(n) = spec.samples {
+        rows.truncate(usize::try_from(n).unwrap_or(usize::MAX));
+    }
+    Ok(Dataset { name, rows })
+}
+
+/// `load_predefined` and `predefined_column` from one read of the cache: an accuracy
+/// dataset's rows and its ground truth.
+pub fn load_predefined_with_column(
+    spec: &DatasetSpec,
+    column: &str,
+) -> Result<(Dataset, Vec<Option<Value>>), AppError> {
+    let name = spec.name.clone().unwrap_or_default();
+    let (id, preset) = predefined_name(spec).unwrap_or((name.as_str(), None));
+    if id == "random" {
+        return Err(no_ground_truth(&name, column));
+    }
+    if preset.is_some_and(|p| p.contains("::")) {
+        // The malformed name's own error.
+        load_predefined(spec, None)?;
+    }
+    let (mut rows, records) = load_predefined_rows(spec, id, preset)?;
+    let limit = spec.samples.map_or(usize::MAX, |n| usize::try_from(n).unwrap_or(usize::MAX));
+    rows.truncate(limit);
+    let values = records.into_iter().take(limit).map(|mut r| r.remove(column)).collect();
+    Ok((Dataset { name, rows }, values))
+}
+
+fn no_ground_truth(name: &str, column: &str) -> AppError {
+    AppError::Input(format!(
+        "dataset {name}: random generates its prompts and has no ground-truth column \
+         {column:?}; score a dataset with answers"
+    ))
+}
+
+/// A cached id's rows and records, after the refusals and the parser note of
+/// `load_predefined`.
+fn load_predefined_rows(
+    spec: &DatasetSpec,
+    id: &str,
+    preset: Option<&str>,
+) -> Result<(Vec<Row>, Vec<Record>), AppError> {
+    let name = spec.name.as_deref().unwrap_or_default();
     if let Some((key, why)) = predefined_refusals(spec).into_iter().next() {
         return Err(AppError::Input(format!("dataset {name}: {key}: {why}")));
     }
@@ -135,14 +187,7 @@ pub fn load_predefined(
              ignores it; its mapping names the preset's own columns, so the rows are the same"
         );
     }
-    let mut rows = match id {
-        "random" => load_random(spec, preset, run_tokenizer)?,
-        _ => load_cached(spec, id, preset)?.0,
-    };
-    if let Some(n) = spec.samples {
-        rows.truncate(usize::try_from(n).unwrap_or(usize::MAX));
-    }
-    Ok(Dataset { name, rows })
+    load_cached(spec, id, preset)
 }
 
 /// One column of a predefined dataset's processed table (the frame the reference's scorer
@@ -152,10 +197,7 @@ pub fn predefined_column(spec: &DatasetSpec, column: &str) -> Result<Vec<Option<
     let name = spec.name.clone().unwrap_or_default();
     let (id, preset) = predefined_name(spec).unwrap_or((name.as_str(), None));
     if id == "random" {
-        return Err(AppError::Input(format!(
-            "dataset {name}: random generates its prompts and has no ground-truth column \
-             {column:?}; score a dataset with answers"
-        )));
+        return Err(no_ground_truth(&name, column));
     }
     if let Some((key, why)) = predefined_refusals(spec).into_iter().next() {
         return Err(AppError::Input(format!("dataset {name}: {key}: {why}")));
@@ -978,6 +1020,13 @@ mod tests {
         let truth = predefined_column(&s, "highlights").unwrap();
         assert_eq!(truth, [Some(Value::from("cat sat")), Some(Value::from("dogs barked"))]);
         assert_eq!(predefined_column(&s, "nope").unwrap(), [None, None]);
+        // One read gives the same rows and column, cut together by samples.
+        let mut one = s.clone();
+        one.samples = Some(1);
+        let (rows, column) = load_predefined_with_column(&one, "highlights").unwrap();
+        assert_eq!((rows.rows, column), (ds.rows[..1].to_vec(), truth[..1].to_vec()));
+        let random = load_predefined_with_column(&spec("random", Value::Null), "answer");
+        assert!(random.unwrap_err().to_string().contains("no ground-truth column"));
         let err = load_predefined(&spec("cnn_dailymail::other", serde_json::Value::Null), None);
         assert!(err.unwrap_err().to_string().contains("presets: llama3_8b"));
     }

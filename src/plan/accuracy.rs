@@ -114,9 +114,9 @@ pub(super) fn resolve_accuracy(
             )));
         }
         let mut scoring = resolve_scoring(spec, &name)?;
-        let dataset = crate::dataset::load_dataset_spec(spec)?;
+        let (dataset, values) = crate::dataset::load_dataset_and_column(spec, scoring.column())?;
         scoring.ground_truth =
-            read_ground_truth(spec, &name, scoring.column(), dataset.rows.len())?;
+            ground_truth_text(values, &name, scoring.column(), dataset.rows.len())?;
         datasets.push(AccuracyDataset { name, dataset, scoring });
     }
     let perf_spec = config.datasets.iter().find(|d| d.kind == DatasetKind::Performance);
@@ -124,8 +124,9 @@ pub(super) fn resolve_accuracy(
         (Some(spec), Some(rows)) if mode != TestMode::Acc && spec.accuracy_config.is_some() => {
             let name = spec.display_name();
             let mut scoring = resolve_scoring(spec, &name)?;
+            let values = crate::dataset::read_column(spec, scoring.column())?;
             scoring.ground_truth =
-                read_ground_truth(spec, &name, scoring.column(), rows.rows.len())?;
+                ground_truth_text(values, &name, scoring.column(), rows.rows.len())?;
             if scoring.num_repeats != 1 {
                 return Err(AppError::Input(format!(
                     "dataset {}: a performance dataset's accuracy_config.num_repeats must be 1, \
@@ -154,7 +155,7 @@ pub(super) fn resolve_accuracy(
 
 /// A dataset's `accuracy_config`, checked key by key as the reference's `AccuracyConfig`
 /// (`extra="forbid"`) and `_resolve_accuracy_components` check it.
-/// The ground truth is read once the dataset is loaded (`read_ground_truth`).
+/// The ground truth is read with the dataset (`ground_truth_text`).
 fn resolve_scoring(spec: &DatasetSpec, name: &str) -> Result<Scoring, AppError> {
     let empty = BTreeMap::new();
     let cfg = spec.accuracy_config.as_ref().unwrap_or(&empty);
@@ -227,13 +228,12 @@ fn resolve_repeats(value: Option<&Value>) -> Result<u32, String> {
 /// The ground-truth column of every row, as text (strings as they are, numbers and other
 /// values as JSON): a file without it is refused before the run. A predefined dataset's
 /// column is read from the same processed records its rows were made from.
-fn read_ground_truth(
-    spec: &DatasetSpec,
+fn ground_truth_text(
+    values: Vec<Option<Value>>,
     name: &str,
     column: &str,
     rows: usize,
 ) -> Result<Vec<String>, AppError> {
-    let values = crate::dataset::read_column(spec, column)?;
     if values.len() < rows || values.iter().take(rows).any(Option::is_none) {
         let missing = values.iter().position(Option::is_none).unwrap_or(values.len());
         return Err(AppError::Input(format!(
