@@ -346,11 +346,21 @@ mod tests {
         let config = Config::from_yaml_str(&text, "t.yaml").unwrap();
         assert!(run_refusals(&config).is_empty(), "{:?}", run_refusals(&config));
         let plan = resolve_plan(config, 0);
+        // The same dataset as the performance one, scored on its own outputs.
+        let perf = format!(
+            "type: offline\nmodel_params: {{name: m}}\ndatasets:\n  - {{name: \"gpqa::gptoss\", \
+             path: {}, samples: 1, accuracy_config: {{eval_method: pass_at_1, extractor: \
+             abcd_extractor}}}}\n",
+            file.display()
+        );
+        let perf_plan = resolve_plan(Config::from_yaml_str(&perf, "p.yaml").unwrap(), 0);
         let _ = std::fs::remove_dir_all(&dir);
         let d = &plan.unwrap().accuracy.datasets[0];
         assert_eq!(d.name, "gpqa::gptoss");
         assert_eq!(d.scoring.ground_truth, ["choice2", "choice4"]);
         assert!(d.dataset.rows[1].prompt.as_deref().unwrap().starts_with("Q1\n\n(A) a\n"));
+        let scoring = perf_plan.unwrap().accuracy.performance.expect("scored as performance");
+        assert_eq!(scoring.ground_truth, ["choice2"]);
     }
 
     #[test]
