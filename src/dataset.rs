@@ -333,7 +333,24 @@ pub fn is_predefined(spec: &DatasetSpec) -> bool {
 
 /// One column of a dataset file (an accuracy dataset's ground truth), a value per row up to
 /// `samples=`; `None` where a row lacks it. A `parser:` target named `column` reads its source.
+/// An accuracy dataset's rows and its `column` (`load_dataset_spec` and `read_column`), a
+/// predefined dataset's from one read of its cache.
+pub fn load_dataset_and_column(
+    spec: &DatasetSpec,
+    column: &str,
+) -> Result<(Dataset, Vec<Option<Value>>), AppError> {
+    if is_predefined(spec) {
+        return predefined::load_predefined_with_column(spec, column);
+    }
+    Ok((load_file_dataset(spec)?, read_column(spec, column)?))
+}
+
+/// A predefined dataset's column comes from its processed table, as the reference's scorer
+/// reads it (`predefined::predefined_column`).
 pub fn read_column(spec: &DatasetSpec, column: &str) -> Result<Vec<Option<Value>>, AppError> {
+    if is_predefined(spec) {
+        return predefined::predefined_column(spec, column);
+    }
     let limit = spec.samples.map_or(usize::MAX, |n| usize::try_from(n).unwrap_or(usize::MAX));
     let source = spec.parser.as_ref().and_then(|p| p.other.get(column)).map_or(column, |s| s);
     let records = read_records(spec, limit)?;

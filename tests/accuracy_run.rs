@@ -7,6 +7,7 @@ mod common;
 mod support;
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use common::{assets, char_tokenizer, report_dir, run, stub};
 use loadgen_stubs::{load_answers, StubKind, StubServer};
@@ -445,7 +446,7 @@ fn report_dir_of(name: &str) -> PathBuf {
 }
 
 /// Its LiveCodeBench dataset needs the reference's execution service: refused by name, before
-/// any request.
+/// any request, saying so and how to run the rest; a file scored by code_bench_scorer too.
 #[test]
 fn an_example_with_an_external_scorer_is_refused_naming_it() {
     let server = table_stub();
@@ -454,8 +455,25 @@ fn an_example_with_an_external_scorer_is_refused_naming_it() {
     let out = run(["benchmark", "from-config", "-c", &config.display().to_string()]);
     assert_eq!(out.status.code(), Some(2));
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(stderr.contains("\"code_bench_scorer\" is not supported"), "{stderr}");
+    for needle in [
+        "datasets[0].name (dataset livecodebench::gptoss)",
+        "code_bench_scorer",
+        "LiveCodeBench's external execution service",
+        "remove this dataset from datasets: to run the others",
+    ] {
+        assert!(stderr.contains(needle), "{needle}: {stderr}");
+    }
     assert!(!dir.join("events.jsonl").exists(), "nothing ran");
+    assert_eq!(server.totals().requests, 0, "no request was sent");
+    let dir = report_dir("acc-lcb-file");
+    let mut args = base_args(&server.url(), &dir);
+    let lcb = acc("code.jsonl", "lcb", "code_bench_scorer", "python_code_extractor", "");
+    args.extend(["--dataset", &fixture("perf.jsonl"), "--dataset", &lcb].map(String::from));
+    let out = run(&args);
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("\"code_bench_scorer\" is not supported"), "{stderr}");
+    assert!(stderr.contains("remove this dataset from datasets: (or --dataset)"), "{stderr}");
 }
 
 /// With no `--accuracy-drain-timeout` an accuracy phase waits for its never-answered sample
@@ -487,4 +505,174 @@ fn the_accuracy_drain_waits_without_limit_until_an_interrupt() {
         !dir.join("accuracy/accuracy_results.json").exists(),
         "an interrupted run is not scored"
     );
+}
+
+/// A scratch working directory under the target dir, removed on drop.
+struct Scratch(PathBuf);
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn scratch(tag: &str) -> Scratch {
+    let path = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("acc-predefined-{tag}"));
+    let _ = std::fs::remove_dir_all(&path);
+    std::fs::create_dir_all(&path).unwrap();
+    Scratch(path)
+}
+
+fn string_batch(columns: &[(&str, Vec<&str>)]) -> arrow_array::RecordBatch {
+    use arrow_array::{ArrayRef, StringArray};
+    arrow_array::RecordBatch::try_from_iter(columns.iter().map(|(name, cells)| {
+        let cells = Arc::new(StringArray::from(cells.clone())) as ArrayRef;
+        (name.to_string(), cells)
+    }))
+    .unwrap()
+}
+
+/// A `save_to_disk` DatasetDict split, as the reference's loaders keep it under `hf_cache/`.
+fn write_saved_split(dir: &Path, split: &str, columns: &[(&str, Vec<&str>)]) {
+    let folder = dir.join(split);
+    std::fs::create_dir_all(&folder).unwrap();
+    std::fs::write(dir.join("dataset_dict.json"), format!("{{\"splits\": [\"{split}\"]}}"))
+        .unwrap();
+    let state = serde_json::json!({"_data_files": [{"filename": "data-00000-of-00001.arrow"}]});
+    std::fs::write(folder.join("state.json"), state.to_string()).unwrap();
+    let batch = string_batch(columns);
+    let file = std::fs::File::create(folder.join("data-00000-of-00001.arrow")).unwrap();
+    let mut w = arrow_ipc::writer::StreamWriter::try_new(file, &batch.schema()).unwrap();
+    w.write(&batch).unwrap();
+    w.finish().unwrap();
+}
+
+/// A processed parquet file, as the reference's `generate` writes it.
+fn write_parquet(file: &Path, columns: &[(&str, Vec<&str>)]) {
+    std::fs::create_dir_all(file.parent().unwrap()).unwrap();
+    let batch = string_batch(columns);
+    let out = std::fs::File::create(file).unwrap();
+    let mut w = parquet::arrow::ArrowWriter::try_new(out, batch.schema(), None).unwrap();
+    w.write(&batch).unwrap();
+    w.close().unwrap();
+}
+
+const AIME_SUFFIX: &str =
+    "\nPlease reason step by step, and put your final answer within \\boxed{}.";
+const GPQA_SUFFIX: &str =
+    "\n\nExpress your final answer as the corresponding option 'A', 'B', 'C', or 'D'.";
+
+fn cnn_prompt(article: &str) -> String {
+    format!(
+        "Summarize the following news article in 128 tokens. Please output the summary only, \
+         without any other text.\n\nArticle:\n{article}\n\nSummary:"
+    )
+}
+
+/// The reference's caches in `dir/dataset_cache` (the default `datasets_dir`, relative to
+/// the working directory), and the answer table for their preset prompts. GPQA's choices
+/// are shuffled by CPython's `Random(0)`: `sample(range(4), 4)` gives [3, 1, 0, 2],
+/// [3, 1, 2, 0], [2, 3, 0, 1], so the correct answers land on C, D, C.
+fn write_predefined_caches(dir: &Path) -> PathBuf {
+    let cache = dir.join("dataset_cache");
+    // Raw AIME2025-I rows (read twice, as the reference's loader does): answers normalised.
+    let aime = [("question", vec!["six sevens?", "three and four?"]), ("answer", vec!["042", "7"])];
+    write_saved_split(&cache.join("hf_cache/aime25"), "test", &aime);
+    let gpqa = [
+        ("Question", vec!["Q0", "Q1", "Q2"]),
+        ("Correct Answer", vec!["r0", "r1", "r2"]),
+        ("Incorrect Answer 1", vec!["a0", "a1", "a2"]),
+        ("Incorrect Answer 2", vec!["b0", "b1", "b2"]),
+        ("Incorrect Answer 3", vec!["c0", "c1", "c2"]),
+    ];
+    write_saved_split(&cache.join("hf_cache/gpqa_diamond"), "train", &gpqa);
+    let cnn = [
+        ("article", vec!["The cat.", "The dogs."]),
+        ("highlights", vec!["the cat sat on the mat", "dogs bark loudly"]),
+        ("id", vec!["c", "d"]),
+    ];
+    write_parquet(&cache.join("cnn_dailymail/cnn_dailymail.parquet"), &cnn);
+    let gpqa_prompt = |q: &str, choices: [&str; 4]| {
+        let [a, b, c, d] = choices;
+        format!("{q}\n\n(A) {a}\n(B) {b}\n(C) {c}\n(D) {d}{GPQA_SUFFIX}")
+    };
+    let answers = serde_json::json!({
+        "xx": "ok", "xxx": "ok",
+        format!("six sevens?{AIME_SUFFIX}"): "so \\boxed{42}",
+        format!("three and four?{AIME_SUFFIX}"): "\\boxed{8}",
+        gpqa_prompt("Q0", ["c0", "a0", "r0", "b0"]): "The answer is (C)",
+        gpqa_prompt("Q1", ["c1", "a1", "b1", "r1"]): "Answer: A",
+        gpqa_prompt("Q2", ["b2", "c2", "r2", "a2"]): "(C)",
+        cnn_prompt("The cat."): "the cat sat on the mat",
+        cnn_prompt("The dogs."): "cats meow softly",
+    });
+    let path = dir.join("answers.json");
+    std::fs::write(&path, answers.to_string()).unwrap();
+    path
+}
+
+/// Runs `benchmark from-config` on a shape file in `cwd` (its `dataset_cache/` is the
+/// predefined datasets' cache), with no user cache reachable.
+fn run_in(cwd: &Path, config: &Path) -> std::process::Output {
+    let out = common::bin()
+        .args(["benchmark", "from-config", "-c"])
+        .arg(config)
+        .current_dir(cwd)
+        .env("HOME", cwd)
+        .env_remove("HF_HOME")
+        .env_remove("HF_DATASETS_CACHE")
+        .env_remove("XDG_CACHE_HOME")
+        .output()
+        .expect("the binary runs");
+    common::show(&out);
+    out
+}
+
+/// The reference's gpt-oss and CNN examples with their predefined accuracy datasets, read
+/// from a local cache in the reference's layout and scored against the ground truth of the
+/// same processed records: the scores a reader works out from the answer table.
+#[test]
+fn the_reference_examples_score_their_predefined_datasets_from_the_local_cache() {
+    let cwd = scratch("examples");
+    let answers = load_answers(&write_predefined_caches(&cwd.0)).unwrap();
+    let bodies = loadgen_stubs::BodyLog::default();
+    let server = stub(StubKind::Echo, |c| {
+        c.answers = Some(answers);
+        c.body_log = Some(bodies.clone());
+    });
+    let dir = report_dir("acc-predefined-gptoss");
+    let config = shape_config("online_gptoss_predefined_shape", &server.url(), &dir);
+    assert_eq!(run_in(&cwd.0, &config).status.code(), Some(0), "the gpt-oss example runs");
+    let r = results(&dir);
+    let aime = entry(&r, "aime25::gptoss");
+    // 4 rows (part I twice), 8 repeats; \boxed{42} matches the normalised "042", 8 != 7.
+    assert_eq!(aime["score"].as_f64(), Some(0.5));
+    assert_eq!(aime["total_samples"], 32);
+    assert_eq!(aime["ground_truth_column"], "answer");
+    let gpqa = entry(&r, "gpqa::gptoss");
+    // C is choice3 for Q0 and Q2; A is not Q1's D.
+    assert_eq!(gpqa["score"].as_f64(), Some(2.0 / 3.0));
+    assert_eq!(gpqa["response_counts"]["issued"], 15, "3 rows, 5 repeats");
+
+    let dir = report_dir("acc-predefined-cnn");
+    let config = shape_config("offline_cnn_predefined_shape", &server.url(), &dir);
+    let out = run_in(&cwd.0, &config);
+    assert_eq!(out.status.code(), Some(0), "the CNN example runs");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("parser is ignored on a predefined dataset"), "{stderr}");
+    let cnn = results(&dir);
+    let cnn = entry(&cnn, "cnn_dailymail::llama3_8b");
+    assert_eq!(cnn["score"]["rouge1"], "50.0", "one summary exact, one with nothing shared");
+    assert_eq!(cnn["ground_truth_column"], "highlights");
+    assert_eq!(common::summary(&dir)["n_samples_completed"], 2);
+    let template = "{{- bos_token }}{%- for message in messages %}{{ message['content'] | trim \
+                    }}{%- endfor %}";
+    let logged = bodies.lock().unwrap();
+    let cnn_bodies: Vec<Value> = logged
+        .iter()
+        .map(|b| serde_json::from_slice::<Value>(b).unwrap())
+        .filter(|b| b["messages"][0]["content"].as_str().is_some_and(|c| c.contains("Article:")))
+        .collect();
+    assert_eq!(cnn_bodies.len(), 4, "2 accuracy and 2 performance requests");
+    assert!(cnn_bodies.iter().all(|b| b["chat_template"] == template), "{cnn_bodies:?}");
 }

@@ -1,5 +1,6 @@
 //! The reference's predefined datasets (`name: <id>` or `<id>::<preset>`): `random` is
-//! generated from the tokenizer; `aime25`, `gpqa` and `open_orca` are read from the files the
+//! generated from the tokenizer; `aime25`, `gpqa`, `cnn_dailymail` and `open_orca` are read
+//! from the files the
 //! reference's loaders write (`dataset_cache/…`), from its `hf_cache` folders or from the local
 //! Hugging Face datasets cache, with the reference's processing and presets. Nothing is ever
 //! downloaded; the other ids are refused by name.
@@ -31,7 +32,12 @@ pub const PREDEFINED_IDS: [&str; 12] = [
 
 /// Ids whose rows need what this tool does not do, and why.
 const REFUSED_IDS: [(&str, &str); 7] = [
-    ("livecodebench", "its rows are code problems scored by running tests (accuracy only)"),
+    (
+        "livecodebench",
+        "it is scored by code_bench_scorer, which runs the generated code in LiveCodeBench's \
+         external execution service, and this tool calls no external scoring service; remove \
+         this dataset from datasets: to run the others",
+    ),
     ("bfcl_v4", "its rows carry tool definitions and multi-turn function calls"),
     ("shopify_product_catalogue", "its rows carry product images (multimodal prompts)"),
     ("shopify_product_catalogue_8k", "its rows carry product images (multimodal prompts)"),
@@ -83,17 +89,18 @@ pub fn predefined_refusals(spec: &DatasetSpec) -> Vec<(String, String)> {
             ),
         );
     }
-    if (id, preset) == ("cnn_dailymail", Some("llama3_8b")) {
-        push(
-            "name",
-            "preset cnn_dailymail::llama3_8b sends its own chat_template in every request, \
-             which this tool cannot send; give the reference's cached file as a path \
-             (dataset_cache/cnn_dailymail/cnn_dailymail.parquet, parser: {prompt: article})"
-                .into(),
-        );
-    }
-    if spec.parser.is_some() {
-        push("parser", format!("predefined dataset {id} has its loader's columns (the reference ignores parser there)"));
+    if let Some(parser) = &spec.parser {
+        if let Some((target, source)) = changing_parser_entry(id, preset, parser) {
+            push(
+                "parser",
+                format!(
+                    "parser.{target}: {source} would change the rows of predefined dataset \
+                     {id}, but the reference ignores parser on a predefined dataset (its \
+                     preset's columns are {}); leave parser out",
+                    preset_columns(id, preset).join(", ")
+                ),
+            );
+        }
     }
     if spec.format.is_some() && spec.path.is_empty() {
         push(
@@ -118,17 +125,119 @@ pub fn load_predefined(
             "dataset name {name:?} is not <id> or <id>::<preset>; fix the name"
         )));
     }
-    if let Some((key, why)) = predefined_refusals(spec).into_iter().next() {
-        return Err(AppError::Input(format!("dataset {name}: {key}: {why}")));
-    }
     let mut rows = match id {
-        "random" => load_random(spec, preset, run_tokenizer)?,
-        _ => load_cached(spec, id, preset)?,
+        "random" => {
+            if let Some((key, why)) = predefined_refusals(spec).into_iter().next() {
+                return Err(AppError::Input(format!("dataset {name}: {key}: {why}")));
+            }
+            load_random(spec, preset, run_tokenizer)?
+        }
+        _ => load_predefined_rows(spec, id, preset)?.0,
     };
     if let Some(n) = spec.samples {
         rows.truncate(usize::try_from(n).unwrap_or(usize::MAX));
     }
     Ok(Dataset { name, rows })
+}
+
+/// `load_predefined` and `predefined_column` from one read of the cache: an accuracy
+/// dataset's rows and its ground truth.
+pub fn load_predefined_with_column(
+    spec: &DatasetSpec,
+    column: &str,
+) -> Result<(Dataset, Vec<Option<Value>>), AppError> {
+    let name = spec.name.clone().unwrap_or_default();
+    let (id, preset) = predefined_name(spec).unwrap_or((name.as_str(), None));
+    if id == "random" {
+        return Err(no_ground_truth(&name, column));
+    }
+    if preset.is_some_and(|p| p.contains("::")) {
+        // The malformed name's own error.
+        load_predefined(spec, None)?;
+    }
+    let (mut rows, records) = load_predefined_rows(spec, id, preset)?;
+    let limit = spec.samples.map_or(usize::MAX, |n| usize::try_from(n).unwrap_or(usize::MAX));
+    rows.truncate(limit);
+    let values = records.into_iter().take(limit).map(|mut r| r.remove(column)).collect();
+    Ok((Dataset { name, rows }, values))
+}
+
+fn no_ground_truth(name: &str, column: &str) -> AppError {
+    AppError::Input(format!(
+        "dataset {name}: random generates its prompts and has no ground-truth column \
+         {column:?}; score a dataset with answers"
+    ))
+}
+
+/// A cached id's rows and records, after the refusals and the parser note of
+/// `load_predefined`.
+fn load_predefined_rows(
+    spec: &DatasetSpec,
+    id: &str,
+    preset: Option<&str>,
+) -> Result<(Vec<Row>, Vec<Record>), AppError> {
+    let name = spec.name.as_deref().unwrap_or_default();
+    if let Some((key, why)) = predefined_refusals(spec).into_iter().next() {
+        return Err(AppError::Input(format!("dataset {name}: {key}: {why}")));
+    }
+    if spec.parser.is_some() {
+        // Accepted only as a no-op (predefined_refusals), so it is said once, not dropped.
+        eprintln!(
+            "note: dataset {name}: parser is ignored on a predefined dataset, as the reference \
+             ignores it; its mapping names the preset's own columns, so the rows are the same"
+        );
+    }
+    load_cached(spec, id, preset)
+}
+
+/// One column of a predefined dataset's processed table (the frame the reference's scorer
+/// reads its ground truth from, before the preset's transforms), a value per row up to
+/// `samples`; `None` where a row lacks it.
+pub fn predefined_column(spec: &DatasetSpec, column: &str) -> Result<Vec<Option<Value>>, AppError> {
+    let name = spec.name.clone().unwrap_or_default();
+    let (id, preset) = predefined_name(spec).unwrap_or((name.as_str(), None));
+    if id == "random" {
+        return Err(no_ground_truth(&name, column));
+    }
+    if let Some((key, why)) = predefined_refusals(spec).into_iter().next() {
+        return Err(AppError::Input(format!("dataset {name}: {key}: {why}")));
+    }
+    let (_, mut records) = load_cached(spec, id, preset)?;
+    if let Some(n) = spec.samples {
+        records.truncate(usize::try_from(n).unwrap_or(usize::MAX));
+    }
+    Ok(records.into_iter().map(|mut r| r.remove(column)).collect())
+}
+
+/// The columns a preset's rows carry (what a no-op parser may name).
+fn preset_columns(id: &str, preset: Option<&str>) -> Vec<&'static str> {
+    match (id, preset) {
+        ("open_orca", _) => vec!["prompt", "system"],
+        ("cnn_dailymail", Some("llama3_8b")) => vec!["prompt", "chat_template"],
+        _ => vec!["prompt"],
+    }
+}
+
+/// The first `parser` entry (target, source) that would change a predefined dataset's rows:
+/// the reference ignores parser there, so only a mapping that names the preset's own columns
+/// as they already are (`input: prompt`, a prompt alias reading the prompt; `system: system`)
+/// is accepted.
+fn changing_parser_entry(
+    id: &str,
+    preset: Option<&str>,
+    parser: &super::ParserMap,
+) -> Option<(String, String)> {
+    let columns = preset_columns(id, preset);
+    let entries = [("prompt", parser.prompt.as_ref()), ("system", parser.system.as_ref())]
+        .into_iter()
+        .filter_map(|(t, s)| s.map(|s| (t.to_string(), s.clone())))
+        .chain(parser.other.iter().map(|(t, s)| (t.clone(), s.clone())));
+    let same = |target: &str, source: &str| {
+        let is_prompt = target == "prompt" || super::PROMPT_ALIASES.contains(&target);
+        let as_prompt = is_prompt && source == "prompt";
+        id != "random" && (as_prompt || (target == source && columns.contains(&source)))
+    };
+    entries.into_iter().find(|(t, s)| !same(t, s))
 }
 
 fn load_random(
@@ -180,9 +289,10 @@ struct CachedId {
     presets: &'static [&'static str],
 }
 
-const CACHED_IDS: [CachedId; 3] = [
+const CACHED_IDS: [CachedId; 4] = [
     CachedId { id: "aime25", keys: &["seed", "max_samples"], presets: &["gptoss"] },
     CachedId { id: "gpqa", keys: &["variant", "seed", "max_samples"], presets: &["gptoss"] },
+    CachedId { id: "cnn_dailymail", keys: &["seed", "max_samples"], presets: &["llama3_8b"] },
     CachedId { id: "open_orca", keys: &["variant"], presets: &["llama2_70b"] },
 ];
 
@@ -253,7 +363,16 @@ fn cache_params(spec: &DatasetSpec, c: &CachedId) -> Result<CacheParams, AppErro
     Ok(out)
 }
 
-fn load_cached(spec: &DatasetSpec, id: &str, preset: Option<&str>) -> Result<Vec<Row>, AppError> {
+/// One processed record: its columns by name.
+type Record = Map<String, Value>;
+
+/// The preset's rows and the processed records they were made from (the ground truth's
+/// table), in the same order.
+fn load_cached(
+    spec: &DatasetSpec,
+    id: &str,
+    preset: Option<&str>,
+) -> Result<(Vec<Row>, Vec<Record>), AppError> {
     let Some(c) = CACHED_IDS.iter().find(|c| c.id == id) else {
         return Err(AppError::Input(format!("predefined dataset {id} cannot be read here")));
     };
@@ -272,7 +391,9 @@ fn load_cached(spec: &DatasetSpec, id: &str, preset: Option<&str>) -> Result<Vec
     }
     let params = cache_params(spec, c)?;
     let records = find_records(spec, c, &params)?;
-    records.iter().enumerate().map(|(i, rec)| preset_row(id, rec, i)).collect()
+    let rows: Result<Vec<Row>, AppError> =
+        records.iter().enumerate().map(|(i, rec)| preset_row(id, rec, i)).collect();
+    Ok((rows?, records))
 }
 
 /// The processed rows of `c`: `path` when given, else the reference's processed file under
@@ -356,6 +477,12 @@ fn raw_source(id: &str, variant: &str) -> Option<RawSource> {
             config: format!("gpqa_{variant}"),
             split: "train",
             hf_cache: format!("gpqa_{variant}"),
+        }),
+        "cnn_dailymail" => Some(RawSource {
+            repo: "abisee/cnn_dailymail",
+            config: "3.0.0".into(),
+            split: "validation",
+            hf_cache: "cnndailymail".into(),
         }),
         _ => None,
     }
@@ -472,7 +599,47 @@ fn process_raw(
     let records = sample_rows(records, params.max_samples, params.seed);
     match id {
         "gpqa" => gpqa_rows(&records, params.seed),
+        "aime25" => Ok(records.into_iter().map(aime25_row).collect()),
         _ => Ok(records),
+    }
+}
+
+/// AIME25's processing: `question`, and `answer` as `str(normalize_number(answer))` for a
+/// string (its leading digits as a number, `None` without), `str(answer)` otherwise.
+fn aime25_row(mut rec: Map<String, Value>) -> Map<String, Value> {
+    let answer = match rec.remove("answer") {
+        Some(Value::String(s)) => {
+            let digits: String = s.chars().take_while(char::is_ascii_digit).collect();
+            // int() drops leading zeros; an empty match is Python's None.
+            match digits.trim_start_matches('0') {
+                "" if digits.is_empty() => "None".to_string(),
+                "" => "0".to_string(),
+                d => d.to_string(),
+            }
+        }
+        Some(other) => python_str(&other),
+        None => "None".to_string(),
+    };
+    let mut out = Map::new();
+    out.insert("question".into(), rec.remove("question").unwrap_or(Value::Null));
+    out.insert("answer".into(), Value::String(answer));
+    out
+}
+
+/// Python's `str()` of a scalar cell (`True`, `None`, `2.0`).
+fn python_str(v: &Value) -> String {
+    match v {
+        Value::Bool(true) => "True".into(),
+        Value::Bool(false) => "False".into(),
+        Value::Number(n) if n.is_f64() => {
+            let f = n.as_f64().unwrap_or_default();
+            if f.fract() == 0.0 && f.abs() < 1e16 {
+                format!("{f:.1}")
+            } else {
+                f.to_string()
+            }
+        }
+        other => cell_text(other),
     }
 }
 
@@ -536,9 +703,19 @@ fn gpqa_rows(
             let perm = py_sample(&mut rng, 4, 4);
             let mut out = Map::new();
             out.insert("question".into(), column(rec, "Question", "gpqa", i)?.clone());
+            let correct = column(rec, cols[0], "gpqa", i)?;
+            let mut ground_truth = None;
             for (slot, &from) in perm.iter().enumerate() {
                 let choice = column(rec, cols[from], "gpqa", i)?.clone();
+                // `choices.index(correct)`: the first slot holding the correct text.
+                if ground_truth.is_none() && &choice == correct {
+                    ground_truth = Some(format!("choice{}", slot + 1));
+                }
                 out.insert(format!("choice{}", slot + 1), choice);
+            }
+            out.insert("ground_truth".into(), Value::from(ground_truth.unwrap_or_default()));
+            for (to, from) in [("domain", "High-level domain"), ("subdomain", "Subdomain")] {
+                out.insert(to.into(), rec.get(from).cloned().unwrap_or_else(|| Value::from("")));
             }
             Ok(out)
         })
@@ -587,6 +764,17 @@ fn preset_row(id: &str, rec: &Map<String, Value>, i: usize) -> Result<Row, AppEr
             text("choice3")?,
             text("choice4")?
         ),
+        "cnn_dailymail" => {
+            let prompt = format!(
+                "Summarize the following news article in {CNN_MAX_NEW_TOKENS} tokens. Please \
+                 output the summary only, without any other text.\n\nArticle:\n{}\n\nSummary:",
+                text("article")?
+            );
+            // AddStaticColumns({"chat_template": …}): sent with every request.
+            let template = Value::from(CNN_LLAMA3_8B_TEMPLATE);
+            let request_columns = vec![("chat_template".to_string(), template)];
+            return Ok(Row { prompt: Some(prompt), request_columns, ..Row::default() });
+        }
         // open_orca::llama2_70b renames question to prompt and system_prompt to system.
         _ => {
             let system = Some(text("system_prompt")?);
@@ -595,6 +783,13 @@ fn preset_row(id: &str, rec: &Map<String, Value>, i: usize) -> Result<Row, AppEr
     };
     Ok(Row { prompt: Some(prompt), ..Row::default() })
 }
+
+/// `cnn_dailymail::llama3_8b`'s `max_new_tokens` default, which its prompt names.
+const CNN_MAX_NEW_TOKENS: u32 = 128;
+
+/// The chat template `cnn_dailymail::llama3_8b` sends (the legacy tokenized prompts' form).
+const CNN_LLAMA3_8B_TEMPLATE: &str =
+    "{{- bos_token }}{%- for message in messages %}{{ message['content'] | trim }}{%- endfor %}";
 
 /// The error for a predefined dataset found nowhere: where it looked and what to download.
 fn not_found(id: &str, variant: &str, raw: Option<&RawSource>, looked: &[String]) -> AppError {
@@ -744,6 +939,127 @@ mod tests {
         assert_eq!(load_predefined(&spec("gpqa::gptoss", params), None).unwrap().rows.len(), 2);
     }
 
+    /// CPython: `r = random.Random(0)`, three `r.sample(range(4), 4)`: [3, 1, 0, 2],
+    /// [3, 1, 2, 0], [2, 3, 0, 1], so the correct answer lands on C, D, C.
+    #[test]
+    fn gpqa_ground_truth_names_the_choice_the_correct_answer_was_shuffled_to() {
+        let dir = Scratch::new("gpqa-truth");
+        let raw = strings(&[
+            ("Question", vec!["Q0", "Q1", "Q2"]),
+            ("Correct Answer", vec!["right0", "right1", "same"]),
+            ("Incorrect Answer 1", vec!["w1a", "w1b", "w1c"]),
+            ("Incorrect Answer 2", vec!["w2a", "w2b", "same"]),
+            ("Incorrect Answer 3", vec!["w3a", "w3b", "w3c"]),
+            ("High-level domain", vec!["Physics", "Chemistry", "Biology"]),
+        ]);
+        write_saved_split(&dir.0.join("hf_cache/gpqa_diamond"), "train", &raw);
+        let s =
+            spec("gpqa::gptoss", serde_json::json!({"datasets_dir": dir.0.display().to_string()}));
+        let truth = predefined_column(&s, "ground_truth").unwrap();
+        // Row 2's correct text is also its second wrong answer (slot A): index() finds A.
+        let want = ["choice3", "choice4", "choice1"].map(|c| Some(Value::from(c)));
+        assert_eq!(truth, want);
+        let prompt = load_predefined(&s, None).unwrap().rows[0].prompt.clone().unwrap();
+        assert!(prompt.starts_with("Q0\n\n(A) w3a\n(B) w1a\n(C) right0\n(D) w2a\n\n"), "{prompt}");
+        let domain = predefined_column(&s, "domain").unwrap();
+        assert_eq!(domain[1], Some(Value::from("Chemistry")));
+        assert_eq!(predefined_column(&s, "subdomain").unwrap()[0], Some(Value::from("")));
+        let mut two = s.clone();
+        two.samples = Some(2);
+        assert_eq!(predefined_column(&two, "ground_truth").unwrap().len(), 2, "samples: 2");
+    }
+
+    #[test]
+    fn aime25_answers_from_raw_rows_are_normalised_as_its_loader_does() {
+        let dir = Scratch::new("aime-raw");
+        let raw = strings(&[
+            ("question", vec!["six sevens?", "a third?", "zero?"]),
+            ("answer", vec!["042", "no digits", "00"]),
+        ]);
+        write_saved_split(&dir.0.join("hf_cache/aime25"), "test", &raw);
+        let s = spec(
+            "aime25::gptoss",
+            serde_json::json!({"datasets_dir": dir.0.display().to_string()}),
+        );
+        let answers = predefined_column(&s, "answer").unwrap();
+        // Part I twice (see raw_source); int() of the leading digits, None without.
+        let once = ["42", "None", "0"].map(|a| Some(Value::from(a)));
+        assert_eq!(answers, [once.clone(), once].concat());
+        assert_eq!(load_predefined(&s, None).unwrap().rows.len(), 6);
+        let processed = strings(&[("question", vec!["q"]), ("answer", vec!["007"])]);
+        write_parquet(&dir.0.join("aime25/aime25.parquet"), &processed);
+        // The processed file is the reference's own: read as it is.
+        assert_eq!(predefined_column(&s, "answer").unwrap(), [Some(Value::from("007"))]);
+    }
+
+    #[test]
+    fn cnn_dailymail_llama3_8b_sends_its_prompt_and_chat_template_and_scores_highlights() {
+        let dir = Scratch::new("cnn");
+        let batch = strings(&[
+            ("article", vec!["A cat sat.", "Dogs barked."]),
+            ("highlights", vec!["cat sat", "dogs barked"]),
+            ("id", vec!["a", "b"]),
+        ]);
+        write_parquet(&dir.0.join("cnn_dailymail/cnn_dailymail.parquet"), &batch);
+        let params = serde_json::json!({"datasets_dir": dir.0.display().to_string()});
+        let s = spec("cnn_dailymail::llama3_8b", params);
+        assert!(predefined_refusals(&s).is_empty(), "{:?}", predefined_refusals(&s));
+        let ds = load_predefined(&s, None).unwrap();
+        let want = "Summarize the following news article in 128 tokens. Please output the \
+                    summary only, without any other text.\n\nArticle:\nA cat sat.\n\nSummary:";
+        assert_eq!(ds.rows[0].prompt.as_deref(), Some(want));
+        let template = "{{- bos_token }}{%- for message in messages %}{{ message['content'] | \
+                        trim }}{%- endfor %}";
+        assert_eq!(ds.rows[1].request_column("chat_template"), Some(&Value::from(template)));
+        // A text prompt's ISL is the text's tokens, template or not: the reference counts
+        // `PromptData.text` (IslTrigger) and renders a template only for messages.
+        let tok = format!("{}/tests/assets/tokenizers/char", env!("CARGO_MANIFEST_DIR"));
+        let tok = crate::tokenizer::Tokenizer::load(&tok).unwrap();
+        let isl = tok.count_row_with(&ds.rows[0], None).unwrap();
+        assert_eq!(isl, tok.count(want).unwrap());
+        let truth = predefined_column(&s, "highlights").unwrap();
+        assert_eq!(truth, [Some(Value::from("cat sat")), Some(Value::from("dogs barked"))]);
+        assert_eq!(predefined_column(&s, "nope").unwrap(), [None, None]);
+        // One read gives the same rows and column, cut together by samples.
+        let mut one = s.clone();
+        one.samples = Some(1);
+        let (rows, column) = load_predefined_with_column(&one, "highlights").unwrap();
+        assert_eq!((rows.rows, column), (ds.rows[..1].to_vec(), truth[..1].to_vec()));
+        let random = load_predefined_with_column(&spec("random", Value::Null), "answer");
+        assert!(random.unwrap_err().to_string().contains("no ground-truth column"));
+        let err = load_predefined(&spec("cnn_dailymail::other", serde_json::Value::Null), None);
+        assert!(err.unwrap_err().to_string().contains("presets: llama3_8b"));
+    }
+
+    #[test]
+    fn a_parser_on_a_predefined_dataset_is_accepted_only_when_it_changes_nothing() {
+        let parser = |pairs: &[(&str, &str)]| -> super::super::ParserMap {
+            let map: serde_json::Map<String, Value> =
+                pairs.iter().map(|(k, v)| (k.to_string(), Value::from(*v))).collect();
+            serde_json::from_value(Value::Object(map)).unwrap()
+        };
+        let with = |name: &str, pairs: &[(&str, &str)]| {
+            let mut s = spec(name, serde_json::Value::Null);
+            s.parser = Some(parser(pairs));
+            predefined_refusals(&s)
+        };
+        // The reference ignores parser there; these name the preset's columns as they are.
+        assert!(with("cnn_dailymail::llama3_8b", &[("input", "prompt")]).is_empty());
+        assert!(with("aime25::gptoss", &[("prompt", "prompt")]).is_empty());
+        assert!(with("open_orca::llama2_70b", &[("system", "system")]).is_empty());
+        for (name, pairs) in [
+            ("cnn_dailymail::llama3_8b", &[("prompt", "article")][..]),
+            ("gpqa::gptoss", &[("input", "question")][..]),
+            ("aime25::gptoss", &[("system", "system")][..]),
+            ("random", &[("prompt", "prompt")][..]),
+        ] {
+            let refused = with(name, pairs);
+            assert_eq!(refused.len(), 1, "{name} {pairs:?}: {refused:?}");
+            assert_eq!(refused[0].0, "parser");
+            assert!(refused[0].1.contains("would change the rows"), "{refused:?}");
+        }
+    }
+
     #[test]
     fn a_path_given_with_a_predefined_name_holds_its_data_processed_or_raw() {
         let dir = Scratch::new("gpqa-path");
@@ -829,12 +1145,15 @@ mod tests {
             shopify[0].starts_with("name: predefined dataset shopify_product_catalogue"),
             "{shopify:?}"
         );
-        let cnn = keys(&spec("cnn_dailymail::llama3_8b", serde_json::Value::Null));
-        assert!(cnn[0].contains("chat_template"), "{cnn:?}");
+        assert!(keys(&spec("cnn_dailymail::llama3_8b", serde_json::Value::Null)).is_empty());
+        let lcb = keys(&spec("livecodebench::gptoss", serde_json::Value::Null));
+        assert!(lcb[0].contains("external execution service"), "{lcb:?}");
+        assert!(lcb[0].contains("remove this dataset from datasets: to run the others"), "{lcb:?}");
         let unknown = keys(&spec("nope", serde_json::Value::Null));
         assert!(unknown[0].contains("\"nope\" is not a predefined dataset"), "{unknown:?}");
         let mut parsed = spec("random", serde_json::Value::Null);
-        parsed.parser = Some(Default::default());
+        parsed.parser =
+            Some(super::super::ParserMap { prompt: Some("text".into()), ..Default::default() });
         assert!(keys(&parsed)[0].starts_with("parser: "), "{:?}", keys(&parsed));
         let file = DatasetSpec {
             path: "a.jsonl".into(),

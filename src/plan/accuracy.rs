@@ -114,9 +114,9 @@ pub(super) fn resolve_accuracy(
             )));
         }
         let mut scoring = resolve_scoring(spec, &name)?;
-        let dataset = crate::dataset::load_dataset_spec(spec)?;
+        let (dataset, values) = crate::dataset::load_dataset_and_column(spec, scoring.column())?;
         scoring.ground_truth =
-            read_ground_truth(spec, &name, scoring.column(), dataset.rows.len())?;
+            ground_truth_text(values, &name, scoring.column(), dataset.rows.len())?;
         datasets.push(AccuracyDataset { name, dataset, scoring });
     }
     let perf_spec = config.datasets.iter().find(|d| d.kind == DatasetKind::Performance);
@@ -124,8 +124,9 @@ pub(super) fn resolve_accuracy(
         (Some(spec), Some(rows)) if mode != TestMode::Acc && spec.accuracy_config.is_some() => {
             let name = spec.display_name();
             let mut scoring = resolve_scoring(spec, &name)?;
+            let values = crate::dataset::read_column(spec, scoring.column())?;
             scoring.ground_truth =
-                read_ground_truth(spec, &name, scoring.column(), rows.rows.len())?;
+                ground_truth_text(values, &name, scoring.column(), rows.rows.len())?;
             if scoring.num_repeats != 1 {
                 return Err(AppError::Input(format!(
                     "dataset {}: a performance dataset's accuracy_config.num_repeats must be 1, \
@@ -154,7 +155,7 @@ pub(super) fn resolve_accuracy(
 
 /// A dataset's `accuracy_config`, checked key by key as the reference's `AccuracyConfig`
 /// (`extra="forbid"`) and `_resolve_accuracy_components` check it.
-/// The ground truth is read once the dataset is loaded (`read_ground_truth`).
+/// The ground truth is read with the dataset (`ground_truth_text`).
 fn resolve_scoring(spec: &DatasetSpec, name: &str) -> Result<Scoring, AppError> {
     let empty = BTreeMap::new();
     let cfg = spec.accuracy_config.as_ref().unwrap_or(&empty);
@@ -177,7 +178,12 @@ fn resolve_scoring(spec: &DatasetSpec, name: &str) -> Result<Scoring, AppError> 
     let Some(method) = text("eval_method")? else {
         return Err(bad("an accuracy dataset requires accuracy_config with eval_method".into()));
     };
-    let scorer = accuracy::scorer(&method).map_err(|e| bad(format!("accuracy_config.{e}")))?;
+    let scorer = accuracy::scorer(&method).map_err(|e| {
+        bad(format!(
+            "accuracy_config.{e}; remove this dataset from datasets: (or --dataset) to run the \
+             others"
+        ))
+    })?;
     let extractor = match text("extractor")? {
         Some(e) => Some(accuracy::extractor(&e).map_err(|e| bad(format!("accuracy_config: {e}")))?),
         None => {
@@ -220,20 +226,14 @@ fn resolve_repeats(value: Option<&Value>) -> Result<u32, String> {
 }
 
 /// The ground-truth column of every row, as text (strings as they are, numbers and other
-/// values as JSON): a file without it is refused before the run.
-fn read_ground_truth(
-    spec: &DatasetSpec,
+/// values as JSON): a file without it is refused before the run. A predefined dataset's
+/// column is read from the same processed records its rows were made from.
+fn ground_truth_text(
+    values: Vec<Option<Value>>,
     name: &str,
     column: &str,
     rows: usize,
 ) -> Result<Vec<String>, AppError> {
-    if crate::dataset::is_predefined(spec) {
-        return Err(AppError::Input(format!(
-            "dataset {name}: scoring a predefined dataset is not supported yet (its ground truth \
-             is not read here); give the dataset's file with path:"
-        )));
-    }
-    let values = crate::dataset::read_column(spec, column)?;
     if values.len() < rows || values.iter().take(rows).any(Option::is_none) {
         let missing = values.iter().position(Option::is_none).unwrap_or(values.len());
         return Err(AppError::Input(format!(
@@ -325,19 +325,42 @@ mod tests {
     }
 
     #[test]
-    fn a_predefined_accuracy_dataset_is_refused_naming_it_in_validate_and_run() {
+    fn a_predefined_accuracy_dataset_scores_against_its_processed_ground_truth() {
+        let dir = std::env::temp_dir().join(format!("llm-loadgen-acc-gpqa-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("gpqa_processed.jsonl");
+        let row = |q: &str, truth: &str| {
+            format!(
+                "{{\"question\": \"{q}\", \"choice1\": \"a\", \"choice2\": \"b\", \
+                 \"choice3\": \"c\", \"choice4\": \"d\", \"ground_truth\": \"{truth}\"}}\n"
+            )
+        };
+        std::fs::write(&file, row("Q0", "choice2") + &row("Q1", "choice4")).unwrap();
         let path = format!("{}/tests/assets/accuracy_runs/perf.jsonl", env!("CARGO_MANIFEST_DIR"));
         let text = format!(
             "type: offline\nmodel_params: {{name: m}}\ndatasets:\n  - {{name: perf, path: {path}}}\n  \
-             - {{name: \"gpqa::gptoss\", type: accuracy, accuracy_config: {{eval_method: \
-             pass_at_1, extractor: abcd_extractor}}}}\n"
+             - {{name: \"gpqa::gptoss\", type: accuracy, path: {}, parser: {{input: prompt}}, \
+             accuracy_config: {{eval_method: pass_at_1, extractor: abcd_extractor}}}}\n",
+            file.display()
         );
         let config = Config::from_yaml_str(&text, "t.yaml").unwrap();
-        let notes = run_refusals(&config).join("\n");
-        assert!(notes.contains("datasets[1].name (dataset gpqa::gptoss)"), "{notes}");
-        let err = resolve_plan(config, 0).unwrap_err();
-        assert_eq!(err.exit_code(), 2);
-        assert!(err.to_string().contains("scoring a predefined dataset"), "{err}");
+        assert!(run_refusals(&config).is_empty(), "{:?}", run_refusals(&config));
+        let plan = resolve_plan(config, 0);
+        // The same dataset as the performance one, scored on its own outputs.
+        let perf = format!(
+            "type: offline\nmodel_params: {{name: m}}\ndatasets:\n  - {{name: \"gpqa::gptoss\", \
+             path: {}, samples: 1, accuracy_config: {{eval_method: pass_at_1, extractor: \
+             abcd_extractor}}}}\n",
+            file.display()
+        );
+        let perf_plan = resolve_plan(Config::from_yaml_str(&perf, "p.yaml").unwrap(), 0);
+        let _ = std::fs::remove_dir_all(&dir);
+        let d = &plan.unwrap().accuracy.datasets[0];
+        assert_eq!(d.name, "gpqa::gptoss");
+        assert_eq!(d.scoring.ground_truth, ["choice2", "choice4"]);
+        assert!(d.dataset.rows[1].prompt.as_deref().unwrap().starts_with("Q1\n\n(A) a\n"));
+        let scoring = perf_plan.unwrap().accuracy.performance.expect("scored as performance");
+        assert_eq!(scoring.ground_truth, ["choice2"]);
     }
 
     #[test]

@@ -59,16 +59,6 @@ pub(super) fn dataset_refusals(i: usize, d: &crate::dataset::DatasetSpec) -> Vec
     for (key, what) in crate::dataset::predefined_refusals(d) {
         push(&key, &what);
     }
-    if d.kind == DatasetKind::Accuracy
-        && crate::dataset::is_predefined(d)
-        && crate::dataset::predefined_refusals(d).is_empty()
-    {
-        push(
-            "name",
-            "scoring a predefined dataset (its ground truth is not read here); give the \
-             dataset's file as path: with a plain name",
-        );
-    }
     if d.eval_method.is_some() {
         push(
             "eval_method",
