@@ -83,6 +83,14 @@ impl SeriesStat {
 
     /// Statistics of integer values (ns or token counts); sorts `values` in place.
     pub fn from_ints(name: &str, values: &mut [u64], early_stopping: bool) -> SeriesStat {
+        sort_u64(values);
+        SeriesStat::from_sorted_ints(name, values, early_stopping)
+    }
+
+    /// Statistics of integer values already in ascending order (their sums are exact, so the
+    /// order they were taken in does not matter).
+    pub fn from_sorted_ints(name: &str, values: &[u64], early_stopping: bool) -> SeriesStat {
+        debug_assert!(values.is_sorted(), "{name}: values not sorted");
         if values.is_empty() {
             return SeriesStat::empty(name, false, early_stopping);
         }
@@ -93,7 +101,6 @@ impl SeriesStat {
             total += u128::from(v);
             sum_sq += u128::from(v) * u128::from(v);
         }
-        sort_u64(values);
         let mut stat = SeriesStat {
             name: name.to_string(),
             count: n as u64,

@@ -148,7 +148,7 @@ pub fn final_snapshot(
     jobs.push(Job::ints(OSL, osl, false));
     if opts.streaming {
         jobs.push(Job::ints("ttft_ns", ttft_ns(table), es));
-        jobs.push(Job::ints(CHUNK_DELTA_NS, table.chunk_delta_ns.clone(), false));
+        jobs.push(Job::table_ints(CHUNK_DELTA_NS, &table.chunk_delta_ns));
         jobs.push(Job::floats(TPOT_NS, tpot_ns, es));
     }
     let other_tpc = other_tokens.tokens_per_chunk;
@@ -184,23 +184,36 @@ pub fn final_snapshot(
 }
 
 /// One series to compute: its name, raw values and whether it gets early stopping.
-enum Job {
+enum Job<'a> {
     Ints(String, Vec<u64>, bool),
+    /// Integer values the table already holds sorted: read in place, never copied.
+    SortedInts(String, &'a [u64]),
     Floats(String, Vec<f64>, bool),
 }
 
-impl Job {
-    fn ints(name: &str, values: Vec<u64>, es: bool) -> Job {
+impl<'a> Job<'a> {
+    /// `values` from the table, read in place when sorted (a run's chunk gaps can be the
+    /// largest column of all), else copied and sorted.
+    fn table_ints(name: &str, values: &'a [u64]) -> Job<'a> {
+        if values.is_sorted() {
+            Job::SortedInts(name.to_string(), values)
+        } else {
+            Job::ints(name, values.to_vec(), false)
+        }
+    }
+
+    fn ints(name: &str, values: Vec<u64>, es: bool) -> Job<'a> {
         Job::Ints(name.to_string(), values, es)
     }
 
-    fn floats(name: &str, values: Vec<f64>, es: bool) -> Job {
+    fn floats(name: &str, values: Vec<f64>, es: bool) -> Job<'a> {
         Job::Floats(name.to_string(), values, es)
     }
 
     fn run(self) -> SeriesStat {
         match self {
             Job::Ints(name, mut values, es) => SeriesStat::from_ints(&name, &mut values, es),
+            Job::SortedInts(name, values) => SeriesStat::from_sorted_ints(&name, values, false),
             Job::Floats(name, mut values, es) => SeriesStat::from_floats(&name, &mut values, es),
         }
     }
@@ -208,7 +221,7 @@ impl Job {
 
 /// Computes the series on up to one thread per core (the run is over, the cores are
 /// idle), keeping the registration order.
-fn run_jobs(jobs: Vec<Job>) -> Vec<SeriesStat> {
+fn run_jobs(jobs: Vec<Job<'_>>) -> Vec<SeriesStat> {
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get()).min(jobs.len());
     if threads <= 1 {
         return jobs.into_iter().map(Job::run).collect();

@@ -145,8 +145,8 @@ pub struct SampleTable {
     pub(crate) endpoint: Vec<u8>,
     pub(crate) n_chunks: Vec<u32>,
     pub(crate) chunk_reads: Vec<u32>,
-    /// Every gap between consecutive chunks of the tracked streamed samples, in record order
-    /// (the reference's `chunk_delta_ns`: the first chunk of a sample starts no gap).
+    /// Every gap between consecutive chunks of the tracked streamed samples (the reference's
+    /// `chunk_delta_ns`: the first chunk of a sample starts no gap); sorted once the run sets it.
     pub(crate) chunk_delta_ns: Vec<u64>,
 }
 
@@ -213,12 +213,14 @@ impl SampleTable {
         self.chunk_delta_ns.extend_from_slice(gaps_ns);
     }
 
-    /// Takes a run's whole `chunk_delta_ns` series, without a copy.
-    pub fn set_chunk_delta_ns(&mut self, gaps_ns: Vec<u64>) {
+    /// Takes a run's whole `chunk_delta_ns` series, without a copy, and sorts it: only its
+    /// statistics are ever read, and sorted the snapshot reads it in place instead of copying it.
+    pub fn set_chunk_delta_ns(&mut self, mut gaps_ns: Vec<u64>) {
+        super::series::sort_u64(&mut gaps_ns);
         self.chunk_delta_ns = gaps_ns;
     }
 
-    /// The gaps between chunks, in the order they were added.
+    /// The gaps between chunks (sorted after `set_chunk_delta_ns`, else in the order added).
     pub fn chunk_delta_ns(&self) -> &[u64] {
         &self.chunk_delta_ns
     }
