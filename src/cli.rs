@@ -54,6 +54,9 @@ pub enum Command {
     /// Rebuild a finished run's report.txt, result_summary.json and final_snapshot.json from
     /// its events.jsonl, under its token basis or the other.
     Report(ReportArgs),
+    /// One report from the report directories of a sharded run's shards (--shard I/N), from
+    /// their events.jsonl on one timeline: exact counts, rates and distributions.
+    Merge(MergeArgs),
     /// The MLPerf early-stopping estimates of a finished run, from its events.jsonl, as the
     /// reference's scripts/early_stopping_estimate_from_events.py prints them.
     EarlyStopping(EarlyStoppingArgs),
@@ -105,6 +108,24 @@ pub struct ReportArgs {
     /// Write the rebuilt files under this directory instead of DIR.
     #[arg(long = "out", value_name = "OUT")]
     pub out: Option<PathBuf>,
+}
+
+/// `merge` flags.
+#[derive(Debug, Args)]
+pub struct MergeArgs {
+    /// The shards' report directories (each holds events.jsonl, config.yaml and shard.json).
+    #[arg(value_name = "DIR", num_args = 1.., required = true)]
+    pub dirs: Vec<PathBuf>,
+    /// Where the merged report directory goes (created; its files are replaced).
+    #[arg(long = "out", value_name = "OUT", required = true)]
+    pub out: PathBuf,
+    /// Merge under this basis: client (tokenizer) or server (endpoint usage) [default: the
+    /// run's, from the first shard's result_summary.json, else config.yaml, else client].
+    #[arg(long = "token-count-source", value_parser = basis_parser())]
+    pub token_count_source: Option<TokenCountSource>,
+    /// Refuse shards whose starts lie further apart than this, in ms.
+    #[arg(long = "max-skew-ms", value_name = "MS", default_value_t = 50)]
+    pub max_skew_ms: u64,
 }
 
 /// `early-stopping` flags.
@@ -583,6 +604,20 @@ pub struct BenchFlags {
     #[arg(long = "json", help_heading = "Report")]
     pub json: bool,
 
+    /// This host's shard of a benchmark run from several hosts, I/N (0 ≤ I < N): every N-th
+    /// sample from the I-th, target QPS / N, its share of the concurrency [default: Slurm's
+    /// SLURM_PROCID/SLURM_NTASKS, or JOB_COMPLETION_INDEX with --shards].
+    #[arg(long = "shard", value_name = "I/N", help_heading = "Shards")]
+    pub shard: Option<String>,
+    /// The shard count, for a Kubernetes Indexed Job's JOB_COMPLETION_INDEX [default: the
+    /// LOADGEN_SHARDS environment variable].
+    #[arg(long = "shards", value_name = "N", help_heading = "Shards")]
+    pub shards: Option<u64>,
+    /// Start the performance phase at this wall-clock time, once connected and warmed up
+    /// (RFC 3339, e.g. 2026-12-01T18:00:00Z, or Unix seconds); give every shard the same.
+    #[arg(long = "start-at", value_name = "TIME", help_heading = "Shards")]
+    pub start_at: Option<String>,
+
     /// The rest of the reference's spellings (see `SpellingFlags`).
     #[command(flatten)]
     pub spellings: SpellingFlags,
@@ -946,6 +981,9 @@ impl BenchFlags {
             config.source_addresses = self.source_addresses.clone();
         }
         set(&mut config.chat_template, self.chat_template.clone());
+        set(&mut config.shard.shard, self.shard.clone());
+        set(&mut config.shard.shards, self.shards);
+        set(&mut config.shard.start_at, self.start_at.clone());
         self.spellings.apply(config);
         Ok(())
     }

@@ -79,6 +79,7 @@ fn dispatch(cli: Cli) -> Result<i32, AppError> {
             token_count_source: args.token_count_source,
             out: args.out,
         }),
+        Command::Merge(args) => commands::merge::run(&args),
         Command::EarlyStopping(args) => commands::early_stopping::run(&args),
         Command::Stub { cmd } => {
             loadgen_stubs::cli::run(*cmd).map_err(|e| AppError::Setup(format!("stub: {e:#}")))?;

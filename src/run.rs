@@ -319,6 +319,7 @@ fn finish_run(
     let summary = result_summary(&snapshot, &info);
     let dir = &plan.report_dir;
     let mut unwritten = write_all_files(plan, &snapshot, &summary, &info, &agg, &output.phases);
+    write_shard_file(plan, &output.clock, &mut unwritten);
     let (block, accuracy_error) =
         write_accuracy(plan, &output.phases, (&summary, &info), interrupted, &mut unwritten);
     // The console summary is printed whatever happened to the files: it may be all that
@@ -504,6 +505,22 @@ fn write_all_files(
     unwritten
 }
 
+/// A sharded run's shard.json (what `merge` needs), and the warning for a late start.
+fn write_shard_file(
+    plan: &Plan,
+    clock: &loadgen_coordinator::schedule::ClockAnchor,
+    unwritten: &mut Vec<(&'static str, String)>,
+) {
+    if let Some(warning) = crate::report::late_start_warning(clock.start_offset_ns) {
+        eprintln!("{warning}");
+    }
+    if let Some(file) = crate::report::shard_file(plan, clock) {
+        if let Err(e) = crate::report::write_shard_file(&plan.report_dir, &file) {
+            unwritten.push(("shard.json", io_reason(&e)));
+        }
+    }
+}
+
 /// Why a write failed, in the words users search for: a full disk and a file-size limit
 /// are named as such.
 fn io_reason(e: &std::io::Error) -> String {
@@ -581,6 +598,7 @@ fn run_info(
             }
         }),
         endpoints: Vec::new(),
+        shards: Vec::new(),
     }
 }
 
@@ -633,7 +651,7 @@ fn idx_phases(plan: &Plan, phases: &[PhaseOutcome]) -> Vec<IdxPhase> {
 /// `{"performance": {uuid: dataset_index}, <phase>: {…}}`, as the reference writes it
 /// (`msgspec.json.format(..., indent=2)`): two-space indent, one key a line, no trailing
 /// newline; an empty map is `{}`. An accuracy-only run has no `performance` phase.
-fn write_sample_idx_map(
+pub(crate) fn write_sample_idx_map(
     out: &mut dyn std::io::Write,
     rows: &[(u64, u32)],
     perf: bool,

@@ -56,6 +56,10 @@ pub struct Config {
     /// reference's; `None` = perf.
     #[serde(skip)]
     pub test_mode: Option<crate::plan::TestMode>,
+    /// `--shard`, `--shards`, `--start-at`: flags only (the reference has no such keys), so
+    /// YAML never sets them and config.yaml never shows them (`plan::shard`).
+    #[serde(skip)]
+    pub shard: crate::plan::ShardArgs,
 }
 
 /// `submission_ref:` (the reference's `SubmissionReference`): the model and the ruleset a
@@ -637,6 +641,7 @@ impl Config {
             source_addresses: Vec::new(),
             chat_template: None,
             test_mode: None,
+            shard: crate::plan::ShardArgs::default(),
         }
     }
 

@@ -41,13 +41,15 @@ pub struct SampleOrder {
     position: usize,
     /// `None`: a listed order, repeated as given.
     rng: Option<PyRandom>,
+    /// Rows of the underlying order per row given: 1, or a shard's count (`strided`).
+    step: u64,
 }
 
 impl SampleOrder {
     pub fn new(row_count: usize, seed: u64) -> SampleOrder {
         assert!(row_count > 0, "a sample order needs at least one row");
         let rows = (0..row_count as u32).collect();
-        let mut order = SampleOrder { rows, position: 0, rng: Some(PyRandom::new(seed)) };
+        let mut order = SampleOrder { rows, position: 0, rng: Some(PyRandom::new(seed)), step: 1 };
         order.shuffle();
         order
     }
@@ -56,7 +58,7 @@ impl SampleOrder {
     /// the salted copies the binary appended to the request tables).
     pub fn listed(rows: Vec<u32>) -> SampleOrder {
         assert!(!rows.is_empty(), "a sample order needs at least one row");
-        SampleOrder { rows, position: 0, rng: None }
+        SampleOrder { rows, position: 0, rng: None, step: 1 }
     }
 
     /// The first `n` rows `new(row_count, seed)` gives, pass after pass.
@@ -72,8 +74,29 @@ impl SampleOrder {
         self.position = 0;
     }
 
+    /// A shard's part of this order: rows `first`, `first + step`, `first + 2 step`, … of it,
+    /// so the shards of one plan (first = 0..step) together issue exactly its rows, pass
+    /// after pass. `strided(0, 1)` is the order itself.
+    pub fn strided(mut self, first: u64, step: u64) -> SampleOrder {
+        for _ in 0..first {
+            self.advance();
+        }
+        self.step = step.max(1);
+        self
+    }
+
     /// The next row to issue.
     pub fn next_row(&mut self) -> u32 {
+        let row = self.advance();
+        // The rows the other shards issue are drawn and passed over, so each pass's shuffle
+        // happens where the single-host order has it.
+        for _ in 1..self.step {
+            self.advance();
+        }
+        row
+    }
+
+    fn advance(&mut self) -> u32 {
         if self.position == self.rows.len() {
             self.shuffle();
         }
@@ -133,6 +156,19 @@ mod tests {
         };
         assert_eq!(take(7), take(7));
         assert_ne!(take(7), take(8));
+    }
+
+    #[test]
+    fn strided_orders_of_every_shard_interleave_into_the_whole_order() {
+        // 7 rows, 3 passes, 3 shards: sample k of the whole order is sample k / 3 of shard k % 3.
+        let whole = SampleOrder::first_rows(7, 42, 21);
+        for shards in 1..=4u64 {
+            let mut parts: Vec<SampleOrder> =
+                (0..shards).map(|i| SampleOrder::new(7, 42).strided(i, shards)).collect();
+            let merged: Vec<u32> =
+                (0..21).map(|k| parts[(k % shards) as usize].next_row()).collect();
+            assert_eq!(merged, whole, "{shards} shards");
+        }
     }
 
     #[test]

@@ -24,7 +24,10 @@ use crate::fork::{fork_child, kill_and_reap};
 use crate::order::SampleOrder;
 use crate::phase::{accuracy_pattern, accuracy_runs, drain_deadline, first_sample_ids};
 pub use crate::phase::{AccuracyPhaseSpec, PhaseOutcome};
-use crate::schedule::{issue_all, IssueEnd, IssueLags, Issuer, LoadPattern, SCHEDULER_POLL};
+use crate::schedule::{
+    issue_all, wait_for_wall, wall_anchor_ns, ClockAnchor, IssueEnd, IssueLags, Issuer,
+    LoadPattern, SCHEDULER_POLL,
+};
 use crate::settle::IssueLog;
 
 /// Everything a run needs, resolved by the binary from its plan.
@@ -41,6 +44,11 @@ pub struct RunSpec {
     pub accuracy: Vec<AccuracyPhaseSpec>,
     pub dataset_rows: usize,
     pub dataloader_seed: u64,
+    /// A shard's part of the sample order: rows `first`, `first + step`, … (`(0, 1)`: all).
+    pub order_stride: (u64, u64),
+    /// The wall-clock instant (Unix ns) the performance phase starts at, after the ready
+    /// barrier and the warm-up (`--start-at`); `None` = at once.
+    pub start_at_unix_ns: Option<u64>,
     /// Wall-time cap from the start of tracking (and of a warm-up, from its own start);
     /// samples in flight or queued at the cap are abandoned, the workers aborted and, past
     /// `ABORT_GRACE`, killed.
@@ -97,6 +105,8 @@ pub struct RunOutput {
     pub thread_cpu: Vec<crate::thread_cpu::ThreadCpu>,
     /// What each accuracy phase that started issued.
     pub phases: Vec<PhaseOutcome>,
+    /// This host's monotonic clock on the wall clock, and the start's offset.
+    pub clock: ClockAnchor,
 }
 
 /// Setup failed before anything was measured.
@@ -175,7 +185,9 @@ pub fn run(mut spec: RunSpec) -> Result<RunOutput, RunError> {
         return Err(err);
     }
     let scheduler_cpu_start_ns = crate::thread_cpu::thread_cpu_ns();
-    let (end, drain_timed_out, issue_lags, phases) = issue_and_drain(&spec, &mut started);
+    let mut clock = ClockAnchor::default();
+    let (end, drain_timed_out, issue_lags, phases) =
+        issue_and_drain(&spec, &mut started, &mut clock);
     let scheduler_cpu_ns = crate::thread_cpu::thread_cpu_ns() - scheduler_cpu_start_ns;
     let Started { pids, aggregator, watcher, .. } = started;
     let joined = aggregator.join();
@@ -185,7 +197,7 @@ pub fn run(mut spec: RunSpec) -> Result<RunOutput, RunError> {
     let end = if interrupted() { RunEnd::Interrupted } else { end };
     crate::thread_cpu::note("scheduler", scheduler_cpu_ns);
     let thread_cpu = crate::thread_cpu::take();
-    Ok(RunOutput { aggregate, end, drain_timed_out, issue_lags, thread_cpu, phases })
+    Ok(RunOutput { aggregate, end, drain_timed_out, issue_lags, thread_cpu, phases, clock })
 }
 
 /// Kills and reaps the workers the aggregator did not reap: a reaped worker's pid may belong to
@@ -295,13 +307,21 @@ fn await_ready(spec: &RunSpec, status: &Receiver<Status>) -> Result<(), RunError
 fn issue_and_drain(
     spec: &RunSpec,
     st: &mut Started,
+    clock: &mut ClockAnchor,
 ) -> (RunEnd, bool, IssueLags, Vec<PhaseOutcome>) {
     let _ = st.control.send(Control::Start { session_start_ns: monotonic_ns() });
     let warm_up_end = warm_up(spec, st);
     // The performance phase draws its own order, as the reference's phases do: a warm-up
-    // never shifts which rows the tracked samples use.
-    let mut order = SampleOrder::new(spec.dataset_rows.max(1), spec.dataloader_seed);
-    let _ = st.control.send(Control::Tracking { tracking_start_ns: monotonic_ns() });
+    // never shifts which rows the tracked samples use. A shard takes every step-th row.
+    let (first, step) = spec.order_stride;
+    let mut order =
+        SampleOrder::new(spec.dataset_rows.max(1), spec.dataloader_seed).strided(first, step);
+    if let (Some(at), None) = (spec.start_at_unix_ns, &warm_up_end) {
+        // The shards start together: connected and warmed up, each waits for the instant.
+        wait_for_wall(at, &st.shared);
+    }
+    *clock = tracking_clock(spec.start_at_unix_ns);
+    let _ = st.control.send(Control::Tracking { tracking_start_ns: clock.tracking_start_ns });
     let mut issue_lags = IssueLags::default();
     let (cap, issue_end) = match warm_up_end {
         // The cap (or an interrupt) ended the warm-up: the run ends there, nothing tracked.
@@ -339,6 +359,20 @@ fn issue_and_drain(
         st.issuer.abort_all();
     }
     (end, timed_out, issue_lags, Vec::new())
+}
+
+/// The clocks at the start of tracking: the wall anchor, the monotonic start, and the offset
+/// against `start_at` (read from the same anchor, so offset and start agree).
+fn tracking_clock(start_at_unix_ns: Option<u64>) -> ClockAnchor {
+    let (wall_at_monotonic_zero_ns, uncertainty_ns) = wall_anchor_ns();
+    let tracking_start_ns = monotonic_ns();
+    let start_wall_ns = wall_at_monotonic_zero_ns + tracking_start_ns;
+    ClockAnchor {
+        wall_at_monotonic_zero_ns,
+        uncertainty_ns,
+        tracking_start_ns,
+        start_offset_ns: start_at_unix_ns.map(|at| start_wall_ns as i64 - at as i64),
+    }
 }
 
 /// Ends a run whose accuracy phases ran: each phase waited for its own samples, so what is

@@ -352,10 +352,98 @@ fn wait_until(at: Instant, shared: &Shared, cap: Option<Instant>) -> bool {
     }
 }
 
+/// Where this host's monotonic clock sits on the wall clock, read at the start of tracking:
+/// what a merge needs to put several hosts' logs (CLOCK_MONOTONIC stamps) on one timeline.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ClockAnchor {
+    /// CLOCK_REALTIME ns at CLOCK_MONOTONIC zero (wall − monotonic, read together).
+    pub wall_at_monotonic_zero_ns: u64,
+    /// The half-width of the reading's bracket: how far the anchor may be off, in ns.
+    pub uncertainty_ns: u64,
+    /// CLOCK_MONOTONIC ns at the start of tracking (the performance phase).
+    pub tracking_start_ns: u64,
+    /// Tracking's start minus `--start-at`, in ns (late > 0); `None` without a start time.
+    pub start_offset_ns: Option<i64>,
+}
+
+/// Readings of the two clocks taken to find the anchor; the tightest bracket wins.
+const ANCHOR_READINGS: usize = 5;
+
+/// The wall clock's ns at monotonic zero: each reading brackets CLOCK_REALTIME between two
+/// monotonic reads, and the narrowest bracket gives the anchor and its uncertainty.
+pub fn wall_anchor_ns() -> (u64, u64) {
+    let mut best = (0u64, u64::MAX);
+    for _ in 0..ANCHOR_READINGS {
+        let before = monotonic_ns();
+        let wall = unix_wall_ns();
+        let after = monotonic_ns();
+        let half = (after - before) / 2;
+        if half < best.1 {
+            best = (wall.saturating_sub(before + half), half);
+        }
+    }
+    best
+}
+
+/// CLOCK_REALTIME in ns since the Unix epoch.
+pub fn unix_wall_ns() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64)
+}
+
+/// Waits until the wall clock reads `at_unix_ns` (a shard's common start): sleeps in slices
+/// of `SCHEDULER_POLL` so a stop ends the wait, then spins the last `SPIN`. Returns false
+/// when stopped first; returns at once when the time has passed.
+pub fn wait_for_wall(at_unix_ns: u64, shared: &Shared) -> bool {
+    const SPIN: Duration = Duration::from_micros(200);
+    let _ = nix::sys::prctl::set_timerslack(1_000);
+    loop {
+        let now = unix_wall_ns();
+        if now >= at_unix_ns {
+            return true;
+        }
+        if shared.stop.load(Ordering::Acquire) {
+            return false;
+        }
+        let left = Duration::from_nanos(at_unix_ns - now);
+        if left > SPIN {
+            std::thread::sleep((left - SPIN).min(SCHEDULER_POLL));
+        } else {
+            std::hint::spin_loop();
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use loadgen_worker::wire::{RingSizes, WorkerRings};
+
+    #[test]
+    fn the_wall_anchor_maps_monotonic_time_onto_the_wall_clock() {
+        let (anchor, uncertainty) = wall_anchor_ns();
+        let wall = unix_wall_ns();
+        let mono = monotonic_ns();
+        // Read after the anchor, so the wall clock is at or past anchor + monotonic, within
+        // the bracket and the few reads between (a clock step would break it: none in a test).
+        let mapped = anchor + mono;
+        let gap = mapped.abs_diff(wall);
+        assert!(gap < uncertainty + 50_000_000, "anchor off by {gap} ns");
+        assert!(uncertainty < 50_000_000, "a bracket of {uncertainty} ns");
+    }
+
+    #[test]
+    fn waiting_for_a_wall_time_ends_at_it_or_at_a_stop() {
+        let shared = Shared::new(1);
+        let at = unix_wall_ns() + 30_000_000;
+        assert!(wait_for_wall(at, &shared));
+        assert!(unix_wall_ns() >= at, "not before the time");
+        assert!(wait_for_wall(at - 1_000_000_000, &shared), "a time past returns at once");
+        shared.stop.store(true, Ordering::Release);
+        let far = unix_wall_ns() + 3_600_000_000_000;
+        assert!(!wait_for_wall(far, &shared), "a stop ends the wait");
+    }
 
     #[test]
     fn the_issuer_stops_waiting_for_ring_space_at_the_cap() {

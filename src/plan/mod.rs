@@ -29,6 +29,7 @@ mod request;
 #[cfg(test)]
 mod request_tests;
 mod run_length;
+mod shard;
 mod specs;
 #[cfg(test)]
 mod tests;
@@ -42,6 +43,7 @@ pub use reference::*;
 pub use refusals::*;
 use request::*;
 pub use run_length::*;
+pub use shard::*;
 pub use tokens::*;
 
 /// A validated endpoint: its base URL (`http://host[:port][/prefix]`, without a trailing slash
@@ -155,6 +157,11 @@ pub struct Plan {
     pub config_yaml: String,
     /// The mode, the accuracy datasets and how each is scored.
     pub accuracy: AccuracyPlan,
+    /// This host's share of a sharded run (`--shard`, Slurm, an Indexed Job); `None` = the
+    /// whole plan. `load_pattern` and `num_samples` are already this shard's.
+    pub shard: Option<ShardPlan>,
+    /// `--start-at` as Unix ns: the performance phase starts at that wall-clock instant.
+    pub start_at_unix_ns: Option<u64>,
 }
 
 impl Plan {
@@ -207,7 +214,13 @@ pub fn resolve_plan(mut config: Config, verbose: u8) -> Result<Plan, AppError> {
     for note in check_reference_only(&config)? {
         eprintln!("{note}");
     }
-    let load_pattern = resolve_load_pattern(&config)?;
+    let (shard, start_at_unix_ns) =
+        resolve_shard(&config.shard, &|k| std::env::var(k).ok(), unix_now_ns())?;
+    let plan_pattern = resolve_load_pattern(&config)?;
+    let load_pattern = match &shard {
+        Some((s, _)) => shard_pattern(plan_pattern, *s)?,
+        None => plan_pattern,
+    };
     check_sample_counts(&config)?;
     let endpoints = parse_endpoints(&config)?;
     note_v1_suffix(&config);
@@ -236,6 +249,36 @@ pub fn resolve_plan(mut config: Config, verbose: u8) -> Result<Plan, AppError> {
     let accuracy_only = accuracy.mode == TestMode::Acc;
     let runtime = &config.settings.runtime;
     let rows = dataset.rows.len() as u64;
+    let plan_samples = if accuracy_only {
+        0
+    } else {
+        samples_to_issue(
+            runtime.n_samples_to_issue,
+            runtime.min_duration_ms,
+            config.settings.load_pattern.target_qps,
+            rows,
+        )
+    };
+    if let Some((s, _)) = &shard {
+        check_shard_plan(*s, plan_samples, accuracy.mode != TestMode::Perf)?;
+    }
+    let warmup = if accuracy_only { Warmup::default() } else { resolve_warmup(&config, &dataset)? };
+    let config_yaml = config.to_redacted_yaml()?;
+    let shard = shard.map(|(s, origin)| ShardPlan {
+        shard: s,
+        origin,
+        plan_hash: plan_hash(&config_yaml, s.count, start_at_unix_ns),
+        plan_samples,
+        plan_warmup_samples: warmup.samples,
+        scheduler_seed: runtime.scheduler_random_seed,
+        shard_scheduler_seed: match load_pattern {
+            LoadPattern::Poisson { seed, .. } => Some(seed),
+            _ => None,
+        },
+        warmup_seed: warmup.random_seed,
+        shard_warmup_seed: matches!(load_pattern, LoadPattern::Poisson { .. })
+            .then(|| shard_seed(warmup.random_seed, s)),
+    });
     Ok(Plan {
         load_pattern,
         endpoints,
@@ -244,16 +287,7 @@ pub fn resolve_plan(mut config: Config, verbose: u8) -> Result<Plan, AppError> {
         tls_verify,
         request,
         row_output_tokens: draw_output_tokens(&config, dataset.rows.len())?,
-        num_samples: if accuracy_only {
-            0
-        } else {
-            samples_to_issue(
-                runtime.n_samples_to_issue,
-                runtime.min_duration_ms,
-                config.settings.load_pattern.target_qps,
-                rows,
-            )
-        },
+        num_samples: shard.as_ref().map_or(plan_samples, |s| sample_share(plan_samples, s.shard)),
         max_duration_ms: check_durations(runtime)?,
         drain_timeout_ms: resolve_drain_timeout_ms(
             config.settings.drain.performance_timeout_s,
@@ -262,7 +296,7 @@ pub fn resolve_plan(mut config: Config, verbose: u8) -> Result<Plan, AppError> {
         token_pool,
         request_timeout_ns: resolve_request_timeout(config.timeout)?,
         connections,
-        warmup: if accuracy_only { Warmup::default() } else { resolve_warmup(&config, &dataset)? },
+        warmup,
         early_stopping: config.settings.early_stopping.enabled,
         report_dir,
         events: config.events.unwrap_or(true),
@@ -275,8 +309,10 @@ pub fn resolve_plan(mut config: Config, verbose: u8) -> Result<Plan, AppError> {
         dataset,
         dataset_is_synthetic,
         tokenizer,
-        config_yaml: config.to_redacted_yaml()?,
+        config_yaml,
         accuracy,
+        shard,
+        start_at_unix_ns,
     })
 }
 

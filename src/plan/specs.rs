@@ -34,7 +34,11 @@ impl Plan {
     /// The coordinator's spec for this plan against `endpoints` (the plan's, or the embedded
     /// stub's), on `cpu_plan`'s cores.
     pub fn run_spec(&self, endpoints: &[Endpoint], cpu_plan: CpuPlan) -> Result<RunSpec, AppError> {
-        let (warmup_rows, salted) = warmup_rows(self);
+        let (mut warmup_rows, salted) = warmup_rows(self);
+        if let Some(sp) = &self.shard {
+            // A shard warms up with its share of the plan's warm-up samples, as it issues.
+            warmup_rows = super::strided_rows(&warmup_rows, sp.shard);
+        }
         let tables = request_tables(self, endpoints, &salted)?;
         let (isl_client, prompt_data_json, token_counter) = client_counts(self);
         let token_pool = token_pool_plan(self, &cpu_plan);
@@ -60,9 +64,12 @@ impl Plan {
             warmup: WarmupSpec {
                 rows: warmup_rows,
                 pattern: match self.load_pattern {
-                    LoadPattern::Poisson { target_qps, .. } => {
-                        LoadPattern::Poisson { target_qps, seed: self.warmup.random_seed }
-                    }
+                    LoadPattern::Poisson { target_qps, .. } => LoadPattern::Poisson {
+                        target_qps,
+                        seed: self.shard.as_ref().map_or(self.warmup.random_seed, |sp| {
+                            super::shard_seed(self.warmup.random_seed, sp.shard)
+                        }),
+                    },
                     other => other,
                 },
                 drain: self.warmup.drain,
@@ -70,6 +77,8 @@ impl Plan {
             },
             dataset_rows: self.dataset.rows.len(),
             dataloader_seed: self.dataloader_seed,
+            order_stride: self.shard.as_ref().map_or((0, 1), |sp| super::order_stride(sp.shard)),
+            start_at_unix_ns: self.start_at_unix_ns,
             max_duration: self.max_duration_ms.filter(|&v| v > 0).map(ms),
             drain_timeout: ms(self.drain_timeout_ms),
             ready_timeout: ms(c.worker_init_timeout_ms),

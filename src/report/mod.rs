@@ -7,6 +7,7 @@
 )]
 
 pub mod accuracy;
+mod shard;
 mod summary;
 mod text;
 mod write;
@@ -15,6 +16,10 @@ mod write;
 mod tests;
 
 pub use loadgen_coordinator::metrics::{Snapshot, TokenCountSource};
+pub use shard::{
+    late_start_warning, shard_file, write_shard_file, FailureCounts, SampleIds, ShardClock,
+    ShardFile, ShardInfo, ShardSeeds, SHARD_FILE_FORMAT,
+};
 pub use summary::{is_complete, result_summary, BasisBlocks, ResultSummary};
 pub use text::{console_summary, report_txt, with_accuracy_block};
 pub use write::{write_atomic, write_atomic_with, write_report_files, Unwritten};
@@ -104,6 +109,8 @@ pub struct RunInfo {
     pub client_token_counting: Option<ClientTokenCounting>,
     /// Each endpoint's counts, in the run's endpoint order (`endpoints` in the summary).
     pub endpoints: Vec<EndpointInfo>,
+    /// A merged report's shards, in shard order (`shards` in the summary); empty otherwise.
+    pub shards: Vec<ShardInfo>,
 }
 
 /// One endpoint's counts: `endpoints` in the summary; a line of report.txt's `Endpoints`

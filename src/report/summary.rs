@@ -95,6 +95,8 @@ pub struct ResultSummary {
     pub client_token_counting: Option<super::ClientTokenCounting>,
     /// Each endpoint's counts, in the run's endpoint order.
     pub endpoints: Vec<super::EndpointInfo>,
+    /// A merged report's shards (`llm-loadgen merge`); empty, and not written, otherwise.
+    pub shards: Vec<super::ShardInfo>,
     /// Streaming only: the gaps between consecutive chunks (`chunk_delta_ns`), the chunks per
     /// sample, and how many streams of two or more chunks there were and came in one read.
     pub chunks: Option<ChunkBlocks>,
@@ -242,6 +244,7 @@ pub fn result_summary(snap: &Snapshot, info: &RunInfo) -> ResultSummary {
         failure_kinds: info.failures.clone(),
         client_token_counting: info.client_token_counting,
         endpoints: info.endpoints.clone(),
+        shards: info.shards.clone(),
         chunks: chunk_blocks(snap),
     }
 }
@@ -463,7 +466,11 @@ impl ResultSummary {
         let counting = self.client_token_counting.map(super::ClientTokenCounting::as_str);
         map.serialize_entry("client_token_counting", &counting)?;
         map.serialize_entry("endpoints", &Endpoints(&self.endpoints))?;
-        self.serialize_chunks(map)
+        self.serialize_chunks(map)?;
+        if !self.shards.is_empty() {
+            map.serialize_entry("shards", &self.shards)?;
+        }
+        Ok(())
     }
 
     /// `itl`, `chunks_per_sample`, `tokens_per_chunk` on both bases and the one-read counts:

@@ -65,6 +65,7 @@ fn info(primary: TokenCountSource) -> RunInfo {
         requests_resent: 0,
         events_has_errors: true,
         endpoints: Vec::new(),
+        shards: Vec::new(),
     }
 }
 

@@ -283,5 +283,6 @@ pub fn run_info(
         events_has_errors,
         client_token_counting: counting,
         endpoints: Vec::new(),
+        shards: Vec::new(),
     }
 }

@@ -137,7 +137,7 @@ impl RunDir {
     /// `sample_idx_map.json`'s performance phase: uuid → dataset row (empty when unreadable:
     /// the prompts are then counted one by one). Streamed, so a long run's map is never held
     /// as text.
-    fn sample_index(&self) -> UuidMap<u32> {
+    pub(crate) fn sample_index(&self) -> UuidMap<u32> {
         let Ok(file) = std::fs::File::open(self.dir.join("sample_idx_map.json")) else {
             return UuidMap::default();
         };

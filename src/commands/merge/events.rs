@@ -1,0 +1,208 @@
+//! The merged `events.jsonl`: the shards' logs interleaved by time on the common timeline,
+//! each line's `timestamp_ns` shifted by its shard's clock shift and its `sample_uuid` made
+//! the single-host run's id, the rest of the line copied as it is. The session's marks appear
+//! once, as one run's: the first start and start of tracking, the last stop and end.
+//!
+//! The shards' logs are streamed (one line of each held), so a merge never holds a log.
+
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+use std::io::{BufRead, Write};
+use std::path::PathBuf;
+
+use crate::report::SampleIds;
+
+/// One shard's log and how its lines are rewritten.
+#[derive(Debug, Clone)]
+pub struct ShardLog {
+    pub path: PathBuf,
+    pub shift_ns: u64,
+    pub ids: SampleIds,
+}
+
+/// The line head every event of ours begins with: type, timestamp, uuid.
+const TYPE_PREFIX: &[u8] = b"{\"event_type\":\"";
+const TS_KEY: &[u8] = b"\",\"timestamp_ns\":";
+const UUID_KEY: &[u8] = b",\"sample_uuid\":\"";
+
+/// Where a line's fields sit.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Head {
+    event_type: std::ops::Range<usize>,
+    timestamp: std::ops::Range<usize>,
+    timestamp_ns: u64,
+    uuid: std::ops::Range<usize>,
+}
+
+/// Finds the head of an llm-loadgen event line; `None` if it is not one.
+fn parse_head(line: &[u8]) -> Option<Head> {
+    let rest = line.strip_prefix(TYPE_PREFIX)?;
+    let type_len = rest.iter().position(|&b| b == b'"')?;
+    let type_start = TYPE_PREFIX.len();
+    let ts_start = type_start + type_len + TS_KEY.len();
+    if line.get(type_start + type_len..ts_start)? != TS_KEY {
+        return None;
+    }
+    let digits = line[ts_start..].iter().take_while(|b| b.is_ascii_digit()).count();
+    let ts_end = ts_start + digits;
+    let timestamp_ns = std::str::from_utf8(&line[ts_start..ts_end]).ok()?.parse().ok()?;
+    let uuid_start = ts_end + UUID_KEY.len();
+    if line.get(ts_end..uuid_start)? != UUID_KEY {
+        return None;
+    }
+    let uuid_len = line[uuid_start..].iter().position(|&b| b == b'"')?;
+    Some(Head {
+        event_type: type_start..type_start + type_len,
+        timestamp: ts_start..ts_end,
+        timestamp_ns,
+        uuid: uuid_start..uuid_start + uuid_len,
+    })
+}
+
+/// Appends `line` to `out` with its timestamp and uuid rewritten (and its newline).
+fn rewrite(line: &[u8], head: &Head, log: &ShardLog, out: &mut Vec<u8>) -> Result<(), String> {
+    out.extend_from_slice(&line[..head.timestamp.start]);
+    out.extend_from_slice((head.timestamp_ns + log.shift_ns).to_string().as_bytes());
+    out.extend_from_slice(&line[head.timestamp.end..head.uuid.start]);
+    let uuid = &line[head.uuid.clone()];
+    if !uuid.is_empty() {
+        let text = std::str::from_utf8(uuid).unwrap_or_default();
+        let local = u64::from_str_radix(text, 16)
+            .ok()
+            .filter(|_| text.len() == 32)
+            .ok_or_else(|| format!("sample_uuid {text:?} is not an llm-loadgen sample id"))?;
+        out.extend_from_slice(format!("{:032x}", log.ids.global_id(local)).as_bytes());
+    }
+    out.extend_from_slice(&line[head.uuid.end..]);
+    out.push(b'\n');
+    Ok(())
+}
+
+/// How a session mark merges: once at the first shard's, or once at the last shard's.
+fn session_rule(event_type: &[u8]) -> Option<bool> {
+    match event_type {
+        b"session.started" | b"session.start_performance_tracking" => Some(true),
+        b"session.stop_performance_tracking" | b"session.ended" | b"session.stop_loadgen" => {
+            Some(false)
+        }
+        _ => None,
+    }
+}
+
+/// One open shard log: its reader, its current line and that line's shifted time.
+struct Cursor {
+    reader: Box<dyn BufRead>,
+    line: Vec<u8>,
+    number: u64,
+}
+
+impl Cursor {
+    /// Reads the next line; `Ok(None)` at the end.
+    fn next(&mut self, log: &ShardLog) -> Result<Option<(u64, Head)>, String> {
+        self.line.clear();
+        let n = self.reader.read_until(b'\n', &mut self.line).map_err(|e| e.to_string())?;
+        if n == 0 {
+            return Ok(None);
+        }
+        self.number += 1;
+        let at = format!("{} line {}", log.path.display(), self.number);
+        if self.line.pop() != Some(b'\n') {
+            return Err(format!("{at}: the last line has no newline; the log is truncated"));
+        }
+        let head =
+            parse_head(&self.line).ok_or_else(|| format!("{at}: not an llm-loadgen event line"))?;
+        Ok(Some((head.timestamp_ns + log.shift_ns, head)))
+    }
+}
+
+/// Writes the merged log of `logs` to `out`; returns the lines written. A bad line is an
+/// error naming its file and line.
+pub fn merge_events(logs: &[ShardLog], out: &mut dyn Write) -> Result<u64, String> {
+    let mut cursors = Vec::with_capacity(logs.len());
+    let mut heads = Vec::with_capacity(logs.len());
+    let mut heap = BinaryHeap::new();
+    for (i, log) in logs.iter().enumerate() {
+        let file = std::fs::File::open(&log.path)
+            .map_err(|e| format!("cannot read {}: {e}", log.path.display()))?;
+        let reader: Box<dyn BufRead> = Box::new(std::io::BufReader::with_capacity(1 << 20, file));
+        let mut cursor = Cursor { reader, line: Vec::new(), number: 0 };
+        let next = cursor.next(log)?;
+        if let Some((ts, _)) = &next {
+            heap.push(Reverse((*ts, i)));
+        }
+        heads.push(next.map(|(_, h)| h));
+        cursors.push(cursor);
+    }
+    let mut buf = Vec::with_capacity(1 << 16);
+    let mut first_marks: Vec<Vec<u8>> = Vec::new();
+    let mut last_marks: Vec<(u64, Vec<u8>)> = Vec::new();
+    let mut lines = 0u64;
+    while let Some(Reverse((ts, i))) = heap.pop() {
+        let head = heads[i].take().ok_or("a merge cursor lost its line")?;
+        let line = &cursors[i].line;
+        buf.clear();
+        rewrite(line, &head, &logs[i], &mut buf)?;
+        let event_type = line[head.event_type.clone()].to_vec();
+        match session_rule(&event_type) {
+            Some(true) if first_marks.contains(&event_type) => {}
+            Some(true) => {
+                first_marks.push(event_type);
+                out.write_all(&buf).map_err(|e| e.to_string())?;
+                lines += 1;
+            }
+            Some(false) => keep_last(&mut last_marks, &event_type, ts, &buf),
+            None => {
+                out.write_all(&buf).map_err(|e| e.to_string())?;
+                lines += 1;
+            }
+        }
+        if let Some((ts, head)) = cursors[i].next(&logs[i])? {
+            heads[i] = Some(head);
+            heap.push(Reverse((ts, i)));
+        }
+    }
+    last_marks.sort_by_key(|(ts, _)| *ts);
+    for (_, line) in &last_marks {
+        out.write_all(line).map_err(|e| e.to_string())?;
+        lines += 1;
+    }
+    Ok(lines)
+}
+
+/// Keeps the latest line of each closing session mark.
+fn keep_last(marks: &mut Vec<(u64, Vec<u8>)>, event_type: &[u8], ts: u64, line: &[u8]) {
+    let same = |l: &Vec<u8>| parse_head(l).is_some_and(|h| &l[h.event_type] == event_type);
+    match marks.iter_mut().find(|(_, l)| same(l)) {
+        Some(slot) if slot.0 <= ts => *slot = (ts, line.to_vec()),
+        Some(_) => {}
+        None => marks.push((ts, line.to_vec())),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const LINE: &str = r#"{"event_type":"sample.issued","timestamp_ns":1234,"sample_uuid":"00000000000000000000000000000003","conversation_id":"","turn":null,"data":null}"#;
+
+    fn log(shift_ns: u64, offset: u64) -> ShardLog {
+        let ids = SampleIds { local_first: 0, global_first: 0, stride: 2, offset };
+        ShardLog { path: PathBuf::from("x"), shift_ns, ids }
+    }
+
+    #[test]
+    fn a_line_gets_its_time_shifted_and_its_global_sample_id() {
+        let head = parse_head(LINE.as_bytes()).expect("our line");
+        assert_eq!(head.timestamp_ns, 1234);
+        let mut out = Vec::new();
+        rewrite(LINE.as_bytes(), &head, &log(1_000, 1), &mut out).unwrap();
+        let want = LINE.replace("1234", "2234").replace("00000003\"", "00000007\"");
+        assert_eq!(String::from_utf8(out).unwrap(), want + "\n");
+        let session = r#"{"event_type":"session.ended","timestamp_ns":5,"sample_uuid":"","conversation_id":"","turn":null,"data":null}"#;
+        let head = parse_head(session.as_bytes()).unwrap();
+        let mut out = Vec::new();
+        rewrite(session.as_bytes(), &head, &log(10, 1), &mut out).unwrap();
+        assert_eq!(String::from_utf8(out).unwrap(), session.replace(":5,", ":15,") + "\n");
+        assert_eq!(parse_head(b"{\"event_type\": \"x\"}"), None, "not our layout");
+    }
+}

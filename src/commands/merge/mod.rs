@@ -1,0 +1,286 @@
+//! `llm-loadgen merge DIR... --out OUT`: one report from the report directories of a sharded
+//! run's shards, exact: every sample's own values on one timeline, never averaged figures.
+//!
+//! The shards are checked (`check`), their logs interleaved into OUT/events.jsonl with each
+//! line on the common timeline and under the single-host run's sample id (`events`), their
+//! sample_idx_map.json joined the same way; then OUT is rebuilt exactly as `report DIR`
+//! rebuilds a run (`report::rebuild`): the same replay, `final_snapshot`, `result_summary`
+//! and writers, so there is no second statistics path. What the logs cannot give is carried
+//! from the shards' own files and summed (`merged_carried`); the `shards` section says what
+//! each shard did.
+
+mod check;
+mod events;
+
+use std::path::Path;
+
+use loadgen_coordinator::metrics::TokenCountSource;
+
+use crate::cli::MergeArgs;
+use crate::commands::report::{rebuild, Carried, RunDir};
+use crate::error::AppError;
+use crate::report::{
+    result_summary, write_atomic, write_atomic_with, write_report_files, FailureCounts,
+    FailureKindCount, ShardFile, ShardInfo,
+};
+pub use check::{check_shards, ShardView, Timeline};
+use events::{merge_events, ShardLog};
+
+/// A shard's report directory, read.
+struct Shard {
+    run: RunDir,
+    file: ShardFile,
+}
+
+/// Reads a shard's directory: its run files and shard.json. A run without shard.json or
+/// without its summary is refused, naming the directory.
+fn load_shard(dir: &Path) -> Result<Shard, AppError> {
+    let run = RunDir::load(dir)?;
+    let path = dir.join("shard.json");
+    let text = std::fs::read_to_string(&path).map_err(|e| {
+        AppError::Input(format!(
+            "cannot read {} ({e}): {} is not a shard's report directory; run each shard with \
+             --shard I/N (or under srun or an Indexed Job)",
+            path.display(),
+            dir.display()
+        ))
+    })?;
+    let file: ShardFile = serde_json::from_str(&text).map_err(|e| {
+        AppError::Input(format!(
+            "{} cannot be read ({e}); it must be a shard's own",
+            path.display()
+        ))
+    })?;
+    if run.summary.is_none() {
+        return Err(AppError::Input(format!(
+            "{} has no performance/result_summary.json: the shard did not finish; rerun it",
+            dir.display()
+        )));
+    }
+    Ok(Shard { run, file })
+}
+
+/// `merge DIR... --out OUT [--token-count-source B] [--max-skew-ms MS]`. Returns the exit code.
+pub fn run(args: &MergeArgs) -> Result<i32, AppError> {
+    let shards = args.dirs.iter().map(|d| load_shard(d)).collect::<Result<Vec<_>, _>>()?;
+    let views: Vec<ShardView<'_>> =
+        shards.iter().map(|s| ShardView { dir: &s.run.dir, file: &s.file }).collect();
+    let timeline = check_shards(&views, args.max_skew_ms.saturating_mul(1_000_000))?;
+    let out = &args.out;
+    refuse_shard_as_out(&shards, out)?;
+    std::fs::create_dir_all(out).map_err(|e| {
+        AppError::Setup(format!("cannot create {}: {e}; pass a writable --out", out.display()))
+    })?;
+    // The merge works in shard order, whatever order the directories were given in.
+    let mut order: Vec<usize> = (0..shards.len()).collect();
+    order.sort_by_key(|&i| shards[i].file.index);
+    write_merged_inputs(&shards, &order, &timeline, out)?;
+    let merged = merged_run_dir(&shards, &order, &timeline, out)?;
+    let primary = merged.basis(args.token_count_source)?;
+    let code = write_merged_report(&merged, primary, &shards, &order, &timeline)?;
+    Ok(code)
+}
+
+/// OUT must not be one of the shards: its files would be replaced by the merge's.
+fn refuse_shard_as_out(shards: &[Shard], out: &Path) -> Result<(), AppError> {
+    let canon = |p: &Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
+    let target = canon(out);
+    match shards.iter().find(|s| canon(&s.run.dir) == target) {
+        Some(s) => Err(AppError::Usage(format!(
+            "--out {} is the shard directory {}; give a directory of its own",
+            out.display(),
+            s.run.dir.display()
+        ))),
+        None => Ok(()),
+    }
+}
+
+/// OUT/events.jsonl, OUT/sample_idx_map.json and OUT/config.yaml: the inputs of the rebuild.
+fn write_merged_inputs(
+    shards: &[Shard],
+    order: &[usize],
+    timeline: &Timeline,
+    out: &Path,
+) -> Result<(), AppError> {
+    let logs: Vec<ShardLog> = order
+        .iter()
+        .map(|&i| ShardLog {
+            path: shards[i].run.dir.join("events.jsonl"),
+            shift_ns: timeline.shifts_ns[i],
+            ids: shards[i].file.sample_ids,
+        })
+        .collect();
+    let events = out.join("events.jsonl");
+    let mut merge_error = None;
+    let written = write_atomic_with(&events, |w| {
+        merge_events(&logs, w).map(|_| ()).map_err(|e| {
+            merge_error = Some(e.clone());
+            std::io::Error::other(e)
+        })
+    });
+    if let Some(e) = merge_error {
+        return Err(AppError::Input(format!("{e}: nothing was merged")));
+    }
+    written.map_err(|e| write_error(&events, &e))?;
+    let mut rows: Vec<(u64, u32)> = Vec::new();
+    for &i in order {
+        let ids = shards[i].file.sample_ids;
+        let index = shards[i].run.sample_index();
+        rows.extend(index.into_iter().map(|(uuid, row)| (ids.global_id(uuid as u64), row)));
+    }
+    rows.sort_unstable();
+    let idx_path = out.join("sample_idx_map.json");
+    write_atomic_with(&idx_path, |w| crate::run::write_sample_idx_map(w, &rows, true, &[]))
+        .map_err(|e| write_error(&idx_path, &e))?;
+    let first = &shards[order[0]].run;
+    let mut config = first.config_yaml.clone();
+    if let Some(map) = config.as_mapping_mut() {
+        map.insert("report_dir".into(), out.display().to_string().into());
+    }
+    let text = serde_yaml_ng::to_string(&config)
+        .map_err(|e| AppError::Execution(format!("cannot write the merged config.yaml: {e}")))?;
+    let config_path = out.join("config.yaml");
+    write_atomic(&config_path, text.as_bytes()).map_err(|e| write_error(&config_path, &e))
+}
+
+fn write_error(path: &Path, e: &std::io::Error) -> AppError {
+    AppError::Execution(format!(
+        "cannot write {}: {e}; free space or pass another --out",
+        path.display()
+    ))
+}
+
+/// OUT as a run directory: the first shard's config, the merged log, and what the shards'
+/// own files carry, summed.
+fn merged_run_dir(
+    shards: &[Shard],
+    order: &[usize],
+    timeline: &Timeline,
+    out: &Path,
+) -> Result<RunDir, AppError> {
+    let first = &shards[order[0]].run;
+    let mut config = first.config.clone();
+    config.report_dir = Some(out.display().to_string());
+    Ok(RunDir {
+        dir: out.to_path_buf(),
+        config,
+        config_yaml: first.config_yaml.clone(),
+        summary: first.summary.clone(),
+        carried: merged_carried(shards, order, timeline),
+    })
+}
+
+/// The shards' carried values as one run's: counts summed, failure kinds summed by kind (in
+/// first-seen order), the last record's time the latest on the timeline. The scheduler's
+/// issue lag is per host and cannot be merged exactly: it is left out (each shard's is in
+/// `shards`).
+fn merged_carried(shards: &[Shard], order: &[usize], timeline: &Timeline) -> Carried {
+    let carried = |i: usize| &shards[i].run.carried;
+    let first = carried(order[0]);
+    let mut kinds: Option<Vec<FailureKindCount>> = Some(Vec::new());
+    let mut totals = Some([0u64; 4]);
+    for &i in order {
+        let c = carried(i);
+        match (&mut kinds, &c.failure_kinds) {
+            (Some(all), Some(these)) => add_kinds(all, these),
+            _ => kinds = None,
+        }
+        totals = match (totals, c.snapshot_totals) {
+            (Some(t), Some(s)) => Some([
+                t[0] + s[0],
+                t[1] + s[1],
+                t[2] + s[2],
+                t[3].max(s[3] + timeline.shifts_ns[i]),
+            ]),
+            _ => None,
+        };
+    }
+    let incomplete = order.iter().find_map(|&i| {
+        let reason = carried(i).incomplete_reason.as_ref()?;
+        Some(format!("shard {}: {reason}", shards[i].file.index))
+    });
+    Carried {
+        version: first.version.clone(),
+        git_sha: first.git_sha.clone(),
+        interrupted: order.iter().any(|&i| carried(i).interrupted),
+        incomplete_reason: incomplete,
+        issue_lag: None,
+        requests_resent: Some(order.iter().map(|&i| carried(i).requests_resent.unwrap_or(0)).sum()),
+        failure_kinds: kinds,
+        urls: first.urls.clone(),
+        snapshot_totals: totals,
+    }
+}
+
+fn add_kinds(all: &mut Vec<FailureKindCount>, these: &[FailureKindCount]) {
+    for k in these {
+        match all.iter_mut().find(|a| a.kind == k.kind) {
+            Some(a) => a.count += k.count,
+            None => all.push(k.clone()),
+        }
+    }
+}
+
+/// Each shard's line of the `shards` section, from its own summary and shard.json.
+fn shard_infos(shards: &[Shard], order: &[usize], timeline: &Timeline) -> Vec<ShardInfo> {
+    order
+        .iter()
+        .map(|&i| {
+            let s = &shards[i];
+            let summary = s.run.summary.as_ref();
+            let count = |key: &str| summary.and_then(|v| v[key].as_u64()).unwrap_or(0);
+            let kinds = s.run.carried.failure_kinds.as_deref().unwrap_or_default();
+            let lag = s.run.carried.issue_lag;
+            ShardInfo {
+                index: s.file.index,
+                report_dir: s.run.dir.display().to_string(),
+                n_samples_issued: count("n_samples_issued"),
+                n_samples_completed: count("n_samples_completed"),
+                n_samples_failed: count("n_samples_failed"),
+                n_samples_abandoned: count("n_samples_abandoned"),
+                failure_kinds: FailureCounts(
+                    kinds.iter().map(|k| (k.kind.clone(), k.count)).collect(),
+                ),
+                start_offset_ns: s.file.clock.start_offset_ns,
+                start_skew_ns: timeline.start_skew_ns[i],
+                clock_shift_ns: timeline.shifts_ns[i],
+                anchor_uncertainty_ns: s.file.clock.anchor_uncertainty_ns,
+                issue_lag_p99_ns: lag.map(|l| l.p99_ns),
+                issue_lag_max_ns: lag.map(|l| l.max_ns),
+            }
+        })
+        .collect()
+}
+
+/// Rebuilds OUT from its merged log, adds the `shards` section, writes the report files and
+/// prints the console summary. Returns the exit code.
+fn write_merged_report(
+    merged: &RunDir,
+    primary: TokenCountSource,
+    shards: &[Shard],
+    order: &[usize],
+    timeline: &Timeline,
+) -> Result<i32, AppError> {
+    let mut rebuilt = rebuild(merged, primary)?;
+    rebuilt.info.shards = shard_infos(shards, order, timeline);
+    let summary = result_summary(&rebuilt.snapshot, &rebuilt.info);
+    let out = &merged.dir;
+    let unwritten = write_report_files(out, &rebuilt.snapshot, &summary, &rebuilt.info);
+    if let Some(first) = unwritten.first() {
+        return Err(AppError::Execution(format!(
+            "cannot write {} in {}: {}; free space or pass another --out",
+            first.file,
+            out.display(),
+            first.error
+        )));
+    }
+    let mut console = crate::report::console_summary(&summary, &rebuilt.info, out);
+    console.push_str(&format!(
+        "Merged {} shards (plan {}); their starts lay within {:.3} ms\n",
+        order.len(),
+        shards[order[0]].file.plan_hash,
+        timeline.skew_ns as f64 / 1e6
+    ));
+    crate::commands::print_stdout(&crate::redact::redact(&console))?;
+    Ok(0)
+}
