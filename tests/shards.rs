@@ -1,0 +1,267 @@
+//! Two shards on one machine (`--shard 0/2` and `1/2`, or the same from Slurm's or an Indexed
+//! Job's variables), started as child processes with one `--start-at` against one stub, merge
+//! into the report of a single run of the same plan: the same samples (ids and dataset rows)
+//! and the same counts, streaming or not, Poisson or concurrency. And the shard settings a
+//! run refuses.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use common::{bin, char_tokenizer, dataset, report_dir, run, show, stub, summary};
+use loadgen_stubs::StubKind;
+
+/// The engines' variables a test run must not inherit from a shell under Slurm or a Job.
+const ENGINE_VARS: [&str; 4] =
+    ["SLURM_PROCID", "SLURM_NTASKS", "JOB_COMPLETION_INDEX", "LOADGEN_SHARDS"];
+
+/// How long a shard run may take before the test gives up on it (and kills it).
+const RUN_DEADLINE: Duration = Duration::from_secs(120);
+
+fn command() -> Command {
+    let mut cmd = bin();
+    for var in ENGINE_VARS {
+        cmd.env_remove(var);
+    }
+    cmd
+}
+
+/// The plan: 61 samples of the 1,000-prompt dataset against `url`, the char tokenizer.
+fn plan_args(url: &str, pattern: &[&str], streaming: &str, dir: &Path) -> Vec<String> {
+    let mut args: Vec<String> = vec!["benchmark".into(), "online".into()];
+    args.extend(pattern.iter().map(|s| s.to_string()));
+    let fixed = [
+        "--endpoints",
+        url,
+        "--model",
+        "test-model",
+        "--dataset",
+        &dataset(),
+        "--tokenizer",
+        &char_tokenizer(),
+        "--num-samples",
+        "61",
+        "--streaming",
+        streaming,
+        "--workers",
+        "1",
+        "--report-dir",
+        &dir.display().to_string(),
+    ]
+    .map(str::to_string);
+    args.extend(fixed);
+    args
+}
+
+/// Waits for a child within `RUN_DEADLINE`, killing it past that.
+fn wait(mut child: Child, what: &str) -> Output {
+    let deadline = Instant::now() + RUN_DEADLINE;
+    loop {
+        if child.try_wait().expect("the child can be waited on").is_some() {
+            let out = child.wait_with_output().expect("its output is read");
+            show(&out);
+            return out;
+        }
+        if Instant::now() >= deadline {
+            let _ = child.kill();
+            let out = child.wait_with_output().expect("its output is read");
+            show(&out);
+            panic!("{what} did not finish within {RUN_DEADLINE:?}");
+        }
+        // Polling a child is the std way to bound a wait on it; the slice only paces the poll.
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// How a shard learns which it is.
+#[derive(Clone, Copy)]
+enum Source {
+    Flag,
+    Slurm,
+    IndexedJob,
+}
+
+/// Starts shard `i` of 2 of the plan, with the common start `start_at`.
+fn spawn_shard(args: &[String], i: u32, source: Source, start_at: &str) -> Child {
+    let mut cmd = command();
+    cmd.args(args).args(["--start-at", start_at]);
+    match source {
+        Source::Flag => {
+            cmd.args(["--shard", &format!("{i}/2")]);
+        }
+        Source::Slurm => {
+            cmd.env("SLURM_PROCID", i.to_string()).env("SLURM_NTASKS", "2");
+        }
+        Source::IndexedJob => {
+            cmd.env("JOB_COMPLETION_INDEX", i.to_string()).env("LOADGEN_SHARDS", "2");
+        }
+    }
+    cmd.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().expect("the shard starts")
+}
+
+/// Runs the plan as one host, then as two shards started together, and merges the shards.
+/// Returns the single run's directory and the merged one.
+fn single_and_merged(
+    name: &str,
+    pattern: &[&str],
+    streaming: &str,
+    sources: [Source; 2],
+) -> (PathBuf, PathBuf) {
+    let server = stub(StubKind::Echo, |_| {});
+    let url = server.url();
+    let single = report_dir(&format!("{name}-single"));
+    let out = run(plan_args(&url, pattern, streaming, &single));
+    assert_eq!(out.status.code(), Some(0), "the single-host run succeeds");
+    let dirs = [0, 1].map(|i| report_dir(&format!("{name}-shard{i}")));
+    // A start four seconds ahead (a debug build on a busy machine takes a while to load the
+    // dataset and tokenizer): both shards fork, connect and wait for it.
+    let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap();
+    let start_at = format!("{:.3}", now.as_secs_f64() + 4.0);
+    let children: Vec<Child> = (0..2)
+        .map(|i| {
+            spawn_shard(
+                &plan_args(&url, pattern, streaming, &dirs[i]),
+                i as u32,
+                sources[i],
+                &start_at,
+            )
+        })
+        .collect();
+    for (i, child) in children.into_iter().enumerate() {
+        let out = wait(child, &format!("shard {i}"));
+        assert_eq!(out.status.code(), Some(0), "shard {i} succeeds");
+    }
+    let merged = report_dir(&format!("{name}-merged"));
+    let out = command()
+        .arg("merge")
+        .args(&dirs)
+        .args(["--out", merged.to_str().unwrap()])
+        .output()
+        .expect("merge runs");
+    show(&out);
+    assert_eq!(out.status.code(), Some(0), "the merge succeeds");
+    (single, merged)
+}
+
+fn idx_map(dir: &Path) -> serde_json::Value {
+    let text =
+        std::fs::read_to_string(dir.join("sample_idx_map.json")).expect("sample_idx_map.json");
+    serde_json::from_str(&text).expect("it parses")
+}
+
+/// The merged report has the single run's samples (sample ids and their dataset rows) and
+/// counts, and each shard its share.
+fn assert_same_run(single: &Path, merged: &Path) {
+    let (a, b) = (idx_map(single), idx_map(merged));
+    let ids =
+        |v: &serde_json::Value| v["performance"].as_object().expect("a performance phase").len();
+    assert_eq!(ids(&a), 61, "the single run issued every sample");
+    assert_eq!(a, b, "the merged sample set is the single run's, sample for sample");
+    let (s, m) = (summary(single), summary(merged));
+    for key in
+        ["n_samples_issued", "n_samples_completed", "n_samples_failed", "n_samples_abandoned"]
+    {
+        assert_eq!(s[key], m[key], "{key}");
+    }
+    for key in ["latency", "ttft", "output_sequence_lengths", "input_sequence_lengths"] {
+        assert_eq!(s[key].is_null(), m[key].is_null(), "{key} present in both or neither");
+    }
+    // The echo stub answers each prompt with itself: the token counts are the sample set's.
+    assert_eq!(s["input_sequence_lengths"]["total"], m["input_sequence_lengths"]["total"]);
+    assert_eq!(s["output_sequence_lengths"]["total"], m["output_sequence_lengths"]["total"]);
+    let shards = m["shards"].as_array().expect("a shards section");
+    let issued: Vec<u64> = shards.iter().map(|s| s["n_samples_issued"].as_u64().unwrap()).collect();
+    assert_eq!(issued, [31, 30], "every other sample each");
+    let skew = shards.iter().map(|s| s["start_skew_ns"].as_u64().unwrap()).max().unwrap();
+    assert!(skew < 50_000_000, "the shards started together ({skew} ns apart)");
+}
+
+#[test]
+fn concurrency_shards_merge_into_the_single_runs_samples_when_streaming() {
+    let pattern = ["--load-pattern", "concurrency", "--concurrency", "4"];
+    let (single, merged) =
+        single_and_merged("shards-conc-stream", &pattern, "on", [Source::Flag, Source::Slurm]);
+    assert_same_run(&single, &merged);
+    assert!(!summary(&merged)["itl"].is_null(), "a streamed merge has its chunk gaps");
+}
+
+#[test]
+fn concurrency_shards_merge_into_the_single_runs_samples_without_streaming() {
+    let pattern = ["--load-pattern", "concurrency", "--concurrency", "3"];
+    let (single, merged) =
+        single_and_merged("shards-conc-plain", &pattern, "off", [Source::IndexedJob, Source::Flag]);
+    assert_same_run(&single, &merged);
+}
+
+#[test]
+fn poisson_shards_merge_into_the_single_runs_samples_when_streaming() {
+    let pattern = ["--load-pattern", "poisson", "--target-qps", "200"];
+    let (single, merged) =
+        single_and_merged("shards-poisson-stream", &pattern, "on", [Source::Flag, Source::Flag]);
+    assert_same_run(&single, &merged);
+    let shard = std::fs::read_to_string(report_dir_of(&merged, 1).join("shard.json")).unwrap();
+    let shard: serde_json::Value = serde_json::from_str(&shard).unwrap();
+    assert_eq!(shard["seeds"]["scheduler_random_seed"], 42);
+    assert!(
+        shard["seeds"]["shard_scheduler_seed"].as_u64().is_some_and(|s| s != 42),
+        "a seed of its own"
+    );
+    let shard_summary = summary(&report_dir_of(&merged, 1));
+    assert_eq!(shard_summary["run_config"]["load_pattern"]["target_qps"], 100.0, "QPS / N");
+}
+
+#[test]
+fn poisson_shards_merge_into_the_single_runs_samples_without_streaming() {
+    let pattern = ["--load-pattern", "poisson", "--target-qps", "200"];
+    let (single, merged) = single_and_merged(
+        "shards-poisson-plain",
+        &pattern,
+        "off",
+        [Source::Slurm, Source::IndexedJob],
+    );
+    assert_same_run(&single, &merged);
+}
+
+/// A shard's directory beside a merged one (`<name>-merged` → `<name>-shard<i>`).
+fn report_dir_of(merged: &Path, i: u32) -> PathBuf {
+    let name =
+        merged.file_name().unwrap().to_str().unwrap().replace("-merged", &format!("-shard{i}"));
+    merged.with_file_name(name)
+}
+
+fn refused(args: &[&str], env: &[(&str, &str)]) -> String {
+    let dir = report_dir("shards-refused");
+    let mut cmd = command();
+    cmd.args(["benchmark", "offline", "--endpoints", "null://", "--num-samples", "10"]);
+    cmd.args(["--report-dir", dir.to_str().unwrap()]).args(args);
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let out = cmd.output().expect("the binary runs");
+    show(&out);
+    assert_eq!(out.status.code(), Some(2), "{args:?} {env:?}: refused as bad input");
+    assert!(!dir.join("events.jsonl").exists(), "nothing ran");
+    String::from_utf8_lossy(&out.stderr).to_string()
+}
+
+#[test]
+fn an_index_past_the_count_a_zero_count_and_a_past_start_are_refused() {
+    assert!(
+        refused(&["--shard", "2/2"], &[]).contains("shard index 2 is not below the shard count 2")
+    );
+    assert!(refused(&["--shard", "0/0"], &[]).contains("shard count of 0"));
+    assert!(refused(&[], &[("SLURM_PROCID", "4"), ("SLURM_NTASKS", "4")])
+        .contains("SLURM_PROCID/SLURM_NTASKS (4/4)"));
+    assert!(refused(&["--start-at", "1000000000"], &[]).contains("in the past"));
+    assert!(refused(&["--shard", "10/11"], &[]).contains("fewer than its 11 shards"));
+    let both = [
+        ("SLURM_PROCID", "0"),
+        ("SLURM_NTASKS", "2"),
+        ("JOB_COMPLETION_INDEX", "1"),
+        ("LOADGEN_SHARDS", "2"),
+    ];
+    let err = refused(&[], &both);
+    assert!(err.contains("SLURM_PROCID") && err.contains("JOB_COMPLETION_INDEX"), "{err}");
+}
