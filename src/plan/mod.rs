@@ -216,11 +216,7 @@ pub fn resolve_plan(mut config: Config, verbose: u8) -> Result<Plan, AppError> {
     }
     let (shard, start_at_unix_ns) =
         resolve_shard(&config.shard, &|k| std::env::var(k).ok(), unix_now_ns())?;
-    let plan_pattern = resolve_load_pattern(&config)?;
-    let load_pattern = match &shard {
-        Some((s, _)) => shard_pattern(plan_pattern, *s)?,
-        None => plan_pattern,
-    };
+    let load_pattern = sharded(resolve_load_pattern(&config)?, shard.as_ref())?;
     check_sample_counts(&config)?;
     let endpoints = parse_endpoints(&config)?;
     note_v1_suffix(&config);
@@ -248,37 +244,16 @@ pub fn resolve_plan(mut config: Config, verbose: u8) -> Result<Plan, AppError> {
     }
     let accuracy_only = accuracy.mode == TestMode::Acc;
     let runtime = &config.settings.runtime;
-    let rows = dataset.rows.len() as u64;
-    let plan_samples = if accuracy_only {
-        0
-    } else {
-        samples_to_issue(
-            runtime.n_samples_to_issue,
-            runtime.min_duration_ms,
-            config.settings.load_pattern.target_qps,
-            rows,
-        )
-    };
+    let plan_samples = performance_samples(&config, dataset.rows.len() as u64, accuracy_only);
     if let Some((s, _)) = &shard {
         check_shard_plan(*s, plan_samples, accuracy.mode != TestMode::Perf)?;
     }
     let warmup = if accuracy_only { Warmup::default() } else { resolve_warmup(&config, &dataset)? };
     let config_yaml = config.to_redacted_yaml()?;
-    let shard = shard.map(|(s, origin)| ShardPlan {
-        shard: s,
-        origin,
-        plan_hash: plan_hash(&config_yaml, s.count, start_at_unix_ns),
-        plan_samples,
-        plan_warmup_samples: warmup.samples,
-        scheduler_seed: runtime.scheduler_random_seed,
-        shard_scheduler_seed: match load_pattern {
-            LoadPattern::Poisson { seed, .. } => Some(seed),
-            _ => None,
-        },
-        warmup_seed: warmup.random_seed,
-        shard_warmup_seed: matches!(load_pattern, LoadPattern::Poisson { .. })
-            .then(|| shard_seed(warmup.random_seed, s)),
-    });
+    let seeds = (runtime.scheduler_random_seed, warmup.random_seed);
+    let samples = (plan_samples, warmup.samples);
+    let shard =
+        shard.map(|f| shard_plan(f, &config_yaml, samples, seeds, load_pattern, start_at_unix_ns));
     Ok(Plan {
         load_pattern,
         endpoints,
@@ -314,6 +289,20 @@ pub fn resolve_plan(mut config: Config, verbose: u8) -> Result<Plan, AppError> {
         shard,
         start_at_unix_ns,
     })
+}
+
+/// The performance phase's samples of the whole plan (a shard issues its share).
+fn performance_samples(config: &Config, rows: u64, accuracy_only: bool) -> u64 {
+    if accuracy_only {
+        return 0;
+    }
+    let runtime = &config.settings.runtime;
+    samples_to_issue(
+        runtime.n_samples_to_issue,
+        runtime.min_duration_ms,
+        config.settings.load_pattern.target_qps,
+        rows,
+    )
 }
 
 /// Writes the values resolved from defaults back into the config, so `config.yaml` shows

@@ -195,19 +195,49 @@ fn resolve_found(
     }
 }
 
+/// A resolved shard and where it came from (`--shard`, the engine's variables).
+pub type ShardOrigin = (Shard, String);
+
 /// The shard of a run and its start, from the flags and the environment; `None` when the run
 /// is not sharded (a `--start-at` alone still sets a start: one host may wait for a time too).
 pub fn resolve_shard(
     args: &ShardArgs,
     env: &dyn Fn(&str) -> Option<String>,
     now_unix_ns: u64,
-) -> Result<(Option<(Shard, String)>, Option<u64>), AppError> {
+) -> Result<(Option<ShardOrigin>, Option<u64>), AppError> {
     let found = resolve_found(args, env)?;
     let start_at = match &args.start_at {
         Some(text) => Some(check_start_at(parse_time(text)?, text, now_unix_ns)?),
         None => None,
     };
     Ok((found.map(|f| (f.shard, f.origin)), start_at))
+}
+
+/// The shard's plan: what shard.json records of it. `samples` is the whole plan's
+/// (performance, warm-up), `seeds` its (scheduler, warm-up) seeds, `pattern` the shard's own.
+pub fn shard_plan(
+    (shard, origin): ShardOrigin,
+    config_yaml: &str,
+    (plan_samples, plan_warmup_samples): (u64, u64),
+    (scheduler_seed, warmup_seed): (u64, u64),
+    pattern: LoadPattern,
+    start_at_unix_ns: Option<u64>,
+) -> ShardPlan {
+    let poisson = matches!(pattern, LoadPattern::Poisson { .. });
+    ShardPlan {
+        shard,
+        origin,
+        plan_hash: plan_hash(config_yaml, shard.count, start_at_unix_ns),
+        plan_samples,
+        plan_warmup_samples,
+        scheduler_seed,
+        shard_scheduler_seed: match pattern {
+            LoadPattern::Poisson { seed, .. } => Some(seed),
+            _ => None,
+        },
+        warmup_seed,
+        shard_warmup_seed: poisson.then(|| shard_seed(warmup_seed, shard)),
+    }
 }
 
 /// Refuses a start already past by more than `START_AT_PAST_TOLERANCE_NS`.
@@ -346,6 +376,14 @@ pub fn shard_pattern(pattern: LoadPattern, s: Shard) -> Result<LoadPattern, AppE
             }
             Ok(LoadPattern::Concurrency { n: share })
         }
+    }
+}
+
+/// The plan's pattern, or the shard's share of it.
+pub fn sharded(pattern: LoadPattern, shard: Option<&ShardOrigin>) -> Result<LoadPattern, AppError> {
+    match shard {
+        Some((s, _)) => shard_pattern(pattern, *s),
+        None => Ok(pattern),
     }
 }
 
