@@ -347,3 +347,17 @@ fn a_run_without_shard_json_is_refused_naming_it() {
     assert!(err.contains("shard1 is not a shard's report directory"), "{err}");
     let _ = std::fs::remove_dir_all(&root);
 }
+
+#[test]
+fn a_shard_directory_as_the_output_is_refused() {
+    let root = report_dir("merge-out-is-shard");
+    let specs = two_shards();
+    let dirs: Vec<PathBuf> =
+        specs.iter().map(|s| write_shard(&root, s, "00000000000000aa")).collect();
+    let before = std::fs::read(dirs[1].join("events.jsonl")).unwrap();
+    let out = merge(&[&dirs[0], &dirs[1]], &["--out", dirs[1].to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1), "a usage error");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("is the shard directory"));
+    assert_eq!(std::fs::read(dirs[1].join("events.jsonl")).unwrap(), before, "untouched");
+    let _ = std::fs::remove_dir_all(&root);
+}

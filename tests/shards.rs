@@ -28,11 +28,15 @@ fn command() -> Command {
     cmd
 }
 
-/// The plan: 61 samples of the 1,000-prompt dataset against `url`, the char tokenizer.
+/// The plan: 7 warm-up samples, then 61 of the 1,000-prompt dataset against `url`, the char
+/// tokenizer.
 fn plan_args(url: &str, pattern: &[&str], streaming: &str, dir: &Path) -> Vec<String> {
     let mut args: Vec<String> = vec!["benchmark".into(), "online".into()];
     args.extend(pattern.iter().map(|s| s.to_string()));
     let fixed = [
+        "--warmup",
+        "--warmup-requests",
+        "7",
         "--endpoints",
         url,
         "--model",
@@ -174,6 +178,16 @@ fn assert_same_run(single: &Path, merged: &Path) {
     let shards = m["shards"].as_array().expect("a shards section");
     let issued: Vec<u64> = shards.iter().map(|s| s["n_samples_issued"].as_u64().unwrap()).collect();
     assert_eq!(issued, [31, 30], "every other sample each");
+    // The warm-up is split too: the snapshots' warm-up-inclusive totals add up.
+    let total = |dir: &Path| -> u64 {
+        let text = std::fs::read_to_string(dir.join("metrics/final_snapshot.json")).unwrap();
+        let snap: serde_json::Value = serde_json::from_str(&text).unwrap();
+        let metrics = snap["metrics"].as_array().unwrap();
+        let issued = metrics.iter().find(|m| m["name"] == "total_samples_issued").unwrap();
+        issued["value"].as_u64().unwrap()
+    };
+    assert_eq!(total(single), 68, "7 warm-up and 61 tracked samples");
+    assert_eq!(total(merged), total(single), "the merged warm-up-inclusive total");
     let skew = shards.iter().map(|s| s["start_skew_ns"].as_u64().unwrap()).max().unwrap();
     assert!(skew < 50_000_000, "the shards started together ({skew} ns apart)");
 }
@@ -234,7 +248,10 @@ fn report_dir_of(merged: &Path, i: u32) -> PathBuf {
 fn refused(args: &[&str], env: &[(&str, &str)]) -> String {
     let dir = report_dir("shards-refused");
     let mut cmd = command();
-    cmd.args(["benchmark", "offline", "--endpoints", "null://", "--num-samples", "10"]);
+    cmd.args(["benchmark", "offline", "--num-samples", "10"]);
+    if !args.contains(&"--endpoints") {
+        cmd.args(["--endpoints", "null://"]);
+    }
     cmd.args(["--report-dir", dir.to_str().unwrap()]).args(args);
     for (k, v) in env {
         cmd.env(k, v);
@@ -256,6 +273,10 @@ fn an_index_past_the_count_a_zero_count_and_a_past_start_are_refused() {
         .contains("SLURM_PROCID/SLURM_NTASKS (4/4)"));
     assert!(refused(&["--start-at", "1000000000"], &[]).contains("in the past"));
     assert!(refused(&["--shard", "10/11"], &[]).contains("fewer than its 11 shards"));
+    assert!(refused(&["--shard", "0/2", "--no-events"], &[]).contains("drop --no-events"));
+    let two =
+        ["--shard", "0/2", "--endpoints", "http://127.0.0.1:9,http://127.0.0.2:9", "--model", "m"];
+    assert!(refused(&two, &[]).contains("over 2 endpoints"));
     let both = [
         ("SLURM_PROCID", "0"),
         ("SLURM_NTASKS", "2"),
@@ -264,4 +285,26 @@ fn an_index_past_the_count_a_zero_count_and_a_past_start_are_refused() {
     ];
     let err = refused(&[], &both);
     assert!(err.contains("SLURM_PROCID") && err.contains("JOB_COMPLETION_INDEX"), "{err}");
+}
+
+#[test]
+fn a_start_that_passes_during_setup_starts_at_once_and_says_how_late() {
+    let dir = report_dir("shards-late-start");
+    let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap();
+    // 60 ms ago: within the tolerance when the plan is read, past by the time the run is ready.
+    let start_at = format!("{:.3}", now.as_secs_f64() - 0.06);
+    let out = command()
+        .args(["benchmark", "offline", "--endpoints", "null://", "--num-samples", "20"])
+        .args(["--shard", "0/1", "--start-at", &start_at, "--report-dir", dir.to_str().unwrap()])
+        .output()
+        .expect("the binary runs");
+    show(&out);
+    assert_eq!(out.status.code(), Some(0), "the run goes ahead");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("--start-at had passed") && stderr.contains("ms late"), "{stderr}");
+    let shard: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("shard.json")).unwrap()).unwrap();
+    let offset = shard["clock"]["start_offset_ns"].as_i64().expect("an offset");
+    assert!(offset >= 60_000_000, "started {offset} ns after the given time");
+    assert_eq!(summary(&dir)["n_samples_issued"], 20, "shard 0/1 is the whole plan");
 }

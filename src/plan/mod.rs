@@ -199,7 +199,7 @@ impl Plan {
             self.dataset.rows.len(),
             self.token_count_source,
             self.report_dir.display(),
-        )
+        ) + &shard_line(self.shard.as_ref(), self.start_at_unix_ns)
     }
 }
 
@@ -246,7 +246,12 @@ pub fn resolve_plan(mut config: Config, verbose: u8) -> Result<Plan, AppError> {
     let runtime = &config.settings.runtime;
     let plan_samples = performance_samples(&config, dataset.rows.len() as u64, accuracy_only);
     if let Some((s, _)) = &shard {
-        check_shard_plan(*s, plan_samples, accuracy.mode != TestMode::Perf)?;
+        let refusals = ShardRefusals {
+            accuracy: accuracy.mode != TestMode::Perf,
+            no_events: config.events == Some(false),
+            endpoints: endpoints.len(),
+        };
+        check_shard_plan(*s, plan_samples, refusals)?;
     }
     let warmup = if accuracy_only { Warmup::default() } else { resolve_warmup(&config, &dataset)? };
     let config_yaml = config.to_redacted_yaml()?;

@@ -379,6 +379,21 @@ pub fn shard_pattern(pattern: LoadPattern, s: Shard) -> Result<LoadPattern, AppE
     }
 }
 
+/// The `-v` plan line of a sharded run or one with a start time; empty otherwise.
+pub fn shard_line(shard: Option<&ShardPlan>, start_at_unix_ns: Option<u64>) -> String {
+    let start = start_at_unix_ns.map_or(String::new(), |ns| {
+        format!(", performance phase at {}.{:09} (Unix s)", ns / 1_000_000_000, ns % 1_000_000_000)
+    });
+    match shard {
+        Some(sp) => format!(
+            "\nplan: shard {}/{} (from {}) of a plan of {} samples, plan hash {}{start}",
+            sp.shard.index, sp.shard.count, sp.origin, sp.plan_samples, sp.plan_hash
+        ),
+        None if !start.is_empty() => format!("\nplan: not sharded{start}"),
+        None => String::new(),
+    }
+}
+
 /// The plan's pattern, or the shard's share of it.
 pub fn sharded(pattern: LoadPattern, shard: Option<&ShardOrigin>) -> Result<LoadPattern, AppError> {
     match shard {
@@ -398,10 +413,35 @@ pub fn strided_rows(rows: &[u32], s: Shard) -> Vec<u32> {
     rows.iter().skip(s.index as usize).step_by(s.count as usize).copied().collect()
 }
 
-/// Shard `s` of a plan with `plan_samples` performance samples: refused when the plan is an
-/// accuracy run (its phases are not split) or leaves the shard without a sample.
-pub fn check_shard_plan(s: Shard, plan_samples: u64, accuracy: bool) -> Result<(), AppError> {
-    if accuracy {
+/// What of a plan keeps it from being sharded: what `merge` could not put together.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ShardRefusals {
+    /// An accuracy phase (`--mode acc` or `both`): its phases are not split.
+    pub accuracy: bool,
+    /// `--no-events`: the merge reads each shard's events.jsonl.
+    pub no_events: bool,
+    /// The plan's endpoints: a merge cannot tell a sample's endpoint from the log.
+    pub endpoints: usize,
+}
+
+/// Shard `s` of a plan with `plan_samples` performance samples: refused when the merge could
+/// not put the shards together (`ShardRefusals`) or the shard would have no sample.
+pub fn check_shard_plan(s: Shard, plan_samples: u64, r: ShardRefusals) -> Result<(), AppError> {
+    if r.no_events {
+        return Err(AppError::Input(format!(
+            "--shard {}/{} with --no-events: merge reads each shard's events.jsonl; drop \
+             --no-events",
+            s.index, s.count
+        )));
+    }
+    if r.endpoints > 1 {
+        return Err(AppError::Input(format!(
+            "--shard {}/{} over {} endpoints: events.jsonl does not say which endpoint each \
+             sample went to, so the shards could not be merged; give each shard one endpoint",
+            s.index, s.count, r.endpoints
+        )));
+    }
+    if r.accuracy {
         return Err(AppError::Input(format!(
             "--shard {}/{}: accuracy phases are not split across shards; run the accuracy \
              datasets (--mode acc or both) on one host",
@@ -587,6 +627,24 @@ mod tests {
         assert_eq!(one, poisson, "one shard is the single-host run");
         let offline = shard_pattern(LoadPattern::Offline, Shard { index: 1, count: 2 });
         assert_eq!(offline.unwrap(), LoadPattern::Offline);
+    }
+
+    #[test]
+    fn what_a_merge_could_not_put_together_is_refused_before_the_run() {
+        let s = Shard { index: 1, count: 2 };
+        let ok = ShardRefusals { endpoints: 1, ..ShardRefusals::default() };
+        assert!(check_shard_plan(s, 10, ok).is_ok());
+        let cases = [
+            (ShardRefusals { accuracy: true, ..ok }, 10, "accuracy phases are not split"),
+            (ShardRefusals { no_events: true, ..ok }, 10, "drop --no-events"),
+            (ShardRefusals { endpoints: 3, ..ok }, 10, "over 3 endpoints"),
+            (ok, 1, "shard 1 would issue none"),
+        ];
+        for (r, samples, want) in cases {
+            let err = check_shard_plan(s, samples, r).unwrap_err();
+            assert_eq!(err.exit_code(), 2);
+            assert!(err.to_string().contains(want), "{want}: {err}");
+        }
     }
 
     #[test]
