@@ -257,8 +257,7 @@ pub fn resolve_plan(mut config: Config, verbose: u8) -> Result<Plan, AppError> {
     let config_yaml = config.to_redacted_yaml()?;
     let seeds = (runtime.scheduler_random_seed, warmup.random_seed);
     let samples = (plan_samples, warmup.samples);
-    let shard =
-        shard.map(|f| shard_plan(f, &config_yaml, samples, seeds, load_pattern, start_at_unix_ns));
+    let shard = shard.map(|f| shard_plan(f, &config_yaml, samples, seeds, load_pattern));
     Ok(Plan {
         load_pattern,
         endpoints,

@@ -221,13 +221,12 @@ pub fn shard_plan(
     (plan_samples, plan_warmup_samples): (u64, u64),
     (scheduler_seed, warmup_seed): (u64, u64),
     pattern: LoadPattern,
-    start_at_unix_ns: Option<u64>,
 ) -> ShardPlan {
     let poisson = matches!(pattern, LoadPattern::Poisson { .. });
     ShardPlan {
         shard,
         origin,
-        plan_hash: plan_hash(config_yaml, shard.count, start_at_unix_ns),
+        plan_hash: plan_hash(config_yaml, shard.count),
         plan_samples,
         plan_warmup_samples,
         scheduler_seed,
@@ -474,9 +473,10 @@ const PER_HOST_KEYS: &[&[&str]] = &[
 ];
 
 /// The plan hash: FNV-1a (64 bits, hex) of config.yaml without its per-host keys
-/// (`PER_HOST_KEYS`), with the shard count and the start. Equal across the shards of one plan
-/// and seeds; not a security hash, a check that the merge is given one plan's shards.
-pub fn plan_hash(config_yaml: &str, count: u32, start_at_unix_ns: Option<u64>) -> String {
+/// (`PER_HOST_KEYS`), with the shard count. Equal across the shards of one plan and seeds;
+/// not a security hash, a check that the merge is given one plan's shards. `--start-at` is
+/// not in it: shards that started apart are the skew check's to refuse, by how far.
+pub fn plan_hash(config_yaml: &str, count: u32) -> String {
     let mut value: serde_yaml_ng::Value =
         serde_yaml_ng::from_str(config_yaml).unwrap_or(serde_yaml_ng::Value::Null);
     for path in PER_HOST_KEYS {
@@ -490,7 +490,7 @@ pub fn plan_hash(config_yaml: &str, count: u32, start_at_unix_ns: Option<u64>) -
         }
     };
     eat(text.as_bytes());
-    eat(format!("\nshards={count}\nstart_at={start_at_unix_ns:?}\n").as_bytes());
+    eat(format!("\nshards={count}\n").as_bytes());
     format!("{hash:016x}")
 }
 
@@ -692,10 +692,9 @@ mod tests {
         let b = "report_dir: /tmp/b\nsettings:\n  client:\n    num_workers: 8\n  runtime:\n    \
                  scheduler_random_seed: 42\n";
         let seeds = a.replace("42", "43");
-        assert_eq!(plan_hash(a, 2, None), plan_hash(b, 2, None));
-        assert_ne!(plan_hash(a, 2, None), plan_hash(&seeds, 2, None), "other seeds");
-        assert_ne!(plan_hash(a, 2, None), plan_hash(a, 3, None), "other shard count");
-        assert_ne!(plan_hash(a, 2, None), plan_hash(a, 2, Some(1)), "other start");
-        assert_eq!(plan_hash(a, 2, None).len(), 16);
+        assert_eq!(plan_hash(a, 2), plan_hash(b, 2));
+        assert_ne!(plan_hash(a, 2), plan_hash(&seeds, 2), "other seeds");
+        assert_ne!(plan_hash(a, 2), plan_hash(a, 3), "other shard count");
+        assert_eq!(plan_hash(a, 2).len(), 16);
     }
 }

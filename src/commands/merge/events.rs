@@ -190,6 +190,68 @@ mod tests {
         ShardLog { path: PathBuf::from("x"), shift_ns, ids }
     }
 
+    fn line(kind: &str, ts: u64, uuid: &str) -> String {
+        format!("{{\"event_type\":\"{kind}\",\"timestamp_ns\":{ts},\"sample_uuid\":\"{uuid}\",\"data\":null}}\n")
+    }
+
+    #[test]
+    fn logs_interleave_by_time_with_one_session_mark_of_each_kind() {
+        let dir =
+            std::env::temp_dir().join(format!("llm-loadgen-merge-events-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let id = |n: u64| format!("{n:032x}");
+        let a = [
+            ("session.started", 1),
+            ("sample.issued", 10),
+            ("sample.issued", 30),
+            ("session.ended", 40),
+        ];
+        let b = [("session.started", 2), ("sample.issued", 15), ("session.ended", 50)];
+        let write = |name: &str, lines: &[(&str, u64)]| {
+            let path = dir.join(name);
+            let text: String = lines
+                .iter()
+                .enumerate()
+                .map(|(i, (k, ts))| {
+                    line(
+                        k,
+                        *ts,
+                        &if k.starts_with("sample") { id(i as u64) } else { String::new() },
+                    )
+                })
+                .collect();
+            std::fs::write(&path, text).unwrap();
+            path
+        };
+        let logs = [
+            ShardLog { path: write("a", &a), ..log(0, 0) },
+            ShardLog { path: write("b", &b), ..log(100, 1) },
+        ];
+        let mut out = Vec::new();
+        assert_eq!(merge_events(&logs, &mut out).unwrap(), 5);
+        let got: Vec<(String, u64)> = String::from_utf8(out)
+            .unwrap()
+            .lines()
+            .map(|l| {
+                let h = parse_head(l.as_bytes()).unwrap();
+                (l[h.event_type].to_string(), h.timestamp_ns)
+            })
+            .collect();
+        let want = [
+            ("session.started", 1),
+            ("sample.issued", 10),
+            ("sample.issued", 30),
+            ("sample.issued", 115),
+            ("session.ended", 150),
+        ];
+        let want: Vec<(String, u64)> = want.iter().map(|(k, t)| (k.to_string(), *t)).collect();
+        assert_eq!(got, want, "the first start, the lines by shifted time, the last end");
+        std::fs::write(dir.join("a"), "{\"event_type\":\"x\"").unwrap();
+        let err = merge_events(&logs, &mut Vec::new()).unwrap_err();
+        assert!(err.contains("a line 1") && err.contains("truncated"), "{err}");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
     #[test]
     fn a_line_gets_its_time_shifted_and_its_global_sample_id() {
         let head = parse_head(LINE.as_bytes()).expect("our line");
