@@ -62,7 +62,8 @@ fn parse_head(line: &[u8]) -> Option<Head> {
 /// Appends `line` to `out` with its timestamp and uuid rewritten (and its newline).
 fn rewrite(line: &[u8], head: &Head, log: &ShardLog, out: &mut Vec<u8>) -> Result<(), String> {
     out.extend_from_slice(&line[..head.timestamp.start]);
-    out.extend_from_slice((head.timestamp_ns + log.shift_ns).to_string().as_bytes());
+    // Written into `out` in place: a merge of millions of lines makes no string per line.
+    let _ = write!(out, "{}", head.timestamp_ns + log.shift_ns);
     out.extend_from_slice(&line[head.timestamp.end..head.uuid.start]);
     let uuid = &line[head.uuid.clone()];
     if !uuid.is_empty() {
@@ -71,7 +72,7 @@ fn rewrite(line: &[u8], head: &Head, log: &ShardLog, out: &mut Vec<u8>) -> Resul
             .ok()
             .filter(|_| text.len() == 32)
             .ok_or_else(|| format!("sample_uuid {text:?} is not an llm-loadgen sample id"))?;
-        out.extend_from_slice(format!("{:032x}", log.ids.global_id(local)).as_bytes());
+        let _ = write!(out, "{:032x}", log.ids.global_id(local));
     }
     out.extend_from_slice(&line[head.uuid.end..]);
     out.push(b'\n');
@@ -105,12 +106,13 @@ impl Cursor {
             return Ok(None);
         }
         self.number += 1;
-        let at = format!("{} line {}", log.path.display(), self.number);
+        // Named only when a line is bad: a merge of millions of lines makes no string per line.
+        let at = || format!("{} line {}", log.path.display(), self.number);
         if self.line.pop() != Some(b'\n') {
-            return Err(format!("{at}: the last line has no newline; the log is truncated"));
+            return Err(format!("{}: the last line has no newline; the log is truncated", at()));
         }
-        let head =
-            parse_head(&self.line).ok_or_else(|| format!("{at}: not an llm-loadgen event line"))?;
+        let head = parse_head(&self.line)
+            .ok_or_else(|| format!("{}: not an llm-loadgen event line", at()))?;
         Ok(Some((head.timestamp_ns + log.shift_ns, head)))
     }
 }
@@ -142,15 +144,15 @@ pub fn merge_events(logs: &[ShardLog], out: &mut dyn Write) -> Result<u64, Strin
         let line = &cursors[i].line;
         buf.clear();
         rewrite(line, &head, &logs[i], &mut buf)?;
-        let event_type = line[head.event_type.clone()].to_vec();
-        match session_rule(&event_type) {
-            Some(true) if first_marks.contains(&event_type) => {}
+        let event_type = &line[head.event_type.clone()];
+        match session_rule(event_type) {
+            Some(true) if first_marks.iter().any(|m| m == event_type) => {}
             Some(true) => {
-                first_marks.push(event_type);
+                first_marks.push(event_type.to_vec());
                 out.write_all(&buf).map_err(|e| e.to_string())?;
                 lines += 1;
             }
-            Some(false) => keep_last(&mut last_marks, &event_type, ts, &buf),
+            Some(false) => keep_last(&mut last_marks, event_type, ts, &buf),
             None => {
                 out.write_all(&buf).map_err(|e| e.to_string())?;
                 lines += 1;
