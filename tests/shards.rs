@@ -308,3 +308,33 @@ fn a_start_that_passes_during_setup_starts_at_once_and_says_how_late() {
     assert!(offset >= 60_000_000, "started {offset} ns after the given time");
     assert_eq!(summary(&dir)["n_samples_issued"], 20, "shard 0/1 is the whole plan");
 }
+
+#[test]
+fn an_interrupt_ends_the_wait_for_a_far_start() {
+    let server = stub(StubKind::Echo, |_| {});
+    let dir = report_dir("shards-start-interrupted");
+    let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_secs();
+    let start_at = (now + 3_600).to_string();
+    let mut args = plan_args(
+        &server.url(),
+        &["--load-pattern", "concurrency", "--concurrency", "2"],
+        "off",
+        &dir,
+    );
+    args.extend(["--shard", "0/2", "--start-at", &start_at].map(str::to_string));
+    let child =
+        command().args(&args).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+    // The workers connect only after the coordinator has its signal handlers, then it waits.
+    let deadline = Instant::now() + RUN_DEADLINE;
+    while server.connections_accepted() == 0 {
+        assert!(Instant::now() < deadline, "the shard never connected");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let asked = Instant::now();
+    // SAFETY: kill(2) on the child this test started.
+    assert_eq!(unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGINT) }, 0);
+    let out = wait(child, "the interrupted shard");
+    assert_eq!(out.status.code(), Some(130), "interrupted");
+    assert!(asked.elapsed() < Duration::from_secs(30), "the wait ended at the interrupt");
+    assert_eq!(summary(&dir)["n_samples_issued"], 0, "nothing was issued before the start");
+}
