@@ -1,0 +1,503 @@
+//! One benchmark across several client hosts, as the engines launch it: a two-task Slurm job
+//! (the project's `examples/slurm/llm-loadgen.sbatch`, on a single-node cluster this test
+//! starts with `.ci/slurm-cluster.sh`) merges into the one-host run of its plan; and two shards
+//! in network namespaces of their own hold 40,000 connections to one stub address, where one
+//! host alone runs out of ports.
+//!
+//! Both need root (the Slurm daemons, `ip netns`) and Debian's `slurm-wlm`, `munge` and
+//! `iproute2`, which `.ci/run` installs; under CI a missing one fails the test, elsewhere the
+//! test says what it lacks and passes.
+
+mod common;
+
+use std::collections::BTreeSet;
+use std::io::{BufRead, BufReader};
+use std::net::IpAddr;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use common::{char_tokenizer, report_dir, run, show, stub, summary};
+use loadgen_stubs::StubKind;
+
+/// The engines' variables a run must not inherit from a shell under Slurm or a Job.
+const ENGINE_VARS: [&str; 4] =
+    ["SLURM_PROCID", "SLURM_NTASKS", "JOB_COMPLETION_INDEX", "LOADGEN_SHARDS"];
+
+/// How long a job or a shard may take before the test gives up on it (and kills it).
+const RUN_DEADLINE: Duration = Duration::from_secs(240);
+
+/// The two tests take turns: each loads both cores (a cluster and a job, or 40,000
+/// connections), and the shards' common start must not wait on the other test.
+static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
+    ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn project() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn loadgen() -> &'static str {
+    env!("CARGO_BIN_EXE_llm-loadgen")
+}
+
+/// Whether this machine can run the test: root and every program named. Under CI a missing
+/// one is a failure (`.ci/run` installs them); elsewhere the test says so and is skipped.
+fn machine_has(test: &str, programs: &[&str]) -> bool {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    let root = unsafe { libc::geteuid() } == 0;
+    let missing: Vec<&str> = programs.iter().copied().filter(|p| !on_path(p)).collect();
+    if root && missing.is_empty() {
+        return true;
+    }
+    let why = format!("{test} needs root ({root}) and {missing:?} on PATH");
+    assert!(std::env::var_os("CI").is_none(), "{why}: .ci/run installs them");
+    eprintln!("{why}; not run here");
+    false
+}
+
+fn on_path(program: &str) -> bool {
+    std::env::var_os("PATH")
+        .is_some_and(|paths| std::env::split_paths(&paths).any(|d| d.join(program).is_file()))
+}
+
+/// Waits for a child within `RUN_DEADLINE`, killing it past that.
+fn wait(mut child: Child, what: &str) -> Output {
+    let deadline = Instant::now() + RUN_DEADLINE;
+    loop {
+        if child.try_wait().expect("the child can be waited on").is_some() {
+            let out = child.wait_with_output().expect("its output is read");
+            show(&out);
+            return out;
+        }
+        if Instant::now() >= deadline {
+            let _ = child.kill();
+            let out = child.wait_with_output().expect("its output is read");
+            show(&out);
+            panic!("{what} did not finish within {RUN_DEADLINE:?}");
+        }
+        // Polling a child is the std way to bound a wait on it; the slice only paces the poll.
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn json(path: &Path) -> serde_json::Value {
+    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    serde_json::from_str(&text).expect("it parses")
+}
+
+/// A single-node Slurm cluster in one folder; stopped when dropped.
+struct Cluster {
+    dir: PathBuf,
+}
+
+impl Cluster {
+    fn start(dir: PathBuf) -> Cluster {
+        let out = Command::new("bash")
+            .arg(project().join(".ci/slurm-cluster.sh"))
+            .arg("start")
+            .arg(&dir)
+            .output()
+            .expect("the cluster script runs");
+        show(&out);
+        let cluster = Cluster { dir };
+        assert!(out.status.success(), "the single-node cluster starts");
+        cluster
+    }
+
+    fn conf(&self) -> PathBuf {
+        self.dir.join("slurm.conf")
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        let _ = Command::new("bash")
+            .arg(project().join(".ci/slurm-cluster.sh"))
+            .arg("stop")
+            .arg(&self.dir)
+            .output();
+    }
+}
+
+/// The plan both the one-host run and the job run: 61 samples of the 1,000-prompt dataset at
+/// concurrency 4, streamed, 7 warm-up samples, the char tokenizer.
+fn write_plan(dir: &Path, url: &str) -> PathBuf {
+    let dataset = common::assets().join("datasets/dummy_1k.jsonl");
+    let plan = format!(
+        "name: slurm-job\ntype: online\nmodel_params:\n  name: test-model\n  tokenizer_name: {tokenizer}\n  streaming: \"on\"\n\
+         datasets:\n  - name: perf\n    type: performance\n    path: {dataset}\n    parser:\n      \
+         prompt: text_input\nsettings:\n  runtime:\n    n_samples_to_issue: 61\n    \
+         min_duration_ms: 0\n  load_pattern:\n    type: concurrency\n    target_concurrency: 4\n  \
+         warmup:\n    enabled: true\n    n_requests: 7\n  client:\n    num_workers: 1\n\
+         endpoint_config:\n  endpoints: [\"{url}\"]\n",
+        dataset = dataset.display(),
+        tokenizer = char_tokenizer(),
+    );
+    let path = dir.join("plan.yaml");
+    std::fs::write(&path, plan).unwrap();
+    path
+}
+
+#[test]
+fn a_two_task_slurm_job_merges_into_the_one_host_run_of_its_plan() {
+    let programs = ["sbatch", "srun", "sinfo", "slurmctld", "slurmd", "munged"];
+    if !machine_has("the Slurm test", &programs) {
+        return;
+    }
+    let _turn = one_at_a_time();
+    let work = report_dir("slurm-job");
+    std::fs::create_dir_all(&work).unwrap();
+    let cluster = Cluster::start(work.join("cluster"));
+    let server = stub(StubKind::Echo, |_| {});
+    let plan = write_plan(&work, &server.url());
+    let single = work.join("single");
+    let out = run([
+        "benchmark",
+        "from-config",
+        "-c",
+        plan.to_str().unwrap(),
+        "--report-dir",
+        single.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(0), "the one-host run succeeds");
+
+    // The example batch script as a user submits it, two tasks on the one node.
+    let job_out = work.join("job");
+    let mut sbatch = Command::new("sbatch");
+    for var in ENGINE_VARS {
+        sbatch.env_remove(var);
+    }
+    let log = work.join("job.out");
+    let child = sbatch
+        .env("SLURM_CONF", cluster.conf())
+        .env("CONFIG", &plan)
+        .env("LOADGEN", loadgen())
+        .env("OUT", &job_out)
+        .env("START_DELAY_S", "5")
+        .args(["--wait", "--ntasks=2", "--ntasks-per-node=2", "--time=10"])
+        .arg(format!("--output={}", log.display()))
+        .arg(format!("--chdir={}", work.display()))
+        .arg(project().join("examples/slurm/llm-loadgen.sbatch"))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("sbatch starts");
+    let out = wait(child, "the Slurm job");
+    let job_log = std::fs::read_to_string(&log).unwrap_or_default();
+    eprintln!("--- the job's output ---\n{job_log}");
+    assert_eq!(out.status.code(), Some(0), "the job succeeds");
+    let merged = job_out.join("merged");
+    assert!(job_log.contains(&format!("merged report: {}", merged.display())), "{job_log}");
+
+    // Each task was one shard, told by Slurm's own variables.
+    for i in 0..2 {
+        let shard = json(&job_out.join(format!("shard-{i}/shard.json")));
+        assert_eq!((shard["index"].as_u64(), shard["count"].as_u64()), (Some(i), Some(2)));
+    }
+    let (s, m) = (summary(&single), summary(&merged));
+    assert_eq!(
+        json(&single.join("sample_idx_map.json")),
+        json(&merged.join("sample_idx_map.json")),
+        "the job's samples are the one-host run's, sample for sample"
+    );
+    for key in
+        ["n_samples_issued", "n_samples_completed", "n_samples_failed", "n_samples_abandoned"]
+    {
+        assert_eq!(s[key], m[key], "{key}");
+    }
+    assert_eq!(m["n_samples_completed"], 61);
+    assert_eq!(s["input_sequence_lengths"]["total"], m["input_sequence_lengths"]["total"]);
+    assert_eq!(s["output_sequence_lengths"]["total"], m["output_sequence_lengths"]["total"]);
+    assert_eq!(m["shards"].as_array().map(Vec::len), Some(2), "{m}");
+}
+
+/// The namespaces and links of the port test; deleted when dropped (after the processes in
+/// them, which the test's other guards stop first).
+struct Namespaces {
+    names: Vec<String>,
+}
+
+impl Namespaces {
+    /// A server namespace holding `SERVER_ADDR` on its loopback device, and `clients`
+    /// namespaces, each linked to it by a veth pair: client i is 10.213.i.2, routed to the
+    /// server's address through 10.213.i.1.
+    fn create(clients: usize) -> Namespaces {
+        let tag = std::process::id();
+        let server = format!("lg{tag}s");
+        let mut ns = Namespaces { names: vec![server.clone()] };
+        ip(&["netns", "add", &server]);
+        ip(&["-n", &server, "link", "set", "lo", "up"]);
+        ip(&["-n", &server, "addr", "add", &format!("{SERVER_ADDR}/32"), "dev", "lo"]);
+        for i in 0..clients {
+            let client = format!("lg{tag}c{i}");
+            ip(&["netns", "add", &client]);
+            ns.names.push(client.clone());
+            let (near, far) = (format!("lg{tag}s{i}"), format!("lg{tag}c{i}"));
+            ip(&["link", "add", &near, "type", "veth", "peer", "name", &far]);
+            ip(&["link", "set", &near, "netns", &server]);
+            ip(&["link", "set", &far, "netns", &client]);
+            ip(&["-n", &server, "addr", "add", &format!("10.213.{i}.1/24"), "dev", &near]);
+            ip(&["-n", &server, "link", "set", &near, "up"]);
+            ip(&["-n", &client, "addr", "add", &format!("10.213.{i}.2/24"), "dev", &far]);
+            ip(&["-n", &client, "link", "set", &far, "up"]);
+            ip(&["-n", &client, "link", "set", "lo", "up"]);
+            let via = format!("10.213.{i}.1");
+            ip(&["-n", &client, "route", "add", &format!("{SERVER_ADDR}/32"), "via", &via]);
+        }
+        ns
+    }
+
+    fn server(&self) -> &str {
+        &self.names[0]
+    }
+
+    fn client(&self, i: usize) -> &str {
+        &self.names[1 + i]
+    }
+}
+
+impl Drop for Namespaces {
+    fn drop(&mut self) {
+        // Deleting a namespace removes its veth ends, and with them their peers.
+        for name in &self.names {
+            let _ = Command::new("ip").args(["netns", "del", name]).output();
+        }
+    }
+}
+
+/// The stub's address: not loopback, so a client cannot spread over 127.0.0.0/8 by itself.
+const SERVER_ADDR: &str = "10.213.255.1";
+
+fn ip(args: &[&str]) {
+    let out = Command::new("ip").args(args).output().expect("ip runs");
+    assert!(out.status.success(), "ip {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+}
+
+/// Max-throughput stubs sharing one port (SO_REUSEPORT) in the server namespace, so no
+/// process holds more descriptors than its limit; killed when dropped.
+struct Stubs {
+    children: Vec<Child>,
+    port: u16,
+}
+
+/// What the stubs served, summed over them.
+#[derive(Debug, Default)]
+struct Served {
+    requests: u64,
+    connections: u64,
+    peers: BTreeSet<IpAddr>,
+}
+
+impl Stubs {
+    fn start(namespace: &str, count: usize) -> Stubs {
+        let mut stubs = Stubs { children: Vec::new(), port: 0 };
+        for _ in 0..count {
+            let mut child = Command::new("ip")
+                .args(["netns", "exec", namespace, loadgen(), "stub", "max-throughput"])
+                .args(["--host", SERVER_ADDR, "-w", "1", "--port", &stubs.port.to_string()])
+                .stdin(Stdio::null())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .expect("the stub starts");
+            // The first line comes once the listener is bound (or the stub exits).
+            let mut line = String::new();
+            let stdout = child.stdout.take().expect("piped");
+            BufReader::new(stdout).read_line(&mut line).unwrap();
+            stubs.children.push(child);
+            let prefix = format!("listening on http://{SERVER_ADDR}:");
+            let port = line.trim().strip_prefix(&prefix);
+            stubs.port = port.and_then(|p| p.parse().ok()).expect("the stub listens");
+        }
+        stubs
+    }
+
+    fn url(&self) -> String {
+        format!("http://{SERVER_ADDR}:{}", self.port)
+    }
+
+    /// Stops every stub (SIGTERM) and sums the `stub stopped:` line each prints.
+    fn stop(mut self) -> Served {
+        let mut served = Served::default();
+        for child in std::mem::take(&mut self.children) {
+            // SAFETY: kill has no memory preconditions; the pid is our own child's.
+            unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+            let status = wait(child, "a stub");
+            let stderr = String::from_utf8_lossy(&status.stderr).to_string();
+            assert!(status.status.success(), "stub: {stderr}");
+            let line = stderr.lines().find_map(|l| l.strip_prefix("stub stopped: "));
+            let line = line.unwrap_or_else(|| panic!("no stop line from the stub: {stderr}"));
+            let words: Vec<&str> = line.split_whitespace().collect();
+            served.requests += words[0].parse::<u64>().expect("requests");
+            served.connections += words[3].parse::<u64>().expect("connections");
+            let (_, peers) = line.split_once(" from ").expect("peers");
+            served.peers.extend(peers.split(", ").filter_map(|p| p.parse::<IpAddr>().ok()));
+        }
+        served
+    }
+}
+
+impl Drop for Stubs {
+    fn drop(&mut self) {
+        for child in &mut self.children {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+/// The closed loop of the port test: one sample per connection, so every connection is
+/// opened and carries exactly one request.
+const CONNECTIONS: u64 = 40_000;
+
+fn port_test_args(url: &str, workers: usize, dir: &Path) -> Vec<String> {
+    let n = CONNECTIONS.to_string();
+    let args = [
+        "benchmark",
+        "online",
+        "--load-pattern",
+        "concurrency",
+        "--concurrency",
+        &n,
+        "--num-samples",
+        &n,
+        "--endpoints",
+        url,
+        "--model",
+        "m",
+        "--streaming",
+        "off",
+        "--workers",
+        &workers.to_string(),
+        "--report-dir",
+        dir.to_str().unwrap(),
+        "-v",
+    ];
+    args.map(str::to_string).to_vec()
+}
+
+fn in_namespace(namespace: &str, args: &[String]) -> Command {
+    let mut cmd = Command::new("ip");
+    cmd.args(["netns", "exec", namespace, loadgen()]).args(args);
+    for var in ENGINE_VARS {
+        cmd.env_remove(var);
+    }
+    cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
+    cmd
+}
+
+#[test]
+fn forty_thousand_connections_to_one_address_need_two_shards_in_their_own_namespaces() {
+    if !machine_has("the network-namespace test", &["ip"]) {
+        return;
+    }
+    let _turn = one_at_a_time();
+    let ns = Namespaces::create(2);
+    // 40,000 connections over 4 stub processes (SO_REUSEPORT spreads them unevenly) and 2
+    // workers per shard: 10,000 descriptors a process, under a 20,000 hard limit.
+    let stubs = Stubs::start(ns.server(), 4);
+    let url = stubs.url();
+    let work = report_dir("netns-shards");
+    std::fs::create_dir_all(&work).unwrap();
+
+    // One host alone: 40,000 connections from one source address to one destination is
+    // past its ports, refused before the start, saying what to do.
+    let alone = work.join("alone");
+    let out = wait(
+        in_namespace(ns.client(0), &port_test_args(&url, 4, &alone)).spawn().unwrap(),
+        "one host",
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "one host runs out of ports: {stderr}");
+    assert!(stderr.contains("--source-addresses") && stderr.contains("40000"), "{stderr}");
+
+    // Two shards, one per namespace, half the connections each, from a common start far
+    // enough ahead for a debug build on 2 busy cores to open 20,000 connections (about 3 s
+    // measured, 11 s when both cores were shared with a build).
+    let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap();
+    let start_at = format!("{:.3}", now.as_secs_f64() + 20.0);
+    let dirs: Vec<PathBuf> = (0..2).map(|i| work.join(format!("shard{i}"))).collect();
+    let children: Vec<Child> = (0..2)
+        .map(|i| {
+            let mut args = port_test_args(&url, 2, &dirs[i]);
+            args.extend([
+                "--shard".into(),
+                format!("{i}/2"),
+                "--start-at".into(),
+                start_at.clone(),
+            ]);
+            in_namespace(ns.client(i), &args).spawn().expect("the shard starts")
+        })
+        .collect();
+    for (i, child) in children.into_iter().enumerate() {
+        let out = wait(child, &format!("shard {i}"));
+        assert_eq!(out.status.code(), Some(0), "shard {i} succeeds");
+    }
+    let merged = work.join("merged");
+    let mut merge = Command::new(loadgen());
+    merge.arg("merge").args(&dirs).arg("--out").arg(&merged);
+    let out = merge.output().expect("merge runs");
+    show(&out);
+    assert_eq!(out.status.code(), Some(0), "the merge succeeds");
+    let served = stubs.stop();
+
+    let m = summary(&merged);
+    assert_eq!(m["n_samples_completed"], CONNECTIONS, "{m}");
+    assert_eq!(m["n_samples_failed"], 0, "{m}");
+    let per_shard: Vec<u64> = m["shards"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["n_samples_completed"].as_u64().unwrap())
+        .collect();
+    assert_eq!(per_shard, [CONNECTIONS / 2, CONNECTIONS / 2]);
+    assert_eq!((served.connections, served.requests), (CONNECTIONS, CONNECTIONS), "{served:?}");
+    let want: BTreeSet<IpAddr> = ["10.213.0.2", "10.213.1.2"].map(|a| a.parse().unwrap()).into();
+    assert_eq!(served.peers, want, "each shard's connections left from its own host");
+    drop(ns);
+}
+
+/// The Kubernetes example as `kubectl apply` reads it: its documents, its Job's shard count
+/// equal to `completions`, and the benchmark YAML in its ConfigMap valid for this binary.
+#[test]
+fn the_kubernetes_example_is_an_indexed_job_with_a_valid_benchmark() {
+    use serde::Deserialize;
+    let text = std::fs::read_to_string(project().join("examples/kubernetes/indexed-job.yaml"))
+        .expect("the example is there");
+    let docs: Vec<serde_yaml_ng::Value> = serde_yaml_ng::Deserializer::from_str(&text)
+        .map(|d| serde_yaml_ng::Value::deserialize(d).expect("each document parses"))
+        .collect();
+    let kinds: Vec<&str> = docs.iter().map(|d| d["kind"].as_str().unwrap()).collect();
+    assert_eq!(kinds, ["ConfigMap", "Job", "Job"]);
+    let job = &docs[1]["spec"];
+    assert_eq!(job["completionMode"].as_str(), Some("Indexed"));
+    let container = &job["template"]["spec"]["containers"][0];
+    let shards =
+        container["env"].as_sequence().unwrap().iter().find(|e| e["name"] == "LOADGEN_SHARDS");
+    let shards: u64 = shards.and_then(|e| e["value"].as_str()).unwrap().parse().unwrap();
+    assert_eq!(Some(shards), job["completions"].as_u64(), "LOADGEN_SHARDS = completions");
+    let args = container["args"][0].as_str().unwrap();
+    assert!(args.contains("--report-dir /reports/shard-$JOB_COMPLETION_INDEX"), "{args}");
+    assert!(args.contains("--start-at ${START_AT}"), "{args}");
+
+    let dir = report_dir("k8s-example");
+    std::fs::create_dir_all(&dir).unwrap();
+    let bench = dir.join("bench.yaml");
+    std::fs::write(&bench, docs[0]["data"]["bench.yaml"].as_str().unwrap()).unwrap();
+    let out = run(["validate-yaml", "-c", bench.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(0), "the ConfigMap's benchmark is valid");
+}
+
+/// The Slurm example is a shell script bash accepts (the Slurm test runs it in full).
+#[test]
+fn the_slurm_example_is_valid_bash() {
+    let out = Command::new("bash")
+        .arg("-n")
+        .arg(project().join("examples/slurm/llm-loadgen.sbatch"))
+        .output()
+        .expect("bash runs");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+}
