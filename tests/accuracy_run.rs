@@ -676,3 +676,51 @@ fn the_reference_examples_score_their_predefined_datasets_from_the_local_cache()
     assert_eq!(cnn_bodies.len(), 4, "2 accuracy and 2 performance requests");
     assert!(cnn_bodies.iter().all(|b| b["chat_template"] == template), "{cnn_bodies:?}");
 }
+
+/// The reference's per-dataset output-budget example (perf 10240, accuracy 32768
+/// `max_new_tokens` through `generation_config_override`): every request the stub received
+/// asks for its own phase's budget. The file as it is names livecodebench::gptoss and is
+/// refused naming it; the copy without that dataset runs end to end.
+#[test]
+fn each_phase_sends_its_own_datasets_generation_config_override() {
+    let cwd = scratch("per-dataset-osl");
+    let answers = load_answers(&write_predefined_caches(&cwd.0)).unwrap();
+    let bodies = loadgen_stubs::BodyLog::default();
+    let server = stub(StubKind::Echo, |c| {
+        c.answers = Some(answers);
+        c.body_log = Some(bodies.clone());
+    });
+    let dir = report_dir("acc-per-dataset-osl-lcb");
+    let config = shape_config("online_gptoss_per_dataset_osl_shape", &server.url(), &dir);
+    let out = run_in(&cwd.0, &config);
+    assert_eq!(out.status.code(), Some(2), "livecodebench::gptoss is refused");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("livecodebench::gptoss"), "{stderr}");
+    assert!(stderr.contains("remove this dataset from datasets: to run the others"), "{stderr}");
+    assert_eq!(server.totals().requests, 0, "no request was sent");
+
+    let dir = report_dir("acc-per-dataset-osl");
+    let config = shape_config("online_gptoss_per_dataset_osl_shape", &server.url(), &dir);
+    let text = std::fs::read_to_string(&config).unwrap();
+    let (head, rest) = text.split_once("  - name: \"livecodebench::gptoss\"").unwrap();
+    let tail = &rest[rest.find("\nsettings:").unwrap()..];
+    std::fs::write(&config, format!("{head}{}", &tail[1..])).unwrap();
+    assert_eq!(run_in(&cwd.0, &config).status.code(), Some(0), "the example runs");
+    let r = results(&dir);
+    assert_eq!(entry(&r, "aime25::gptoss")["score"].as_f64(), Some(0.5));
+    assert_eq!(entry(&r, "gpqa::gptoss")["score"].as_f64(), Some(2.0 / 3.0));
+    let logged = bodies.lock().unwrap();
+    let budgets = |token_ids: bool| -> Vec<u64> {
+        logged
+            .iter()
+            .map(|b| serde_json::from_slice::<Value>(b).unwrap())
+            .filter(|b| b["prompt"].is_array() == token_ids)
+            .map(|b| b["max_tokens"].as_u64().unwrap())
+            .collect()
+    };
+    let (perf, accuracy) = (budgets(true), budgets(false));
+    assert_eq!(perf.len(), 2000, "n_samples_to_issue performance requests");
+    assert!(perf.iter().all(|&t| t == 10240), "the performance phase's budget");
+    assert_eq!(accuracy.len(), 4 * 8 + 3 * 5, "aime25 8 times, gpqa 5 times");
+    assert!(accuracy.iter().all(|&t| t == 32768), "the accuracy datasets' budget: {accuracy:?}");
+}
