@@ -218,7 +218,14 @@ fn client_counts(plan: &Plan) -> (Vec<Option<u32>>, Vec<String>, Option<TokenCou
         _ => None,
     };
     let isl_client: Vec<Option<u32>> = match &plan.tokenizer {
-        Some(tok) => plan.dataset.rows.iter().map(|r| tok.count_row_with(r, kwargs).ok()).collect(),
+        // A multimodal row has no client ISL: the reference's PromptData of a list-form
+        // prompt is empty, so its ISL is unavailable (the server basis still counts it).
+        Some(tok) => plan
+            .dataset
+            .rows
+            .iter()
+            .map(|r| r.content_parts.is_none().then(|| tok.count_row_with(r, kwargs).ok())?)
+            .collect(),
         None => {
             plan.dataset.rows.iter().map(|r| r.token_ids.as_ref().map(|t| t.len() as u32)).collect()
         }
@@ -452,6 +459,10 @@ fn join_addrs(addrs: &[std::net::IpAddr]) -> String {
 /// the row has them (`input_tokens`, as `save_tokenized_data` writes beside the text), else
 /// the text.
 fn prompt_of(row: &Row, api: request::ApiType) -> Prompt<'_> {
+    if let Some(parts) = &row.content_parts {
+        // Chat only: another API's body refuses it, naming the row.
+        return Prompt::Parts { system: row.system.as_deref(), user: parts };
+    }
     match (api, &row.messages, &row.prompt, &row.token_ids) {
         (request::ApiType::OpenAiChat, Some(messages), _, _) => Prompt::Messages(messages),
         (request::ApiType::OpenAiChat, None, Some(prompt), _) => {
