@@ -244,6 +244,15 @@ fn a_multimodal_row_has_no_client_isl_and_needs_the_chat_api() {
     let server_isl = &s["input_sequence_lengths_server"];
     assert_eq!(server_isl["total"].as_u64().map(|t| t > 0), Some(true), "{server_isl}");
     assert!(s["output_sequence_lengths"]["total"].as_u64().is_some(), "OSL is counted: {s}");
+    // `report DIR` replays the empty PromptData of sample.issued to the same summary.
+    let rebuilt = report.with_extension("rebuilt");
+    let out = bin().arg("report").arg(&report).arg("--out").arg(&rebuilt).output().unwrap();
+    show(&out);
+    assert_eq!(out.status.code(), Some(0));
+    let file = "performance/result_summary.json";
+    let read = |d: &Path| std::fs::read_to_string(d.join(file)).unwrap();
+    assert_eq!(read(&rebuilt), read(&report), "the rebuilt summary is the run's");
+    let _ = std::fs::remove_dir_all(&rebuilt);
     let report = report_dir("predefined-shopify-completions");
     let out = run_yaml(&dir.0, &yaml("openai_completions"), &[], &report);
     assert_eq!(out.status.code(), Some(2));
