@@ -263,4 +263,13 @@ fn a_multimodal_row_has_no_client_isl_and_needs_the_chat_api() {
         "{stderr}"
     );
     assert_eq!(server.totals().requests, 3, "the refused run sent nothing");
+    // A salted warm-up would replace the parts with a text prompt: refused, as the reference's
+    // validate_saltable refuses a list-form prompt.
+    let salted = yaml("openai")
+        .replace("settings:\n", "settings:\n  warmup:\n    enabled: true\n    salt: true\n");
+    let out = run_yaml(&dir.0, &salted, &[], &report_dir("predefined-shopify-salt"));
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("row 0 has no text prompt"), "{stderr}");
+    assert_eq!(server.totals().requests, 3, "nothing sent");
 }

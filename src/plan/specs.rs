@@ -224,7 +224,10 @@ fn client_counts(plan: &Plan) -> (Vec<Option<u32>>, Vec<String>, Option<TokenCou
             .dataset
             .rows
             .iter()
-            .map(|r| r.content_parts.is_none().then(|| tok.count_row_with(r, kwargs).ok())?)
+            .map(|r| match r.content_parts {
+                Some(_) => None,
+                None => tok.count_row_with(r, kwargs).ok(),
+            })
             .collect(),
         None => {
             plan.dataset.rows.iter().map(|r| r.token_ids.as_ref().map(|t| t.len() as u32)).collect()
