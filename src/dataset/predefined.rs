@@ -313,15 +313,10 @@ struct CacheParams {
 }
 
 fn cache_params(spec: &DatasetSpec, c: &CachedId) -> Result<CacheParams, AppError> {
-    let shopify = shopify::SHOPIFY_IDS.iter().find(|(id, _)| *id == c.id);
-    let default_variant = match (c.id, shopify) {
-        ("open_orca", _) => "mlperf-inference".to_string(),
-        (_, Some((_, splits))) => splits.join("+"),
-        _ => "diamond".to_string(),
-    };
+    let shopify = shopify::SHOPIFY_IDS.iter().any(|(id, _)| *id == c.id);
     let mut out = CacheParams {
         datasets_dir: PathBuf::from(DATASETS_DIR),
-        variant: default_variant,
+        variant: default_variant(c.id),
         seed: 0,
         max_samples: None,
     };
@@ -332,26 +327,24 @@ fn cache_params(spec: &DatasetSpec, c: &CachedId) -> Result<CacheParams, AppErro
                 c.id
             ))
         };
+        let downloads = |what: &str| {
+            AppError::Input(format!(
+                "dataset {}: generate_params.{key}{what}, and this tool never downloads; leave \
+                 it out",
+                c.id
+            ))
+        };
         match key.as_str() {
             "datasets_dir" => {
                 out.datasets_dir = value.as_str().ok_or_else(|| bad("a folder"))?.into()
             }
-            "token" | "revision" if shopify.is_some() => {
-                return Err(AppError::Input(format!(
-                    "dataset {}: generate_params.{key} only changes what its loader downloads, \
-                     and this tool never downloads; leave it out",
-                    c.id
-                )))
+            // The value is never printed: a token is a secret.
+            "token" | "revision" if shopify => {
+                return Err(downloads(" only changes what its loader downloads"))
             }
             "force_regenerate" => match value.as_bool() {
                 Some(false) => {}
-                Some(true) => {
-                    return Err(AppError::Input(format!(
-                        "dataset {}: generate_params.force_regenerate: true downloads the data \
-                         again, and this tool never downloads; leave it out",
-                        c.id
-                    )))
-                }
+                Some(true) => return Err(downloads(": true downloads the data again")),
                 None => return Err(bad("true or false")),
             },
             k if c.keys.contains(&k) => match k {
@@ -383,6 +376,15 @@ fn cache_params(spec: &DatasetSpec, c: &CachedId) -> Result<CacheParams, AppErro
         )));
     }
     Ok(out)
+}
+
+/// An id's default `variant`: open_orca's and gpqa's, or a Shopify id's default split key.
+fn default_variant(id: &str) -> String {
+    match shopify::SHOPIFY_IDS.iter().find(|(shop, _)| *shop == id) {
+        Some((_, splits)) => splits.join("+"),
+        None if id == "open_orca" => "mlperf-inference".to_string(),
+        None => "diamond".to_string(),
+    }
 }
 
 /// `generate_params.split` (a list of split names, as `generate(split=[…])` takes it) as its
