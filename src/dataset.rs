@@ -46,6 +46,9 @@ pub struct Row {
     pub system: Option<String>,
     /// Chat messages (column `messages`), as JSON.
     pub messages: Option<Value>,
+    /// A multimodal user message's content parts (text and images), sent on the chat API in
+    /// place of `prompt`, after `system`; only the predefined Shopify datasets make them.
+    pub content_parts: Option<Vec<loadgen_worker::request::ContentPart>>,
     /// Pre-tokenized input (column `token_ids` or `input_tokens`, or a `prompt` that is a
     /// list of integers).
     pub token_ids: Option<Vec<u32>>,

@@ -676,3 +676,182 @@ fn the_reference_examples_score_their_predefined_datasets_from_the_local_cache()
     assert_eq!(cnn_bodies.len(), 4, "2 accuracy and 2 performance requests");
     assert!(cnn_bodies.iter().all(|b| b["chat_template"] == template), "{cnn_bodies:?}");
 }
+
+/// The reference's per-dataset output-budget example (perf 10240, accuracy 32768
+/// `max_new_tokens` through `generation_config_override`): every request the stub received
+/// asks for its own phase's budget. The file as it is names livecodebench::gptoss and is
+/// refused naming it; the copy without that dataset runs end to end.
+#[test]
+fn each_phase_sends_its_own_datasets_generation_config_override() {
+    let cwd = scratch("per-dataset-osl");
+    let answers = load_answers(&write_predefined_caches(&cwd.0)).unwrap();
+    let bodies = loadgen_stubs::BodyLog::default();
+    let server = stub(StubKind::Echo, |c| {
+        c.answers = Some(answers);
+        c.body_log = Some(bodies.clone());
+    });
+    let dir = report_dir("acc-per-dataset-osl-lcb");
+    let config = shape_config("online_gptoss_per_dataset_osl_shape", &server.url(), &dir);
+    let out = run_in(&cwd.0, &config);
+    assert_eq!(out.status.code(), Some(2), "livecodebench::gptoss is refused");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("livecodebench::gptoss"), "{stderr}");
+    assert!(stderr.contains("remove this dataset from datasets: to run the others"), "{stderr}");
+    assert_eq!(server.totals().requests, 0, "no request was sent");
+
+    let dir = report_dir("acc-per-dataset-osl");
+    let config = shape_config("online_gptoss_per_dataset_osl_shape", &server.url(), &dir);
+    let text = std::fs::read_to_string(&config).unwrap();
+    let (head, rest) = text.split_once("  - name: \"livecodebench::gptoss\"").unwrap();
+    let tail = &rest[rest.find("\nsettings:").unwrap()..];
+    std::fs::write(&config, format!("{head}{}", &tail[1..])).unwrap();
+    assert_eq!(run_in(&cwd.0, &config).status.code(), Some(0), "the example runs");
+    let r = results(&dir);
+    assert_eq!(entry(&r, "aime25::gptoss")["score"].as_f64(), Some(0.5));
+    assert_eq!(entry(&r, "gpqa::gptoss")["score"].as_f64(), Some(2.0 / 3.0));
+    let logged = bodies.lock().unwrap();
+    let budgets = |token_ids: bool| -> Vec<u64> {
+        logged
+            .iter()
+            .map(|b| serde_json::from_slice::<Value>(b).unwrap())
+            .filter(|b| b["prompt"].is_array() == token_ids)
+            .map(|b| b["max_tokens"].as_u64().unwrap())
+            .collect()
+    };
+    let (perf, accuracy) = (budgets(true), budgets(false));
+    assert_eq!(perf.len(), 2000, "n_samples_to_issue performance requests");
+    assert!(perf.iter().all(|&t| t == 10240), "the performance phase's budget");
+    assert_eq!(accuracy.len(), 4 * 8 + 3 * 5, "aime25 8 times, gpqa 5 times");
+    assert!(accuracy.iter().all(|&t| t == 32768), "the accuracy datasets' budget: {accuracy:?}");
+}
+
+/// A 1×1 PNG of one colour, made here: signature, IHDR, an IDAT of one stored (uncompressed)
+/// deflate block, IEND, each chunk with its CRC-32.
+fn tiny_png(rgb: [u8; 3]) -> Vec<u8> {
+    fn crc32(bytes: &[u8]) -> u32 {
+        let mut crc = !0u32;
+        for &b in bytes {
+            crc ^= u32::from(b);
+            for _ in 0..8 {
+                crc = if crc & 1 == 1 { (crc >> 1) ^ 0xEDB8_8320 } else { crc >> 1 };
+            }
+        }
+        !crc
+    }
+    fn chunk(out: &mut Vec<u8>, kind: &[u8; 4], data: &[u8]) {
+        out.extend_from_slice(&(data.len() as u32).to_be_bytes());
+        let start = out.len();
+        out.extend_from_slice(kind);
+        out.extend_from_slice(data);
+        let crc = crc32(&out[start..]);
+        out.extend_from_slice(&crc.to_be_bytes());
+    }
+    let raw = [0, rgb[0], rgb[1], rgb[2]]; // filter byte 0, then one RGB pixel
+    let (mut a, mut b) = (1u32, 0u32);
+    for &x in &raw {
+        a = (a + u32::from(x)) % 65_521;
+        b = (b + a) % 65_521;
+    }
+    let mut zlib = vec![0x78, 0x01, 0x01, 4, 0, !4, 0xFF];
+    zlib.extend_from_slice(&raw);
+    zlib.extend_from_slice(&((b << 16) | a).to_be_bytes());
+    let mut png = b"\x89PNG\r\n\x1a\n".to_vec();
+    let ihdr = [0, 0, 0, 1, 0, 0, 0, 1, 8, 2, 0, 0, 0]; // 1×1, 8-bit RGB
+    chunk(&mut png, b"IHDR", &ihdr);
+    chunk(&mut png, b"IDAT", &zlib);
+    chunk(&mut png, b"IEND", &[]);
+    png
+}
+
+/// The q3vl preset's user text for a product, as the reference's formatter writes it (the
+/// answer table's key: the echo stub answers by the user message's text parts).
+fn shopify_text(title: &str, description: &str, categories: &str) -> String {
+    format!(
+        "The title of the product is the following:\n```text\n{title}\n```\n\nThe description \
+         of the product is the following:\n```text\n{description}\n```\n\nThe following are \
+         the possible product categories:\n```json\n{categories}\n```\n"
+    )
+}
+
+/// The reference's processed Shopify parquet in `dir/dataset_cache` (its `generate` layout:
+/// `<id>/train+test/<id>_train+test.parquet`), two products with PNG images; returns the
+/// images' base64 and the answer table for their prompts.
+fn write_shopify_cache(dir: &Path) -> (Vec<String>, PathBuf) {
+    use base64::Engine;
+    let images: Vec<String> = [[255, 0, 0], [0, 0, 255]]
+        .map(|rgb| base64::engine::general_purpose::STANDARD.encode(tiny_png(rgb)))
+        .to_vec();
+    let categories = "[\"A > B > C\", \"A > D\"]";
+    let columns = [
+        ("product_title", vec!["shirt", "lamp"]),
+        ("product_description", vec!["a red shirt", "a blue lamp"]),
+        ("product_image_base64", vec![images[0].as_str(), images[1].as_str()]),
+        ("product_image_format", vec!["PNG", "PNG"]),
+        ("potential_product_categories", vec![categories, categories]),
+        ("ground_truth_category", vec!["A > B > C", "A > D"]),
+        ("ground_truth_brand", vec!["acme", "lumo"]),
+        ("ground_truth_is_secondhand", vec!["false", "true"]),
+    ];
+    let id = "shopify_product_catalogue";
+    let file = format!("dataset_cache/{id}/train+test/{id}_train+test.parquet");
+    write_parquet(&dir.join(file), &columns);
+    let answers = serde_json::json!({
+        shopify_text("shirt", "a red shirt", categories):
+            "{\"category\": \"A > B > X\", \"brand\": \"acme\", \"is_secondhand\": false}",
+        shopify_text("lamp", "a blue lamp", categories): "nonsense",
+    });
+    let path = dir.join("answers.json");
+    std::fs::write(&path, answers.to_string()).unwrap();
+    (images, path)
+}
+
+/// The reference's offline Qwen3-VL Shopify example with its predefined multimodal dataset
+/// read from a local cache: each request carries the system prompt and the product's text
+/// and image parts as the reference sends them, and shopify_category_f1 scores the answers.
+#[test]
+fn the_shopify_example_sends_multimodal_parts_and_scores_category_f1() {
+    let cwd = scratch("shopify");
+    let (images, answers) = write_shopify_cache(&cwd.0);
+    let bodies = loadgen_stubs::BodyLog::default();
+    let server = stub(StubKind::Echo, |c| {
+        c.answers = Some(load_answers(&answers).unwrap());
+        c.body_log = Some(bodies.clone());
+    });
+    let dir = report_dir("acc-shopify-predefined");
+    let config = shape_config("offline_shopify_predefined_shape", &server.url(), &dir);
+    assert_eq!(run_in(&cwd.0, &config).status.code(), Some(0), "the example runs");
+    let r = results(&dir);
+    let e = entry(&r, "shopify_product_catalogue::q3vl");
+    // Row 1: 2 of 3 levels; row 2 unparsable, padded to 2 levels: 2 hits of 5 and 5.
+    let (hp, hr) = (2.0 / 5.0, 2.0 / 5.0);
+    assert_eq!(e["score"].as_f64(), Some(2.0 * (hp * hr) / (hp + hr)));
+    assert_eq!(e["ground_truth_column"], "ground_truth_category");
+    assert_eq!(e["response_counts"]["issued"], 2);
+    let logged = bodies.lock().unwrap();
+    let first = logged.iter().find(|b| memchr_find(b, b"a red shirt")).expect("a shirt request");
+    let body: Value = serde_json::from_slice(first).unwrap();
+    let messages = body["messages"].as_array().unwrap();
+    assert_eq!((messages.len(), &messages[0]["role"]), (2, &Value::from("system")));
+    assert!(messages[0]["content"].as_str().unwrap().starts_with("Please analyze the product"));
+    let want = serde_json::json!([
+        {"type": "text", "text": shopify_text("shirt", "a red shirt", "[\"A > B > C\", \"A > D\"]")},
+        {"type": "image_url", "image_url": {"url": format!("data:image/PNG;base64,{}", images[0])}},
+    ]);
+    assert_eq!(messages[1], serde_json::json!({"role": "user", "content": want}));
+    let order = format!(
+        "{{\"type\":\"image_url\",\"image_url\":{{\"url\":\"data:image/PNG;base64,{}\"}}}}]}}]",
+        images[0]
+    );
+    assert!(memchr_find(first, order.as_bytes()), "the reference's key order");
+    let text_first = b"{\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":\"The title";
+    assert!(memchr_find(first, text_first), "the text part first, type before text");
+    let lamp = logged.iter().filter(|b| memchr_find(b, images[1].as_bytes())).count();
+    let shirts = logged.iter().filter(|b| memchr_find(b, images[0].as_bytes())).count();
+    assert_eq!(lamp + shirts, logged.len(), "every request carries its row's image");
+    let s = common::summary(&dir);
+    assert!(s["n_samples_completed"].as_u64().unwrap() > 0);
+}
+
+fn memchr_find(haystack: &[u8], needle: &[u8]) -> bool {
+    haystack.windows(needle.len()).any(|w| w == needle)
+}

@@ -201,3 +201,75 @@ fn a_missing_predefined_dataset_exits_2_naming_what_to_download() {
     assert!(!err.contains("panicked"), "{err}");
     assert!(!report.join("performance").exists());
 }
+
+/// A Shopify product row (the processed columns), as a JSON Lines file given as the
+/// predefined dataset's path.
+fn write_products(dir: &Path) -> PathBuf {
+    let row = serde_json::json!({
+        "product_title": "mug", "product_description": "a mug",
+        "product_image_base64": "iVBORw0KGgo=", "product_image_format": "PNG",
+        "potential_product_categories": "[\"Home > Mugs\"]",
+        "ground_truth_category": "Home > Mugs", "ground_truth_brand": "b",
+        "ground_truth_is_secondhand": "false",
+    });
+    let path = dir.join("products.jsonl");
+    std::fs::write(&path, format!("{row}\n")).unwrap();
+    path
+}
+
+/// A multimodal row has no client ISL (the reference's PromptData of a list-form prompt is
+/// empty, so it counts none), while the server's usage still counts its prompt; off the chat
+/// API its parts cannot be sent and the run is refused naming the row.
+#[test]
+fn a_multimodal_row_has_no_client_isl_and_needs_the_chat_api() {
+    let dir = Scratch::new("shopify-isl");
+    let server = common::stub(loadgen_stubs::StubKind::Echo, |_| {});
+    let products = write_products(&dir.0);
+    let yaml = |api: &str| {
+        format!(
+            "type: offline\nmodel_params:\n  name: m\n  tokenizer_name: {tok}\ndatasets:\n  - \
+             name: shopify_product_catalogue::q3vl\n    path: {}\nsettings:\n  runtime:\n    \
+             n_samples_to_issue: 3\nendpoint_config:\n  endpoints: [\"{}\"]\n  api_type: {api}\n",
+            products.display(),
+            server.url(),
+            tok = common::char_tokenizer(),
+        )
+    };
+    let report = report_dir("predefined-shopify-isl");
+    let out = run_yaml(&dir.0, &yaml("openai"), &[], &report);
+    assert_eq!(out.status.code(), Some(0));
+    let s = summary(&report);
+    assert_eq!(s["n_samples_completed"].as_u64(), Some(3), "{s}");
+    assert_eq!(s["input_sequence_lengths"], serde_json::json!({}), "no client ISL: {s}");
+    let server_isl = &s["input_sequence_lengths_server"];
+    assert_eq!(server_isl["total"].as_u64().map(|t| t > 0), Some(true), "{server_isl}");
+    assert!(s["output_sequence_lengths"]["total"].as_u64().is_some(), "OSL is counted: {s}");
+    // `report DIR` replays the empty PromptData of sample.issued to the same summary.
+    let rebuilt = report.with_extension("rebuilt");
+    let out = bin().arg("report").arg(&report).arg("--out").arg(&rebuilt).output().unwrap();
+    show(&out);
+    assert_eq!(out.status.code(), Some(0));
+    let file = "performance/result_summary.json";
+    let read = |d: &Path| std::fs::read_to_string(d.join(file)).unwrap();
+    assert_eq!(read(&rebuilt), read(&report), "the rebuilt summary is the run's");
+    let _ = std::fs::remove_dir_all(&rebuilt);
+    let report = report_dir("predefined-shopify-completions");
+    let out = run_yaml(&dir.0, &yaml("openai_completions"), &[], &report);
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("dataset row 0 cannot become a request"), "{stderr}");
+    assert!(
+        stderr.contains("multimodal content parts (images); use --api-type openai"),
+        "{stderr}"
+    );
+    assert_eq!(server.totals().requests, 3, "the refused run sent nothing");
+    // A salted warm-up would replace the parts with a text prompt: refused, as the reference's
+    // validate_saltable refuses a list-form prompt.
+    let salted = yaml("openai")
+        .replace("settings:\n", "settings:\n  warmup:\n    enabled: true\n    salt: true\n");
+    let out = run_yaml(&dir.0, &salted, &[], &report_dir("predefined-shopify-salt"));
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("row 0 has no text prompt"), "{stderr}");
+    assert_eq!(server.totals().requests, 3, "nothing sent");
+}

@@ -1,6 +1,6 @@
 //! The reference's predefined datasets (`name: <id>` or `<id>::<preset>`): `random` is
-//! generated from the tokenizer; `aime25`, `gpqa`, `cnn_dailymail` and `open_orca` are read
-//! from the files the
+//! generated from the tokenizer; `aime25`, `gpqa`, `cnn_dailymail`, `open_orca` and the two
+//! Shopify product catalogues (multimodal, `shopify.rs`) are read from the files the
 //! reference's loaders write (`dataset_cache/…`), from its `hf_cache` folders or from the local
 //! Hugging Face datasets cache, with the reference's processing and presets. Nothing is ever
 //! downloaded; the other ids are refused by name.
@@ -9,6 +9,8 @@ use std::path::{Path, PathBuf};
 
 use loadgen_coordinator::pyrandom::PyRandom;
 use serde_json::{Map, Value};
+
+mod shopify;
 
 use super::random_prompts::{random_rows, Decoder, RandomParams};
 use super::{read_records, Dataset, DatasetSpec, Row};
@@ -31,7 +33,7 @@ pub const PREDEFINED_IDS: [&str; 12] = [
 ];
 
 /// Ids whose rows need what this tool does not do, and why.
-const REFUSED_IDS: [(&str, &str); 7] = [
+const REFUSED_IDS: [(&str, &str); 5] = [
     (
         "livecodebench",
         "it is scored by code_bench_scorer, which runs the generated code in LiveCodeBench's \
@@ -39,8 +41,6 @@ const REFUSED_IDS: [(&str, &str); 7] = [
          this dataset from datasets: to run the others",
     ),
     ("bfcl_v4", "its rows carry tool definitions and multi-turn function calls"),
-    ("shopify_product_catalogue", "its rows carry product images (multimodal prompts)"),
-    ("shopify_product_catalogue_8k", "its rows carry product images (multimodal prompts)"),
     ("swe_bench", "it is accuracy only (agentic software-engineering tasks)"),
     ("legacy_mlperf_deepseek_r1", "its loader joins MLPerf's local source files and templates"),
     ("agentic_inference_conversations", "multi-turn agentic conversations"),
@@ -214,6 +214,9 @@ fn preset_columns(id: &str, preset: Option<&str>) -> Vec<&'static str> {
     match (id, preset) {
         ("open_orca", _) => vec!["prompt", "system"],
         ("cnn_dailymail", Some("llama3_8b")) => vec!["prompt", "chat_template"],
+        (id, Some("q3vl")) if id.starts_with("shopify_product_catalogue") => {
+            vec!["prompt", "system"]
+        }
         _ => vec!["prompt"],
     }
 }
@@ -289,27 +292,31 @@ struct CachedId {
     presets: &'static [&'static str],
 }
 
-const CACHED_IDS: [CachedId; 4] = [
+const CACHED_IDS: [CachedId; 6] = [
     CachedId { id: "aime25", keys: &["seed", "max_samples"], presets: &["gptoss"] },
     CachedId { id: "gpqa", keys: &["variant", "seed", "max_samples"], presets: &["gptoss"] },
     CachedId { id: "cnn_dailymail", keys: &["seed", "max_samples"], presets: &["llama3_8b"] },
     CachedId { id: "open_orca", keys: &["variant"], presets: &["llama2_70b"] },
+    CachedId { id: "shopify_product_catalogue", keys: &["split"], presets: &["q3vl"] },
+    CachedId { id: "shopify_product_catalogue_8k", keys: &["split"], presets: &["q3vl"] },
 ];
 
 /// The generate_params of a cached id, checked by name.
 #[derive(Debug, Clone)]
 struct CacheParams {
     datasets_dir: PathBuf,
+    /// gpqa's and open_orca's `variant`, or a Shopify id's split key (`"+".join(split)`):
+    /// the folder its processed file lies in.
     variant: String,
     seed: u64,
     max_samples: Option<usize>,
 }
 
 fn cache_params(spec: &DatasetSpec, c: &CachedId) -> Result<CacheParams, AppError> {
-    let default_variant = if c.id == "open_orca" { "mlperf-inference" } else { "diamond" };
+    let shopify = shopify::SHOPIFY_IDS.iter().any(|(id, _)| *id == c.id);
     let mut out = CacheParams {
         datasets_dir: PathBuf::from(DATASETS_DIR),
-        variant: default_variant.into(),
+        variant: default_variant(c.id),
         seed: 0,
         max_samples: None,
     };
@@ -320,23 +327,31 @@ fn cache_params(spec: &DatasetSpec, c: &CachedId) -> Result<CacheParams, AppErro
                 c.id
             ))
         };
+        let downloads = |what: &str| {
+            AppError::Input(format!(
+                "dataset {}: generate_params.{key}{what}, and this tool never downloads; leave \
+                 it out",
+                c.id
+            ))
+        };
         match key.as_str() {
             "datasets_dir" => {
                 out.datasets_dir = value.as_str().ok_or_else(|| bad("a folder"))?.into()
             }
+            // The value is never printed: a token is a secret.
+            "token" | "revision" if shopify => {
+                return Err(downloads(" only changes what its loader downloads"))
+            }
             "force_regenerate" => match value.as_bool() {
                 Some(false) => {}
-                Some(true) => {
-                    return Err(AppError::Input(format!(
-                        "dataset {}: generate_params.force_regenerate: true downloads the data \
-                         again, and this tool never downloads; leave it out",
-                        c.id
-                    )))
-                }
+                Some(true) => return Err(downloads(": true downloads the data again")),
                 None => return Err(bad("true or false")),
             },
             k if c.keys.contains(&k) => match k {
                 "variant" => out.variant = value.as_str().ok_or_else(|| bad("a string"))?.into(),
+                "split" => {
+                    out.variant = split_param(value).ok_or_else(|| bad("a list of splits"))?
+                }
                 "seed" => out.seed = value.as_u64().ok_or_else(|| bad("a whole number >= 0"))?,
                 _ => {
                     let n = value.as_u64().and_then(|n| usize::try_from(n).ok());
@@ -361,6 +376,23 @@ fn cache_params(spec: &DatasetSpec, c: &CachedId) -> Result<CacheParams, AppErro
         )));
     }
     Ok(out)
+}
+
+/// An id's default `variant`: open_orca's and gpqa's, or a Shopify id's default split key.
+fn default_variant(id: &str) -> String {
+    match shopify::SHOPIFY_IDS.iter().find(|(shop, _)| *shop == id) {
+        Some((_, splits)) => splits.join("+"),
+        None if id == "open_orca" => "mlperf-inference".to_string(),
+        None => "diamond".to_string(),
+    }
+}
+
+/// `generate_params.split` (a list of split names, as `generate(split=[…])` takes it) as its
+/// split key; `None` for anything else.
+fn split_param(value: &Value) -> Option<String> {
+    let splits: Option<Vec<String>> =
+        value.as_array()?.iter().map(|s| s.as_str().map(str::to_string)).collect();
+    splits.filter(|s| !s.is_empty()).map(|s| shopify::split_key(&s))
 }
 
 /// One processed record: its columns by name.
@@ -446,6 +478,10 @@ fn processed_or_raw(
 fn processed_file(id: &str, variant: &str) -> PathBuf {
     match id {
         "gpqa" => PathBuf::from(format!("gpqa/{variant}/gpqa_{variant}.parquet")),
+        // A Shopify id's variant is its split key.
+        id if id.starts_with("shopify_product_catalogue") => {
+            PathBuf::from(format!("{id}/{variant}/{id}_{variant}.parquet"))
+        }
         "open_orca" => PathBuf::from(format!(
             "open_orca/{variant}/open_orca_gpt4_tokenized_llama.sampled_24576.jsonl"
         )),
@@ -775,6 +811,7 @@ fn preset_row(id: &str, rec: &Map<String, Value>, i: usize) -> Result<Row, AppEr
             let request_columns = vec![("chat_template".to_string(), template)];
             return Ok(Row { prompt: Some(prompt), request_columns, ..Row::default() });
         }
+        id if id.starts_with("shopify_product_catalogue") => return Ok(shopify::q3vl_row(rec)),
         // open_orca::llama2_70b renames question to prompt and system_prompt to system.
         _ => {
             let system = Some(text("system_prompt")?);
@@ -803,6 +840,12 @@ fn not_found(id: &str, variant: &str, raw: Option<&RawSource>, looked: &[String]
             config = raw.config,
             cache = raw.hf_cache,
             file = processed_file(id, variant).display(),
+        ),
+        None if id.starts_with("shopify_product_catalogue") => format!(
+            "run the reference once (it downloads {} from Hugging Face and writes \
+             {DATASETS_DIR}/{}, its images as base64), or give that file as path",
+            shopify::hf_repo(id),
+            processed_file(id, variant).display()
         ),
         None => format!(
             "run the reference once (it downloads {id} from MLCommons storage into \
@@ -1140,12 +1183,10 @@ mod tests {
         let keys = |s: &DatasetSpec| -> Vec<String> {
             predefined_refusals(s).into_iter().map(|(k, w)| format!("{k}: {w}")).collect()
         };
-        let shopify = keys(&spec("shopify_product_catalogue::q3vl", serde_json::Value::Null));
-        assert!(
-            shopify[0].starts_with("name: predefined dataset shopify_product_catalogue"),
-            "{shopify:?}"
-        );
+        let bfcl = keys(&spec("bfcl_v4", serde_json::Value::Null));
+        assert!(bfcl[0].starts_with("name: predefined dataset bfcl_v4"), "{bfcl:?}");
         assert!(keys(&spec("cnn_dailymail::llama3_8b", serde_json::Value::Null)).is_empty());
+        assert!(keys(&spec("shopify_product_catalogue::q3vl", serde_json::Value::Null)).is_empty());
         let lcb = keys(&spec("livecodebench::gptoss", serde_json::Value::Null));
         assert!(lcb[0].contains("external execution service"), "{lcb:?}");
         assert!(lcb[0].contains("remove this dataset from datasets: to run the others"), "{lcb:?}");
@@ -1172,6 +1213,95 @@ mod tests {
         let err =
             load_predefined(&spec("aime25::other", serde_json::Value::Null), None).unwrap_err();
         assert!(err.to_string().contains("no preset \"other\" (presets: gptoss)"), "{err}");
+    }
+
+    /// The processed columns of the reference's Shopify `generate`, one product.
+    fn shopify_batch(title: &str, image: &str) -> RecordBatch {
+        strings(&[
+            ("product_title", vec![title]),
+            ("product_description", vec!["desc"]),
+            ("product_image_base64", vec![image]),
+            ("product_image_format", vec!["JPEG"]),
+            ("potential_product_categories", vec!["[\"A > B\"]"]),
+            ("ground_truth_category", vec!["A > B"]),
+            ("ground_truth_brand", vec!["b"]),
+            ("ground_truth_is_secondhand", vec!["false"]),
+        ])
+    }
+
+    #[test]
+    fn the_shopify_catalogues_read_their_split_keyed_parquet_as_multimodal_rows() {
+        use loadgen_worker::request::ContentPart;
+        let dir = Scratch::new("shopify");
+        let full =
+            "shopify_product_catalogue/train+test/shopify_product_catalogue_train+test.parquet";
+        write_parquet(&dir.0.join(full), &shopify_batch("full", "YQ=="));
+        let eight = "shopify_product_catalogue_8k/train/shopify_product_catalogue_8k_train.parquet";
+        write_parquet(&dir.0.join(eight), &shopify_batch("eight", ""));
+        let test_only = "shopify_product_catalogue/test/shopify_product_catalogue_test.parquet";
+        write_parquet(&dir.0.join(test_only), &shopify_batch("test split", "Yg=="));
+        let at = |more: serde_json::Value| {
+            let mut p = serde_json::json!({"datasets_dir": dir.0.display().to_string()});
+            p.as_object_mut().unwrap().extend(more.as_object().unwrap().clone());
+            p
+        };
+        let (ds, truth) = load_predefined_with_column(
+            &spec("shopify_product_catalogue::q3vl", at(serde_json::json!({}))),
+            "ground_truth_category",
+        )
+        .unwrap();
+        assert_eq!(truth, [Some(serde_json::json!("A > B"))]);
+        let parts = ds.rows[0].content_parts.as_ref().unwrap();
+        assert!(matches!(&parts[0], ContentPart::Text(t) if t.contains("```text\nfull\n```")));
+        assert_eq!(parts[1], ContentPart::ImageUrl("data:image/JPEG;base64,YQ==".into()));
+        assert!(ds.rows[0].system.as_deref().unwrap().contains("\"is_secondhand\""));
+        let ds = load_predefined(
+            &spec("shopify_product_catalogue_8k::q3vl", at(serde_json::json!({}))),
+            None,
+        )
+        .unwrap();
+        let parts = ds.rows[0].content_parts.as_ref().unwrap();
+        assert_eq!(parts.len(), 1, "no image data, no image part: {parts:?}");
+        let split = at(serde_json::json!({"split": ["test"]}));
+        let ds = load_predefined(&spec("shopify_product_catalogue::q3vl", split), None).unwrap();
+        let parts = ds.rows[0].content_parts.as_ref().unwrap();
+        assert!(matches!(&parts[0], ContentPart::Text(t) if t.contains("test split")));
+        for (params, needle) in [
+            (
+                serde_json::json!({"split": "test"}),
+                "generate_params.split = \"test\" is not a list",
+            ),
+            (serde_json::json!({"token": "hf_x"}), "generate_params.token only changes what"),
+            (serde_json::json!({"split": ["dev"]}), "shopify_product_catalogue_dev.parquet"),
+        ] {
+            let err = load_predefined(&spec("shopify_product_catalogue::q3vl", at(params)), None)
+                .unwrap_err()
+                .to_string();
+            assert!(err.contains(needle), "{needle}: {err}");
+            assert!(!err.contains("hf_x"), "the token is never printed: {err}");
+        }
+        let err =
+            load_predefined(&spec("shopify_product_catalogue", at(serde_json::json!({}))), None)
+                .unwrap_err()
+                .to_string();
+        assert!(err.contains("write name: shopify_product_catalogue::q3vl"), "{err}");
+    }
+
+    #[test]
+    fn a_missing_shopify_catalogue_names_its_hugging_face_repo_and_file() {
+        let dir = Scratch::new("shopify-missing");
+        let params = serde_json::json!({"datasets_dir": dir.0.display().to_string()});
+        let err = load_predefined(&spec("shopify_product_catalogue_8k::q3vl", params), None)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("nvidia/Shopify-product-catalogue-8k"), "{err}");
+        assert!(
+            err.contains(
+                "shopify_product_catalogue_8k/train/shopify_product_catalogue_8k_train.parquet"
+            ),
+            "{err}"
+        );
+        assert!(err.contains("never downloads"), "{err}");
     }
 
     #[test]

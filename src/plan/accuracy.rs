@@ -49,12 +49,18 @@ impl Scoring {
     }
 }
 
-/// An accuracy dataset: its phase name, its rows (sent as the performance rows are) and how
-/// it is scored.
+/// An accuracy dataset: its phase name, its rows, what its requests ask for and how it is
+/// scored.
 #[derive(Debug, Clone, PartialEq)]
 pub struct AccuracyDataset {
     pub name: String,
     pub dataset: Dataset,
+    /// Its requests' options: the run's protocol, model and streaming, with the generation
+    /// keys of its own `generation_config_override` merged over the top-level `model_params`.
+    pub request: RequestOptions,
+    /// Each row's drawn output length under its merged `osl_distribution`; empty = every row
+    /// asks for `request.max_output_tokens`.
+    pub row_output_tokens: Vec<u32>,
     pub scoring: Scoring,
 }
 
@@ -98,26 +104,30 @@ pub(super) fn check_mode_datasets(config: &Config) -> Result<(), AppError> {
     Ok(())
 }
 
-/// Resolves the accuracy datasets and the performance dataset's own scoring.
+/// Resolves the accuracy datasets (each with its own request options, from `top_level`
+/// `model_params` and its override, on the run's `base` options) and the performance
+/// dataset's own scoring.
 pub(super) fn resolve_accuracy(
     config: &Config,
     perf: Option<&Dataset>,
+    top_level: &ModelParams,
+    base: &RequestOptions,
 ) -> Result<AccuracyPlan, AppError> {
     let mode = config.test_mode.unwrap_or_default();
     let mut datasets = Vec::new();
-    for spec in config.datasets.iter().filter(|d| d.kind == DatasetKind::Accuracy) {
-        let name = spec.display_name();
-        if spec.generation_config_override.is_some() {
-            return Err(AppError::Input(format!(
-                "dataset {name}: generation_config_override on an accuracy dataset is not \
-                 supported yet (its requests use the run's model_params); leave it out"
-            )));
+    for (i, spec) in config.datasets.iter().enumerate() {
+        if spec.kind != DatasetKind::Accuracy {
+            continue;
         }
+        let name = spec.display_name();
         let mut scoring = resolve_scoring(spec, &name)?;
         let (dataset, values) = crate::dataset::load_dataset_and_column(spec, scoring.column())?;
         scoring.ground_truth =
             ground_truth_text(values, &name, scoring.column(), dataset.rows.len())?;
-        datasets.push(AccuracyDataset { name, dataset, scoring });
+        // Its merged params were checked as model_params is (check_generation_overrides).
+        let (request, row_output_tokens) =
+            accuracy_request(config, top_level, i, base, dataset.rows.len())?;
+        datasets.push(AccuracyDataset { name, dataset, request, row_output_tokens, scoring });
     }
     let perf_spec = config.datasets.iter().find(|d| d.kind == DatasetKind::Performance);
     let performance = match (perf_spec, perf) {
@@ -305,23 +315,54 @@ mod tests {
     }
 
     #[test]
-    fn the_performance_datasets_override_is_the_runs_even_after_an_accuracy_dataset() {
+    fn each_accuracy_dataset_merges_its_own_override_over_the_top_level_model_params() {
         let path = format!("{}/tests/assets/accuracy_runs/mcq.jsonl", env!("CARGO_MANIFEST_DIR"));
-        let yaml = |acc_override: &str| {
+        let acc = |name: &str, over: &str| {
             format!(
-                "type: offline\nmodel_params: {{name: m, max_new_tokens: 100}}\ndatasets:\n  \
-                 - {{name: acc, type: accuracy, path: {path}, accuracy_config: {{eval_method: \
-                 pass_at_1, extractor: abcd_extractor}}{acc_override}}}\n  - {{name: perf, path: \
-                 {path}, generation_config_override: {{max_new_tokens: 7}}}}\n"
+                "  - {{name: {name}, type: accuracy, path: {path}, accuracy_config: {{eval_method: \
+                 pass_at_1, extractor: abcd_extractor}}{over}}}\n"
             )
         };
-        let config = Config::from_yaml_str(&yaml(""), "t.yaml").unwrap();
-        let plan = resolve_plan(config, 0).unwrap();
-        assert_eq!(plan.request.max_output_tokens, 7);
-        let over = ", generation_config_override: {max_new_tokens: 3}";
-        let config = Config::from_yaml_str(&yaml(over), "t.yaml").unwrap();
-        let err = resolve_plan(config, 0).unwrap_err().to_string();
-        assert!(err.contains("generation_config_override on an accuracy dataset"), "{err}");
+        let text = format!(
+            "type: offline\nmodel_params: {{name: m, max_new_tokens: 100, temperature: 0.5, \
+             osl_distribution: {{type: original}}}}\ndatasets:\n{}{}  - {{name: perf, path: \
+             {path}, generation_config_override: {{max_new_tokens: 7, temperature: 0.1}}}}\n{}",
+            acc("long", ", generation_config_override: {max_new_tokens: 32768, top_p: 0.9}"),
+            acc("plain", ""),
+            acc(
+                "drawn",
+                ", generation_config_override: {osl_distribution: {type: fixed, mean: 12, min: \
+                 1, max: 20}}"
+            ),
+        );
+        let plan = resolve_plan(Config::from_yaml_str(&text, "t.yaml").unwrap(), 0).unwrap();
+        assert_eq!((plan.request.max_output_tokens, plan.request.temperature), (7, Some(0.1)));
+        assert!(plan.row_output_tokens.is_empty());
+        let by_name = |n: &str| plan.accuracy.datasets.iter().find(|d| d.name == n).unwrap();
+        let long = &by_name("long").request;
+        assert_eq!((long.max_output_tokens, long.top_p), (32768, Some(0.9)));
+        assert_eq!(long.temperature, Some(0.5), "the top-level value, not the perf override's");
+        let plain = by_name("plain");
+        assert_eq!(plain.request.max_output_tokens, 100, "no override: the top-level params");
+        assert_eq!(plain.request.temperature, Some(0.5));
+        assert!(plain.row_output_tokens.is_empty());
+        let drawn = by_name("drawn");
+        assert_eq!(drawn.row_output_tokens, vec![12; drawn.dataset.rows.len()]);
+        assert_eq!((long.model.as_str(), long.api, long.streaming), ("m", plan.request.api, false));
+    }
+
+    #[test]
+    fn a_bad_value_in_an_accuracy_datasets_override_is_refused_naming_it() {
+        let path = format!("{}/tests/assets/accuracy_runs/mcq.jsonl", env!("CARGO_MANIFEST_DIR"));
+        let text = format!(
+            "type: offline\nmodel_params: {{name: m}}\ndatasets:\n  - {{name: perf, path: \
+             {path}}}\n  - {{name: acc, type: accuracy, path: {path}, accuracy_config: \
+             {{eval_method: pass_at_1, extractor: abcd_extractor}}, \
+             generation_config_override: {{max_new_tokens: lots}}}}\n"
+        );
+        let err = resolve_plan(Config::from_yaml_str(&text, "t.yaml").unwrap(), 0).unwrap_err();
+        assert_eq!(err.exit_code(), 2, "{err}");
+        assert!(err.to_string().contains("datasets[1].generation_config_override"), "{err}");
     }
 
     #[test]

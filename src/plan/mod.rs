@@ -210,7 +210,7 @@ pub fn resolve_plan(mut config: Config, verbose: u8) -> Result<Plan, AppError> {
     refuse_unsupported(&config)?;
     apply_accuracy_only(&mut config);
     check_mode_datasets(&config)?;
-    apply_generation_override(&mut config)?;
+    let top_level_params = apply_generation_override(&mut config)?;
     for note in check_reference_only(&config)? {
         eprintln!("{note}");
     }
@@ -238,9 +238,11 @@ pub fn resolve_plan(mut config: Config, verbose: u8) -> Result<Plan, AppError> {
     let report_dir = record_resolved(&mut config, token_count_source);
     let connections = resolve_connections(&config, load_pattern, &endpoints)?;
     let token_pool = resolve_token_pool(&mut config, connections.workers)?;
-    let accuracy = resolve_accuracy(&config, (!dataset_is_synthetic).then_some(&dataset))?;
+    let perf_rows = (!dataset_is_synthetic).then_some(&dataset);
+    let accuracy = resolve_accuracy(&config, perf_rows, &top_level_params, &request)?;
     for d in &accuracy.datasets {
         check_rows_n(&d.dataset, token_count_source)?;
+        check_extra_body_n(&d.request.extra, token_count_source)?;
     }
     let accuracy_only = accuracy.mode == TestMode::Acc;
     let runtime = &config.settings.runtime;

@@ -5,16 +5,21 @@ use super::*;
 
 use loadgen_worker::request::ApiType;
 
-/// `datasets[].generation_config_override` of the one dataset a run drives: merged over
+/// `datasets[].generation_config_override` of the performance dataset: merged over
 /// `model_params` (nested mappings deep-merged, as the reference's `_deep_merge`) and the result
 /// re-read through the schema, so a bad value is named as `model_params` would name it.
-pub(super) fn apply_generation_override(config: &mut Config) -> Result<(), AppError> {
+/// Returns the top-level `model_params` as given, which each accuracy dataset's own override
+/// is merged over (`accuracy_request`), as the reference merges every dataset's over it.
+pub(super) fn apply_generation_override(config: &mut Config) -> Result<ModelParams, AppError> {
+    let top_level = config.model_params.clone();
     // The performance dataset's override is the run's; an accuracy dataset may come first.
     let perf = config.datasets.iter().position(|d| d.kind == DatasetKind::Performance);
-    if let Some(merged) = merged_model_params(config, perf.unwrap_or(0))? {
-        config.model_params = merged;
+    if let Some(i) = perf {
+        if let Some(merged) = merged_model_params(config, i)? {
+            config.model_params = merged;
+        }
     }
-    Ok(())
+    Ok(top_level)
 }
 
 /// `model_params` with dataset `i`'s override merged in; `None` where it has none.
@@ -89,14 +94,25 @@ pub(super) fn resolve_request(
     let api_name = config.endpoint_config.api_type;
     let streaming = resolve_streaming(config);
     config.model_params.streaming = if streaming { Streaming::On } else { Streaming::Off };
+    let base = RequestOptions {
+        stream_include_usage: config.settings.client.stream_include_usage,
+        ..RequestOptions::basic(protocol_of(api_name)?, &model, streaming, 0)
+    };
+    with_generation_params(&base, config)
+}
+
+/// `base` (the run's protocol, model, streaming and usage flag) with the generation keys of
+/// `config.model_params`: the run's own, or an accuracy dataset's merged override, so every
+/// phase's body is built by one rule. Keys an API cannot carry are refused here, not dropped.
+pub(super) fn with_generation_params(
+    base: &RequestOptions,
+    config: &Config,
+) -> Result<RequestOptions, AppError> {
+    let api_name = config.endpoint_config.api_type;
     check_completions_only(config, api_name)?;
     let (sampling, extra) = resolve_sampling(config, api_name)?;
     let mp = &config.model_params;
     Ok(RequestOptions {
-        api: protocol_of(api_name)?,
-        model,
-        streaming,
-        stream_include_usage: config.settings.client.stream_include_usage,
         max_output_tokens: mp.max_new_tokens,
         // The reference sends min_tokens only when set away from its default of 1.
         min_output_tokens: (mp.min_new_tokens != 1).then_some(mp.min_new_tokens),
@@ -106,7 +122,28 @@ pub(super) fn resolve_request(
         seed: mp.seed,
         sampling,
         extra,
+        ..base.clone()
     })
+}
+
+/// An accuracy dataset's request options and drawn output lengths: dataset `i`'s override
+/// merged over the top-level `model_params` (not over the performance dataset's), as the
+/// reference loads each dataset with its own `effective_generation_config`; without an
+/// override, the top-level `model_params` as given.
+pub(super) fn accuracy_request(
+    config: &Config,
+    top_level: &ModelParams,
+    i: usize,
+    base: &RequestOptions,
+    rows: usize,
+) -> Result<(RequestOptions, Vec<u32>), AppError> {
+    let mut c = config.clone();
+    c.model_params = top_level.clone();
+    if let Some(merged) = merged_model_params(&c, i)? {
+        c.model_params = merged;
+    }
+    let request = with_generation_params(base, &c)?;
+    Ok((request, draw_output_tokens(&c, rows)?))
 }
 
 /// The protocol the workers speak for the schema's `api_type`; videogen has none here (it is

@@ -117,7 +117,8 @@ fn request_tables(
         for acc in &plan.accuracy.datasets {
             for (i, row) in acc.dataset.rows.iter().enumerate() {
                 let prompt = prompt_of(row, plan.request.api);
-                let body = row_body(plan, row, None, prompt).map_err(|e| {
+                let osl = acc.row_output_tokens.get(i).copied();
+                let body = row_body(&acc.request, row, osl, prompt).map_err(|e| {
                     AppError::Input(format!(
                         "accuracy dataset {} row {i} cannot become a request: {e}",
                         acc.name
@@ -151,20 +152,21 @@ fn row_request(
     prompt: Prompt<'_>,
 ) -> Result<Vec<u8>, AppError> {
     let row = &plan.dataset.rows[i];
-    let body = row_body(plan, row, plan.row_output_tokens.get(i).copied(), prompt)
+    let body = row_body(&plan.request, row, plan.row_output_tokens.get(i).copied(), prompt)
         .map_err(|e| AppError::Input(format!("dataset row {i} cannot become a request: {e}")))?;
     Ok(body_request(plan, ep, headers, &body))
 }
 
-/// A row's request body: its own n and output length, and its request columns.
+/// A row's request body under its phase's options (the performance phase's, or an accuracy
+/// dataset's own): its own n and output length, and its request columns.
 fn row_body(
-    plan: &Plan,
+    opts: &request::RequestOptions,
     row: &Row,
     max_output_tokens: Option<u32>,
     prompt: Prompt<'_>,
 ) -> Result<Vec<u8>, String> {
     let params = RowParams { n: row.n, max_output_tokens, columns: &row.request_columns };
-    request::body_json_row(&plan.request, prompt, params).map_err(|e| e.to_string())
+    request::body_json_row(opts, prompt, params).map_err(|e| e.to_string())
 }
 
 fn body_request(plan: &Plan, ep: &Endpoint, headers: &RequestHeaders, body: &[u8]) -> Vec<u8> {
@@ -225,7 +227,17 @@ fn client_counts(plan: &Plan) -> (Vec<Option<u32>>, Vec<String>, Option<TokenCou
         _ => None,
     };
     let isl_client: Vec<Option<u32>> = match &plan.tokenizer {
-        Some(tok) => plan.dataset.rows.iter().map(|r| tok.count_row_with(r, kwargs).ok()).collect(),
+        // A multimodal row has no client ISL: the reference's PromptData of a list-form
+        // prompt is empty, so its ISL is unavailable (the server basis still counts it).
+        Some(tok) => plan
+            .dataset
+            .rows
+            .iter()
+            .map(|r| match r.content_parts {
+                Some(_) => None,
+                None => tok.count_row_with(r, kwargs).ok(),
+            })
+            .collect(),
         None => {
             plan.dataset.rows.iter().map(|r| r.token_ids.as_ref().map(|t| t.len() as u32)).collect()
         }
@@ -240,6 +252,8 @@ fn client_counts(plan: &Plan) -> (Vec<Option<u32>>, Vec<String>, Option<TokenCou
     data_json.extend(std::iter::repeat_n(filler, salted));
     isl_client.extend(std::iter::repeat_n(None, salted));
     for acc in &plan.accuracy.datasets {
+        // A dataset's own chat_template_kwargs are the ones its requests carry.
+        let kwargs = kwargs.and(acc.request.sampling.chat_template_kwargs.as_ref());
         data_json.extend(acc.dataset.rows.iter().map(|r| prompt_data_json(r, kwargs)));
         isl_client.extend(std::iter::repeat_n(None, acc.dataset.rows.len()));
     }
@@ -457,6 +471,10 @@ fn join_addrs(addrs: &[std::net::IpAddr]) -> String {
 /// the row has them (`input_tokens`, as `save_tokenized_data` writes beside the text), else
 /// the text.
 fn prompt_of(row: &Row, api: request::ApiType) -> Prompt<'_> {
+    if let Some(parts) = &row.content_parts {
+        // Chat only: another API's body refuses it, naming the row.
+        return Prompt::Parts { system: row.system.as_deref(), user: parts };
+    }
     match (api, &row.messages, &row.prompt, &row.token_ids) {
         (request::ApiType::OpenAiChat, Some(messages), _, _) => Prompt::Messages(messages),
         (request::ApiType::OpenAiChat, None, Some(prompt), _) => {

@@ -142,9 +142,50 @@ pub enum Prompt<'a> {
         system: Option<&'a str>,
         user: &'a str,
     },
+    /// A multimodal user message (chat only): its content is a list of parts, after an
+    /// optional system message, as the reference's chat adapter sends a list-form `prompt`.
+    Parts {
+        system: Option<&'a str>,
+        user: &'a [ContentPart],
+    },
     /// A chat `messages` array, sent verbatim.
     Messages(&'a serde_json::Value),
     TokenIds(&'a [u32]),
+}
+
+/// What a completions or SGLang body cannot carry: the reference sends parts on chat only.
+const MULTIMODAL: &str = "multimodal content parts (images); use --api-type openai";
+
+/// One part of a multimodal chat message's `content`, written with the reference's key order
+/// (`{"type":"text","text":…}`, `{"type":"image_url","image_url":{"url":…}}`), which a
+/// `serde_json::Value` (sorted keys) would not keep.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ContentPart {
+    Text(String),
+    /// An image by URL; the reference's datasets inline it as `data:image/<format>;base64,…`.
+    ImageUrl(String),
+}
+
+impl serde::Serialize for ContentPart {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        #[derive(serde::Serialize)]
+        struct Url<'a> {
+            url: &'a str,
+        }
+        let mut map = s.serialize_map(Some(2))?;
+        match self {
+            ContentPart::Text(text) => {
+                map.serialize_entry("type", "text")?;
+                map.serialize_entry("text", text)?;
+            }
+            ContentPart::ImageUrl(url) => {
+                map.serialize_entry("type", "image_url")?;
+                map.serialize_entry("image_url", &Url { url })?;
+            }
+        }
+        map.end()
+    }
 }
 
 /// Where requests go.
@@ -358,21 +399,8 @@ fn chat_body(out: &mut Vec<u8>, b: Body<'_>, prompt: Prompt<'_>) -> Result<(), R
     json(out, &b.opts.model)?;
     key(out, "messages");
     match prompt {
-        Prompt::Text { system, user } => {
-            out.push(b'[');
-            if let Some(system) = system {
-                out.extend_from_slice(br#"{"role":"system","content":"#);
-                json(out, &system)?;
-                out.extend_from_slice(b"},");
-            }
-            out.extend_from_slice(br#"{"role":"user","content":"#);
-            json(out, &user)?;
-            if let Some((_, name)) = b.row.columns.iter().find(|(k, _)| k == "name") {
-                key(out, "name");
-                json(out, name)?;
-            }
-            out.extend_from_slice(b"}]");
-        }
+        Prompt::Text { system, user } => system_and_user(out, b, system, &user)?,
+        Prompt::Parts { system, user } => system_and_user(out, b, system, &user)?,
         Prompt::Messages(messages) => json(out, messages)?,
         Prompt::TokenIds(_) => {
             return Err(RequestError::UnsupportedPrompt { api: b.opts.api, what: "token ids" })
@@ -380,6 +408,29 @@ fn chat_body(out: &mut Vec<u8>, b: Body<'_>, prompt: Prompt<'_>) -> Result<(), R
     }
     b.field(out, "max_completion_tokens", &b.max_tokens())?;
     openai_tail(out, b, false)
+}
+
+/// `[{system}, {user}]`: the user content a string or a parts list, the row's `name` on it.
+fn system_and_user(
+    out: &mut Vec<u8>,
+    b: Body<'_>,
+    system: Option<&str>,
+    user: &impl serde::Serialize,
+) -> Result<(), RequestError> {
+    out.push(b'[');
+    if let Some(system) = system {
+        out.extend_from_slice(br#"{"role":"system","content":"#);
+        json(out, &system)?;
+        out.extend_from_slice(b"},");
+    }
+    out.extend_from_slice(br#"{"role":"user","content":"#);
+    json(out, user)?;
+    if let Some((_, name)) = b.row.columns.iter().find(|(k, _)| k == "name") {
+        key(out, "name");
+        json(out, name)?;
+    }
+    out.extend_from_slice(b"}]");
+    Ok(())
 }
 
 fn completions_body(
@@ -399,6 +450,9 @@ fn completions_body(
         }
         Prompt::Messages(_) => {
             return Err(RequestError::UnsupportedPrompt { api, what: "chat messages" })
+        }
+        Prompt::Parts { .. } => {
+            return Err(RequestError::UnsupportedPrompt { api, what: MULTIMODAL })
         }
     }
     b.field(out, "max_tokens", &b.max_tokens())?;
@@ -423,6 +477,9 @@ fn sglang_body(out: &mut Vec<u8>, b: Body<'_>, prompt: Prompt<'_>) -> Result<(),
         }
         Prompt::Messages(_) => {
             return Err(RequestError::UnsupportedPrompt { api, what: "chat messages" })
+        }
+        Prompt::Parts { .. } => {
+            return Err(RequestError::UnsupportedPrompt { api, what: MULTIMODAL })
         }
     }
     out.extend_from_slice(b",\"sampling_params\":{\"max_new_tokens\":");
@@ -659,6 +716,24 @@ mod tests {
             body(&o, Prompt::Messages(&messages)),
             r#"{"model":"test-model","messages":[{"content":"x","role":"user"}],"max_completion_tokens":1024,"temperature":0.5,"seed":7,"n":1}"#
         );
+    }
+
+    #[test]
+    fn multimodal_parts_are_sent_in_the_reference_key_order_on_chat_only() {
+        let parts = [
+            ContentPart::Text("the \"shirt\"".into()),
+            ContentPart::ImageUrl("data:image/PNG;base64,iVBO".into()),
+        ];
+        let p = Prompt::Parts { system: Some("be json"), user: &parts };
+        assert_eq!(
+            body(&opts(ApiType::OpenAiChat, true, true), p),
+            r#"{"model":"test-model","messages":[{"role":"system","content":"be json"},{"role":"user","content":[{"type":"text","text":"the \"shirt\""},{"type":"image_url","image_url":{"url":"data:image/PNG;base64,iVBO"}}]}],"max_completion_tokens":1024,"stream":true,"stream_options":{"include_usage":true}}"#
+        );
+        for api in [ApiType::OpenAiCompletions, ApiType::Sglang] {
+            let err = body_json(&opts(api, false, false), p).unwrap_err().to_string();
+            assert!(err.contains("multimodal content parts"), "{err}");
+            assert!(err.contains("--api-type openai"), "{err}");
+        }
     }
 
     #[test]

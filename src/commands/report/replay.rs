@@ -438,7 +438,11 @@ fn count_prompt(
             .into_iter()
             .filter_map(|(k, v)| v.filter(|v| !v.is_null()).map(|v| (k.to_string(), v)))
             .collect();
-    let row = Row { prompt, system: None, messages, token_ids, n: None, request_columns };
+    if prompt.is_none() && token_ids.is_none() && messages.is_none() {
+        // An empty PromptData (a multimodal prompt): no ISL, as in the run and the reference.
+        return Ok(None);
+    }
+    let row = Row { prompt, messages, token_ids, request_columns, ..Row::default() };
     Ok(tok.count_row_with(&row, kwargs.as_ref()).ok())
 }
 
