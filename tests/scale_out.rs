@@ -349,8 +349,8 @@ impl Drop for Stubs {
     }
 }
 
-/// The closed loop of the port test: one sample per connection, so every connection is
-/// opened and carries exactly one request.
+/// The closed loop of the port test: as many samples as connections, every connection opened
+/// (warmed) before the start, so the stubs accept exactly this many.
 const CONNECTIONS: u64 = 40_000;
 
 fn port_test_args(url: &str, workers: usize, dir: &Path) -> Vec<String> {
