@@ -1,11 +1,12 @@
 //! Commands that are not a benchmark run: `init`, `validate-yaml`, `info`, `probe`, `compare`,
-//! `completions`, `man`, and the post-run tools `report` and `early-stopping`.
+//! `completions`, `man`, and the post-run tools `report`, `early-stopping` and `plot`.
 
 pub mod compare;
 pub mod completions;
 pub mod early_stopping;
 pub mod info;
 pub mod init;
+pub mod plot;
 pub mod probe;
 pub mod report;
 pub mod sys;
