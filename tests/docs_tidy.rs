@@ -9,7 +9,7 @@ use std::path::Path;
 use common::{bin, report_dir, run, summary};
 
 /// The commands whose flags users see, as `llm-loadgen <args> --help`.
-const COMMANDS: [&[&str]; 18] = [
+const COMMANDS: [&[&str]; 19] = [
     &[],
     &["benchmark"],
     &["benchmark", "offline"],
@@ -21,6 +21,7 @@ const COMMANDS: [&[&str]; 18] = [
     &["probe"],
     &["report"],
     &["early-stopping"],
+    &["plot"],
     &["stub"],
     &["stub", "echo"],
     &["stub", "max-throughput"],
