@@ -60,6 +60,10 @@ pub enum Command {
     /// The MLPerf early-stopping estimates of a finished run, from its events.jsonl, as the
     /// reference's scripts/early_stopping_estimate_from_events.py prints them.
     EarlyStopping(EarlyStoppingArgs),
+    /// Pictures of a finished run (SVG and PNG): TTFT, TPOT, ITL and latency distributions,
+    /// QPS, in-flight samples and Poisson issue lag over time, client against server OSL,
+    /// accuracy scores.
+    Plot(PlotArgs),
     /// Stub servers (echo, max-throughput, variable) for local testing.
     Stub {
         #[command(subcommand)]
@@ -126,6 +130,23 @@ pub struct MergeArgs {
     /// Refuse shards whose starts lie further apart than this, in ms.
     #[arg(long = "max-skew-ms", value_name = "MS", default_value_t = 50)]
     pub max_skew_ms: u64,
+}
+
+/// `plot` flags.
+#[derive(Debug, Args)]
+pub struct PlotArgs {
+    /// The report directory of a finished run (it holds events.jsonl and config.yaml).
+    pub dir: PathBuf,
+    /// Write the pictures under this directory [default: DIR/plots].
+    #[arg(long = "out", value_name = "OUT")]
+    pub out: Option<PathBuf>,
+    /// svg, png or both.
+    #[arg(long = "format", value_enum, default_value = "both")]
+    pub format: crate::commands::plot::Format,
+    /// TPOT under this basis: client (tokenizer) or server (endpoint usage) [default: the
+    /// run's, from result_summary.json, else config.yaml, else client].
+    #[arg(long = "token-count-source", value_parser = basis_parser())]
+    pub token_count_source: Option<TokenCountSource>,
 }
 
 /// `early-stopping` flags.

@@ -81,6 +81,12 @@ fn dispatch(cli: Cli) -> Result<i32, AppError> {
         }),
         Command::Merge(args) => commands::merge::run(&args),
         Command::EarlyStopping(args) => commands::early_stopping::run(&args),
+        Command::Plot(args) => commands::plot::run(&commands::plot::PlotRequest {
+            dir: args.dir,
+            out: args.out,
+            format: args.format,
+            token_count_source: args.token_count_source,
+        }),
         Command::Stub { cmd } => {
             loadgen_stubs::cli::run(*cmd).map_err(|e| AppError::Setup(format!("stub: {e:#}")))?;
             Ok(0)

@@ -22,6 +22,7 @@ const COMMANDS: [&[&str]; 19] = [
     &["report"],
     &["merge"],
     &["early-stopping"],
+    &["plot"],
     &["stub"],
     &["stub", "echo"],
     &["stub", "max-throughput"],

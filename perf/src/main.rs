@@ -3,6 +3,7 @@
 mod ceiling;
 mod framing;
 mod make_dataset;
+mod plot;
 mod procs;
 mod roofline;
 mod soak;
@@ -36,6 +37,9 @@ enum Command {
     /// A dataset of N rows (the dummy_1k rows repeated) as JSON Lines or Parquet, for
     /// dataset load-time measurements.
     MakeDataset(make_dataset::MakeDatasetArgs),
+    /// A roofline.json as SVG pictures: each row's QPS beside its raw ceiling, and QPS per
+    /// client worker count (roofline_rows.svg, roofline_workers.svg).
+    Plot(plot::PlotArgs),
 }
 
 fn main() -> std::process::ExitCode {
@@ -46,6 +50,7 @@ fn main() -> std::process::ExitCode {
         Command::MakeBpeTokenizer(args) => tokenizer::make_bpe(&args),
         Command::CountTokens(args) => tokenizer::count_tokens(&args),
         Command::MakeDataset(args) => make_dataset::run(&args),
+        Command::Plot(args) => plot::run(&args),
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,

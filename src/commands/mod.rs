@@ -1,5 +1,5 @@
 //! Commands that are not a benchmark run: `init`, `validate-yaml`, `info`, `probe`, `compare`,
-//! `completions`, `man`, and the post-run tools `report`, `merge` and `early-stopping`.
+//! `completions`, `man`, and the post-run tools `report`, `merge`, `early-stopping` and `plot`.
 
 pub mod compare;
 pub mod completions;
@@ -7,6 +7,7 @@ pub mod early_stopping;
 pub mod info;
 pub mod init;
 pub mod merge;
+pub mod plot;
 pub mod probe;
 pub mod report;
 pub mod sys;

@@ -185,10 +185,38 @@ pub struct Rebuilt {
     pub info: RunInfo,
 }
 
-/// Rebuilds the run in `run` under `primary`.
-pub fn rebuild(run: &RunDir, primary: TokenCountSource) -> Result<Rebuilt, AppError> {
+/// The replayed log as the run's table: its rows, their chunk gaps and the counters.
+pub struct ReplayedTable {
+    pub table: SampleTable,
+    pub replayed: Replayed,
+    pub has_tokenizer: bool,
+}
+
+/// Replays the run's log with its tokenizer into the run's own `SampleTable` (the rows copied
+/// into the table's columns and freed, as in run.rs); `prepare` sees the rows first. `plot`
+/// draws from the same table.
+pub fn replay_table(
+    run: &RunDir,
+    prepare: impl FnOnce(&mut Replayed),
+) -> Result<ReplayedTable, AppError> {
     let tokenizer = run.tokenizer()?;
     let mut replayed = run.replay(tokenizer.as_ref())?;
+    prepare(&mut replayed);
+    let rows = std::mem::take(&mut replayed.rows);
+    let mut table = SampleTable::with_capacity(rows.len());
+    for row in &rows {
+        table.push(row);
+    }
+    drop(rows);
+    table.set_chunk_delta_ns(std::mem::take(&mut replayed.chunk_delta_ns));
+    Ok(ReplayedTable { table, replayed, has_tokenizer: tokenizer.is_some() })
+}
+
+/// Rebuilds the run in `run` under `primary`.
+pub fn rebuild(run: &RunDir, primary: TokenCountSource) -> Result<Rebuilt, AppError> {
+    let mut failures = Vec::new();
+    let replayed = replay_table(run, |r| failures = run.carried.failures(r))?;
+    let ReplayedTable { table, mut replayed, has_tokenizer } = replayed;
     let urls = run.carried.endpoint_urls(&run.config);
     if urls.len() > 1 {
         return Err(AppError::Input(format!(
@@ -198,18 +226,9 @@ pub fn rebuild(run: &RunDir, primary: TokenCountSource) -> Result<Rebuilt, AppEr
             urls.len()
         )));
     }
-    let failures = run.carried.failures(&mut replayed);
     run.carried.warmup_totals(&run.config, &mut replayed.counters);
     replayed.counters.requests_resent = run.carried.requests_resent.unwrap_or(0);
-    // As in run.rs: the rows are copied into the table's columns and freed.
-    let rows = std::mem::take(&mut replayed.rows);
-    let mut table = SampleTable::with_capacity(rows.len());
-    for row in &rows {
-        table.push(row);
-    }
-    drop(rows);
-    table.set_chunk_delta_ns(std::mem::take(&mut replayed.chunk_delta_ns));
-    let opts = run.metrics_options(primary, tokenizer.is_some());
+    let opts = run.metrics_options(primary, has_tokenizer);
     let state = if run.carried.interrupted {
         RunState::Interrupted
     } else if run.carried.incomplete_reason.is_some() {
@@ -218,7 +237,7 @@ pub fn rebuild(run: &RunDir, primary: TokenCountSource) -> Result<Rebuilt, AppEr
         RunState::Complete
     };
     let snapshot = final_snapshot(&table, &replayed.counters, &opts, state);
-    let mut info = carry::run_info(run, primary, &replayed, failures, tokenizer.is_some());
+    let mut info = carry::run_info(run, primary, &replayed, failures, has_tokenizer);
     let stats = endpoint_stats(&table, urls.len());
     info.endpoints =
         urls.iter().zip(stats).map(|(url, stat)| EndpointInfo { url: url.clone(), stat }).collect();

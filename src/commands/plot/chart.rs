@@ -1,0 +1,322 @@
+//! The four kinds of picture and how plotters draws each, on any backend (SVG or bitmap).
+//!
+//! Every series has its own colour (`palette`), so a reader of the SVG (and the tests) can
+//! tell the histogram's bars from the percentile curve's line by colour alone.
+
+use plotters::coord::Shift;
+use plotters::prelude::*;
+
+use super::bins::{percentile_at, Histogram};
+
+/// The series colours (matplotlib's tab10, which reads well on white and in print).
+pub mod palette {
+    use plotters::style::RGBColor;
+    pub const BARS: RGBColor = RGBColor(0x1f, 0x77, 0xb4);
+    pub const CURVE: RGBColor = RGBColor(0xd6, 0x27, 0x28);
+    pub const RATE: RGBColor = RGBColor(0x2c, 0xa0, 0x2c);
+    pub const MEAN: RGBColor = RGBColor(0x94, 0x67, 0xbd);
+    pub const PEAK: RGBColor = RGBColor(0xff, 0x7f, 0x0e);
+    pub const MEDIAN: RGBColor = RGBColor(0x17, 0xbe, 0xcf);
+    pub const POINTS: RGBColor = RGBColor(0x8c, 0x56, 0x4b);
+    pub const GUIDE: RGBColor = RGBColor(0x7f, 0x7f, 0x7f);
+}
+
+/// A distribution: its histogram (left) and percentile curve (right), in display units.
+#[derive(Debug, Clone)]
+pub struct Distribution {
+    pub title: String,
+    /// "TTFT (ms)": the value axis of both panels.
+    pub value_label: String,
+    pub hist: Histogram,
+    /// (nines x, value) points; see `bins::percentile_curve`.
+    pub curve: Vec<(f64, f64)>,
+    /// Vertical marks on the histogram (p50, p99) with their labels.
+    pub marks: Vec<(String, f64)>,
+    pub caption: String,
+}
+
+/// One line of a time series: a value per second of the run.
+#[derive(Debug, Clone)]
+pub struct Line {
+    pub label: String,
+    pub color: RGBColor,
+    /// (seconds since the start, value).
+    pub points: Vec<(f64, f64)>,
+}
+
+/// Values over the run's seconds.
+#[derive(Debug, Clone)]
+pub struct Timeline {
+    pub title: String,
+    pub y_label: String,
+    pub seconds: f64,
+    pub lines: Vec<Line>,
+    pub caption: String,
+}
+
+/// One point per sample, with the y = x guide.
+#[derive(Debug, Clone)]
+pub struct Scatter {
+    pub title: String,
+    pub x_label: String,
+    pub y_label: String,
+    pub points: Vec<(f64, f64)>,
+    pub caption: String,
+}
+
+/// One bar per named value.
+#[derive(Debug, Clone)]
+pub struct Bars {
+    pub title: String,
+    pub y_label: String,
+    pub bars: Vec<(String, f64)>,
+    /// A second bar beside each (e.g. the ceiling), when the picture compares two.
+    pub beside: Option<(String, Vec<Option<f64>>)>,
+    pub bar_label: String,
+    pub caption: String,
+}
+
+/// A picture to write.
+#[derive(Debug, Clone)]
+pub enum Picture {
+    Distribution(Distribution),
+    Timeline(Timeline),
+    Scatter(Scatter),
+    Bars(Bars),
+}
+
+/// Pixel size of a picture of this kind.
+pub fn size_of(picture: &Picture) -> (u32, u32) {
+    match picture {
+        Picture::Distribution(_) => (1200, 480),
+        Picture::Timeline(_) | Picture::Scatter(_) => (900, 480),
+        Picture::Bars(b) => ((300 + 90 * b.bars.len() as u32).clamp(700, 1600), 480),
+    }
+}
+
+type Drawn<DB> = Result<(), DrawingAreaErrorKind<<DB as DrawingBackend>::ErrorType>>;
+
+/// Draws `picture` on `root`, white background first.
+pub fn draw<DB: DrawingBackend>(picture: &Picture, root: &DrawingArea<DB, Shift>) -> Drawn<DB> {
+    root.fill(&WHITE)?;
+    let (title, caption) = match picture {
+        Picture::Distribution(d) => (&d.title, &d.caption),
+        Picture::Timeline(t) => (&t.title, &t.caption),
+        Picture::Scatter(s) => (&s.title, &s.caption),
+        Picture::Bars(b) => (&b.title, &b.caption),
+    };
+    let body = root.titled(title, ("sans-serif", 22))?;
+    let (_, h) = body.dim_in_pixel();
+    let (body, foot) = body.split_vertically(h.saturating_sub(26));
+    foot.draw(&Text::new(caption.as_str(), (12, 4), ("sans-serif", 14).into_font()))?;
+    match picture {
+        Picture::Distribution(d) => draw_distribution(d, &body),
+        Picture::Timeline(t) => draw_timeline(t, &body),
+        Picture::Scatter(s) => draw_scatter(s, &body),
+        Picture::Bars(b) => draw_bars(b, &body),
+    }
+}
+
+/// An axis or bar label: four significant digits at most, without trailing zeros (80, 62.5,
+/// 0.125), so one axis does not mix "120" and "80.0".
+fn tick(v: f64) -> String {
+    let a = v.abs();
+    let decimals = if a >= 1000.0 || v == 0.0 {
+        0
+    } else {
+        (3 - a.log10().floor() as i32).clamp(0, 6) as usize
+    };
+    let text = format!("{v:.decimals$}");
+    if text.contains('.') {
+        text.trim_end_matches('0').trim_end_matches('.').to_string()
+    } else {
+        text
+    }
+}
+
+/// `p99.9` for a nines-axis coordinate.
+fn percentile_tick(x: f64) -> String {
+    let p = percentile_at(x);
+    let text = format!("{p:.4}");
+    let text = text.trim_end_matches('0').trim_end_matches('.');
+    format!("p{text}")
+}
+
+fn draw_distribution<DB: DrawingBackend>(
+    d: &Distribution,
+    area: &DrawingArea<DB, Shift>,
+) -> Drawn<DB> {
+    let (left, right) = area.split_horizontally(area.dim_in_pixel().0 / 2);
+    let h = &d.hist;
+    let y_max = h.counts.iter().copied().max().unwrap_or(1).max(1) as f64 * 1.1;
+    let mut chart = ChartBuilder::on(&left)
+        .margin(12)
+        .x_label_area_size(40)
+        .y_label_area_size(60)
+        .caption("histogram", ("sans-serif", 16))
+        .build_cartesian_2d(h.lo..h.hi, 0f64..y_max)?;
+    chart
+        .configure_mesh()
+        .x_desc(d.value_label.as_str())
+        .y_desc("samples")
+        .x_label_formatter(&|v| tick(*v))
+        .y_label_formatter(&|v| format!("{v:.0}"))
+        .draw()?;
+    let width = h.bin_width();
+    chart.draw_series(h.counts.iter().enumerate().map(|(i, &count)| {
+        let x0 = h.lo + width * i as f64;
+        Rectangle::new([(x0, 0.0), (x0 + width, count as f64)], palette::BARS.filled())
+    }))?;
+    for (label, at) in d.marks.iter().filter(|(_, at)| *at >= h.lo && *at <= h.hi) {
+        let mark = PathElement::new(vec![(*at, 0.0), (*at, y_max)], palette::GUIDE.stroke_width(1));
+        chart.draw_series(std::iter::once(mark))?;
+        let text = Text::new(label.clone(), (*at, y_max * 0.97), ("sans-serif", 13).into_font());
+        chart.draw_series(std::iter::once(text))?;
+    }
+    let x_max = d.curve.last().map_or(1.0, |p| p.0).max(0.5);
+    let v_max = d.curve.last().map_or(1.0, |p| p.1);
+    let v_min = d.curve.first().map_or(0.0, |p| p.1);
+    let pad = ((v_max - v_min) * 0.05).max(v_max.abs() * 0.01).max(1e-9);
+    let mut curve = ChartBuilder::on(&right)
+        .margin(12)
+        .x_label_area_size(40)
+        .y_label_area_size(60)
+        .caption("percentiles", ("sans-serif", 16))
+        .build_cartesian_2d(0f64..x_max, (v_min - pad).max(0.0)..v_max + pad)?;
+    curve
+        .configure_mesh()
+        .x_labels(x_max.ceil() as usize + 1)
+        .x_label_formatter(&|x| percentile_tick(*x))
+        .y_label_formatter(&|v| tick(*v))
+        .x_desc("percentile")
+        .y_desc(d.value_label.as_str())
+        .draw()?;
+    curve.draw_series(LineSeries::new(d.curve.iter().copied(), palette::CURVE.stroke_width(2)))?;
+    Ok(())
+}
+
+fn draw_timeline<DB: DrawingBackend>(t: &Timeline, area: &DrawingArea<DB, Shift>) -> Drawn<DB> {
+    let y_max = t.lines.iter().flat_map(|l| l.points.iter().map(|p| p.1)).fold(0.0, f64::max);
+    let y_max = if y_max > 0.0 { y_max * 1.1 } else { 1.0 };
+    let mut chart = ChartBuilder::on(area)
+        .margin(12)
+        .x_label_area_size(40)
+        .y_label_area_size(70)
+        .build_cartesian_2d(0f64..t.seconds.max(1.0), 0f64..y_max)?;
+    chart
+        .configure_mesh()
+        .x_desc("seconds since the start")
+        .y_desc(t.y_label.as_str())
+        .y_label_formatter(&|v| tick(*v))
+        .draw()?;
+    for line in &t.lines {
+        let color = line.color;
+        chart
+            .draw_series(LineSeries::new(line.points.iter().copied(), color.stroke_width(2)))?
+            .label(line.label.as_str())
+            .legend(move |(x, y)| {
+                PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2))
+            });
+        chart.draw_series(line.points.iter().map(|&p| Circle::new(p, 3, color.filled())))?;
+    }
+    chart
+        .configure_series_labels()
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK)
+        .position(SeriesLabelPosition::LowerRight)
+        .draw()?;
+    Ok(())
+}
+
+fn draw_scatter<DB: DrawingBackend>(s: &Scatter, area: &DrawingArea<DB, Shift>) -> Drawn<DB> {
+    let top = s.points.iter().map(|p| p.0.max(p.1)).fold(1.0, f64::max) * 1.05;
+    let mut chart = ChartBuilder::on(area)
+        .margin(12)
+        .x_label_area_size(40)
+        .y_label_area_size(70)
+        .build_cartesian_2d(0f64..top, 0f64..top)?;
+    chart
+        .configure_mesh()
+        .x_desc(s.x_label.as_str())
+        .y_desc(s.y_label.as_str())
+        .x_label_formatter(&|v| tick(*v))
+        .y_label_formatter(&|v| tick(*v))
+        .draw()?;
+    let guide = PathElement::new(vec![(0.0, 0.0), (top, top)], palette::GUIDE.stroke_width(1));
+    chart.draw_series(std::iter::once(guide))?;
+    let style = palette::POINTS.mix(0.6).filled();
+    chart.draw_series(s.points.iter().map(|&p| Circle::new(p, 3, style)))?;
+    Ok(())
+}
+
+fn draw_bars<DB: DrawingBackend>(b: &Bars, area: &DrawingArea<DB, Shift>) -> Drawn<DB> {
+    let besides = b.beside.as_ref().map(|(_, v)| v.as_slice()).unwrap_or_default();
+    let values = b.bars.iter().map(|v| v.1).chain(besides.iter().flatten().copied());
+    let top = values.fold(0.0, f64::max);
+    let top = if top > 0.0 { top * 1.15 } else { 1.0 };
+    let n = b.bars.len();
+    // Bar i is centred on x = i, so the axis's whole-number ticks name the bars.
+    let mut chart = ChartBuilder::on(area)
+        .margin(12)
+        .x_label_area_size(40)
+        .y_label_area_size(80)
+        .build_cartesian_2d(-0.5f64..n as f64 - 0.5, 0f64..top)?;
+    let name_at = |x: &f64| {
+        let whole = (x - x.round()).abs() < 1e-9 && *x >= 0.0;
+        let name = b.bars.get(x.round() as usize).filter(|_| whole);
+        name.map_or_else(String::new, |(name, _)| name.clone())
+    };
+    chart
+        .configure_mesh()
+        .disable_x_mesh()
+        .x_labels(n + 1)
+        .x_label_formatter(&name_at)
+        .y_desc(b.y_label.as_str())
+        .y_label_formatter(&|v| tick(*v))
+        .draw()?;
+    let paired = b.beside.is_some();
+    let wide = if paired { 0.38 } else { 0.7 };
+    let left = |i: usize| i as f64 - if paired { wide } else { wide / 2.0 };
+    let bars = b.bars.iter().enumerate().map(|(i, (_, v))| {
+        Rectangle::new([(left(i), 0.0), (left(i) + wide, *v)], palette::BARS.filled())
+    });
+    let legend = |color: RGBColor| {
+        move |(x, y): (i32, i32)| Rectangle::new([(x, y - 5), (x + 14, y + 5)], color.filled())
+    };
+    chart.draw_series(bars)?.label(b.bar_label.as_str()).legend(legend(palette::BARS));
+    if let Some((label, values)) = &b.beside {
+        let bars = values.iter().enumerate().filter_map(|(i, v)| {
+            let at = i as f64;
+            v.map(|v| Rectangle::new([(at, 0.0), (at + wide, v)], palette::PEAK.filled()))
+        });
+        chart.draw_series(bars)?.label(label.as_str()).legend(legend(palette::PEAK));
+    }
+    for (i, (_, v)) in b.bars.iter().enumerate() {
+        let text = Text::new(tick(*v), (left(i), v + top * 0.03), ("sans-serif", 13).into_font());
+        chart.draw_series(std::iter::once(text))?;
+    }
+    chart
+        .configure_series_labels()
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK)
+        .position(SeriesLabelPosition::UpperRight)
+        .draw()?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn labels_keep_four_significant_digits_without_trailing_zeros() {
+        let cases = [(120.0, "120"), (80.0, "80"), (62.5, "62.5"), (0.125, "0.125"), (0.0, "0")];
+        for (v, want) in cases {
+            assert_eq!(tick(v), want, "{v}");
+        }
+        assert_eq!(tick(1234.56), "1235");
+        assert_eq!(tick(4.56789), "4.568");
+        assert_eq!(percentile_tick(3.0), "p99.9");
+        assert_eq!(percentile_tick(0.0), "p0");
+    }
+}

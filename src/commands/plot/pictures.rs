@@ -1,0 +1,366 @@
+//! Which pictures a run gets, each built from its series, and why any is left out.
+//!
+//! A picture whose data the run does not have (no first chunks in a run that did not stream,
+//! no issue lag outside Poisson, one token basis only) is never drawn empty: it is left out
+//! with a note that says why.
+
+use loadgen_coordinator::metrics::stats::lower_percentile_index;
+use loadgen_coordinator::metrics::TokenCountSource;
+
+use super::bins::{self, HISTOGRAM_BINS};
+use super::chart::{palette, Bars, Distribution, Line, Picture, Scatter, Timeline};
+use super::data::RunSeries;
+
+/// Points a scatter draws at most (evenly chosen from the samples).
+pub const SCATTER_POINTS: usize = 5_000;
+
+/// The pictures in the order they are written, each with its file stem, and the notes.
+#[derive(Debug, Default)]
+pub struct Plan {
+    pub pictures: Vec<(&'static str, Picture)>,
+    pub skipped: Vec<String>,
+}
+
+impl Plan {
+    fn add(&mut self, name: &'static str, picture: Result<Picture, String>) {
+        match picture {
+            Ok(p) => self.pictures.push((name, p)),
+            Err(why) => self.skipped.push(format!("{name}: {why}")),
+        }
+    }
+}
+
+/// What the run's files say beside the series.
+#[derive(Debug, Clone, Copy)]
+pub struct RunFacts {
+    pub streaming: bool,
+    pub basis: TokenCountSource,
+    pub has_tokenizer: bool,
+}
+
+/// The distributions and the time series of `s`.
+pub fn performance(s: &RunSeries, facts: RunFacts) -> Plan {
+    let mut plan = Plan::default();
+    let not_streamed = "the run did not stream, so it has no first-chunk or chunk times";
+    let basis = facts.basis.as_str();
+    let ttft = match facts.streaming {
+        false => Err(not_streamed.to_string()),
+        true => distribution("TTFT: time to first token", "TTFT", &s.ttft_ns)
+            .ok_or_else(|| "no sample got a first content chunk".to_string()),
+    };
+    plan.add("ttft", ttft);
+    let tpot_title = format!("TPOT: time per output token ({basis} basis)");
+    let tpot = match facts.streaming {
+        false => Err(not_streamed.to_string()),
+        true => distribution(&tpot_title, "TPOT", &s.tpot_ns).ok_or_else(|| tpot_missing(facts)),
+    };
+    plan.add("tpot", tpot);
+    let itl = match facts.streaming {
+        false => Err(not_streamed.to_string()),
+        true => {
+            distribution("ITL: gap between streamed chunks", "ITL", &s.itl_ns).ok_or_else(|| {
+                "no streamed sample has chunk timing (n_chunks / chunk_delta_ns in events.jsonl)"
+                    .to_string()
+            })
+        }
+    };
+    plan.add("itl", itl);
+    let latency = distribution("Latency: issue to completion", "latency", &s.latency_ns);
+    plan.add("latency", latency.ok_or_else(|| "no tracked sample completed".to_string()));
+    if s.spans_ns.is_empty() {
+        plan.skipped.push("qps, in_flight: no tracked sample completed".into());
+        return plan;
+    }
+    let edges = bins::second_edges(s.t0_ns, s.end_ns);
+    plan.add("qps", Ok(qps(s, &edges)));
+    plan.add("in_flight", Ok(in_flight(s, &edges)));
+    plan
+}
+
+fn tpot_missing(facts: RunFacts) -> String {
+    match facts.basis {
+        TokenCountSource::Client if !facts.has_tokenizer => {
+            "the run's tokenizer cannot be loaded here, so there is no client TPOT; \
+             --token-count-source server draws the server's"
+                .into()
+        }
+        TokenCountSource::Client => "no sample has text after its first chunk".into(),
+        TokenCountSource::Server => "no sample has usable server usage with more than one \
+                                     completion token; --token-count-source client draws the \
+                                     tokenizer's"
+            .into(),
+    }
+}
+
+/// A distribution picture of `sorted_ns`; `None` when it is empty.
+pub fn distribution(title: &str, name: &str, sorted_ns: &[f64]) -> Option<Picture> {
+    let n = sorted_ns.len();
+    if n == 0 {
+        return None;
+    }
+    let at = |p: f64| sorted_ns[lower_percentile_index(n, p)];
+    let (unit, per) = bins::time_unit(at(50.0));
+    let values: Vec<f64> = sorted_ns.iter().map(|v| v / per).collect();
+    let hist = bins::histogram(&values, HISTOGRAM_BINS);
+    let curve = bins::percentile_curve(&values, bins::CURVE_POINTS);
+    let (p50, p90, p99) = (at(50.0) / per, at(90.0) / per, at(99.0) / per);
+    let mean = values.iter().sum::<f64>() / n as f64;
+    let max = values[n - 1];
+    let mut caption = format!(
+        "n = {n}   mean {mean:.3}   p50 {p50:.3}   p90 {p90:.3}   p99 {p99:.3}   max {max:.3} {unit}"
+    );
+    if hist.above > 0 {
+        caption += &format!(
+            "   ({} past {:.3} {unit}: on the percentile curve only)",
+            hist.above, hist.hi
+        );
+    }
+    Some(Picture::Distribution(Distribution {
+        title: title.to_string(),
+        value_label: format!("{name} ({unit})"),
+        marks: vec![("p50".into(), p50), ("p99".into(), p99)],
+        hist,
+        curve,
+        caption,
+    }))
+}
+
+/// The x of each bucket of `edges`: its middle, in seconds since the first edge.
+fn bucket_middles_s(edges: &[u64]) -> Vec<f64> {
+    edges.windows(2).map(|w| ((w[0] + w[1]) / 2 - edges[0]) as f64 / 1e9).collect()
+}
+
+fn span_s(edges: &[u64]) -> f64 {
+    (edges[edges.len() - 1] - edges[0]) as f64 / 1e9
+}
+
+fn qps(s: &RunSeries, edges: &[u64]) -> Picture {
+    let completes: Vec<u64> = s.spans_ns.iter().map(|s| s.1).collect();
+    let rates = bins::rate_per_bucket(&completes, edges);
+    let x = bucket_middles_s(edges);
+    let overall = completes.len() as f64 / span_s(edges).max(1e-9);
+    Picture::Timeline(Timeline {
+        title: "QPS: completions per second".into(),
+        y_label: "completions per second".into(),
+        seconds: span_s(edges),
+        lines: vec![Line {
+            label: "completions/s (failures included)".into(),
+            color: palette::RATE,
+            points: x.into_iter().zip(rates).collect(),
+        }],
+        caption: format!(
+            "{} samples over {:.2} s: {overall:.1} per second overall; one point per second",
+            completes.len(),
+            span_s(edges)
+        ),
+    })
+}
+
+fn in_flight(s: &RunSeries, edges: &[u64]) -> Picture {
+    let buckets = bins::in_flight_per_bucket(&s.spans_ns, edges);
+    let x = bucket_middles_s(edges);
+    let peak = buckets.iter().map(|b| b.max).max().unwrap_or(0);
+    Picture::Timeline(Timeline {
+        title: "In flight: samples issued and not yet complete".into(),
+        y_label: "samples in flight".into(),
+        seconds: span_s(edges),
+        lines: vec![
+            Line {
+                label: "mean over the second".into(),
+                color: palette::MEAN,
+                points: x.iter().copied().zip(buckets.iter().map(|b| b.mean)).collect(),
+            },
+            Line {
+                label: "most at once".into(),
+                color: palette::PEAK,
+                points: x.iter().copied().zip(buckets.iter().map(|b| b.max as f64)).collect(),
+            },
+        ],
+        caption: format!("tracked samples; at most {peak} in flight at once"),
+    })
+}
+
+/// The issue lag over the run from (issue time, lag) pairs.
+pub fn issue_lag(s: &RunSeries, lags: &[(u64, u64)], target_qps: f64) -> Picture {
+    let edges = bins::second_edges(s.t0_ns, s.end_ns);
+    let per = bins::lag_per_bucket(lags, &edges);
+    let x = bucket_middles_s(&edges);
+    let line = |pick: fn((u64, u64)) -> u64| -> Vec<(f64, f64)> {
+        x.iter().zip(&per).filter_map(|(&x, b)| b.map(|b| (x, pick(b) as f64 / 1e3))).collect()
+    };
+    let mut sorted: Vec<u64> = lags.iter().map(|l| l.1).collect();
+    sorted.sort_unstable();
+    let at = |p: f64| sorted[lower_percentile_index(sorted.len(), p)] as f64 / 1e3;
+    Picture::Timeline(Timeline {
+        title: "Poisson issue lag: issue time − scheduled time".into(),
+        y_label: "issue lag (µs)".into(),
+        seconds: span_s(&edges),
+        lines: vec![
+            Line {
+                label: "median of the second".into(),
+                color: palette::MEDIAN,
+                points: line(|b| b.0),
+            },
+            Line {
+                label: "largest of the second".into(),
+                color: palette::CURVE,
+                points: line(|b| b.1),
+            },
+        ],
+        caption: format!(
+            "{} samples at a target of {target_qps} qps: p50 {:.1} µs, p99 {:.1} µs, max {:.1} µs",
+            sorted.len(),
+            at(50.0),
+            at(99.0),
+            at(100.0)
+        ),
+    })
+}
+
+/// Client against server OSL, one point per sample (thinned past [`SCATTER_POINTS`]).
+pub fn osl_scatter(s: &RunSeries) -> Result<Picture, String> {
+    if s.osl_pairs.is_empty() {
+        return Err("no sample has both a client OSL (the run's tokenizer) and a server OSL \
+                    (usage from the endpoint)"
+            .into());
+    }
+    let n = s.osl_pairs.len();
+    let (step, kept) = bins::thin(n, SCATTER_POINTS);
+    let points: Vec<(f64, f64)> =
+        kept.map(|i| (f64::from(s.osl_pairs[i].0), f64::from(s.osl_pairs[i].1))).collect();
+    let diff: i64 = s.osl_pairs.iter().map(|&(c, v)| i64::from(c) - i64::from(v)).sum();
+    let shown = if step > 1 {
+        format!("{} of {n} samples shown (one in {step})", points.len())
+    } else {
+        format!("{n} samples")
+    };
+    Ok(Picture::Scatter(Scatter {
+        title: "OSL: client tokenizer against server usage".into(),
+        x_label: "client OSL (tokens)".into(),
+        y_label: "server OSL (tokens)".into(),
+        caption: format!(
+            "{shown}; mean client − server {:.2} tokens a sample; the grey line is y = x",
+            diff as f64 / n as f64
+        ),
+        points,
+    }))
+}
+
+/// The numeric scores of `accuracy/accuracy_results.json` (ROUGE entries give one bar per
+/// ROUGE key), and notes for entries without a number.
+pub fn accuracy(doc: &serde_json::Value) -> Result<(Picture, Vec<String>), String> {
+    let entries = doc["accuracy_scores"].as_array().ok_or("it has no accuracy_scores list")?;
+    let mut bars = Vec::new();
+    let mut notes = Vec::new();
+    for e in entries {
+        let name = e["dataset_name"].as_str().unwrap_or("?");
+        match &e["score"] {
+            serde_json::Value::Number(v) => {
+                bars.push((name.to_string(), v.as_f64().unwrap_or(0.0)))
+            }
+            serde_json::Value::Object(rouge) => {
+                for key in ["rouge1", "rouge2", "rougeL", "rougeLsum"] {
+                    let value = rouge.get(key).and_then(|v| match v {
+                        serde_json::Value::String(s) => s.parse::<f64>().ok(),
+                        other => other.as_f64(),
+                    });
+                    // ROUGE is written in percent; the other scores are fractions.
+                    if let Some(v) = value {
+                        bars.push((format!("{name} {key}"), v / 100.0));
+                    }
+                }
+            }
+            _ => notes.push(format!("accuracy: {name} has no score (nothing was scored)")),
+        }
+    }
+    if bars.is_empty() {
+        return Err("no dataset has a numeric score".into());
+    }
+    let caption = match doc["average_accuracy"].as_f64() {
+        Some(avg) => format!("average accuracy {avg:.4}; ROUGE scores as fractions of 100"),
+        None => "ROUGE scores as fractions of 100".to_string(),
+    };
+    let picture = Picture::Bars(Bars {
+        title: "Accuracy per dataset".into(),
+        y_label: "score".into(),
+        bars,
+        beside: None,
+        bar_label: "score".into(),
+        caption,
+    });
+    Ok((picture, notes))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn facts(streaming: bool) -> RunFacts {
+        RunFacts { streaming, basis: TokenCountSource::Client, has_tokenizer: true }
+    }
+
+    fn series() -> RunSeries {
+        let spans_ns: Vec<(u64, u64)> =
+            (0..30).map(|i| (i * 100_000_000, i * 100_000_000 + 50_000_000)).collect();
+        RunSeries {
+            latency_ns: vec![50e6; 30],
+            ttft_ns: vec![10e6; 30],
+            t0_ns: 0,
+            end_ns: spans_ns[29].1,
+            spans_ns,
+            ..RunSeries::default()
+        }
+    }
+
+    #[test]
+    fn a_run_that_did_not_stream_skips_the_chunk_pictures_with_a_reason() {
+        let plan = performance(&series(), facts(false));
+        let names: Vec<_> = plan.pictures.iter().map(|p| p.0).collect();
+        assert_eq!(names, ["latency", "qps", "in_flight"]);
+        assert_eq!(plan.skipped.len(), 3);
+        assert!(plan.skipped.iter().all(|s| s.contains("did not stream")), "{:?}", plan.skipped);
+    }
+
+    #[test]
+    fn a_streamed_run_without_tpot_or_gaps_says_which_is_missing() {
+        let plan = performance(&series(), facts(true));
+        let names: Vec<_> = plan.pictures.iter().map(|p| p.0).collect();
+        assert_eq!(names, ["ttft", "latency", "qps", "in_flight"]);
+        assert!(plan.skipped[0].starts_with("tpot: no sample has text"), "{:?}", plan.skipped);
+        assert!(plan.skipped[1].starts_with("itl: no streamed sample has chunk timing"));
+    }
+
+    #[test]
+    fn the_qps_picture_has_one_point_per_second_of_the_run() {
+        let plan = performance(&series(), facts(false));
+        let Picture::Timeline(t) = &plan.pictures[1].1 else { panic!("qps is a timeline") };
+        assert_eq!(t.lines[0].points.len(), 3, "2.95 s: three seconds");
+        assert_eq!(t.lines[0].points[0], (0.5, 10.0));
+    }
+
+    #[test]
+    fn accuracy_bars_take_numbers_and_rouge_keys_and_name_the_rest() {
+        let doc = serde_json::json!({"average_accuracy": 0.5, "accuracy_scores": [
+            {"dataset_name": "math", "score": 0.5},
+            {"dataset_name": "sum", "score": {"rouge1": "50.0", "rouge2": "25.0",
+                "rougeL": "40.0", "rougeLsum": "40.0", "gen_len": "38", "gen_num": 2}},
+            {"dataset_name": "none", "score": null}]});
+        let (picture, notes) = accuracy(&doc).unwrap();
+        let Picture::Bars(b) = picture else { panic!("bars") };
+        let names: Vec<_> = b.bars.iter().map(|b| b.0.as_str()).collect();
+        assert_eq!(names, ["math", "sum rouge1", "sum rouge2", "sum rougeL", "sum rougeLsum"]);
+        assert_eq!(b.bars[2].1, 0.25);
+        assert_eq!(notes, ["accuracy: none has no score (nothing was scored)"]);
+        assert!(accuracy(&serde_json::json!({})).is_err());
+    }
+
+    #[test]
+    fn a_scatter_of_many_samples_is_thinned_and_says_so() {
+        let s = RunSeries { osl_pairs: vec![(10, 9); 12_000], ..RunSeries::default() };
+        let Ok(Picture::Scatter(p)) = osl_scatter(&s) else { panic!("a scatter") };
+        assert_eq!(p.points.len(), 4_000);
+        assert!(p.caption.starts_with("4000 of 12000 samples shown (one in 3)"), "{}", p.caption);
+        assert!(p.caption.contains("mean client − server 1.00"), "{}", p.caption);
+        assert!(osl_scatter(&RunSeries::default()).is_err());
+    }
+}

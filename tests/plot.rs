@@ -1,0 +1,390 @@
+//! `llm-loadgen plot DIR` end to end: a streamed Poisson run against the variable stub with a
+//! known first-chunk delay, plotted; every picture is a valid SVG (parsed as XML) and PNG
+//! (decoded) holding its series: the histogram's bars, the percentile curve's points, one point
+//! per second of the run. Then the pictures a run cannot have are skipped with a note, and a
+//! damaged run directory or an unwritable output fails with its exit code.
+
+mod common;
+
+use std::collections::HashSet;
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+
+use common::{bin, char_tokenizer, dataset, report_dir, run, show, stub};
+use loadgen_stubs::StubKind;
+
+/// The stub's first-chunk delay in the shared run.
+const TTFT_MS: f64 = 30.0;
+/// Samples of the shared run, at 100 QPS: about two seconds.
+const SAMPLES: u64 = 200;
+
+const BARS: &str = "#1F77B4";
+const CURVE: &str = "#D62728";
+const RATE: &str = "#2CA02C";
+const MEAN: &str = "#9467BD";
+const PEAK: &str = "#FF7F0E";
+const MEDIAN: &str = "#17BECF";
+const POINTS: &str = "#8C564B";
+const GUIDE: &str = "#7F7F7F";
+
+fn bench_args(url: &str, dir: &Path, extra: &[&str]) -> Vec<String> {
+    let common = [
+        "--endpoints",
+        url,
+        "--model",
+        "test-model",
+        "--dataset",
+        &dataset(),
+        "--workers",
+        "1",
+        "--report-dir",
+        dir.to_str().unwrap(),
+    ];
+    extra.iter().chain(common.iter()).map(|s| s.to_string()).collect()
+}
+
+/// A streamed Poisson run against the variable stub (30 ms to the first chunk, 1 ms a
+/// character after it, one character a chunk), made once for the tests that read it.
+fn streamed_run() -> &'static Path {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    DIR.get_or_init(|| {
+        let server = stub(StubKind::Variable, |c| {
+            c.stream_interval = 1;
+            c.variable.first_chunk_latency_s = TTFT_MS / 1000.0;
+            c.variable.first_chunk_spread = 0.1;
+            c.variable.inter_token_latency_ms = 1.0;
+            c.variable.inter_token_spread = 0.0;
+            c.variable.output_len_mean = 20.0;
+            c.variable.output_len_spread = 0.3;
+        });
+        let dir = report_dir("plot-streamed");
+        let samples = SAMPLES.to_string();
+        let poisson = [
+            "benchmark",
+            "online",
+            "--load-pattern",
+            "poisson",
+            "--target-qps",
+            "100",
+            "--num-samples",
+            &samples,
+            "--streaming",
+            "on",
+            "--tokenizer",
+            &char_tokenizer(),
+        ];
+        let out = run(bench_args(&server.url(), &dir, &poisson));
+        assert_eq!(out.status.code(), Some(0), "the benchmark runs");
+        dir
+    })
+}
+
+/// Runs `plot` with `args` after DIR and returns (exit code, stdout, stderr).
+fn plot(dir: &Path, args: &[&str]) -> (Option<i32>, String, String) {
+    let out = bin().arg("plot").arg(dir).args(args).output().expect("the binary runs");
+    show(&out);
+    let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+    (out.status.code(), text(&out.stdout), text(&out.stderr))
+}
+
+/// A plotted copy of the shared run in its own folder, so tests do not share output files.
+fn plotted_copy(name: &str, args: &[&str]) -> (PathBuf, String, String) {
+    let out = report_dir(name);
+    let mut all = vec!["--out", out.to_str().unwrap()];
+    all.extend_from_slice(args);
+    let (code, stdout, stderr) = plot(streamed_run(), &all);
+    assert_eq!(code, Some(0), "plot succeeds");
+    (out, stdout, stderr)
+}
+
+/// The elements named `tag` whose `attr` is `value`.
+fn count(doc: &roxmltree::Document<'_>, tag: &str, attr: &str, value: &str) -> usize {
+    doc.descendants().filter(|n| n.has_tag_name(tag) && n.attribute(attr) == Some(value)).count()
+}
+
+/// The text of every `<text>` element.
+fn texts(doc: &roxmltree::Document<'_>) -> Vec<String> {
+    let text = |n: roxmltree::Node<'_, '_>| n.text().unwrap_or_default().trim().to_string();
+    doc.descendants().filter(|n| n.has_tag_name("text")).map(text).collect()
+}
+
+/// Points of the longest polyline stroked `color` (legend swatches have two).
+fn curve_points(doc: &roxmltree::Document<'_>, color: &str) -> Vec<(f64, f64)> {
+    let lines = doc
+        .descendants()
+        .filter(|n| n.has_tag_name("polyline") && n.attribute("stroke") == Some(color));
+    let parse = |n: roxmltree::Node<'_, '_>| -> Vec<(f64, f64)> {
+        let points = n.attribute("points").unwrap_or_default().split_whitespace();
+        let xy = |p: &str| p.split_once(',').map(|(x, y)| (x.parse().unwrap(), y.parse().unwrap()));
+        points.filter_map(xy).collect()
+    };
+    lines.map(parse).max_by_key(Vec::len).unwrap_or_default()
+}
+
+fn svg(path: &Path) -> String {
+    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    roxmltree::Document::parse(&text).unwrap_or_else(|e| panic!("{} is XML: {e}", path.display()));
+    text
+}
+
+/// Seconds of the run as `plot` counts them: tracking start (or the first issue) to the last
+/// completion, rounded.
+fn run_seconds(dir: &Path) -> usize {
+    let text = std::fs::read_to_string(dir.join("events.jsonl")).unwrap();
+    let (mut start, mut first_issue, mut end) = (0u64, u64::MAX, 0u64);
+    for line in text.lines() {
+        let v: serde_json::Value = serde_json::from_str(line).unwrap();
+        let ts = v["timestamp_ns"].as_u64().unwrap();
+        match v["event_type"].as_str().unwrap() {
+            "session.start_performance_tracking" if start == 0 => start = ts,
+            "sample.issued" => first_issue = first_issue.min(ts),
+            "sample.complete" => end = end.max(ts),
+            _ => {}
+        }
+    }
+    let t0 = if start > 0 && start <= first_issue { start } else { first_issue };
+    (((end - t0) + 500_000_000) / 1_000_000_000).max(1) as usize
+}
+
+/// Decodes a PNG: (width, height, distinct colours).
+fn png_facts(path: &Path) -> (u32, u32, usize) {
+    let file = std::fs::File::open(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let mut reader = png::Decoder::new(std::io::BufReader::new(file)).read_info().unwrap();
+    let mut buf = vec![0; reader.output_buffer_size().unwrap()];
+    let info = reader.next_frame(&mut buf).unwrap();
+    let colours: HashSet<&[u8]> = buf[..info.buffer_size()].chunks(3).collect();
+    (info.width, info.height, colours.len())
+}
+
+const DISTRIBUTIONS: [(&str, &str); 4] = [
+    ("ttft", "TTFT: time to first token"),
+    ("tpot", "TPOT: time per output token (client basis)"),
+    ("itl", "ITL: gap between streamed chunks"),
+    ("latency", "Latency: issue to completion"),
+];
+
+#[test]
+fn each_distribution_is_a_histogram_of_40_bars_and_a_200_point_percentile_curve() {
+    let (out, stdout, _) = plotted_copy("plot-distributions", &[]);
+    for (name, title) in DISTRIBUTIONS {
+        let text = svg(&out.join(format!("{name}.svg")));
+        let doc = roxmltree::Document::parse(&text).unwrap();
+        let labels = texts(&doc);
+        assert!(labels.iter().any(|t| t == title), "{name}: title {title:?} in {labels:?}");
+        for label in ["histogram", "percentiles", "samples", "percentile", "p90", "p99"] {
+            assert!(labels.iter().any(|t| t == label), "{name}: {label:?} in {labels:?}");
+        }
+        let unit = |t: &String| t.ends_with("(ms)") || t.ends_with("(µs)");
+        assert!(labels.iter().any(unit), "{name}: a value axis in ms or µs");
+        assert_eq!(count(&doc, "rect", "fill", BARS), 40, "{name}: the histogram's bars");
+        assert_eq!(curve_points(&doc, CURVE).len(), 200, "{name}: the percentile curve");
+        assert!(stdout.contains(&format!("{name}.svg")), "{name} listed on stdout");
+        let (w, h, colours) = png_facts(&out.join(format!("{name}.png")));
+        assert_eq!((w, h), (1200, 480), "{name}.png");
+        assert!(colours > 20, "{name}.png is drawn, not blank: {colours} colours");
+    }
+}
+
+/// Pixel x of the p50 mark and the middle of the tallest bar of a distribution SVG.
+fn p50_mark_and_peak(doc: &roxmltree::Document<'_>) -> (f64, f64, f64) {
+    // The marks are drawn p50 first, then p99.
+    let p50 = doc
+        .descendants()
+        .find(|n| n.has_tag_name("polyline") && n.attribute("stroke") == Some(GUIDE));
+    let points = p50.and_then(|n| n.attribute("points")).expect("the p50 mark");
+    let mark_x: f64 = points.split(',').next().unwrap().trim().parse().unwrap();
+    let bars =
+        doc.descendants().filter(|n| n.has_tag_name("rect") && n.attribute("fill") == Some(BARS));
+    let num =
+        |n: &roxmltree::Node<'_, '_>, a: &str| n.attribute(a).unwrap().parse::<f64>().unwrap();
+    let tallest = bars.max_by(|a, b| num(a, "height").total_cmp(&num(b, "height"))).unwrap();
+    let width = num(&tallest, "width");
+    (mark_x, num(&tallest, "x") + width / 2.0, width)
+}
+
+#[test]
+fn the_ttft_histogram_peaks_at_the_stub_s_first_chunk_delay() {
+    let (out, _, _) = plotted_copy("plot-ttft-peak", &["--format", "svg"]);
+    let text = svg(&out.join("ttft.svg"));
+    let doc = roxmltree::Document::parse(&text).unwrap();
+    let caption = texts(&doc).into_iter().find(|t| t.starts_with("n = ")).expect("a caption");
+    let p50: f64 =
+        caption.split("p50 ").nth(1).and_then(|r| r.split(' ').next()).unwrap().parse().unwrap();
+    assert!((p50 - TTFT_MS).abs() < TTFT_MS * 0.1, "TTFT p50 {p50} ms, the stub's {TTFT_MS} ms");
+    assert!(caption.starts_with(&format!("n = {SAMPLES} ")), "{caption}");
+    // The tallest bar lies within a few bins of the p50 mark: the peak is the configured delay.
+    let (mark_x, peak_x, bin_px) = p50_mark_and_peak(&doc);
+    assert!((mark_x - peak_x).abs() <= 4.0 * bin_px, "peak at {peak_x}px, p50 at {mark_x}px");
+}
+
+#[test]
+fn the_time_series_have_one_point_per_second_of_the_run() {
+    let (out, _, _) = plotted_copy("plot-timelines", &[]);
+    let seconds = run_seconds(streamed_run());
+    assert!(seconds >= 2, "200 samples at 100 QPS take about two seconds: {seconds}");
+    let series =
+        [("qps", &[RATE][..]), ("in_flight", &[MEAN, PEAK]), ("issue_lag", &[MEDIAN, CURVE])];
+    for (name, colours) in series {
+        let text = svg(&out.join(format!("{name}.svg")));
+        let doc = roxmltree::Document::parse(&text).unwrap();
+        assert!(texts(&doc).iter().any(|t| t == "seconds since the start"), "{name}: x axis");
+        for colour in colours {
+            assert_eq!(count(&doc, "circle", "fill", colour), seconds, "{name} {colour}");
+            assert_eq!(curve_points(&doc, colour).len(), seconds, "{name} {colour} line");
+        }
+        let (w, h, colours) = png_facts(&out.join(format!("{name}.png")));
+        assert_eq!((w, h), (900, 480), "{name}.png");
+        assert!(colours > 20, "{name}.png is drawn: {colours} colours");
+    }
+    let qps = svg(&out.join("qps.svg"));
+    assert!(qps.contains(&format!("{SAMPLES} samples over ")), "the caption counts the samples");
+    let lag = svg(&out.join("issue_lag.svg"));
+    assert!(lag.contains(&format!("{SAMPLES} samples at a target of 100 qps")), "{lag:.300}");
+}
+
+#[test]
+fn the_osl_scatter_has_a_point_per_sample_with_both_bases() {
+    let (out, _, stderr) = plotted_copy("plot-osl", &["--format", "svg"]);
+    let text = svg(&out.join("osl_client_vs_server.svg"));
+    let doc = roxmltree::Document::parse(&text).unwrap();
+    assert_eq!(count(&doc, "circle", "fill", POINTS), SAMPLES as usize, "one point a sample");
+    let labels = texts(&doc);
+    for label in ["client OSL (tokens)", "server OSL (tokens)"] {
+        assert!(labels.iter().any(|t| t == label), "{label} in {labels:?}");
+    }
+    // The stub's usage counts characters, as the char tokenizer does: the bases agree.
+    assert!(text.contains("mean client − server 0.00 tokens"), "{text:.400}");
+    assert!(!out.join("ttft.png").exists(), "--format svg writes no PNG");
+    assert!(stderr.contains("skipped accuracy: the run has no accuracy/accuracy_results.json"));
+}
+
+#[test]
+fn a_run_that_does_not_stream_skips_ttft_tpot_and_itl_with_a_note() {
+    let server = stub(StubKind::Variable, |c| {
+        c.variable.output_len_mean = 20.0;
+    });
+    let dir = report_dir("plot-offline");
+    let offline = [
+        "benchmark",
+        "offline",
+        "--num-samples",
+        "50",
+        "--streaming",
+        "off",
+        "--tokenizer",
+        &char_tokenizer(),
+    ];
+    assert_eq!(run(bench_args(&server.url(), &dir, &offline)).status.code(), Some(0));
+    let (code, _, stderr) = plot(&dir, &["--format", "svg"]);
+    assert_eq!(code, Some(0));
+    let plots = dir.join("plots");
+    for name in ["latency", "qps", "in_flight", "osl_client_vs_server"] {
+        svg(&plots.join(format!("{name}.svg")));
+    }
+    for name in ["ttft", "tpot", "itl"] {
+        assert!(!plots.join(format!("{name}.svg")).exists(), "{name} is not drawn empty");
+        let note = format!("note: skipped {name}: the run did not stream");
+        assert!(stderr.contains(&note), "{note:?} in {stderr}");
+    }
+    assert!(stderr.contains("skipped issue_lag: the run's load pattern is max_throughput"));
+}
+
+#[test]
+fn without_server_usage_there_is_no_osl_scatter() {
+    let server = stub(StubKind::Variable, |c| {
+        c.variable.output_len_mean = 20.0;
+        c.stream_interval = 4;
+    });
+    let dir = report_dir("plot-no-usage");
+    let closed = [
+        "benchmark",
+        "online",
+        "--load-pattern",
+        "concurrency",
+        "--concurrency",
+        "4",
+        "--num-samples",
+        "40",
+        "--streaming",
+        "on",
+        "--no-stream-include-usage",
+        "--tokenizer",
+        &char_tokenizer(),
+    ];
+    assert_eq!(run(bench_args(&server.url(), &dir, &closed)).status.code(), Some(0));
+    let (code, _, stderr) = plot(&dir, &["--format", "svg"]);
+    assert_eq!(code, Some(0));
+    assert!(dir.join("plots/ttft.svg").exists() && dir.join("plots/tpot.svg").exists());
+    assert!(!dir.join("plots/osl_client_vs_server.svg").exists());
+    assert!(stderr.contains("skipped osl_client_vs_server: no sample has both"), "{stderr}");
+    assert!(stderr.contains("skipped issue_lag: the run's load pattern is concurrency"));
+    // Under the server basis the run has no TPOT to draw either, and says so.
+    let (code, _, stderr) = plot(&dir, &["--format", "svg", "--token-count-source", "server"]);
+    assert_eq!(code, Some(0));
+    assert!(stderr.contains("skipped tpot: no sample has usable server usage"), "{stderr}");
+}
+
+/// A copy of the shared run's config.yaml and events.jsonl in a folder of its own.
+fn copy_of_run(name: &str) -> PathBuf {
+    let dir = report_dir(name);
+    std::fs::create_dir_all(&dir).unwrap();
+    for file in ["config.yaml", "events.jsonl"] {
+        std::fs::copy(streamed_run().join(file), dir.join(file)).unwrap();
+    }
+    dir
+}
+
+#[test]
+fn accuracy_scores_are_bars_when_the_run_scored_them() {
+    let dir = copy_of_run("plot-accuracy");
+    std::fs::create_dir_all(dir.join("accuracy")).unwrap();
+    let results = serde_json::json!({"average_accuracy": 0.6, "accuracy_scores": [
+        {"dataset_name": "math", "score": 0.75}, {"dataset_name": "code", "score": 0.45}]});
+    std::fs::write(dir.join("accuracy/accuracy_results.json"), results.to_string()).unwrap();
+    let (code, _, stderr) = plot(&dir, &["--format", "svg"]);
+    assert_eq!(code, Some(0));
+    assert!(stderr.contains("has no performance/result_summary.json"), "{stderr}");
+    assert!(stderr.contains("skipped issue_lag: performance/result_summary.json has no issue_lag"));
+    let text = svg(&dir.join("plots/accuracy.svg"));
+    let doc = roxmltree::Document::parse(&text).unwrap();
+    assert_eq!(count(&doc, "rect", "fill", BARS), 2 + 1, "a bar a dataset and the legend's");
+    let labels = texts(&doc);
+    for label in ["Accuracy per dataset", "math", "code", "0.75", "0.45"] {
+        assert!(labels.iter().any(|t| t == label), "{label} in {labels:?}");
+    }
+}
+
+#[test]
+fn a_damaged_run_directory_exits_2_naming_the_file_and_line() {
+    let dir = copy_of_run("plot-damaged");
+    let mut events = std::fs::read_to_string(dir.join("events.jsonl")).unwrap();
+    let lines = events.lines().count();
+    events.push_str("{\"event_type\":\"sample.complete\",\"timestamp_ns\":\n");
+    std::fs::write(dir.join("events.jsonl"), events).unwrap();
+    let (code, _, stderr) = plot(&dir, &[]);
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(stderr.contains(&format!("events.jsonl line {}", lines + 1)), "{stderr}");
+    assert!(!dir.join("plots").exists(), "nothing is written for a damaged log");
+    let (code, _, stderr) = plot(&dir.join("missing"), &[]);
+    assert_eq!(code, Some(2));
+    assert!(stderr.contains("has no events.jsonl"), "{stderr}");
+}
+
+#[test]
+fn an_output_that_cannot_be_written_exits_4_and_leaves_no_picture() {
+    let blocker = report_dir("plot-blocked");
+    std::fs::create_dir_all(&blocker).unwrap();
+    std::fs::write(blocker.join("file"), "not a folder").unwrap();
+    let out = blocker.join("file/plots");
+    let (code, _, stderr) = plot(streamed_run(), &["--out", out.to_str().unwrap()]);
+    assert_eq!(code, Some(4), "{stderr}");
+    assert!(stderr.contains("cannot create") && stderr.contains("--out"), "{stderr}");
+    // A picture whose file cannot be made (a folder holds its name) is not left half-written.
+    let taken = report_dir("plot-taken");
+    std::fs::create_dir_all(taken.join("ttft.svg")).unwrap();
+    let (code, _, stderr) = plot(streamed_run(), &["--out", taken.to_str().unwrap()]);
+    assert_eq!(code, Some(4), "{stderr}");
+    assert!(stderr.contains("cannot write") && stderr.contains("ttft.svg"), "{stderr}");
+    let left: Vec<_> = std::fs::read_dir(&taken).unwrap().map(|e| e.unwrap().file_name()).collect();
+    assert_eq!(left, ["ttft.svg"], "no temporary file is left beside it");
+}
