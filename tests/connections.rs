@@ -4,129 +4,27 @@
 //! `llm-loadgen stub max-throughput` processes sharing one port (SO_REUSEPORT), so no process
 //! needs more descriptors than a hard RLIMIT_NOFILE of 20,000 allows, and none needs root.
 
+mod common;
 mod support;
 
 use std::collections::BTreeSet;
-use std::io::{BufRead, BufReader, Read};
-use std::net::IpAddr;
-use std::process::{Child, ChildStdout, Command, Stdio};
-use std::time::{Duration, Instant};
 
+use std::net::IpAddr;
+
+use std::time::Duration;
+
+use common::fleet::StubFleet;
 use loadgen_worker::http::ports::{
     ephemeral_range, ports_per_source, source_addresses_for, SourceChoice,
 };
 use serde_json::Value;
-use support::{reap_leftovers, report_dir, signal, Watched};
+use support::{reap_leftovers, report_dir, Watched};
 
 /// Descriptors a process keeps beside its connections (stdio, io_uring, rings, listeners).
 const FD_HEADROOM: u64 = 512;
 /// How much more than an even share one stub process may get: SO_REUSEPORT spreads
 /// connections by a hash of their addresses, not exactly evenly.
 const REUSEPORT_SPREAD_PERCENT: u64 = 10;
-
-/// Several stub processes listening on one port; stopped (and waited for) when dropped.
-struct StubFleet {
-    children: Vec<Child>,
-    port: u16,
-}
-
-/// What the stub processes served, summed over them.
-#[derive(Debug, Default)]
-struct Served {
-    requests: u64,
-    connections: u64,
-    peers: BTreeSet<IpAddr>,
-}
-
-impl StubFleet {
-    /// Starts `count` max-throughput stubs on 127.0.0.1, the first on a free port and the
-    /// others on the same one.
-    fn start(count: usize) -> StubFleet {
-        let mut fleet = StubFleet { children: Vec::with_capacity(count), port: 0 };
-        for _ in 0..count {
-            let (child, port) = start_stub(fleet.port);
-            fleet.children.push(child);
-            fleet.port = port;
-        }
-        fleet
-    }
-
-    fn url(&self) -> String {
-        format!("http://127.0.0.1:{}", self.port)
-    }
-
-    /// Stops every stub (SIGTERM) and sums the `stub stopped:` line each prints.
-    fn stop(mut self) -> Served {
-        let mut served = Served::default();
-        for mut child in std::mem::take(&mut self.children) {
-            signal(child.id() as i32, libc::SIGTERM);
-            let status = wait_bounded(&mut child, Duration::from_secs(20));
-            let mut stderr = String::new();
-            child.stderr.take().expect("piped").read_to_string(&mut stderr).unwrap();
-            assert!(status.is_some_and(|s| s.success()), "stub exit {status:?}: {stderr}");
-            add_stopped_line(&mut served, &stderr);
-        }
-        served
-    }
-}
-
-impl Drop for StubFleet {
-    fn drop(&mut self) {
-        for child in &mut self.children {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-    }
-}
-
-/// Starts one stub on `port` (0: a free one) and returns it with the port it listens on.
-fn start_stub(port: u16) -> (Child, u16) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_llm-loadgen"))
-        .args(["stub", "max-throughput", "--host", "127.0.0.1", "-w", "1"])
-        .args(["--port", &port.to_string()])
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("the stub starts");
-    let stdout: ChildStdout = child.stdout.take().expect("piped");
-    // The first line comes once the listener is bound (or the stub exits, closing stdout).
-    let mut line = String::new();
-    BufReader::new(stdout).read_line(&mut line).unwrap();
-    let Some(listening) = line.trim().strip_prefix("listening on http://127.0.0.1:") else {
-        let _ = child.kill();
-        panic!("the stub did not start: {line:?}");
-    };
-    (child, listening.parse().expect("a port"))
-}
-
-/// Waits up to `limit` for `child` to exit; kills it past that (`None`).
-fn wait_bounded(child: &mut Child, limit: Duration) -> Option<std::process::ExitStatus> {
-    let deadline = Instant::now() + limit;
-    loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            return Some(status);
-        }
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            return None;
-        }
-        std::thread::sleep(Duration::from_millis(5));
-    }
-}
-
-/// Adds `stub stopped: R requests on C connections from A, B` to `served`.
-fn add_stopped_line(served: &mut Served, stderr: &str) {
-    let line = stderr.lines().find_map(|l| l.strip_prefix("stub stopped: ")).unwrap_or_else(|| {
-        panic!("no stop line from the stub: {stderr}");
-    });
-    let words: Vec<&str> = line.split_whitespace().collect();
-    served.requests += words[0].parse::<u64>().expect("requests");
-    served.connections += words[3].parse::<u64>().expect("connections");
-    let (_, peers) = line.split_once(" from ").expect("peers");
-    served.peers.extend(peers.split(", ").filter_map(|p| p.parse::<IpAddr>().ok()));
-}
 
 /// The hard RLIMIT_NOFILE of this process (its children inherit it).
 fn hard_fd_limit() -> u64 {

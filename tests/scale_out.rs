@@ -11,12 +11,13 @@
 mod common;
 
 use std::collections::BTreeSet;
-use std::io::{BufRead, BufReader};
+
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use common::fleet::StubFleet;
 use common::{char_tokenizer, report_dir, run, show, stub, summary};
 use loadgen_stubs::StubKind;
 
@@ -64,23 +65,8 @@ fn on_path(program: &str) -> bool {
 }
 
 /// Waits for a child within `RUN_DEADLINE`, killing it past that.
-fn wait(mut child: Child, what: &str) -> Output {
-    let deadline = Instant::now() + RUN_DEADLINE;
-    loop {
-        if child.try_wait().expect("the child can be waited on").is_some() {
-            let out = child.wait_with_output().expect("its output is read");
-            show(&out);
-            return out;
-        }
-        if Instant::now() >= deadline {
-            let _ = child.kill();
-            let out = child.wait_with_output().expect("its output is read");
-            show(&out);
-            panic!("{what} did not finish within {RUN_DEADLINE:?}");
-        }
-        // Polling a child is the std way to bound a wait on it; the slice only paces the poll.
-        std::thread::sleep(Duration::from_millis(20));
-    }
+fn wait(child: Child, what: &str) -> Output {
+    common::wait_output(child, what, RUN_DEADLINE)
 }
 
 fn json(path: &Path) -> serde_json::Value {
@@ -276,79 +262,6 @@ fn ip(args: &[&str]) {
     assert!(out.status.success(), "ip {args:?}: {}", String::from_utf8_lossy(&out.stderr));
 }
 
-/// Max-throughput stubs sharing one port (SO_REUSEPORT) in the server namespace, so no
-/// process holds more descriptors than its limit; killed when dropped.
-struct Stubs {
-    children: Vec<Child>,
-    port: u16,
-}
-
-/// What the stubs served, summed over them.
-#[derive(Debug, Default)]
-struct Served {
-    requests: u64,
-    connections: u64,
-    peers: BTreeSet<IpAddr>,
-}
-
-impl Stubs {
-    fn start(namespace: &str, count: usize) -> Stubs {
-        let mut stubs = Stubs { children: Vec::new(), port: 0 };
-        for _ in 0..count {
-            let mut child = Command::new("ip")
-                .args(["netns", "exec", namespace, loadgen(), "stub", "max-throughput"])
-                .args(["--host", SERVER_ADDR, "-w", "1", "--port", &stubs.port.to_string()])
-                .stdin(Stdio::null())
-                .stdout(Stdio::piped())
-                .stderr(Stdio::piped())
-                .spawn()
-                .expect("the stub starts");
-            // The first line comes once the listener is bound (or the stub exits).
-            let mut line = String::new();
-            let stdout = child.stdout.take().expect("piped");
-            BufReader::new(stdout).read_line(&mut line).unwrap();
-            stubs.children.push(child);
-            let prefix = format!("listening on http://{SERVER_ADDR}:");
-            let port = line.trim().strip_prefix(&prefix);
-            stubs.port = port.and_then(|p| p.parse().ok()).expect("the stub listens");
-        }
-        stubs
-    }
-
-    fn url(&self) -> String {
-        format!("http://{SERVER_ADDR}:{}", self.port)
-    }
-
-    /// Stops every stub (SIGTERM) and sums the `stub stopped:` line each prints.
-    fn stop(mut self) -> Served {
-        let mut served = Served::default();
-        for child in std::mem::take(&mut self.children) {
-            // SAFETY: kill has no memory preconditions; the pid is our own child's.
-            unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
-            let status = wait(child, "a stub");
-            let stderr = String::from_utf8_lossy(&status.stderr).to_string();
-            assert!(status.status.success(), "stub: {stderr}");
-            let line = stderr.lines().find_map(|l| l.strip_prefix("stub stopped: "));
-            let line = line.unwrap_or_else(|| panic!("no stop line from the stub: {stderr}"));
-            let words: Vec<&str> = line.split_whitespace().collect();
-            served.requests += words[0].parse::<u64>().expect("requests");
-            served.connections += words[3].parse::<u64>().expect("connections");
-            let (_, peers) = line.split_once(" from ").expect("peers");
-            served.peers.extend(peers.split(", ").filter_map(|p| p.parse::<IpAddr>().ok()));
-        }
-        served
-    }
-}
-
-impl Drop for Stubs {
-    fn drop(&mut self) {
-        for child in &mut self.children {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-    }
-}
-
 /// The closed loop of the port test: as many samples as connections, every connection opened
 /// (warmed) before the start, so the stubs accept exactly this many.
 const CONNECTIONS: u64 = 40_000;
@@ -398,7 +311,7 @@ fn forty_thousand_connections_to_one_address_need_two_shards_in_their_own_namesp
     let ns = Namespaces::create(2);
     // 40,000 connections over 4 stub processes (SO_REUSEPORT spreads them unevenly) and 2
     // workers per shard: 10,000 descriptors a process, under a 20,000 hard limit.
-    let stubs = Stubs::start(ns.server(), 4);
+    let stubs = StubFleet::start_under(&["ip", "netns", "exec", ns.server()], SERVER_ADDR, 4);
     let url = stubs.url();
     let work = report_dir("netns-shards");
     std::fs::create_dir_all(&work).unwrap();

@@ -60,23 +60,8 @@ fn plan_args(url: &str, pattern: &[&str], streaming: &str, dir: &Path) -> Vec<St
 }
 
 /// Waits for a child within `RUN_DEADLINE`, killing it past that.
-fn wait(mut child: Child, what: &str) -> Output {
-    let deadline = Instant::now() + RUN_DEADLINE;
-    loop {
-        if child.try_wait().expect("the child can be waited on").is_some() {
-            let out = child.wait_with_output().expect("its output is read");
-            show(&out);
-            return out;
-        }
-        if Instant::now() >= deadline {
-            let _ = child.kill();
-            let out = child.wait_with_output().expect("its output is read");
-            show(&out);
-            panic!("{what} did not finish within {RUN_DEADLINE:?}");
-        }
-        // Polling a child is the std way to bound a wait on it; the slice only paces the poll.
-        std::thread::sleep(Duration::from_millis(20));
-    }
+fn wait(child: Child, what: &str) -> Output {
+    common::wait_output(child, what, RUN_DEADLINE)
 }
 
 /// How a shard learns which it is.

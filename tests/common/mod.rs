@@ -7,6 +7,8 @@ use std::process::{Command, Output};
 
 use loadgen_stubs::{StubConfig, StubKind, StubServer};
 
+pub mod fleet;
+
 /// The `llm-loadgen` binary under test.
 pub fn bin() -> Command {
     Command::new(env!("CARGO_BIN_EXE_llm-loadgen"))
@@ -49,6 +51,31 @@ where
     let out = bin().args(args).output().expect("the binary runs");
     show(&out);
     out
+}
+
+/// Waits for a child within `limit`, killing it past that (and failing the test); returns its
+/// output, echoed for failing tests.
+pub fn wait_output(
+    mut child: std::process::Child,
+    what: &str,
+    limit: std::time::Duration,
+) -> Output {
+    let deadline = std::time::Instant::now() + limit;
+    loop {
+        if child.try_wait().expect("the child can be waited on").is_some() {
+            let out = child.wait_with_output().expect("its output is read");
+            show(&out);
+            return out;
+        }
+        if std::time::Instant::now() >= deadline {
+            let _ = child.kill();
+            let out = child.wait_with_output().expect("its output is read");
+            show(&out);
+            panic!("{what} did not finish within {limit:?}");
+        }
+        // Polling a child is the std way to bound a wait on it; the slice only paces the poll.
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
 }
 
 pub fn show(out: &Output) {
