@@ -20,8 +20,8 @@ use crate::cli::MergeArgs;
 use crate::commands::report::{rebuild, Carried, RunDir};
 use crate::error::AppError;
 use crate::report::{
-    result_summary, write_atomic, write_atomic_with, write_report_files, FailureCounts,
-    FailureKindCount, ShardFile, ShardInfo,
+    result_summary, write_atomic, write_atomic_with, FailureCounts, FailureKindCount, ShardFile,
+    ShardInfo,
 };
 pub use check::{check_shards, ShardView, Timeline};
 use events::{merge_events, ShardLog};
@@ -265,15 +265,7 @@ fn write_merged_report(
     rebuilt.info.shards = shard_infos(shards, order, timeline);
     let summary = result_summary(&rebuilt.snapshot, &rebuilt.info);
     let out = &merged.dir;
-    let unwritten = write_report_files(out, &rebuilt.snapshot, &summary, &rebuilt.info);
-    if let Some(first) = unwritten.first() {
-        return Err(AppError::Execution(format!(
-            "cannot write {} in {}: {}; free space or pass another --out",
-            first.file,
-            out.display(),
-            first.error
-        )));
-    }
+    crate::commands::report::write_rebuilt_files(out, &rebuilt.snapshot, &summary, &rebuilt.info)?;
     let mut console = crate::report::console_summary(&summary, &rebuilt.info, out);
     console.push_str(&format!(
         "Merged {} shards (plan {}); their starts lay within {:.3} ms\n",

@@ -254,18 +254,30 @@ pub fn run(request: &ReportRequest) -> Result<i32, AppError> {
     std::fs::create_dir_all(out).map_err(|e| {
         AppError::Setup(format!("cannot create {}: {e}; pass a writable --out", out.display()))
     })?;
-    let unwritten = write_report_files(out, &rebuilt.snapshot, &rebuilt.summary, &rebuilt.info);
-    if let Some(first) = unwritten.first() {
-        return Err(AppError::Execution(format!(
+    write_rebuilt_files(out, &rebuilt.snapshot, &rebuilt.summary, &rebuilt.info)?;
+    let console = crate::report::console_summary(&rebuilt.summary, &rebuilt.info, out);
+    crate::commands::print_stdout(&crate::redact::redact(&console))?;
+    Ok(0)
+}
+
+/// Writes a rebuilt report's files into `out`; the first that could not be written is exit 4,
+/// named with why.
+pub(crate) fn write_rebuilt_files(
+    out: &Path,
+    snapshot: &Snapshot,
+    summary: &ResultSummary,
+    info: &RunInfo,
+) -> Result<(), AppError> {
+    let unwritten = write_report_files(out, snapshot, summary, info);
+    match unwritten.first() {
+        Some(first) => Err(AppError::Execution(format!(
             "cannot write {} in {}: {}; free space or pass another --out",
             first.file,
             out.display(),
             first.error
-        )));
+        ))),
+        None => Ok(()),
     }
-    let console = crate::report::console_summary(&rebuilt.summary, &rebuilt.info, out);
-    crate::commands::print_stdout(&crate::redact::redact(&console))?;
-    Ok(0)
 }
 
 /// `{"performance": {uuid: row}, <other phases>: …}`, keeping the performance phase only.
