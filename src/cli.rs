@@ -181,6 +181,14 @@ impl BenchmarkCommand {
             BenchmarkCommand::FromConfig(args) => args.flags.json,
         }
     }
+
+    /// Whether `--quiet` was given: no live view.
+    pub fn quiet(&self) -> bool {
+        match self {
+            BenchmarkCommand::Offline(flags) | BenchmarkCommand::Online(flags) => flags.quiet,
+            BenchmarkCommand::FromConfig(args) => args.flags.quiet,
+        }
+    }
 }
 
 #[derive(Debug, Args)]
@@ -582,6 +590,9 @@ pub struct BenchFlags {
     /// stdout; every other line goes to stderr.
     #[arg(long = "json", help_heading = "Report")]
     pub json: bool,
+    /// No live view: neither the terminal display nor the plain progress lines on stderr.
+    #[arg(long = "quiet", help_heading = "Report")]
+    pub quiet: bool,
 
     /// The rest of the reference's spellings (see `SpellingFlags`).
     #[command(flatten)]
