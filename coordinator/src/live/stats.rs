@@ -208,6 +208,8 @@ impl LiveStats {
         let rank = |p: Phase| p as u8;
         if rank(phase) > rank(self.snap.phase) {
             self.snap.phase = phase;
+            // The view shows a new phase at its next draw, not up to 250 ms later.
+            self.next_publish_ns = 0;
         }
     }
 
