@@ -5,7 +5,7 @@
 use std::collections::VecDeque;
 use std::sync::Arc;
 use std::thread::JoinHandle;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use crossbeam_channel::{bounded, Receiver, RecvTimeoutError, Sender};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
@@ -17,9 +17,15 @@ use super::term::{terminal_width, LineTerm};
 use super::{LiveSpec, ViewMode, DRAW_EVERY};
 use crate::aggregate::Shared;
 
+/// How long `View::finish` waits for the view to clear its lines: a terminal that stopped
+/// reading (Ctrl-S, a paused pane) must not hold the end of the run.
+pub const FINISH_WAIT: Duration = Duration::from_secs(1);
+
 /// The running view; `finish` clears it from the screen.
 pub struct View {
     stop: Sender<()>,
+    /// Disconnected when the view thread has returned.
+    done: Receiver<()>,
     handle: JoinHandle<()>,
 }
 
@@ -31,17 +37,24 @@ impl View {
             return None;
         }
         let (stop, stop_rx) = bounded(1);
+        let (done_tx, done) = bounded::<()>(1);
         let handle = std::thread::Builder::new()
             .name("live-view".into())
-            .spawn(move || draw_loop(&spec, &board, &shared, &stop_rx))
+            .spawn(move || {
+                draw_loop(&spec, &board, &shared, &stop_rx);
+                drop(done_tx);
+            })
             .ok()?;
-        Some(View { stop, handle })
+        Some(View { stop, done, handle })
     }
 
-    /// Stops the view and waits until it has cleared its lines.
+    /// Stops the view and waits until it has cleared its lines, `FINISH_WAIT` at most (a view
+    /// stuck on a terminal that does not read is left behind; it ends with the process).
     pub fn finish(self) {
         drop(self.stop);
-        let _ = self.handle.join();
+        if let Err(RecvTimeoutError::Disconnected) = self.done.recv_timeout(FINISH_WAIT) {
+            let _ = self.handle.join();
+        }
     }
 }
 
