@@ -53,7 +53,7 @@ one_run() {
   local qps frames
   qps=$(python3 -c "import json,sys; print('%.0f' % json.load(open(sys.argv[1]))['qps'])" \
     "$dir/report/performance/result_summary.json")
-  frames=$(grep -o 'QPS now' "$dir/pty.txt" | wc -l)
+  frames=$({ grep -o 'QPS now' "$dir/pty.txt" || true; } | wc -l)
   echo "$round $row $mode $qps $frames" | tee -a "$OUT/rounds.txt"
   rm -rf "$dir"
 }
