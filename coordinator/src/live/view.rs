@@ -42,6 +42,8 @@ impl View {
             .name("live-view".into())
             .spawn(move || {
                 draw_loop(&spec, &board, &shared, &stop_rx);
+                // Its CPU over the run, for `-v`'s per-thread lines: the view's own cost.
+                crate::thread_cpu::note("live view", crate::thread_cpu::thread_cpu_ns());
                 drop(done_tx);
             })
             .ok()?;
