@@ -43,7 +43,7 @@ impl View {
             .spawn(move || {
                 draw_loop(&spec, &board, &shared, &stop_rx);
                 // Its CPU over the run, for `-v`'s per-thread lines: the view's own cost.
-                crate::thread_cpu::note("live view", crate::thread_cpu::thread_cpu_ns());
+                crate::thread_cpu::note("live-view", crate::thread_cpu::thread_cpu_ns());
                 drop(done_tx);
             })
             .ok()?;
