@@ -127,7 +127,7 @@ impl State {
         // Pair assertion with the worker: its clocks are ordered.
         debug_assert!(h.complete_ns >= h.issued_ns);
         let failed = failure != FailureKind::None;
-        // Live counts for the progress line; `close` sets the final ones from `settle`.
+        // Running counts (the live view keeps its own); `close` sets the final ones from `settle`.
         self.counters.total_samples_completed += 1;
         self.counters.last_event_ns = self.counters.last_event_ns.max(h.complete_ns);
         if failed {
