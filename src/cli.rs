@@ -223,6 +223,14 @@ impl BenchmarkCommand {
             BenchmarkCommand::FromConfig(args) => args.flags.json,
         }
     }
+
+    /// Whether `--quiet` was given: no live view.
+    pub fn quiet(&self) -> bool {
+        match self {
+            BenchmarkCommand::Offline(flags) | BenchmarkCommand::Online(flags) => flags.quiet,
+            BenchmarkCommand::FromConfig(args) => args.flags.quiet,
+        }
+    }
 }
 
 #[derive(Debug, Args)]
@@ -624,6 +632,9 @@ pub struct BenchFlags {
     /// stdout; every other line goes to stderr.
     #[arg(long = "json", help_heading = "Report")]
     pub json: bool,
+    /// No live view: neither the terminal display nor the plain progress lines on stderr.
+    #[arg(long = "quiet", help_heading = "Report")]
+    pub quiet: bool,
 
     /// This host's shard of a benchmark run from several hosts, I/N (0 ≤ I < N): every N-th
     /// sample from the I-th, target QPS / N, its share of the concurrency [default: Slurm's

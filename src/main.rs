@@ -53,6 +53,7 @@ fn dispatch(cli: Cli) -> Result<i32, AppError> {
     match cli.command {
         Command::Benchmark { mode } => {
             run::set_json_stdout(mode.json());
+            run::set_quiet(mode.quiet());
             let config = match mode {
                 BenchmarkCommand::Offline(flags) => {
                     with_flags(Config::defaults(BenchType::Offline), &flags)?

@@ -117,6 +117,18 @@ pub fn set_json_stdout(on: bool) {
     JSON_STDOUT.store(on, Ordering::Relaxed);
 }
 
+/// `--quiet`: no live view (set once by `main` before the run, as `JSON_STDOUT`).
+static QUIET: AtomicBool = AtomicBool::new(false);
+
+pub fn set_quiet(on: bool) {
+    QUIET.store(on, Ordering::Relaxed);
+}
+
+/// Whether the live view is off.
+pub fn quiet() -> bool {
+    QUIET.load(Ordering::Relaxed)
+}
+
 /// Prints a line for people: on stdout, or on stderr under `--json`.
 fn say(line: &str) {
     if JSON_STDOUT.load(Ordering::Relaxed) {

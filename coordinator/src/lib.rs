@@ -5,6 +5,7 @@ pub mod aggregate;
 pub mod cpu;
 pub mod end;
 pub mod fork;
+pub mod live;
 pub mod metrics;
 pub mod order;
 pub mod phase;

@@ -65,7 +65,8 @@ pub struct RunSpec {
     /// The client tokenizer pool's threads and drain timeout (`cpu::tokenizer_threads`).
     pub token_pool: TokenPoolPlan,
     pub events_path: Option<PathBuf>,
-    pub progress_line: bool,
+    /// The live view: terminal, plain lines or off (`live::LiveSpec`).
+    pub live: crate::live::LiveSpec,
     /// Values never written into events.jsonl (API keys, URL passwords), should an endpoint
     /// echo one in an error message.
     pub secrets: Vec<String>,
@@ -589,7 +590,7 @@ fn start_aggregator(
         streaming: spec.streaming,
         warmup_samples: spec.warmup.samples(),
         expected_samples: spec.num_samples,
-        progress_line: spec.progress_line,
+        live: spec.live.clone(),
         closed_loop: matches!(spec.pattern, LoadPattern::Concurrency { .. }),
     };
     std::thread::Builder::new()

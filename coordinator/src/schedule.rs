@@ -312,6 +312,7 @@ pub fn issue_all(
                             lags.first_scheduled_ns = scheduled_ns;
                         }
                         lags.lags_ns.push(issued_ns.saturating_sub(scheduled_ns));
+                        shared.issue_lag.record(issued_ns.saturating_sub(scheduled_ns));
                         lags.last_issued_ns = issued_ns;
                     }
                 }

@@ -1,6 +1,7 @@
 //! Micro benchmarks of the client's hot path, each in ns per operation: SSE frame decode, usage
-//! extraction, non-streaming body decode, response head parse, record encode + ring push/pop, aggregator ingest and client
-//! tokenization. Run: `cargo bench -p loadgen-perf --bench hot_path`.
+//! extraction, non-streaming body decode, response head parse, record encode + ring push/pop,
+//! aggregator ingest, the live view's per-sample record and client tokenization. Run:
+//! `cargo bench -p loadgen-perf --bench hot_path`.
 
 mod common;
 
@@ -197,6 +198,44 @@ fn aggregator_ingest(c: &mut Criterion) {
     group.finish();
 }
 
+/// The live view's cost per tracked sample on the aggregator: its HdrHistograms (latency,
+/// TTFT, server TPOT) and counters, for a streamed success with usage, with varied times so
+/// the histograms' buckets change; and a failure (counted by kind, no histogram).
+fn live_record(c: &mut Criterion) {
+    use loadgen_coordinator::live::{Board, Completion, LiveStats};
+    use loadgen_worker::wire::FailureKind;
+    let mut stats = LiveStats::new(true, std::sync::Arc::new(Board::default()));
+    let mut group = c.benchmark_group("live_record");
+    group.throughput(Throughput::Elements(1));
+    let mut i = 0u64;
+    group.bench_function("streamed_ok", |b| {
+        b.iter(|| {
+            i = i.wrapping_add(7_919);
+            let ttft_ns = 200_000 + (i % 1_000_000);
+            let sample = Completion {
+                issued_ns: 1_000,
+                first_chunk_ns: 1_000 + ttft_ns,
+                complete_ns: 1_000 + ttft_ns * 3,
+                failure: FailureKind::None,
+                completion_tokens: Some(16 + (i % 64) as u32),
+            };
+            stats.record(std::hint::black_box(&sample));
+        })
+    });
+    group.bench_function("failed", |b| {
+        let sample = Completion {
+            issued_ns: 1_000,
+            first_chunk_ns: 0,
+            complete_ns: 9_000,
+            failure: FailureKind::Timeout,
+            completion_tokens: None,
+        };
+        b.iter(|| stats.record(std::hint::black_box(&sample)))
+    });
+    group.finish();
+    std::hint::black_box(stats.snapshot());
+}
+
 /// Client token counting with the char tokenizer of the test assets.
 fn tokenizer(c: &mut Criterion) {
     let path =
@@ -270,6 +309,6 @@ fn event_log(c: &mut Criterion) {
 criterion_group! {
     name = benches;
     config = config();
-    targets = sse_decode, usage_extract, body_decode, http_head_parse, record_ring, aggregator_ingest, event_log, tokenizer
+    targets = sse_decode, usage_extract, body_decode, http_head_parse, record_ring, aggregator_ingest, live_record, event_log, tokenizer
 }
 criterion_main!(benches);

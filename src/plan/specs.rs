@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use loadgen_coordinator::aggregate::tokens::{TokenCounter, TokenPoolPlan};
 use loadgen_coordinator::cpu::{tokenizer_threads, CpuPlan};
+use loadgen_coordinator::live::{LiveSpec, RunFacts, ViewMode, PLAIN_INTERVAL};
 use loadgen_coordinator::order::SampleOrder;
 use loadgen_coordinator::phase::accuracy_rows;
 use loadgen_coordinator::pyrandom::PyRandom;
@@ -55,6 +56,7 @@ impl Plan {
         }
         let ms = |ms: u64| Duration::from_millis(ms);
         let accuracy = accuracy_phases(self, salted.len());
+        let live = live_spec(self, endpoints, warmup_rows.len() as u64);
         Ok(RunSpec {
             accuracy,
             workers,
@@ -89,9 +91,57 @@ impl Plan {
             token_counter,
             token_pool,
             events_path: self.events.then(|| self.report_dir.join("events.jsonl")),
-            progress_line: std::io::IsTerminal::is_terminal(&std::io::stderr()),
+            live,
             secrets: crate::redact::registered_secrets(),
         })
+    }
+}
+
+/// Sets the plain progress line's period in ms instead of `live::PLAIN_INTERVAL` (5 s), for
+/// tests and for logs that want a line more or less often (docs/CLI.md, "Live view").
+pub const PROGRESS_INTERVAL_ENV: &str = "LLM_LOADGEN_PROGRESS_INTERVAL_MS";
+
+/// The live view: off with `--quiet`, drawn on a terminal stderr, else plain lines; colour off
+/// under `NO_COLOR` (any non-empty value, as no-color.org says).
+fn live_spec(plan: &Plan, endpoints: &[Endpoint], warmup: u64) -> LiveSpec {
+    let mode = view_mode(crate::run::quiet(), std::io::IsTerminal::is_terminal(&std::io::stderr()));
+    let no_color = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
+    let interval_ms = std::env::var(PROGRESS_INTERVAL_ENV).ok().and_then(|v| v.trim().parse().ok());
+    LiveSpec {
+        mode,
+        color: !no_color,
+        facts: RunFacts {
+            model: plan.request.model.clone(),
+            endpoint: shown_endpoints(plan, endpoints),
+            expected: plan.num_samples,
+            warmup,
+            cap_ns: plan.max_duration_ms.filter(|&v| v > 0).map(|ms| ms.saturating_mul(1_000_000)),
+            streaming: plan.request.streaming,
+        },
+        plain_interval: interval_ms.map_or(PLAIN_INTERVAL, Duration::from_millis),
+    }
+}
+
+/// `--quiet` wins; then a terminal gets the drawn view and anything else the plain line.
+fn view_mode(quiet: bool, terminal: bool) -> ViewMode {
+    match (quiet, terminal) {
+        (true, _) => ViewMode::Off,
+        (false, true) => ViewMode::Terminal,
+        (false, false) => ViewMode::Plain,
+    }
+}
+
+/// The endpoints as the view names them: the parsed URLs, which hold no userinfo, through the
+/// one redaction; the null endpoint as given; the first and a count past it.
+fn shown_endpoints(plan: &Plan, endpoints: &[Endpoint]) -> String {
+    if plan.endpoints.iter().any(super::EndpointUrl::is_null) {
+        return super::NULL_ENDPOINT.to_string();
+    }
+    let first = endpoints.first().map(loadgen_worker::endpoint_url).unwrap_or_default();
+    let first = crate::redact::redact(&first);
+    match endpoints.len() {
+        0 | 1 => first,
+        n => format!("{first} (+{} more)", n - 1),
     }
 }
 
@@ -725,5 +775,13 @@ mod tests {
         let urls = ["http://127.0.0.1:9", "http://127.0.0.1:10"];
         let specs = multi_specs(&urls, 1, per + 2);
         assert!(specs[0].endpoints.iter().all(|ep| ep.source_addresses.is_empty()));
+    }
+
+    #[test]
+    fn quiet_wins_and_only_a_terminal_gets_the_drawn_view() {
+        assert_eq!(view_mode(true, true), ViewMode::Off);
+        assert_eq!(view_mode(true, false), ViewMode::Off);
+        assert_eq!(view_mode(false, true), ViewMode::Terminal);
+        assert_eq!(view_mode(false, false), ViewMode::Plain);
     }
 }

@@ -9,6 +9,8 @@ use loadgen_worker::wire::{ChunkTiming, FailureKind, FinishReason, RecordView, W
 use super::events::{ChunkLine, CompleteEvent};
 use super::tokens::TokenResult;
 use super::{CancelledSample, Control, FailureSummary, State, WorkerState};
+use crate::live::Completion;
+use crate::metrics::usage::{classify_usage, UsageClass};
 use crate::metrics::{FinishKind, SampleRow};
 use crate::settle::{AbandonCause, WorkerFate};
 
@@ -125,13 +127,18 @@ impl State {
         // Pair assertion with the worker: its clocks are ordered.
         debug_assert!(h.complete_ns >= h.issued_ns);
         let failed = failure != FailureKind::None;
-        // Live counts for the progress line; `close` sets the final ones from `settle`.
+        // Running counts (the live view keeps its own); `close` sets the final ones from `settle`.
         self.counters.total_samples_completed += 1;
         self.counters.last_event_ns = self.counters.last_event_ns.max(h.complete_ns);
         if failed {
             self.counters.total_samples_failed += 1;
         }
         if !tracked {
+            if accuracy {
+                self.live.note_accuracy_done();
+            } else {
+                self.live.note_warmup_done();
+            }
             if accuracy && self.is_logged(h.sample_id, h.issued_ns) {
                 // Accuracy samples are scored from their lines; their chunk gaps are no part of
                 // the performance series.
@@ -144,6 +151,7 @@ impl State {
         if failed {
             self.note_failure(failure, rec.error);
         }
+        self.live.record(&live_completion(rec, failure));
         if !self.tracking {
             // The main thread sent `Tracking` before it issued this sample: read it now, so the
             // tracking event precedes the sample's lines.
@@ -243,6 +251,7 @@ impl State {
     pub(super) fn start_tracking(&mut self, tracking_start_ns: u64) {
         if !self.tracking {
             self.tracking = true;
+            self.live.start_tracking(tracking_start_ns);
             self.counters.tracking_start_ns = tracking_start_ns;
             self.events.session("session.start_performance_tracking", tracking_start_ns);
         }
@@ -286,6 +295,11 @@ impl State {
             Err(_) => self.counters.n_tokenizer_errors += 1,
         }
         row.tpot_tokens_client = r.tpot_tokens;
+        if let Ok(osl) = r.osl {
+            let span = row.first_chunk_ns.map(|first| row.complete_ns.saturating_sub(first));
+            let tpot = span.zip(r.tpot_tokens);
+            self.live.record_client_tokens(osl, tpot);
+        }
     }
 
     /// Applies the counts the live threads finished, and hands them a stale partial batch.
@@ -306,6 +320,21 @@ impl State {
         let limit = pool.drain_limit(interrupted);
         let pending = pool.finish(limit, |r| self.apply_token_result(r));
         self.counters.client_token_tasks_pending = pending;
+    }
+}
+
+/// A tracked record as the live view counts it: the server basis's tokens only when the usage
+/// rule calls its usage usable.
+fn live_completion(rec: &RecordView<'_>, failure: FailureKind) -> Completion {
+    let h = &rec.header;
+    let usable = classify_usage(h.prompt_tokens, h.completion_tokens, rec.output.is_empty())
+        == UsageClass::Usable;
+    Completion {
+        issued_ns: h.issued_ns,
+        first_chunk_ns: h.first_chunk_ns,
+        complete_ns: h.complete_ns,
+        failure,
+        completion_tokens: h.completion_tokens.filter(|_| usable),
     }
 }
 

@@ -14,6 +14,7 @@ use crossbeam_channel::{Receiver, Sender};
 use loadgen_worker::wire::{Doorbell, InFlightTable, RecordConsumer};
 use nix::unistd::Pid;
 
+use crate::live::{Board, LiveLag, LiveSpec, LiveStats, Phase, View};
 use crate::metrics::{RunCounters, SampleRow};
 use crate::settle::{AbandonCause, IdSet, IssueLog, Tally, WorkerFate};
 use events::EventLog;
@@ -56,6 +57,8 @@ pub struct Shared {
     /// Notified when records arrive and a waiter flagged itself (concurrency pattern).
     pub progress: (Mutex<()>, Condvar),
     pub progress_waiting: AtomicBool,
+    /// Open-loop issue lags so far, for the live view (written by the scheduler).
+    pub issue_lag: LiveLag,
 }
 
 impl Shared {
@@ -70,6 +73,7 @@ impl Shared {
             stop: AtomicBool::new(false),
             progress: (Mutex::new(()), Condvar::new()),
             progress_waiting: AtomicBool::new(false),
+            issue_lag: LiveLag::new(),
         }
     }
 
@@ -144,7 +148,8 @@ pub struct AggregatorInput {
     /// Tracked samples: ids from `warmup_samples + expected_samples` on belong to the accuracy
     /// phases, logged in events.jsonl but not measured.
     pub expected_samples: u64,
-    pub progress_line: bool,
+    /// The live view (`--quiet` turns it off).
+    pub live: LiveSpec,
     /// A closed loop: queued samples carry issue stamp 0 until their worker writes them.
     pub closed_loop: bool,
 }
@@ -232,6 +237,8 @@ struct State {
     issue_notices: Receiver<Vec<crate::schedule::IssueNotice>>,
     /// A control message read early (while waiting for `Tracking`), handled by the main loop.
     early_control: Option<Control>,
+    /// The live view's histograms and counters.
+    pub(super) live: LiveStats,
 }
 
 /// The main loop's own state.
@@ -247,8 +254,10 @@ struct Loop {
 pub fn run(mut input: AggregatorInput) -> AggregatorOutput {
     let mut consumers = std::mem::take(&mut input.consumers);
     let (bell, status) = (input.doorbell.clone(), input.status.clone());
-    let mut progress = Progress::new(input.progress_line);
-    let mut st = State::new(input, consumers.len());
+    let board = Arc::new(Board::default());
+    let view = View::start(input.live.clone(), board.clone(), input.shared.clone());
+    let live = LiveStats::new(input.live.enabled(), board);
+    let mut st = State::new(input, consumers.len(), live);
     let mut lp = Loop {
         started: false,
         deadline: None,
@@ -260,7 +269,8 @@ pub fn run(mut input: AggregatorInput) -> AggregatorOutput {
         let epoch = bell.epoch();
         let popped = st.pop_all(&mut consumers);
         st.take_issue_notices();
-        st.events.advance(loadgen_worker::monotonic_ns());
+        let now_ns = loadgen_worker::monotonic_ns();
+        st.events.advance(now_ns);
         st.collect_tokens();
         if !lp.started {
             st.try_start(&status, &mut lp);
@@ -273,7 +283,7 @@ pub fn run(mut input: AggregatorInput) -> AggregatorOutput {
             lp.last_health = Instant::now();
             st.check_health(&mut consumers, lp.started);
         }
-        progress.maybe_print(&st.counters);
+        st.live.maybe_publish(now_ns, false);
         if let Some(deadline) = lp.deadline {
             if st.fates.iter().all(Option::is_some) {
                 break;
@@ -296,12 +306,15 @@ pub fn run(mut input: AggregatorInput) -> AggregatorOutput {
             lp.busy_since = Instant::now();
         }
     }
-    progress.clear();
+    // The view is cleared before the closing work, whose warnings then print on a clean line.
+    if let Some(view) = view {
+        view.finish();
+    }
     st.close(timed_out)
 }
 
 impl State {
-    fn new(input: AggregatorInput, workers: usize) -> State {
+    fn new(input: AggregatorInput, workers: usize, live: LiveStats) -> State {
         let expected = input.warmup_samples.saturating_add(input.expected_samples);
         State {
             input_shared: input.shared,
@@ -339,6 +352,7 @@ impl State {
             control: input.control,
             issue_notices: input.issue_notices,
             early_control: None,
+            live,
         }
     }
 
@@ -370,10 +384,7 @@ impl State {
         } else if self.ready.iter().all(|&r| r) {
             let _ = status.send(Status::AllReady);
             match self.control.recv() {
-                Ok(Control::Start { session_start_ns }) => {
-                    self.counters.session_start_ns = session_start_ns;
-                    self.events.session("session.started", session_start_ns);
-                }
+                Ok(Control::Start { session_start_ns }) => self.start_session(session_start_ns),
                 Ok(other) => self.early_control = Some(other),
                 Err(_) => lp.deadline = Some(Instant::now()),
             }
@@ -386,54 +397,26 @@ impl State {
         while let Some(msg) = early.take().or_else(|| self.control.try_recv().ok()) {
             match msg {
                 Control::Finish { log, deadline } => {
+                    self.live.set_phase(Phase::Stopping);
                     self.issue_log = Some(log);
                     lp.deadline = Some(deadline);
                 }
                 Control::Abort { cause, deadline } => {
+                    self.live.set_phase(Phase::Stopping);
                     self.abort_cause.get_or_insert(cause);
                     lp.deadline = Some(lp.deadline.map_or(deadline, |d| d.min(deadline)));
                 }
                 Control::Tracking { tracking_start_ns } => self.start_tracking(tracking_start_ns),
-                Control::Start { session_start_ns } => {
-                    self.counters.session_start_ns = session_start_ns;
-                    self.events.session("session.started", session_start_ns);
-                }
+                Control::Start { session_start_ns } => self.start_session(session_start_ns),
             }
         }
     }
-}
 
-/// The live progress line on stderr (only when stderr is a terminal).
-struct Progress {
-    enabled: bool,
-    started: Instant,
-    last: Instant,
-    printed: bool,
-}
-
-impl Progress {
-    fn new(enabled: bool) -> Progress {
-        Progress { enabled, started: Instant::now(), last: Instant::now(), printed: false }
-    }
-
-    fn maybe_print(&mut self, c: &RunCounters) {
-        if !self.enabled || self.last.elapsed() < Duration::from_millis(500) {
-            return;
-        }
-        self.last = Instant::now();
-        let secs = self.started.elapsed().as_secs_f64().max(1e-9);
-        eprint!(
-            "\r  completed {}  failed {}  {:.0} QPS   ",
-            c.total_samples_completed,
-            c.total_samples_failed,
-            c.total_samples_completed as f64 / secs
-        );
-        self.printed = true;
-    }
-
-    fn clear(&mut self) {
-        if self.printed {
-            eprint!("\r\x1b[2K");
+    fn start_session(&mut self, session_start_ns: u64) {
+        self.counters.session_start_ns = session_start_ns;
+        self.events.session("session.started", session_start_ns);
+        if self.warmup_samples > 0 {
+            self.live.set_phase(Phase::WarmUp);
         }
     }
 }

@@ -51,7 +51,7 @@ fn aggregate(
         streaming: false,
         warmup_samples: 0,
         expected_samples: issued,
-        progress_line: false,
+        live: crate::live::LiveSpec::off(),
         closed_loop: false,
     };
     let aggregator = std::thread::spawn(move || run(input));
