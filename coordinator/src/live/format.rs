@@ -21,6 +21,9 @@ pub struct RunFacts {
     /// The cap on tracking, ns from its start.
     pub cap_ns: Option<u64>,
     pub streaming: bool,
+    /// Whether the run counts tokens with a client tokenizer: without one the client basis
+    /// has no figures, shown as `-`, not as zeros.
+    pub client_tokens: bool,
 }
 
 /// The figures both views show, computed once per draw.
@@ -173,14 +176,14 @@ pub fn detail_lines(facts: &RunFacts, snap: &Snapshot, f: &Figures) -> Vec<Strin
         lines.push(format!(
             "TPOT     {} (server)   {} (client)",
             quantiles(snap.tpot_server),
-            quantiles(snap.tpot_client)
+            client_or_dash(facts, || quantiles(snap.tpot_client))
         ));
     }
     lines.push(format!("latency  {}", quantiles(snap.latency)));
     lines.push(format!(
         "TPS      server {}  client {}   issue lag {}",
         rate(f.tps_server),
-        rate(f.tps_client),
+        client_or_dash(facts, || rate(f.tps_client)),
         quantiles(f.lag)
     ));
     if facts.warmup > 0 || snap.accuracy_done > 0 {
@@ -192,6 +195,15 @@ pub fn detail_lines(facts: &RunFacts, snap: &Snapshot, f: &Figures) -> Vec<Strin
         ));
     }
     lines
+}
+
+/// A client-basis figure, or `-` for a run without a client tokenizer.
+fn client_or_dash(facts: &RunFacts, figure: impl FnOnce() -> String) -> String {
+    if facts.client_tokens {
+        figure()
+    } else {
+        "-".to_string()
+    }
 }
 
 /// The plain progress line (no terminal): the same main figures on one line.
@@ -223,7 +235,7 @@ pub fn plain_line(facts: &RunFacts, snap: &Snapshot, f: &Figures) -> String {
         quantiles(snap.latency),
         quantiles(f.lag),
         rate(f.tps_server),
-        rate(f.tps_client),
+        client_or_dash(facts, || rate(f.tps_client)),
         f.eta_ns.map_or_else(|| "-".to_string(), eta)
     ));
     line
@@ -322,10 +334,13 @@ mod tests {
             "in flight 7",
             "TTFT p50 1.20 ms  p99 3.40 ms",
             "ETA 2 s",
-            "TPS server 0 client 0",
+            "TPS server 0 client -",
         ] {
             assert!(line.contains(part), "{part:?} not in {line:?}");
         }
+        let counted = RunFacts { client_tokens: true, ..facts };
+        let f = Figures { tps_client: 41.0, ..f };
+        assert!(plain_line(&counted, &snap, &f).contains("client 41"), "with a tokenizer");
     }
 
     #[test]
