@@ -855,3 +855,50 @@ fn the_shopify_example_sends_multimodal_parts_and_scores_category_f1() {
 fn memchr_find(haystack: &[u8], needle: &[u8]) -> bool {
     haystack.windows(needle.len()).any(|w| w == needle)
 }
+
+/// Each `sample.issued` line's timestamp, by sample uuid.
+fn issue_times_ns(dir: &Path) -> std::collections::HashMap<String, u64> {
+    let events = std::fs::read_to_string(dir.join("events.jsonl")).unwrap();
+    events
+        .lines()
+        .filter(|l| l.contains("\"sample.issued\""))
+        .map(|l| {
+            let v: Value = serde_json::from_str(l).unwrap();
+            (v["sample_uuid"].as_str().unwrap().to_string(), v["timestamp_ns"].as_u64().unwrap())
+        })
+        .collect()
+}
+
+/// A Poisson accuracy phase continues the performance phase's generator, as the reference's
+/// phases share `rng_sched`: after 3 performance samples (4 draws of random.Random(42) at 5
+/// QPS: 3 gaps and the one drawn before the stop), the accuracy samples' gaps are draws 5..
+/// (225.8 ms, then 445.5 ms), not a fresh generator's (5.1 ms, 64.3 ms).
+#[test]
+fn a_poisson_accuracy_phase_continues_the_performance_phases_gaps() {
+    let server = table_stub();
+    let dir = report_dir("acc-poisson-gaps");
+    let mut args = base_args(&server.url(), &dir);
+    args[1] = "online".into();
+    let spec = acc(
+        "capitals.jsonl",
+        "capitals",
+        "string_match",
+        "identity_extractor",
+        ",accuracy_config.num_repeats=2",
+    );
+    args.extend(["--dataset", &fixture("perf.jsonl"), "--dataset", &spec].map(String::from));
+    let poisson = ["--load-pattern", "poisson", "--target-qps", "5", "--num-samples", "3"];
+    args.extend(poisson.map(String::from));
+    let out = run(&args);
+    assert_eq!(out.status.code(), Some(0));
+    let times = issue_times_ns(&dir);
+    let map = idx_map(&dir);
+    let order: Vec<u64> = map["capitals"].as_object().unwrap().keys().map(|k| times[k]).collect();
+    assert_eq!(order.len(), 4);
+    // Issue stamps carry the scheduler's wake-up jitter: far under the gaps' differences.
+    let tolerance_ns = 40_000_000i64;
+    for (i, want_ns) in [(0, 225_834_601i64), (1, 445_457_619)] {
+        let gap_ns = order[i + 1] as i64 - order[i] as i64;
+        assert!((gap_ns - want_ns).abs() < tolerance_ns, "gap {i}: {gap_ns} ns, want {want_ns}");
+    }
+}

@@ -24,9 +24,10 @@ use crate::fork::{fork_child, kill_and_reap};
 use crate::order::SampleOrder;
 use crate::phase::{accuracy_pattern, accuracy_runs, drain_deadline, first_sample_ids};
 pub use crate::phase::{AccuracyPhaseSpec, PhaseOutcome};
+use crate::pyrandom::PyRandom;
 use crate::schedule::{
-    issue_all, wait_for_wall, wall_anchor_ns, ClockAnchor, IssueEnd, IssueLags, Issuer,
-    LoadPattern, SCHEDULER_POLL,
+    gap_generator, issue_all, wait_for_wall, wall_anchor_ns, ClockAnchor, IssueEnd, IssueLags,
+    Issuer, LoadPattern, SCHEDULER_POLL,
 };
 use crate::settle::IssueLog;
 
@@ -323,6 +324,9 @@ fn issue_and_drain(
     *clock = tracking_clock(spec.start_at_unix_ns);
     let _ = st.control.send(Control::Tracking { tracking_start_ns: clock.tracking_start_ns });
     let mut issue_lags = IssueLags::default();
+    // One generator for the performance phase's Poisson gaps and the accuracy phases', which
+    // continue it, as the reference's phases share its `rng_sched`.
+    let mut gaps = gap_generator(&spec.pattern);
     let (cap, issue_end) = match warm_up_end {
         // The cap (or an interrupt) ended the warm-up: the run ends there, nothing tracked.
         Some(cut) => cut,
@@ -330,7 +334,8 @@ fn issue_and_drain(
             let cap = spec.max_duration.map(|d| Instant::now() + d);
             st.issuer.set_cap(cap);
             let (issuer, first, n) = (&mut st.issuer, spec.warmup.samples(), spec.num_samples);
-            (cap, issue_all(issuer, &spec.pattern, &mut order, first, n, cap, &mut issue_lags))
+            let lags = &mut issue_lags;
+            (cap, issue_all(issuer, &spec.pattern, &mut order, first, n, cap, lags, &mut gaps))
         }
     };
     if !spec.accuracy.is_empty() && accuracy_runs(issue_end, interrupted()) {
@@ -340,7 +345,7 @@ fn issue_and_drain(
         let perf_left = st.shared.in_flight() > 0;
         st.issuer.set_cap(None);
         let mut phases = Vec::new();
-        let issue_end = accuracy_phases(spec, st, &mut phases);
+        let issue_end = accuracy_phases(spec, st, &mut gaps, &mut phases);
         let end = finish_after_accuracy(st, issue_end);
         return (end, perf_left, issue_lags, phases);
     }
@@ -399,8 +404,14 @@ fn finish_after_accuracy(st: &mut Started, issue_end: IssueEnd) -> RunEnd {
 
 /// Issues each accuracy phase in order on the performance phase's pattern and waits for its
 /// samples (without limit unless its drain timeout is set). Returns how issuing ended: the
-/// first phase cut short (interrupt, lost workers) ends them all.
-fn accuracy_phases(spec: &RunSpec, st: &mut Started, out: &mut Vec<PhaseOutcome>) -> IssueEnd {
+/// first phase cut short (interrupt, lost workers) ends them all. A Poisson phase continues
+/// `gaps`, the performance phase's generator.
+fn accuracy_phases(
+    spec: &RunSpec,
+    st: &mut Started,
+    gaps: &mut PyRandom,
+    out: &mut Vec<PhaseOutcome>,
+) -> IssueEnd {
     let firsts = first_sample_ids(spec.warmup.samples(), spec.num_samples, &spec.accuracy);
     let pattern = accuracy_pattern(&spec.pattern);
     for (phase, first) in spec.accuracy.iter().zip(firsts) {
@@ -409,7 +420,8 @@ fn accuracy_phases(spec: &RunSpec, st: &mut Started, out: &mut Vec<PhaseOutcome>
         let mut order = SampleOrder::listed(phase.rows.clone());
         let mut unused = IssueLags::default();
         let n = phase.rows.len() as u64;
-        let end = issue_all(&mut st.issuer, &pattern, &mut order, first, n, None, &mut unused);
+        let issuer = &mut st.issuer;
+        let end = issue_all(issuer, &pattern, &mut order, first, n, None, &mut unused, gaps);
         let issued = st.issuer.issued - issued_before;
         if end == IssueEnd::AllIssued {
             wait_phase_drained(&st.shared, drain_deadline(Instant::now(), phase.drain_timeout));
@@ -443,7 +455,9 @@ fn warm_up(spec: &RunSpec, st: &mut Started) -> Option<(Option<Instant>, IssueEn
     let mut unused = IssueLags::default();
     let mut order = SampleOrder::listed(warmup.rows.clone());
     let (issuer, n) = (&mut st.issuer, warmup.samples());
-    let end = issue_all(issuer, &warmup.pattern, &mut order, 0, n, cap, &mut unused);
+    // The warm-up draws from its own generator (`warmup_random_seed`), as the reference's.
+    let mut gaps = gap_generator(&warmup.pattern);
+    let end = issue_all(issuer, &warmup.pattern, &mut order, 0, n, cap, &mut unused, &mut gaps);
     if warmup.drain && end == IssueEnd::AllIssued {
         let drain_until = Instant::now() + warmup.drain_timeout;
         wait_drained(&st.shared, cap.map_or(drain_until, |c| c.min(drain_until)));
