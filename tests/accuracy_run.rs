@@ -902,3 +902,72 @@ fn a_poisson_accuracy_phase_continues_the_performance_phases_gaps() {
         assert!((gap_ns - want_ns).abs() < tolerance_ns, "gap {i}: {gap_ns} ns, want {want_ns}");
     }
 }
+
+/// The answer-table stub, with one more prompt, "perf stalls", that is never answered, and a
+/// performance dataset of it and "perf one".
+fn stalling_stub(dir: &Path) -> (StubServer, String) {
+    std::fs::create_dir_all(dir).unwrap();
+    let answers_path = dir.with_extension("answers.json");
+    let mut answers: serde_json::Map<String, Value> =
+        serde_json::from_str(&std::fs::read_to_string(fixture("answers.json")).unwrap()).unwrap();
+    answers.insert("perf stalls".into(), Value::Null);
+    std::fs::write(&answers_path, Value::Object(answers).to_string()).unwrap();
+    let table = load_answers(&answers_path).expect("the answers load");
+    let server = stub(StubKind::Echo, |c| c.answers = Some(table));
+    let perf = write_fixture(dir, "stale-perf.jsonl", &[("perf one", ""), ("perf stalls", "")]);
+    (server, perf)
+}
+
+/// A performance sample left in flight at the performance drain timeout does not hold the
+/// accuracy phases: each waits for its own samples only, as the reference's per-phase
+/// in-flight count, so the run ends about one performance timeout after its start, not after
+/// every accuracy timeout as well (1 + 2 × 20 s). The stalled sample is abandoned at the end;
+/// the drain timeout makes the report incomplete (exit 4); the accuracy phases are scored.
+#[test]
+fn a_stalled_performance_sample_does_not_hold_the_accuracy_phases() {
+    let dir = report_dir("acc-stale");
+    let (server, perf) = stalling_stub(&dir);
+    let mut args = base_args(&server.url(), &dir);
+    let capitals = acc("capitals.jsonl", "capitals", "string_match", "identity_extractor", "");
+    let code = acc("code.jsonl", "code", "pass_at_1", "python_code_extractor", "");
+    for d in [&perf, &capitals, &code] {
+        args.extend(["--dataset".to_string(), d.clone()]);
+    }
+    let timeouts = ["--performance-drain-timeout", "1", "--accuracy-drain-timeout", "20"];
+    args.extend(timeouts.map(String::from));
+    args.extend(["--num-samples", "2"].map(String::from));
+    let started = std::time::Instant::now();
+    let out = run(&args);
+    let wall = started.elapsed();
+    assert!(wall < std::time::Duration::from_secs(15), "the run took {wall:?}");
+    assert_eq!(out.status.code(), Some(4), "the performance drain timed out");
+    let r = results(&dir);
+    assert_eq!(entry(&r, "capitals")["score"].as_f64(), Some(0.5));
+    assert_eq!(entry(&r, "code")["score"].as_f64(), Some(0.5));
+    let s = common::summary(&dir);
+    let counts = (&s["n_samples_issued"], &s["n_samples_completed"]);
+    assert_eq!(counts, (&Value::from(2), &Value::from(1)));
+}
+
+/// The cap ends the performance phase's drain as the reference's does: the accuracy phases
+/// start at the cap, not after the performance drain timeout (20 s), and what the cap left
+/// in flight is abandoned as the cap abandons it (a capped end: exit 0, the console says so).
+#[test]
+fn the_cap_ends_the_performance_drain_before_the_accuracy_phases() {
+    let dir = report_dir("acc-capped");
+    let (server, perf) = stalling_stub(&dir);
+    let mut args = base_args(&server.url(), &dir);
+    let capitals = acc("capitals.jsonl", "capitals", "string_match", "identity_extractor", "");
+    args.extend(["--dataset", &perf, "--dataset", &capitals].map(String::from));
+    args.extend(["--performance-drain-timeout", "20", "--num-samples", "2"].map(String::from));
+    args.extend(["--runtime.max-duration-ms", "1000"].map(String::from));
+    let started = std::time::Instant::now();
+    let out = run(&args);
+    let wall = started.elapsed();
+    assert!(wall < std::time::Duration::from_secs(12), "the run took {wall:?}");
+    assert_eq!(out.status.code(), Some(0), "a capped end that measured something");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("The run hit --runtime.max-duration-ms (1000 ms)"), "{stdout}");
+    assert!(stdout.contains("abandoned (1 samples)"), "{stdout}");
+    assert_eq!(entry(&results(&dir), "capitals")["score"].as_f64(), Some(0.5));
+}

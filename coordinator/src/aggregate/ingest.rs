@@ -93,6 +93,8 @@ impl State {
 
     fn on_record(&mut self, w: usize, rec: &RecordView<'_>) {
         let h = &rec.header;
+        // Before the totals a drain's waiter reads: a phase's count is never behind them.
+        self.input_shared.phases.note(h.sample_id);
         self.input_shared.received_from[w].fetch_add(1, Ordering::Release);
         self.input_shared.records_total.fetch_add(1, Ordering::Release);
         let failure = FailureKind::from_u8(h.failure).unwrap_or(FailureKind::Malformed);

@@ -56,6 +56,8 @@ pub struct Shared {
     /// Notified when records arrive and a waiter flagged itself (concurrency pattern).
     pub progress: (Mutex<()>, Condvar),
     pub progress_waiting: AtomicBool,
+    /// Records received per phase (`phase::PhaseCounts`), for each phase's own drain.
+    pub phases: crate::phase::PhaseCounts,
 }
 
 impl Shared {
@@ -70,7 +72,14 @@ impl Shared {
             stop: AtomicBool::new(false),
             progress: (Mutex::new(()), Condvar::new()),
             progress_waiting: AtomicBool::new(false),
+            phases: crate::phase::PhaseCounts::default(),
         }
+    }
+
+    /// This run's phases by sample id, counted as records arrive.
+    pub fn with_phases(mut self, phases: crate::phase::PhaseCounts) -> Shared {
+        self.phases = phases;
+        self
     }
 
     pub fn state(&self, worker: usize) -> WorkerState {
