@@ -971,3 +971,35 @@ fn the_cap_ends_the_performance_drain_before_the_accuracy_phases() {
     assert!(stdout.contains("abandoned (1 samples)"), "{stdout}");
     assert_eq!(entry(&results(&dir), "capitals")["score"].as_f64(), Some(0.5));
 }
+
+/// An accuracy-only run has no performance phase, so, as the reference's, it logs neither
+/// `session.start_performance_tracking` nor `session.stop_performance_tracking`, and issues
+/// its samples at max throughput whatever the pattern (the reference's accuracy phases take
+/// the performance phase's pattern, and there is none): at 1 QPS Poisson the 6 samples
+/// would span about 3 s (random.Random(42)'s gaps), at once they span well under one.
+#[test]
+fn an_accuracy_only_run_logs_no_tracking_and_issues_at_once() {
+    let server = table_stub();
+    let dir = report_dir("acc-only-events");
+    let mut args = base_args(&server.url(), &dir);
+    args[1] = "online".into();
+    let spec = acc(
+        "capitals.jsonl",
+        "capitals",
+        "string_match",
+        "identity_extractor",
+        ",accuracy_config.num_repeats=3",
+    );
+    args.extend(["--dataset", &spec, "--accuracy-only"].map(String::from));
+    args.extend(["--load-pattern", "poisson", "--target-qps", "1"].map(String::from));
+    let out = run(&args);
+    assert_eq!(out.status.code(), Some(0));
+    let events = std::fs::read_to_string(dir.join("events.jsonl")).unwrap();
+    assert!(!events.contains("_performance_tracking"), "{events}");
+    assert!(events.contains("\"session.started\"") && events.contains("\"session.ended\""));
+    let times: Vec<u64> = issue_times_ns(&dir).into_values().collect();
+    assert_eq!(times.len(), 6);
+    let span_ns = times.iter().max().unwrap() - times.iter().min().unwrap();
+    assert!(span_ns < 500_000_000, "issued over {span_ns} ns");
+    assert_eq!(entry(&results(&dir), "capitals")["score"].as_f64(), Some(0.5));
+}

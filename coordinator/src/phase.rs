@@ -56,10 +56,22 @@ pub fn first_sample_ids(warmup: u64, tracked: u64, phases: &[AccuracyPhaseSpec])
         .collect()
 }
 
+/// Whether a run has a performance phase: any run with tracked samples (`--num-samples 0` is
+/// refused), so none only in an accuracy-only run.
+pub fn has_performance_phase(tracked_samples: u64) -> bool {
+    tracked_samples > 0
+}
+
 /// The accuracy phases' pattern: the performance phase's (every pattern here can drive a
-/// dataset in order; the reference falls back to max throughput only for agentic runs).
-pub fn accuracy_pattern(perf: &LoadPattern) -> LoadPattern {
-    *perf
+/// dataset in order; the reference falls back to max throughput only for agentic runs), and
+/// max throughput with no performance phase (accuracy-only), as the reference's, whose
+/// pattern is its performance phase's runtime settings'.
+pub fn accuracy_pattern(perf: &LoadPattern, performance_phase: bool) -> LoadPattern {
+    if performance_phase {
+        *perf
+    } else {
+        LoadPattern::Offline
+    }
 }
 
 /// Whether the accuracy phases run after the performance phase ended as `perf_end`: not after
@@ -165,11 +177,21 @@ mod tests {
             Some(now + Duration::from_secs(3))
         );
         let poisson = LoadPattern::Poisson { target_qps: 5.0, seed: 7 };
-        assert_eq!(accuracy_pattern(&poisson), poisson);
+        assert_eq!(accuracy_pattern(&poisson, true), poisson);
         assert_eq!(
-            accuracy_pattern(&LoadPattern::Concurrency { n: 4 }),
+            accuracy_pattern(&LoadPattern::Concurrency { n: 4 }, true),
             LoadPattern::Concurrency { n: 4 }
         );
+    }
+
+    #[test]
+    fn an_accuracy_only_run_issues_its_phases_at_max_throughput() {
+        assert!(!has_performance_phase(0));
+        assert!(has_performance_phase(1));
+        let poisson = LoadPattern::Poisson { target_qps: 5.0, seed: 7 };
+        assert_eq!(accuracy_pattern(&poisson, false), LoadPattern::Offline);
+        let closed = LoadPattern::Concurrency { n: 1 };
+        assert_eq!(accuracy_pattern(&closed, false), LoadPattern::Offline);
     }
     #[test]
     fn records_count_toward_the_phase_whose_ids_they_carry() {

@@ -24,7 +24,7 @@ use crate::fork::{fork_child, kill_and_reap};
 use crate::order::SampleOrder;
 use crate::phase::{
     accuracy_pattern, accuracy_phase_index, accuracy_runs, drain_deadline, first_sample_ids,
-    phase_in_flight, PhaseCounts, PERFORMANCE_PHASE,
+    has_performance_phase, phase_in_flight, PhaseCounts, PERFORMANCE_PHASE,
 };
 pub use crate::phase::{AccuracyPhaseSpec, PhaseOutcome};
 use crate::pyrandom::PyRandom;
@@ -442,7 +442,7 @@ fn accuracy_phases(
     out: &mut Vec<PhaseOutcome>,
 ) -> IssueEnd {
     let firsts = first_sample_ids(spec.warmup.samples(), spec.num_samples, &spec.accuracy);
-    let pattern = accuracy_pattern(&spec.pattern);
+    let pattern = accuracy_pattern(&spec.pattern, has_performance_phase(spec.num_samples));
     for (i, (phase, first)) in spec.accuracy.iter().zip(firsts).enumerate() {
         let start_ns = monotonic_ns();
         let issued_before = st.issuer.issued;

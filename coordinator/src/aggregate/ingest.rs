@@ -246,7 +246,13 @@ impl State {
         if !self.tracking {
             self.tracking = true;
             self.counters.tracking_start_ns = tracking_start_ns;
-            self.events.session("session.start_performance_tracking", tracking_start_ns);
+            if crate::phase::has_performance_phase(self.tracked_end - self.warmup_samples) {
+                self.events.session("session.start_performance_tracking", tracking_start_ns);
+            } else {
+                // An accuracy-only run has no performance phase: the reference logs neither
+                // tracking event (only a performance phase publishes them).
+                self.tracking_stopped = true;
+            }
         }
     }
 
