@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use common::{assets, char_tokenizer, report_dir, run, stub};
-use loadgen_stubs::{load_answers, StubKind, StubServer};
+use loadgen_stubs::{load_answers, DelayFault, StubKind, StubServer};
 use serde_json::Value;
 
 fn fixture(name: &str) -> String {
@@ -947,6 +947,20 @@ fn a_stalled_performance_sample_does_not_hold_the_accuracy_phases() {
     let s = common::summary(&dir);
     let counts = (&s["n_samples_issued"], &s["n_samples_completed"]);
     assert_eq!(counts, (&Value::from(2), &Value::from(1)));
+    assert_eq!(abandon_reasons(&dir), ["in flight at the drain timeout"]);
+}
+
+/// The `why` of every `error.loadgen` line of the run's events.jsonl.
+fn abandon_reasons(dir: &Path) -> Vec<String> {
+    let events = std::fs::read_to_string(dir.join("events.jsonl")).unwrap();
+    events
+        .lines()
+        .filter(|l| l.contains("\"error.loadgen\""))
+        .map(|l| {
+            let v: Value = serde_json::from_str(l).unwrap();
+            v["data"][2].as_str().unwrap_or_default().to_string()
+        })
+        .collect()
 }
 
 /// The cap ends the performance phase's drain as the reference's does: the accuracy phases
@@ -969,6 +983,7 @@ fn the_cap_ends_the_performance_drain_before_the_accuracy_phases() {
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(stdout.contains("The run hit --runtime.max-duration-ms (1000 ms)"), "{stdout}");
     assert!(stdout.contains("abandoned (1 samples)"), "{stdout}");
+    assert_eq!(abandon_reasons(&dir), ["in flight at the max-duration cap"]);
     assert_eq!(entry(&results(&dir), "capitals")["score"].as_f64(), Some(0.5));
 }
 
@@ -1001,5 +1016,30 @@ fn an_accuracy_only_run_logs_no_tracking_and_issues_at_once() {
     assert_eq!(times.len(), 6);
     let span_ns = times.iter().max().unwrap() - times.iter().min().unwrap();
     assert!(span_ns < 500_000_000, "issued over {span_ns} ns");
+    assert_eq!(entry(&results(&dir), "capitals")["score"].as_f64(), Some(0.5));
+}
+
+/// A performance sample that outlives the performance drain timeout but answers while an
+/// accuracy phase runs is counted in the performance metrics, as the reference's metrics
+/// count a tracked sample's late completion: nothing is left unanswered, so the report is
+/// complete (exit 0). Every second request is answered after 2.5 s: one performance sample
+/// (past the 1 s drain) and one of the accuracy phase's (which waits for it).
+#[test]
+fn a_late_performance_sample_answered_in_an_accuracy_phase_is_counted() {
+    let answers = load_answers(Path::new(&fixture("answers.json"))).expect("answers.json loads");
+    let server = stub(StubKind::Echo, |c| {
+        c.answers = Some(answers);
+        c.faults.delay = Some(DelayFault { delay_ms: 2_500, every: 2 });
+    });
+    let dir = report_dir("acc-late");
+    let mut args = base_args(&server.url(), &dir);
+    let capitals = acc("capitals.jsonl", "capitals", "string_match", "identity_extractor", "");
+    args.extend(["--dataset", &fixture("perf.jsonl"), "--dataset", &capitals].map(String::from));
+    args.extend(["--performance-drain-timeout", "1", "--num-samples", "2"].map(String::from));
+    let out = run(&args);
+    assert_eq!(out.status.code(), Some(0), "every sample answered in the end");
+    let s = common::summary(&dir);
+    assert_eq!((&s["n_samples_completed"], &s["n_samples_abandoned"]), (&2.into(), &0.into()));
+    assert!(abandon_reasons(&dir).is_empty());
     assert_eq!(entry(&results(&dir), "capitals")["score"].as_f64(), Some(0.5));
 }

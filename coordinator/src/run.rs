@@ -386,7 +386,7 @@ fn tracking_clock(start_at_unix_ns: Option<u64>) -> ClockAnchor {
 /// own; its cap, as the reference's, ends its drain too (at once when it has passed): what is
 /// left in flight then is not waited for, finishes (and is counted) while the accuracy
 /// phases run, or is abandoned at the end. Returns the end, whether the performance drain
-/// timed out, and what each accuracy phase issued.
+/// timed out with samples still unanswered at the end, and what each accuracy phase issued.
 fn drain_then_accuracy(
     spec: &RunSpec,
     st: &mut Started,
@@ -403,10 +403,13 @@ fn drain_then_accuracy(
     let mut phases = Vec::new();
     let issue_end = accuracy_phases(spec, st, &mut gaps, &mut phases);
     let capped = perf_end == RunEnd::Capped;
-    let end = finish_after_accuracy(st, issue_end, capped && perf.in_flight(&st.shared) > 0);
+    // What the performance drain left may have answered since: only what is still left
+    // makes its timeout an incomplete report.
+    let perf_left = perf.in_flight(&st.shared) > 0;
+    let end = finish_after_accuracy(st, issue_end, capped && perf_left);
     // The cap's end is told (its abandoned samples counted) unless a later end overrides it.
     let end = if capped && end == RunEnd::Completed { RunEnd::Capped } else { end };
-    (end, perf_timed_out, phases)
+    (end, perf_timed_out && perf_left, phases)
 }
 
 /// Ends a run whose accuracy phases ran: each phase waited for its own samples, so what is
