@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use common::{assets, char_tokenizer, report_dir, run, stub};
-use loadgen_stubs::{load_answers, StubKind, StubServer};
+use loadgen_stubs::{load_answers, DelayFault, StubKind, StubServer};
 use serde_json::Value;
 
 fn fixture(name: &str) -> String {
@@ -854,4 +854,192 @@ fn the_shopify_example_sends_multimodal_parts_and_scores_category_f1() {
 
 fn memchr_find(haystack: &[u8], needle: &[u8]) -> bool {
     haystack.windows(needle.len()).any(|w| w == needle)
+}
+
+/// Each `sample.issued` line's timestamp, by sample uuid.
+fn issue_times_ns(dir: &Path) -> std::collections::HashMap<String, u64> {
+    let events = std::fs::read_to_string(dir.join("events.jsonl")).unwrap();
+    events
+        .lines()
+        .filter(|l| l.contains("\"sample.issued\""))
+        .map(|l| {
+            let v: Value = serde_json::from_str(l).unwrap();
+            (v["sample_uuid"].as_str().unwrap().to_string(), v["timestamp_ns"].as_u64().unwrap())
+        })
+        .collect()
+}
+
+/// A Poisson accuracy phase continues the performance phase's generator, as the reference's
+/// phases share `rng_sched`: after 3 performance samples (4 draws of random.Random(42) at 5
+/// QPS: 3 gaps and the one drawn before the stop), the accuracy samples' gaps are draws 5..
+/// (225.8 ms, then 445.5 ms), not a fresh generator's (5.1 ms, 64.3 ms).
+#[test]
+fn a_poisson_accuracy_phase_continues_the_performance_phases_gaps() {
+    let server = table_stub();
+    let dir = report_dir("acc-poisson-gaps");
+    let mut args = base_args(&server.url(), &dir);
+    args[1] = "online".into();
+    let spec = acc(
+        "capitals.jsonl",
+        "capitals",
+        "string_match",
+        "identity_extractor",
+        ",accuracy_config.num_repeats=2",
+    );
+    args.extend(["--dataset", &fixture("perf.jsonl"), "--dataset", &spec].map(String::from));
+    let poisson = ["--load-pattern", "poisson", "--target-qps", "5", "--num-samples", "3"];
+    args.extend(poisson.map(String::from));
+    let out = run(&args);
+    assert_eq!(out.status.code(), Some(0));
+    let times = issue_times_ns(&dir);
+    let map = idx_map(&dir);
+    let order: Vec<u64> = map["capitals"].as_object().unwrap().keys().map(|k| times[k]).collect();
+    assert_eq!(order.len(), 4);
+    // Issue stamps carry the scheduler's wake-up jitter: far under the gaps' differences.
+    let tolerance_ns = 40_000_000i64;
+    for (i, want_ns) in [(0, 225_834_601i64), (1, 445_457_619)] {
+        let gap_ns = order[i + 1] as i64 - order[i] as i64;
+        assert!((gap_ns - want_ns).abs() < tolerance_ns, "gap {i}: {gap_ns} ns, want {want_ns}");
+    }
+}
+
+/// The answer-table stub, with one more prompt, "perf stalls", that is never answered, and a
+/// performance dataset of it and "perf one".
+fn stalling_stub(dir: &Path) -> (StubServer, String) {
+    std::fs::create_dir_all(dir).unwrap();
+    let answers_path = dir.with_extension("answers.json");
+    let mut answers: serde_json::Map<String, Value> =
+        serde_json::from_str(&std::fs::read_to_string(fixture("answers.json")).unwrap()).unwrap();
+    answers.insert("perf stalls".into(), Value::Null);
+    std::fs::write(&answers_path, Value::Object(answers).to_string()).unwrap();
+    let table = load_answers(&answers_path).expect("the answers load");
+    let server = stub(StubKind::Echo, |c| c.answers = Some(table));
+    let perf = write_fixture(dir, "stale-perf.jsonl", &[("perf one", ""), ("perf stalls", "")]);
+    (server, perf)
+}
+
+/// A performance sample left in flight at the performance drain timeout does not hold the
+/// accuracy phases: each waits for its own samples only, as the reference's per-phase
+/// in-flight count, so the run ends about one performance timeout after its start, not after
+/// every accuracy timeout as well (1 + 2 × 20 s). The stalled sample is abandoned at the end;
+/// the drain timeout makes the report incomplete (exit 4); the accuracy phases are scored.
+#[test]
+fn a_stalled_performance_sample_does_not_hold_the_accuracy_phases() {
+    let dir = report_dir("acc-stale");
+    let (server, perf) = stalling_stub(&dir);
+    let mut args = base_args(&server.url(), &dir);
+    let capitals = acc("capitals.jsonl", "capitals", "string_match", "identity_extractor", "");
+    let code = acc("code.jsonl", "code", "pass_at_1", "python_code_extractor", "");
+    for d in [&perf, &capitals, &code] {
+        args.extend(["--dataset".to_string(), d.clone()]);
+    }
+    let timeouts = ["--performance-drain-timeout", "1", "--accuracy-drain-timeout", "20"];
+    args.extend(timeouts.map(String::from));
+    args.extend(["--num-samples", "2"].map(String::from));
+    let started = std::time::Instant::now();
+    let out = run(&args);
+    let wall = started.elapsed();
+    assert!(wall < std::time::Duration::from_secs(15), "the run took {wall:?}");
+    assert_eq!(out.status.code(), Some(4), "the performance drain timed out");
+    let r = results(&dir);
+    assert_eq!(entry(&r, "capitals")["score"].as_f64(), Some(0.5));
+    assert_eq!(entry(&r, "code")["score"].as_f64(), Some(0.5));
+    let s = common::summary(&dir);
+    let counts = (&s["n_samples_issued"], &s["n_samples_completed"]);
+    assert_eq!(counts, (&Value::from(2), &Value::from(1)));
+    assert_eq!(abandon_reasons(&dir), ["in flight at the drain timeout"]);
+}
+
+/// The `why` of every `error.loadgen` line of the run's events.jsonl.
+fn abandon_reasons(dir: &Path) -> Vec<String> {
+    let events = std::fs::read_to_string(dir.join("events.jsonl")).unwrap();
+    events
+        .lines()
+        .filter(|l| l.contains("\"error.loadgen\""))
+        .map(|l| {
+            let v: Value = serde_json::from_str(l).unwrap();
+            v["data"][2].as_str().unwrap_or_default().to_string()
+        })
+        .collect()
+}
+
+/// The cap ends the performance phase's drain as the reference's does: the accuracy phases
+/// start at the cap, not after the performance drain timeout (20 s), and what the cap left
+/// in flight is abandoned as the cap abandons it (a capped end: exit 0, the console says so).
+#[test]
+fn the_cap_ends_the_performance_drain_before_the_accuracy_phases() {
+    let dir = report_dir("acc-capped");
+    let (server, perf) = stalling_stub(&dir);
+    let mut args = base_args(&server.url(), &dir);
+    let capitals = acc("capitals.jsonl", "capitals", "string_match", "identity_extractor", "");
+    args.extend(["--dataset", &perf, "--dataset", &capitals].map(String::from));
+    args.extend(["--performance-drain-timeout", "20", "--num-samples", "2"].map(String::from));
+    args.extend(["--runtime.max-duration-ms", "1000"].map(String::from));
+    let started = std::time::Instant::now();
+    let out = run(&args);
+    let wall = started.elapsed();
+    assert!(wall < std::time::Duration::from_secs(12), "the run took {wall:?}");
+    assert_eq!(out.status.code(), Some(0), "a capped end that measured something");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("The run hit --runtime.max-duration-ms (1000 ms)"), "{stdout}");
+    assert!(stdout.contains("abandoned (1 samples)"), "{stdout}");
+    assert_eq!(abandon_reasons(&dir), ["in flight at the max-duration cap"]);
+    assert_eq!(entry(&results(&dir), "capitals")["score"].as_f64(), Some(0.5));
+}
+
+/// An accuracy-only run has no performance phase, so, as the reference's, it logs neither
+/// `session.start_performance_tracking` nor `session.stop_performance_tracking`, and issues
+/// its samples at max throughput whatever the pattern (the reference's accuracy phases take
+/// the performance phase's pattern, and there is none): at 1 QPS Poisson the 6 samples
+/// would span about 3 s (random.Random(42)'s gaps), at once they span well under one.
+#[test]
+fn an_accuracy_only_run_logs_no_tracking_and_issues_at_once() {
+    let server = table_stub();
+    let dir = report_dir("acc-only-events");
+    let mut args = base_args(&server.url(), &dir);
+    args[1] = "online".into();
+    let spec = acc(
+        "capitals.jsonl",
+        "capitals",
+        "string_match",
+        "identity_extractor",
+        ",accuracy_config.num_repeats=3",
+    );
+    args.extend(["--dataset", &spec, "--accuracy-only"].map(String::from));
+    args.extend(["--load-pattern", "poisson", "--target-qps", "1"].map(String::from));
+    let out = run(&args);
+    assert_eq!(out.status.code(), Some(0));
+    let events = std::fs::read_to_string(dir.join("events.jsonl")).unwrap();
+    assert!(!events.contains("_performance_tracking"), "{events}");
+    assert!(events.contains("\"session.started\"") && events.contains("\"session.ended\""));
+    let times: Vec<u64> = issue_times_ns(&dir).into_values().collect();
+    assert_eq!(times.len(), 6);
+    let span_ns = times.iter().max().unwrap() - times.iter().min().unwrap();
+    assert!(span_ns < 500_000_000, "issued over {span_ns} ns");
+    assert_eq!(entry(&results(&dir), "capitals")["score"].as_f64(), Some(0.5));
+}
+
+/// A performance sample that outlives the performance drain timeout but answers while an
+/// accuracy phase runs is counted in the performance metrics, as the reference's metrics
+/// count a tracked sample's late completion: nothing is left unanswered, so the report is
+/// complete (exit 0). Every second request is answered after 2.5 s: one performance sample
+/// (past the 1 s drain) and one of the accuracy phase's (which waits for it).
+#[test]
+fn a_late_performance_sample_answered_in_an_accuracy_phase_is_counted() {
+    let answers = load_answers(Path::new(&fixture("answers.json"))).expect("answers.json loads");
+    let server = stub(StubKind::Echo, |c| {
+        c.answers = Some(answers);
+        c.faults.delay = Some(DelayFault { delay_ms: 2_500, every: 2 });
+    });
+    let dir = report_dir("acc-late");
+    let mut args = base_args(&server.url(), &dir);
+    let capitals = acc("capitals.jsonl", "capitals", "string_match", "identity_extractor", "");
+    args.extend(["--dataset", &fixture("perf.jsonl"), "--dataset", &capitals].map(String::from));
+    args.extend(["--performance-drain-timeout", "1", "--num-samples", "2"].map(String::from));
+    let out = run(&args);
+    assert_eq!(out.status.code(), Some(0), "every sample answered in the end");
+    let s = common::summary(&dir);
+    assert_eq!((&s["n_samples_completed"], &s["n_samples_abandoned"]), (&2.into(), &0.into()));
+    assert!(abandon_reasons(&dir).is_empty());
+    assert_eq!(entry(&results(&dir), "capitals")["score"].as_f64(), Some(0.5));
 }

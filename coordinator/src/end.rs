@@ -36,6 +36,17 @@ impl RunEnd {
     }
 }
 
+/// Why what is still in flight when a run's accuracy phases end is abandoned: the interrupt,
+/// the performance phase's cap where its samples are among them (the phase was not drained),
+/// else an accuracy drain timeout (or an earlier phase's, whose samples were left behind).
+pub fn accuracy_abandon_cause(end: RunEnd, perf_capped_left: bool) -> AbandonCause {
+    match end {
+        RunEnd::Interrupted => AbandonCause::Interrupt,
+        _ if perf_capped_left => AbandonCause::Cap,
+        _ => AbandonCause::DrainTimeout,
+    }
+}
+
 /// The end of a run from why issuing stopped and what happened meanwhile.
 pub fn run_end(issue: IssueEnd, interrupted: bool, capped: bool) -> RunEnd {
     match issue {
@@ -105,6 +116,14 @@ pub fn finish_deadline(abort_at: Instant) -> Instant {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn samples_left_after_the_accuracy_phases_are_abandoned_for_what_left_them() {
+        use AbandonCause::*;
+        assert_eq!(accuracy_abandon_cause(RunEnd::Completed, false), DrainTimeout);
+        assert_eq!(accuracy_abandon_cause(RunEnd::Completed, true), Cap);
+        assert_eq!(accuracy_abandon_cause(RunEnd::Interrupted, true), Interrupt);
+    }
 
     #[test]
     fn the_end_of_a_run_follows_issue_end_interrupt_and_cap() {

@@ -2,6 +2,7 @@
 //! what each issues, on which pattern, with which ids and drain; the decisions are pure
 //! functions, `run::issue_and_drain` calls them.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use crate::schedule::{IssueEnd, LoadPattern};
@@ -55,10 +56,22 @@ pub fn first_sample_ids(warmup: u64, tracked: u64, phases: &[AccuracyPhaseSpec])
         .collect()
 }
 
+/// Whether a run has a performance phase: any run with tracked samples (`--num-samples 0` is
+/// refused), so none only in an accuracy-only run.
+pub fn has_performance_phase(tracked_samples: u64) -> bool {
+    tracked_samples > 0
+}
+
 /// The accuracy phases' pattern: the performance phase's (every pattern here can drive a
-/// dataset in order; the reference falls back to max throughput only for agentic runs).
-pub fn accuracy_pattern(perf: &LoadPattern) -> LoadPattern {
-    *perf
+/// dataset in order; the reference falls back to max throughput only for agentic runs), and
+/// max throughput with no performance phase (accuracy-only), as the reference's, whose
+/// pattern is its performance phase's runtime settings'.
+pub fn accuracy_pattern(perf: &LoadPattern, performance_phase: bool) -> LoadPattern {
+    if performance_phase {
+        *perf
+    } else {
+        LoadPattern::Offline
+    }
 }
 
 /// Whether the accuracy phases run after the performance phase ended as `perf_end`: not after
@@ -71,6 +84,62 @@ pub fn accuracy_runs(perf_end: IssueEnd, interrupted: bool) -> bool {
 /// The deadline of a phase's drain that started at `now`; `None` waits without limit.
 pub fn drain_deadline(now: Instant, timeout: Option<Duration>) -> Option<Instant> {
     timeout.map(|t| now + t)
+}
+
+/// Records received per phase, told apart by sample id (each phase's ids are a range known
+/// before the run: warm-up, performance, then each accuracy phase), so a phase's drain waits
+/// for its own samples only, as the reference's per-phase in-flight count: a sample left at
+/// one phase's drain timeout does not hold the next phases.
+#[derive(Debug, Default)]
+pub struct PhaseCounts {
+    /// The first sample id of each phase, ascending.
+    starts: Vec<u64>,
+    received: Vec<AtomicU64>,
+}
+
+impl PhaseCounts {
+    pub fn new(starts: Vec<u64>) -> PhaseCounts {
+        debug_assert!(starts.windows(2).all(|w| w[0] <= w[1]), "phase starts ascend");
+        let received = starts.iter().map(|_| AtomicU64::new(0)).collect();
+        PhaseCounts { starts, received }
+    }
+
+    /// The phases of a run: warm-up `0..warmup`, performance `warmup..warmup + tracked`, then
+    /// each accuracy phase from its first id.
+    pub fn of_run(warmup: u64, tracked: u64, accuracy_firsts: &[u64]) -> PhaseCounts {
+        let mut starts = vec![0, warmup];
+        starts.extend_from_slice(accuracy_firsts);
+        debug_assert!(accuracy_firsts.first().is_none_or(|&f| f >= warmup + tracked));
+        PhaseCounts::new(starts)
+    }
+
+    /// The phase that sample `sample_id` belongs to (the last one starting at or below it).
+    pub fn phase_of(&self, sample_id: u64) -> Option<usize> {
+        self.starts.partition_point(|&s| s <= sample_id).checked_sub(1)
+    }
+
+    /// Counts a record of `sample_id` (the aggregator, per record: no allocation).
+    pub fn note(&self, sample_id: u64) {
+        if let Some(p) = self.phase_of(sample_id) {
+            self.received[p].fetch_add(1, Ordering::AcqRel);
+        }
+    }
+
+    /// Records received so far from phase `phase`'s samples.
+    pub fn received(&self, phase: usize) -> u64 {
+        self.received.get(phase).map_or(0, |r| r.load(Ordering::Acquire))
+    }
+}
+
+/// The phase index of the performance phase in `PhaseCounts::of_run`, and of accuracy phase `i`.
+pub const PERFORMANCE_PHASE: usize = 1;
+pub fn accuracy_phase_index(i: usize) -> usize {
+    PERFORMANCE_PHASE + 1 + i
+}
+
+/// A phase's samples still unanswered: those it issued less the records of its own ids.
+pub fn phase_in_flight(issued: u64, received: u64) -> u64 {
+    issued.saturating_sub(received)
 }
 
 #[cfg(test)]
@@ -108,10 +177,49 @@ mod tests {
             Some(now + Duration::from_secs(3))
         );
         let poisson = LoadPattern::Poisson { target_qps: 5.0, seed: 7 };
-        assert_eq!(accuracy_pattern(&poisson), poisson);
+        assert_eq!(accuracy_pattern(&poisson, true), poisson);
         assert_eq!(
-            accuracy_pattern(&LoadPattern::Concurrency { n: 4 }),
+            accuracy_pattern(&LoadPattern::Concurrency { n: 4 }, true),
             LoadPattern::Concurrency { n: 4 }
         );
+    }
+
+    #[test]
+    fn an_accuracy_only_run_issues_its_phases_at_max_throughput() {
+        assert!(!has_performance_phase(0));
+        assert!(has_performance_phase(1));
+        let poisson = LoadPattern::Poisson { target_qps: 5.0, seed: 7 };
+        assert_eq!(accuracy_pattern(&poisson, false), LoadPattern::Offline);
+        let closed = LoadPattern::Concurrency { n: 1 };
+        assert_eq!(accuracy_pattern(&closed, false), LoadPattern::Offline);
+    }
+    #[test]
+    fn records_count_toward_the_phase_whose_ids_they_carry() {
+        // warm-up 0..2, performance 2..5, accuracy a 5..8, accuracy b 8..
+        let counts = PhaseCounts::of_run(2, 3, &[5, 8]);
+        for id in [0, 1, 2, 4, 4, 5, 7, 8, 9, 9] {
+            counts.note(id);
+        }
+        let got: Vec<u64> = (0..4).map(|p| counts.received(p)).collect();
+        assert_eq!(got, [2, 3, 2, 3]);
+        assert_eq!(counts.phase_of(4), Some(PERFORMANCE_PHASE));
+        assert_eq!(counts.phase_of(5), Some(accuracy_phase_index(0)));
+        assert_eq!(counts.phase_of(100), Some(accuracy_phase_index(1)));
+        assert_eq!(counts.received(9), 0, "no such phase");
+    }
+
+    #[test]
+    fn a_stale_sample_of_an_earlier_phase_keeps_no_later_phase_in_flight() {
+        let counts = PhaseCounts::of_run(0, 2, &[2, 4]);
+        // Performance sample 1 stalls; accuracy phase a's samples 2 and 3 answer.
+        for id in [0, 2, 3] {
+            counts.note(id);
+        }
+        assert_eq!(phase_in_flight(2, counts.received(PERFORMANCE_PHASE)), 1);
+        assert_eq!(phase_in_flight(2, counts.received(accuracy_phase_index(0))), 0);
+        // Its late answer counts toward its own phase, never toward the phase running then.
+        counts.note(1);
+        assert_eq!(phase_in_flight(2, counts.received(PERFORMANCE_PHASE)), 0);
+        assert_eq!(counts.received(accuracy_phase_index(1)), 0);
     }
 }

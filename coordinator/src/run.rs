@@ -18,15 +18,19 @@ use crate::aggregate::{
 };
 use crate::aggregate::{AggregatorInput, AggregatorOutput, Control, Shared, Status, WorkerState};
 use crate::cpu::CpuPlan;
-use crate::end::{after_drain, drain_plan, finish_deadline, run_end};
+use crate::end::{accuracy_abandon_cause, after_drain, drain_plan, finish_deadline, run_end};
 pub use crate::end::{RunEnd, ABORT_GRACE};
 use crate::fork::{fork_child, kill_and_reap};
 use crate::order::SampleOrder;
-use crate::phase::{accuracy_pattern, accuracy_runs, drain_deadline, first_sample_ids};
+use crate::phase::{
+    accuracy_pattern, accuracy_phase_index, accuracy_runs, drain_deadline, first_sample_ids,
+    has_performance_phase, phase_in_flight, PhaseCounts, PERFORMANCE_PHASE,
+};
 pub use crate::phase::{AccuracyPhaseSpec, PhaseOutcome};
+use crate::pyrandom::PyRandom;
 use crate::schedule::{
-    issue_all, wait_for_wall, wall_anchor_ns, ClockAnchor, IssueEnd, IssueLags, Issuer,
-    LoadPattern, SCHEDULER_POLL,
+    gap_generator, issue_all, wait_for_wall, wall_anchor_ns, ClockAnchor, IssueEnd, IssueLags,
+    Issuer, LoadPattern, SCHEDULER_POLL,
 };
 use crate::settle::IssueLog;
 
@@ -224,7 +228,9 @@ fn start(spec: &mut RunSpec) -> Result<Started, RunError> {
     }
     let (producers, consumers): (Vec<_>, Vec<_>) =
         rings.iter().map(|r| r.coordinator_ends()).unzip();
-    let shared = Arc::new(Shared::new(rings.len()));
+    let firsts = first_sample_ids(spec.warmup.samples(), spec.num_samples, &spec.accuracy);
+    let phases = PhaseCounts::of_run(spec.warmup.samples(), spec.num_samples, &firsts);
+    let shared = Arc::new(Shared::new(rings.len()).with_phases(phases));
     let (control, control_rx) = unbounded();
     let (status_tx, status) = bounded(4);
     let kill_all = |pids: &[nix::unistd::Pid]| pids.iter().for_each(|p| kill_and_reap(*p));
@@ -324,6 +330,10 @@ fn issue_and_drain(
     *clock = tracking_clock(spec.start_at_unix_ns);
     let _ = st.control.send(Control::Tracking { tracking_start_ns: clock.tracking_start_ns });
     let mut issue_lags = IssueLags::default();
+    // One generator for the performance phase's Poisson gaps and the accuracy phases', which
+    // continue it, as the reference's phases share its `rng_sched`.
+    let mut gaps = gap_generator(&spec.pattern);
+    let perf_issued_from = st.issuer.issued;
     let (cap, issue_end) = match warm_up_end {
         // The cap (or an interrupt) ended the warm-up: the run ends there, nothing tracked.
         Some(cut) => cut,
@@ -331,18 +341,14 @@ fn issue_and_drain(
             let cap = spec.max_duration.map(|d| Instant::now() + d);
             st.issuer.set_cap(cap);
             let (issuer, first, n) = (&mut st.issuer, spec.warmup.samples(), spec.num_samples);
-            (cap, issue_all(issuer, &spec.pattern, &mut order, first, n, cap, &mut issue_lags))
+            let lags = &mut issue_lags;
+            (cap, issue_all(issuer, &spec.pattern, &mut order, first, n, cap, lags, &mut gaps))
         }
     };
     if !spec.accuracy.is_empty() && accuracy_runs(issue_end, interrupted()) {
-        // The performance phase's samples finish first (within its drain timeout), so each
-        // accuracy phase's duration is its own; the cap bounded the performance phase only.
-        wait_drained(&st.shared, Instant::now() + spec.drain_timeout);
-        let perf_left = st.shared.in_flight() > 0;
-        st.issuer.set_cap(None);
-        let mut phases = Vec::new();
-        let issue_end = accuracy_phases(spec, st, &mut phases);
-        let end = finish_after_accuracy(st, issue_end);
+        let perf =
+            PhaseLoad { index: PERFORMANCE_PHASE, issued: st.issuer.issued - perf_issued_from };
+        let (end, perf_left, phases) = drain_then_accuracy(spec, st, (cap, issue_end), perf, gaps);
         return (end, perf_left, issue_lags, phases);
     }
     let now = Instant::now();
@@ -376,17 +382,48 @@ fn tracking_clock(start_at_unix_ns: Option<u64>) -> ClockAnchor {
     }
 }
 
+/// The performance phase's drain, then the accuracy phases. The performance phase's own
+/// samples finish first (within its drain timeout), so each accuracy phase's duration is its
+/// own; its cap, as the reference's, ends its drain too (at once when it has passed): what is
+/// left in flight then is not waited for, finishes (and is counted) while the accuracy
+/// phases run, or is abandoned at the end. Returns the end, whether the performance drain
+/// timed out with samples still unanswered at the end, and what each accuracy phase issued.
+fn drain_then_accuracy(
+    spec: &RunSpec,
+    st: &mut Started,
+    (cap, issue_end): (Option<Instant>, IssueEnd),
+    perf: PhaseLoad,
+    mut gaps: PyRandom,
+) -> (RunEnd, bool, Vec<PhaseOutcome>) {
+    let now = Instant::now();
+    let perf_end = run_end(issue_end, interrupted(), cap.is_some_and(|c| now >= c));
+    let plan = drain_plan(perf_end, now, cap, spec.drain_timeout);
+    let drained = !plan.abort_now && wait_phase_drained(&st.shared, perf, Some(plan.deadline));
+    let (perf_end, perf_timed_out) = after_drain(perf_end, drained, interrupted(), plan.cut_by_cap);
+    st.issuer.set_cap(None);
+    let mut phases = Vec::new();
+    let issue_end = accuracy_phases(spec, st, &mut gaps, &mut phases);
+    let capped = perf_end == RunEnd::Capped;
+    // What the performance drain left may have answered since: only what is still left
+    // makes its timeout an incomplete report.
+    let perf_left = perf.in_flight(&st.shared) > 0;
+    let end = finish_after_accuracy(st, issue_end, capped && perf_left);
+    // The cap's end is told (its abandoned samples counted) unless a later end overrides it.
+    let end = if capped && end == RunEnd::Completed { RunEnd::Capped } else { end };
+    (end, perf_timed_out && perf_left, phases)
+}
+
 /// Ends a run whose accuracy phases ran: each phase waited for its own samples, so what is
 /// still in flight (past an accuracy drain timeout, or at an interrupt) is abandoned at once
 /// and counts as missing; otherwise the workers are stopped.
-fn finish_after_accuracy(st: &mut Started, issue_end: IssueEnd) -> RunEnd {
+fn finish_after_accuracy(st: &mut Started, issue_end: IssueEnd, perf_capped_left: bool) -> RunEnd {
     let end = run_end(issue_end, interrupted(), false);
     let log = Box::new(st.issuer.take_log());
     let stop_by = Instant::now() + ABORT_GRACE;
     let _ = st.control.send(Control::Finish { log, deadline: finish_deadline(stop_by) });
     let left = st.shared.in_flight() > 0 || end == RunEnd::Interrupted;
     if left || !drain(&mut st.issuer, &st.shared, stop_by) {
-        let cause = end.abandon_cause(true);
+        let cause = accuracy_abandon_cause(end, perf_capped_left);
         let _ =
             st.control.send(Control::Abort { cause, deadline: finish_deadline(Instant::now()) });
         st.issuer.abort_all();
@@ -400,20 +437,33 @@ fn finish_after_accuracy(st: &mut Started, issue_end: IssueEnd) -> RunEnd {
 
 /// Issues each accuracy phase in order on the performance phase's pattern and waits for its
 /// samples (without limit unless its drain timeout is set). Returns how issuing ended: the
-/// first phase cut short (interrupt, lost workers) ends them all.
-fn accuracy_phases(spec: &RunSpec, st: &mut Started, out: &mut Vec<PhaseOutcome>) -> IssueEnd {
+/// first phase cut short (interrupt, lost workers) ends them all. A Poisson phase continues
+/// `gaps`, the performance phase's generator.
+fn accuracy_phases(
+    spec: &RunSpec,
+    st: &mut Started,
+    gaps: &mut PyRandom,
+    out: &mut Vec<PhaseOutcome>,
+) -> IssueEnd {
     let firsts = first_sample_ids(spec.warmup.samples(), spec.num_samples, &spec.accuracy);
-    let pattern = accuracy_pattern(&spec.pattern);
-    for (phase, first) in spec.accuracy.iter().zip(firsts) {
+    let pattern = accuracy_pattern(&spec.pattern, has_performance_phase(spec.num_samples));
+    for (i, (phase, first)) in spec.accuracy.iter().zip(firsts).enumerate() {
         let start_ns = monotonic_ns();
         let issued_before = st.issuer.issued;
         let mut order = SampleOrder::listed(phase.rows.clone());
         let mut unused = IssueLags::default();
         let n = phase.rows.len() as u64;
-        let end = issue_all(&mut st.issuer, &pattern, &mut order, first, n, None, &mut unused);
+        let issuer = &mut st.issuer;
+        let end = issue_all(issuer, &pattern, &mut order, first, n, None, &mut unused, gaps);
         let issued = st.issuer.issued - issued_before;
         if end == IssueEnd::AllIssued {
-            wait_phase_drained(&st.shared, drain_deadline(Instant::now(), phase.drain_timeout));
+            // Its own samples only: one left in flight by an earlier phase does not hold it.
+            let load = PhaseLoad { index: accuracy_phase_index(i), issued };
+            wait_phase_drained(
+                &st.shared,
+                load,
+                drain_deadline(Instant::now(), phase.drain_timeout),
+            );
         }
         let name = phase.name.clone();
         out.push(PhaseOutcome {
@@ -444,7 +494,9 @@ fn warm_up(spec: &RunSpec, st: &mut Started) -> Option<(Option<Instant>, IssueEn
     let mut unused = IssueLags::default();
     let mut order = SampleOrder::listed(warmup.rows.clone());
     let (issuer, n) = (&mut st.issuer, warmup.samples());
-    let end = issue_all(issuer, &warmup.pattern, &mut order, 0, n, cap, &mut unused);
+    // The warm-up draws from its own generator (`warmup_random_seed`), as the reference's.
+    let mut gaps = gap_generator(&warmup.pattern);
+    let end = issue_all(issuer, &warmup.pattern, &mut order, 0, n, cap, &mut unused, &mut gaps);
     if warmup.drain && end == IssueEnd::AllIssued {
         let drain_until = Instant::now() + warmup.drain_timeout;
         wait_drained(&st.shared, cap.map_or(drain_until, |c| c.min(drain_until)));
@@ -455,17 +507,33 @@ fn warm_up(spec: &RunSpec, st: &mut Started) -> Option<(Option<Instant>, IssueEn
     cut.then_some((cap, end))
 }
 
-/// Waits for an accuracy phase's samples: until `deadline` if any, an interrupt, or a worker's
-/// death (its samples will never answer, and the run's end settles them).
-fn wait_phase_drained(shared: &Shared, deadline: Option<Instant>) {
+/// A phase's samples: its index in `Shared::phases` and how many it issued.
+#[derive(Debug, Clone, Copy)]
+struct PhaseLoad {
+    index: usize,
+    issued: u64,
+}
+
+impl PhaseLoad {
+    fn in_flight(&self, shared: &Shared) -> u64 {
+        phase_in_flight(self.issued, shared.phases.received(self.index))
+    }
+}
+
+/// Waits for a phase's own samples: until `deadline` if any, an interrupt, or a worker's
+/// death (its samples will never answer, and the run's end settles them). True when none of
+/// them is left in flight.
+fn wait_phase_drained(shared: &Shared, phase: PhaseLoad, deadline: Option<Instant>) -> bool {
     const SLICE: Duration = Duration::from_millis(250);
     loop {
         let slice_end = Instant::now() + SLICE;
-        wait_drained(shared, deadline.map_or(slice_end, |d| d.min(slice_end)));
+        let until = deadline.map_or(slice_end, |d| d.min(slice_end));
+        wait_while(shared, until, || phase.in_flight(shared) > 0);
         let dead = (0..shared.issued_to.len()).any(|w| shared.state(w) == WorkerState::Dead);
         let past = deadline.is_some_and(|d| Instant::now() >= d);
-        if shared.in_flight() == 0 || interrupted() || dead || past {
-            return;
+        let drained = phase.in_flight(shared) == 0;
+        if drained || interrupted() || dead || past {
+            return drained;
         }
     }
 }
@@ -480,10 +548,15 @@ fn drain(issuer: &mut Issuer, shared: &Shared, deadline: Instant) -> bool {
 
 /// Waits until nothing is in flight, a stop is requested, or `deadline`.
 fn wait_drained(shared: &Shared, deadline: Instant) {
+    wait_while(shared, deadline, || shared.in_flight() > 0);
+}
+
+/// Waits while `pending` holds (re-read as records arrive), until `deadline` or a stop.
+fn wait_while(shared: &Shared, deadline: Instant, pending: impl Fn() -> bool) {
     let (lock, cond) = &shared.progress;
     let mut guard = lock.lock().unwrap_or_else(|e| e.into_inner());
     shared.progress_waiting.store(true, Ordering::Release);
-    while shared.in_flight() > 0 && Instant::now() < deadline && !interrupted() {
+    while pending() && Instant::now() < deadline && !interrupted() {
         guard = cond.wait_timeout(guard, SCHEDULER_POLL).unwrap_or_else(|e| e.into_inner()).0;
     }
     shared.progress_waiting.store(false, Ordering::Release);

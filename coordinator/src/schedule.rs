@@ -257,9 +257,51 @@ pub struct IssueLags {
     pub last_issued_ns: u64,
 }
 
+/// A phase's Poisson schedule: offsets from the phase's start, summed whole-nanosecond gaps
+/// drawn from the generator the phase was handed (the reference's `rng_sched`, shared by its
+/// performance and accuracy phases), the first sample one gap after the start.
+pub struct PoissonClock<'a> {
+    rng: &'a mut PyRandom,
+    target_qps: f64,
+    at_ns: u64,
+    draws: u64,
+}
+
+impl<'a> PoissonClock<'a> {
+    pub fn new(rng: &'a mut PyRandom, target_qps: f64) -> PoissonClock<'a> {
+        PoissonClock { rng, target_qps, at_ns: 0, draws: 0 }
+    }
+
+    /// The next sample's offset from the phase's start, in ns.
+    pub fn next_offset_ns(&mut self) -> u64 {
+        self.at_ns += poisson_gap_ns(self.rng, self.target_qps);
+        self.draws += 1;
+        self.at_ns
+    }
+
+    /// Ends a phase that issued `issued` samples: the reference draws each next gap as soon
+    /// as a sample is issued, and only then does its stop check refuse the next sample, so a
+    /// phase takes one draw more than it issued. Returns that last offset when it was drawn
+    /// here (the reference waits it out before the phase's drain), `None` when the phase
+    /// stopped with it already drawn.
+    pub fn close(&mut self, issued: u64) -> Option<u64> {
+        (self.draws <= issued).then(|| self.next_offset_ns())
+    }
+}
+
+/// The generator of a pattern's Poisson gaps: `random.Random(seed)` (unused by the others).
+pub fn gap_generator(pattern: &LoadPattern) -> PyRandom {
+    match pattern {
+        LoadPattern::Poisson { seed, .. } => PyRandom::new(*seed),
+        _ => PyRandom::new(0),
+    }
+}
+
 /// Issues `total` samples by `pattern`; stops early when `shared.stop` is set or at `cap`.
-/// Poisson runs record each sample's issue lag into `lags`. The issue notices still gathered
-/// are sent at the end.
+/// A Poisson pattern draws its gaps from `gaps` (see `PoissonClock`), which a later phase
+/// continues, and records each sample's issue lag into `lags`. The issue notices still
+/// gathered are sent at the end.
+#[allow(clippy::too_many_arguments)]
 pub fn issue_all(
     issuer: &mut Issuer,
     pattern: &LoadPattern,
@@ -268,61 +310,76 @@ pub fn issue_all(
     total: u64,
     cap: Option<Instant>,
     lags: &mut IssueLags,
+    gaps: &mut PyRandom,
 ) -> IssueEnd {
-    let shared = issuer.shared.clone();
     let start = Instant::now();
     let start_ns = monotonic_ns();
-    let mut scheduled_ns = 0u64;
     let mut poisson = match pattern {
-        LoadPattern::Poisson { target_qps, seed } => {
+        LoadPattern::Poisson { target_qps, .. } => {
             // Sleeps end within 1 µs of their deadline instead of the default 50 µs slack.
             let _ = nix::sys::prctl::set_timerslack(1_000);
-            Some((PyRandom::new(*seed), *target_qps, 0u64))
+            Some(PoissonClock::new(gaps, *target_qps))
         }
         _ => None,
     };
-    let end = 'issuing: {
-        for i in 0..total {
-            if shared.stop.load(Ordering::Acquire) || cap.is_some_and(|c| Instant::now() >= c) {
-                break 'issuing IssueEnd::Stopped;
-            }
-            match pattern {
-                // The closed loop is held by the issuer's per-worker caps (see `Issuer::closed_loop`).
-                LoadPattern::Offline | LoadPattern::Concurrency { .. } => {}
-                LoadPattern::Poisson { .. } => {
-                    let (rng, qps, at_ns) = poisson.as_mut().expect("poisson state");
-                    // The reference's schedule: whole-nanosecond exponential gaps, summed; the
-                    // first sample waits one gap too.
-                    *at_ns += poisson_gap_ns(rng, *qps);
-                    let offset = Duration::from_nanos(*at_ns);
-                    scheduled_ns = start_ns + offset.as_nanos() as u64;
-                    if start + offset > Instant::now() + NOTICE_FLUSH_GAP {
-                        issuer.flush_notices();
-                    }
-                    if !wait_until(start + offset, &shared, cap) {
-                        break 'issuing IssueEnd::Stopped;
-                    }
-                }
-            }
-            let row = order.next_row();
-            match issuer.issue(first_sample_id + i, row) {
-                Ok(issued_ns) => {
-                    if poisson.is_some() {
-                        if lags.lags_ns.is_empty() {
-                            lags.first_scheduled_ns = scheduled_ns;
-                        }
-                        lags.lags_ns.push(issued_ns.saturating_sub(scheduled_ns));
-                        shared.issue_lag.record(issued_ns.saturating_sub(scheduled_ns));
-                        lags.last_issued_ns = issued_ns;
-                    }
-                }
-                Err(end) => break 'issuing end,
+    let issued_before = issuer.issued;
+    let at = (start, start_ns, cap);
+    let end = issue_each(issuer, &mut poisson, order, first_sample_id, total, at, lags);
+    if let Some(clock) = &mut poisson {
+        if let Some(last_ns) = clock.close(issuer.issued - issued_before) {
+            issuer.flush_notices();
+            if end == IssueEnd::AllIssued {
+                wait_until(start + Duration::from_nanos(last_ns), &issuer.shared, cap);
             }
         }
-        IssueEnd::AllIssued
-    };
+    }
     issuer.flush_notices();
     end
+}
+
+/// `issue_all`'s loop: each sample at its Poisson offset (open loop) or at once.
+fn issue_each(
+    issuer: &mut Issuer,
+    poisson: &mut Option<PoissonClock<'_>>,
+    order: &mut SampleOrder,
+    first_sample_id: u64,
+    total: u64,
+    (start, start_ns, cap): (Instant, u64, Option<Instant>),
+    lags: &mut IssueLags,
+) -> IssueEnd {
+    let shared = issuer.shared.clone();
+    let mut scheduled_ns = 0u64;
+    for i in 0..total {
+        if shared.stop.load(Ordering::Acquire) || cap.is_some_and(|c| Instant::now() >= c) {
+            return IssueEnd::Stopped;
+        }
+        // The closed loop is held by the issuer's per-worker caps (see `Issuer::closed_loop`).
+        if let Some(clock) = poisson.as_mut() {
+            let offset = Duration::from_nanos(clock.next_offset_ns());
+            scheduled_ns = start_ns + offset.as_nanos() as u64;
+            if start + offset > Instant::now() + NOTICE_FLUSH_GAP {
+                issuer.flush_notices();
+            }
+            if !wait_until(start + offset, &shared, cap) {
+                return IssueEnd::Stopped;
+            }
+        }
+        let row = order.next_row();
+        match issuer.issue(first_sample_id + i, row) {
+            Ok(issued_ns) => {
+                if poisson.is_some() {
+                    if lags.lags_ns.is_empty() {
+                        lags.first_scheduled_ns = scheduled_ns;
+                    }
+                    lags.lags_ns.push(issued_ns.saturating_sub(scheduled_ns));
+                    issuer.shared.issue_lag.record(issued_ns.saturating_sub(scheduled_ns));
+                    lags.last_issued_ns = issued_ns;
+                }
+            }
+            Err(end) => return end,
+        }
+    }
+    IssueEnd::AllIssued
 }
 
 /// A Poisson gap this long sends the issue notices gathered before it: the aggregator writes
@@ -420,6 +477,49 @@ pub fn wait_for_wall(at_unix_ns: u64, shared: &Shared) -> bool {
 mod tests {
     use super::*;
     use loadgen_worker::wire::{RingSizes, WorkerRings};
+
+    // Python: r = random.Random(42); [max(1, int(r.expovariate(5 / 1e9))) for _ in range(10)]
+    const GAPS_SEED_42_AT_5_QPS: [u64; 10] = [
+        204012057, 5065767, 64324812, 50517237, 266718534, 225834601, 445457619, 18190480,
+        109609231, 6050035,
+    ];
+
+    /// Offsets of a phase that issues `issued` samples from `rng`, and its closing draw.
+    fn phase_gaps(rng: &mut PyRandom, issued: u64) -> Vec<u64> {
+        let mut clock = PoissonClock::new(rng, 5.0);
+        let offsets: Vec<u64> = (0..issued).map(|_| clock.next_offset_ns()).collect();
+        assert!(clock.close(issued).is_some(), "a phase that issued all draws one more");
+        offsets.windows(2).fold(vec![offsets[0]], |mut g, w| {
+            g.push(w[1] - w[0]);
+            g
+        })
+    }
+
+    #[test]
+    fn an_accuracy_phase_continues_the_performance_phases_poisson_draws() {
+        let mut rng = gap_generator(&LoadPattern::Poisson { target_qps: 5.0, seed: 42 });
+        let g = GAPS_SEED_42_AT_5_QPS;
+        // Performance: 3 samples, gaps 0..3, and the reference's fourth draw before its stop.
+        assert_eq!(phase_gaps(&mut rng, 3), g[..3]);
+        // The accuracy phase's gaps are draws 4.. of the same generator, not a fresh one's.
+        assert_eq!(phase_gaps(&mut rng, 2), g[4..6]);
+        assert_eq!(phase_gaps(&mut rng, 2), g[7..9], "and the next phase after it");
+    }
+
+    #[test]
+    fn a_phase_stopped_after_its_next_gap_was_drawn_draws_no_more() {
+        let mut rng = PyRandom::new(42);
+        let mut clock = PoissonClock::new(&mut rng, 5.0);
+        assert_eq!(clock.next_offset_ns(), GAPS_SEED_42_AT_5_QPS[0]);
+        // Stopped while waiting for the first sample's time: nothing issued, one drawn.
+        assert_eq!(clock.close(0), None);
+        let mut clock = PoissonClock::new(&mut rng, 5.0);
+        assert_eq!(clock.next_offset_ns(), GAPS_SEED_42_AT_5_QPS[1]);
+        // Stopped at the top of the loop after one issue: the reference drew the next one.
+        assert_eq!(clock.close(1), Some(GAPS_SEED_42_AT_5_QPS[1] + GAPS_SEED_42_AT_5_QPS[2]));
+        let mut clock = PoissonClock::new(&mut rng, 5.0);
+        assert_eq!(clock.next_offset_ns(), GAPS_SEED_42_AT_5_QPS[3]);
+    }
 
     #[test]
     fn the_wall_anchor_maps_monotonic_time_onto_the_wall_clock() {

@@ -236,6 +236,25 @@ fn live_record(c: &mut Criterion) {
     std::hint::black_box(stats.snapshot());
 }
 
+/// The per-record phase count the aggregator adds for per-phase drains
+/// (`PhaseCounts::note`: a search over the phase starts and one atomic add), beside the ingest
+/// it joins: warm-up, performance and two accuracy phases, the ids spread over all four.
+fn phase_note(c: &mut Criterion) {
+    use loadgen_coordinator::phase::PhaseCounts;
+    const BATCH: u64 = 4_096;
+    let phases = PhaseCounts::of_run(BATCH / 4, BATCH / 4, &[BATCH / 2, 3 * BATCH / 4]);
+    let mut group = c.benchmark_group("aggregator_ingest");
+    group.throughput(Throughput::Elements(BATCH));
+    group.bench_function("phase_note", |b| {
+        b.iter(|| {
+            for id in 0..BATCH {
+                phases.note(std::hint::black_box(id));
+            }
+        })
+    });
+    group.finish();
+}
+
 /// Client token counting with the char tokenizer of the test assets.
 fn tokenizer(c: &mut Criterion) {
     let path =
@@ -309,6 +328,6 @@ fn event_log(c: &mut Criterion) {
 criterion_group! {
     name = benches;
     config = config();
-    targets = sse_decode, usage_extract, body_decode, http_head_parse, record_ring, aggregator_ingest, live_record, event_log, tokenizer
+    targets = sse_decode, usage_extract, body_decode, http_head_parse, record_ring, aggregator_ingest, phase_note, live_record, event_log, tokenizer
 }
 criterion_main!(benches);

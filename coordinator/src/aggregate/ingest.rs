@@ -95,6 +95,8 @@ impl State {
 
     fn on_record(&mut self, w: usize, rec: &RecordView<'_>) {
         let h = &rec.header;
+        // Before the totals a drain's waiter reads: a phase's count is never behind them.
+        self.input_shared.phases.note(h.sample_id);
         self.input_shared.received_from[w].fetch_add(1, Ordering::Release);
         self.input_shared.records_total.fetch_add(1, Ordering::Release);
         let failure = FailureKind::from_u8(h.failure).unwrap_or(FailureKind::Malformed);
@@ -253,7 +255,13 @@ impl State {
             self.tracking = true;
             self.live.start_tracking(tracking_start_ns);
             self.counters.tracking_start_ns = tracking_start_ns;
-            self.events.session("session.start_performance_tracking", tracking_start_ns);
+            if crate::phase::has_performance_phase(self.tracked_end - self.warmup_samples) {
+                self.events.session("session.start_performance_tracking", tracking_start_ns);
+            } else {
+                // An accuracy-only run has no performance phase: the reference logs neither
+                // tracking event (only a performance phase publishes them).
+                self.tracking_stopped = true;
+            }
         }
     }
 

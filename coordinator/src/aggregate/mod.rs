@@ -59,6 +59,8 @@ pub struct Shared {
     pub progress_waiting: AtomicBool,
     /// Open-loop issue lags so far, for the live view (written by the scheduler).
     pub issue_lag: LiveLag,
+    /// Records received per phase (`phase::PhaseCounts`), for each phase's own drain.
+    pub phases: crate::phase::PhaseCounts,
 }
 
 impl Shared {
@@ -74,7 +76,14 @@ impl Shared {
             progress: (Mutex::new(()), Condvar::new()),
             progress_waiting: AtomicBool::new(false),
             issue_lag: LiveLag::new(),
+            phases: crate::phase::PhaseCounts::default(),
         }
+    }
+
+    /// This run's phases by sample id, counted as records arrive.
+    pub fn with_phases(mut self, phases: crate::phase::PhaseCounts) -> Shared {
+        self.phases = phases;
+        self
     }
 
     pub fn state(&self, worker: usize) -> WorkerState {
