@@ -2,6 +2,7 @@
 //! complete, and a compact `Snapshot` published to the view's `Board` at most every
 //! `PUBLISH_EVERY_NS`, without ever waiting on the view.
 
+use crate::metrics::tokens::{tpot_client_ns, tpot_server_ns};
 use std::sync::{Arc, Mutex};
 
 use hdrhistogram::Histogram;
@@ -168,10 +169,12 @@ impl LiveStats {
         }
         if let Some(tokens) = c.completion_tokens {
             self.snap.tokens_server += u64::from(tokens);
-            // LoadGen's TPOT, as the report's server basis: the tokens after the first.
-            if c.first_chunk_ns != 0 && tokens > 1 {
+            // The report's server TPOT rule (LoadGen's: the tokens after the first).
+            if c.first_chunk_ns != 0 {
                 let span_ns = c.complete_ns.saturating_sub(c.first_chunk_ns);
-                self.tpot_ns_server.saturating_record(span_ns / u64::from(tokens - 1));
+                if let Some(tpot_ns) = tpot_server_ns(span_ns, tokens) {
+                    self.tpot_ns_server.saturating_record(tpot_ns as u64);
+                }
             }
         }
     }
@@ -183,8 +186,8 @@ impl LiveStats {
             return;
         }
         self.snap.tokens_client += u64::from(osl);
-        if let Some((span_ns, tokens)) = tpot.filter(|&(_, t)| t > 0) {
-            self.tpot_ns_client.saturating_record(span_ns / u64::from(tokens));
+        if let Some(tpot_ns) = tpot.and_then(|(span_ns, tokens)| tpot_client_ns(span_ns, tokens)) {
+            self.tpot_ns_client.saturating_record(tpot_ns as u64);
         }
     }
 

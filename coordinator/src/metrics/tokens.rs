@@ -19,6 +19,21 @@ pub struct TokenSeries {
     pub tokens_per_chunk: Vec<f64>,
 }
 
+/// A streamed sample's client TPOT, ns a token: the span from its first chunk to its end
+/// over the tokens after the first chunk's (the tokenizer's count of them); none without any.
+pub fn tpot_client_ns(span_ns: u64, tokens_after_first: u32) -> Option<f64> {
+    (tokens_after_first > 0).then(|| span_ns as f64 / f64::from(tokens_after_first))
+}
+
+/// A streamed sample's server TPOT, ns a token, as LoadGen counts it: the span over the
+/// usage's completion tokens less the first; none for one token or fewer, and none below
+/// 1 ns (no server series records a value below 1).
+pub fn tpot_server_ns(span_ns: u64, completion_tokens: u32) -> Option<f64> {
+    (completion_tokens > 1)
+        .then(|| span_ns as f64 / f64::from(completion_tokens - 1))
+        .filter(|&tpot| tpot >= 1.0)
+}
+
 /// `osl / n_chunks` of a sample with both.
 fn tokens_per_chunk(osl: u32, n_chunks: u32) -> Option<f64> {
     (osl != NONE && osl > 0 && n_chunks != NONE && n_chunks > 0)
@@ -108,9 +123,9 @@ pub fn client_tokens(table: &SampleTable, streaming: bool, has_tokenizer: bool) 
         }
         let tokens = table.tpot_tokens_client[i];
         let first = table.first_chunk_ns[i];
-        if streaming && first != u64::MAX && tokens != NONE && tokens > 0 {
+        if streaming && first != u64::MAX && tokens != NONE {
             let span = table.complete_ns[i].saturating_sub(first);
-            out.tpot_ns.push(span as f64 / f64::from(tokens));
+            out.tpot_ns.extend(tpot_client_ns(span, tokens));
         }
     }
     out
@@ -163,12 +178,9 @@ pub fn server_tokens(table: &SampleTable, streaming: bool) -> (TokenSeries, Usag
             paired.server_total += u64::from(completion);
         }
         let first = table.first_chunk_ns[i];
-        if streaming && first != u64::MAX && completion > 1 {
+        if streaming && first != u64::MAX {
             let span = table.complete_ns[i].saturating_sub(first);
-            let tpot = span as f64 / f64::from(completion - 1);
-            if tpot >= 1.0 {
-                out.tpot_ns.push(tpot);
-            }
+            out.tpot_ns.extend(tpot_server_ns(span, completion));
         }
     }
     (out, tally, paired)
