@@ -611,6 +611,18 @@ fn write_predefined_caches(dir: &Path) -> PathBuf {
     path
 }
 
+/// The echo stub answering from the table in `answers`, keeping every request body it
+/// receives.
+fn answering_stub(answers: &Path) -> (StubServer, loadgen_stubs::BodyLog) {
+    let answers = load_answers(answers).unwrap();
+    let bodies = loadgen_stubs::BodyLog::default();
+    let server = stub(StubKind::Echo, |c| {
+        c.answers = Some(answers);
+        c.body_log = Some(bodies.clone());
+    });
+    (server, bodies)
+}
+
 /// Runs `benchmark from-config` on a shape file in `cwd` (its `dataset_cache/` is the
 /// predefined datasets' cache), with no user cache reachable.
 fn run_in(cwd: &Path, config: &Path) -> std::process::Output {
@@ -634,12 +646,7 @@ fn run_in(cwd: &Path, config: &Path) -> std::process::Output {
 #[test]
 fn the_reference_examples_score_their_predefined_datasets_from_the_local_cache() {
     let cwd = scratch("examples");
-    let answers = load_answers(&write_predefined_caches(&cwd.0)).unwrap();
-    let bodies = loadgen_stubs::BodyLog::default();
-    let server = stub(StubKind::Echo, |c| {
-        c.answers = Some(answers);
-        c.body_log = Some(bodies.clone());
-    });
+    let (server, bodies) = answering_stub(&write_predefined_caches(&cwd.0));
     let dir = report_dir("acc-predefined-gptoss");
     let config = shape_config("online_gptoss_predefined_shape", &server.url(), &dir);
     assert_eq!(run_in(&cwd.0, &config).status.code(), Some(0), "the gpt-oss example runs");
@@ -684,12 +691,7 @@ fn the_reference_examples_score_their_predefined_datasets_from_the_local_cache()
 #[test]
 fn each_phase_sends_its_own_datasets_generation_config_override() {
     let cwd = scratch("per-dataset-osl");
-    let answers = load_answers(&write_predefined_caches(&cwd.0)).unwrap();
-    let bodies = loadgen_stubs::BodyLog::default();
-    let server = stub(StubKind::Echo, |c| {
-        c.answers = Some(answers);
-        c.body_log = Some(bodies.clone());
-    });
+    let (server, bodies) = answering_stub(&write_predefined_caches(&cwd.0));
     let dir = report_dir("acc-per-dataset-osl-lcb");
     let config = shape_config("online_gptoss_per_dataset_osl_shape", &server.url(), &dir);
     let out = run_in(&cwd.0, &config);
@@ -812,11 +814,7 @@ fn write_shopify_cache(dir: &Path) -> (Vec<String>, PathBuf) {
 fn the_shopify_example_sends_multimodal_parts_and_scores_category_f1() {
     let cwd = scratch("shopify");
     let (images, answers) = write_shopify_cache(&cwd.0);
-    let bodies = loadgen_stubs::BodyLog::default();
-    let server = stub(StubKind::Echo, |c| {
-        c.answers = Some(load_answers(&answers).unwrap());
-        c.body_log = Some(bodies.clone());
-    });
+    let (server, bodies) = answering_stub(&answers);
     let dir = report_dir("acc-shopify-predefined");
     let config = shape_config("offline_shopify_predefined_shape", &server.url(), &dir);
     assert_eq!(run_in(&cwd.0, &config).status.code(), Some(0), "the example runs");
