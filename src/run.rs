@@ -8,27 +8,26 @@ use loadgen_coordinator::aggregate::events::sample_uuid;
 use loadgen_coordinator::aggregate::AggregatorOutput;
 use loadgen_coordinator::cpu::{cores_available, CpuPlan};
 use loadgen_coordinator::fork::{fork_child, kill_and_reap};
-use loadgen_coordinator::metrics::{final_snapshot, MetricsOptions, RunState, SampleTable};
+use loadgen_coordinator::metrics::{
+    final_snapshot, MetricsOptions, RunState, SampleTable, Snapshot,
+};
 use loadgen_coordinator::schedule::IssueLags;
 use loadgen_coordinator::{LoadPattern, RunEnd, RunError};
 use loadgen_worker::request::Endpoint;
 
 use crate::error::AppError;
-use crate::plan::Plan;
+use crate::plan::{Plan, FD_HEADROOM};
 use crate::redact::redact;
 use loadgen_coordinator::run::PhaseOutcome;
 
 use crate::report::{
-    console_summary, is_complete, report_txt, result_summary, with_accuracy_block, write_atomic,
-    write_atomic_with, write_report_files, ClientTokenCounting, EndpointInfo, FailureKindCount,
-    IssueLag, LoadPatternInfo, RunInfo, WarmupInfo,
+    client_wait_warning, console_summary, is_complete, report_txt, result_summary,
+    with_accuracy_block, write_atomic, write_atomic_with, write_report_files, ClientTokenCounting,
+    ClientWaitInfo, EndpointInfo, FailureKindCount, IssueLag, LoadPatternInfo, RunInfo, WarmupInfo,
 };
 
 /// Where a null-endpoint run's request bytes are addressed (they are built, never sent).
 const NULL_REQUEST_BASE: &str = "http://127.0.0.1:9";
-
-/// File descriptors a worker needs beside its connections (rings, wake-ups, stdio, io_uring).
-pub const FD_HEADROOM: u64 = 256;
 
 /// What RLIMIT_NOFILE needs for a process that holds `needed` descriptors.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -288,6 +287,7 @@ fn finish_run(
     // (ties in arrival order), the order of events.jsonl's `sample.complete` lines, so
     // `report DIR` sums the float series (TPOT) in the same order and rebuilds them exactly.
     let rows = std::mem::take(&mut agg.rows);
+    let waits = client_waits_in_issue_order(&rows, &agg.sample_rows, &output.issue_lags);
     let mut order: Vec<u32> = (0..rows.len() as u32).collect();
     order.sort_by_key(|&i| rows[i as usize].complete_ns);
     let mut table = SampleTable::with_capacity(rows.len());
@@ -317,9 +317,18 @@ fn finish_run(
     };
     let snapshot = final_snapshot(&table, &agg.counters, &opts, state);
     let mut info = run_info(plan, embedded, interrupted, incomplete_reason, agg.counters.abandoned);
-    info.issue_lag = issue_lag(plan, &output.issue_lags);
-    if let Some(warning) = info.issue_lag.as_ref().and_then(|l| l.warning()) {
-        eprintln!("warning: {warning}");
+    info.issue_lag = issue_lag(plan, &output.issue_lags, &waits);
+    drop(waits);
+    info.client_wait = Some(client_wait_info(plan, &snapshot, &table));
+    // A material client wait is also issue lag (which ends at the write); its own warning
+    // names the cause, so the schedule's is not given twice.
+    match client_wait_warning(&snapshot, &info) {
+        Some(warning) => eprintln!("warning: {warning}"),
+        None => {
+            if let Some(warning) = info.issue_lag.as_ref().and_then(|l| l.warning()) {
+                eprintln!("warning: {warning}");
+            }
+        }
     }
     add_failures(&mut info, &agg);
     let stats = loadgen_coordinator::metrics::endpoint_stats(&table, endpoint_urls.len());
@@ -600,6 +609,7 @@ fn run_info(
         incomplete_reason,
         abandoned,
         issue_lag: None,
+        client_wait: None,
         failures: Vec::new(),
         requests_resent: 0,
         events_has_errors: false,
@@ -614,13 +624,48 @@ fn run_info(
     }
 }
 
-/// The issue-lag summary of a Poisson run: lower-method percentiles over the exact lags.
-fn issue_lag(plan: &Plan, lags: &IssueLags) -> Option<IssueLag> {
+/// The pool behind the run's client wait; its peak in flight is counted only when the wait is
+/// material (it sorts every write and completion).
+fn client_wait_info(plan: &Plan, snapshot: &Snapshot, table: &SampleTable) -> ClientWaitInfo {
+    let material = crate::report::wait_is_material(snapshot);
+    ClientWaitInfo {
+        max_connections: plan.connections.max_connections as u64,
+        pool_given: plan.connections.max_connections_given,
+        peak_in_flight: material.then(|| crate::report::peak_in_flight(table)),
+    }
+}
+
+/// Each Poisson sample's client wait (issued → written), in the order of `lags` (`None`: never
+/// written, or not a Poisson run).
+fn client_waits_in_issue_order(
+    rows: &[loadgen_coordinator::metrics::SampleRow],
+    sample_rows: &[(u64, u32)],
+    lags: &IssueLags,
+) -> Vec<Option<u64>> {
+    let mut waits = vec![None; lags.lags_ns.len()];
+    for (row, &(sample_id, _)) in rows.iter().zip(sample_rows) {
+        let at = sample_id.checked_sub(lags.first_sample_id).map(|i| i as usize);
+        if let Some(slot) = at.and_then(|i| waits.get_mut(i)) {
+            *slot = row.client_wait_ns;
+        }
+    }
+    waits
+}
+
+/// The issue-lag summary of a Poisson run: lower-method percentiles over the exact lags, each
+/// from the schedule to the request's write (the scheduler's lateness plus the sample's client
+/// wait, `waits`, in the lags' order).
+fn issue_lag(plan: &Plan, lags: &IssueLags, waits: &[Option<u64>]) -> Option<IssueLag> {
     let LoadPattern::Poisson { target_qps, .. } = plan.load_pattern else { return None };
     if lags.lags_ns.is_empty() {
         return None;
     }
-    let mut sorted = lags.lags_ns.clone();
+    let mut sorted: Vec<u64> = lags
+        .lags_ns
+        .iter()
+        .zip(waits.iter().chain(std::iter::repeat(&None)))
+        .map(|(&lag, wait)| lag.saturating_add(wait.unwrap_or(0)))
+        .collect();
     sorted.sort_unstable();
     let at = |p: f64| sorted[((sorted.len() - 1) as f64 * p / 100.0).floor() as usize];
     let window_s = lags.last_issued_ns.saturating_sub(lags.first_scheduled_ns) as f64 / 1e9;

@@ -182,3 +182,112 @@ fn a_source_address_not_of_this_host_is_refused_before_any_connection() {
     );
     assert_eq!(served.connections, 0, "refused before any worker connected");
 }
+
+/// The variable stub answering 2 s streams (200 characters, one every 10 ms, the first after
+/// 100 ms): at 80 QPS an open loop holds about 160 of them at once.
+fn two_second_streams() -> loadgen_stubs::StubServer {
+    common::stub(loadgen_stubs::StubKind::Variable, |c| {
+        c.stream_default = true;
+        c.stream_interval = 1;
+        c.variable.output_len_mean = 200.0;
+        c.variable.output_len_spread = 0.0;
+        c.variable.inter_token_latency_ms = 10.0;
+        c.variable.first_chunk_latency_s = 0.1;
+        c.variable.first_chunk_spread = 0.0;
+    })
+}
+
+/// A Poisson run of 160 samples at 80 QPS against `url`, with `extra` flags.
+fn open_loop_run(name: &str, url: &str, extra: &[&str]) -> (Option<i32>, String, Value, String) {
+    let dataset = support::dataset();
+    let mut args = vec![
+        "benchmark",
+        "online",
+        "--load-pattern",
+        "poisson",
+        "--target-qps",
+        "80",
+        "--num-samples",
+        "160",
+        "--streaming",
+        "on",
+        "--endpoints",
+        url,
+        "--model",
+        "m",
+        "--dataset",
+        &dataset,
+    ];
+    args.extend_from_slice(extra);
+    let (code, stderr, summary) = run_binary(name, &args, Duration::from_secs(120));
+    let report =
+        std::fs::read_to_string(report_dir_of(name).join("report.txt")).unwrap_or_default();
+    (code, stderr, summary, report)
+}
+
+fn report_dir_of(name: &str) -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("fault-{name}"))
+}
+
+fn p(block: &Value, key: &str) -> f64 {
+    block["percentiles"][key].as_f64().unwrap_or_else(|| panic!("{key} in {block}"))
+}
+
+#[test]
+fn an_open_loop_pool_grows_with_the_load_instead_of_queueing_samples() {
+    let stub = two_second_streams();
+    let url = stub.url();
+    let (code, stderr, summary, _) = open_loop_run("pool-grows", &url, &[]);
+    assert_eq!(code, Some(0), "{stderr}");
+    assert_eq!(summary["n_samples_failed"], 0, "{summary}");
+    // The default pool is a ceiling the load grows into: samples did not queue for a
+    // connection, so TTFT is the server's first chunk, not a queue (before, a pool of 80 held
+    // 160 streams and the wait and TTFT p50 were seconds).
+    let wait_p50_ms = p(&summary["client_wait"], "50.0") / 1e6;
+    assert!(wait_p50_ms < 50.0, "client wait p50 {wait_p50_ms} ms: {}", summary["client_wait"]);
+    let ttft_p50_ms = p(&summary["ttft"], "50.0") / 1e6;
+    assert!((100.0..300.0).contains(&ttft_p50_ms), "TTFT p50 {ttft_p50_ms} ms");
+    assert_eq!(summary["connection_pool"]["max_connections_given"], false, "{summary}");
+    assert!(summary["client_wait_warning"].is_null(), "{}", summary["client_wait_warning"]);
+    assert!(!stderr.contains("waited inside the client"), "{stderr}");
+}
+
+#[test]
+fn a_pool_given_too_small_warns_with_the_wait_its_cause_and_the_flag() {
+    let stub = two_second_streams();
+    let url = stub.url();
+    let (code, stderr, summary, report) =
+        open_loop_run("pool-too-small", &url, &["--max-connections", "40"]);
+    assert_eq!(code, Some(0), "{stderr}");
+    // 160 streams of 2 s on 40 connections: samples queue for seconds, and the run says so,
+    // with the wait, the full pool as its cause and the flag.
+    let wait = &summary["client_wait"];
+    assert!(p(wait, "99.0") > 1e9, "client wait p99 {}", wait);
+    assert_eq!(summary["connection_pool"]["max_connections"], 40, "{summary}");
+    assert_eq!(summary["connection_pool"]["peak_in_flight"], 40, "{summary}");
+    let warning = summary["client_wait_warning"].as_str().unwrap_or_default();
+    for part in ["client wait p50", "p99", "pool's 40 connections was busy", "--max-connections"] {
+        assert!(warning.contains(part), "{part:?} in {warning:?}");
+        assert!(stderr.contains(part), "{part:?} on stderr: {stderr}");
+    }
+    assert!(report.contains("Client wait (written - issued): p50"), "{report}");
+    assert!(report.contains(&format!("WARNING: {warning}")), "{report}");
+    // TTFT starts at the issue, as the reference's: it holds the wait, and TTFT from the
+    // write leaves it out.
+    let from_write_p50_ms = p(&summary["ttft_from_write"], "50.0") / 1e6;
+    assert!((100.0..300.0).contains(&from_write_p50_ms), "TTFT from the write {from_write_p50_ms}");
+    assert!(p(&summary["ttft"], "50.0") > 0.5e9, "{}", summary["ttft"]);
+    // Each sample's wait is on its sample.complete line, and their sum is the block's.
+    let events = std::fs::read_to_string(report_dir_of("pool-too-small").join("events.jsonl"))
+        .expect("events.jsonl");
+    let waits: Vec<u64> = events
+        .lines()
+        .filter(|l| l.contains("\"sample.complete\""))
+        .map(|l| {
+            let v: Value = serde_json::from_str(l).expect("JSON line");
+            v["client_wait_ns"].as_u64().unwrap_or_else(|| panic!("client_wait_ns in {l}"))
+        })
+        .collect();
+    assert_eq!(waits.len(), 160);
+    assert_eq!(waits.iter().sum::<u64>(), wait["total"].as_u64().unwrap(), "{wait}");
+}

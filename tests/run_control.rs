@@ -403,7 +403,9 @@ fn a_large_poisson_pool_opens_only_its_warm_connections_and_the_rest_on_demand()
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("plan: 1 workers, 5000 connections"), "the pool is 5000: {stderr}");
     assert!(
-        stderr.contains("connections: pool 5000 across 1 worker(s), 1024 opened before the start"),
+        stderr.contains(
+            "connections: pool of up to 5000 across 1 worker(s), 1024 opened before the start"
+        ),
         "{stderr}"
     );
     let s = summary(&dir);
@@ -645,4 +647,67 @@ fn every_issued_sample_has_one_terminal_event() {
     let loadgen = events.lines().filter(|l| l.contains(r#""event_type":"error.loadgen""#));
     assert_eq!(loadgen.count() as u64, abandoned, "one error.loadgen line per abandoned sample");
     assert!(events.contains(r#"["ErrorData","abandoned","in flight at the max-duration cap"]"#));
+}
+
+/// Per tracked sample of a run's events.jsonl: (issued, complete, client wait, succeeded).
+fn completions(dir: &Path) -> Vec<(u64, u64, u64, bool)> {
+    let text = std::fs::read_to_string(dir.join("events.jsonl")).expect("events.jsonl");
+    let mut issued = std::collections::HashMap::new();
+    let mut out = Vec::new();
+    for line in text.lines() {
+        let v: serde_json::Value = serde_json::from_str(line).expect("a JSON line");
+        let (uuid, at) = (v["sample_uuid"].as_str().unwrap_or(""), v["timestamp_ns"].as_u64());
+        match v["event_type"].as_str() {
+            Some("sample.issued") => {
+                issued.insert(uuid.to_string(), at.unwrap());
+            }
+            Some("sample.complete") => out.push((
+                issued[uuid],
+                at.unwrap(),
+                v["client_wait_ns"].as_u64().unwrap_or(0),
+                !v["data"].is_null(),
+            )),
+            _ => {}
+        }
+    }
+    out
+}
+
+#[test]
+fn a_response_that_ends_past_the_timeout_is_a_timeout_even_read_with_its_timer() {
+    // Each answer comes 200 ms after its request; the timeout is 400 ms. The worker is
+    // stopped (SIGSTOP) once the 8 requests are at the stub and held for a second: the answers
+    // arrive and the timers expire while it sleeps, so it wakes to both at once.
+    let server = stub(StubKind::Echo, |c| {
+        c.faults.delay = Some(loadgen_stubs::DelayFault { delay_ms: 200, every: 1 })
+    });
+    let dir = report_dir("timeout-by-stamps");
+    let mode = ["online", "--load-pattern", "concurrency", "--concurrency", "8"];
+    let extra = ["--num-samples", "8", "--streaming", "off", "--timeout", "0.4"];
+    let child = spawn(&args(&mode, &server.url(), &dir, &extra));
+    let pid = child.id();
+    wait_for("the 8 requests at the stub", Duration::from_secs(60), || {
+        server.requests_total() >= 8
+    });
+    let worker = *children_of(pid).first().expect("the worker process");
+    signal(worker, libc::SIGSTOP);
+    // The stall is the fault injected here (a client descheduled past its deadline), not a
+    // wait for anything: its length only has to exceed the timeout.
+    std::thread::sleep(Duration::from_secs(1));
+    signal(worker, libc::SIGCONT);
+    let out = finish(child);
+    assert!(matches!(out.status.code(), Some(0 | 4)), "exit {:?}", out.status.code());
+    let timeout_ns = 400_000_000;
+    let samples = completions(&dir);
+    assert_eq!(samples.len(), 8, "one complete line per sample");
+    for &(issued, complete, wait, ok) in &samples {
+        let from_write = complete - issued - wait;
+        assert!(
+            !ok || from_write <= timeout_ns,
+            "a success {} ms after its write, past the 400 ms timeout",
+            from_write / 1_000_000
+        );
+    }
+    let timeouts = summary(&dir)["failure_kinds"]["timeout"]["count"].as_u64().unwrap_or(0);
+    assert!(timeouts >= 1, "the stalled samples are timeouts: {:?}", samples);
 }

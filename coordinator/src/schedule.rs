@@ -248,10 +248,14 @@ impl Issuer {
     }
 }
 
-/// Issue lags (issued − scheduled) of an open-loop run, in ns, one per issued sample.
+/// Issue lags (issued − scheduled) of an open-loop run, in ns, one per issued sample, in issue
+/// order from sample `first_sample_id`: how late the scheduler handed each sample over. The
+/// report adds each sample's client wait (issued → written) to it.
 #[derive(Debug, Default, Clone)]
 pub struct IssueLags {
     pub lags_ns: Vec<u64>,
+    /// The sample id of `lags_ns[0]`.
+    pub first_sample_id: u64,
     /// CLOCK_MONOTONIC ns of the first scheduled issue and of the last actual issue.
     pub first_scheduled_ns: u64,
     pub last_issued_ns: u64,
@@ -370,6 +374,7 @@ fn issue_each(
                 if poisson.is_some() {
                     if lags.lags_ns.is_empty() {
                         lags.first_scheduled_ns = scheduled_ns;
+                        lags.first_sample_id = first_sample_id + i;
                     }
                     lags.lags_ns.push(issued_ns.saturating_sub(scheduled_ns));
                     issuer.shared.issue_lag.record(issued_ns.saturating_sub(scheduled_ns));

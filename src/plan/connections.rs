@@ -8,10 +8,18 @@ use loadgen_worker::wire::RingSizes;
 /// Default connections per worker when `--max-connections` is not given.
 pub const CONNECTIONS_PER_WORKER_DEFAULT: usize = 32;
 
-/// Warm connections a Poisson worker opens at most under auto: its pool is sized for a second
-/// of latency at the target rate, far more than a fast endpoint keeps busy, so the rest of
-/// the pool opens on demand instead of delaying the start.
+/// Warm connections a Poisson worker opens at most under auto: they are sized for a second of
+/// latency at the target rate (`poisson_warm_estimate`), far more than a fast endpoint keeps
+/// busy, so the rest of the pool opens on demand instead of delaying the start.
 pub const POISSON_WARM_CONNECTIONS_PER_WORKER_MAX: usize = 1024;
+
+/// Connections a Poisson run opens before the start under auto, across all workers: a second
+/// of latency at the target rate (Little's law with one second assumed), at least the
+/// default per worker.
+pub fn poisson_warm_estimate(target_qps: f64, workers: usize) -> usize {
+    let rate = (target_qps.ceil() as usize).min(POISSON_CONNECTIONS_DEFAULT_MAX);
+    (workers * CONNECTIONS_PER_WORKER_DEFAULT).max(rate)
+}
 
 /// Part `index` of `total` split over `parts` as evenly as possible (the first ones get the
 /// remainder): how the pool and explicit warm-up counts are spread across workers.
@@ -22,8 +30,9 @@ pub fn split_share(total: usize, parts: usize, index: usize) -> usize {
 
 /// Connections worker `index` of `workers` opens before the start, out of its pool share
 /// `share` (`--client.warmup-connections`). Auto (`None`): the whole share for offline and
-/// concurrency runs (a closed loop of N needs its N connections at t=0), at most
-/// `POISSON_WARM_CONNECTIONS_PER_WORKER_MAX` for Poisson. An explicit N is split across the
+/// concurrency runs (a closed loop of N needs its N connections at t=0); for Poisson its part
+/// of `poisson_warm_estimate`, at most `POISSON_WARM_CONNECTIONS_PER_WORKER_MAX` (the pool's
+/// ceiling is what the load may grow to, not what opens). An explicit N is split across the
 /// workers like the pool and clamped to the share; 0 stays 0 (the worker still opens one, to
 /// check the endpoint answers).
 pub fn warm_connections(
@@ -35,7 +44,11 @@ pub fn warm_connections(
 ) -> usize {
     match (warmup_connections, pattern) {
         (Some(n), _) => split_share(n, workers, index).min(share),
-        (None, LoadPattern::Poisson { .. }) => share.min(POISSON_WARM_CONNECTIONS_PER_WORKER_MAX),
+        (None, LoadPattern::Poisson { target_qps, .. }) => {
+            split_share(poisson_warm_estimate(target_qps, workers), workers, index)
+                .min(share)
+                .min(POISSON_WARM_CONNECTIONS_PER_WORKER_MAX)
+        }
         (None, _) => share,
     }
 }
@@ -47,9 +60,12 @@ pub struct Connections {
     /// Worker processes (default: `loadgen_coordinator::cpu::default_worker_count`, one per
     /// core less the coordinator's and an embedded stub's; at most the connections).
     pub workers: usize,
-    /// Connections across all workers (default: 32 per worker, and at least the rate of a
-    /// Poisson run; exactly N for a closed loop of N).
+    /// Connections across all workers: the pool's ceiling. Default: 32 per worker offline;
+    /// exactly N for a closed loop of N; for Poisson `POISSON_CONNECTIONS_DEFAULT_MAX` within
+    /// the fd budget (`poisson_pool_ceiling`), opened on demand as the load needs them.
     pub max_connections: usize,
+    /// `--max-connections` was given (the ceiling is the user's, not the default's).
+    pub max_connections_given: bool,
     /// Local addresses the connections leave from, in turn (`--source-addresses`); empty =
     /// the kernel's choice, or loopback ones picked at run time past one address's ports
     /// (`loadgen_worker::http::ports::source_addresses_for`).
@@ -89,6 +105,7 @@ pub(super) fn resolve_connections(
     Ok(Connections {
         workers,
         max_connections,
+        max_connections_given: client.max_connections > 0,
         source_addresses: resolve_source_addresses(&config.source_addresses, endpoints)?,
         cpu_affinity: config.enable_cpu_affinity,
         warmup_connections: resolve_warmup_connections(client.warmup_connections)?,
@@ -115,8 +132,30 @@ pub(super) fn check_worker_settings(config: &Config, pattern: LoadPattern) -> Re
     resolve_workers(&as_file, pattern).map(|_| ())
 }
 
-/// The most connections a Poisson run opens by default (`--max-connections` overrides).
+/// The most connections a Poisson run opens by default (`--max-connections` overrides): an
+/// open loop keeps issuing whatever the server's latency, so by Little's law it needs rate ×
+/// latency connections, which no rate alone predicts (50 QPS of 4 s streams hold 200). The
+/// pool grows to what the load needs, up to this, instead of queueing samples in the client.
 pub const POISSON_CONNECTIONS_DEFAULT_MAX: usize = 16_384;
+
+/// The default Poisson pool ceiling within the file-descriptor budget: `workers` processes
+/// each hold their share beside `FD_HEADROOM` descriptors, under a hard limit of
+/// `fd_hard_limit` (`ulimit -Hn`); the embedded stub holds every connection in one process.
+pub fn poisson_pool_ceiling(workers: usize, fd_hard_limit: u64, embedded: bool) -> usize {
+    let per_process = fd_hard_limit.saturating_sub(FD_HEADROOM) as usize;
+    let fd_budget = if embedded { per_process } else { per_process.saturating_mul(workers) };
+    POISSON_CONNECTIONS_DEFAULT_MAX.min(fd_budget).max(workers * CONNECTIONS_PER_WORKER_DEFAULT)
+}
+
+/// File descriptors a process needs beside its connections (rings, wake-ups, stdio,
+/// io_uring, the report files).
+pub const FD_HEADROOM: u64 = 256;
+
+/// The hard RLIMIT_NOFILE of this process (what `raise_fd_limit` may raise the soft one to).
+fn fd_hard_limit() -> u64 {
+    nix::sys::resource::getrlimit(nix::sys::resource::Resource::RLIMIT_NOFILE)
+        .map_or(FD_HEADROOM + POISSON_CONNECTIONS_DEFAULT_MAX as u64, |(_, hard)| hard)
+}
 
 pub(super) fn resolve_workers(
     config: &Config,
@@ -134,17 +173,14 @@ pub(super) fn resolve_workers(
         }
     };
     // Enough connections that the pattern, not the pool, bounds what is in flight: a closed
-    // loop needs one per slot; an open loop at Q QPS about Q for each second of latency (one
-    // second assumed, capped so the pool opens quickly).
-    let concurrency = match pattern {
-        LoadPattern::Concurrency { n } => n as usize,
-        LoadPattern::Poisson { target_qps, .. } => {
-            (target_qps.ceil() as usize).min(POISSON_CONNECTIONS_DEFAULT_MAX)
-        }
-        LoadPattern::Offline => 0,
+    // loop needs one per slot; an open loop rate × latency, which grows on demand up to the
+    // ceiling (`POISSON_CONNECTIONS_DEFAULT_MAX`).
+    let auto = match pattern {
+        LoadPattern::Poisson { .. } => poisson_pool_ceiling(workers, fd_hard_limit(), embedded),
+        _ => workers * CONNECTIONS_PER_WORKER_DEFAULT,
     };
     let max_connections = match client.max_connections {
-        -1 => (workers * CONNECTIONS_PER_WORKER_DEFAULT).max(concurrency),
+        -1 => auto,
         n if n > 0 => n as usize,
         n => {
             return Err(AppError::Input(format!(

@@ -49,8 +49,8 @@ impl Plan {
             let per_endpoint = |w: &WorkerSpec| w.connections.min(w.endpoints.len() as u32);
             let warm: u32 = workers.iter().map(|w| w.warm_connections.max(per_endpoint(w))).sum();
             eprintln!(
-                "connections: pool {} across {} worker(s), {warm} opened before the start, the \
-                 rest on demand",
+                "connections: pool of up to {} across {} worker(s), {warm} opened before the \
+                 start, the rest on demand as the load needs them",
                 c.max_connections, c.workers
             );
         }

@@ -7,6 +7,7 @@
 )]
 
 pub mod accuracy;
+mod client_wait;
 mod shard;
 mod summary;
 mod text;
@@ -15,6 +16,7 @@ mod write;
 #[cfg(test)]
 mod tests;
 
+pub use client_wait::{client_wait_warning, peak_in_flight, wait_is_material, ClientWaitInfo};
 pub use loadgen_coordinator::metrics::{Snapshot, TokenCountSource};
 pub use shard::{
     late_start_warning, shard_file, write_shard_file, FailureCounts, SampleIds, ShardClock,
@@ -98,6 +100,9 @@ pub struct RunInfo {
     pub abandoned: u64,
     /// How far issue times lagged their schedule (Poisson runs only).
     pub issue_lag: Option<IssueLag>,
+    /// The pool behind the run's client wait (`client_wait` in the summary): its ceiling and
+    /// the most requests it had in flight; `None` when unknown.
+    pub client_wait: Option<ClientWaitInfo>,
     /// Failed samples per failure kind, in first-seen order (tracked samples: the counts add up to `n_samples_failed`).
     pub failures: Vec<FailureKindCount>,
     /// Requests sent a second time (a reused keep-alive connection closed before any byte).

@@ -5,8 +5,9 @@ use serde::ser::SerializeMap;
 use serde::{Serialize, Serializer};
 
 use loadgen_coordinator::metrics::snapshot::{
-    CHUNKS_PER_SAMPLE, CHUNK_DELTA_NS, ISL, N_STREAMS_IN_ONE_READ, N_STREAMS_MULTI_CHUNK, OSL,
-    TOKENS_PER_CHUNK, TPOT_NS,
+    CHUNKS_PER_SAMPLE, CHUNK_DELTA_NS, CLIENT_WAIT_NS, ISL, LATENCY_FROM_WRITE_NS,
+    N_STREAMS_IN_ONE_READ, N_STREAMS_MULTI_CHUNK, OSL, TOKENS_PER_CHUNK, TPOT_NS,
+    TTFT_FROM_WRITE_NS,
 };
 use loadgen_coordinator::metrics::{
     basis_key, FinishKind, OslPaired, RunState, SeriesStat, Snapshot, SummaryBlock,
@@ -100,6 +101,42 @@ pub struct ResultSummary {
     /// Streaming only: the gaps between consecutive chunks (`chunk_delta_ns`), the chunks per
     /// sample, and how many streams of two or more chunks there were and came in one read.
     pub chunks: Option<ChunkBlocks>,
+    /// The client's own wait (issue stamp → request written) and the latencies measured from
+    /// the write, with the pool behind them and the warning when the wait is material.
+    pub client_wait: ClientWaitBlocks,
+}
+
+/// The client wait in summary form (`client_wait`, `ttft_from_write`, `latency_from_write`,
+/// `connection_pool`, `client_wait_warning`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct ClientWaitBlocks {
+    pub wait: Option<SeriesStat>,
+    pub ttft_from_write: Option<SeriesStat>,
+    pub latency_from_write: Option<SeriesStat>,
+    pub pool: Option<super::ClientWaitInfo>,
+    pub warning: Option<String>,
+}
+
+fn client_wait_blocks(snap: &Snapshot, info: &RunInfo) -> ClientWaitBlocks {
+    ClientWaitBlocks {
+        wait: non_empty(snap.series(CLIENT_WAIT_NS)),
+        ttft_from_write: non_empty(snap.series(TTFT_FROM_WRITE_NS)),
+        latency_from_write: non_empty(snap.series(LATENCY_FROM_WRITE_NS)),
+        pool: info.client_wait,
+        warning: super::client_wait_warning(snap, info),
+    }
+}
+
+struct PoolBlock<'a>(&'a super::ClientWaitInfo);
+
+impl Serialize for PoolBlock<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let mut map = serializer.serialize_map(Some(3))?;
+        map.serialize_entry("max_connections", &self.0.max_connections)?;
+        map.serialize_entry("max_connections_given", &self.0.pool_given)?;
+        map.serialize_entry("peak_in_flight", &self.0.peak_in_flight)?;
+        map.end()
+    }
 }
 
 /// A streaming run's chunk timing, in summary form.
@@ -246,6 +283,7 @@ pub fn result_summary(snap: &Snapshot, info: &RunInfo) -> ResultSummary {
         endpoints: info.endpoints.clone(),
         shards: info.shards.clone(),
         chunks: chunk_blocks(snap),
+        client_wait: client_wait_blocks(snap, info),
     }
 }
 
@@ -467,6 +505,13 @@ impl ResultSummary {
         map.serialize_entry("client_token_counting", &counting)?;
         map.serialize_entry("endpoints", &Endpoints(&self.endpoints))?;
         self.serialize_chunks(map)?;
+        let w = &self.client_wait;
+        map.serialize_entry("client_wait", &other_block(w.wait.as_ref(), false))?;
+        map.serialize_entry("ttft_from_write", &other_block(w.ttft_from_write.as_ref(), false))?;
+        let latency = other_block(w.latency_from_write.as_ref(), false);
+        map.serialize_entry("latency_from_write", &latency)?;
+        map.serialize_entry("connection_pool", &w.pool.as_ref().map(PoolBlock))?;
+        map.serialize_entry("client_wait_warning", &w.warning)?;
         if !self.shards.is_empty() {
             map.serialize_entry("shards", &self.shards)?;
         }

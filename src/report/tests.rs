@@ -61,6 +61,7 @@ fn info(primary: TokenCountSource) -> RunInfo {
         incomplete_reason: None,
         abandoned: 0,
         issue_lag: None,
+        client_wait: None,
         failures: Vec::new(),
         requests_resent: 0,
         events_has_errors: true,
@@ -194,6 +195,11 @@ fn default_summary_keeps_reference_keys_then_adds() {
         "tokens_per_chunk_server",
         "n_streams_multi_chunk",
         "n_streams_in_one_read",
+        "client_wait",
+        "ttft_from_write",
+        "latency_from_write",
+        "connection_pool",
+        "client_wait_warning",
     ];
     assert_eq!(&keys[REFERENCE_KEYS.len()..], added);
     let server = summary_json(&table, TokenCountSource::Server);

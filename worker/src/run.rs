@@ -238,6 +238,8 @@ impl<F: Fn() -> bool> Future for WaitUntil<'_, F> {
 /// State shared by the worker's tasks (one thread, so `Rc` + `Cell`/`RefCell`).
 struct Shared {
     spec: WorkerSpec,
+    /// Each endpoint's TLS client (`None`: plain HTTP), for slots built on demand.
+    tls: Vec<Option<Rc<TlsClient>>>,
     queue: RefCell<VecDeque<Job>>,
     queue_limit: usize,
     stopping: Cell<bool>,
@@ -303,6 +305,7 @@ pub fn run_worker(spec: WorkerSpec, issue: IssueConsumer, mut records: RecordPro
     let queue_limit = (slot_count * 2).max(64);
     let shared = Rc::new(Shared {
         spec,
+        tls,
         queue: RefCell::new(VecDeque::with_capacity(queue_limit)),
         queue_limit,
         stopping: Cell::new(false),
@@ -320,7 +323,7 @@ pub fn run_worker(spec: WorkerSpec, issue: IssueConsumer, mut records: RecordPro
         warned_frames: Cell::new(false),
         warned_truncated: Cell::new(false),
     });
-    runtime.block_on(worker_main(shared, issue, tls))
+    runtime.block_on(worker_main(shared, issue))
 }
 
 type Runtime = monoio::FusionRuntime<
@@ -384,13 +387,9 @@ pub fn endpoint_url(ep: &Endpoint) -> String {
 /// `max_concurrent_warmup_connects`).
 pub const WARMUP_CONNECTS_IN_FLIGHT: usize = 128;
 
-async fn worker_main(
-    shared: Rc<Shared>,
-    mut issue: IssueConsumer,
-    tls: Vec<Option<Rc<TlsClient>>>,
-) -> i32 {
+async fn worker_main(shared: Rc<Shared>, mut issue: IssueConsumer) -> i32 {
     let spec = &shared.spec;
-    let (opened, first_errors) = open_warm_connections(spec, &tls).await;
+    let (opened, first_errors) = open_warm_connections(spec, &shared.tls).await;
     let open_count = opened.iter().filter(|c| c.is_open()).count() as u32;
     if let Some(message) = unreachable_endpoint(spec, &opened, &first_errors) {
         let mut records = shared.records.borrow_mut();
@@ -398,14 +397,10 @@ async fn worker_main(
         records.push_done();
         return EXIT_SETUP_FAILED;
     }
-    if !shared.records.borrow_mut().push_ready(open_count) {
-        return EXIT_COORDINATOR_GONE;
-    }
-    shared.records.borrow_mut().defer_doorbell(true);
-    let flusher = monoio::spawn(doorbell_task(shared.clone()));
-    let groups = opened.iter().map(|c| usize::from(c.endpoint())).collect();
+    let slots = pool_slots(spec, opened);
+    let groups = slots.iter().map(|s| s.endpoint(spec)).collect();
     shared.jobs.set_groups(groups, spec.endpoints.len());
-    let tasks: Vec<_> = opened
+    let tasks: Vec<_> = slots
         .into_iter()
         .enumerate()
         .map(|(slot, conn)| monoio::spawn(conn_task(shared.clone(), slot, conn)))
@@ -413,8 +408,21 @@ async fn worker_main(
     // Idle tasks wait on a stack (the last to register is woken first). monoio runs spawned
     // tasks in order, so once this marker task has run every slot task has registered, the
     // open connections (spawned last) on top: a closed slot connects only when every open
-    // connection is busy.
+    // connection is busy. Only then is the worker ready: a sample the scheduler issues from
+    // here on is taken by a connection at once, so a schedule that starts at the ready
+    // barrier is kept from its first sample.
     monoio::spawn(async {}).await;
+    if !shared.records.borrow_mut().push_ready(open_count) {
+        shared.coordinator_gone.set(true);
+        shared.aborting.set(true);
+        shared.jobs.wake_all();
+        for task in tasks {
+            task.await;
+        }
+        return EXIT_COORDINATOR_GONE;
+    }
+    shared.records.borrow_mut().defer_doorbell(true);
+    let flusher = monoio::spawn(doorbell_task(shared.clone()));
     issue_loop(&shared, &mut issue).await;
     if shared.stopping.get() || shared.aborting.get() {
         shared.jobs.wake_all();
@@ -460,7 +468,7 @@ fn unreachable_endpoint(
     let n = spec.endpoints.len();
     let first = spec.first_endpoint as usize;
     for (e, ep) in spec.endpoints.iter().enumerate() {
-        let reached = endpoint_slot_count(first, slots.len(), n, e) > 0;
+        let reached = endpoint_slot_count(first, spec.connections as usize, n, e) > 0;
         if !reached || slots.iter().any(|c| c.is_open() && usize::from(c.endpoint()) == e) {
             continue;
         }
@@ -483,33 +491,64 @@ fn warm_count(spec: &WorkerSpec) -> usize {
     (spec.warm_connections as usize).max(per_endpoint).min(slots)
 }
 
-/// Builds the worker's connection slots and opens `warm_count` of them (at least one per
+/// The connection of pool slot `index` (closed): slot `index` reaches endpoint `e`; it leaves
+/// from that endpoint's source address `ordinal % len` (`http::ports` sizes each address's
+/// share of the run, and `bind_from_slot` counts per endpoint and address).
+fn new_slot_conn(spec: &WorkerSpec, tls: &[Option<Rc<TlsClient>>], index: usize) -> Conn {
+    let (e, ordinal) = slot_endpoint(spec.first_endpoint as usize, index, spec.endpoints.len());
+    let ep = &spec.endpoints[e];
+    let sources = &ep.source_addresses;
+    let mut conn = Conn::new(ep.endpoint.addr, spec.api, spec.max_output_bytes);
+    conn.set_endpoint(e as u8);
+    conn.set_bind_before_connect(ordinal >= ep.bind_from_slot as usize);
+    conn.set_source_address((!sources.is_empty()).then(|| sources[ordinal % sources.len()]));
+    conn.set_tls(tls[e].clone());
+    conn
+}
+
+/// A pool slot as its task starts: a warm connection (open, or closed after a failed connect),
+/// or the index of one not built yet. The pool's other slots cost nothing until a sample finds
+/// every open connection busy: a large pool ceiling (`Connections::max_connections`) is only
+/// what the load may grow to.
+enum Slot {
+    Built(Conn),
+    Lazy(usize),
+}
+
+impl Slot {
+    fn endpoint(&self, spec: &WorkerSpec) -> usize {
+        match self {
+            Slot::Built(conn) => usize::from(conn.endpoint()),
+            Slot::Lazy(index) => {
+                slot_endpoint(spec.first_endpoint as usize, *index, spec.endpoints.len()).0
+            }
+        }
+    }
+}
+
+/// The worker's pool: the slots never built first, then the warm ones as
+/// `open_warm_connections` returns them (closed first, open last).
+fn pool_slots(spec: &WorkerSpec, warm: Vec<Conn>) -> Vec<Slot> {
+    let slot_count = spec.connections as usize;
+    let mut slots: Vec<Slot> = Vec::with_capacity(slot_count);
+    slots.extend((warm.len()..slot_count).map(Slot::Lazy));
+    slots.extend(warm.into_iter().map(Slot::Built));
+    slots
+}
+
+/// Builds the worker's warm connections and opens them (`warm_count`, at least one per
 /// endpoint), at most `WARMUP_CONNECTS_IN_FLIGHT` connects at a time; for an `https://`
 /// endpoint each connect includes its TLS handshake, so warm connections handshake before the
-/// worker is ready, outside the measured window. Slots come back closed first, open last; a
+/// worker is ready, outside the measured window. They come back closed first, open last; a
 /// slot whose connect failed stays closed and reconnects on its first request. Also returns
 /// each endpoint's first connect error.
 async fn open_warm_connections(
     spec: &WorkerSpec,
     tls: &[Option<Rc<TlsClient>>],
 ) -> (Vec<Conn>, Vec<Option<ConnectError>>) {
-    let slot_count = spec.connections as usize;
     let warm_count = warm_count(spec);
     let n = spec.endpoints.len();
-    // Slot `index` reaches endpoint `e`; it leaves from that endpoint's source address
-    // `ordinal % len` (`http::ports` sizes each address's share of the run, and
-    // `bind_from_slot` counts per endpoint and address).
-    let new_conn = |index: usize| {
-        let (e, ordinal) = slot_endpoint(spec.first_endpoint as usize, index, n);
-        let ep = &spec.endpoints[e];
-        let sources = &ep.source_addresses;
-        let mut conn = Conn::new(ep.endpoint.addr, spec.api, spec.max_output_bytes);
-        conn.set_endpoint(e as u8);
-        conn.set_bind_before_connect(ordinal >= ep.bind_from_slot as usize);
-        conn.set_source_address((!sources.is_empty()).then(|| sources[ordinal % sources.len()]));
-        conn.set_tls(tls[e].clone());
-        conn
-    };
+    let new_conn = |index: usize| new_slot_conn(spec, tls, index);
     let pending: Rc<RefCell<Vec<Conn>>> = Rc::new(RefCell::new(Vec::with_capacity(warm_count)));
     pending.borrow_mut().extend((0..warm_count).map(new_conn));
     let connected = Rc::new(RefCell::new(Vec::with_capacity(warm_count)));
@@ -534,8 +573,7 @@ async fn open_warm_connections(
     for connector in connectors {
         connector.await;
     }
-    let mut slots: Vec<Conn> = Vec::with_capacity(slot_count);
-    slots.extend((warm_count..slot_count).map(new_conn));
+    let mut slots: Vec<Conn> = Vec::with_capacity(warm_count);
     let warmed = std::mem::take(&mut *connected.borrow_mut());
     let (open, closed): (Vec<Conn>, Vec<Conn>) = warmed.into_iter().partition(Conn::is_open);
     slots.extend(closed);
@@ -652,13 +690,19 @@ fn cancel_queued(shared: &Shared) {
     let now = crate::monotonic_ns();
     while let Some(job) = shared.queue.borrow_mut().pop_front() {
         let outcome = Outcome::failed(FailureKind::Cancelled, now);
-        push_failure(shared, job, outcome, NO_ENDPOINT, b"cancelled before it was sent");
+        push_failure_at(shared, job, outcome, (NO_ENDPOINT, 0), b"cancelled before it was sent");
     }
 }
 
-async fn conn_task(shared: Rc<Shared>, slot: usize, mut conn: Conn) {
-    serve(&shared, slot, &mut conn).await;
-    conn.close_with_reset();
+async fn conn_task(shared: Rc<Shared>, slot: usize, conn: Slot) {
+    let (mut conn, index) = match conn {
+        Slot::Built(conn) => (Some(conn), 0),
+        Slot::Lazy(index) => (None, index),
+    };
+    serve(&shared, slot, &mut conn, index).await;
+    if let Some(conn) = &mut conn {
+        conn.close_with_reset();
+    }
 }
 
 /// Connects of closed pool slots under way at once, per worker.
@@ -682,8 +726,9 @@ impl Drop for ConnectSlot<'_> {
     }
 }
 
-/// Runs the connection's exchanges until the worker stops or aborts.
-async fn serve(shared: &Rc<Shared>, slot: usize, conn: &mut Conn) {
+/// Runs the slot's exchanges until the worker stops or aborts; a slot not built yet
+/// (`None`) builds connection `index` for its first sample.
+async fn serve(shared: &Rc<Shared>, slot: usize, conn: &mut Option<Conn>, index: usize) {
     loop {
         // A closed slot takes a sample only while fewer than ON_DEMAND_CONNECTS_IN_FLIGHT
         // connects are under way: an overloaded endpoint grows the pool at a bounded pace
@@ -691,7 +736,7 @@ async fn serve(shared: &Rc<Shared>, slot: usize, conn: &mut Conn) {
         let may_take = |s: &Shared, open: bool| {
             open || s.connects_in_flight.get() < ON_DEMAND_CONNECTS_IN_FLIGHT
         };
-        let open = conn.is_open();
+        let open = conn.as_ref().is_some_and(Conn::is_open);
         let job = if may_take(shared, open) { shared.queue.borrow_mut().pop_front() } else { None };
         let Some(job) = job else {
             if shared.stopping.get() || shared.aborting.get() {
@@ -720,6 +765,7 @@ async fn serve(shared: &Rc<Shared>, slot: usize, conn: &mut Conn) {
             job.issued_ns = crate::monotonic_ns();
             note_issued(shared, job.sample_id, job.row, job.issued_ns);
         }
+        let conn = conn.get_or_insert_with(|| new_slot_conn(&shared.spec, &shared.tls, index));
         let aborted = exchange_job(shared, slot, conn, job).await;
         // The record is in the ring: the sample is no longer this slot's.
         if let Some(table) = &shared.spec.in_flight {
@@ -743,6 +789,8 @@ async fn exchange_job(shared: &Rc<Shared>, slot: usize, conn: &mut Conn, job: Jo
     let endpoint = usize::from(conn.endpoint());
     let request = shared.spec.endpoints[endpoint].requests.row_bytes(job.row as usize);
     let timeout_ns = shared.spec.request_timeout_ns;
+    // Not written yet: an abort during the connect leaves no write stamp of this sample.
+    conn.sent_ns = 0;
     let ended = {
         let s = shared.clone();
         let aborted = shared.abort.until(slot, move || s.aborting.get());
@@ -781,39 +829,60 @@ async fn exchange_job(shared: &Rc<Shared>, slot: usize, conn: &mut Conn, job: Jo
     let now = crate::monotonic_ns();
     let aborted = matches!(ended, Ended::Aborted);
     match ended {
+        Ended::Exchanged(outcome)
+            if past_deadline(conn.sent_ns, outcome.complete_ns, timeout_ns) =>
+        {
+            // The response and the overdue timer were handled in one wake-up: its stamps say
+            // it ended past the deadline, so it is a timeout whichever the loop saw first.
+            push_timeout(shared, job, conn, timeout_ns, outcome.complete_ns);
+        }
         Ended::Exchanged(outcome) => push_result(shared, job, conn, outcome),
         Ended::TimedOut => {
             // A reset, so a late response cannot be read as the next request's.
             conn.abandon();
-            let message = format!(
-                "no complete response within {} s (the request timeout)",
-                std::time::Duration::from_nanos(timeout_ns).as_secs_f64()
-            );
-            let outcome = Outcome::failed(FailureKind::Timeout, now);
-            push_failure(shared, job, outcome, conn.endpoint(), message.as_bytes());
+            push_timeout(shared, job, conn, timeout_ns, now);
         }
         Ended::Aborted => {
             conn.close_with_reset();
-            push_failure(
-                shared,
-                job,
-                Outcome::failed(FailureKind::Cancelled, now),
-                conn.endpoint(),
-                b"cancelled by abort",
-            );
+            let outcome = Outcome::failed(FailureKind::Cancelled, now);
+            push_failure(shared, job, outcome, conn, b"cancelled by abort");
         }
     }
     aborted
 }
 
-fn base_header(shared: &Shared, job: Job, outcome: Outcome, endpoint: u8) -> RecordHeader {
+/// Whether a response whose request was written at `sent_ns` (0: never written) and that
+/// ended at `complete_ns` missed a request timeout of `timeout_ns` (0: none): the stamps
+/// decide, not the order in which the event loop noticed the response and the timer.
+pub fn past_deadline(sent_ns: u64, complete_ns: u64, timeout_ns: u64) -> bool {
+    timeout_ns != 0 && sent_ns != 0 && complete_ns.saturating_sub(sent_ns) > timeout_ns
+}
+
+fn push_timeout(shared: &Shared, job: Job, conn: &Conn, timeout_ns: u64, complete_ns: u64) {
+    let message = format!(
+        "no complete response within {} s (the request timeout)",
+        std::time::Duration::from_nanos(timeout_ns).as_secs_f64()
+    );
+    let outcome = Outcome::failed(FailureKind::Timeout, complete_ns);
+    push_failure(shared, job, outcome, conn, message.as_bytes());
+}
+
+fn base_header(
+    shared: &Shared,
+    job: Job,
+    outcome: Outcome,
+    endpoint: u8,
+    sent_ns: u64,
+) -> RecordHeader {
+    // A clock read can never precede the issue stamp, but keep the pair assertion true even
+    // if a coordinator stamped issue times ahead.
+    let complete_ns = outcome.complete_ns.max(job.issued_ns);
     RecordHeader {
         sample_id: job.sample_id,
         issued_ns: job.issued_ns,
         first_chunk_ns: 0,
-        // A clock read can never precede the issue stamp, but keep the pair assertion true even
-        // if a coordinator stamped issue times ahead.
-        complete_ns: outcome.complete_ns.max(job.issued_ns),
+        complete_ns,
+        sent_ns: if sent_ns == 0 { 0 } else { sent_ns.clamp(job.issued_ns, complete_ns) },
         row: job.row,
         first_chunk_len: 0,
         prompt_tokens: None,
@@ -835,8 +904,21 @@ fn note_issued(shared: &Shared, sample_id: u64, row: u32, issued_ns: u64) {
     }
 }
 
-fn push_failure(shared: &Shared, job: Job, outcome: Outcome, endpoint: u8, error: &[u8]) {
-    let header = base_header(shared, job, outcome, endpoint);
+/// Pushes a failure of a sample that reached connection `conn` (its endpoint and write stamp).
+fn push_failure(shared: &Shared, job: Job, outcome: Outcome, conn: &Conn, error: &[u8]) {
+    push_failure_at(shared, job, outcome, (conn.endpoint(), conn.sent_ns), error);
+}
+
+/// Pushes a failure: `(endpoint, sent_ns)` says where it went and when it was written (0:
+/// never).
+fn push_failure_at(
+    shared: &Shared,
+    job: Job,
+    outcome: Outcome,
+    (endpoint, sent_ns): (u8, u64),
+    error: &[u8],
+) {
+    let header = base_header(shared, job, outcome, endpoint, sent_ns);
     if !shared.records.borrow_mut().push_record(&header, &[], error) {
         shared.coordinator_gone.set(true);
     }
@@ -845,9 +927,10 @@ fn push_failure(shared: &Shared, job: Job, outcome: Outcome, endpoint: u8, error
 
 fn push_result(shared: &Shared, job: Job, conn: &Conn, outcome: Outcome) {
     let acc = &conn.acc;
-    let mut header = base_header(shared, job, outcome, conn.endpoint());
+    let mut header = base_header(shared, job, outcome, conn.endpoint(), conn.sent_ns);
     if acc.first_chunk_ns != 0 {
-        header.first_chunk_ns = acc.first_chunk_ns.clamp(job.issued_ns, header.complete_ns);
+        let from_ns = job.issued_ns.max(header.sent_ns);
+        header.first_chunk_ns = acc.first_chunk_ns.clamp(from_ns, header.complete_ns);
     }
     header.first_chunk_len = acc.first_chunk_len.min(acc.output.len()) as u32;
     header.prompt_tokens = acc.usage.prompt_tokens;
@@ -926,6 +1009,23 @@ mod tests {
         }
         assert_eq!(endpoint_slot_count(2, 1, 3, 2), 1);
         assert_eq!(endpoint_slot_count(2, 1, 3, 0), 0, "a one-slot worker reaches one endpoint");
+    }
+
+    #[test]
+    fn a_response_that_ends_past_its_deadline_is_a_timeout_whatever_the_loop_saw_first() {
+        let ms = 1_000_000;
+        // (sent, complete, timeout) -> past the deadline
+        let cases = [
+            (10 * ms, 40 * ms, 50 * ms, false),
+            (10 * ms, 60 * ms, 50 * ms, false),
+            (10 * ms, 60 * ms + 1, 50 * ms, true),
+            (10 * ms, 400 * ms, 50 * ms, true),
+            (10 * ms, 400 * ms, 0, false),
+            (0, 400 * ms, 50 * ms, false),
+        ];
+        for (sent, complete, timeout, want) in cases {
+            assert_eq!(past_deadline(sent, complete, timeout), want, "{sent} {complete} {timeout}");
+        }
     }
 
     #[test]

@@ -55,6 +55,8 @@ impl SyntheticResponse {
             issued_ns,
             first_chunk_ns: if self.first_chunk_len > 0 { now_ns } else { 0 },
             complete_ns: now_ns,
+            // Answered as soon as popped: its wait is the time the command sat in the ring.
+            sent_ns: now_ns,
             row,
             first_chunk_len: self.first_chunk_len,
             prompt_tokens: self.prompt_tokens,

@@ -185,6 +185,7 @@ impl State {
                     prompt_tokens: None,
                     completion_tokens: None,
                     chunks: None,
+                    client_wait_ns: None,
                 });
             }
         }

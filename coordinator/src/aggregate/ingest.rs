@@ -208,6 +208,7 @@ impl State {
                 chunk_reads,
                 gaps_ns: &self.chunk_delta_ns[gaps],
             }),
+            client_wait_ns: h.client_wait_ns(),
         });
     }
 
@@ -240,6 +241,7 @@ impl State {
             endpoint: h.endpoint,
             n_chunks: chunks.map(|t| t.n_chunks),
             chunk_reads: chunks.map(|t| t.chunk_reads),
+            client_wait_ns: h.client_wait_ns(),
         });
         if let Some(pool) = &mut self.tokens {
             if !failed && !output.is_empty() {

@@ -95,6 +95,13 @@ pub const TOKENS_PER_CHUNK: &str = "tokens_per_chunk";
 pub const N_STREAMS_IN_ONE_READ: &str = "n_streams_in_one_read";
 /// Streamed samples of two or more chunks (an addition; the base of the one-read count).
 pub const N_STREAMS_MULTI_CHUNK: &str = "n_streams_multi_chunk";
+/// Each written sample's wait inside the client between its issue stamp and its request's
+/// write (an addition; `SampleRow::client_wait_ns`).
+pub const CLIENT_WAIT_NS: &str = "client_wait_ns";
+/// Latency measured from the request's write instead of the issue stamp (an addition).
+pub const LATENCY_FROM_WRITE_NS: &str = "latency_from_write_ns";
+/// TTFT measured from the request's write instead of the issue stamp (an addition).
+pub const TTFT_FROM_WRITE_NS: &str = "ttft_from_write_ns";
 
 impl Snapshot {
     /// The series called `name`, if registered.
@@ -161,6 +168,12 @@ pub fn final_snapshot(
         jobs.push(Job::ints(CHUNKS_PER_SAMPLE, chunks_per_sample(table), false));
         jobs.push(Job::floats(TOKENS_PER_CHUNK, tokens_per_chunk, false));
         jobs.push(Job::floats(&name(TOKENS_PER_CHUNK), other_tpc, false));
+    }
+    let (waits, latencies, ttfts) = from_write_ns(table);
+    jobs.push(Job::ints(CLIENT_WAIT_NS, waits, false));
+    jobs.push(Job::ints(LATENCY_FROM_WRITE_NS, latencies, false));
+    if opts.streaming {
+        jobs.push(Job::ints(TTFT_FROM_WRITE_NS, ttfts, false));
     }
     let series = run_jobs(jobs);
 
@@ -265,6 +278,27 @@ fn ttft_ns(table: &SampleTable) -> Vec<u64> {
         }
     }
     out
+}
+
+/// Of every sample whose request was written: its client wait, its latency from the write
+/// and (streamed, with a first chunk) its TTFT from the write.
+fn from_write_ns(table: &SampleTable) -> (Vec<u64>, Vec<u64>, Vec<u64>) {
+    let written = table.client_wait_ns.iter().filter(|&&w| w != u64::MAX).count();
+    let (mut waits, mut latencies) = (Vec::with_capacity(written), Vec::with_capacity(written));
+    let mut ttfts = Vec::with_capacity(written);
+    for (i, &wait) in table.client_wait_ns.iter().enumerate() {
+        if wait == u64::MAX {
+            continue;
+        }
+        let sent = table.issued_ns[i].saturating_add(wait);
+        waits.push(wait);
+        latencies.push(table.complete_ns[i].saturating_sub(sent));
+        let first = table.first_chunk_ns[i];
+        if first != u64::MAX {
+            ttfts.push(first.saturating_sub(sent));
+        }
+    }
+    (waits, latencies, ttfts)
 }
 
 /// Each streamed sample's content chunk count (samples without a content chunk have none).

@@ -126,6 +126,9 @@ pub struct SampleRow {
     /// Socket reads that brought those events (1 with two or more chunks: the server sent the
     /// whole stream at once).
     pub chunk_reads: Option<u32>,
+    /// Its wait inside the client between the issue stamp and the request's write (queued for
+    /// a free connection or a connect); `None` when the request was never written.
+    pub client_wait_ns: Option<u64>,
 }
 
 /// Struct-of-arrays store of tracked samples.
@@ -145,6 +148,7 @@ pub struct SampleTable {
     pub(crate) endpoint: Vec<u8>,
     pub(crate) n_chunks: Vec<u32>,
     pub(crate) chunk_reads: Vec<u32>,
+    pub(crate) client_wait_ns: Vec<u64>,
     /// Every gap between consecutive chunks of the tracked streamed samples (the reference's
     /// `chunk_delta_ns`: the first chunk of a sample starts no gap); sorted once the run sets it.
     pub(crate) chunk_delta_ns: Vec<u64>,
@@ -178,6 +182,7 @@ impl SampleTable {
             endpoint: Vec::with_capacity(n),
             n_chunks: Vec::with_capacity(n),
             chunk_reads: Vec::with_capacity(n),
+            client_wait_ns: Vec::with_capacity(n),
             chunk_delta_ns: Vec::new(),
         }
     }
@@ -205,6 +210,7 @@ impl SampleTable {
         self.endpoint.push(row.endpoint);
         self.n_chunks.push(count_or_none(row.n_chunks));
         self.chunk_reads.push(count_or_none(row.chunk_reads));
+        self.client_wait_ns.push(row.client_wait_ns.map_or(NS_NONE, |v| v.min(NS_NONE - 1)));
     }
 
     /// Appends gaps between chunks to the `chunk_delta_ns` series (a sample's, after its row;
@@ -253,6 +259,7 @@ impl SampleTable {
             endpoint: self.endpoint[i],
             n_chunks: some_count(self.n_chunks[i]),
             chunk_reads: some_count(self.chunk_reads[i]),
+            client_wait_ns: (self.client_wait_ns[i] != NS_NONE).then_some(self.client_wait_ns[i]),
         }
     }
 }
@@ -327,6 +334,7 @@ mod tests {
                 endpoint: 1,
                 n_chunks: Some(7),
                 chunk_reads: Some(1),
+                client_wait_ns: Some(3),
             },
             SampleRow {
                 issued_ns: 1,

@@ -9,6 +9,7 @@ pub fn header(id: u64) -> RecordHeader {
         issued_ns: 1_000,
         first_chunk_ns: 2_000,
         complete_ns: 3_000 + id,
+        sent_ns: 1_500,
         first_chunk_len: 10,
         prompt_tokens: Some(12),
         completion_tokens: Some(160),

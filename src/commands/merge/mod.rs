@@ -205,6 +205,7 @@ fn merged_carried(shards: &[Shard], order: &[usize], timeline: &Timeline) -> Car
         interrupted: order.iter().any(|&i| carried(i).interrupted),
         incomplete_reason: incomplete,
         issue_lag: None,
+        connection_pool: None,
         requests_resent: Some(order.iter().map(|&i| carried(i).requests_resent.unwrap_or(0)).sum()),
         failure_kinds: kinds,
         urls: first.urls.clone(),

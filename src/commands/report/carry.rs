@@ -26,6 +26,8 @@ pub struct Carried {
     pub interrupted: bool,
     pub incomplete_reason: Option<String>,
     pub issue_lag: Option<IssueLag>,
+    /// The run's pool (`connection_pool`): what its client wait is judged against.
+    pub connection_pool: Option<crate::report::ClientWaitInfo>,
     pub requests_resent: Option<u64>,
     pub failure_kinds: Option<Vec<FailureKindCount>>,
     pub urls: Option<Vec<String>>,
@@ -42,6 +44,7 @@ struct SummaryKeys {
     state: Option<String>,
     complete: Option<bool>,
     issue_lag: Option<IssueLagKeys>,
+    connection_pool: Option<PoolKeys>,
     n_requests_resent: Option<u64>,
     failure_kinds: Option<InOrder>,
     endpoints: Option<Vec<EndpointKeys>>,
@@ -49,6 +52,13 @@ struct SummaryKeys {
 
 fn present<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Option<String>>, D::Error> {
     Option::<String>::deserialize(d).map(Some)
+}
+
+#[derive(Deserialize)]
+struct PoolKeys {
+    max_connections: u64,
+    max_connections_given: bool,
+    peak_in_flight: Option<u64>,
 }
 
 #[derive(Deserialize)]
@@ -136,6 +146,11 @@ impl Carried {
             max_ns: l.max_ns,
             target_qps: l.target_qps,
             achieved_qps: l.achieved_qps,
+        });
+        carried.connection_pool = keys.connection_pool.map(|p| crate::report::ClientWaitInfo {
+            max_connections: p.max_connections,
+            pool_given: p.max_connections_given,
+            peak_in_flight: p.peak_in_flight,
         });
         carried.requests_resent = keys.n_requests_resent;
         carried.failure_kinds = keys.failure_kinds.map(|k| k.0);
@@ -278,6 +293,7 @@ pub fn run_info(
         incomplete_reason: c.incomplete_reason.clone(),
         abandoned: counters.abandoned,
         issue_lag: c.issue_lag,
+        client_wait: c.connection_pool,
         failures,
         requests_resent: c.requests_resent.unwrap_or(0),
         events_has_errors,

@@ -73,6 +73,9 @@ pub struct Complete<'a> {
     /// A streamed sample's chunk timing (llm-loadgen's addition; absent in the reference's
     /// logs): its chunk count, the reads that brought them, the gaps between them.
     pub chunks: Option<ChunkLine>,
+    /// The sample's wait inside the client before its request was written (llm-loadgen's
+    /// addition; absent in the reference's logs and for a request never written).
+    pub client_wait_ns: Option<u64>,
 }
 
 /// The chunk timing of a `sample.complete` line.
@@ -141,6 +144,8 @@ struct RawEvent<'a> {
     chunk_reads: Option<u32>,
     #[serde(default)]
     chunk_delta_ns: Option<Vec<u64>>,
+    #[serde(default)]
+    client_wait_ns: Option<u64>,
 }
 
 /// Why a line cannot be read: the message after "events.jsonl line N: ".
@@ -259,6 +264,7 @@ fn complete<'a>(raw: RawEvent<'a>, line: u64) -> Result<Complete<'a>, LineError>
         prompt_tokens: raw.prompt_tokens,
         completion_tokens: raw.completion_tokens,
         chunks: chunk_line(raw.n_chunks, raw.chunk_reads, raw.chunk_delta_ns, line)?,
+        client_wait_ns: raw.client_wait_ns,
     })
 }
 

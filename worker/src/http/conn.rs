@@ -326,6 +326,9 @@ pub struct Conn {
     pub acc: Accumulator,
     /// Failure text of the last exchange (empty on success).
     pub error: Vec<u8>,
+    /// When the last exchange started writing its request (its first write, when it was sent
+    /// twice); 0 when it was never written.
+    pub sent_ns: u64,
     /// Whether the current response is parsed as SSE.
     sse_mode: bool,
     /// How the socket is bound before it connects (see `set_bind_before_connect`,
@@ -369,6 +372,7 @@ impl Conn {
             sse: SseParser::new(max_body_bytes),
             acc: Accumulator::new(api, max_output_bytes),
             error: Vec::with_capacity(256),
+            sent_ns: 0,
             sse_mode: false,
             local: LocalBind::default(),
             carried_response: false,
@@ -456,6 +460,7 @@ impl Conn {
         on_first_chunk: &dyn Fn(u64),
     ) -> Outcome {
         let carried = self.stream.is_some() && self.carried_response;
+        self.sent_ns = 0;
         let first = self.exchange_once(request, now_ns, on_first_chunk).await;
         if !may_resend(carried, first.failure, self.response_bytes) {
             return first;
@@ -479,6 +484,9 @@ impl Conn {
         // The row goes to the kernel straight from the shared request table: no copy.
         let stream = self.stream.as_mut().expect("connected above");
         self.wrote = true;
+        if self.sent_ns == 0 {
+            self.sent_ns = now_ns();
+        }
         let (result, _) = stream.write_all(request.io_buf()).await;
         if let Err(e) = result {
             let _ = write!(self.error, "connection closed while sending: {e}");

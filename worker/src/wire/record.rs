@@ -134,6 +134,11 @@ pub struct RecordHeader {
     pub first_chunk_ns: u64,
     /// When the response ended (or the failure was seen).
     pub complete_ns: u64,
+    /// When the worker started writing the request on the socket; 0 = never written (a connect
+    /// that failed, a sample cancelled while queued). `sent_ns - issued_ns` is the sample's
+    /// client wait: the time it spent inside the client, queued for a free connection or a
+    /// connect, after its issue stamp.
+    pub sent_ns: u64,
     /// Dataset row of the sample.
     pub row: u32,
     /// Bytes of `output` that came in the first content chunk; equal to `output.len()` when the
@@ -152,7 +157,7 @@ pub struct RecordHeader {
     pub resent: u8,
     /// Which of the run's endpoints the sample went to (its index in the run's endpoint list;
     /// `NO_ENDPOINT`, 255, when it reached none). It fills the header's last padding byte, so
-    /// the record stays 64 bytes; a per-(worker, slot) table in the aggregator would cost a
+    /// the head stays 72 bytes; a per-(worker, slot) table in the aggregator would cost a
     /// lookup per record and a second source of truth.
     pub endpoint: u8,
 }
@@ -160,7 +165,7 @@ pub struct RecordHeader {
 /// Size of a serialized header inside a record frame; a multiple of 8 so the bytes after it stay
 /// aligned.
 pub const RECORD_HEADER_BYTES: usize = std::mem::size_of::<ArchivedRecordHeader>();
-const _: () = assert!(RECORD_HEADER_BYTES == 64);
+const _: () = assert!(RECORD_HEADER_BYTES == 72);
 const _: () = assert!(std::mem::align_of::<ArchivedRecordHeader>() <= 8);
 
 impl RecordHeader {
@@ -174,12 +179,21 @@ impl RecordHeader {
         FinishReason::from_u8(self.finish).unwrap_or(FinishReason::Other)
     }
 
-    /// The timestamp order every record keeps: issued <= first chunk <= complete (first chunk 0
-    /// when absent). Checked by the worker before a push and by the aggregator after a pop.
+    /// The timestamp order every record keeps: issued <= sent <= first chunk <= complete (sent
+    /// and first chunk 0 when absent). Checked by the worker before a push and by the
+    /// aggregator after a pop.
     pub fn timestamps_ordered(&self) -> bool {
+        let from_ns = self.issued_ns.max(self.sent_ns);
         let first_ok = self.first_chunk_ns == 0
-            || (self.issued_ns <= self.first_chunk_ns && self.first_chunk_ns <= self.complete_ns);
-        first_ok && self.issued_ns <= self.complete_ns
+            || (from_ns <= self.first_chunk_ns && self.first_chunk_ns <= self.complete_ns);
+        let sent_ok = self.sent_ns == 0 || self.issued_ns <= self.sent_ns;
+        first_ok && sent_ok && from_ns <= self.complete_ns
+    }
+
+    /// The sample's wait inside the client after its issue stamp (`sent_ns - issued_ns`), in
+    /// ns; `None` when its request was never written.
+    pub fn client_wait_ns(&self) -> Option<u64> {
+        (self.sent_ns != 0).then(|| self.sent_ns.saturating_sub(self.issued_ns))
     }
 
     /// Writes the archived form into `out` (exactly [`RECORD_HEADER_BYTES`], 8-byte aligned).
@@ -204,6 +218,7 @@ impl RecordHeader {
             issued_ns: archived.issued_ns.to_native(),
             first_chunk_ns: archived.first_chunk_ns.to_native(),
             complete_ns: archived.complete_ns.to_native(),
+            sent_ns: archived.sent_ns.to_native(),
             row: archived.row.to_native(),
             first_chunk_len: archived.first_chunk_len.to_native(),
             prompt_tokens: archived.prompt_tokens.as_ref().map(|v| v.to_native()),
@@ -242,6 +257,7 @@ mod tests {
             issued_ns: 10,
             first_chunk_ns: 20,
             complete_ns: 30,
+            sent_ns: 15,
             row: 7,
             first_chunk_len: 5,
             prompt_tokens: Some(12),
@@ -288,5 +304,15 @@ mod tests {
         assert!(!h.timestamps_ordered());
         h.first_chunk_ns = 6;
         assert!(h.timestamps_ordered());
+        // The write lies between the issue and the first chunk.
+        h.sent_ns = 6;
+        assert!(h.timestamps_ordered());
+        assert_eq!(h.client_wait_ns(), Some(1));
+        h.sent_ns = 7;
+        assert!(!h.timestamps_ordered());
+        h.sent_ns = 4;
+        assert!(!h.timestamps_ordered());
+        h.sent_ns = 0;
+        assert_eq!(h.client_wait_ns(), None);
     }
 }

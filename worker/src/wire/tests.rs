@@ -33,6 +33,7 @@ fn header(sample_id: u64) -> RecordHeader {
         issued_ns: sample_id,
         first_chunk_ns: sample_id + 1,
         complete_ns: sample_id + 2,
+        sent_ns: sample_id,
         row: (sample_id % 1000) as u32,
         first_chunk_len: 1,
         prompt_tokens: Some(sample_id as u32),

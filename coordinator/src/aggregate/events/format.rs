@@ -65,6 +65,8 @@ pub struct Complete {
     pub completion_tokens: Option<u32>,
     /// A streamed response's chunk timing, written after the usage counts.
     pub chunks: Option<Chunks>,
+    /// The wait inside the client before the request was written, written last.
+    pub client_wait_ns: Option<u64>,
 }
 
 /// The chunk timing of a `sample.complete` line, its gaps held in the batch.
@@ -261,6 +263,10 @@ fn complete(out: &mut Vec<u8>, batch: &Batch, c: &Complete) {
             push_u64(out, gap);
         }
         out.push(b']');
+    }
+    if let Some(wait) = c.client_wait_ns {
+        out.extend_from_slice(b",\"client_wait_ns\":");
+        push_u64(out, wait);
     }
 }
 

@@ -61,6 +61,9 @@ pub struct CompleteEvent<'a> {
     pub completion_tokens: Option<u32>,
     /// A streamed response's chunk timing; `None` when it had no content chunk.
     pub chunks: Option<ChunkLine<'a>>,
+    /// The sample's wait inside the client before its request was written; `None` when it
+    /// was never written.
+    pub client_wait_ns: Option<u64>,
 }
 
 /// The chunk timing of a `sample.complete` line: `n_chunks`, `chunk_reads`, `chunk_delta_ns`.
@@ -176,6 +179,7 @@ impl EventLog {
             prompt_tokens: c.prompt_tokens,
             completion_tokens: c.completion_tokens,
             chunks,
+            client_wait_ns: c.client_wait_ns,
         }));
     }
 
@@ -304,6 +308,7 @@ mod tests {
             prompt_tokens: None,
             completion_tokens: None,
             chunks: None,
+            client_wait_ns: None,
         };
         let gaps_ns = [0, 1_500_000];
         let text = lines(|ev| {
@@ -316,6 +321,7 @@ mod tests {
             ev.complete(&CompleteEvent { output: None, finish_reason: None, ..base });
             let chunks = Some(ChunkLine { n_chunks: 3, chunk_reads: 2, gaps_ns: &gaps_ns });
             ev.complete(&CompleteEvent { completion_tokens: Some(16), chunks, ..base });
+            ev.complete(&CompleteEvent { client_wait_ns: Some(1_234), ..base });
         });
         let got: Vec<&str> = text.lines().collect();
         assert_eq!(
@@ -327,6 +333,7 @@ mod tests {
         assert!(got[3].ends_with(
             r#""worker_id":1,"completion_tokens":16,"n_chunks":3,"chunk_reads":2,"chunk_delta_ns":[0,1500000]}"#
         ));
+        assert!(got[4].ends_with(r#""worker_id":1,"client_wait_ns":1234}"#), "the wait comes last");
     }
 
     #[test]
@@ -390,6 +397,7 @@ mod tests {
             prompt_tokens: None,
             completion_tokens: None,
             chunks: None,
+            client_wait_ns: None,
         }
     }
 

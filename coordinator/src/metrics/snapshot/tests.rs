@@ -39,6 +39,9 @@ fn client_primary_keeps_reference_names_then_adds_server_series() {
         "chunks_per_sample",
         "tokens_per_chunk",
         "tokens_per_chunk_server",
+        "client_wait_ns",
+        "latency_from_write_ns",
+        "ttft_from_write_ns",
     ];
     assert_eq!(names(&snap), expected);
     let counters: Vec<&str> = snap.counters.iter().map(|c| c.name.as_str()).collect();
@@ -108,6 +111,7 @@ fn chunk_series_count_every_gap_chunk_and_one_read_stream() {
     let streamed = |n_chunks, chunk_reads, completion| SampleRow {
         n_chunks: Some(n_chunks),
         chunk_reads: Some(chunk_reads),
+        client_wait_ns: None,
         ..row(Some(100), 1100, Some(completion))
     };
     // Three chunks over two reads, four in one read, one chunk, and a sample without chunks.
@@ -247,7 +251,9 @@ fn non_streaming_registers_no_ttft_or_tpot() {
     let table = synthetic_table(&FixtureSpec::default());
     let opts = MetricsOptions { streaming: false, ..options(Client) };
     let snap = final_snapshot(&table, &run_counters(&table), &opts, RunState::Complete);
-    assert_eq!(names(&snap), ["sample_latency_ns", "isl", "osl", "isl_server", "osl_server"]);
+    let want = ["sample_latency_ns", "isl", "osl", "isl_server", "osl_server"];
+    let added = ["client_wait_ns", "latency_from_write_ns"];
+    assert_eq!(names(&snap), [&want[..], &added[..]].concat());
 }
 
 #[test]
