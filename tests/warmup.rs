@@ -145,3 +145,93 @@ fn salt_is_refused_on_a_dataset_it_cannot_salt_naming_the_row() {
     assert!(stderr.contains("warmup.salt (--warmup-salt)"), "{stderr}");
     assert!(stderr.contains("row 1 carries messages"), "{stderr}");
 }
+
+/// A salted Poisson warm-up of `n` samples at `qps` against a stamping server (and `extra`);
+/// returns the arrivals' stamps in the warm-up's issue order (found by each prompt's salt) and
+/// the run's exit code.
+fn stamped_warm_up(name: &str, n: usize, qps: &str, extra: &[&str]) -> (Option<i32>, Vec<u64>) {
+    let server = common::stamps::StampServer::start();
+    let rows: Vec<Value> = (0..40).map(|i| json!({"prompt": format!("p{i}")})).collect();
+    let data = dataset(name, &rows).display().to_string();
+    let dir = report_dir(&format!("warmup-{name}"));
+    let requests = n.to_string();
+    let mut args = vec![
+        "benchmark",
+        "online",
+        "--load-pattern",
+        "poisson",
+        "--target-qps",
+        qps,
+        "--num-samples",
+        "1",
+        "--warmup",
+        "--warmup-requests",
+        &requests,
+        "--warmup-salt",
+        "--streaming",
+        "off",
+        "--endpoints",
+        &server.url,
+        "--model",
+        "m",
+        "--dataset",
+        &data,
+        "--workers",
+        "1",
+        "--report-dir",
+        dir.to_str().unwrap(),
+    ];
+    args.extend_from_slice(extra);
+    let out = run(&args);
+    // The reference's salts, in the warm-up's issue order (`warmup_random_seed + 2`).
+    let mut rng = loadgen_coordinator::pyrandom::PyRandom::new(42 + 2);
+    let salts: Vec<String> =
+        (0..n).map(|_| rng.randbytes8().iter().map(|b| format!("{b:02x}")).collect()).collect();
+    let arrivals = server.arrivals();
+    let stamps = salts
+        .iter()
+        .map(|salt| {
+            let tag = format!("[{salt}]");
+            let hit = arrivals.iter().find(|(_, prompt)| prompt.starts_with(&tag));
+            hit.unwrap_or_else(|| panic!("warm-up request {tag} never arrived: {arrivals:?}")).0
+        })
+        .collect();
+    (out.status.code(), stamps)
+}
+
+#[test]
+fn a_poisson_warm_up_keeps_its_schedule_from_its_first_sample() {
+    // 30 samples at 50 QPS: the seeded schedule spans about 600 ms. A warm-up whose clock
+    // ran before its worker could send gets its first sample out late and the next ones in a
+    // burst behind it, so they leave (by the kernel's receive stamps) sooner after the first
+    // than scheduled. A busy host may make a sample late (the issue lag reports that), never
+    // early.
+    let (code, stamps) = stamped_warm_up("schedule", 30, "50", &[]);
+    assert_eq!(code, Some(0));
+    let mut rng = loadgen_coordinator::pyrandom::PyRandom::new(42);
+    let mut clock = loadgen_coordinator::schedule::PoissonClock::new(&mut rng, 50.0);
+    let offsets: Vec<u64> = (0..30).map(|_| clock.next_offset_ns()).collect();
+    const SLACK_NS: i64 = 40_000_000;
+    for (i, (&at, &due)) in stamps.iter().zip(&offsets).enumerate() {
+        let seen = at as i64 - stamps[0] as i64;
+        let scheduled = due as i64 - offsets[0] as i64;
+        assert!(
+            seen >= scheduled - SLACK_NS,
+            "warm-up sample {i} arrived {:.1} ms after the first, scheduled {:.1} ms after it",
+            seen as f64 / 1e6,
+            scheduled as f64 / 1e6
+        );
+    }
+}
+
+#[test]
+fn a_backlog_reaches_the_server_in_issue_order() {
+    // 30 warm-up samples at 20,000 QPS on 2 connections: they queue in the worker, and leave in
+    // the order they were issued, the oldest first.
+    let (code, stamps) = stamped_warm_up("fifo", 30, "20000", &["--max-connections", "2"]);
+    assert_eq!(code, Some(0));
+    // One worker thread writes them, so in issue order each leaves after the one before.
+    let late: Vec<(usize, usize)> =
+        (1..stamps.len()).filter(|&i| stamps[i] < stamps[i - 1]).map(|i| (i - 1, i)).collect();
+    assert!(late.is_empty(), "samples sent after later ones (issue index pairs): {late:?}");
+}

@@ -8,6 +8,7 @@ use std::process::{Command, Output};
 use loadgen_stubs::{StubConfig, StubKind, StubServer};
 
 pub mod fleet;
+pub mod stamps;
 
 /// The `llm-loadgen` binary under test.
 pub fn bin() -> Command {
