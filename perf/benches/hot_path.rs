@@ -159,6 +159,7 @@ fn sample_row(h: &RecordHeader, output_len: usize) -> SampleRow {
         prompt_tokens: h.prompt_tokens,
         completion_tokens: h.completion_tokens,
         output_empty: output_len == 0,
+        client_wait_ns: h.client_wait_ns(),
         ..SampleRow::default()
     }
 }
@@ -313,6 +314,7 @@ fn event_log(c: &mut Criterion) {
                         prompt_tokens: Some(10),
                         completion_tokens: Some(20),
                         chunks: None,
+                        client_wait_ns: Some(12_345),
                     });
                 }
                 let elapsed = start.elapsed();

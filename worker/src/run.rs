@@ -511,7 +511,7 @@ fn new_slot_conn(spec: &WorkerSpec, tls: &[Option<Rc<TlsClient>>], index: usize)
 /// every open connection busy: a large pool ceiling (`Connections::max_connections`) is only
 /// what the load may grow to.
 enum Slot {
-    Built(Conn),
+    Built(Box<Conn>),
     Lazy(usize),
 }
 
@@ -532,7 +532,7 @@ fn pool_slots(spec: &WorkerSpec, warm: Vec<Conn>) -> Vec<Slot> {
     let slot_count = spec.connections as usize;
     let mut slots: Vec<Slot> = Vec::with_capacity(slot_count);
     slots.extend((warm.len()..slot_count).map(Slot::Lazy));
-    slots.extend(warm.into_iter().map(Slot::Built));
+    slots.extend(warm.into_iter().map(|conn| Slot::Built(Box::new(conn))));
     slots
 }
 
@@ -696,7 +696,7 @@ fn cancel_queued(shared: &Shared) {
 
 async fn conn_task(shared: Rc<Shared>, slot: usize, conn: Slot) {
     let (mut conn, index) = match conn {
-        Slot::Built(conn) => (Some(conn), 0),
+        Slot::Built(conn) => (Some(*conn), 0),
         Slot::Lazy(index) => (None, index),
     };
     serve(&shared, slot, &mut conn, index).await;
