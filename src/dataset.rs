@@ -17,6 +17,8 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use serde::{Deserialize, Serialize};
+
+use crate::yaml::lax;
 use serde_json::{Map, Value};
 
 use crate::error::AppError;
@@ -132,17 +134,17 @@ pub enum EvalMethod {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct AgenticInference {
-    #[serde(default = "default_turn_timeout_s")]
+    #[serde(default = "default_turn_timeout_s", deserialize_with = "lax::float")]
     pub turn_timeout_s: f64,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "lax::boolean")]
     pub enable_salt: bool,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "lax::boolean")]
     pub inject_tool_delay: bool,
     #[serde(default = "default_routing_headers")]
     pub routing_headers: Vec<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "lax::opt_int")]
     pub num_trajectories_to_issue: Option<u64>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "lax::boolean")]
     pub stop_issuing_on_first_user_complete: bool,
 }
 
@@ -158,22 +160,38 @@ fn default_routing_headers() -> Vec<String> {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct DatasetSpec {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "lax::opt_string_stripped"
+    )]
     pub name: Option<String>,
-    #[serde(default, rename = "type")]
+    #[serde(default, rename = "type", deserialize_with = "lax::choice")]
     pub kind: DatasetKind,
     /// Empty: a predefined dataset named by `name` (the reference's `path: null`).
-    #[serde(default, skip_serializing_if = "String::is_empty")]
+    #[serde(
+        default,
+        skip_serializing_if = "String::is_empty",
+        deserialize_with = "lax::string_stripped"
+    )]
     pub path: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "lax::opt_string_stripped"
+    )]
     pub format: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "lax::opt_int")]
     pub samples: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub parser: Option<ParserMap>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub accuracy_config: Option<BTreeMap<String, serde_json::Value>>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "lax::opt_choice"
+    )]
     pub eval_method: Option<EvalMethod>,
     /// Parameters of a predefined dataset's generator (the reference's `generate_params`).
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -9,19 +9,30 @@ use loadgen_coordinator::TokenCountSource;
 use crate::dataset::DatasetSpec;
 use crate::error::AppError;
 
+pub mod lax;
+pub mod pyyaml;
+
 /// The whole benchmark configuration, field order as the reference writes it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Config {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "lax::opt_string_stripped"
+    )]
     pub name: Option<String>,
-    #[serde(default = "default_version")]
+    #[serde(default = "default_version", deserialize_with = "lax::string_stripped")]
     pub version: String,
-    #[serde(rename = "type")]
+    #[serde(rename = "type", deserialize_with = "lax::choice")]
     pub kind: BenchType,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub submission_ref: Option<SubmissionRef>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "lax::opt_choice"
+    )]
     pub benchmark_mode: Option<BenchType>,
     #[serde(default)]
     pub model_params: ModelParams,
@@ -31,16 +42,20 @@ pub struct Config {
     pub settings: Settings,
     #[serde(default)]
     pub endpoint_config: EndpointConfig,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "lax::opt_string")]
     pub report_dir: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "lax::opt_float")]
     pub timeout: Option<f64>,
     /// `false`: write no events.jsonl (not a reference key; `--no-events`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "lax::opt_boolean"
+    )]
     pub events: Option<bool>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "lax::boolean")]
     pub verbose: bool,
-    #[serde(default = "yes")]
+    #[serde(default = "yes", deserialize_with = "lax::boolean")]
     pub enable_cpu_affinity: bool,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub audit: Option<YamlValue>,
@@ -67,7 +82,9 @@ pub struct Config {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SubmissionRef {
+    #[serde(deserialize_with = "lax::string_stripped")]
     pub model: String,
+    #[serde(deserialize_with = "lax::string_stripped")]
     pub ruleset: String,
 }
 
@@ -96,37 +113,47 @@ impl BenchType {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct ModelParams {
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "lax::opt_string_stripped"
+    )]
     pub name: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none", deserialize_with = "lax::opt_float")]
     pub temperature: Option<f64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none", deserialize_with = "lax::opt_int")]
     pub seed: Option<u64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none", deserialize_with = "lax::opt_int")]
     pub top_k: Option<i64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none", deserialize_with = "lax::opt_float")]
     pub top_p: Option<f64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none", deserialize_with = "lax::opt_float")]
     pub repetition_penalty: Option<f64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none", deserialize_with = "lax::opt_float")]
     pub presence_penalty: Option<f64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none", deserialize_with = "lax::opt_float")]
     pub frequency_penalty: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub chat_template_kwargs: Option<YamlValue>,
+    #[serde(deserialize_with = "lax::int")]
     pub max_new_tokens: u32,
+    #[serde(deserialize_with = "lax::int")]
     pub min_new_tokens: u32,
+    #[serde(deserialize_with = "lax::boolean")]
     pub skip_special_tokens: bool,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub osl_distribution: Option<OslDistribution>,
     /// Beyond the reference: send `ignore_eos: true` (vLLM, SGLang).
-    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    #[serde(skip_serializing_if = "std::ops::Not::not", deserialize_with = "lax::boolean")]
     pub ignore_eos: bool,
     /// Beyond the reference: a mapping merged into every request body's top level.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub extra_body: Option<YamlValue>,
+    #[serde(deserialize_with = "lax::choice")]
     pub streaming: Streaming,
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "lax::opt_string_stripped"
+    )]
     pub tokenizer_name: Option<String>,
 }
 
@@ -159,13 +186,15 @@ impl Default for ModelParams {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct OslDistribution {
-    #[serde(rename = "type")]
+    #[serde(rename = "type", deserialize_with = "lax::choice")]
     pub kind: OslKind,
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none", deserialize_with = "lax::opt_int")]
     pub mean: Option<i64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none", deserialize_with = "lax::opt_int")]
     pub std: Option<i64>,
+    #[serde(deserialize_with = "lax::int")]
     pub min: i64,
+    #[serde(deserialize_with = "lax::int")]
     pub max: i64,
 }
 
@@ -226,25 +255,17 @@ impl Serialize for Streaming {
     }
 }
 
+/// Only the names, exactly, as the reference's `StreamingMode` enum takes them: a YAML
+/// boolean (an unquoted `on` is one, as the reference's loader reads it) is refused by the
+/// schema's `lax::choice`, with a hint to quote it.
 impl<'de> Deserialize<'de> for Streaming {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        // Read as a plain value (not an untagged enum, whose error names neither the key
-        // nor the value) so that a wrong value is named.
-        match YamlValue::deserialize(d)? {
-            YamlValue::Bool(true) => Ok(Streaming::On),
-            YamlValue::Bool(false) => Ok(Streaming::Off),
-            YamlValue::String(t) => match t.to_ascii_lowercase().as_str() {
-                "auto" => Ok(Streaming::Auto),
-                "on" | "true" | "yes" => Ok(Streaming::On),
-                "off" | "false" | "no" => Ok(Streaming::Off),
-                _ => Err(serde::de::Error::custom(format!(
-                    "streaming {t:?} is not one of auto, on, off"
-                ))),
-            },
-            other => Err(serde::de::Error::custom(format!(
-                "streaming {} is not one of auto, on, off",
-                serde_json::to_string(&other).unwrap_or_else(|_| "of this type".into())
-            ))),
+        const NAMES: &[&str] = &["auto", "on", "off"];
+        match String::deserialize(d)?.as_str() {
+            "auto" => Ok(Streaming::Auto),
+            "on" => Ok(Streaming::On),
+            "off" => Ok(Streaming::Off),
+            other => Err(serde::de::Error::unknown_variant(other, NAMES)),
         }
     }
 }
@@ -260,7 +281,9 @@ pub struct Settings {
     pub warmup: WarmupConfig,
     pub profiling: Profiling,
     pub early_stopping: EarlyStopping,
+    #[serde(deserialize_with = "lax::float")]
     pub service_ready_timeout_s: f64,
+    #[serde(deserialize_with = "lax::choice")]
     pub token_count_source: TokenCountSource,
 }
 
@@ -285,13 +308,15 @@ impl Default for Settings {
 #[serde(default, deny_unknown_fields)]
 pub struct Runtime {
     /// Milliseconds, or a string with a unit (`600s`, `10m`, `600000ms`) as the reference reads.
-    #[serde(deserialize_with = "min_duration_ms")]
+    #[serde(deserialize_with = "duration_ms")]
     pub min_duration_ms: u64,
-    #[serde(deserialize_with = "max_duration_ms")]
+    #[serde(deserialize_with = "duration_ms")]
     pub max_duration_ms: u64,
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none", deserialize_with = "lax::opt_int")]
     pub n_samples_to_issue: Option<u64>,
+    #[serde(deserialize_with = "lax::int")]
     pub scheduler_random_seed: u64,
+    #[serde(deserialize_with = "lax::int")]
     pub dataloader_random_seed: u64,
 }
 
@@ -307,27 +332,18 @@ impl Default for Runtime {
     }
 }
 
-fn min_duration_ms<'de, D: Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
-    duration_ms(d, "min_duration_ms")
-}
-
-fn max_duration_ms<'de, D: Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
-    duration_ms(d, "max_duration_ms")
-}
-
-/// A duration in ms: a whole number, or a string with a unit (the reference's
-/// `_parse_duration_suffix`); a wrong value is named with its key (the error's path stops at
-/// the enclosing mapping).
-fn duration_ms<'de, D: Deserializer<'de>>(d: D, key: &str) -> Result<u64, D::Error> {
-    match YamlValue::deserialize(d)? {
-        YamlValue::Number(n) if n.as_u64().is_some() => Ok(n.as_u64().unwrap_or_default()),
-        YamlValue::String(t) => crate::cli::parse_duration_ms(&t)
-            .map_err(|why| serde::de::Error::custom(format!("{key} {why}"))),
-        other => Err(serde::de::Error::custom(format!(
-            "{key} {} is not a duration (give ms, or 600s, 10m, 600000ms)",
-            serde_json::to_string(&other).unwrap_or_else(|_| "of this type".into())
-        ))),
+/// A duration in ms: a string with a unit (the reference's `_parse_duration_suffix`), else a
+/// whole number by the lax int rule.
+fn duration_ms<'de, D: Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
+    fn convert(value: &lax::Scalar<'_>) -> Result<u64, String> {
+        match value {
+            lax::Scalar::Str(t) => crate::cli::parse_duration_ms(t),
+            other => lax::as_int(other).and_then(|i| {
+                u64::try_from(i).map_err(|_| format!("{other} is not a duration (give ms ≥ 0)"))
+            }),
+        }
     }
+    lax::scalar(d, convert, "a duration (ms, or 600s, 10m, 600000ms)")
 }
 
 /// `settings.load_pattern.type`.
@@ -366,10 +382,13 @@ impl LoadPatternKind {
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct LoadPatternConfig {
-    #[serde(rename = "type")]
+    #[serde(rename = "type", deserialize_with = "lax::choice")]
     pub kind: LoadPatternKind,
+    #[serde(deserialize_with = "lax::opt_float")]
     pub target_qps: Option<f64>,
+    #[serde(deserialize_with = "lax::opt_int")]
     pub target_concurrency: Option<u32>,
+    #[serde(deserialize_with = "lax::boolean")]
     pub use_legacy_loadgen_qps_metrics: bool,
 }
 
@@ -409,24 +428,39 @@ impl Serialize for LoadPatternConfig {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct Client {
+    #[serde(deserialize_with = "lax::int")]
     pub num_workers: i64,
+    #[serde(deserialize_with = "lax::string_stripped")]
     pub log_level: String,
+    #[serde(deserialize_with = "lax::int")]
     pub warmup_connections: i64,
+    #[serde(deserialize_with = "lax::float")]
     pub auto_warmup_budget_fraction: f64,
+    #[serde(deserialize_with = "lax::int")]
     pub max_concurrent_warmup_connects: i64,
+    #[serde(deserialize_with = "lax::int")]
     pub max_connections: i64,
     pub transport: Transport,
+    #[serde(deserialize_with = "lax::boolean")]
     pub stream_all_chunks: bool,
+    #[serde(deserialize_with = "lax::float")]
     pub worker_initialization_timeout: f64,
+    #[serde(deserialize_with = "lax::float")]
     pub worker_graceful_shutdown_wait: f64,
+    #[serde(deserialize_with = "lax::float")]
     pub worker_force_kill_timeout: f64,
+    #[serde(deserialize_with = "lax::boolean")]
     pub insecure: bool,
+    #[serde(deserialize_with = "lax::float")]
     pub max_idle_time: f64,
+    #[serde(deserialize_with = "lax::int")]
     pub min_required_connections: i64,
+    #[serde(deserialize_with = "lax::string")]
     pub worker_gc_mode: String,
+    #[serde(deserialize_with = "lax::boolean")]
     pub stream_include_usage: bool,
     /// Synced from `endpoint_config.api_type` by the reference; accepted, not written.
-    #[serde(skip_serializing)]
+    #[serde(skip_serializing, deserialize_with = "lax::opt_choice")]
     pub api_type: Option<ApiTypeName>,
 }
 
@@ -458,14 +492,21 @@ impl Default for Client {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct Transport {
-    #[serde(rename = "type")]
+    #[serde(rename = "type", deserialize_with = "lax::string")]
     pub kind: String,
+    #[serde(deserialize_with = "lax::int")]
     pub recv_buffer_size: i64,
+    #[serde(deserialize_with = "lax::int")]
     pub send_buffer_size: i64,
+    #[serde(deserialize_with = "lax::int")]
     pub io_threads: i64,
+    #[serde(deserialize_with = "lax::int")]
     pub worker_io_threads: i64,
+    #[serde(deserialize_with = "lax::int")]
     pub high_water_mark: i64,
+    #[serde(deserialize_with = "lax::int")]
     pub linger: i64,
+    #[serde(deserialize_with = "lax::int")]
     pub immediate: i64,
 }
 
@@ -489,15 +530,19 @@ impl Default for Transport {
 #[serde(default, deny_unknown_fields)]
 pub struct Drain {
     /// `null`: wait for the warm-up samples however long they take (the reference's `None`).
+    #[serde(deserialize_with = "lax::opt_float")]
     pub warmup_timeout_s: Option<f64>,
     /// `null`: wait for the in-flight samples however long they take.
+    #[serde(deserialize_with = "lax::opt_float")]
     pub performance_timeout_s: Option<f64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none", deserialize_with = "lax::opt_float")]
     pub accuracy_timeout_s: Option<f64>,
     /// Seconds the end-of-run tokenizer drain may take; 0 = until every output is counted.
+    #[serde(deserialize_with = "lax::float")]
     pub metrics_drain_timeout_s: f64,
     /// Live client tokenizer threads; 0 = count after the last sample. `None` (not given):
     /// the CPU plan decides (`cpu::tokenizer_threads`), and the plan writes its choice back.
+    #[serde(deserialize_with = "lax::opt_int")]
     pub metrics_tokenizer_workers: Option<i64>,
 }
 
@@ -517,11 +562,15 @@ impl Default for Drain {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct WarmupConfig {
+    #[serde(deserialize_with = "lax::boolean")]
     pub enabled: bool,
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none", deserialize_with = "lax::opt_int")]
     pub n_requests: Option<u64>,
+    #[serde(deserialize_with = "lax::boolean")]
     pub salt: bool,
+    #[serde(deserialize_with = "lax::boolean")]
     pub drain: bool,
+    #[serde(deserialize_with = "lax::int")]
     pub warmup_random_seed: u64,
 }
 
@@ -541,7 +590,11 @@ impl Default for WarmupConfig {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Profiling {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "lax::opt_string"
+    )]
     pub engine: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub urls: Option<Vec<String>>,
@@ -551,6 +604,7 @@ pub struct Profiling {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct EarlyStopping {
+    #[serde(deserialize_with = "lax::boolean")]
     pub enabled: bool,
 }
 
@@ -564,19 +618,31 @@ impl Default for EarlyStopping {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct EndpointConfig {
-    #[serde(default)]
+    #[serde(default, deserialize_with = "lax::string_list_stripped")]
     pub endpoints: Vec<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "lax::opt_secret_string"
+    )]
     pub api_key: Option<String>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "lax::choice")]
     pub api_type: ApiTypeName,
     /// Beyond the reference: `NAME: VALUE` headers for every request (`--header`); their
     /// values are redacted in `config.yaml`.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[serde(
+        default,
+        skip_serializing_if = "Vec::is_empty",
+        deserialize_with = "lax::secret_string_list"
+    )]
     pub headers: Vec<String>,
     /// Beyond the reference: a PEM file of the only certificates trusted for `https://`
     /// endpoints (`--ca-bundle`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "lax::opt_string_stripped"
+    )]
     pub ca_bundle: Option<String>,
 }
 
@@ -645,20 +711,18 @@ impl Config {
         }
     }
 
-    /// Parses YAML text in the reference's schema: `${VAR}`, `${VAR:-default}`, `$VAR` and
-    /// `$$` are substituted in string values first; unknown keys are errors naming the key.
+    /// Parses YAML text in the reference's schema, as the reference reads it: typed as
+    /// PyYAML's `safe_load` types it (`pyyaml`), `${VAR}`, `${VAR:-default}`, `$VAR` and `$$`
+    /// substituted in string values (which stay strings), then each value coerced by pydantic's
+    /// lax rules (`lax`); unknown keys are errors naming the key.
     pub fn from_yaml_str(text: &str, origin: &str) -> Result<Config, AppError> {
-        let mut value: YamlValue = serde_yaml_ng::from_str(text)
-            .map_err(|e| AppError::Input(format!("config error in {origin}: {e}")))?;
-        substitute_env(&mut value)
-            .map_err(|e| AppError::Input(format!("config error in {origin}: {e}")))?;
+        let bad = |why: String| AppError::Input(format!("config error in {origin}: {why}"));
+        let mut value = pyyaml::load(text).map_err(|e| bad(e.to_string()))?;
+        substitute_env(&mut value).map_err(bad)?;
         if value.is_null() {
-            return Err(AppError::Input(format!("config error in {origin}: the file is empty")));
+            return Err(bad("the file is empty".to_string()));
         }
-        serde_yaml_ng::from_value(value.clone()).map_err(|e| {
-            let why = keyed_error(text, &value).unwrap_or_else(|| e.to_string());
-            AppError::Input(format!("config error in {origin}: {why}"))
-        })
+        typed_config(text, &value).map_err(bad)
     }
 
     /// Reads and parses a YAML file; a missing file is bad input (exit 2).
@@ -679,21 +743,23 @@ impl Config {
     }
 }
 
-/// The error of a document that does not fit the schema, naming the key path
-/// (`settings.client.num_workers: invalid type ...`): deserializing from a `Value` loses
-/// the path, deserializing from text keeps it. The original text is used when the
-/// substitution changed nothing (its line numbers are the user's); otherwise the
-/// substituted document, re-written, without its line numbers.
-fn keyed_error(text: &str, value: &YamlValue) -> Option<String> {
-    let original: Option<YamlValue> = serde_yaml_ng::from_str(text).ok();
-    if original.as_ref() == Some(value) {
-        return serde_yaml_ng::from_str::<Config>(text).err().map(|e| e.to_string());
+/// The typed configuration of `value` (the document as the reference reads it), with errors
+/// that name the key path (`settings.client.num_workers: "many" is not …`): serde_yaml_ng
+/// keeps the path only when it reads text. The user's own text is read where YAML 1.2 types
+/// it exactly as `value` (its line numbers are the user's); otherwise `value`, re-written,
+/// without its line numbers.
+fn typed_config(text: &str, value: &YamlValue) -> Result<Config, String> {
+    let as_written: Option<YamlValue> = serde_yaml_ng::from_str(text).ok();
+    if as_written.as_ref() == Some(value) {
+        return serde_yaml_ng::from_str::<Config>(text).map_err(|e| e.to_string());
     }
-    let rewritten = serde_yaml_ng::to_string(value).ok()?;
-    let err = serde_yaml_ng::from_str::<Config>(&rewritten).err()?.to_string();
-    Some(match err.rfind(" at line ") {
-        Some(at) => err[..at].to_string(),
-        None => err,
+    let rewritten = serde_yaml_ng::to_string(value).map_err(|e| e.to_string())?;
+    serde_yaml_ng::from_str::<Config>(&rewritten).map_err(|e| {
+        let err = e.to_string();
+        match err.rfind(" at line ") {
+            Some(at) => err[..at].to_string(),
+            None => err,
+        }
     })
 }
 
@@ -750,15 +816,9 @@ fn redact(value: &mut YamlValue, key: Option<&str>) {
 /// Substitutes environment variables in every string value, in place.
 fn substitute_env(value: &mut YamlValue) -> Result<(), String> {
     match value {
-        YamlValue::String(s) if s.contains('$') => {
-            let whole_var = s.starts_with('$') && !s.starts_with("$$");
-            let replaced = expand_env(s)?;
-            // A value that was only a variable is re-read as YAML, so `${QPS}` can be a number.
-            *value = match serde_yaml_ng::from_str::<YamlValue>(&replaced) {
-                Ok(v @ (YamlValue::Number(_) | YamlValue::Bool(_))) if whole_var => v,
-                _ => YamlValue::String(replaced),
-            };
-        }
+        // The result stays a string, as the reference's: a number or boolean key takes it by
+        // the lax rules (`${QPS}` = "12.5" is a float), a string key as it is.
+        YamlValue::String(s) if s.contains('$') => *s = expand_env(s)?,
         YamlValue::Mapping(map) => {
             for (_, v) in map.iter_mut() {
                 substitute_env(v)?;
@@ -828,7 +888,10 @@ mod tests {
                 "type: offline\nsettings:\n  runtime:\n    min_duration: 5\n",
                 "unknown field `min_duration`",
             ),
-            ("type: offline\nmodel_params:\n  streaming: maybe\n", "streaming \"maybe\""),
+            (
+                "type: offline\nmodel_params:\n  streaming: maybe\n",
+                "model_params.streaming: unknown variant `maybe`, expected one of `auto`",
+            ),
             ("type: sideways\n", "sideways"),
             ("name: x\n", "missing field `type`"),
             ("", "the file is empty"),
@@ -865,10 +928,10 @@ mod tests {
                 "settings.client.num_workers: invalid type: sequence",
             ),
             ("type: offline\nmodel_params: 5\n", "model_params: invalid type: integer `5`"),
-            ("type: offline\ntimeout: yes\n", "timeout: invalid type: string \"yes\""),
+            ("type: offline\ntimeout: soon\n", "timeout: \"soon\" is not a number"),
             (
                 "type: offline\nmodel_params:\n  streaming: [1]\n",
-                "model_params: streaming [1] is not one of",
+                "model_params.streaming: invalid type: sequence, expected a name",
             ),
             ("type: offline\nsettings:\n  runtime:\n    min_duration_ms: abc\n", "at line 4"),
         ];
@@ -882,7 +945,7 @@ mod tests {
             "type: offline\nsettings:\n  client:\n    num_workers: ${LLM_LOADGEN_TEST_WORKERS}\n";
         let msg = Config::from_yaml_str(text, "t.yaml").unwrap_err().to_string();
         assert!(
-            msg.contains("settings.client.num_workers: invalid type: string \"many\""),
+            msg.contains("settings.client.num_workers: \"many\" is not a whole number"),
             "{msg}"
         );
         assert!(!msg.contains(" at line "), "{msg}");
@@ -895,5 +958,240 @@ mod tests {
             quote_yaml11_bools(text),
             "streaming: 'on'\nx: 'off'\nname: one\n- 'yes'\nurl: http://a\n"
         );
+    }
+
+    /// `KEY: RAW` at `path` (dotted) in an offline document, read as a run reads it.
+    fn read_at(path: &str, raw: &str) -> Result<Config, String> {
+        let keys: Vec<&str> = path.split('.').collect();
+        let mut text = String::from("type: offline\n");
+        for (depth, key) in keys.iter().enumerate() {
+            let indent = "  ".repeat(depth);
+            if depth + 1 == keys.len() {
+                text.push_str(&format!("{indent}{key}: {raw}\n"));
+            } else {
+                text.push_str(&format!("{indent}{key}:\n"));
+            }
+        }
+        Config::from_yaml_str(&text, "t.yaml").map_err(|e| e.to_string())
+    }
+
+    /// Runs `cases` of one key: `Ok(value)` as the reference coerces `RAW` (observed with
+    /// PyYAML 6.0.3 + pydantic 2.12.5 on a field of the same type and model config), or
+    /// `Err(needle)` for a value it refuses, whose message must name the key and hold `needle`.
+    fn check_table<T: PartialEq + std::fmt::Debug>(
+        path: &str,
+        get: fn(&Config) -> T,
+        cases: &[(&str, Result<T, &str>)],
+    ) {
+        for (raw, want) in cases {
+            match (read_at(path, raw), want) {
+                (Ok(config), Ok(value)) => assert_eq!(&get(&config), value, "{path}: {raw}"),
+                (Err(msg), Err(needle)) => {
+                    assert!(msg.contains(&format!("{path}: ")), "{path}: {raw}: {msg}");
+                    assert!(msg.contains(needle), "{path}: {raw}: want {needle:?}: {msg}");
+                    assert!(!msg.contains("panicked"), "{msg}");
+                }
+                (got, want) => panic!("{path}: {raw}: got {got:?}, want {want:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn an_int_key_takes_what_pydantic_lax_takes() {
+        check_table(
+            "settings.client.num_workers",
+            |c| c.settings.client.num_workers,
+            &[
+                ("2", Ok(2)),
+                ("-1", Ok(-1)),
+                ("\"2\"", Ok(2)),
+                ("\" 2 \"", Ok(2)),
+                ("\"+2\"", Ok(2)),
+                ("\"02\"", Ok(2)),
+                ("128.0", Ok(128)),
+                ("\"128.0\"", Ok(128)),
+                ("1.0e+3", Ok(1000)),
+                ("1_000", Ok(1000)),
+                ("\"1_000\"", Ok(1000)),
+                ("true", Ok(1)),
+                ("on", Ok(1)),
+                ("010", Ok(8)),
+                ("0x10", Ok(16)),
+                ("1:30", Ok(90)),
+                ("128.5", Err("128.5 is not a whole number (it has a fractional part)")),
+                ("\"128.5\"", Err("\"128.5\" is not a whole number")),
+                ("1e3", Err("\"1e3\" is not a whole number")),
+                ("\"1e3\"", Err("\"1e3\" is not a whole number")),
+                ("0o10", Err("\"0o10\" is not a whole number")),
+                ("\"0x10\"", Err("\"0x10\" is not a whole number")),
+                ("\"true\"", Err("\"true\" is not a whole number")),
+                ("\"1__0\"", Err("is not a whole number")),
+                ("\"\"", Err("\"\" is not a whole number")),
+                ("null", Err("null is not a whole number")),
+                (".inf", Err("inf is not a whole number")),
+                ("[1]", Err("invalid type: sequence, expected a whole number")),
+            ],
+        );
+        check_table(
+            "model_params.max_new_tokens",
+            |c| c.model_params.max_new_tokens,
+            &[("\"64\"", Ok(64)), ("-1", Err("-1 is out of range: give a whole number from 0"))],
+        );
+        check_table(
+            "model_params.seed",
+            |c| c.model_params.seed,
+            &[("null", Ok(None)), ("~", Ok(None)), ("\"7\"", Ok(Some(7))), ("7.0", Ok(Some(7)))],
+        );
+    }
+
+    #[test]
+    fn a_float_key_takes_what_pydantic_lax_takes() {
+        check_table(
+            "settings.service_ready_timeout_s",
+            |c| c.settings.service_ready_timeout_s,
+            &[
+                ("0.5", Ok(0.5)),
+                ("\"0.5\"", Ok(0.5)),
+                ("\" 0.5 \"", Ok(0.5)),
+                ("2", Ok(2.0)),
+                ("\"2\"", Ok(2.0)),
+                ("true", Ok(1.0)),
+                ("yes", Ok(1.0)),
+                ("1e3", Ok(1000.0)),
+                ("1e-3", Ok(0.001)),
+                ("\"1_000.5\"", Ok(1000.5)),
+                (".inf", Ok(f64::INFINITY)),
+                ("\"inf\"", Ok(f64::INFINITY)),
+                ("1:30", Ok(90.0)),
+                ("\"true\"", Err("\"true\" is not a number")),
+                ("\"1,5\"", Err("\"1,5\" is not a number")),
+                ("\"\"", Err("\"\" is not a number")),
+                ("null", Err("null is not a number")),
+            ],
+        );
+        check_table(
+            "model_params.temperature",
+            |c| c.model_params.temperature,
+            &[("null", Ok(None)), ("", Ok(None)), ("\"0.5\"", Ok(Some(0.5))), ("1", Ok(Some(1.0)))],
+        );
+    }
+
+    #[test]
+    fn a_bool_key_takes_what_pydantic_lax_takes() {
+        check_table(
+            "settings.warmup.enabled",
+            |c| c.settings.warmup.enabled,
+            &[
+                ("true", Ok(true)),
+                ("True", Ok(true)),
+                ("on", Ok(true)),
+                ("\"on\"", Ok(true)),
+                ("\"On\"", Ok(true)),
+                ("yes", Ok(true)),
+                ("y", Ok(true)),
+                ("\"Y\"", Ok(true)),
+                ("\"t\"", Ok(true)),
+                ("\"1\"", Ok(true)),
+                ("1", Ok(true)),
+                ("1.0", Ok(true)),
+                ("\"TRUE\"", Ok(true)),
+                ("off", Ok(false)),
+                ("n", Ok(false)),
+                ("\"f\"", Ok(false)),
+                ("0", Ok(false)),
+                ("0.0", Ok(false)),
+                ("2", Err("2 is not a boolean")),
+                ("1.5", Err("1.5 is not a boolean")),
+                ("\"1.0\"", Err("\"1.0\" is not a boolean")),
+                ("\" true \"", Err("\" true \" is not a boolean")),
+                ("\"nope\"", Err("\"nope\" is not a boolean")),
+                ("null", Err("null is not a boolean")),
+                ("\"\"", Err("\"\" is not a boolean")),
+            ],
+        );
+    }
+
+    #[test]
+    fn a_string_key_takes_only_strings() {
+        let stripped = |c: &Config| c.model_params.name.clone();
+        check_table(
+            "model_params.name",
+            stripped,
+            &[
+                ("abc", Ok(Some("abc".to_string()))),
+                ("\" abc \"", Ok(Some("abc".to_string()))),
+                ("\"123\"", Ok(Some("123".to_string()))),
+                ("1e3", Ok(Some("1e3".to_string()))),
+                ("\"\"", Ok(Some(String::new()))),
+                ("123", Err("123 is a number, not a string")),
+                ("1.5", Err("1.5 is a number, not a string")),
+                ("1_000", Err("1000 is a number, not a string")),
+                ("true", Err("true is a boolean, not a string")),
+                ("on", Err("true is a boolean, not a string (YAML, as the reference reads it")),
+            ],
+        );
+        check_table(
+            "settings.client.worker_gc_mode",
+            |c| c.settings.client.worker_gc_mode.clone(),
+            &[
+                (" relaxed", Ok("relaxed".to_string())),
+                ("\" system \"", Ok(" system ".to_string())),
+            ],
+        );
+        check_table(
+            "settings.client.log_level",
+            |c| c.settings.client.log_level.clone(),
+            &[("\" DEBUG \"", Ok("DEBUG".to_string())), ("null", Err("null is not a string"))],
+        );
+    }
+
+    #[test]
+    fn an_enum_key_takes_only_its_names_exactly() {
+        check_table(
+            "model_params.streaming",
+            |c| c.model_params.streaming,
+            &[
+                ("auto", Ok(Streaming::Auto)),
+                ("\"on\"", Ok(Streaming::On)),
+                ("'off'", Ok(Streaming::Off)),
+                ("on", Err("true is a boolean, not a name (YAML, as the reference reads it")),
+                ("off", Err("false is a boolean, not a name")),
+                ("true", Err("true is a boolean, not a name")),
+                ("\"On\"", Err("unknown variant `On`, expected one of `auto`, `on`, `off`")),
+                ("\" on \"", Err("unknown variant ` on `")),
+                ("1", Err("1 is a number, not a name")),
+            ],
+        );
+        check_table(
+            "settings.load_pattern.type",
+            |c| c.settings.load_pattern.kind,
+            &[
+                ("max_throughput", Ok(LoadPatternKind::MaxThroughput)),
+                ("Poisson", Err("unknown variant `Poisson`")),
+            ],
+        );
+    }
+
+    #[test]
+    fn a_secret_value_is_not_shown_when_it_is_refused() {
+        for (path, raw) in
+            [("endpoint_config.api_key", "98765432"), ("endpoint_config.headers", "[98765432]")]
+        {
+            let msg = read_at(path, raw).unwrap_err();
+            assert!(msg.contains(path) && msg.contains("not shown"), "{msg}");
+            assert!(!msg.contains("98765432"), "{msg}");
+        }
+    }
+
+    #[test]
+    fn a_substituted_value_is_a_string_as_the_reference_keeps_it() {
+        std::env::set_var("LLM_LOADGEN_TEST_NAME", "123");
+        std::env::set_var("LLM_LOADGEN_TEST_ON", "on");
+        let text = "type: offline\nmodel_params:\n  name: ${LLM_LOADGEN_TEST_NAME}\n  \
+                    streaming: ${LLM_LOADGEN_TEST_ON}\n  max_new_tokens: ${LLM_LOADGEN_TEST_N:-8}\n";
+        let config = Config::from_yaml_str(text, "t.yaml").unwrap();
+        assert_eq!(config.model_params.name.as_deref(), Some("123"));
+        assert_eq!(config.model_params.streaming, Streaming::On);
+        assert_eq!(config.model_params.max_new_tokens, 8);
     }
 }

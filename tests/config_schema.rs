@@ -142,12 +142,12 @@ fn type_errors_name_the_key_path_and_the_value() {
         (
             "streaming",
             "type: offline\nmodel_params:\n  streaming: 5\n",
-            "streaming 5 is not one of",
+            "model_params.streaming: 5 is a number, not a name",
         ),
         (
             "drain",
             "type: offline\nsettings:\n  drain:\n    performance_timeout_s: soon\n",
-            "settings.drain.performance_timeout_s: invalid type: string \"soon\"",
+            "settings.drain.performance_timeout_s: \"soon\" is not a number",
         ),
         (
             "drain-zero",
@@ -157,7 +157,7 @@ fn type_errors_name_the_key_path_and_the_value() {
         (
             "duration",
             "type: offline\nsettings:\n  runtime:\n    min_duration_ms: 10 parsecs\n",
-            "settings.runtime: min_duration_ms \"10 parsecs\" is not a duration",
+            "settings.runtime.min_duration_ms: \"10 parsecs\" is not a duration",
         ),
         (
             "parser",
@@ -265,4 +265,36 @@ fn a_videogen_file_is_valid_with_a_note_that_a_run_stops_at_start() {
     let out = validate_text("videogen", text);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     assert!(stderr(&out).contains("endpoint_config.api_type videogen is not supported yet"));
+}
+
+/// A file the reference runs, with values its pydantic schema coerces (lax mode: `"0.5"` for a
+/// float, `8.0` and `"10"` for an int, `yes` for a bool), validates and runs here with those
+/// values; an unquoted `streaming: on`, a YAML 1.1 boolean the reference refuses, is refused.
+#[test]
+fn values_the_reference_coerces_are_taken_and_used() {
+    let text = "type: offline\nmodel_params:\n  name: m\n  max_new_tokens: 8.0\n  temperature: \
+                \"0.5\"\n  streaming: 'off'\ndatasets:\n  - path: ../datasets/dummy_1k.jsonl\n    \
+                samples: \"10\"\n    parser: {prompt: text_input}\nsettings:\n  runtime:\n    \
+                min_duration_ms: 0\n    n_samples_to_issue: \"10\"\n  early_stopping:\n    \
+                enabled: yes\nendpoint_config:\n  endpoints: [\"null://\"]\n";
+    let out = validate_text("lax", text);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let path = Path::new(env!("CARGO_TARGET_TMPDIR")).join("schema-texts").join("lax.yaml");
+    let dir = report_dir("schema-lax");
+    let dir_arg = dir.display().to_string();
+    let path_arg = path.display().to_string();
+    let out = in_configs(&["benchmark", "from-config", "-c", &path_arg, "--report-dir", &dir_arg]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(summary(&dir)["n_samples_issued"].as_u64(), Some(10));
+    let written = std::fs::read_to_string(dir.join("config.yaml")).expect("config.yaml");
+    assert!(written.contains("max_new_tokens: 8\n"), "{written}");
+    assert!(written.contains("temperature: 0.5\n"), "{written}");
+    let _ = std::fs::remove_dir_all(&dir);
+
+    let refused = text.replace("streaming: 'off'", "streaming: off");
+    let out = validate_text("lax-streaming", &refused);
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("model_params.streaming: false is a boolean, not a name"), "{err}");
+    assert!(err.contains("quote it"), "{err}");
 }

@@ -19,7 +19,7 @@ const MODEL: &str = "\
 model_params:
   name: '<MODEL_NAME eg: meta-llama/Llama-3.1-8B-Instruct>'  # model sent in requests; also the tokenizer unless tokenizer_name is set
   max_new_tokens: 1024  # max output tokens per request
-  streaming: auto  # auto | on | off (auto: off for offline, on for online)
+  streaming: auto  # auto | 'on' | 'off', quoted: unquoted on/off are YAML booleans (auto: off for offline, on for online)
   # tokenizer_name: tests/assets/tokenizers/char  # tokenizer.json file, folder, or model id in the local HF cache
 datasets:
 - name: dummy_1k  # dataset name in reports (default: file stem)
