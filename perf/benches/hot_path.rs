@@ -313,6 +313,7 @@ fn event_log(c: &mut Criterion) {
                         prompt_tokens: Some(10),
                         completion_tokens: Some(20),
                         chunks: None,
+                        endpoint: 0,
                     });
                 }
                 let elapsed = start.elapsed();

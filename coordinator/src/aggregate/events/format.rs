@@ -65,6 +65,9 @@ pub struct Complete {
     pub completion_tokens: Option<u32>,
     /// A streamed response's chunk timing, written after the usage counts.
     pub chunks: Option<Chunks>,
+    /// The sample's endpoint (its index in the run's endpoints), written after the chunk
+    /// timing; `None` in a one-endpoint run, whose lines stay the reference's.
+    pub endpoint: Option<u8>,
 }
 
 /// The chunk timing of a `sample.complete` line, its gaps held in the batch.
@@ -261,6 +264,10 @@ fn complete(out: &mut Vec<u8>, batch: &Batch, c: &Complete) {
             push_u64(out, gap);
         }
         out.push(b']');
+    }
+    if let Some(endpoint) = c.endpoint {
+        out.extend_from_slice(b",\"endpoint\":");
+        push_u64(out, u64::from(endpoint));
     }
 }
 
