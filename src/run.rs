@@ -288,6 +288,8 @@ fn finish_run(
     // `report DIR` sums the float series (TPOT) in the same order and rebuilds them exactly.
     let rows = std::mem::take(&mut agg.rows);
     let waits = client_waits_in_issue_order(&rows, &agg.sample_rows, &output.issue_lags);
+    let issued_ns: Vec<u64> = rows.iter().map(|r| r.issued_ns).collect();
+    agg.sample_rows = in_issue_order(&agg.sample_rows, &issued_ns);
     let mut order: Vec<u32> = (0..rows.len() as u32).collect();
     order.sort_by_key(|&i| rows[i as usize].complete_ns);
     let mut table = SampleTable::with_capacity(rows.len());
@@ -621,6 +623,7 @@ fn run_info(
         }),
         endpoints: Vec::new(),
         shards: Vec::new(),
+        mixed_clocks: None,
     }
 }
 
@@ -703,6 +706,16 @@ fn idx_phases(plan: &Plan, phases: &[PhaseOutcome]) -> Vec<IdxPhase> {
             unit_rows: d.dataset.rows.len() as u64,
         })
         .collect()
+}
+
+/// The performance samples `(sample id, dataset row)` in issue order, as the reference fills
+/// its map while it issues: by issue stamp (`issued_ns`, one per sample, in the same order),
+/// ties by sample id, the order of events.jsonl's `sample.issued` lines. The aggregator
+/// holds them in completion order.
+pub(crate) fn in_issue_order(rows: &[(u64, u32)], issued_ns: &[u64]) -> Vec<(u64, u32)> {
+    let mut order: Vec<usize> = (0..rows.len()).collect();
+    order.sort_unstable_by_key(|&i| (issued_ns.get(i).copied().unwrap_or(u64::MAX), rows[i].0));
+    order.into_iter().map(|i| rows[i]).collect()
 }
 
 /// `{"performance": {uuid: dataset_index}, <phase>: {…}}`, as the reference writes it
@@ -892,6 +905,15 @@ mod tests {
         );
         let json: serde_json::Value = serde_json::from_str(&two).unwrap();
         assert_eq!(json["performance"][&b], 507);
+    }
+
+    #[test]
+    fn sample_idx_map_rows_follow_issue_order_not_completion_order() {
+        // Completion order: sample 2 answered first, then 0, then 1 and 3 issued together.
+        let rows = [(2, 20), (0, 0), (3, 30), (1, 10)];
+        let issued_ns = [300, 100, 200, 200];
+        assert_eq!(in_issue_order(&rows, &issued_ns), [(0, 0), (1, 10), (3, 30), (2, 20)]);
+        assert_eq!(in_issue_order(&[], &[]), []);
     }
 
     #[test]

@@ -78,6 +78,8 @@ fn a_single_endpoint_run_lists_it_once_with_the_totals_and_no_report_section() {
     assert_eq!(count(&s, 0, "n_samples"), 50);
     assert_eq!(s["endpoints"][0]["latency"]["percentiles"], s["latency"]["percentiles"]);
     assert!(!report_txt(&dir).contains("Endpoints"));
+    let events = std::fs::read_to_string(dir.join("events.jsonl")).unwrap();
+    assert!(!events.contains("\"endpoint\""), "one endpoint: the reference's lines");
 }
 
 #[test]
@@ -172,4 +174,77 @@ fn an_endpoint_killed_mid_run_counts_its_failures_under_it_and_the_other_succeed
     assert_eq!(count(&s, 0, "n_samples") + count(&s, 1, "n_samples"), 2000);
     let report = report_txt(&dir);
     assert!(report.contains(&format!("{}: ", urls[1])), "{report}");
+}
+
+fn rebuild_cmd(args: &[&str], subcommand: &str) -> std::process::Output {
+    let out = common::bin().arg(subcommand).args(args).output().expect("the binary runs");
+    show(&out);
+    out
+}
+
+const REBUILT_FILES: [&str; 3] =
+    ["report.txt", "performance/result_summary.json", "metrics/final_snapshot.json"];
+
+#[test]
+fn a_two_endpoint_run_names_each_samples_endpoint_and_rebuilds_byte_for_byte() {
+    // The second endpoint fails every fourth request it gets: its failures are its own.
+    let a = stub(StubKind::Echo, |_| {});
+    let b = stub(StubKind::Echo, |c| {
+        c.faults.status = Some(loadgen_stubs::StatusFault { status: 500, every: 4 })
+    });
+    let urls = [a.url(), b.url()];
+    let dir = report_dir("multi-rebuild");
+    let out = run(args(&urls, 200, 4, &dir));
+    assert_eq!(out.status.code(), Some(0));
+    let s = summary(&dir);
+    assert!(count(&s, 1, "n_samples_failed") > 0, "{}", s["endpoints"]);
+    assert_eq!(count(&s, 0, "n_samples_failed"), 0, "{}", s["endpoints"]);
+    let events = std::fs::read_to_string(dir.join("events.jsonl")).unwrap();
+    let completes: Vec<&str> =
+        events.lines().filter(|l| l.contains("\"sample.complete\"")).collect();
+    // The endpoint comes after the reference's keys, the usage and chunk timing; only the
+    // client wait follows it.
+    let on = |e: u64| {
+        let endpoint = format!(",\"endpoint\":{e},\"client_wait_ns\":");
+        completes.iter().filter(|l| l.contains(&endpoint)).count() as u64
+    };
+    let (on_a, on_b) = (on(0), on(1));
+    assert_eq!((on_a, on_b), (count(&s, 0, "n_samples"), count(&s, 1, "n_samples")));
+    let originals: Vec<Vec<u8>> =
+        REBUILT_FILES.iter().map(|f| std::fs::read(dir.join(f)).unwrap()).collect();
+    let other = dir.with_extension("rebuilt");
+    let _ = std::fs::remove_dir_all(&other);
+    let (dir_text, other_text) = (dir.display().to_string(), other.display().to_string());
+    assert_eq!(rebuild_cmd(&[&dir_text, "--out", &other_text], "report").status.code(), Some(0));
+    assert_eq!(rebuild_cmd(&[&dir_text], "report").status.code(), Some(0));
+    for (file, original) in REBUILT_FILES.iter().zip(&originals) {
+        assert!(std::fs::read(other.join(file)).unwrap() == *original, "{file} under --out");
+        assert!(std::fs::read(dir.join(file)).unwrap() == *original, "{file} in place");
+    }
+    let es = rebuild_cmd(&[&dir_text], "early-stopping");
+    assert_eq!(es.status.code(), Some(0), "early stopping reads a run of several endpoints");
+    assert!(String::from_utf8_lossy(&es.stdout).contains("latency (from sample_latency_ns"));
+    let _ = std::fs::remove_dir_all(&other);
+}
+
+#[test]
+fn a_two_endpoint_log_without_endpoints_is_refused_by_report_and_read_by_early_stopping() {
+    let a = stub(StubKind::Echo, |_| {});
+    let b = stub(StubKind::Echo, |_| {});
+    let dir = report_dir("multi-old-log");
+    let out = run(args(&[a.url(), b.url()], 40, 2, &dir));
+    assert_eq!(out.status.code(), Some(0));
+    // As a log written before the lines named their endpoint.
+    let events = std::fs::read_to_string(dir.join("events.jsonl")).unwrap();
+    let old: String = events.replace(",\"endpoint\":0,", ",").replace(",\"endpoint\":1,", ",");
+    assert!(!old.contains("\"endpoint\""));
+    std::fs::write(dir.join("events.jsonl"), old).unwrap();
+    let before = std::fs::read(dir.join("report.txt")).unwrap();
+    let dir_text = dir.display().to_string();
+    let out = rebuild_cmd(&[&dir_text], "report");
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("does not say which endpoint"), "{stderr}");
+    assert!(std::fs::read(dir.join("report.txt")).unwrap() == before, "nothing was written");
+    assert_eq!(rebuild_cmd(&[&dir_text], "early-stopping").status.code(), Some(0));
 }

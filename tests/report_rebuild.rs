@@ -285,3 +285,253 @@ fn a_damaged_log_exits_2_naming_the_line_and_writes_nothing() {
         assert!(!dir.join("performance/result_summary.json").exists(), "{name}: nothing scored");
     }
 }
+
+/// Every file under `dir`, by its path relative to `dir`.
+fn files_under(dir: &Path) -> std::collections::BTreeMap<String, Vec<u8>> {
+    let mut out = std::collections::BTreeMap::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for entry in std::fs::read_dir(&d).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                stack.push(path);
+            } else {
+                let rel = path.strip_prefix(dir).unwrap().display().to_string();
+                out.insert(rel, std::fs::read(&path).unwrap());
+            }
+        }
+    }
+    out
+}
+
+/// Rebuilds `dir` under `--out` and in place: every file the rebuild writes equals the run's,
+/// and in place every file of the run is what it was.
+fn assert_every_file_round_trips(dir: &Path) {
+    let before = files_under(dir);
+    let other = dir.with_extension("rebuilt");
+    let _ = std::fs::remove_dir_all(&other);
+    let out = report(&[&dir.display().to_string(), "--out", &other.display().to_string()]);
+    assert_eq!(out.status.code(), Some(0), "report --out succeeds");
+    let written = files_under(&other);
+    for file in REBUILT_FILES {
+        assert!(written.contains_key(file), "{file} is rebuilt under --out");
+    }
+    for (file, bytes) in &written {
+        assert!(
+            before.get(file) == Some(bytes),
+            "{file} rebuilt under --out differs from the run's"
+        );
+    }
+    let out = report(&[&dir.display().to_string()]);
+    assert_eq!(out.status.code(), Some(0), "report in place succeeds");
+    let after = files_under(dir);
+    assert_eq!(after.keys().collect::<Vec<_>>(), before.keys().collect::<Vec<_>>());
+    for (file, bytes) in &before {
+        assert!(after.get(file) == Some(bytes), "{file} rebuilt in place differs from the run's");
+    }
+    let _ = std::fs::remove_dir_all(&other);
+}
+
+/// A run on the answer-table stub with two accuracy datasets (capitals once, math three
+/// times) after 20 performance samples, `extra` after.
+fn accuracy_run(name: &str, extra: &[&str]) -> PathBuf {
+    let fixture = |f: &str| assets().join("accuracy_runs").join(f).display().to_string();
+    let answers = loadgen_stubs::load_answers(Path::new(&fixture("answers.json"))).unwrap();
+    let server = stub(StubKind::Echo, |c| c.answers = Some(answers));
+    let capitals = format!(
+        "acc:{},name=capitals,accuracy_config.eval_method=string_match,\
+         accuracy_config.extractor=identity_extractor",
+        fixture("capitals.jsonl")
+    );
+    let math = format!(
+        "acc:{},name=math,accuracy_config.eval_method=pass_at_1,\
+         accuracy_config.extractor=boxed_math_extractor,accuracy_config.ground_truth=answer,\
+         accuracy_config.num_repeats=3",
+        fixture("math.jsonl")
+    );
+    let url = server.url();
+    let dir = report_dir(name);
+    let (tok, perf, dir_text) =
+        (char_tokenizer(), fixture("perf.jsonl"), dir.display().to_string());
+    let mut args = vec!["benchmark", "offline", "--endpoints", &url, "--model", "m"];
+    args.extend(["--workers", "1", "--max-connections", "8", "--tokenizer", &tok]);
+    args.extend(["--dataset", &perf, "--dataset", &capitals, "--dataset", &math]);
+    args.extend(["--num-samples", "20", "--streaming", "on", "--report-dir", &dir_text]);
+    args.extend(extra);
+    let out = run(&args);
+    assert_eq!(out.status.code(), Some(0), "the run succeeds");
+    dir
+}
+
+fn snapshot_counter(dir: &Path, name: &str) -> u64 {
+    let text = std::fs::read_to_string(dir.join("metrics/final_snapshot.json")).unwrap();
+    let snapshot: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let metrics = snapshot["metrics"].as_array().unwrap();
+    metrics.iter().find(|m| m["name"] == name).unwrap()["value"].as_u64().unwrap()
+}
+
+#[test]
+fn an_accuracy_run_rebuilds_every_file_byte_for_byte_with_its_accuracy_block() {
+    let dir = accuracy_run("rebuild-acc-both", &[]);
+    assert!(common::report_txt(&dir).contains("\nAccuracy:\n  capitals: "));
+    assert_eq!(summary(&dir)["n_samples_issued"], 20);
+    assert!(snapshot_counter(&dir, "total_samples_issued") > 20, "the accuracy samples count");
+    assert_every_file_round_trips(&dir);
+    // Under the other basis the block follows it: the output tokens come from usage.
+    let other = dir.with_extension("server");
+    let _ = std::fs::remove_dir_all(&other);
+    let args = [&dir.display().to_string(), "--token-count-source", "server", "--out"];
+    let out = report(&[args[0], args[1], args[2], args[3], &other.display().to_string()]);
+    assert_eq!(out.status.code(), Some(0));
+    assert!(common::report_txt(&other).contains("\nAccuracy:\n  capitals: "));
+    let _ = std::fs::remove_dir_all(&other);
+}
+
+#[test]
+fn an_accuracy_only_run_rebuilds_every_file_byte_for_byte_and_reports_its_warmup_seed() {
+    let dir = accuracy_run("rebuild-acc-only", &["--accuracy-only"]);
+    let config = std::fs::read_to_string(dir.join("config.yaml")).unwrap();
+    assert!(config.contains("warmup_random_seed: 42"), "{config}");
+    let s = summary(&dir);
+    assert_eq!(s["run_config"]["warmup"]["warmup_random_seed"], 42, "{}", s["run_config"]);
+    assert!(common::report_txt(&dir).contains("warmup_random_seed=42"));
+    assert!(common::report_txt(&dir).contains("\nAccuracy:\n"));
+    assert_every_file_round_trips(&dir);
+}
+
+#[test]
+fn an_accuracy_run_without_its_results_or_totals_is_refused_before_anything_is_written() {
+    let dir = accuracy_run("rebuild-acc-refused", &[]);
+    let before = files_under(&dir);
+    for gone in ["accuracy/accuracy_results.json", "metrics/final_snapshot.json"] {
+        let copy = dir.with_extension(gone.replace('/', "-"));
+        let _ = std::fs::remove_dir_all(&copy);
+        for (file, bytes) in &before {
+            let path = copy.join(file);
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(path, bytes).unwrap();
+        }
+        std::fs::remove_file(copy.join(gone)).unwrap();
+        let out = report(&[&copy.display().to_string()]);
+        assert_eq!(out.status.code(), Some(2), "{gone}: refused");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(stderr.contains(gone) && stderr.contains("nothing was rebuilt"), "{stderr}");
+        let mut left = before.clone();
+        left.remove(gone);
+        assert!(files_under(&copy) == left, "{gone}: nothing was written");
+        let _ = std::fs::remove_dir_all(&copy);
+    }
+}
+
+#[test]
+fn sample_idx_map_lists_the_performance_samples_in_issue_order() {
+    // Every third answer waits: samples complete out of their issue order.
+    let server = stub(StubKind::Echo, |c| {
+        c.faults.delay = Some(loadgen_stubs::DelayFault { delay_ms: 30, every: 3 })
+    });
+    let url = server.url();
+    let extra = ["--endpoints", &url, "--model", "m", "--num-samples", "30"];
+    let dir =
+        fresh_run("idx-order", &["offline"], &[&extra[..], &["--max-connections", "8"]].concat());
+    let events = std::fs::read_to_string(dir.join("events.jsonl")).unwrap();
+    let uuids = |event: &str| -> Vec<String> {
+        let tag = format!("\"event_type\":\"{event}\"");
+        events
+            .lines()
+            .filter(|l| l.contains(&tag))
+            .map(|l| l.split("\"sample_uuid\":\"").nth(1).unwrap()[..32].to_string())
+            .collect()
+    };
+    let issued = uuids("sample.issued");
+    assert_ne!(uuids("sample.complete"), issued, "the answers came back out of order");
+    let map = std::fs::read_to_string(dir.join("sample_idx_map.json")).unwrap();
+    let keys: Vec<String> = map
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix('"'))
+        .filter(|l| !l.starts_with("performance"))
+        .map(|l| l[..32].to_string())
+        .collect();
+    assert_eq!(keys, issued, "as the reference fills its map: as it issues");
+}
+
+/// The reference-format fixture with the last `k` successful samples' first chunk stamped
+/// 0.5 ms after their completion, as the reference's two clocks stamp most of its samples.
+fn mixed_clock_copy(name: &str, k: usize) -> PathBuf {
+    let text = std::fs::read_to_string(assets().join("reference_run/events.jsonl")).unwrap();
+    let field = |l: &str, key: &str| -> String {
+        let v: serde_json::Value = serde_json::from_str(l).unwrap();
+        v[key].to_string()
+    };
+    let complete_ns: std::collections::HashMap<String, u64> = text
+        .lines()
+        .filter(|l| l.contains("\"sample.complete\"") && l.contains("TextModelOutput"))
+        .map(|l| (field(l, "sample_uuid"), field(l, "timestamp_ns").parse().unwrap()))
+        .collect();
+    let mut by_end: Vec<(&String, &u64)> = complete_ns.iter().collect();
+    by_end.sort_by_key(|(_, ns)| std::cmp::Reverse(**ns));
+    let last: std::collections::HashSet<&String> = by_end.iter().take(k).map(|(u, _)| *u).collect();
+    let mut moved = 0;
+    let lines: Vec<String> = text
+        .lines()
+        .map(|l| {
+            let uuid = field(l, "sample_uuid");
+            match complete_ns.get(&uuid) {
+                Some(&done) if last.contains(&uuid) && l.contains("\"sample.recv_first\"") => {
+                    moved += 1;
+                    let old = format!("\"timestamp_ns\":{}", field(l, "timestamp_ns"));
+                    l.replace(&old, &format!("\"timestamp_ns\":{}", done + 500_000))
+                }
+                _ => l.to_string(),
+            }
+        })
+        .collect();
+    assert_eq!(moved, k);
+    damaged_copy(name, &(lines.join("\n") + "\n"))
+}
+
+#[test]
+fn a_reference_log_with_first_chunks_after_completions_leaves_their_tpot_out_and_says_so() {
+    let dir = mixed_clock_copy("rebuild-mixed-clocks", 5);
+    let out =
+        bin().current_dir(env!("CARGO_MANIFEST_DIR")).arg("report").arg(&dir).output().unwrap();
+    show(&out);
+    assert_eq!(out.status.code(), Some(0));
+    let sentence = "5 of 29 streamed samples have their first chunk stamped after their completion";
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains(sentence), "{stderr}");
+    let report = common::report_txt(&dir);
+    assert!(report.contains(&format!("NOTE: {sentence}")), "{report}");
+    // Their TPOT is left out, not clamped to 0.
+    let s = summary(&dir);
+    let counts: u64 = s["tpot"]["histogram"]["counts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c.as_u64().unwrap())
+        .sum();
+    assert_eq!(counts, 24, "{}", s["tpot"]);
+    assert!(s["tpot"]["min"].as_f64().unwrap() > 0.0, "{}", s["tpot"]);
+    // The run's own measure of its length: to its last sample event, a moved first chunk here.
+    let events = std::fs::read_to_string(dir.join("events.jsonl")).unwrap();
+    let stamp = |l: &str| -> u64 {
+        serde_json::from_str::<serde_json::Value>(l).unwrap()["timestamp_ns"].as_u64().unwrap()
+    };
+    let started = stamp(events.lines().next().unwrap());
+    let sample_event = |l: &&str| l.contains("\"sample.") || l.contains("\"error.generic\"");
+    let last_sample = events.lines().filter(sample_event).map(stamp).max().unwrap();
+    let last_complete =
+        events.lines().filter(|l| l.contains("\"sample.complete\"")).map(stamp).max().unwrap();
+    assert!(last_sample > last_complete, "a first chunk is the last sample event");
+    assert_eq!(snapshot_counter(&dir, "total_duration_ns"), last_sample - started);
+    let ended = stamp(events.lines().last().unwrap());
+    assert!(ended > last_sample, "session.ended is the reference's teardown, after the samples");
+    // The counts were made by this rebuild, not live by the reference's tokenizer workers.
+    assert!(report.contains("counted by `llm-loadgen report` from events.jsonl"), "{report}");
+    assert!(!report.contains("counted live"), "{report}");
+    assert_eq!(s["client_token_counting"], "rebuild");
+    let es = bin().current_dir(env!("CARGO_MANIFEST_DIR")).arg("early-stopping").arg(&dir).output();
+    let es = es.unwrap();
+    show(&es);
+    assert!(String::from_utf8_lossy(&es.stdout).contains("tpot (from tpot_ns, n=24)"));
+    assert!(String::from_utf8_lossy(&es.stderr).contains(sentence));
+}

@@ -637,6 +637,7 @@ fn start_aggregator(
                 cores: formatter_cores(&spec.cpu_plan),
                 prompt_data_json: spec.prompt_data_json.clone(),
                 secrets: spec.secrets.clone(),
+                endpoint_field: spec.workers.first().is_some_and(|w| w.endpoints.len() > 1),
             };
             EventLog::create(path, log).map_err(RunError::Thread)?
         }

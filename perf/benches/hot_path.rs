@@ -314,6 +314,7 @@ fn event_log(c: &mut Criterion) {
                         prompt_tokens: Some(10),
                         completion_tokens: Some(20),
                         chunks: None,
+                        endpoint: 0,
                         client_wait_ns: Some(12_345),
                     });
                 }

@@ -15,7 +15,7 @@ use loadgen_coordinator::metrics::{basis_key, SampleTable, TokenCountSource};
 use serde_json::Value;
 
 use crate::cli::EarlyStoppingArgs;
-use crate::commands::report::{rebuild, RunDir};
+use crate::commands::report::{replay_table, ReplayedTable, RunDir};
 use crate::error::AppError;
 
 /// The script's default targets: the report grid at and above the median.
@@ -241,12 +241,16 @@ pub fn run(args: &EarlyStoppingArgs) -> Result<i32, AppError> {
     let fallback = fallback_targets(args.percentiles.as_deref().unwrap_or(DEFAULT_PERCENTILES))?;
     let run = RunDir::load(&args.dir)?;
     let basis = run.basis(args.token_count_source)?;
-    let rebuilt = rebuild(&run, basis)?;
-    let has_tokenizer = rebuilt.snapshot.options.has_tokenizer;
+    // The replay alone: the series need no endpoint, failure kind or carried total, so a run
+    // of several endpoints needs no endpoint on its lines.
+    let ReplayedTable { table, replayed, has_tokenizer } = replay_table(&run, |_| {})?;
+    if let Some(mixed) = replayed.mixed_clocks() {
+        eprintln!("note: {}", mixed.sentence());
+    }
     if basis == TokenCountSource::Client && !has_tokenizer {
         eprintln!("NOTE: no tokenizer in the run's config.yaml -> TPOT skipped");
     }
-    let text = report_text(&run, &rebuilt.table, basis, has_tokenizer, &fallback);
+    let text = report_text(&run, &table, basis, has_tokenizer, &fallback);
     crate::commands::print_stdout(&text)?;
     Ok(0)
 }

@@ -255,7 +255,11 @@ pub fn resolve_plan(mut config: Config, verbose: u8) -> Result<Plan, AppError> {
         };
         check_shard_plan(*s, plan_samples, refusals)?;
     }
-    let warmup = if accuracy_only { Warmup::default() } else { resolve_warmup(&config, &dataset)? };
+    let warmup = if accuracy_only {
+        accuracy_only_warmup(&config.settings.warmup)
+    } else {
+        resolve_warmup(&config, &dataset)?
+    };
     let config_yaml = config.to_redacted_yaml()?;
     let seeds = (runtime.scheduler_random_seed, warmup.random_seed);
     let samples = (plan_samples, warmup.samples);
@@ -298,6 +302,18 @@ pub fn resolve_plan(mut config: Config, verbose: u8) -> Result<Plan, AppError> {
 }
 
 /// The performance phase's samples of the whole plan (a shard issues its share).
+/// An accuracy-only run has no warm-up; its report still records the configured warm-up
+/// settings (seed included), as the reference's `run_config` copies them from the config.
+fn accuracy_only_warmup(w: &crate::yaml::WarmupConfig) -> Warmup {
+    Warmup {
+        requests: w.n_requests,
+        drain: w.drain,
+        random_seed: w.warmup_random_seed,
+        salt: w.salt,
+        ..Warmup::default()
+    }
+}
+
 fn performance_samples(config: &Config, rows: u64, accuracy_only: bool) -> u64 {
     if accuracy_only {
         return 0;

@@ -513,47 +513,152 @@ fn num_text(n: Num) -> String {
     }
 }
 
+/// What the "Accuracy:" block shows of one entry, from the scores or from
+/// accuracy_results.json.
+#[derive(Debug, Clone, PartialEq)]
+struct BlockEntry {
+    name: String,
+    score: String,
+    unit_samples: u64,
+    num_repeats: u64,
+    total_samples: u64,
+    duration_s: f64,
+    responses: Option<ResponseCounts>,
+    /// Output tokens on the block's basis: avg, min and max as printed.
+    osl: Option<(f64, String, String)>,
+    osl_tokenize_s: Option<f64>,
+}
+
 /// The reference's "Accuracy:" block of the Summary (report.txt and the console).
 pub fn accuracy_block(results: &AccuracyResults) -> String {
+    let entries: Vec<BlockEntry> = results
+        .entries
+        .iter()
+        .map(|e| {
+            let primary = match results.primary {
+                TokenCountSource::Client => &e.osl_client,
+                TokenCountSource::Server => &e.osl_server,
+            };
+            BlockEntry {
+                name: e.dataset_name.clone(),
+                score: score_text(&e.score),
+                unit_samples: e.unit_samples,
+                num_repeats: e.num_repeats,
+                total_samples: e.total_samples,
+                duration_s: e.duration_s,
+                responses: e.response_counts,
+                osl: primary
+                    .as_ref()
+                    .and_then(|o| o.stat.as_ref())
+                    .map(|stat| (stat.avg(), num_text(stat.min), num_text(stat.max))),
+                osl_tokenize_s: e.osl_tokenize_s,
+            }
+        })
+        .collect();
+    format_block(&entries, average_accuracy(&results.entries))
+}
+
+/// The "Accuracy:" block under `primary` from a finished run's accuracy_results.json, as the
+/// run printed it (`report DIR` rebuilds report.txt with it); `Err` says what is wrong.
+pub fn accuracy_block_from_json(text: &str, primary: TokenCountSource) -> Result<String, String> {
+    let v: Value = serde_json::from_str(text).map_err(|e| format!("not JSON ({e})"))?;
+    let run_basis: TokenCountSource = v["token_count_source"]
+        .as_str()
+        .and_then(|s| s.parse().ok())
+        .ok_or("no token_count_source")?;
+    let osl_key = if primary == run_basis {
+        "output_sequence_lengths".to_string()
+    } else {
+        basis_key("output_sequence_lengths", primary, run_basis)
+    };
+    let list = v["accuracy_scores"].as_array().ok_or("no accuracy_scores list")?;
+    let entries = list
+        .iter()
+        .map(|e| json_entry(e, &osl_key))
+        .collect::<Result<Vec<BlockEntry>, String>>()?;
+    Ok(format_block(&entries, v["average_accuracy"].as_f64()))
+}
+
+fn json_entry(e: &Value, osl_key: &str) -> Result<BlockEntry, String> {
+    let name = e["dataset_name"].as_str().ok_or("an entry without dataset_name")?;
+    let int = |key: &str| e[key].as_u64().ok_or_else(|| format!("{name}: no {key}"));
+    let score = match &e["score"] {
+        Value::Null => "N/A".to_string(),
+        Value::Number(n) => py_format_g(n.as_f64().unwrap_or(f64::NAN), 4),
+        Value::Object(r) => {
+            let s = |k: &str| r.get(k).and_then(Value::as_str).unwrap_or_default().to_string();
+            format!(
+                "{{'rouge1': '{}', 'rouge2': '{}', 'rougeL': '{}', 'rougeLsum': '{}', 'gen_len': '{}', 'gen_num': {}}}",
+                s("rouge1"),
+                s("rouge2"),
+                s("rougeL"),
+                s("rougeLsum"),
+                s("gen_len"),
+                r.get("gen_num").and_then(Value::as_u64).unwrap_or(0)
+            )
+        }
+        other => return Err(format!("{name}: score {other} is not a number or ROUGE")),
+    };
+    let responses = match e.get("response_counts") {
+        Some(rc) => Some(ResponseCounts {
+            issued: rc["issued"].as_u64().ok_or("response_counts.issued")?,
+            scored: rc["scored"].as_u64().ok_or("response_counts.scored")?,
+            empty: rc["empty"].as_u64().ok_or("response_counts.empty")?,
+            missing: rc["missing"].as_u64().ok_or("response_counts.missing")?,
+        }),
+        None => None,
+    };
+    let osl = e.get(osl_key).filter(|b| b.is_object()).map(|b| {
+        (b["avg"].as_f64().unwrap_or(0.0), json_num_text(&b["min"]), json_num_text(&b["max"]))
+    });
+    Ok(BlockEntry {
+        name: name.to_string(),
+        score,
+        unit_samples: int("unit_samples")?,
+        num_repeats: int("num_repeats")?,
+        total_samples: int("total_samples")?,
+        duration_s: e["duration_s"].as_f64().ok_or_else(|| format!("{name}: no duration_s"))?,
+        responses,
+        osl,
+        osl_tokenize_s: e["osl_tokenize_s"].as_f64(),
+    })
+}
+
+/// A JSON count as `num_text` prints it: an integer as written, a float as Python's repr.
+fn json_num_text(v: &Value) -> String {
+    match (v.as_u64(), v.as_i64(), v.as_f64()) {
+        (Some(u), _, _) => u.to_string(),
+        (None, Some(i), _) => i.to_string(),
+        (None, None, Some(f)) => python_float_repr(f),
+        _ => "0".to_string(),
+    }
+}
+
+fn format_block(entries: &[BlockEntry], average: Option<f64>) -> String {
     use std::fmt::Write;
     let mut out = String::from("Accuracy:\n");
-    for e in &results.entries {
+    for e in entries {
         let _ = writeln!(
             out,
             "  {}: {} (unit={}, repeats={}, total={}, duration={:.2}s)",
-            e.dataset_name,
-            score_text(&e.score),
-            e.unit_samples,
-            e.num_repeats,
-            e.total_samples,
-            e.duration_s
+            e.name, e.score, e.unit_samples, e.num_repeats, e.total_samples, e.duration_s
         );
-        if let Some(rc) = &e.response_counts {
+        if let Some(rc) = &e.responses {
             let _ = writeln!(
                 out,
                 "    responses: {}/{} scored ({} empty, {} missing)",
                 rc.scored, rc.issued, rc.empty, rc.missing
             );
         }
-        let primary = match results.primary {
-            TokenCountSource::Client => &e.osl_client,
-            TokenCountSource::Server => &e.osl_server,
-        };
-        if let Some(stat) = primary.as_ref().and_then(|o| o.stat.as_ref()) {
-            let _ = writeln!(
-                out,
-                "    output tokens (avg/min/max): {:.1}/{}/{}",
-                stat.avg(),
-                num_text(stat.min),
-                num_text(stat.max)
-            );
+        if let Some((avg, min, max)) = &e.osl {
+            let _ = writeln!(out, "    output tokens (avg/min/max): {avg:.1}/{min}/{max}");
         }
     }
-    if let Some(avg) = average_accuracy(&results.entries) {
+    if let Some(avg) = average {
         let _ = writeln!(out, "  Average: {}", py_format_g(avg, 4));
     }
-    if results.entries.iter().any(|e| e.osl_tokenize_s.is_some()) {
-        let total: f64 = results.entries.iter().filter_map(|e| e.osl_tokenize_s).sum();
+    if entries.iter().any(|e| e.osl_tokenize_s.is_some()) {
+        let total: f64 = entries.iter().filter_map(|e| e.osl_tokenize_s).sum();
         let _ = writeln!(out, "  OSL tokenization: {}s", py_format_g(total, 3));
     }
     out
@@ -624,6 +729,39 @@ mod tests {
         assert_eq!(server.n_samples, 1, "a4 lacks prompt_tokens: its usage is missing");
         assert_eq!(e.n_missing_usage, 1);
         assert_eq!(e.duration_s, 0.0);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn the_block_read_back_from_accuracy_results_json_is_the_block_the_run_printed() {
+        let lines = [
+            complete(
+                "a1",
+                r#"["TextModelOutput","The answer is (A)",null,null]"#,
+                r#","prompt_tokens":3,"completion_tokens":5"#,
+            ),
+            complete(
+                "a2",
+                r#"["TextModelOutput","Answer: B",null,null]"#,
+                r#","prompt_tokens":3,"completion_tokens":2"#,
+            ),
+            complete("a4", r#"["TextModelOutput","",null,null]"#, ""),
+        ];
+        let refs: Vec<&str> = lines.iter().map(String::as_str).collect();
+        let dir = run_dir("block-json", &refs);
+        let truth = ["choice1".to_string(), "choice2".into(), "choice3".into()];
+        let count = |t: &str| Some(t.chars().count() as u32);
+        for primary in [TokenCountSource::Client, TokenCountSource::Server] {
+            let job = mcq_job(&truth, 3, 0.0123);
+            let r = score_run(&dir, &[job], primary, Some(&count)).unwrap();
+            let text = String::from_utf8(to_python_json(&r).unwrap()).unwrap();
+            for basis in [TokenCountSource::Client, TokenCountSource::Server] {
+                let as_run = AccuracyResults { primary: basis, entries: r.entries.clone() };
+                let from_json = accuracy_block_from_json(&text, basis).unwrap();
+                assert_eq!(from_json, accuracy_block(&as_run), "{primary:?} run, {basis:?} block");
+            }
+        }
+        assert!(accuracy_block_from_json("{}", TokenCountSource::Client).is_err());
         let _ = std::fs::remove_dir_all(&dir);
     }
 

@@ -61,6 +61,9 @@ pub enum ClientTokenCounting {
     Live { threads: usize },
     /// Every output was counted after the last sample, so counting never took CPU from the load.
     AfterRun,
+    /// `report DIR` counted them from events.jsonl: the run's own files do not say how it
+    /// counted (a log the reference wrote, or a run whose summary is gone).
+    Rebuilt,
 }
 
 impl ClientTokenCounting {
@@ -69,6 +72,7 @@ impl ClientTokenCounting {
         match self {
             ClientTokenCounting::Live { .. } => "live",
             ClientTokenCounting::AfterRun => "after_run",
+            ClientTokenCounting::Rebuilt => "rebuild",
         }
     }
 }
@@ -116,6 +120,36 @@ pub struct RunInfo {
     pub endpoints: Vec<EndpointInfo>,
     /// A merged report's shards, in shard order (`shards` in the summary); empty otherwise.
     pub shards: Vec<ShardInfo>,
+    /// A rebuilt log's samples whose first chunk is stamped after their completion (a
+    /// line of report.txt); `None` for a run's own report.
+    pub mixed_clocks: Option<MixedClocks>,
+}
+
+/// A log whose first-chunk stamps follow some completions (the reference stamps a completion in
+/// another process than its first chunk): those samples' TPOT cannot be measured from the log,
+/// so the rebuild leaves it out and says so.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MixedClocks {
+    /// Samples whose first chunk is stamped after their completion.
+    pub samples: u64,
+    /// Successful samples with a first chunk.
+    pub streamed: u64,
+}
+
+impl MixedClocks {
+    /// The rebuild's account of them, for stderr and report.txt.
+    pub fn sentence(&self) -> String {
+        format!(
+            "{} of {} streamed samples have their first chunk stamped after their completion \
+             (the log was written with two clocks, as the reference writes it: it stamps a \
+             completion in another process than its first chunk), so their TPOT cannot be \
+             measured and is left out: TPOT, its early-stopping estimates and the TPOT picture \
+             cover the other {}; TTFT and latency are unaffected",
+            self.samples,
+            self.streamed,
+            self.streamed - self.samples
+        )
+    }
 }
 
 /// One endpoint's counts: `endpoints` in the summary; a line of report.txt's `Endpoints`

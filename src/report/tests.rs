@@ -67,6 +67,7 @@ fn info(primary: TokenCountSource) -> RunInfo {
         events_has_errors: true,
         endpoints: Vec::new(),
         shards: Vec::new(),
+        mixed_clocks: None,
     }
 }
 

@@ -95,6 +95,9 @@ fn summary_lines(out: &mut String, s: &ResultSummary, info: &RunInfo) {
             s.n_samples_abandoned
         );
     }
+    if let Some(mixed) = &info.mixed_clocks {
+        let _ = writeln!(out, "NOTE: {}.", mixed.sentence());
+    }
     rate_lines(out, s);
     if let Some(lag) = &s.issue_lag {
         let _ = writeln!(
@@ -148,6 +151,9 @@ fn counting_note(counting: super::ClientTokenCounting) -> String {
         }
         super::ClientTokenCounting::AfterRun => "counted after the last sample (no cores to spare \
             for live counting; --metrics-tokenizer-workers N counts live beside the load)"
+            .to_string(),
+        super::ClientTokenCounting::Rebuilt => "counted by `llm-loadgen report` from events.jsonl \
+            (the run's own files do not say how the run counted them)"
             .to_string(),
     }
 }

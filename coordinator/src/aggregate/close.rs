@@ -185,6 +185,7 @@ impl State {
                     prompt_tokens: None,
                     completion_tokens: None,
                     chunks: None,
+                    endpoint: loadgen_worker::NO_ENDPOINT,
                     client_wait_ns: None,
                 });
             }

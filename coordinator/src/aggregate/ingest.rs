@@ -208,6 +208,7 @@ impl State {
                 chunk_reads,
                 gaps_ns: &self.chunk_delta_ns[gaps],
             }),
+            endpoint: h.endpoint,
             client_wait_ns: h.client_wait_ns(),
         });
     }

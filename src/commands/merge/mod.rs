@@ -210,7 +210,29 @@ fn merged_carried(shards: &[Shard], order: &[usize], timeline: &Timeline) -> Car
         failure_kinds: kinds,
         urls: first.urls.clone(),
         snapshot_totals: totals,
+        endpoint_failures: merged_endpoint_failures(order.iter().map(|&i| carried(i))),
+        client_token_counting: first.client_token_counting.clone(),
+        live_threads: first.live_threads,
+        accuracy_results: None,
     }
+}
+
+/// Each endpoint's failures by kind, summed over the shards (`None` when one lacks them).
+fn merged_endpoint_failures<'a>(
+    shards: impl Iterator<Item = &'a Carried>,
+) -> Option<Vec<std::collections::BTreeMap<String, u64>>> {
+    let mut sum: Vec<std::collections::BTreeMap<String, u64>> = Vec::new();
+    for c in shards {
+        for (e, kinds) in c.endpoint_failures.as_ref()?.iter().enumerate() {
+            if sum.len() <= e {
+                sum.resize_with(e + 1, Default::default);
+            }
+            for (kind, n) in kinds {
+                *sum[e].entry(kind.clone()).or_insert(0) += n;
+            }
+        }
+    }
+    Some(sum)
 }
 
 fn add_kinds(all: &mut Vec<FailureKindCount>, these: &[FailureKindCount]) {
@@ -266,7 +288,13 @@ fn write_merged_report(
     rebuilt.info.shards = shard_infos(shards, order, timeline);
     let summary = result_summary(&rebuilt.snapshot, &rebuilt.info);
     let out = &merged.dir;
-    crate::commands::report::write_rebuilt_files(out, &rebuilt.snapshot, &summary, &rebuilt.info)?;
+    crate::commands::report::write_rebuilt_files(
+        out,
+        &rebuilt.snapshot,
+        &summary,
+        &rebuilt.info,
+        None,
+    )?;
     let mut console = crate::report::console_summary(&summary, &rebuilt.info, out);
     console.push_str(&format!(
         "Merged {} shards (plan {}); their starts lay within {:.3} ms\n",

@@ -3,16 +3,19 @@
 //! the run ended, and (runs with warm-up) the warm-up-inclusive totals. docs/OUTPUT.md
 //! ("Post-run tools") names the source of every key.
 
+use std::collections::BTreeMap;
 use std::path::Path;
 
-use loadgen_coordinator::metrics::{RunCounters, TokenCountSource};
+use loadgen_coordinator::metrics::TokenCountSource;
 use loadgen_worker::wire::FailureKind;
 use serde::de::{MapAccess, Visitor};
 use serde::{Deserialize, Deserializer};
 
 use super::replay::Replayed;
 use super::RunDir;
+use crate::dataset::DatasetKind;
 use crate::error::AppError;
+use crate::plan::TestMode;
 use crate::report::{
     ClientTokenCounting, FailureKindCount, IssueLag, LoadPatternInfo, RunInfo, WarmupInfo,
 };
@@ -34,6 +37,15 @@ pub struct Carried {
     /// Warm-up-inclusive issued, completed, failed and the last record's time, from the
     /// run's final_snapshot.json.
     pub snapshot_totals: Option<[u64; 4]>,
+    /// Each endpoint's failures by kind (the summary's `endpoints[].failures`), in the
+    /// summary's endpoint order.
+    pub endpoint_failures: Option<Vec<BTreeMap<String, u64>>>,
+    /// The summary's `client_token_counting` (`live`, `after_run`, null), when it has the key.
+    pub client_token_counting: Option<Option<String>>,
+    /// The live tokenizer threads report.txt names (`counted live by N tokenizer thread(s)`).
+    pub live_threads: Option<usize>,
+    /// The run's accuracy/accuracy_results.json, when it has one.
+    pub accuracy_results: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -48,6 +60,8 @@ struct SummaryKeys {
     n_requests_resent: Option<u64>,
     failure_kinds: Option<InOrder>,
     endpoints: Option<Vec<EndpointKeys>>,
+    #[serde(default, deserialize_with = "present")]
+    client_token_counting: Option<Option<String>>,
 }
 
 fn present<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Option<String>>, D::Error> {
@@ -74,6 +88,8 @@ struct IssueLagKeys {
 #[derive(Deserialize)]
 struct EndpointKeys {
     url: String,
+    #[serde(default)]
+    failures: BTreeMap<String, u64>,
 }
 
 #[derive(Deserialize)]
@@ -117,7 +133,12 @@ const DERIVED_REASONS: [&str; 2] =
 impl Carried {
     /// Reads what the run's files hold; without a summary, says on stderr what is unknown.
     pub fn read(dir: &Path, summary_text: Option<&str>) -> Result<Carried, AppError> {
-        let mut carried = Carried { snapshot_totals: snapshot_totals(dir), ..Carried::default() };
+        let mut carried = Carried {
+            snapshot_totals: snapshot_totals(dir),
+            accuracy_results: std::fs::read_to_string(dir.join("accuracy/accuracy_results.json"))
+                .ok(),
+            ..Carried::default()
+        };
         let Some(text) = summary_text else {
             eprintln!(
                 "note: {} has no performance/result_summary.json: the issue lag, re-sent \
@@ -154,7 +175,12 @@ impl Carried {
         });
         carried.requests_resent = keys.n_requests_resent;
         carried.failure_kinds = keys.failure_kinds.map(|k| k.0);
-        carried.urls = keys.endpoints.map(|e| e.into_iter().map(|e| e.url).collect());
+        carried.client_token_counting = keys.client_token_counting;
+        carried.live_threads = live_threads(dir);
+        if let Some(endpoints) = keys.endpoints {
+            carried.urls = Some(endpoints.iter().map(|e| e.url.clone()).collect());
+            carried.endpoint_failures = Some(endpoints.into_iter().map(|e| e.failures).collect());
+        }
         Ok(carried)
     }
 
@@ -171,9 +197,9 @@ impl Carried {
     }
 
     /// The failure kinds, and each failed row's kind: the summary's kinds dealt over the
-    /// failed rows in order (exact for one endpoint, where only the counts matter); without
-    /// a summary, the log's error types name them.
-    pub fn failures(&self, replayed: &mut Replayed) -> Vec<FailureKindCount> {
+    /// failed rows in order (only the counts matter), per endpoint in a run of several;
+    /// without a summary, the log's error types name them.
+    pub fn failures(&self, replayed: &mut Replayed, endpoints: usize) -> Vec<FailureKindCount> {
         let Some(kinds) = &self.failure_kinds else {
             return replayed
                 .errors
@@ -185,24 +211,37 @@ impl Carried {
                 })
                 .collect();
         };
-        let mut codes =
-            kinds.iter().filter(|k| k.kind != FailureKind::WorkerDied.as_str()).flat_map(|k| {
-                let code =
-                    FailureKind::ALL.iter().find(|f| f.as_str() == k.kind).map_or(0, |f| *f as u8);
-                std::iter::repeat_n(code, k.count as usize)
-            });
+        let per_endpoint = self.endpoint_failures.as_ref().filter(|_| endpoints > 1);
+        let counts: Vec<Vec<(&str, u64)>> = match per_endpoint {
+            Some(list) => {
+                list.iter().map(|m| m.iter().map(|(k, n)| (k.as_str(), *n)).collect()).collect()
+            }
+            None => vec![kinds.iter().map(|k| (k.kind.as_str(), k.count)).collect()],
+        };
+        let mut codes: Vec<_> = counts.iter().map(|c| failure_codes(c)).collect();
         for row in replayed.rows.iter_mut().filter(|r| r.failed) {
-            row.failure = codes.next().unwrap_or(FailureKind::Malformed as u8);
+            let e = if per_endpoint.is_some() { usize::from(row.endpoint) } else { 0 };
+            let code = codes.get_mut(e).and_then(|c| c.next());
+            row.failure = code.unwrap_or(FailureKind::Malformed as u8);
         }
         kinds.clone()
     }
 
-    /// Warm-up samples have no lines: a run with warm-up takes its warm-up-inclusive totals
-    /// from its final_snapshot.json.
-    pub fn warmup_totals(&self, config: &Config, counters: &mut RunCounters) {
-        if !config.settings.warmup.enabled {
-            return;
+    /// Warm-up samples have no lines, and samples outside tracking (the accuracy phases, the
+    /// reference's warm-up) no rows: such a run takes its totals (and the last record's
+    /// time) from its final_snapshot.json. Without it an accuracy run is refused, since the
+    /// rebuilt snapshot would count less than the run did.
+    pub fn untracked_totals(
+        &self,
+        config: &Config,
+        replayed: &mut Replayed,
+    ) -> Result<(), AppError> {
+        let warmup = config.settings.warmup.enabled && !accuracy_only(config);
+        let untracked = replayed.untracked_issued_lines;
+        if !warmup && untracked == 0 {
+            return Ok(());
         }
+        let counters = &mut replayed.counters;
         match self.snapshot_totals {
             Some([issued, completed, failed, last_event_ns]) => {
                 counters.total_samples_issued = issued;
@@ -210,13 +249,82 @@ impl Carried {
                 counters.total_samples_failed = failed;
                 counters.last_event_ns = last_event_ns;
             }
+            None if declares_accuracy(config) => {
+                return Err(AppError::Input(format!(
+                    "the run's metrics/final_snapshot.json is gone, and its totals count the \
+                     {untracked} accuracy samples that events.jsonl logs outside performance \
+                     tracking{}: a rebuild would write less than the run did, so nothing was \
+                     rebuilt; restore metrics/final_snapshot.json",
+                    if warmup { " and its warm-up samples, which it does not log" } else { "" }
+                )));
+            }
             None => eprintln!(
                 "note: the run had a warm-up, whose samples are not in events.jsonl, and its \
                  metrics/final_snapshot.json is gone: total_samples_* count the tracked \
                  samples only"
             ),
         }
+        Ok(())
     }
+
+    /// The report's "Accuracy:" block under `primary`, from the run's accuracy_results.json;
+    /// `Ok(None)` for a run that scored nothing. A run that scored but whose results are gone
+    /// or unreadable is refused: its report.txt would lose the block.
+    pub fn accuracy_block(
+        &self,
+        config: &Config,
+        primary: TokenCountSource,
+    ) -> Result<Option<String>, AppError> {
+        let Some(text) = &self.accuracy_results else {
+            if declares_accuracy(config) && !self.interrupted {
+                return Err(AppError::Input(
+                    "the run scored accuracy datasets, and its accuracy/accuracy_results.json \
+                     is gone: a rebuilt report.txt would lose its Accuracy block, so nothing \
+                     was rebuilt; restore accuracy/accuracy_results.json"
+                        .into(),
+                ));
+            }
+            return Ok(None);
+        };
+        crate::report::accuracy::accuracy_block_from_json(text, primary).map(Some).map_err(|why| {
+            AppError::Input(format!(
+                "accuracy/accuracy_results.json cannot be read ({why}), so report.txt's \
+                 Accuracy block cannot be rebuilt; nothing was rebuilt"
+            ))
+        })
+    }
+}
+
+/// An accuracy-only run (`--mode acc`): no performance phase, no warm-up.
+fn accuracy_only(config: &Config) -> bool {
+    config.test_mode == Some(TestMode::Acc)
+}
+
+/// The run scores accuracy: an accuracy dataset, or the performance dataset's own
+/// `accuracy_config`.
+pub fn declares_accuracy(config: &Config) -> bool {
+    accuracy_only(config)
+        || config
+            .datasets
+            .iter()
+            .any(|d| d.kind == DatasetKind::Accuracy || d.accuracy_config.is_some())
+}
+
+/// The wire codes of `counts` (kind, count), each repeated count times; a dead worker's
+/// samples have no rows.
+fn failure_codes<'a>(counts: &'a [(&'a str, u64)]) -> impl Iterator<Item = u8> + 'a {
+    counts.iter().filter(|(k, _)| *k != FailureKind::WorkerDied.as_str()).flat_map(|(k, n)| {
+        let code = FailureKind::ALL.iter().find(|f| f.as_str() == *k).map_or(0, |f| *f as u8);
+        std::iter::repeat_n(code, *n as usize)
+    })
+}
+
+/// The live tokenizer threads the run's report.txt names.
+fn live_threads(dir: &Path) -> Option<usize> {
+    let text = std::fs::read_to_string(dir.join("report.txt")).ok()?;
+    let at = text.find("counted live by ")? + "counted live by ".len();
+    let digits: String = text[at..].chars().take_while(char::is_ascii_digit).collect();
+    digits.parse().ok()
 }
 
 /// The reason report.txt gives for an incomplete run.
@@ -261,11 +369,7 @@ pub fn run_info(
     let counters = &replayed.counters;
     let events_has_errors = counters.tracked_samples_failed > 0
         && failures.iter().any(|f| f.kind != FailureKind::WorkerDied.as_str());
-    let counting = match settings.drain.metrics_tokenizer_workers {
-        Some(n) if n > 0 => ClientTokenCounting::Live { threads: n as usize },
-        _ => ClientTokenCounting::AfterRun,
-    };
-    let counting = has_tokenizer.then_some(counting);
+    let counting = has_tokenizer.then(|| client_counting(run));
     RunInfo {
         version: c.version.clone().unwrap_or_else(|| env!("CARGO_PKG_VERSION").to_string()),
         git_sha: c
@@ -279,7 +383,7 @@ pub fn run_info(
             use_legacy_loadgen_qps_metrics: legacy,
         },
         warmup: WarmupInfo {
-            enabled: w.enabled,
+            enabled: w.enabled && !accuracy_only(&run.config),
             n_requests: w.n_requests,
             salt: w.salt,
             drain: w.drain,
@@ -300,5 +404,22 @@ pub fn run_info(
         client_token_counting: counting,
         endpoints: Vec::new(),
         shards: Vec::new(),
+        mixed_clocks: replayed.mixed_clocks(),
+    }
+}
+
+/// How the run counted its client basis, as its summary says (the threads as its report.txt
+/// names them); a log without our summary (the reference's, or a run whose summary is gone)
+/// was counted by this rebuild.
+fn client_counting(run: &RunDir) -> ClientTokenCounting {
+    let c = &run.carried;
+    match c.client_token_counting.as_ref().and_then(Option::as_deref) {
+        Some("after_run") => ClientTokenCounting::AfterRun,
+        Some("live") => {
+            let configured = run.config.settings.drain.metrics_tokenizer_workers;
+            let threads = c.live_threads.or(configured.map(|n| n as usize)).unwrap_or(1);
+            ClientTokenCounting::Live { threads }
+        }
+        _ => ClientTokenCounting::Rebuilt,
     }
 }

@@ -18,7 +18,10 @@ use loadgen_coordinator::metrics::{
 };
 
 use crate::error::AppError;
-use crate::report::{result_summary, write_report_files, EndpointInfo, ResultSummary, RunInfo};
+use crate::report::{
+    report_txt, result_summary, with_accuracy_block, write_atomic, write_report_files,
+    EndpointInfo, ResultSummary, RunInfo, Unwritten,
+};
 use crate::tokenizer::Tokenizer;
 use crate::yaml::{BenchType, Config, LoadPatternKind, Streaming};
 pub use carry::Carried;
@@ -177,12 +180,13 @@ impl RunDir {
     }
 }
 
-/// The rebuilt run: the table and the three documents the run wrote from it.
+/// The rebuilt run: the three documents the run wrote from its table, and the
+/// "Accuracy:" block its report.txt and console had.
 pub struct Rebuilt {
-    pub table: SampleTable,
     pub snapshot: Snapshot,
     pub summary: ResultSummary,
     pub info: RunInfo,
+    pub accuracy_block: Option<String>,
 }
 
 /// The replayed log as the run's table: its rows, their chunk gaps and the counters.
@@ -212,21 +216,28 @@ pub fn replay_table(
     Ok(ReplayedTable { table, replayed, has_tokenizer: tokenizer.is_some() })
 }
 
-/// Rebuilds the run in `run` under `primary`.
+/// Rebuilds the run in `run` under `primary`. Whatever would make a file differ from the
+/// run's own (a multi-endpoint log without endpoints, an accuracy run whose results or
+/// totals are gone) is refused here, before anything is written.
 pub fn rebuild(run: &RunDir, primary: TokenCountSource) -> Result<Rebuilt, AppError> {
-    let mut failures = Vec::new();
-    let replayed = replay_table(run, |r| failures = run.carried.failures(r))?;
-    let ReplayedTable { table, mut replayed, has_tokenizer } = replayed;
     let urls = run.carried.endpoint_urls(&run.config);
-    if urls.len() > 1 {
+    let mut failures = Vec::new();
+    let replayed = replay_table(run, |r| failures = run.carried.failures(r, urls.len()))?;
+    let ReplayedTable { table, mut replayed, has_tokenizer } = replayed;
+    if urls.len() > 1 && replayed.endpoint_lines == 0 && !table.is_empty() {
         return Err(AppError::Input(format!(
-            "{} is a run over {} endpoints; events.jsonl does not say which endpoint each \
-             sample went to, so its per-endpoint counts cannot be rebuilt",
+            "{} is a run over {} endpoints whose events.jsonl does not say which endpoint each \
+             sample went to (it was written before sample.complete lines named it), so its \
+             per-endpoint counts cannot be rebuilt; nothing was rebuilt",
             run.dir.display(),
             urls.len()
         )));
     }
-    run.carried.warmup_totals(&run.config, &mut replayed.counters);
+    run.carried.untracked_totals(&run.config, &mut replayed)?;
+    let accuracy_block = run.carried.accuracy_block(&run.config, primary)?;
+    if let Some(mixed) = replayed.mixed_clocks() {
+        eprintln!("note: {}", mixed.sentence());
+    }
     replayed.counters.requests_resent = run.carried.requests_resent.unwrap_or(0);
     let opts = run.metrics_options(primary, has_tokenizer);
     let state = if run.carried.interrupted {
@@ -242,7 +253,7 @@ pub fn rebuild(run: &RunDir, primary: TokenCountSource) -> Result<Rebuilt, AppEr
     info.endpoints =
         urls.iter().zip(stats).map(|(url, stat)| EndpointInfo { url: url.clone(), stat }).collect();
     let summary = result_summary(&snapshot, &info);
-    Ok(Rebuilt { table, snapshot, summary, info })
+    Ok(Rebuilt { snapshot, summary, info, accuracy_block })
 }
 
 /// `report DIR [--token-count-source B] [--out OTHER]`. Returns the exit code.
@@ -254,8 +265,12 @@ pub fn run(request: &ReportRequest) -> Result<i32, AppError> {
     std::fs::create_dir_all(out).map_err(|e| {
         AppError::Setup(format!("cannot create {}: {e}; pass a writable --out", out.display()))
     })?;
-    write_rebuilt_files(out, &rebuilt.snapshot, &rebuilt.summary, &rebuilt.info)?;
-    let console = crate::report::console_summary(&rebuilt.summary, &rebuilt.info, out);
+    let block = rebuilt.accuracy_block.as_deref();
+    write_rebuilt_files(out, &rebuilt.snapshot, &rebuilt.summary, &rebuilt.info, block)?;
+    let mut console = crate::report::console_summary(&rebuilt.summary, &rebuilt.info, out);
+    if let Some(block) = block {
+        console = with_accuracy_block(&console, block);
+    }
     crate::commands::print_stdout(&crate::redact::redact(&console))?;
     Ok(0)
 }
@@ -267,8 +282,16 @@ pub(crate) fn write_rebuilt_files(
     snapshot: &Snapshot,
     summary: &ResultSummary,
     info: &RunInfo,
+    accuracy_block: Option<&str>,
 ) -> Result<(), AppError> {
-    let unwritten = write_report_files(out, snapshot, summary, info);
+    let mut unwritten = write_report_files(out, snapshot, summary, info);
+    if let Some(block) = accuracy_block.filter(|_| unwritten.is_empty()) {
+        // As the run writes it: report.txt again, with the block after the TPS line.
+        let text = with_accuracy_block(&report_txt(summary, info), block);
+        if let Err(error) = write_atomic(&out.join("report.txt"), text.as_bytes()) {
+            unwritten.push(Unwritten { file: "report.txt", error });
+        }
+    }
     match unwritten.first() {
         Some(first) => Err(AppError::Execution(format!(
             "cannot write {} in {}: {}; free space or pass another --out",

@@ -51,6 +51,7 @@ pub enum Event<'a> {
     /// `error.generic`, `error.client`, `error.session`: a sample's failure when it names one.
     Error {
         uuid: Option<u128>,
+        timestamp_ns: u64,
         error_type: Cow<'a, str>,
         message: Cow<'a, str>,
     },
@@ -73,6 +74,9 @@ pub struct Complete<'a> {
     /// A streamed sample's chunk timing (llm-loadgen's addition; absent in the reference's
     /// logs): its chunk count, the reads that brought them, the gaps between them.
     pub chunks: Option<ChunkLine>,
+    /// The sample's endpoint, its index in the run's endpoints (llm-loadgen's addition,
+    /// written only by runs of two or more endpoints).
+    pub endpoint: Option<u8>,
     /// The sample's wait inside the client before its request was written (llm-loadgen's
     /// addition; absent in the reference's logs and for a request never written).
     pub client_wait_ns: Option<u64>,
@@ -145,6 +149,7 @@ struct RawEvent<'a> {
     #[serde(default)]
     chunk_delta_ns: Option<Vec<u64>>,
     #[serde(default)]
+    endpoint: Option<u8>,
     client_wait_ns: Option<u64>,
 }
 
@@ -264,6 +269,7 @@ fn complete<'a>(raw: RawEvent<'a>, line: u64) -> Result<Complete<'a>, LineError>
         prompt_tokens: raw.prompt_tokens,
         completion_tokens: raw.completion_tokens,
         chunks: chunk_line(raw.n_chunks, raw.chunk_reads, raw.chunk_delta_ns, line)?,
+        endpoint: raw.endpoint,
         client_wait_ns: raw.client_wait_ns,
     })
 }
@@ -305,7 +311,7 @@ fn error<'a>(raw: RawEvent<'a>, line: u64) -> Result<Event<'a>, LineError> {
             (error_type, message)
         }
     };
-    Ok(Event::Error { uuid, error_type, message })
+    Ok(Event::Error { uuid, timestamp_ns: raw.timestamp_ns, error_type, message })
 }
 
 /// The start of a bad line, for the message (lines can be megabytes).
@@ -434,6 +440,22 @@ mod tests {
         let err = parse_line(partial.as_bytes(), 7).expect_err("refused");
         assert_eq!(err.line, 7);
         assert!(err.what.contains("not all three"), "{}", err.what);
+    }
+
+    #[test]
+    fn the_endpoint_is_read_after_the_chunk_timing_and_absent_in_one_endpoint_runs() {
+        let Event::Complete(c) = parse_line(COMPLETE.as_bytes(), 1).unwrap() else {
+            panic!("a complete event")
+        };
+        assert_eq!(c.endpoint, None);
+        let keys = r#""worker_id":1,"n_chunks":1,"chunk_reads":1,"chunk_delta_ns":[],"endpoint":3"#;
+        let line = COMPLETE.replace(r#""worker_id":1"#, keys);
+        let Event::Complete(c) = parse_line(line.as_bytes(), 1).unwrap() else {
+            panic!("a complete event")
+        };
+        assert_eq!(c.endpoint, Some(3));
+        let bad = COMPLETE.replace(r#""worker_id":1"#, r#""worker_id":1,"endpoint":300"#);
+        assert!(parse_line(bad.as_bytes(), 4).is_err(), "an endpoint past 255 is refused");
     }
 
     #[test]

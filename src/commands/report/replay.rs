@@ -16,6 +16,7 @@ use serde_json::Value;
 
 use super::read::{Complete, Event, LineError, Output, SessionKind};
 use crate::dataset::Row;
+use crate::report::MixedClocks;
 use crate::tokenizer::Tokenizer;
 
 /// Hashes a sample uuid by folding and multiplying it: uuids are random (the reference's uuid4)
@@ -63,6 +64,25 @@ pub struct Replayed {
     pub errors: Vec<ErrorTally>,
     /// The streamed samples' gaps between chunks, in row order (the table's `chunk_delta_ns`).
     pub chunk_delta_ns: Vec<u64>,
+    /// `sample.complete` lines of tracked samples that named their endpoint.
+    pub endpoint_lines: u64,
+    /// `sample.issued` lines outside performance tracking (the reference's warm-up, the
+    /// accuracy phases): samples the run's totals count and the tracked rows do not.
+    pub untracked_issued_lines: u64,
+    /// Successful rows with a first chunk, and those of them whose first chunk is stamped after
+    /// their completion: a log written with two clocks (`MixedClocks`).
+    pub first_chunk_rows: u64,
+    pub first_chunk_after_complete: u64,
+}
+
+impl Replayed {
+    /// The log's mixed clocks, when it has any.
+    pub fn mixed_clocks(&self) -> Option<MixedClocks> {
+        (self.first_chunk_after_complete > 0).then_some(MixedClocks {
+            samples: self.first_chunk_after_complete,
+            streamed: self.first_chunk_rows,
+        })
+    }
 }
 
 /// What is known of a tracked sample between its issue and its terminal line.
@@ -127,8 +147,8 @@ impl<'a> Replay<'a> {
             }
             Event::RecvNonFirst => {}
             Event::Complete(c) => self.complete(c),
-            Event::Error { uuid: Some(uuid), error_type, message, .. } => {
-                self.error(uuid, &error_type, &message)
+            Event::Error { uuid: Some(uuid), timestamp_ns, error_type, message } => {
+                self.error(uuid, timestamp_ns, &error_type, &message)
             }
             Event::Error { uuid: None, .. } => {}
             Event::Abandoned { uuid: Some(uuid), .. } => {
@@ -163,8 +183,10 @@ impl<'a> Replay<'a> {
         prompt: Option<&RawValue>,
         line: u64,
     ) -> Result<(), LineError> {
-        // Outside tracking (the reference's warm-up) a sample gets no row, as in the run.
+        // Outside tracking (the reference's warm-up, the accuracy phases) a sample gets no
+        // row, as in the run.
         if !self.tracking {
+            self.out.untracked_issued_lines += 1;
             return Ok(());
         }
         if let Some(p) = self.pending.get_mut(&uuid) {
@@ -206,7 +228,7 @@ impl<'a> Replay<'a> {
         Ok(isl)
     }
 
-    fn error(&mut self, uuid: u128, error_type: &str, message: &str) {
+    fn error(&mut self, uuid: u128, ts: u64, error_type: &str, message: &str) {
         let worker_died = error_type == loadgen_worker::wire::FailureKind::WorkerDied.as_str();
         if let Some(p) = self.pending.get_mut(&uuid) {
             if !p.error_seen {
@@ -215,6 +237,10 @@ impl<'a> Replay<'a> {
                 tally(&mut self.out.errors, error_type, message);
             }
         } else if let Some(slot) = self.failed_rows.remove(&uuid) {
+            // The reference writes a failure's error line after its completion, stamped later:
+            // the last event of the sample.
+            let c = &mut self.out.counters;
+            c.last_event_ns = c.last_event_ns.max(ts);
             tally(&mut self.out.errors, error_type, message);
             if worker_died {
                 self.dropped.insert(slot);
@@ -234,8 +260,17 @@ impl<'a> Replay<'a> {
             // The run synthesized this sample's lines at the end: it has no row.
             return;
         }
-        counters.last_event_ns = counters.last_event_ns.max(c.timestamp_ns);
+        // The last event of a sample: its completion, or a first chunk the reference's other
+        // clock stamped after it.
+        let last_ns = c.timestamp_ns.max(p.first_chunk_ns.unwrap_or(0));
+        counters.last_event_ns = counters.last_event_ns.max(last_ns);
         let slot = self.out.rows.len();
+        let first_after_complete = p.first_chunk_ns.is_some_and(|f| f > c.timestamp_ns);
+        if !failed && p.first_chunk_ns.is_some() {
+            self.out.first_chunk_rows += 1;
+            self.out.first_chunk_after_complete += u64::from(first_after_complete);
+        }
+        self.out.endpoint_lines += u64::from(c.endpoint.is_some());
         let output_empty = c.output.as_ref().is_none_or(Output::is_empty);
         if failed && !p.error_seen {
             self.failed_rows.insert(c.uuid, slot);
@@ -253,7 +288,7 @@ impl<'a> Replay<'a> {
             completion_tokens: c.completion_tokens,
             output_empty,
             failure: 0,
-            endpoint: 0,
+            endpoint: c.endpoint.unwrap_or(0),
             n_chunks: c.chunks.as_ref().map(|ch| ch.n_chunks),
             chunk_reads: c.chunks.as_ref().map(|ch| ch.chunk_reads),
             client_wait_ns: c.client_wait_ns,
@@ -278,8 +313,9 @@ impl<'a> Replay<'a> {
             Output::Chunks(chunks) => chunks.iter().for_each(|c| self.batch.text.push_str(c)),
         }
         let len = self.batch.text.len() - start;
+        // No TPOT for a sample whose first chunk is stamped after its completion (MixedClocks).
         let tpot_from = match (p.first_chunk_ns, output.first_chunk_len()) {
-            (Some(_), Some(from)) if from < len => Some(from),
+            (Some(first), Some(from)) if from < len && first <= c.timestamp_ns => Some(from),
             _ => None,
         };
         self.batch.jobs.push(TokenJob { slot, start, end: self.batch.text.len(), tpot_from });
@@ -515,6 +551,22 @@ mod tests {
                 assert_eq!((row.osl_client, row.tpot_tokens_client), (Some(5), Some(3)), "row {i}");
             }
         }
+    }
+
+    #[test]
+    fn a_first_chunk_stamped_after_its_completion_gets_no_tpot_and_is_counted() {
+        let tok = char_tokenizer();
+        // Sample 1: issued at 110, completed at 119, its first chunk stamped at 200.
+        let text = log(4).replace("\"timestamp_ns\":115,", "\"timestamp_ns\":200,");
+        let out = replay(&text, Some(&tok)).unwrap();
+        assert_eq!(out.rows[1].tpot_tokens_client, None, "no TPOT from two clocks");
+        assert_eq!(out.rows[1].first_chunk_ns, Some(200), "its TTFT stands");
+        assert_eq!(out.rows[0].tpot_tokens_client, Some(3));
+        assert_eq!(out.mixed_clocks(), Some(MixedClocks { samples: 1, streamed: 3 }));
+        assert_eq!(replay(&log(4), Some(&tok)).unwrap().mixed_clocks(), None);
+        // The last sample event: a first chunk stamped after every completion.
+        let last = log(1).replace("\"timestamp_ns\":15,", "\"timestamp_ns\":30,");
+        assert_eq!(replay(&last, Some(&tok)).unwrap().counters.last_event_ns, 30);
     }
 
     #[test]

@@ -65,6 +65,9 @@ pub struct Complete {
     pub completion_tokens: Option<u32>,
     /// A streamed response's chunk timing, written after the usage counts.
     pub chunks: Option<Chunks>,
+    /// The sample's endpoint (its index in the run's endpoints), written after the chunk
+    /// timing; `None` in a one-endpoint run, whose lines stay the reference's.
+    pub endpoint: Option<u8>,
     /// The wait inside the client before the request was written, written last.
     pub client_wait_ns: Option<u64>,
 }
@@ -263,6 +266,10 @@ fn complete(out: &mut Vec<u8>, batch: &Batch, c: &Complete) {
             push_u64(out, gap);
         }
         out.push(b']');
+    }
+    if let Some(endpoint) = c.endpoint {
+        out.extend_from_slice(b",\"endpoint\":");
+        push_u64(out, u64::from(endpoint));
     }
     if let Some(wait) = c.client_wait_ns {
         out.extend_from_slice(b",\"client_wait_ns\":");

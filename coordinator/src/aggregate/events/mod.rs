@@ -38,6 +38,10 @@ pub struct EventLogSpec {
     pub prompt_data_json: Arc<Vec<String>>,
     /// Values never written (API keys, URL passwords), should an endpoint echo one in an error.
     pub secrets: Vec<String>,
+    /// The run has two or more endpoints: each `sample.complete` line names its sample's
+    /// (`endpoint`, after every other key), so `report DIR` rebuilds the per-endpoint
+    /// counts. Off for one endpoint, whose lines stay the reference's.
+    pub endpoint_field: bool,
 }
 
 /// Collects events into time buckets and ships them, in time order, to the formatter threads.
@@ -46,6 +50,8 @@ pub struct EventLog {
     /// Events due to be written, in time order, until it is full enough to ship.
     out: Batch,
     formatters: Option<Formatters>,
+    /// `EventLogSpec::endpoint_field`.
+    endpoint_field: bool,
 }
 
 /// What a `sample.complete` line says.
@@ -61,6 +67,10 @@ pub struct CompleteEvent<'a> {
     pub completion_tokens: Option<u32>,
     /// A streamed response's chunk timing; `None` when it had no content chunk.
     pub chunks: Option<ChunkLine<'a>>,
+    /// The endpoint the sample went to (its index in the run's endpoints;
+    /// `loadgen_worker::NO_ENDPOINT` when it reached none), written only by a log with
+    /// `EventLogSpec::endpoint_field`.
+    pub endpoint: u8,
     /// The sample's wait inside the client before its request was written; `None` when it
     /// was never written.
     pub client_wait_ns: Option<u64>,
@@ -80,12 +90,22 @@ impl EventLog {
         let file = File::create(path)?;
         let ctx = FormatContext { prompt_data_json: spec.prompt_data_json, secrets: spec.secrets };
         let formatters = Formatters::start(file, ctx, spec.formatters, &spec.cores)?;
-        Ok(EventLog { order: TimeOrder::default(), out: new_batch(), formatters: Some(formatters) })
+        Ok(EventLog {
+            order: TimeOrder::default(),
+            out: new_batch(),
+            formatters: Some(formatters),
+            endpoint_field: spec.endpoint_field,
+        })
     }
 
     /// An event log that keeps nothing and writes nothing (for tests and dry runs).
     pub fn disabled() -> EventLog {
-        EventLog { order: TimeOrder::default(), out: Batch::default(), formatters: None }
+        EventLog {
+            order: TimeOrder::default(),
+            out: Batch::default(),
+            formatters: None,
+            endpoint_field: false,
+        }
     }
 
     fn push(&mut self, op: Op) {
@@ -179,6 +199,7 @@ impl EventLog {
             prompt_tokens: c.prompt_tokens,
             completion_tokens: c.completion_tokens,
             chunks,
+            endpoint: endpoint_key(self.endpoint_field, c.endpoint),
             client_wait_ns: c.client_wait_ns,
         }));
     }
@@ -198,6 +219,12 @@ impl EventLog {
             None => Ok(()),
         }
     }
+}
+
+/// The `endpoint` key a `sample.complete` line carries: only in a log of two or more
+/// endpoints, and only for a sample that reached one.
+fn endpoint_key(endpoint_field: bool, endpoint: u8) -> Option<u8> {
+    (endpoint_field && endpoint != loadgen_worker::NO_ENDPOINT).then_some(endpoint)
 }
 
 /// Copies a due bucket's events, in their sorted order, into the outgoing batch, shipping it
@@ -308,6 +335,7 @@ mod tests {
             prompt_tokens: None,
             completion_tokens: None,
             chunks: None,
+            endpoint: 1,
             client_wait_ns: None,
         };
         let gaps_ns = [0, 1_500_000];
@@ -334,6 +362,45 @@ mod tests {
             r#""worker_id":1,"completion_tokens":16,"n_chunks":3,"chunk_reads":2,"chunk_delta_ns":[0,1500000]}"#
         ));
         assert!(got[4].ends_with(r#""worker_id":1,"client_wait_ns":1234}"#), "the wait comes last");
+    }
+
+    /// The lines `log` writes through one formatter, for a run of two or more endpoints.
+    fn multi_endpoint_lines(log: impl FnOnce(&mut EventLog)) -> String {
+        let dir = std::env::temp_dir().join(format!("events-test-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join(format!("{}.jsonl", next_file_number()));
+        let spec = EventLogSpec { formatters: 1, endpoint_field: true, ..EventLogSpec::default() };
+        let mut ev = EventLog::create(&path, spec).unwrap();
+        log(&mut ev);
+        ev.finish().unwrap();
+        let text = std::fs::read_to_string(&path).unwrap();
+        std::fs::remove_file(&path).unwrap();
+        text
+    }
+
+    #[test]
+    fn complete_lines_name_their_endpoint_last_only_in_a_multi_endpoint_run() {
+        let gaps_ns = [0, 1_500_000];
+        let base = CompleteEvent {
+            output: Some("ab"),
+            completion_tokens: Some(16),
+            chunks: Some(ChunkLine { n_chunks: 3, chunk_reads: 2, gaps_ns: &gaps_ns }),
+            endpoint: 2,
+            ..failed_complete(7, 9)
+        };
+        let one = lines(|ev| ev.complete(&base));
+        assert!(!one.contains("endpoint"), "one endpoint: the reference's line: {one}");
+        let many = multi_endpoint_lines(|ev| {
+            ev.complete(&base);
+            ev.complete(&CompleteEvent { endpoint: loadgen_worker::NO_ENDPOINT, ..base });
+        });
+        let got: Vec<&str> = many.lines().collect();
+        assert!(
+            got[0].ends_with(r#""chunk_delta_ns":[0,1500000],"endpoint":2}"#),
+            "after every other key: {}",
+            got[0]
+        );
+        assert!(!got[1].contains("endpoint"), "a sample that reached none names none: {}", got[1]);
     }
 
     #[test]
@@ -397,6 +464,7 @@ mod tests {
             prompt_tokens: None,
             completion_tokens: None,
             chunks: None,
+            endpoint: 0,
             client_wait_ns: None,
         }
     }
