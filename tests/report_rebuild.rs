@@ -511,7 +511,6 @@ fn a_reference_log_with_first_chunks_after_completions_leaves_their_tpot_out_and
         .sum();
     assert_eq!(counts, 24, "{}", s["tpot"]);
     assert!(s["tpot"]["min"].as_f64().unwrap() > 0.0, "{}", s["tpot"]);
-    // The run's own measure of its length: to its last sample event, a moved first chunk here.
     let events = std::fs::read_to_string(dir.join("events.jsonl")).unwrap();
     let stamp = |l: &str| -> u64 {
         serde_json::from_str::<serde_json::Value>(l).unwrap()["timestamp_ns"].as_u64().unwrap()
@@ -522,9 +521,10 @@ fn a_reference_log_with_first_chunks_after_completions_leaves_their_tpot_out_and
     let last_complete =
         events.lines().filter(|l| l.contains("\"sample.complete\"")).map(stamp).max().unwrap();
     assert!(last_sample > last_complete, "a first chunk is the last sample event");
-    assert_eq!(snapshot_counter(&dir, "total_duration_ns"), last_sample - started);
+    // The reference's counter runs to its last event, session.ended, after the samples.
     let ended = stamp(events.lines().last().unwrap());
     assert!(ended > last_sample, "session.ended is the reference's teardown, after the samples");
+    assert_eq!(snapshot_counter(&dir, "total_duration_ns"), ended - started);
     // The counts were made by this rebuild, not live by the reference's tokenizer workers.
     assert!(report.contains("counted by `llm-loadgen report` from events.jsonl"), "{report}");
     assert!(!report.contains("counted live"), "{report}");

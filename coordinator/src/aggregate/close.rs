@@ -110,6 +110,7 @@ impl State {
             self.events.session("session.stop_performance_tracking", ended_ns);
         }
         self.events.session("session.ended", ended_ns);
+        self.counters.session_end_ns = ended_ns;
         self.apply_settlement(&settlement);
         let events_error = self.events.finish().err().map(|e| e.to_string());
         AggregatorOutput {

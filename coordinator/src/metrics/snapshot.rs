@@ -342,7 +342,8 @@ fn reference_counters(table: &SampleTable, c: &RunCounters) -> Vec<CounterStat> 
     let tracked = last_complete.map_or(0, |end| end.saturating_sub(c.tracking_start_ns));
     list.push(counter("tracked_duration_ns", tracked));
     list.push(counter("legacy_loadgen_window_duration_ns", legacy_window_ns(table)));
-    let total = c.last_event_ns.saturating_sub(c.session_start_ns);
+    // The reference's counter: session start → its last event, `session.ended` included.
+    let total = c.last_event_ns.max(c.session_end_ns).saturating_sub(c.session_start_ns);
     list.push(counter("total_duration_ns", total));
     list
 }

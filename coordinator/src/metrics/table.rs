@@ -285,6 +285,8 @@ pub struct RunCounters {
     pub tracking_start_ns: u64,
     /// CLOCK_MONOTONIC ns of the last event of the session.
     pub last_event_ns: u64,
+    /// CLOCK_MONOTONIC ns of `session.ended`; 0 when unknown (a log that lacks it).
+    pub session_end_ns: u64,
     /// Client tokenizer failures (`n_errors`, client basis only).
     pub n_tokenizer_errors: u64,
     /// Client tokenizations still outstanding when the snapshot was taken.

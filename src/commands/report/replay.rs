@@ -172,6 +172,7 @@ impl<'a> Replay<'a> {
                 self.tracking = true;
             }
             SessionKind::StopTracking => self.tracking = false,
+            SessionKind::Ended => c.session_end_ns = c.session_end_ns.max(ts),
             _ => {}
         }
     }
