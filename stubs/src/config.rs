@@ -122,7 +122,7 @@ pub struct DelayFault {
 /// one worker every count is exact. Each `*_every: Some(n)` hits requests n, 2n, … (1 = all).
 /// When several hit one request, the first in this order wins: status, no_response,
 /// close_after_request, stall_after_head, close_mid_stream, stall, error_only_stream,
-/// error_frame_mid_stream, truncate, finish_without_done; multi_line_data, extra_headers and
+/// vllm_error, error_frame_mid_stream, truncate, finish_without_done; multi_line_data, extra_headers and
 /// delay combine with any of them.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct FaultConfig {
@@ -149,6 +149,10 @@ pub struct FaultConfig {
     /// Every Nth request: a stream holding only the error frame and `[DONE]`; a plain answer is
     /// the same 200 `{"error": …}` body.
     pub error_only_stream_every: Option<u64>,
+    /// Every Nth request: a stream holding only vLLM's unwrapped error object
+    /// (`fault::VLLM_ERROR_OBJECT`, no `error` key) and `[DONE]`; a plain answer is a 200 body
+    /// of that object.
+    pub vllm_error_every: Option<u64>,
     /// A stream cut after K content frames.
     pub truncate: Option<TruncateFault>,
     /// Every Nth request: a finished stream (finish_reason, usage when asked, the last chunk)
@@ -181,6 +185,7 @@ impl FaultConfig {
             self.close_after_request_every,
             self.error_frame_mid_stream_every,
             self.error_only_stream_every,
+            self.vllm_error_every,
             self.finish_without_done_every,
             self.multi_line_data_every,
         ];
