@@ -1175,6 +1175,11 @@ mod tests {
             assert_eq!(outcome.failure, FailureKind::Tls, "{error}");
             assert!(error.starts_with("tls handshake with 127.0.0.1 failed: "), "{error}");
             assert!(error.ends_with(&format!("(at {addr})")), "{error}");
+            // What the answer means, and what to do about it.
+            assert!(
+                error.contains("plain HTTP") && error.contains("use an http:// URL"),
+                "{error}"
+            );
         }
     }
 
@@ -1190,9 +1195,13 @@ mod tests {
                 });
             assert_eq!(outcome.failure, FailureKind::Tls, "{error}");
             assert!(
-                error.starts_with("tls handshake with 127.0.0.1 failed: no handshake within 0.2 s"),
+                error.starts_with(
+                    "tls handshake with 127.0.0.1 failed: no handshake within 0.2 s \
+                     (TLS_HANDSHAKE_TIMEOUT)"
+                ),
                 "{error}"
             );
+            assert!(error.contains("use an http:// URL"), "{error}");
         }
     }
 
