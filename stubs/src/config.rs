@@ -233,6 +233,11 @@ pub struct StubConfig {
     /// Where every stub appends each request's head (request line and headers), for tests
     /// that check the headers a client sent; `None` records nothing.
     pub head_log: Option<BodyLog>,
+    /// Where every stub appends, per paced or fault-rendered response (not the max-throughput
+    /// stub's precompiled bytes), when it had the request and when it wrote each piece (its own
+    /// stamps, CLOCK_MONOTONIC as the client's), for tests that compare a client's timing with
+    /// the server's rather than with the configured delays; `None` records nothing.
+    pub send_log: Option<SendLog>,
     /// Serve TLS (`https://`) with a certificate made at start for `localhost`, `127.0.0.1` and
     /// `::1`, signed by a throwaway CA (`StubServer::ca_pem`).
     pub tls: bool,
@@ -263,6 +268,32 @@ pub fn load_answers(path: &std::path::Path) -> Result<AnswerTable, String> {
 /// Request bodies recorded by the echo stub, shared with the test that reads them.
 pub type BodyLog = std::sync::Arc<std::sync::Mutex<Vec<Vec<u8>>>>;
 
+/// The stub's own stamps of its responses, in the order they were written.
+pub type SendLog = std::sync::Arc<std::sync::Mutex<Vec<SentResponse>>>;
+
+/// One response as the stub sent it. Stamps are CLOCK_MONOTONIC nanoseconds (`monotonic_ns`),
+/// the clock a client on the same host stamps with.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SentResponse {
+    /// The request's body (a test finds the sample by its prompt).
+    pub body: Vec<u8>,
+    /// When the request was whole: the response's clock starts here.
+    pub received_ns: u64,
+    /// Per piece of the response (a stream's head, each content event, its tail), when the
+    /// write that carried it returned: its bytes were in the socket for the client to read.
+    /// Pieces written together share a stamp (a stream's head goes with its first event).
+    pub written_ns: Vec<u64>,
+}
+
+/// CLOCK_MONOTONIC in nanoseconds (what `Instant` reads on Linux, as a number).
+pub fn monotonic_ns() -> u64 {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: `ts` is a valid, writable timespec; CLOCK_MONOTONIC always exists on Linux.
+    let rc = unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    debug_assert_eq!(rc, 0);
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
 impl StubConfig {
     /// The reference's defaults: output length 160, stream interval 10, one worker, loopback,
     /// port 0.
@@ -282,6 +313,7 @@ impl StubConfig {
             created_unix_s: None,
             body_log: None,
             head_log: None,
+            send_log: None,
             tls: false,
             answers: None,
         }
