@@ -566,6 +566,30 @@ fn a_full_disk_still_prints_the_summary_and_names_unwritten_files() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// Without `unshare` (a PATH that has none), outside CI, the full-filesystem test fails rather
+/// than pass without running; `LOADGEN_SKIP_UNSHARE=1` skips it, saying so.
+#[test]
+fn the_full_filesystem_test_fails_without_unshare_unless_opted_out() {
+    let test = "a_full_filesystem_keeps_room_for_the_small_files";
+    let run = |opt_out: Option<&str>| {
+        let mut cmd = std::process::Command::new(std::env::current_exe().unwrap());
+        cmd.args(["--exact", test, "--nocapture", "--test-threads=1"]);
+        cmd.env("PATH", "/nonexistent").env_remove("CI").env_remove("LOADGEN_SKIP_UNSHARE");
+        if let Some(value) = opt_out {
+            cmd.env("LOADGEN_SKIP_UNSHARE", value);
+        }
+        let out = cmd.output().expect("the test binary runs");
+        let text = [out.stdout, out.stderr].concat();
+        (out.status.success(), String::from_utf8_lossy(&text).into_owned())
+    };
+    let (passed, text) = run(None);
+    assert!(!passed, "it passed without running:\n{text}");
+    assert!(text.contains("set LOADGEN_SKIP_UNSHARE=1 to skip it knowingly"), "{text}");
+    let (passed, text) = run(Some("1"));
+    assert!(passed, "{text}");
+    assert!(text.contains("not run here (LOADGEN_SKIP_UNSHARE=1 skips it)"), "{text}");
+}
+
 /// Whether this machine lets an unprivileged process mount a tmpfs of its own (a user and
 /// mount namespace, `unshare -rm`).
 fn private_tmpfs_available() -> bool {
@@ -579,9 +603,12 @@ fn private_tmpfs_available() -> bool {
 fn a_full_filesystem_keeps_room_for_the_small_files() {
     if !private_tmpfs_available() {
         // CI machines have user namespaces, so there the test always runs; elsewhere (e.g. a
-        // desktop whose security policy forbids them) it says why it did not.
-        assert!(std::env::var_os("CI").is_none(), "CI needs `unshare -rm` for this test");
-        eprintln!("a_full_filesystem_keeps_room_for_the_small_files: no unshare -rm here");
+        // desktop whose security policy forbids them) it fails unless opted out, saying why.
+        common::skip_only_if_opted_out(
+            "a_full_filesystem_keeps_room_for_the_small_files",
+            "needs `unshare -rm` (user and mount namespaces)",
+            "LOADGEN_SKIP_UNSHARE",
+        );
         return;
     }
     let server = stub(StubKind::MaxThroughput, |_| {});

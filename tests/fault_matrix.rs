@@ -401,6 +401,15 @@ const ENGINE_ERROR: Expect = Expect {
     ..all_fail(&[("stream_error", N::Is(SAMPLES))])
 };
 
+/// Every sample fails with vLLM's unwrapped error object, its message kept.
+const VLLM_ERROR: Expect = Expect {
+    message: Some(("stream_error", loadgen_stubs::fault::VLLM_ERROR_MESSAGE)),
+    ..all_fail(&[("stream_error", N::Is(SAMPLES))])
+};
+/// What a sample with the stub's malformed frames (every third content frame) fails with.
+const MALFORMED_FRAME_MESSAGE: &str = "malformed SSE frame: 5 of 18 frames did not decode, \
+     their content lost; the first: {\"choices\":[{";
+
 /// Every stream cut after 3 of its 16 content frames.
 const fn cut_after_3(framing: TruncateFraming) -> TruncateFault {
     TruncateFault { every: 1, after_frames: 3, framing }
@@ -428,6 +437,30 @@ matrix! {
         faults: |f| f.error_only_stream_every = Some(1),
         pattern: LoadPattern::Poisson(400),
         expect: all_fail(&[("stream_error", N::Is(SAMPLES))]),
+        ..BASE
+    },
+    // vLLM's unwrapped error object (no `error` key) as a stream's only frame and as a 200
+    // body (issue 24, item 6).
+    vllm_error_only_stream_offline => Case {
+        faults: |f| f.vllm_error_every = Some(1),
+        expect: VLLM_ERROR,
+        ..BASE
+    },
+    vllm_error_body_plain_concurrency => Case {
+        faults: |f| f.vllm_error_every = Some(1),
+        stream: false,
+        pattern: LoadPattern::Concurrency(4),
+        expect: VLLM_ERROR,
+        ..BASE
+    },
+    every_other_vllm_error_stream_poisson_is_some_failures_exit_0 => Case {
+        faults: |f| f.vllm_error_every = Some(2),
+        pattern: LoadPattern::Poisson(400),
+        expect: Expect {
+            failures: &[("stream_error", N::Is(SAMPLES / 2))],
+            message: Some(("stream_error", loadgen_stubs::fault::VLLM_ERROR_MESSAGE)),
+            ..ALL_OK
+        },
         ..BASE
     },
     every_other_error_frame_is_some_failures_exit_0 => Case {
@@ -463,12 +496,22 @@ matrix! {
         ..BASE
     },
 
-    // A malformed SSE frame drops only itself (SPEC §9): the stream still ends with its
-    // finish_reason and [DONE], so the sample is whole; the worker warns once.
-    malformed_frames_drop_only_themselves => Case {
+    // A malformed SSE frame drops only itself (SPEC §9: the rest of the read is still parsed,
+    // to the stream's finish_reason and [DONE]), but its content is lost, so the sample fails
+    // as malformed_frame rather than succeed with output the server never sent (issue 24,
+    // item 7): 5 of the 16 content frames, of 18 frames with the finish and usage frames.
+    malformed_frames_fail_the_sample_offline => Case {
         faults: |f| f.malformed_every = Some(3),
-        // 5 of the 16 ten-character content frames are dropped.
-        expect: Expect { output_chars: Some(OUTPUT_CHARS - 5 * 10), ..ALL_OK },
+        expect: Expect {
+            message: Some(("malformed_frame", MALFORMED_FRAME_MESSAGE)),
+            ..all_fail(&[("malformed_frame", N::Is(SAMPLES))])
+        },
+        ..BASE
+    },
+    malformed_frames_fail_the_sample_concurrency => Case {
+        faults: |f| f.malformed_every = Some(16),
+        pattern: LoadPattern::Concurrency(4),
+        expect: all_fail(&[("malformed_frame", N::Is(SAMPLES))]),
         ..BASE
     },
 

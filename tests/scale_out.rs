@@ -5,8 +5,9 @@
 //! host alone runs out of ports.
 //!
 //! Both need root (the Slurm daemons, `ip netns`) and Debian's `slurm-wlm`, `munge` and
-//! `iproute2`, which `.ci/run` installs; under CI a missing one fails the test, elsewhere the
-//! test says what it lacks and passes.
+//! `iproute2`, which `.ci/run` installs. A machine without them fails the test, saying what it
+//! lacks (a test that did not run must not pass), unless `LOADGEN_SKIP_SLURM=1` or
+//! `LOADGEN_SKIP_NETNS=1` opts out of it knowingly (never under CI).
 
 mod common;
 
@@ -44,18 +45,23 @@ fn loadgen() -> &'static str {
     env!("CARGO_BIN_EXE_llm-loadgen")
 }
 
-/// Whether this machine can run the test: root and every program named. Under CI a missing
-/// one is a failure (`.ci/run` installs them); elsewhere the test says so and is skipped.
-fn machine_has(test: &str, programs: &[&str]) -> bool {
+/// The opt-outs of the two tests that need root and system packages: set to 1, a machine that
+/// lacks them skips the test, saying so; unset, the test fails there (it did not run).
+const SKIP_SLURM: &str = "LOADGEN_SKIP_SLURM";
+const SKIP_NETNS: &str = "LOADGEN_SKIP_NETNS";
+
+/// Whether this machine can run the test: root and every program named. When it cannot, the
+/// test fails, naming what is missing, unless `opt_out=1` skips it (never under CI, where
+/// `.ci/run` installs them).
+fn machine_has(test: &str, programs: &[&str], opt_out: &str) -> bool {
     // SAFETY: geteuid has no preconditions and cannot fail.
     let root = unsafe { libc::geteuid() } == 0;
     let missing: Vec<&str> = programs.iter().copied().filter(|p| !on_path(p)).collect();
     if root && missing.is_empty() {
         return true;
     }
-    let why = format!("{test} needs root ({root}) and {missing:?} on PATH");
-    assert!(std::env::var_os("CI").is_none(), "{why}: .ci/run installs them");
-    eprintln!("{why}; not run here");
+    let why = format!("needs root (root: {root}) and {missing:?} on PATH");
+    common::skip_only_if_opted_out(test, &why, opt_out);
     false
 }
 
@@ -130,7 +136,7 @@ fn write_plan(dir: &Path, url: &str) -> PathBuf {
 #[test]
 fn a_two_task_slurm_job_merges_into_the_one_host_run_of_its_plan() {
     let programs = ["sbatch", "srun", "sinfo", "slurmctld", "slurmd", "munged"];
-    if !machine_has("the Slurm test", &programs) {
+    if !machine_has("the Slurm test", &programs, SKIP_SLURM) {
         return;
     }
     let _turn = one_at_a_time();
@@ -304,7 +310,7 @@ fn in_namespace(namespace: &str, args: &[String]) -> Command {
 
 #[test]
 fn forty_thousand_connections_to_one_address_need_two_shards_in_their_own_namespaces() {
-    if !machine_has("the network-namespace test", &["ip"]) {
+    if !machine_has("the network-namespace test", &["ip"], SKIP_NETNS) {
         return;
     }
     let _turn = one_at_a_time();
@@ -371,6 +377,39 @@ fn forty_thousand_connections_to_one_address_need_two_shards_in_their_own_namesp
     let want: BTreeSet<IpAddr> = ["10.213.0.2", "10.213.1.2"].map(|a| a.parse().unwrap()).into();
     assert_eq!(served.peers, want, "each shard's connections left from its own host");
     drop(ns);
+}
+
+/// Runs one test of this binary in a child whose PATH has none of the tests' programs, outside
+/// CI, with `env` set: its output and whether it passed.
+fn run_without_programs(test: &str, env: &[(&str, &str)]) -> (bool, String) {
+    let mut cmd = Command::new(std::env::current_exe().expect("the test binary"));
+    cmd.args(["--exact", test, "--nocapture", "--test-threads=1"]);
+    cmd.env("PATH", "/nonexistent").env_remove("CI").env_remove(SKIP_SLURM).env_remove(SKIP_NETNS);
+    let out = cmd.envs(env.iter().copied()).output().expect("the test binary runs");
+    let text =
+        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+    (out.status.success(), text)
+}
+
+/// A test that cannot run on this machine fails, naming what it lacks and the opt-out; only
+/// the opt-out skips it, and then it says so.
+#[test]
+fn a_test_without_its_programs_fails_unless_opted_out() {
+    let cases = [
+        ("a_two_task_slurm_job_merges_into_the_one_host_run_of_its_plan", SKIP_SLURM),
+        (
+            "forty_thousand_connections_to_one_address_need_two_shards_in_their_own_namespaces",
+            SKIP_NETNS,
+        ),
+    ];
+    for (test, opt_out) in cases {
+        let (passed, text) = run_without_programs(test, &[]);
+        assert!(!passed, "{test} passed without running:\n{text}");
+        assert!(text.contains(&format!("set {opt_out}=1 to skip it knowingly")), "{text}");
+        let (passed, text) = run_without_programs(test, &[(opt_out, "1")]);
+        assert!(passed, "{test} with {opt_out}=1:\n{text}");
+        assert!(text.contains(&format!("not run here ({opt_out}=1 skips it)")), "{text}");
+    }
 }
 
 /// The Kubernetes example as `kubectl apply` reads it: its documents, its Job's shard count

@@ -123,3 +123,54 @@ fn a_bad_ca_bundle_and_contradicting_tls_flags_are_refused_before_the_run() {
     assert_eq!(code, Some(2), "{stderr}");
     assert!(stderr.contains("give one of them"), "{stderr}");
 }
+
+/// `https://` to a plain-HTTP server that answers the ClientHello at once (the stub's 400 to a
+/// head that is no HTTP): exit 3 at once, and the message says what the answer means.
+#[test]
+fn https_to_a_plain_http_server_says_to_use_http() {
+    let server = stub(StubKind::Echo, |_| {});
+    let url = server.url().replacen("http://", "https://", 1);
+    let started = std::time::Instant::now();
+    let (code, stderr, _) = bench("plain-answers", &url, &["--insecure"]);
+    assert_eq!(code, Some(3), "{stderr}");
+    assert!(stderr.contains("plain HTTP") && stderr.contains("use an http:// URL"), "{stderr}");
+    assert!(started.elapsed() < std::time::Duration::from_secs(30), "{:?}", started.elapsed());
+}
+
+/// `https://` to a server that reads the ClientHello and never answers (a plain-HTTP server
+/// waiting for the rest of a request head): the run stops at the handshake limit, not after
+/// asyncio's minute, and says what to do.
+#[test]
+fn https_to_a_silent_server_stops_at_the_handshake_limit_saying_to_use_http() {
+    use std::io::Read;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let stop = std::sync::Arc::new(AtomicBool::new(false));
+    let stopped = stop.clone();
+    // Holds every connection open, reading what comes, until the test's own last connect.
+    let server = std::thread::spawn(move || {
+        let mut held = Vec::new();
+        for socket in listener.incoming() {
+            if stopped.load(Ordering::Acquire) {
+                break;
+            }
+            let mut socket = socket.unwrap();
+            let _ = socket.read(&mut [0u8; 4096]);
+            held.push(socket);
+        }
+    });
+    let started = std::time::Instant::now();
+    let (code, stderr, _) = bench("silent", &format!("https://{addr}"), &["--insecure"]);
+    let took = started.elapsed();
+    stop.store(true, Ordering::Release);
+    drop(std::net::TcpStream::connect(addr));
+    server.join().unwrap();
+    assert_eq!(code, Some(3), "{stderr}");
+    assert!(stderr.contains("TLS_HANDSHAKE_TIMEOUT"), "{stderr}");
+    assert!(stderr.contains("use an http:// URL"), "{stderr}");
+    let limit = loadgen_worker::http::tls::TLS_HANDSHAKE_TIMEOUT;
+    assert!(took >= limit, "it waited the handshake limit: {took:?}");
+    // Well before the reference's 60 s, with room for a loaded machine.
+    assert!(took < limit + std::time::Duration::from_secs(20), "{took:?}");
+}

@@ -97,6 +97,10 @@ pub struct FaultArgs {
     /// Every Nth request: a stream holding only the error frame and [DONE].
     #[arg(long, value_name = "N")]
     pub fault_error_only_stream_every: Option<u64>,
+    /// Every Nth request: a stream holding only vLLM's unwrapped error object (no `error` key)
+    /// and [DONE] (a 200 body of it when not streaming).
+    #[arg(long, value_name = "N")]
+    pub fault_vllm_error_every: Option<u64>,
     /// Every Nth request: cut the stream after --fault-truncate-after content frames and close.
     #[arg(long, value_name = "N")]
     pub fault_truncate_stream_every: Option<u64>,
@@ -269,6 +273,7 @@ impl FaultArgs {
                 self.fault_error_only_stream_every,
                 "--fault-error-only-stream-every",
             )?,
+            vllm_error_every: every(self.fault_vllm_error_every, "--fault-vllm-error-every")?,
             truncate: self.truncate()?,
             finish_without_done_every: every(
                 self.fault_finish_without_done_every,
@@ -508,7 +513,8 @@ mod tests {
              --fault-error-only-stream-every 6 --fault-truncate-stream-every 7 \
              --fault-truncate-after 2 --fault-truncate-framing close \
              --fault-finish-without-done-every 8 --fault-multi-line-data-every 9 \
-             --fault-extra-headers 40 --fault-delay-ms 250 --fault-delay-every 2",
+             --fault-extra-headers 40 --fault-delay-ms 250 --fault-delay-every 2 \
+             --fault-vllm-error-every 10",
         )
         .unwrap()
         .faults;
@@ -521,6 +527,7 @@ mod tests {
         assert_eq!(f.truncate, Some(TruncateFault { every: 7, after_frames: 2, framing }));
         assert_eq!(f.finish_without_done_every, Some(8));
         assert_eq!(f.multi_line_data_every, Some(9));
+        assert_eq!(f.vllm_error_every, Some(10));
         assert_eq!(f.extra_headers, 40);
         assert_eq!(f.delay, Some(DelayFault { delay_ms: 250, every: 2 }));
         assert!(f.any());

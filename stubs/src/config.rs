@@ -122,7 +122,7 @@ pub struct DelayFault {
 /// one worker every count is exact. Each `*_every: Some(n)` hits requests n, 2n, … (1 = all).
 /// When several hit one request, the first in this order wins: status, no_response,
 /// close_after_request, stall_after_head, close_mid_stream, stall, error_only_stream,
-/// error_frame_mid_stream, truncate, finish_without_done; multi_line_data, extra_headers and
+/// vllm_error, error_frame_mid_stream, truncate, finish_without_done; multi_line_data, extra_headers and
 /// delay combine with any of them.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct FaultConfig {
@@ -149,6 +149,10 @@ pub struct FaultConfig {
     /// Every Nth request: a stream holding only the error frame and `[DONE]`; a plain answer is
     /// the same 200 `{"error": …}` body.
     pub error_only_stream_every: Option<u64>,
+    /// Every Nth request: a stream holding only vLLM's unwrapped error object
+    /// (`fault::VLLM_ERROR_OBJECT`, no `error` key) and `[DONE]`; a plain answer is a 200 body
+    /// of that object.
+    pub vllm_error_every: Option<u64>,
     /// A stream cut after K content frames.
     pub truncate: Option<TruncateFault>,
     /// Every Nth request: a finished stream (finish_reason, usage when asked, the last chunk)
@@ -181,6 +185,7 @@ impl FaultConfig {
             self.close_after_request_every,
             self.error_frame_mid_stream_every,
             self.error_only_stream_every,
+            self.vllm_error_every,
             self.finish_without_done_every,
             self.multi_line_data_every,
         ];
@@ -228,6 +233,11 @@ pub struct StubConfig {
     /// Where every stub appends each request's head (request line and headers), for tests
     /// that check the headers a client sent; `None` records nothing.
     pub head_log: Option<BodyLog>,
+    /// Where every stub appends, per paced or fault-rendered response (not the max-throughput
+    /// stub's precompiled bytes), when it had the request and when it wrote each piece (its own
+    /// stamps, CLOCK_MONOTONIC as the client's), for tests that compare a client's timing with
+    /// the server's rather than with the configured delays; `None` records nothing.
+    pub send_log: Option<SendLog>,
     /// Serve TLS (`https://`) with a certificate made at start for `localhost`, `127.0.0.1` and
     /// `::1`, signed by a throwaway CA (`StubServer::ca_pem`).
     pub tls: bool,
@@ -258,6 +268,32 @@ pub fn load_answers(path: &std::path::Path) -> Result<AnswerTable, String> {
 /// Request bodies recorded by the echo stub, shared with the test that reads them.
 pub type BodyLog = std::sync::Arc<std::sync::Mutex<Vec<Vec<u8>>>>;
 
+/// The stub's own stamps of its responses, in the order they were written.
+pub type SendLog = std::sync::Arc<std::sync::Mutex<Vec<SentResponse>>>;
+
+/// One response as the stub sent it. Stamps are CLOCK_MONOTONIC nanoseconds (`monotonic_ns`),
+/// the clock a client on the same host stamps with.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SentResponse {
+    /// The request's body (a test finds the sample by its prompt).
+    pub body: Vec<u8>,
+    /// When the request was whole: the response's clock starts here.
+    pub received_ns: u64,
+    /// Per piece of the response (a stream's head, each content event, its tail), when the
+    /// write that carried it returned: its bytes were in the socket for the client to read.
+    /// Pieces written together share a stamp (a stream's head goes with its first event).
+    pub written_ns: Vec<u64>,
+}
+
+/// CLOCK_MONOTONIC in nanoseconds (what `Instant` reads on Linux, as a number).
+pub fn monotonic_ns() -> u64 {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: `ts` is a valid, writable timespec; CLOCK_MONOTONIC always exists on Linux.
+    let rc = unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    debug_assert_eq!(rc, 0);
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
 impl StubConfig {
     /// The reference's defaults: output length 160, stream interval 10, one worker, loopback,
     /// port 0.
@@ -277,6 +313,7 @@ impl StubConfig {
             created_unix_s: None,
             body_log: None,
             head_log: None,
+            send_log: None,
             tls: false,
             answers: None,
         }

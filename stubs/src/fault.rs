@@ -15,6 +15,14 @@ pub const ERROR_OBJECT: &str = concat!(
 );
 /// The message inside [`ERROR_OBJECT`], which a client should keep.
 pub const ERROR_MESSAGE: &str = "engine error";
+/// vLLM's `ErrorResponse` unwrapped (no `error` key), as its OpenAI server sends it for a
+/// request it refuses: the only frame of a stream, or a 200 body.
+pub const VLLM_ERROR_OBJECT: &str = concat!(
+    r#"{"object":"error","message":"context too long","type":"BadRequestError","#,
+    r#""param":null,"code":400}"#
+);
+/// The message inside [`VLLM_ERROR_OBJECT`], which a client should keep.
+pub const VLLM_ERROR_MESSAGE: &str = "context too long";
 
 const DONE: &[u8] = b"data: [DONE]\n\n";
 const LAST_CHUNK: &[u8] = b"0\r\n\r\n";
@@ -39,6 +47,7 @@ enum Rewrite {
     CloseMidStream,
     StallMidStream,
     ErrorOnly,
+    VllmErrorOnly,
     ErrorMidStream,
     Truncate(TruncateFault),
     FinishWithoutDone,
@@ -53,6 +62,7 @@ fn pick(f: &FaultConfig, n: u64) -> Option<Rewrite> {
         (f.close_mid_stream_every, Rewrite::CloseMidStream),
         (f.stall_every, Rewrite::StallMidStream),
         (f.error_only_stream_every, Rewrite::ErrorOnly),
+        (f.vllm_error_every, Rewrite::VllmErrorOnly),
         (f.error_frame_mid_stream_every, Rewrite::ErrorMidStream),
     ];
     if let Some(&(_, r)) = table.iter().find(|(every, _)| hits(*every, n)) {
@@ -95,10 +105,11 @@ pub fn rewrite(f: &FaultConfig, plan: &mut Plan, n: u64) {
             cut_half(plan);
             plan.end = End::Stall;
         }
-        Rewrite::ErrorOnly => error_after(plan, 0, keep_alive),
+        Rewrite::ErrorOnly => error_after(plan, 0, ERROR_OBJECT, keep_alive),
+        Rewrite::VllmErrorOnly => error_after(plan, 0, VLLM_ERROR_OBJECT, keep_alive),
         Rewrite::ErrorMidStream => {
             let half = (content_count(plan) / 2).max(1);
-            error_after(plan, half, keep_alive);
+            error_after(plan, half, ERROR_OBJECT, keep_alive);
         }
         Rewrite::Truncate(t) => truncate(plan, t),
         Rewrite::FinishWithoutDone if is_stream(plan) => {
@@ -161,15 +172,15 @@ fn cut_half(plan: &mut Plan) {
     }
 }
 
-/// A stream: the head, `contents` content events, then the error frame, `[DONE]` and the last
-/// chunk. A plain answer: a 200 whose body is the error object.
-fn error_after(plan: &mut Plan, contents: usize, keep_alive: bool) {
+/// A stream: the head, `contents` content events, then the error frame (`error`), `[DONE]` and
+/// the last chunk. A plain answer: a 200 whose body is the error object.
+fn error_after(plan: &mut Plan, contents: usize, error: &str, keep_alive: bool) {
     if !is_stream(plan) {
-        plan.pieces = vec![json_response(200, "OK", ERROR_OBJECT, keep_alive)];
+        plan.pieces = vec![json_response(200, "OK", error, keep_alive)];
         return;
     }
     plan.pieces.truncate(1 + contents.min(content_count(plan)));
-    let mut tail = format!("data: {ERROR_OBJECT}\n\n").into_bytes();
+    let mut tail = format!("data: {error}\n\n").into_bytes();
     tail.extend_from_slice(DONE);
     let mut last = chunk(&tail);
     last.extend_from_slice(LAST_CHUNK);

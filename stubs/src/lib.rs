@@ -17,7 +17,8 @@ pub mod variable;
 mod worker;
 
 pub use config::{
-    load_answers, AnswerTable, BodyLog, DelayFault, FaultConfig, StatusFault, StubConfig, StubKind,
-    TruncateFault, TruncateFraming, UsageFault, VariableConfig,
+    load_answers, monotonic_ns, AnswerTable, BodyLog, DelayFault, FaultConfig, SendLog,
+    SentResponse, StatusFault, StubConfig, StubKind, TruncateFault, TruncateFraming, UsageFault,
+    VariableConfig,
 };
 pub use server::{StopHandle, StubServer, StubTotals, PEER_ADDRESSES_MAX};

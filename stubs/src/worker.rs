@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use monoio::io::{AsyncReadRent, AsyncWriteRent, AsyncWriteRentExt};
 use monoio::net::{TcpListener, TcpStream};
 
-use crate::config::StubKind;
+use crate::config::{monotonic_ns, SendLog, SentResponse, StubKind};
 use crate::handler::{End, Handler, Plan};
 use crate::http::{frame_request, FlagFinders, Frame, Request, BODY_LEN_MAX, HEAD_LEN_MAX};
 use crate::render::error_response;
@@ -179,8 +179,16 @@ async fn serve<S: AsyncReadRent + AsyncWriteRent>(mut stream: S, ctx: Rc<Ctx>) {
                 out.extend_from_slice(fast.get(route, stream_flag, usage));
                 end = if req.close { End::Close } else { End::KeepAlive };
             } else {
-                let plan = ctx.handler.borrow_mut().plan(&req, body, Instant::now());
-                (out, end) = match write_plan(&mut stream, out, plan, &ctx, &req).await {
+                // In this order: every deadline then lies at or after `received_ns` plus its
+                // delay, by the one clock both read.
+                let received_ns = monotonic_ns();
+                let start = Instant::now();
+                let plan = ctx.handler.borrow_mut().plan(&req, body, start);
+                let sent = ctx.handler.borrow().cfg.send_log.clone().map(|log| {
+                    let body = body.to_vec();
+                    (log, SentResponse { body, received_ns, written_ns: Vec::new() })
+                });
+                (out, end) = match write_plan(&mut stream, out, plan, &ctx, &req, sent).await {
                     Some(v) => v,
                     None => return,
                 };
@@ -224,13 +232,16 @@ async fn read_more<S: AsyncReadRent>(stream: &mut S, mut rbuf: Vec<u8>) -> Optio
     }
 }
 
-/// Writes a planned response (after flushing `out`); `None` when the connection is done.
+/// Writes a planned response (after flushing `out`); `None` when the connection is done. With
+/// `sent` (the send log), each piece's write is stamped, and the response is logged once its
+/// last piece is written (flushed at once rather than with a pipelined next response).
 async fn write_plan<S: AsyncWriteRent>(
     stream: &mut S,
     mut out: Vec<u8>,
     plan: Plan,
     ctx: &Ctx,
     req: &Request,
+    mut sent: Option<(SendLog, SentResponse)>,
 ) -> Option<(Vec<u8>, End)> {
     let queued_at = Instant::now();
     let _permit = match (&ctx.limit, req.route) {
@@ -244,20 +255,41 @@ async fn write_plan<S: AsyncWriteRent>(
     let queued = queued_at.elapsed();
     let deadlines: Vec<Instant> =
         plan.deadlines.unwrap_or_default().into_iter().map(|d| d + queued).collect();
+    // Pieces of this response in `out` whose write is not stamped yet.
+    let mut unstamped = 0;
     for (i, piece) in plan.pieces.into_iter().enumerate() {
         if let Some(&d) = deadlines.get(i) {
             if !out.is_empty() && d > Instant::now() {
                 out = flush(stream, out, counters).await?;
+                stamp_written(&mut sent, &mut unstamped);
             }
             sleep_until_precise(d).await;
         }
         out.extend_from_slice(&piece);
+        unstamped += 1;
         let next_is_now = deadlines.get(i + 1).is_none_or(|&d| d <= Instant::now());
         if !next_is_now || plan.end != End::KeepAlive {
             out = flush(stream, out, counters).await?;
+            stamp_written(&mut sent, &mut unstamped);
         }
     }
+    if sent.is_some() && unstamped > 0 {
+        out = flush(stream, out, counters).await?;
+        stamp_written(&mut sent, &mut unstamped);
+    }
+    if let Some((log, response)) = sent {
+        log.lock().unwrap_or_else(|e| e.into_inner()).push(response);
+    }
     Some((out, plan.end))
+}
+
+/// Stamps, in a logged response, the write that just carried its last `pieces` pieces.
+fn stamp_written(sent: &mut Option<(SendLog, SentResponse)>, pieces: &mut usize) {
+    if let Some((_, response)) = sent {
+        let at_ns = monotonic_ns();
+        response.written_ns.extend(std::iter::repeat_n(at_ns, *pieces));
+    }
+    *pieces = 0;
 }
 
 /// Writes and counts `out`; returns it emptied, or `None` when the write failed.

@@ -213,6 +213,21 @@ fn error_only_stream_holds_just_the_error_frame() {
 }
 
 #[test]
+fn vllm_error_holds_just_the_unwrapped_error_object_streaming_and_not() {
+    let server = start(StubKind::MaxThroughput, |c| c.faults.vllm_error_every = Some(1));
+    let mut conn = Conn::new(server.addr());
+    let r = conn.roundtrip(CHAT, STREAM);
+    assert_eq!(events(r.body_str()), [loadgen_stubs::fault::VLLM_ERROR_OBJECT, "[DONE]"]);
+    let plain = conn.roundtrip(CHAT, "{}");
+    assert_eq!(plain.status, 200);
+    let body = plain.json();
+    assert!(body.get("error").is_none(), "vLLM's shape has no error key: {body}");
+    assert_eq!(body["object"], "error");
+    assert_eq!(body["message"], loadgen_stubs::fault::VLLM_ERROR_MESSAGE);
+    server.stop();
+}
+
+#[test]
 fn truncated_chunked_stream_stops_after_k_frames_without_the_last_chunk() {
     let server = start(StubKind::MaxThroughput, |c| {
         c.faults.truncate =

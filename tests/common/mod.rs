@@ -132,3 +132,22 @@ pub fn check_accounting(dir: &Path) -> (u64, u64, u64, u64) {
     assert_eq!(check_terminal_events(dir), issued, "one sample.issued line per issued sample");
     (issued, completed, failed, abandoned)
 }
+
+/// Decides a test this machine cannot run (`why`, e.g. "needs root and slurmctld on PATH"): a
+/// test that did not run must not pass, so this panics naming what is missing, unless the user
+/// opted out with `opt_out=1` (then it says so on stderr and the caller returns). Under CI
+/// (`CI` set, as `.ci/run` sets it, and that installs every requirement) it always panics.
+pub fn skip_only_if_opted_out(test: &str, why: &str, opt_out: &str) {
+    let ci = std::env::var_os("CI").is_some();
+    if ci {
+        panic!("{test} {why}: under CI it must run (.ci/run installs what it needs)");
+    }
+    if std::env::var_os(opt_out).is_some_and(|v| v == "1") {
+        eprintln!("{test} {why}; not run here ({opt_out}=1 skips it)");
+        return;
+    }
+    panic!(
+        "{test} {why}, so it cannot run here; install what it needs (.ci/run does), or set \
+         {opt_out}=1 to skip it knowingly"
+    );
+}

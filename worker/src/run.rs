@@ -258,7 +258,6 @@ struct Shared {
     /// Tells the doorbell task to end.
     flusher_done: Cell<bool>,
     warned_usage: Cell<bool>,
-    warned_frames: Cell<bool>,
     warned_truncated: Cell<bool>,
 }
 
@@ -320,7 +319,6 @@ pub fn run_worker(spec: WorkerSpec, issue: IssueConsumer, mut records: RecordPro
         flush: WaitList::new(1),
         flusher_done: Cell::new(false),
         warned_usage: Cell::new(false),
-        warned_frames: Cell::new(false),
         warned_truncated: Cell::new(false),
     });
     runtime.block_on(worker_main(shared, issue))
@@ -954,11 +952,6 @@ fn warn_once(shared: &Shared, records: &mut RecordProducer, conn: &Conn) {
                 "worker {id}: the endpoint sent {kind} as a usage count; such counts are treated as missing"
             ));
         }
-    }
-    if conn.acc.malformed_frames > 0 && !shared.warned_frames.replace(true) {
-        records.push_warning(&format!(
-            "worker {id}: dropped a malformed SSE frame (only that frame; the sample continues)"
-        ));
     }
     if conn.acc.truncated && !shared.warned_truncated.replace(true) {
         records.push_warning(&format!(

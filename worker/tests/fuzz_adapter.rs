@@ -195,7 +195,12 @@ fn frame() -> impl Strategy<Value = J> {
     let choices = prop_oneof![1 => Just(J::Null), 12 => prop::collection::vec(choice(), 0..3).prop_map(J::Arr)];
     object(vec![
         entry("id", text(), 70),
-        entry("object", text(), 50),
+        entry(
+            "object",
+            prop_oneof![4 => text(), 1 => Just(J::Str("error".chars().map(|c| (c, Esc::Raw)).collect()))],
+            50,
+        ),
+        entry("message", prop_oneof![4 => text(), 1 => Just(J::Int(3))], 10),
         entry("created", (0i128..2_000_000_000).prop_map(J::Int), 50),
         entry("model", text(), 50),
         entry("choices", choices, 95),
@@ -277,13 +282,17 @@ fn finish_of(v: Option<&Value>) -> Option<FinishReason> {
     Some(FinishReason::parse(text)).filter(|r| *r != FinishReason::None)
 }
 
-/// Notes an `error` member; true when there was one.
+/// Notes an `error` member, else vLLM's unwrapped error object (`"object": "error"` with a
+/// top-level `message`); true when there was one.
 fn note_error(effect: &mut Effect, frame: &Value, json: &[u8]) -> bool {
-    let Some(error) = frame.get("error").filter(|e| !e.is_null()) else { return false };
-    let message = match error {
-        Value::String(s) => Some(s.as_str()),
-        Value::Object(o) => o.get("message").and_then(Value::as_str),
-        _ => None,
+    let message = match frame.get("error").filter(|e| !e.is_null()) {
+        Some(Value::String(s)) => Some(s.as_str()),
+        Some(Value::Object(o)) => o.get("message").and_then(Value::as_str),
+        Some(_) => None,
+        None if frame.get("object").and_then(Value::as_str) == Some("error") => {
+            frame.get("message").and_then(Value::as_str)
+        }
+        None => return false,
     };
     let quote = message.map_or(json, str::as_bytes);
     effect.error.get_or_insert_with(|| quote[..quote.len().min(1024)].to_vec());

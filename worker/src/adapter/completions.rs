@@ -12,7 +12,7 @@ pub(crate) fn on_body(acc: &mut Accumulator, json: &[u8]) -> bool {
 /// `on_body` through serde_json alone.
 pub(crate) fn on_body_serde(acc: &mut Accumulator, json: &[u8]) -> bool {
     let Ok(frame) = serde_json::from_slice::<Frame<'_>>(json) else { return false };
-    if acc.note_error(&frame.error, json) {
+    if acc.note_error(&frame.error, frame.error_shape(), json) {
         return true;
     }
     let Some(choice) = &frame.choices.0 else { return false };

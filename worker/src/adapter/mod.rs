@@ -1,6 +1,7 @@
 //! Response adapters: turn SSE frames or whole bodies of each API into one sample's output,
 //! first-chunk stamp, finish reason and usage counts. Only the needed fields are decoded, into
-//! borrowed structs; a malformed frame drops only itself.
+//! borrowed structs; a malformed frame drops only itself from the output, and the sample fails
+//! as `malformed_frame` (`http::conn` decides).
 
 pub mod completions;
 pub mod openai;
@@ -29,8 +30,11 @@ pub struct Accumulator {
     pub chunks: ChunkTimes,
     pub finish: FinishReason,
     pub usage: UsageState,
-    /// Frames that did not decode (each dropped alone).
+    /// Frames that did not decode (each dropped alone; the sample then fails as
+    /// `malformed_frame`).
     pub malformed_frames: u32,
+    /// The first frame that did not decode, quoted up to `MALFORMED_QUOTE_BYTES`.
+    pub malformed_quote: Vec<u8>,
     /// The output hit `max_output_bytes` and was cut.
     pub truncated: bool,
     /// The endpoint sent an `error` object (an SSE frame or the body): the sample fails.
@@ -39,7 +43,7 @@ pub struct Accumulator {
     pub error_message: Vec<u8>,
     max_output_bytes: usize,
     /// The SSE scanner's frame head, kept across frames and responses (a byte cache).
-    scan_head: Vec<u8>,
+    scan_head: scan::ScanHead,
 }
 
 impl Accumulator {
@@ -53,11 +57,12 @@ impl Accumulator {
             finish: FinishReason::None,
             usage: UsageState::default(),
             malformed_frames: 0,
+            malformed_quote: Vec::with_capacity(MALFORMED_QUOTE_BYTES),
             truncated: false,
             stream_error: false,
             error_message: Vec::with_capacity(ERROR_QUOTE_BYTES),
             max_output_bytes,
-            scan_head: Vec::with_capacity(256),
+            scan_head: scan::ScanHead::with_capacity(256),
         }
     }
 
@@ -70,15 +75,30 @@ impl Accumulator {
         self.finish = FinishReason::None;
         self.usage = UsageState::default();
         self.malformed_frames = 0;
+        self.malformed_quote.clear();
         self.truncated = false;
         self.stream_error = false;
         self.error_message.clear();
     }
 
-    /// Notes an `error` member of a frame or body (`json`, quoted when the error has no string
-    /// message); returns whether there was one. The first error is kept.
-    pub(crate) fn note_error(&mut self, error: &ErrorField<'_>, json: &[u8]) -> bool {
-        let Some(info) = &error.0 else { return false };
+    /// Notes an endpoint's error in a frame or body (`json`, quoted when the error has no
+    /// string message): its `error` member, else vLLM's unwrapped error object (`error_shape`);
+    /// returns whether there was one. The first error is kept.
+    pub(crate) fn note_error(
+        &mut self,
+        error: &ErrorField<'_>,
+        error_shape: UnwrappedError<'_, '_>,
+        json: &[u8],
+    ) -> bool {
+        let unwrapped;
+        let info = match (&error.0, error_shape.message()) {
+            (Some(info), _) => info,
+            (None, Some(message)) => {
+                unwrapped = ErrorInfo { message };
+                &unwrapped
+            }
+            (None, None) => return false,
+        };
         if !self.stream_error {
             self.stream_error = true;
             let quote = info.message.as_deref().map_or(json, str::as_bytes);
@@ -122,6 +142,9 @@ impl Accumulator {
             ApiType::Sglang => sglang::on_frame(self, json, now_ns),
         };
         if !ok {
+            if self.malformed_frames == 0 {
+                self.malformed_quote.extend_from_slice(cut_at_char(json, MALFORMED_QUOTE_BYTES));
+            }
             self.malformed_frames += 1;
         }
     }
@@ -154,6 +177,9 @@ const CHUNK_GAP_BYTES_RESERVED: usize = 1024;
 
 /// Bytes of an endpoint's error message kept in the record's error text.
 pub const ERROR_QUOTE_BYTES: usize = 1024;
+
+/// Bytes of the first undecodable SSE frame kept in the record's error text.
+pub const MALFORMED_QUOTE_BYTES: usize = 200;
 
 /// At most `limit` bytes of `text`, not ending inside a UTF-8 character.
 fn cut_at_char(text: &[u8], limit: usize) -> &[u8] {
@@ -237,10 +263,27 @@ impl<'de> Visitor<'de> for ErrorVisitor {
     }
 }
 
-/// Any JSON value; `Some` when it is a string.
-struct MaybeStr<'a>(Option<std::borrow::Cow<'a, str>>);
+/// The top-level `object` and `message` of a frame or body. vLLM's `ErrorResponse` comes
+/// unwrapped, with no `error` key (`{"object":"error","message":"...","type":"BadRequestError",
+/// "param":null,"code":400}`): `object` is `"error"` and `message` (when a string) says why.
+#[derive(Clone, Copy)]
+pub(crate) struct UnwrappedError<'f, 'a> {
+    pub object: &'f MaybeStr<'a>,
+    pub message: &'f MaybeStr<'a>,
+}
 
-impl<'de> Deserialize<'de> for MaybeStr<'de> {
+impl<'a> UnwrappedError<'_, 'a> {
+    /// `None` when this is no error object; else `Some(its message, when a string)`.
+    fn message(self) -> Option<Option<std::borrow::Cow<'a, str>>> {
+        (self.object.0.as_deref() == Some("error")).then(|| self.message.0.clone())
+    }
+}
+
+/// Any JSON value; `Some` when it is a string.
+#[derive(Default)]
+pub(crate) struct MaybeStr<'a>(pub Option<std::borrow::Cow<'a, str>>);
+
+impl<'de: 'a, 'a> Deserialize<'de> for MaybeStr<'a> {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         struct StrVisitor;
         impl<'de> Visitor<'de> for StrVisitor {

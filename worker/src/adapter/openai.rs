@@ -7,7 +7,7 @@ use serde::Deserialize;
 
 use super::scan::{plain_frame, PlainFrame};
 use super::usage::{nullable, UsageCounts};
-use super::{Accumulator, ErrorField, FinishField, First};
+use super::{Accumulator, ErrorField, FinishField, First, MaybeStr, UnwrappedError};
 use crate::wire::FinishReason;
 
 #[derive(Deserialize)]
@@ -19,6 +19,19 @@ pub(crate) struct Frame<'a> {
     /// An endpoint's error (vLLM sends one mid-stream on an engine error).
     #[serde(borrow, default)]
     pub error: ErrorField<'a>,
+    /// `"error"` in vLLM's unwrapped error object (`UnwrappedError`).
+    #[serde(borrow, default)]
+    pub object: MaybeStr<'a>,
+    /// The unwrapped error object's message.
+    #[serde(borrow, default)]
+    pub message: MaybeStr<'a>,
+}
+
+impl<'a> Frame<'a> {
+    /// The frame's top-level error shape (vLLM's unwrapped error object).
+    pub(crate) fn error_shape(&self) -> UnwrappedError<'_, 'a> {
+        UnwrappedError { object: &self.object, message: &self.message }
+    }
 }
 
 #[derive(Deserialize)]
@@ -114,7 +127,7 @@ fn apply_plain(acc: &mut Accumulator, frame: &PlainFrame<'_>, now_ns: fn() -> u6
 /// `on_frame` through serde_json alone.
 fn on_frame_serde(acc: &mut Accumulator, json: &[u8], now_ns: fn() -> u64) -> bool {
     let Ok(frame) = serde_json::from_slice::<Frame<'_>>(json) else { return false };
-    if acc.note_error(&frame.error, json) {
+    if acc.note_error(&frame.error, frame.error_shape(), json) {
         return true;
     }
     if let Some(choice) = &frame.choices.0 {
@@ -175,7 +188,7 @@ pub(crate) fn on_body_plain(
 /// `on_body` through serde_json alone.
 fn on_body_serde(acc: &mut Accumulator, json: &[u8]) -> bool {
     let Ok(frame) = serde_json::from_slice::<Frame<'_>>(json) else { return false };
-    if acc.note_error(&frame.error, json) {
+    if acc.note_error(&frame.error, frame.error_shape(), json) {
         return true;
     }
     let Some(choice) = &frame.choices.0 else { return false };
@@ -203,6 +216,7 @@ fn on_body_serde(acc: &mut Accumulator, json: &[u8]) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::adapter::scan::ScanHead;
     use crate::request::ApiType;
 
     fn clock() -> u64 {
@@ -251,6 +265,35 @@ mod tests {
         assert_eq!(acc.malformed_frames, 1);
         assert_eq!((acc.usage.prompt_tokens, acc.usage.completion_tokens), (None, Some(2)));
         assert_eq!(acc.usage.first_bad, Some("a bool"));
+    }
+
+    #[test]
+    fn vllms_unwrapped_error_object_is_an_error_in_every_adapter() {
+        let error = br#"{"object":"error","message":"context too long","type":"BadRequestError","param":null,"code":400}"#;
+        assert_eq!(plain_frame(error, &mut ScanHead::default()), None, "the scanner declines");
+        for api in [ApiType::OpenAiChat, ApiType::OpenAiCompletions, ApiType::Sglang] {
+            let mut acc = Accumulator::new(api, 1 << 10);
+            acc.on_sse_frame(error, clock);
+            assert!(acc.stream_error, "{api:?}");
+            assert_eq!(acc.error_message, b"context too long", "{api:?}");
+            assert_eq!(acc.malformed_frames, 0, "{api:?}");
+            let mut acc = Accumulator::new(api, 1 << 10);
+            assert!(acc.on_body(error), "{api:?}");
+            assert_eq!(
+                (acc.stream_error, acc.error_message.as_slice()),
+                (true, &b"context too long"[..])
+            );
+            // Without a string message the object is quoted; another `object` is no error.
+            let mut acc = Accumulator::new(api, 1 << 10);
+            acc.on_sse_frame(br#"{"object":"error","code":500}"#, clock);
+            assert_eq!(acc.error_message, br#"{"object":"error","code":500}"#, "{api:?}");
+            let mut acc = Accumulator::new(api, 1 << 10);
+            acc.on_sse_frame(
+                br#"{"object":"chat.completion.chunk","message":"hi","choices":[]}"#,
+                clock,
+            );
+            assert!(!acc.stream_error, "{api:?}");
+        }
     }
 
     #[test]
@@ -409,6 +452,15 @@ mod tests {
         }
     }
 
+    /// A frame's `object`: sometimes `"error"` (vLLM's unwrapped error object).
+    fn object_name(g: &mut Gen, out: &mut Vec<u8>) {
+        if g.chance(15) {
+            out.extend_from_slice(g.pick(&["\"error\"", "\"err\\u006fr\""]).as_bytes());
+        } else {
+            string(g, out);
+        }
+    }
+
     fn finish_value(g: &mut Gen, out: &mut Vec<u8>) {
         let reasons =
             ["null", "\"stop\"", "\"length\"", "\"\"", "\"eos\"", "{\"type\":\"stop\"}", "1"];
@@ -482,7 +534,8 @@ mod tests {
     fn frame(g: &mut Gen) -> Vec<u8> {
         let mut entries: Vec<Entry<'_>> = vec![("id", string), ("choices", choices)];
         for (percent, key, value) in [
-            (60, "object", string as Write),
+            (60, "object", object_name as Write),
+            (5, "message", nullable_string),
             (60, "created", any_value),
             (60, "model", string),
             (10, "system_fingerprint", any_value),
@@ -535,7 +588,8 @@ mod tests {
                 frames.push(spliced.unwrap_or(next));
             }
             for json in &frames {
-                scanned += usize::from(super::plain_frame(json, &mut Vec::new()).is_some());
+                scanned +=
+                    usize::from(super::plain_frame(json, &mut ScanHead::default()).is_some());
                 fast.on_sse_frame(json, clock);
                 if !on_frame_serde(&mut slow, json, clock) {
                     slow.malformed_frames += 1;
@@ -612,7 +666,8 @@ mod tests {
         };
         let mut entries: Vec<Entry<'_>> = vec![("id", string), ("choices", choices)];
         for (percent, key, value) in [
-            (60, "object", string as Write),
+            (60, "object", object_name as Write),
+            (5, "message", nullable_string),
             (60, "created", any_value),
             (70, "usage", usage),
             (10, "system_fingerprint", any_value),
@@ -642,7 +697,7 @@ mod tests {
             let json = body(&mut g);
             let mut fast = Accumulator::new(api, 64);
             let mut slow = Accumulator::new(api, 64);
-            scanned += usize::from(super::plain_frame(&json, &mut Vec::new()).is_some());
+            scanned += usize::from(super::plain_frame(&json, &mut ScanHead::default()).is_some());
             let fast_ok = fast.on_body(&json);
             let slow_ok = match api {
                 ApiType::OpenAiChat => on_body_serde(&mut slow, &json),
@@ -661,7 +716,7 @@ mod tests {
     #[test]
     fn stub_bodies_take_the_scanner() {
         let body = br#"{"id":"r","object":"chat.completion","created":1796026593,"model":"max-tp","choices":[{"index":0,"message":{"role":"assistant","content":"xxxx","refusal":null},"finish_reason":"stop"}],"usage":{"prompt_tokens":10,"completion_tokens":160,"total_tokens":170},"system_fingerprint":null}"#;
-        let frame = super::plain_frame(body, &mut Vec::new()).unwrap();
+        let frame = super::plain_frame(body, &mut ScanHead::default()).unwrap();
         assert_eq!(frame.message_content, Some(&b"xxxx"[..]));
         let mut acc = Accumulator::new(ApiType::OpenAiChat, 1 << 10);
         assert!(acc.on_body(body));
@@ -676,10 +731,10 @@ mod tests {
             br#"{"id":"r","object":"chat.completion.chunk","created":1,"model":"max-tp","choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}"#,
             br#"{"id":"r","object":"text_completion","created":1,"model":"m","choices":[{"index":0,"text":"ab","logprobs":null,"finish_reason":null}]}"#,
         ] {
-            let mut head = Vec::new();
+            let mut head = ScanHead::default();
             assert!(super::plain_frame(frame, &mut head).is_some(), "{}", String::from_utf8_lossy(frame));
             // The next frame of the stream skips the head.
-            assert!(!head.is_empty() && super::plain_frame(frame, &mut head).is_some());
+            assert!(!head.bytes.is_empty() && super::plain_frame(frame, &mut head).is_some());
         }
     }
 }

@@ -31,13 +31,30 @@ pub(crate) struct PlainFrame<'a> {
 /// Longest frame head (the bytes before the `choices` value) kept for the next frame.
 const MAX_HEAD_BYTES: usize = 256;
 
+/// The head of the last accepted frame (see `plain_frame`), with the struct fields it held:
+/// serde refuses a field given twice, so a skipped head's fields still count.
+#[derive(Debug, Default)]
+pub(crate) struct ScanHead {
+    pub bytes: Vec<u8>,
+    /// The head held the top-level `object` key.
+    object: bool,
+    /// The head held the top-level `message` key.
+    message: bool,
+}
+
+impl ScanHead {
+    pub(crate) fn with_capacity(bytes: usize) -> ScanHead {
+        ScanHead { bytes: Vec::with_capacity(bytes), object: false, message: false }
+    }
+}
+
 /// Reads a frame of the plain shape; `None` means "not sure, ask serde" (never "malformed").
 ///
 /// `head` carries, from one frame to the next, the bytes of the last accepted frame up to its
 /// `choices` value (`{"id":...,"model":...,"choices":`), when everything before `choices` was an
 /// ignored scalar. A frame that starts with the same bytes parses the same way up to there, so
 /// the scan resumes at `choices`: the frames of one stream usually differ only after it.
-pub(crate) fn plain_frame<'a>(json: &'a [u8], head: &mut Vec<u8>) -> Option<PlainFrame<'a>> {
+pub(crate) fn plain_frame<'a>(json: &'a [u8], head: &mut ScanHead) -> Option<PlainFrame<'a>> {
     let mut cur = Cursor { bytes: json, at: 0 };
     let mut frame = PlainFrame {
         choice: false,
@@ -50,24 +67,41 @@ pub(crate) fn plain_frame<'a>(json: &'a [u8], head: &mut Vec<u8>) -> Option<Plai
         usage: None,
     };
     let (mut seen_choices, mut seen_usage) = (false, false);
+    let (mut seen_object, mut seen_message) = (false, false);
     let mut first = true;
     let mut head_end = None;
-    if !head.is_empty() && json.starts_with(head) {
-        cur.at = head.len();
+    if !head.bytes.is_empty() && json.starts_with(&head.bytes) {
+        cur.at = head.bytes.len();
         seen_choices = true;
+        (seen_object, seen_message) = (head.object, head.message);
         first = false;
         cur.choices(&mut frame)?;
     } else {
         cur.open_object()?;
     }
+    let mut head_keys = (false, false);
     while let Some(key) = cur.next_key(&mut first)? {
         match key {
             b"choices" => {
                 once(&mut seen_choices)?;
                 if !seen_usage {
                     head_end = Some(cur.at);
+                    head_keys = (seen_object, seen_message);
                 }
                 cur.choices(&mut frame)?;
+            }
+            // vLLM's unwrapped error object (`"object": "error"`) is the serde path's to read.
+            b"object" => {
+                once(&mut seen_object)?;
+                if cur.peek()? == b'"' {
+                    (cur.string()? != b"error").then_some(())?;
+                } else {
+                    cur.scalar()?;
+                }
+            }
+            b"message" => {
+                once(&mut seen_message)?;
+                cur.scalar()?;
             }
             b"usage" => {
                 once(&mut seen_usage)?;
@@ -87,8 +121,9 @@ pub(crate) fn plain_frame<'a>(json: &'a [u8], head: &mut Vec<u8>) -> Option<Plai
         return None;
     }
     if let Some(end) = head_end.filter(|&end| end <= MAX_HEAD_BYTES) {
-        head.clear();
-        head.extend_from_slice(&json[..end]);
+        head.bytes.clear();
+        head.bytes.extend_from_slice(&json[..end]);
+        (head.object, head.message) = head_keys;
     }
     Some(frame)
 }
@@ -370,33 +405,34 @@ mod tests {
     fn reads_the_common_frames() {
         let content = br#"{"id":"r","object":"chat.completion.chunk","created":17,"model":"m","choices":[{"index":0,"delta":{"content":"h\u00e9"},"finish_reason":null}]}"#;
         // An escape anywhere in a string is the serde path's job.
-        assert_eq!(plain_frame(content, &mut Vec::new()), None);
+        assert_eq!(plain_frame(content, &mut ScanHead::default()), None);
         let content = r#"{"id":"r","object":"chat.completion.chunk","created":17,"model":"m","choices":[{"index":0,"delta":{"content":"hé"},"finish_reason":null}]}"#;
-        let frame = plain_frame(content.as_bytes(), &mut Vec::new()).unwrap();
+        let frame = plain_frame(content.as_bytes(), &mut ScanHead::default()).unwrap();
         assert!(frame.choice && frame.delta);
         assert_eq!((frame.content, frame.finish), (Some("hé".as_bytes()), FinishReason::None));
         let finish = br#" {"choices": [ {"index": 0, "delta": {}, "finish_reason": "stop"} ] } "#;
-        let frame = plain_frame(finish, &mut Vec::new()).unwrap();
+        let frame = plain_frame(finish, &mut ScanHead::default()).unwrap();
         assert_eq!((frame.content, frame.finish), (None, FinishReason::Stop));
         let text = br#"{"choices":[{"index":0,"text":"ab","logprobs":null,"finish_reason":null}]}"#;
-        assert_eq!(plain_frame(text, &mut Vec::new()).unwrap().text, Some(&b"ab"[..]));
+        assert_eq!(plain_frame(text, &mut ScanHead::default()).unwrap().text, Some(&b"ab"[..]));
     }
 
     #[test]
     fn reads_plain_bodies_and_usage() {
         let body = br#"{"id":"r","object":"chat.completion","created":1,"model":"m","choices":[{"index":0,"message":{"role":"assistant","content":"xy","refusal":null},"finish_reason":"length"}],"usage":{"prompt_tokens":10,"completion_tokens":0,"total_tokens":10},"system_fingerprint":null}"#;
-        let frame = plain_frame(body, &mut Vec::new()).unwrap();
+        let frame = plain_frame(body, &mut ScanHead::default()).unwrap();
         assert!(frame.choice && frame.message && !frame.delta);
         assert_eq!((frame.message_content, frame.finish), (Some(&b"xy"[..]), FinishReason::Length));
         let usage = frame.usage.unwrap();
         assert_eq!(usage.prompt_tokens, Some(UsageValue::Int(10)));
         assert_eq!(usage.completion_tokens, Some(UsageValue::Int(0)));
-        let frame = plain_frame(br#"{"choices":[],"usage":{}}"#, &mut Vec::new()).unwrap();
+        let frame = plain_frame(br#"{"choices":[],"usage":{}}"#, &mut ScanHead::default()).unwrap();
         assert_eq!(frame.usage, Some(UsageCounts::default()));
-        let frame = plain_frame(br#"{"choices":[],"usage":null}"#, &mut Vec::new()).unwrap();
+        let frame =
+            plain_frame(br#"{"choices":[],"usage":null}"#, &mut ScanHead::default()).unwrap();
         assert_eq!(frame.usage, None);
         let most = br#"{"choices":[],"usage":{"prompt_tokens":999999999999999999}}"#;
-        let usage = plain_frame(most, &mut Vec::new()).unwrap().usage.unwrap();
+        let usage = plain_frame(most, &mut ScanHead::default()).unwrap().usage.unwrap();
         assert_eq!(usage.prompt_tokens, Some(UsageValue::Int(999_999_999_999_999_999)));
     }
 
@@ -426,23 +462,26 @@ mod tests {
 
     #[test]
     fn a_repeated_head_is_skipped_and_a_changed_one_rescanned() {
-        let mut head = Vec::new();
+        let mut head = ScanHead::default();
         let a = br#"{"id":"r","model":"m","choices":[{"delta":{"content":"a"}}]}"#;
         assert_eq!(plain_frame(a, &mut head).unwrap().content, Some(&b"a"[..]));
-        assert_eq!(head, br#"{"id":"r","model":"m","choices":"#);
+        assert_eq!(head.bytes, br#"{"id":"r","model":"m","choices":"#);
         let b = br#"{"id":"r","model":"m","choices":[{"delta":{"content":"b"}}],"choices":[]}"#;
         assert_eq!(plain_frame(b, &mut head), None, "a duplicate after a skipped head");
         let c = br#"{"id":"r","model":"m","choices":[{"delta":{}}]} x"#;
         assert_eq!(plain_frame(c, &mut head), None);
         let d = br#"{"usage":null,"choices":[{"delta":{"content":"d"}}]}"#;
         assert_eq!(plain_frame(d, &mut head).unwrap().content, Some(&b"d"[..]));
-        assert_eq!(head, br#"{"id":"r","model":"m","choices":"#, "a head with usage is not kept");
+        assert_eq!(
+            head.bytes, br#"{"id":"r","model":"m","choices":"#,
+            "a head with usage is not kept"
+        );
     }
 
     #[test]
     fn a_twenty_digit_count_declines_without_overflow() {
         let frame = br#"{"choices":[],"usage":{"prompt_tokens":99999999999999999999}}"#;
-        assert_eq!(plain_frame(frame, &mut Vec::new()), None);
+        assert_eq!(plain_frame(frame, &mut ScanHead::default()), None);
     }
 
     #[test]
@@ -470,7 +509,7 @@ mod tests {
             b"{\"choices\":[{\"delta\":{\"content\":\"\xff\"}}]}",
         ] {
             assert_eq!(
-                plain_frame(frame, &mut Vec::new()),
+                plain_frame(frame, &mut ScanHead::default()),
                 None,
                 "{}",
                 String::from_utf8_lossy(frame)

@@ -6,7 +6,7 @@ use std::borrow::Cow;
 use serde::Deserialize;
 
 use super::usage::{nullable, UsageValue};
-use super::{Accumulator, ErrorField, FinishField};
+use super::{Accumulator, ErrorField, FinishField, MaybeStr, UnwrappedError};
 
 #[derive(Deserialize)]
 struct Frame<'a> {
@@ -17,6 +17,19 @@ struct Frame<'a> {
     /// SGLang's error object (`{"error": {"message": ...}}`) in a stream or body.
     #[serde(borrow, default)]
     error: ErrorField<'a>,
+    /// `"error"` in the unwrapped OpenAI-style error object (`UnwrappedError`), which an
+    /// SGLang server's OpenAI layer answers with.
+    #[serde(borrow, default)]
+    object: MaybeStr<'a>,
+    /// The unwrapped error object's message.
+    #[serde(borrow, default)]
+    message: MaybeStr<'a>,
+}
+
+impl<'a> Frame<'a> {
+    fn error_shape(&self) -> UnwrappedError<'_, 'a> {
+        UnwrappedError { object: &self.object, message: &self.message }
+    }
 }
 
 #[derive(Deserialize)]
@@ -48,7 +61,7 @@ fn apply(acc: &mut Accumulator, frame: &Frame<'_>) {
 /// first chunk.
 pub(crate) fn on_frame(acc: &mut Accumulator, json: &[u8], now_ns: fn() -> u64) -> bool {
     let Ok(frame) = serde_json::from_slice::<Frame<'_>>(json) else { return false };
-    if acc.note_error(&frame.error, json) {
+    if acc.note_error(&frame.error, frame.error_shape(), json) {
         return true;
     }
     if let Some(text) = frame.text.as_deref() {
@@ -64,7 +77,7 @@ pub(crate) fn on_frame(acc: &mut Accumulator, json: &[u8], now_ns: fn() -> u64) 
 /// A non-streaming body.
 pub(crate) fn on_body(acc: &mut Accumulator, json: &[u8]) -> bool {
     let Ok(frame) = serde_json::from_slice::<Frame<'_>>(json) else { return false };
-    if acc.note_error(&frame.error, json) {
+    if acc.note_error(&frame.error, frame.error_shape(), json) {
         return true;
     }
     let Some(text) = frame.text.as_deref() else { return false };

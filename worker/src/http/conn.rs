@@ -11,7 +11,7 @@ use monoio::net::TcpStream;
 use monoio::BufResult;
 
 use super::h1::{H1Error, ResponseReader};
-use super::sse::{stream_end, BodyEnd, SseItem, SseParser, StreamEnd};
+use super::sse::{stream_end, stream_failure, BodyEnd, SseItem, SseParser, StreamFailure};
 use super::tls::{HandshakeError, TlsClient, TlsStream};
 use crate::adapter::Accumulator;
 use crate::request::{ApiType, RequestBytes};
@@ -677,15 +677,16 @@ impl Conn {
         let Conn { sse, acc, sse_frames, saw_done, error, .. } = self;
         sse.finish(&mut |item| on_item(acc, sse_frames, saw_done, item, now_ns));
         acc.finish_stream();
-        if acc.stream_error {
-            error.extend_from_slice(b"stream error: ");
-            error.extend_from_slice(&acc.error_message);
-            return FailureKind::StreamError;
-        }
         let saw_finish = acc.finish != crate::wire::FinishReason::None;
-        match stream_end(*saw_done, saw_finish, end) {
-            StreamEnd::Complete => FailureKind::None,
-            StreamEnd::Truncated => {
+        let stream = stream_end(*saw_done, saw_finish, end);
+        match stream_failure(acc.stream_error, stream, acc.malformed_frames) {
+            StreamFailure::None => FailureKind::None,
+            StreamFailure::ErrorFrame => {
+                error.extend_from_slice(b"stream error: ");
+                error.extend_from_slice(&acc.error_message);
+                FailureKind::StreamError
+            }
+            StreamFailure::Truncated => {
                 let finish = if saw_finish { "a finish_reason" } else { "no finish_reason" };
                 let how = match end {
                     BodyEnd::Finished => "its body ended",
@@ -697,6 +698,16 @@ impl Conn {
                     sse_frames
                 );
                 FailureKind::Truncated
+            }
+            StreamFailure::MalformedFrame => {
+                let _ = write!(
+                    error,
+                    "malformed SSE frame: {} of {} frames did not decode, their content lost; \
+                     the first: ",
+                    acc.malformed_frames, sse_frames
+                );
+                error.extend_from_slice(&acc.malformed_quote);
+                FailureKind::MalformedFrame
             }
         }
     }
@@ -812,7 +823,6 @@ mod tests {
         let body = concat!(
             "data: {\"choices\":[{\"delta\":{\"content\":\"Hel\"}}]}\n\n",
             "data: {\"choices\":[{\"delta\":{\"content\":\"lo\"}}]}\n\n",
-            "data: {broken\n\n",
             "data: {\"choices\":[{\"delta\":{},\"finish_reason\":\"stop\"}]}\n\n",
             "data: {\"choices\":[],\"usage\":{\"prompt_tokens\":2,\"completion_tokens\":5.5}}\n\n",
             "data: [DONE]\n\n"
@@ -827,7 +837,7 @@ mod tests {
             let timing = crate::wire::ChunkTiming::decode(conn.acc.chunks.as_bytes()).unwrap();
             assert_eq!(timing.n_chunks, 2, "two content frames, split {split}");
             assert_eq!(timing.gaps_ns().collect::<Vec<_>>(), [0], "split {split}");
-            assert_eq!(conn.acc.malformed_frames, 1, "split {split}");
+            assert_eq!(conn.acc.malformed_frames, 0, "split {split}");
             assert_eq!(conn.acc.finish, crate::wire::FinishReason::Stop);
             assert_eq!(conn.acc.usage.prompt_tokens, Some(2));
             assert_eq!(conn.acc.usage.completion_tokens, None);
@@ -903,6 +913,74 @@ mod tests {
                 "{api:?}: {:?}",
                 String::from_utf8_lossy(&conn.error)
             );
+        }
+    }
+
+    #[test]
+    fn a_malformed_frame_fails_the_sample_as_malformed_frame_at_every_split() {
+        // The stub's malformed frame between whole ones: the stream still ends with its
+        // finish_reason and [DONE], but a frame's content is lost.
+        let body = sse_frames(&["Hel"], false, false)
+            + "data: {\"choices\":[{\n\n"
+            + &sse_frames(&["lo"], true, true);
+        let wire = chunked(&body, 11);
+        for api in [ApiType::OpenAiChat, ApiType::OpenAiCompletions, ApiType::Sglang] {
+            let mut conn = Conn::new("127.0.0.1:9".parse().unwrap(), api, 1 << 16);
+            for split in 0..=wire.len() {
+                let outcome = parse_in_two_reads(&mut conn, &wire, split);
+                assert_eq!(outcome.failure, FailureKind::MalformedFrame, "{api:?} split {split}");
+                assert_eq!(
+                    String::from_utf8_lossy(&conn.error),
+                    "malformed SSE frame: 1 of 4 frames did not decode, their content lost; the \
+                     first: {\"choices\":[{",
+                    "{api:?} split {split}"
+                );
+                assert!(conn.acc.output.is_empty(), "a failed sample keeps no output");
+            }
+        }
+    }
+
+    #[test]
+    fn an_error_frame_outranks_a_malformed_one_and_a_cut_stream_is_truncated() {
+        let mut conn = Conn::new("127.0.0.1:9".parse().unwrap(), ApiType::OpenAiChat, 1 << 16);
+        let body = "data: {broken\n\ndata: {\"error\":{\"message\":\"boom\"}}\n\n";
+        let outcome = parse_then_close(&mut conn, &chunked(body, 64));
+        assert_eq!(outcome.failure, FailureKind::StreamError);
+        assert_eq!(conn.error, b"stream error: boom");
+        // A close inside a frame leaves a cut frame: the stream is truncated, not malformed.
+        let cut = format!(
+            "{SSE_HEAD}\r\n{}data: {{\"choices\":[{{\"del",
+            sse_frames(&["a"], false, false)
+        );
+        let outcome = parse_then_close(&mut conn, cut.as_bytes());
+        assert_eq!(
+            outcome.failure,
+            FailureKind::Truncated,
+            "{}",
+            String::from_utf8_lossy(&conn.error)
+        );
+    }
+
+    #[test]
+    fn vllms_unwrapped_error_object_fails_as_a_stream_error_streaming_and_not() {
+        let error = r#"{"object":"error","message":"context too long","type":"BadRequestError","param":null,"code":400}"#;
+        for api in [ApiType::OpenAiChat, ApiType::OpenAiCompletions, ApiType::Sglang] {
+            let mut conn = Conn::new("127.0.0.1:9".parse().unwrap(), api, 1 << 16);
+            // The only frame of a stream, with and without [DONE] after it.
+            for tail in ["data: [DONE]\n\n", ""] {
+                let wire = chunked(&format!("data: {error}\n\n{tail}"), 64);
+                let outcome = parse_then_close(&mut conn, &wire);
+                assert_eq!((outcome.failure, outcome.http_status), (FailureKind::StreamError, 200));
+                assert_eq!(conn.error, b"stream error: context too long", "{api:?}");
+            }
+            // The same object as a 200 body.
+            let wire = format!(
+                "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{error}",
+                error.len()
+            );
+            let outcome = parse_then_close(&mut conn, wire.as_bytes());
+            assert_eq!(outcome.failure, FailureKind::StreamError, "{api:?}");
+            assert_eq!(conn.error, b"error in response body: context too long", "{api:?}");
         }
     }
 
@@ -1105,6 +1183,11 @@ mod tests {
             assert_eq!(outcome.failure, FailureKind::Tls, "{error}");
             assert!(error.starts_with("tls handshake with 127.0.0.1 failed: "), "{error}");
             assert!(error.ends_with(&format!("(at {addr})")), "{error}");
+            // What the answer means, and what to do about it.
+            assert!(
+                error.contains("plain HTTP") && error.contains("use an http:// URL"),
+                "{error}"
+            );
         }
     }
 
@@ -1120,9 +1203,13 @@ mod tests {
                 });
             assert_eq!(outcome.failure, FailureKind::Tls, "{error}");
             assert!(
-                error.starts_with("tls handshake with 127.0.0.1 failed: no handshake within 0.2 s"),
+                error.starts_with(
+                    "tls handshake with 127.0.0.1 failed: no handshake within 0.2 s \
+                     (TLS_HANDSHAKE_TIMEOUT)"
+                ),
                 "{error}"
             );
+            assert!(error.contains("use an http:// URL"), "{error}");
         }
     }
 

@@ -45,6 +45,29 @@ pub fn stream_end(saw_done: bool, saw_finish: bool, body_end: BodyEnd) -> Stream
     }
 }
 
+/// How a stream's sample fails, if it does (docs/METRICS.md "Failure kinds"): an error frame
+/// first (the server's own word on what went wrong), then a truncated stream (a frame cut by
+/// the close is no server's malformed frame), then a frame that did not decode (its content is
+/// lost, so the output and its token counts are not the server's). The rest of the stream is
+/// read to its end in every case, so the connection stays usable.
+pub fn stream_failure(stream_error: bool, end: StreamEnd, malformed_frames: u32) -> StreamFailure {
+    match (stream_error, end, malformed_frames) {
+        (true, _, _) => StreamFailure::ErrorFrame,
+        (false, StreamEnd::Truncated, _) => StreamFailure::Truncated,
+        (false, StreamEnd::Complete, 0) => StreamFailure::None,
+        (false, StreamEnd::Complete, _) => StreamFailure::MalformedFrame,
+    }
+}
+
+/// What `stream_failure` decided.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StreamFailure {
+    None,
+    ErrorFrame,
+    Truncated,
+    MalformedFrame,
+}
+
 /// Splits a body into lines and events and hands out their data. Keeps between feeds only an
 /// incomplete line and the data of an incomplete event, in buffers reused across responses.
 #[derive(Debug, Default)]
@@ -266,6 +289,25 @@ impl SseParser {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_stream_fails_by_its_error_frame_then_its_end_then_its_malformed_frames() {
+        use StreamEnd::{Complete, Truncated};
+        // (error frame, end, malformed frames) -> failure
+        let table = [
+            (false, Complete, 0, StreamFailure::None),
+            (false, Complete, 1, StreamFailure::MalformedFrame),
+            (false, Complete, 7, StreamFailure::MalformedFrame),
+            (false, Truncated, 0, StreamFailure::Truncated),
+            (false, Truncated, 2, StreamFailure::Truncated),
+            (true, Complete, 0, StreamFailure::ErrorFrame),
+            (true, Complete, 3, StreamFailure::ErrorFrame),
+            (true, Truncated, 3, StreamFailure::ErrorFrame),
+        ];
+        for (error, end, malformed, want) in table {
+            assert_eq!(stream_failure(error, end, malformed), want, "{error} {end:?} {malformed}");
+        }
+    }
 
     fn collect_with(parser: &mut SseParser, parts: &[&[u8]]) -> Vec<String> {
         let mut out = Vec::new();

@@ -65,11 +65,14 @@ pub enum TlsSetupError {
     Rustls(#[from] rustls::Error),
 }
 
-/// Longest wait for a handshake after the TCP connect: asyncio's default
-/// `ssl_handshake_timeout` (60 s), which the reference's client inherits. A server that
-/// accepts and never answers TLS would otherwise hold a slot for ever (a TCP connect has the
-/// kernel's own limit).
-pub const TLS_HANDSHAKE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60);
+/// Longest wait for a handshake after the TCP connect. A server that accepts and never answers
+/// TLS would otherwise hold a slot for ever (a TCP connect has the kernel's own limit): most
+/// often a plain-HTTP server given an `https://` URL, which reads the ClientHello as the start
+/// of a request head and waits for the rest. The reference inherits asyncio's 60 s
+/// `ssl_handshake_timeout`, so such a mistake took a minute to report; a handshake is a round
+/// trip or two and the server's key operation, well under a second even on a loaded server, so
+/// 10 s is ample for a real one.
+pub const TLS_HANDSHAKE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// What a worker's connections share for TLS: the config and the server name.
 pub struct TlsClient {
@@ -111,7 +114,12 @@ impl TlsClient {
                 done.map_err(|error| HandshakeError { host: host(), error })
             }
             _ = monoio::time::sleep(limit) => {
-                let why = format!("no handshake within {} s", limit.as_secs_f64());
+                let why = format!(
+                    "no handshake within {} s (TLS_HANDSHAKE_TIMEOUT); a plain-HTTP server \
+                     waits like this for the rest of a request: if it serves plain HTTP, use an \
+                     http:// URL",
+                    limit.as_secs_f64()
+                );
                 let error = io::Error::new(io::ErrorKind::TimedOut, why).into();
                 Err(HandshakeError { host: host(), error })
             }
@@ -194,6 +202,16 @@ impl HandshakeError {
         }
     }
 
+    /// The server answered with bytes that are no TLS record (a plain-HTTP server's
+    /// `HTTP/1.1 400 …` starts with `H`, no TLS content type).
+    pub fn not_tls(&self) -> bool {
+        use rustls::InvalidMessage as M;
+        matches!(
+            self.rustls_error(),
+            Some(rustls::Error::InvalidMessage(M::InvalidContentType | M::UnknownProtocolVersion))
+        )
+    }
+
     /// The server's certificate was refused (unknown issuer, wrong name, expired, ...).
     pub fn certificate_not_verified(&self) -> bool {
         matches!(
@@ -206,6 +224,13 @@ impl HandshakeError {
 impl fmt::Display for HandshakeError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let host = &self.host;
+        if self.not_tls() {
+            return write!(
+                f,
+                "tls handshake with {host} failed: the server did not answer in TLS (most likely \
+                 it serves plain HTTP); use an http:// URL for it"
+            );
+        }
         match (self.certificate_not_verified(), self.rustls_error()) {
             (true, Some(e)) => write!(
                 f,

@@ -24,11 +24,14 @@ pub enum FailureKind {
     /// The TLS handshake of a (re)connect failed: the certificate did not verify, or the
     /// protocol failed.
     Tls = 11,
+    /// An SSE frame of the stream did not decode (not JSON, or not the API's shape): its content
+    /// is lost, so the sample's output and token counts are not the server's.
+    MalformedFrame = 12,
 }
 
 impl FailureKind {
     /// Every kind, in wire order.
-    pub const ALL: [FailureKind; 12] = [
+    pub const ALL: [FailureKind; 13] = [
         FailureKind::None,
         FailureKind::Connect,
         FailureKind::HttpStatus,
@@ -41,6 +44,7 @@ impl FailureKind {
         FailureKind::WorkerDied,
         FailureKind::HeadLimit,
         FailureKind::Tls,
+        FailureKind::MalformedFrame,
     ];
 
     /// A stable lowercase name for reports and logs.
@@ -58,6 +62,7 @@ impl FailureKind {
             FailureKind::WorkerDied => "worker_died",
             FailureKind::HeadLimit => "response_head_limit",
             FailureKind::Tls => "tls",
+            FailureKind::MalformedFrame => "malformed_frame",
         }
     }
 
@@ -289,6 +294,7 @@ mod tests {
         }
         assert_eq!(FailureKind::from_u8(FailureKind::ALL.len() as u8), None);
         assert_eq!(FailureKind::from_u8(11), Some(FailureKind::Tls));
+        assert_eq!(FailureKind::from_u8(12), Some(FailureKind::MalformedFrame));
         assert_eq!(FinishReason::from_u8(200), None);
         assert_eq!(FinishReason::parse("eos"), FinishReason::Other);
     }
