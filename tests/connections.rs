@@ -248,8 +248,11 @@ fn an_open_loop_pool_grows_with_the_load_instead_of_queueing_samples() {
     let ttft_p50_ms = p(&summary["ttft"], "50.0") / 1e6;
     assert!((100.0..300.0).contains(&ttft_p50_ms), "TTFT p50 {ttft_p50_ms} ms");
     assert_eq!(summary["connection_pool"]["max_connections_given"], false, "{summary}");
-    assert!(summary["client_wait_warning"].is_null(), "{}", summary["client_wait_warning"]);
-    assert!(!stderr.contains("waited inside the client"), "{stderr}");
+    // A busy host may still make the worker late (and the run says so), but the pool was
+    // never the cause.
+    let warning = summary["client_wait_warning"].as_str().unwrap_or_default();
+    assert!(!warning.contains("connections was busy"), "{warning}");
+    assert!(!stderr.contains("connections was busy"), "{stderr}");
 }
 
 #[test]
