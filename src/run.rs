@@ -324,13 +324,17 @@ fn finish_run(
     info.client_wait = Some(client_wait_info(plan, &snapshot, &table));
     // A material client wait is also issue lag (which ends at the write); its own warning
     // names the cause, so the schedule's is not given twice.
-    match client_wait_warning(&snapshot, &info) {
-        Some(warning) => eprintln!("warning: {warning}"),
-        None => {
-            if let Some(warning) = info.issue_lag.as_ref().and_then(|l| l.warning()) {
-                eprintln!("warning: {warning}");
-            }
-        }
+    let wait_warning = client_wait_warning(&snapshot, &info);
+    if let Some(warning) = &wait_warning {
+        eprintln!("warning: {warning}");
+    }
+    let wait = snapshot.series(loadgen_coordinator::metrics::snapshot::CLIENT_WAIT_NS);
+    let lag_warning = info.issue_lag.as_ref().and_then(|l| {
+        let explained = wait_warning.is_some() && crate::report::lag_is_the_wait(l.p99_ns, wait);
+        l.warning().filter(|_| !explained)
+    });
+    if let Some(warning) = lag_warning {
+        eprintln!("warning: {warning}");
     }
     add_failures(&mut info, &agg);
     let stats = loadgen_coordinator::metrics::endpoint_stats(&table, endpoint_urls.len());

@@ -345,7 +345,7 @@ fn poisson_reports_its_issue_lag_and_warns_when_the_client_cannot_keep_up() {
     assert!(lag["p50_ns"].as_u64().unwrap() <= lag["p99_ns"].as_u64().unwrap());
     assert!(lag["p99_ns"].as_u64().unwrap() <= lag["max_ns"].as_u64().unwrap());
     let report = std::fs::read_to_string(dir.join("report.txt")).unwrap();
-    assert!(report.contains("Issue lag (issued - scheduled): p50"), "{report}");
+    assert!(report.contains("Issue lag (written - scheduled): p50"), "{report}");
 
     // No client issues ten million samples a second: it must say so, not blame the server.
     let dir = report_dir("poisson-impossible");
@@ -401,11 +401,19 @@ fn a_large_poisson_pool_opens_only_its_warm_connections_and_the_rest_on_demand()
     let (out, opened) = connections_made(&server, || run(&a));
     assert_eq!(out.status.code(), Some(0));
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(stderr.contains("plan: 1 workers, 5000 connections"), "the pool is 5000: {stderr}");
+    // The default pool is a ceiling the load grows into; a second of latency at the rate
+    // (5,000, at most 1,024 per worker) opens before the start.
+    // (The ceiling is 16,384 within the fd budget: `ulimit -Hn` may make it lower.)
+    let ceiling: u64 = stderr
+        .split("connections: pool of up to ")
+        .nth(1)
+        .and_then(|rest| rest.split(' ').next()?.parse().ok())
+        .unwrap_or_else(|| panic!("the pool's ceiling on stderr: {stderr}"));
+    assert!((5000..=16_384).contains(&ceiling), "ceiling {ceiling}");
     assert!(
-        stderr.contains(
-            "connections: pool of up to 5000 across 1 worker(s), 1024 opened before the start"
-        ),
+        stderr.contains(&format!(
+            "pool of up to {ceiling} across 1 worker(s), 1024 opened before the start"
+        )),
         "{stderr}"
     );
     let s = summary(&dir);
@@ -416,7 +424,7 @@ fn a_large_poisson_pool_opens_only_its_warm_connections_and_the_rest_on_demand()
     assert_eq!(s["n_samples_failed"], 0);
     // 1024 warm; a stub answering in well under a millisecond keeps few of them busy at 5,000
     // QPS, so the on-demand part of the pool stays (nearly) closed.
-    assert!((1024..=2500).contains(&opened), "opened {opened} of a 5000-connection pool");
+    assert!((1024..=2500).contains(&opened), "opened {opened} of a {ceiling}-connection pool");
 }
 
 #[test]

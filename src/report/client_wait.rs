@@ -73,6 +73,13 @@ pub fn peak_in_flight(table: &SampleTable) -> u64 {
     peak as u64
 }
 
+/// Whether a Poisson run's issue lag is mostly its client wait (issue lag ends at the write, so
+/// it holds the wait): then the wait's warning, which names the cause, says it all, and the
+/// schedule's is not given too. At least half of the lag's p99 decides.
+pub fn lag_is_the_wait(lag_p99_ns: u64, wait: Option<&SeriesStat>) -> bool {
+    wait.is_some_and(|w| w.percentiles[P99] * 2.0 >= lag_p99_ns as f64)
+}
+
 /// The console's and report.txt's warning when the client's wait is material: how much, what
 /// caused it and which flag changes it; `None` when it is not.
 pub fn client_wait_warning(snap: &Snapshot, info: &RunInfo) -> Option<String> {
@@ -141,6 +148,15 @@ mod tests {
         for (wait, latency, want) in cases {
             assert_eq!(is_material(wait, latency), want, "wait {wait} latency {latency}");
         }
+    }
+
+    #[test]
+    fn the_schedule_warning_gives_way_only_to_a_wait_that_explains_the_lag() {
+        let mut wait = SeriesStat::empty(CLIENT_WAIT_NS, false, false);
+        wait.percentiles[P99] = 3e9;
+        assert!(lag_is_the_wait(3_340_000_000, Some(&wait)), "the pool's queue is the lag");
+        assert!(!lag_is_the_wait(7_000_000_000, Some(&wait)), "the scheduler was late too");
+        assert!(!lag_is_the_wait(1, None));
     }
 
     #[test]

@@ -16,7 +16,9 @@ mod write;
 #[cfg(test)]
 mod tests;
 
-pub use client_wait::{client_wait_warning, peak_in_flight, wait_is_material, ClientWaitInfo};
+pub use client_wait::{
+    client_wait_warning, lag_is_the_wait, peak_in_flight, wait_is_material, ClientWaitInfo,
+};
 pub use loadgen_coordinator::metrics::{Snapshot, TokenCountSource};
 pub use shard::{
     late_start_warning, shard_file, write_shard_file, FailureCounts, SampleIds, ShardClock,

@@ -115,7 +115,9 @@ fn summary_lines(out: &mut String, s: &ResultSummary, info: &RunInfo) {
             lag.achieved_qps, lag.target_qps
         );
         // A material client wait is issue lag too; its warning below names the cause.
-        let warning = lag.warning().filter(|_| s.client_wait.warning.is_none());
+        let w = &s.client_wait;
+        let explained = w.warning.is_some() && super::lag_is_the_wait(lag.p99_ns, w.wait.as_ref());
+        let warning = lag.warning().filter(|_| !explained);
         if let Some(warning) = warning {
             let _ = writeln!(out, "WARNING: {warning}");
         }
