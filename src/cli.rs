@@ -91,9 +91,9 @@ pub enum Command {
 /// `compare` arguments.
 #[derive(Debug, Args)]
 pub struct CompareArgs {
-    /// Report directories of finished runs (llm-loadgen's or the reference's); the first is
-    /// the baseline of the ratios.
-    #[arg(value_name = "DIR", num_args = 2.., required = true)]
+    /// Report directories of finished runs (llm-loadgen's or the reference's), two or more;
+    /// the first is the baseline of the ratios. Fewer is a usage error the tool reports itself.
+    #[arg(value_name = "DIR")]
     pub dirs: Vec<PathBuf>,
     /// Print the comparison as one JSON object on stdout instead of a table.
     #[arg(long = "json")]

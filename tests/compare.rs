@@ -176,8 +176,61 @@ fn compare_refuses_malformed_summaries_naming_what_is_wrong() {
 }
 
 #[test]
-fn compare_needs_two_runs() {
-    let out = compare(&[RUNS[0]]);
-    assert_eq!(out.status.code(), Some(1), "a usage error");
-    assert!(String::from_utf8_lossy(&out.stderr).contains("DIR"));
+fn compare_with_fewer_than_two_runs_is_the_tool_s_usage_error_not_clap_s() {
+    for args in [&[RUNS[0]][..], &[]] {
+        let out = compare(args);
+        assert_eq!(out.status.code(), Some(1), "a usage error");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            stderr.starts_with("llm-loadgen: usage error: compare needs two or more"),
+            "{stderr}"
+        );
+        assert!(stderr.contains("pass the baseline run's report directory first"), "{stderr}");
+        assert!(!stderr.contains("Usage:"), "clap's usage text: {stderr}");
+        assert!(out.stdout.is_empty());
+    }
+    let stderr = String::from_utf8_lossy(&compare(&[RUNS[0]]).stderr).into_owned();
+    assert!(stderr.contains(&format!("only {} was given", RUNS[0])), "names the one: {stderr}");
+}
+
+/// `run` (the baseline fixture) with its load pattern replaced by `pattern`.
+fn run_with_pattern(name: &str, pattern: serde_json::Value) -> PathBuf {
+    let mut summary = fixture(RUNS[0]);
+    summary["run_config"]["load_pattern"] = pattern;
+    run_with_summary(name, &summary.to_string())
+}
+
+#[test]
+fn compare_shows_each_run_s_load_pattern_and_target() {
+    let poisson = run_with_pattern(
+        "poisson",
+        serde_json::json!({"type": "poisson", "target_qps": 50.0, "target_concurrency": null}),
+    );
+    let closed = run_with_pattern(
+        "concurrency",
+        serde_json::json!({"type": "concurrency", "target_qps": null, "target_concurrency": 32}),
+    );
+    let (p, c) = (poisson.display().to_string(), closed.display().to_string());
+    let json = compare_json(&[&p, &c, RUNS[0]]);
+    let values = |key: &str| metric(&json, key)["values"].clone();
+    assert_eq!(
+        values("load_pattern"),
+        serde_json::json!(["poisson", "concurrency", "max_throughput"])
+    );
+    assert_eq!(values("target_qps"), serde_json::json!([50.0, null, null]));
+    assert_eq!(values("target_concurrency"), serde_json::json!([null, 32, null]));
+    assert_eq!(metric(&json, "load_pattern")["unit"], "text");
+    assert_eq!(metric(&json, "load_pattern")["ratios"], serde_json::json!([null, null, null]));
+    let out = compare(&[&p, &c]);
+    let table = String::from_utf8_lossy(&out.stdout);
+    let row = |label: &str| {
+        table.lines().find(|l| l.starts_with(label)).unwrap_or_else(|| panic!("{label}: {table}"))
+    };
+    let words = |l: &str| l.split_whitespace().map(str::to_string).collect::<Vec<_>>();
+    assert_eq!(words(row("Load pattern")), ["Load", "pattern", "poisson", "concurrency"]);
+    assert_eq!(words(row("Target QPS")), ["Target", "QPS", "50.00", "n/a", "n/a"]);
+    assert_eq!(words(row("Target concurrency")), ["Target", "concurrency", "n/a", "32", "n/a"]);
+    // A pattern of the wrong type is refused as any malformed figure is.
+    let bad = run_with_pattern("bad-pattern", serde_json::json!({"type": 3}));
+    assert_refused(&bad, "`run_config.load_pattern.type` is 3, not a string");
 }

@@ -9,7 +9,7 @@ use std::process::{Command, Output};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
-use common::{bin, dataset, report_dir, show, stub, summary};
+use common::{bin, char_tokenizer, dataset, report_dir, show, stub, summary};
 use loadgen_stubs::StubKind;
 
 /// Secrets the view must never show: an API key and a URL password.
@@ -278,4 +278,18 @@ fn json_stdout_holds_only_the_summary_while_progress_lines_go_to_stderr() {
         serde_json::from_slice(&out.stdout).expect("stdout is one JSON object");
     assert_eq!(object["n_samples_issued"], 1500);
     assert!(!progress_lines(&out.stderr).is_empty());
+}
+
+#[test]
+fn client_tokens_counted_after_the_run_show_as_deferred_in_progress_lines_not_as_zero() {
+    let tokenizer = char_tokenizer();
+    let deferred = ["--tokenizer", &tokenizer, "--metrics-tokenizer-workers", "0"];
+    let (out, dir) = piped_run("live-deferred", &deferred);
+    let lines = progress_lines(&out.stderr);
+    assert!(!lines.is_empty(), "{}", String::from_utf8_lossy(&out.stderr));
+    for line in &lines {
+        assert!(line.contains("TPS server ") && line.contains(" client deferred,"), "{line:?}");
+    }
+    // After the run the tokenizer has counted: the summary has the client figures.
+    assert!(summary(&dir)["tps"].as_f64().is_some_and(|t| t > 0.0));
 }

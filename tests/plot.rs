@@ -352,6 +352,10 @@ fn accuracy_scores_are_bars_when_the_run_scored_them() {
     for label in ["Accuracy per dataset", "math", "code", "0.75", "0.45"] {
         assert!(labels.iter().any(|t| t == label), "{label} in {labels:?}");
     }
+    // The axis spans a perfect score, not the top one, and no ROUGE is named without one.
+    let ticks: Vec<f64> = labels.iter().filter_map(|t| t.parse::<f64>().ok()).collect();
+    assert!(ticks.contains(&1.0), "a tick at 1: {labels:?}");
+    assert!(!text.contains("ROUGE"), "{labels:?}");
 }
 
 #[test]
@@ -387,4 +391,140 @@ fn an_output_that_cannot_be_written_exits_4_and_leaves_no_picture() {
     assert!(stderr.contains("cannot write") && stderr.contains("ttft.svg"), "{stderr}");
     let left: Vec<_> = std::fs::read_dir(&taken).unwrap().map(|e| e.unwrap().file_name()).collect();
     assert_eq!(left, ["ttft.svg"], "no temporary file is left beside it");
+}
+
+/// (x, y) of each `<text>` whose content is `label`.
+fn text_at(doc: &roxmltree::Document<'_>, label: &str) -> Vec<(f64, f64)> {
+    let num = |n: roxmltree::Node<'_, '_>, a: &str| n.attribute(a).and_then(|v| v.parse().ok());
+    doc.descendants()
+        .filter(|n| n.has_tag_name("text") && n.text().is_some_and(|t| t.trim() == label))
+        .filter_map(|n| Some((num(n, "x")?, num(n, "y")?)))
+        .collect()
+}
+
+/// Every circle's centre y and radius stroked or filled `colour`.
+fn circles_y(doc: &roxmltree::Document<'_>, colour: &str) -> Vec<(f64, f64)> {
+    let num =
+        |n: &roxmltree::Node<'_, '_>, a: &str| n.attribute(a).unwrap().parse::<f64>().unwrap();
+    doc.descendants()
+        .filter(|n| n.has_tag_name("circle") && n.attribute("fill") == Some(colour))
+        .map(|n| (num(&n, "cy"), num(&n, "r")))
+        .collect()
+}
+
+#[test]
+fn timeline_legends_sit_clear_of_the_data() {
+    let (out, _, _) = plotted_copy("plot-legends", &["--format", "svg"]);
+    let cases = [
+        ("in_flight", [("mean over the second", MEAN), ("most at once", PEAK)]),
+        ("issue_lag", [("median of the second", MEDIAN), ("largest of the second", CURVE)]),
+    ];
+    for (name, entries) in cases {
+        let text = svg(&out.join(format!("{name}.svg")));
+        let doc = roxmltree::Document::parse(&text).unwrap();
+        // The highest point drawn (smallest y) of any series.
+        let data_top = entries
+            .iter()
+            .flat_map(|(_, colour)| circles_y(&doc, colour))
+            .map(|(cy, r)| cy - r)
+            .fold(f64::INFINITY, f64::min);
+        assert!(data_top.is_finite(), "{name} has points");
+        for (label, _) in entries {
+            let at = text_at(&doc, label);
+            assert_eq!(at.len(), 1, "{name}: one legend entry {label:?}");
+            // A 14 px label: its whole box is above the highest point.
+            assert!(
+                at[0].1 + 14.0 < data_top,
+                "{name}: {label:?} at y {} covers data from y {data_top}",
+                at[0].1
+            );
+        }
+    }
+}
+
+#[test]
+fn a_run_without_a_tokenizer_and_streams_in_one_read_says_both() {
+    // The max-throughput stub writes each whole stream at once: the client reads it in one go.
+    let server = stub(StubKind::MaxThroughput, |_| {});
+    let dir = report_dir("plot-one-read");
+    let offline = ["benchmark", "offline", "--num-samples", "60", "--streaming", "on"];
+    assert_eq!(run(bench_args(&server.url(), &dir, &offline)).status.code(), Some(0));
+    let summary = common::summary(&dir);
+    let (multi, one_read) =
+        (summary["n_streams_multi_chunk"].as_u64(), summary["n_streams_in_one_read"].as_u64());
+    assert!(one_read.unwrap() * 2 > multi.unwrap(), "the streams came in one read: {summary}");
+    // The client basis has no TPOT because the run had no tokenizer, not because this machine
+    // cannot load one.
+    let (code, _, stderr) = plot(&dir, &["--format", "svg"]);
+    assert_eq!(code, Some(0));
+    assert!(stderr.contains("skipped tpot: the run had no client tokenizer"), "{stderr}");
+    assert!(!stderr.contains("cannot be loaded here"), "{stderr}");
+    // The server basis draws TPOT, and its picture and stderr say the streams came whole.
+    let (code, _, stderr) = plot(&dir, &["--format", "svg", "--token-count-source", "server"]);
+    assert_eq!(code, Some(0));
+    let hint = format!("{} of {} streams came in one read", one_read.unwrap(), multi.unwrap());
+    assert!(stderr.contains(&format!("note: tpot: {hint}")), "{stderr}");
+    let text = svg(&dir.join("plots/tpot.svg"));
+    let doc = roxmltree::Document::parse(&text).unwrap();
+    assert!(texts(&doc).iter().any(|t| t.starts_with(&hint)), "on the picture: {:?}", texts(&doc));
+}
+
+/// The caption's `name VALUE` figure (`p50 30.123`).
+fn caption_figure(caption: &str, name: &str) -> f64 {
+    let rest = caption.split(&format!("{name} ")).nth(1).unwrap_or_else(|| panic!("{caption}"));
+    rest.split(' ').next().unwrap().parse().unwrap()
+}
+
+#[test]
+fn the_percentile_curve_passes_through_the_percentiles_its_axis_names() {
+    // 100 samples: the curve's axis ends at p99 (log10(100) = 2), where the maximum used to
+    // be drawn.
+    let server = stub(StubKind::Variable, |c| {
+        c.stream_interval = 4;
+        c.variable.first_chunk_latency_s = TTFT_MS / 1000.0;
+        c.variable.first_chunk_spread = 0.3;
+        c.variable.output_len_mean = 12.0;
+    });
+    let dir = report_dir("plot-curve");
+    let offline = ["benchmark", "offline", "--num-samples", "100", "--streaming", "on"];
+    assert_eq!(run(bench_args(&server.url(), &dir, &offline)).status.code(), Some(0));
+    let (code, _, _) = plot(&dir, &["--format", "svg"]);
+    assert_eq!(code, Some(0));
+    let text = svg(&dir.join("plots/ttft.svg"));
+    let doc = roxmltree::Document::parse(&text).unwrap();
+    let caption = texts(&doc).into_iter().find(|t| t.starts_with("n = 100 ")).expect("caption");
+    // The curve panel is the right half (600 px of 1200): its value ticks map pixels to values.
+    let ticks: Vec<(f64, f64)> = doc
+        .descendants()
+        .filter(|n| n.has_tag_name("text") && n.attribute("text-anchor") == Some("end"))
+        .filter_map(|n| {
+            let value = n.text()?.trim().parse::<f64>().ok()?;
+            let x: f64 = n.attribute("x")?.parse().ok()?;
+            Some((value, n.attribute("y")?.parse::<f64>().ok()?)).filter(|_| x > 600.0)
+        })
+        .collect();
+    assert!(ticks.len() >= 2, "value ticks of the curve panel: {ticks:?}");
+    let ((v0, y0), (v1, y1)) = (ticks[0], ticks[ticks.len() - 1]);
+    let value_at = |y: f64| v0 + (y - y0) * (v1 - v0) / (y1 - y0);
+    let per_px = ((v1 - v0) / (y1 - y0)).abs();
+    let curve = curve_points(&doc, CURVE);
+    for name in ["p50", "p90", "p99"] {
+        let at = text_at(&doc, name);
+        let &(tick_x, _) = at.iter().find(|p| p.0 > 600.0).expect("the tick on the curve's axis");
+        let point =
+            curve.iter().min_by(|a, b| (a.0 - tick_x).abs().total_cmp(&(b.0 - tick_x).abs()));
+        let &(x, y) = point.unwrap();
+        assert!((x - tick_x).abs() <= 1.0, "{name}: a curve point on its tick ({x} vs {tick_x})");
+        let want = caption_figure(&caption, name);
+        let got = value_at(y);
+        assert!(
+            (got - want).abs() <= 2.0 * per_px,
+            "{name}: the curve reads {got}, {name} is {want}"
+        );
+    }
+    // The axis ends at p99: the curve's last point is p99's value (where the maximum was).
+    let last = curve.iter().max_by(|a, b| a.0.total_cmp(&b.0)).unwrap();
+    let p99 = caption_figure(&caption, "p99");
+    assert!((value_at(last.1) - p99).abs() <= 2.0 * per_px, "the curve ends at p99 {p99}");
+    assert!(texts(&doc).iter().any(|t| t.starts_with("max ")), "the maximum is labelled");
 }

@@ -44,6 +44,10 @@ enum Unit {
     DurationNs,
     /// A count of samples.
     Samples,
+    /// Requests kept in flight (a concurrency target).
+    Concurrency,
+    /// A name, not a number (the load pattern): no ratio.
+    Text,
 }
 
 /// One compared figure: its value in each run, in the order given.
@@ -54,7 +58,8 @@ struct Row {
     unit: Unit,
     /// `client` or `server` for the token figures, null for the others.
     basis: Option<&'static str>,
-    /// Numbers or null (n/a: the run's summary has no such figure).
+    /// Numbers (strings for a `text` row) or null (n/a: the run's summary has no such
+    /// figure).
     values: Vec<Value>,
     /// value / the first run's value; null when either is missing or the first is 0.
     ratios: Vec<Option<f64>>,
@@ -75,9 +80,12 @@ struct RunHeader {
     layout: &'static str,
 }
 
-/// Reads each run's summary and prints the comparison. Exit 2 names a summary that is
-/// missing or malformed.
+/// Reads each run's summary and prints the comparison. Exit 1 for fewer than two runs; exit 2
+/// names a summary that is missing or malformed.
 pub fn run(dirs: &[PathBuf], json: bool) -> Result<i32, AppError> {
+    if let Some(why) = too_few_runs(dirs) {
+        return Err(AppError::Usage(why));
+    }
     let runs = dirs.iter().map(|d| read_run(d)).collect::<Result<Vec<_>, _>>()?;
     let comparison = compare(&runs)?;
     let text = if json {
@@ -90,6 +98,19 @@ pub fn run(dirs: &[PathBuf], json: bool) -> Result<i32, AppError> {
     };
     super::print_stdout(&text)?;
     Ok(0)
+}
+
+/// Why `dirs` cannot be compared (fewer than two), or None.
+fn too_few_runs(dirs: &[PathBuf]) -> Option<String> {
+    let given = match dirs {
+        [] => "none was given".to_string(),
+        [one] => format!("only {} was given", one.display()),
+        _ => return None,
+    };
+    Some(format!(
+        "compare needs two or more run directories and {given}; pass the baseline run's report \
+         directory first, then each run to compare with it (llm-loadgen compare DIR DIR…)"
+    ))
 }
 
 /// The summary of `dir`: `dir/performance/result_summary.json`, or `dir` itself when it is
@@ -156,24 +177,51 @@ fn percentile(run: &Run, block: &str, pct: &str) -> Result<Option<f64>, String> 
 /// What a row reads from one run.
 enum Source {
     Number(String),
+    /// `run_config.load_pattern.<field>`: the pattern's `type` (text) or a target (number).
+    LoadPattern(&'static str),
     Percentile(String, &'static str),
     /// `failure_kinds.<kind>.count`: 0 when the kind is not there, None without the key.
     FailureKind(String),
 }
 
-fn read(run: &Run, source: &Source) -> Result<Option<f64>, String> {
+/// `run_config.load_pattern.<field>`: `type` as a string, a target as a number; None when
+/// the summary has no `run_config` or the field is null (a target the pattern does not have).
+fn load_pattern(run: &Run, field: &str) -> Result<Option<Value>, String> {
+    let Some(config) = run.summary.get("run_config") else { return Ok(None) };
+    let Some(pattern) = config.get("load_pattern") else {
+        return Err("`run_config` has no `load_pattern`".to_string());
+    };
+    let want_text = field == "type";
+    match pattern.get(field) {
+        None | Some(Value::Null) => Ok(None),
+        Some(v @ Value::String(_)) if want_text => Ok(Some(v.clone())),
+        Some(v @ Value::Number(_)) if !want_text => Ok(Some(v.clone())),
+        Some(other) => {
+            let want = if want_text { "a string" } else { "a number or null" };
+            Err(format!("`run_config.load_pattern.{field}` is {other}, not {want}"))
+        }
+    }
+}
+
+fn read(run: &Run, source: &Source) -> Result<Option<Value>, String> {
+    let as_value = |v: Result<Option<f64>, String>| v.map(|v| v.map(Value::from));
     match source {
-        Source::Number(key) => number(run, key),
-        Source::Percentile(block, pct) => percentile(run, block, pct),
-        Source::FailureKind(kind) => match run.summary.get("failure_kinds") {
-            None | Some(Value::Null) => Ok(None),
-            Some(Value::Object(kinds)) => match kinds.get(kind).and_then(|k| k.get("count")) {
-                None => Ok(Some(0.0)),
-                Some(Value::Number(n)) => Ok(n.as_f64()),
-                Some(other) => Err(format!("`failure_kinds.{kind}.count` is {other}")),
-            },
-            Some(other) => Err(format!("`failure_kinds` is {other}, not an object")),
+        Source::LoadPattern(field) => load_pattern(run, field),
+        Source::Number(key) => as_value(number(run, key)),
+        Source::Percentile(block, pct) => as_value(percentile(run, block, pct)),
+        Source::FailureKind(kind) => as_value(failure_kind(run, kind)),
+    }
+}
+
+fn failure_kind(run: &Run, kind: &str) -> Result<Option<f64>, String> {
+    match run.summary.get("failure_kinds") {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::Object(kinds)) => match kinds.get(kind).and_then(|k| k.get("count")) {
+            None => Ok(Some(0.0)),
+            Some(Value::Number(n)) => Ok(n.as_f64()),
+            Some(other) => Err(format!("`failure_kinds.{kind}.count` is {other}")),
         },
+        Some(other) => Err(format!("`failure_kinds` is {other}, not an object")),
     }
 }
 
@@ -221,7 +269,20 @@ fn specs(runs: &[Run]) -> Vec<Spec> {
     let num = |key: &'static str, label: &str, unit| {
         spec(key, label, unit, move |_| Source::Number(key.to_string()))
     };
-    let mut specs = vec![num("qps", "QPS", Unit::Qps)];
+    let pattern = |key: &str, label: &str, unit, field: &'static str| {
+        spec(key, label, unit, move |_| Source::LoadPattern(field))
+    };
+    let mut specs = vec![
+        pattern("load_pattern", "Load pattern", Unit::Text, "type"),
+        pattern("target_qps", "Target QPS", Unit::Qps, "target_qps"),
+        pattern(
+            "target_concurrency",
+            "Target concurrency",
+            Unit::Concurrency,
+            "target_concurrency",
+        ),
+        num("qps", "QPS", Unit::Qps),
+    ];
     specs.extend(basis_specs(Client));
     specs.extend(basis_specs(Server));
     specs.push(pct("ttft", "50.0", "p50", "TTFT"));
@@ -262,8 +323,10 @@ fn compare(runs: &[Run]) -> Result<Comparison, AppError> {
             })?;
             values.push(value);
         }
-        let base = values.first().copied().flatten().filter(|b| *b != 0.0);
-        let ratios = values.iter().map(|v| base.zip(*v).map(|(b, v)| v / b)).collect();
+        let numbers: Vec<Option<f64>> =
+            values.iter().map(|v| v.as_ref().and_then(Value::as_f64)).collect();
+        let base = numbers.first().copied().flatten().filter(|b| *b != 0.0);
+        let ratios = numbers.iter().map(|v| base.zip(*v).map(|(b, v)| v / b)).collect();
         let basis = s.basis.map(TokenCountSource::as_str);
         let values = values.into_iter().map(|v| json_value(s.unit, v)).collect();
         rows.push(Row { key: s.key, label: s.label, unit: s.unit, basis, values, ratios });
@@ -279,32 +342,37 @@ fn compare(runs: &[Run]) -> Result<Comparison, AppError> {
     Ok(Comparison { runs, metrics: rows })
 }
 
-/// A value as JSON: counts and `duration_ns` as integers, as the summary writes them.
-fn json_value(unit: Unit, value: Option<f64>) -> Value {
-    match value {
-        Some(v) if matches!(unit, Unit::Samples | Unit::DurationNs) && v.fract() == 0.0 => {
-            Value::from(v as u64)
-        }
-        Some(v) => serde_json::Number::from_f64(v).map_or(Value::Null, Value::Number),
+/// A value as JSON: counts, concurrencies and `duration_ns` as integers, as the summary writes
+/// them; text as it is.
+fn json_value(unit: Unit, value: Option<Value>) -> Value {
+    let whole = matches!(unit, Unit::Samples | Unit::DurationNs | Unit::Concurrency);
+    match value.as_ref().map(|v| (v, v.as_f64())) {
+        Some((_, Some(v))) if whole && v.fract() == 0.0 && v >= 0.0 => Value::from(v as u64),
+        Some((_, Some(v))) => serde_json::Number::from_f64(v).map_or(Value::Null, Value::Number),
+        Some((v, None)) => v.clone(),
         None => Value::Null,
     }
 }
 
 /// Widths of the table's columns.
 const LABEL_WIDTH: usize = 28;
-const VALUE_WIDTH: usize = 14;
+const VALUE_WIDTH: usize = 16;
 const RATIO_WIDTH: usize = 9;
 
 /// A value as the table shows it: latencies in ms, the duration in seconds, n/a when missing.
 fn shown(unit: Unit, value: &Value) -> String {
+    if let Value::String(text) = value {
+        return text.clone();
+    }
     let Some(v) = value.as_f64() else {
         return "n/a".to_string();
     };
     match unit {
+        Unit::Text => v.to_string(),
         Unit::Qps | Unit::TokensPerS => format!("{v:.2}"),
         Unit::Ns => format!("{:.3}", v / 1e6),
         Unit::DurationNs => format!("{:.3}", v / 1e9),
-        Unit::Samples => format!("{v:.0}"),
+        Unit::Samples | Unit::Concurrency => format!("{v:.0}"),
     }
 }
 
@@ -334,7 +402,12 @@ fn table(c: &Comparison) -> String {
         for (i, (value, ratio)) in row.values.iter().zip(&row.ratios).enumerate() {
             line.push_str(&format!("{:>VALUE_WIDTH$}", shown(row.unit, value)));
             if i > 0 {
-                let r = ratio.map_or("n/a".to_string(), |r| format!("{r:.3}x"));
+                // A name has no ratio: its column is left blank.
+                let r = match (row.unit, ratio) {
+                    (Unit::Text, _) => String::new(),
+                    (_, Some(r)) => format!("{r:.3}x"),
+                    (_, None) => "n/a".to_string(),
+                };
                 line.push_str(&format!("{r:>RATIO_WIDTH$}"));
             }
         }

@@ -118,6 +118,7 @@ fn live_spec(plan: &Plan, endpoints: &[Endpoint], warmup: u64) -> LiveSpec {
             cap_ns: plan.max_duration_ms.filter(|&v| v > 0).map(|ms| ms.saturating_mul(1_000_000)),
             streaming: plan.request.streaming,
             client_tokens: plan.tokenizer.is_some(),
+            client_tokens_deferred: plan.tokenizer.is_some() && plan.token_pool.live_threads == 0,
         },
         plain_interval: interval_ms.map_or(PLAIN_INTERVAL, Duration::from_millis),
     }

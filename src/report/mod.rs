@@ -24,7 +24,7 @@ pub use shard::{
     late_start_warning, shard_file, write_shard_file, FailureCounts, SampleIds, ShardClock,
     ShardFile, ShardInfo, ShardSeeds, SHARD_FILE_FORMAT,
 };
-pub use summary::{is_complete, result_summary, BasisBlocks, ResultSummary};
+pub use summary::{is_complete, result_summary, BasisBlocks, ChunkBlocks, ResultSummary};
 pub use text::{console_summary, report_txt, with_accuracy_block};
 pub use write::{write_atomic, write_atomic_with, write_report_files, Unwritten};
 

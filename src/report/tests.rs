@@ -284,7 +284,8 @@ fn report_txt_adds_other_basis_after_reference_rows() {
     let server = info_with(TokenCountSource::Server);
     let snap = snapshot(&table, TokenCountSource::Server);
     let text = report_txt(&result_summary(&snap, &server), &server);
-    assert!(text.contains("\nOther token basis (client):\n  Token count source: server\n"));
+    assert!(text
+        .contains("\nToken count source: server\nOther token basis (client):\n  TPS (client): "));
     assert!(text.contains("\nOutput sequence lengths (client):\n"));
 }
 
@@ -415,9 +416,9 @@ fn reference_observed_run_rebuilds_byte_for_byte() {
     let ours = String::from_utf8(to_python_json(&summary).unwrap()).unwrap();
     let cut = ours.find(",\n  \"token_count_source\"").unwrap();
     assert_eq!(format!("{}\n}}", &ours[..cut]), read("performance/result_summary.json"));
-    // report.txt is the reference's, plus the other-basis block before the breakdowns.
+    // report.txt is the reference's, plus the token-basis rows before the breakdowns.
     let text = report_txt(&summary, &info);
-    let start = text.find("Other token basis (server):\n").unwrap();
+    let start = text.find("Token count source: ").unwrap();
     let end = text.find("\n------------------- Latency Breakdowns").unwrap();
     let failures = text.find("----------------- Failures").unwrap();
     let report_end = text.find("----------------- End of Report").unwrap();
@@ -619,4 +620,63 @@ fn per_endpoint_counts_are_in_the_summary_and_report_after_the_reference() {
     assert!(report.contains("latency p50/p99/mean: "), "{report}");
     let console = console_summary(&summary, &info, Path::new("/tmp/r"));
     assert!(console.contains(&line), "{console}");
+}
+
+/// A summary of the fixture counted without a client tokenizer, streamed or not.
+fn summary_without_tokenizer(streaming: bool) -> (ResultSummary, RunInfo) {
+    let table = synthetic_table(&FixtureSpec::default());
+    let opts = MetricsOptions {
+        streaming,
+        early_stopping: true,
+        primary: TokenCountSource::Client,
+        legacy_loadgen_qps: false,
+        has_tokenizer: false,
+    };
+    let snap = final_snapshot(&table, &run_counters(&table), &opts, RunState::Complete);
+    let info = info(TokenCountSource::Client);
+    (result_summary(&snap, &info), info)
+}
+
+#[test]
+fn without_a_tokenizer_the_headline_says_its_basis_is_empty_and_shows_the_server_figures() {
+    let (summary, info) = summary_without_tokenizer(true);
+    let console = console_summary(&summary, &info, Path::new("/tmp/r"));
+    assert!(console.contains("\nTPS: N/A\n"), "the reference's line is kept: {console}");
+    let line = console.lines().find(|l| l.starts_with("Token basis: ")).unwrap();
+    let want = "Token basis: client has no token counts (the run had no client tokenizer), so TPS \
+                above is N/A; the server basis has them: TPS (server): ";
+    assert!(line.starts_with(want), "{line}");
+    assert!(line.contains(", TPOT p50/p99 (server): ") && !line.contains("N/A /"), "{line}");
+    assert!(
+        line.ends_with(
+            "--tokenizer PATH counts the client basis; --token-count-source server \
+                            makes server the headline"
+        ),
+        "{line}"
+    );
+    // report.txt: each row under the heading it describes, and why the headline is empty.
+    let text = report_txt(&summary, &info);
+    assert!(text.contains("\nTPS: N/A\n"), "{text}");
+    let rows = "\nToken count source: client\n  The client basis has no token counts \
+                (the run had no client tokenizer), so its TPS and token sections are N/A; the \
+                server basis below has them.\nOther token basis (server):\n  TPS (server): ";
+    assert!(text.contains(rows), "{text}");
+    // With a tokenizer the headline has counts: no such line.
+    let table = synthetic_table(&FixtureSpec::default());
+    let counted = result_summary(&snapshot(&table, TokenCountSource::Client), &info);
+    assert!(!report_txt(&counted, &info).contains("has no token counts"));
+    assert!(
+        console_summary(&counted, &info, Path::new("/tmp/r")).contains("Token basis: client (TPS")
+    );
+}
+
+#[test]
+fn a_run_that_did_not_stream_says_why_it_has_no_ttft() {
+    let (summary, info) = summary_without_tokenizer(false);
+    let console = console_summary(&summary, &info, Path::new("/tmp/r"));
+    let want = "TTFT p50/p99: N/A (the run did not stream; TTFT needs --streaming on), latency \
+                p50/p99: ";
+    assert!(console.contains(want), "{console}");
+    let line = console.lines().find(|l| l.starts_with("Token basis: ")).unwrap();
+    assert!(!line.contains("TPOT"), "no TPOT without streaming: {line}");
 }

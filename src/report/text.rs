@@ -164,14 +164,31 @@ fn fixed2(v: Option<f64>) -> String {
     v.map_or_else(|| "N/A".into(), |v| format!("{v:.2}"))
 }
 
-/// The paired-OSL line, the other basis's TPS and why a server block is partial.
+/// The headline basis (`Token count source`, with why it has no counts when it has none),
+/// then the other basis's block: its TPS, the paired-OSL line and why a server block is
+/// partial. Each row sits under the heading it describes (when the client basis was counted,
+/// under the client basis's).
 fn other_basis_lines(out: &mut String, s: &ResultSummary) {
     let other = s.other.basis;
+    let _ = writeln!(out, "Token count source: {}", s.primary.basis);
+    if let Some(gap) = headline_gap(s) {
+        let _ = writeln!(
+            out,
+            "  The {} basis has no token counts ({}), so its TPS and token sections are N/A; \
+             the {other} basis below has them.",
+            s.primary.basis, gap.why
+        );
+    }
+    // When the client basis was counted, under whichever heading is the client basis's.
+    let counting = s.client_token_counting.map(counting_note);
+    let counting = counting.map(|note| format!("  Client token counts: {note}"));
+    if let (TokenCountSource::Client, Some(line)) = (s.primary.basis, &counting) {
+        let _ = writeln!(out, "{line}");
+    }
     let _ = writeln!(out, "Other token basis ({other}):");
-    let _ = writeln!(out, "  Token count source: {}", s.primary.basis);
     let _ = writeln!(out, "  TPS ({other}): {}", fixed2(s.other.tps));
-    if let Some(counting) = s.client_token_counting {
-        let _ = writeln!(out, "  Client token counts: {}", counting_note(counting));
+    if let (TokenCountSource::Client, Some(line)) = (other, &counting) {
+        let _ = writeln!(out, "{line}");
     }
     let paired = &s.osl_paired;
     match (paired.mean(), paired.ratio()) {
@@ -443,6 +460,49 @@ pub fn report_txt(s: &ResultSummary, info: &RunInfo) -> String {
     out
 }
 
+/// The headline basis has no token counts while the other basis has some: why, for the
+/// reader, and the flag that fills it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct HeadlineGap {
+    why: &'static str,
+    flag: &'static str,
+}
+
+/// Whether `b` counted any sample's output tokens.
+fn has_counts(b: &BasisBlocks) -> bool {
+    b.osl.as_ref().is_some_and(|osl| osl.count > 0)
+}
+
+/// `Some` when the headline (primary) basis counted nothing and the other basis did.
+fn headline_gap(s: &ResultSummary) -> Option<HeadlineGap> {
+    if has_counts(&s.primary) || !has_counts(&s.other) {
+        return None;
+    }
+    Some(match (s.primary.basis, s.client_token_counting) {
+        (TokenCountSource::Client, None) => HeadlineGap {
+            why: "the run had no client tokenizer",
+            flag: "--tokenizer PATH counts the client basis",
+        },
+        (TokenCountSource::Client, Some(_)) => HeadlineGap {
+            why: "the tokenizer counted no sample's output",
+            flag: "check the run's --tokenizer",
+        },
+        (TokenCountSource::Server, _) => HeadlineGap {
+            why: "no sample carried usable usage from the endpoint",
+            flag: "check that the server sends usage (--stream-include-usage)",
+        },
+    })
+}
+
+/// TTFT p50 / p99 for the console, or N/A with why it is absent.
+fn ttft_figures(s: &ResultSummary) -> String {
+    match s.ttft.as_ref() {
+        None => "N/A (the run did not stream; TTFT needs --streaming on)".to_string(),
+        Some(t) if t.count == 0 => "N/A (no sample got a first content chunk)".to_string(),
+        Some(t) => format!("{} / {} ms", ms(Some(t), 7), ms(Some(t), 1)),
+    }
+}
+
 fn ms(stat: Option<&SeriesStat>, index: usize) -> String {
     match stat.filter(|s| s.count > 0) {
         Some(s) => format!("{:.2}", s.percentiles[index] * NS_TO_MS),
@@ -510,9 +570,8 @@ pub fn console_summary(s: &ResultSummary, info: &RunInfo, report_dir: &Path) -> 
     // Grid index 1 is p99.0, index 7 is p50.0.
     let _ = writeln!(
         out,
-        "TTFT p50/p99: {} / {} ms, latency p50/p99: {} / {} ms",
-        ms(s.ttft.as_ref(), 7),
-        ms(s.ttft.as_ref(), 1),
+        "TTFT p50/p99: {}, latency p50/p99: {} / {} ms",
+        ttft_figures(s),
         ms(s.latency.as_ref(), 7),
         ms(s.latency.as_ref(), 1)
     );
@@ -561,6 +620,9 @@ fn failure_lines(out: &mut String, s: &ResultSummary, info: &RunInfo) {
 fn basis_line(s: &ResultSummary) -> String {
     let primary = s.primary.basis;
     let other = s.other.basis;
+    if let Some(gap) = headline_gap(s) {
+        return gap_line(s, &gap);
+    }
     let mut line = format!("Token basis: {primary} (TPS ({other}): {}", fixed2(s.other.tps));
     if let (Some(mean), Some(ratio)) = (s.osl_paired.mean(), s.osl_paired.ratio()) {
         let _ = write!(line, "; OSL paired mean {mean:.2}, ratio {ratio:.4}");
@@ -573,6 +635,26 @@ fn basis_line(s: &ResultSummary) -> String {
     }
     line.push(')');
     line
+}
+
+/// The console's basis line when the headline basis has no counts: why, the other basis's
+/// figures, and the flags that fill the headline or make the other basis the headline.
+fn gap_line(s: &ResultSummary, gap: &HeadlineGap) -> String {
+    let (primary, other) = (s.primary.basis, s.other.basis);
+    let mut figures = format!("TPS ({other}): {}", fixed2(s.other.tps));
+    if let Some(tpot) = s.other.tpot.as_ref().filter(|t| t.count > 0) {
+        let _ = write!(
+            figures,
+            ", TPOT p50/p99 ({other}): {} / {} ms",
+            ms(Some(tpot), 7),
+            ms(Some(tpot), 1)
+        );
+    }
+    format!(
+        "Token basis: {primary} has no token counts ({}), so TPS above is N/A; the {other} basis \
+         has them: {figures}. {}; --token-count-source {other} makes {other} the headline",
+        gap.why, gap.flag
+    )
 }
 
 /// `text` (report.txt or the console summary) with the accuracy block after the Summary's

@@ -24,6 +24,32 @@ pub struct RunFacts {
     /// Whether the run counts tokens with a client tokenizer: without one the client basis
     /// has no figures, shown as `-`, not as zeros.
     pub client_tokens: bool,
+    /// Whether the client tokenizer counts only after the last sample (no live tokenizer
+    /// thread): its figures are then shown as `deferred`, not as zeros.
+    pub client_tokens_deferred: bool,
+}
+
+/// When the client basis's figures exist during the run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ClientCounting {
+    /// No client tokenizer: no client figures at all.
+    Off,
+    /// Live tokenizer threads count while the run goes on.
+    Live,
+    /// The tokenizer counts after the last sample, so the live figures are not zeros but
+    /// not yet known.
+    Deferred,
+}
+
+impl RunFacts {
+    /// How this run counts the client basis.
+    pub fn client_counting(&self) -> ClientCounting {
+        match (self.client_tokens, self.client_tokens_deferred) {
+            (false, _) => ClientCounting::Off,
+            (true, false) => ClientCounting::Live,
+            (true, true) => ClientCounting::Deferred,
+        }
+    }
 }
 
 /// The figures both views show, computed once per draw.
@@ -197,12 +223,13 @@ pub fn detail_lines(facts: &RunFacts, snap: &Snapshot, f: &Figures) -> Vec<Strin
     lines
 }
 
-/// A client-basis figure, or `-` for a run without a client tokenizer.
+/// A client-basis figure; `-` for a run without a client tokenizer and `deferred` for one that
+/// counts after the last sample (its live count is not zero, only not yet made).
 fn client_or_dash(facts: &RunFacts, figure: impl FnOnce() -> String) -> String {
-    if facts.client_tokens {
-        figure()
-    } else {
-        "-".to_string()
+    match facts.client_counting() {
+        ClientCounting::Off => "-".to_string(),
+        ClientCounting::Live => figure(),
+        ClientCounting::Deferred => "deferred".to_string(),
     }
 }
 
@@ -338,9 +365,40 @@ mod tests {
         ] {
             assert!(line.contains(part), "{part:?} not in {line:?}");
         }
-        let counted = RunFacts { client_tokens: true, ..facts };
+        let counted = RunFacts { client_tokens: true, ..facts.clone() };
         let f = Figures { tps_client: 41.0, ..f };
         assert!(plain_line(&counted, &snap, &f).contains("client 41"), "with a tokenizer");
+    }
+
+    #[test]
+    fn client_figures_counted_after_the_run_show_as_deferred_not_zero() {
+        let cases = [
+            (false, false, ClientCounting::Off, "-"),
+            (false, true, ClientCounting::Off, "-"),
+            (true, false, ClientCounting::Live, "41"),
+            (true, true, ClientCounting::Deferred, "deferred"),
+        ];
+        let q = Some(Quantiles { p50_ns: 1_000_000, p99_ns: 2_000_000 });
+        let snap = Snapshot { tpot_client: q, ..Snapshot::default() };
+        let f = Figures { tps_client: 41.0, ..Figures::default() };
+        for (client_tokens, client_tokens_deferred, counting, shown) in cases {
+            let facts = RunFacts {
+                streaming: true,
+                client_tokens,
+                client_tokens_deferred,
+                ..RunFacts::default()
+            };
+            assert_eq!(facts.client_counting(), counting);
+            let line = plain_line(&facts, &snap, &f);
+            assert!(line.contains(&format!("client {shown},")), "{shown:?} in {line:?}");
+            let lines = detail_lines(&facts, &snap, &f);
+            let tps = lines.iter().find(|l| l.starts_with("TPS")).unwrap();
+            assert!(tps.contains(&format!("client {shown} ")), "{shown:?} in {tps:?}");
+            let tpot = lines.iter().find(|l| l.starts_with("TPOT")).unwrap();
+            let want =
+                if counting == ClientCounting::Live { "p50 1.00 ms  p99 2.00 ms" } else { shown };
+            assert!(tpot.ends_with(&format!("{want} (client)")), "{want:?} in {tpot:?}");
+        }
     }
 
     #[test]

@@ -308,7 +308,7 @@ fn chunks_per_sample(table: &SampleTable) -> Vec<u64> {
 
 /// Samples of two or more chunks, and those of them whose chunks all came in one socket read:
 /// a server that sends a whole stream at once (TTFT ≈ latency, TPOT ≈ 0).
-fn streams_in_one_read(table: &SampleTable) -> (u64, u64) {
+pub fn streams_in_one_read(table: &SampleTable) -> (u64, u64) {
     let mut counts = (0, 0);
     for (&n, &reads) in table.n_chunks.iter().zip(&table.chunk_reads) {
         if n != u32::MAX && n >= 2 {

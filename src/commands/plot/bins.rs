@@ -6,8 +6,21 @@ use loadgen_coordinator::metrics::stats::lower_percentile_index;
 /// Bars of every distribution histogram.
 pub const HISTOGRAM_BINS: usize = 40;
 
-/// Points of every percentile curve (the last is the maximum).
+/// Points of every percentile curve.
 pub const CURVE_POINTS: usize = 200;
+
+/// The percentiles a curve labels on its axis (those its values reach), as (nines x,
+/// percentile): the curve passes through each at its exact lower-method value.
+pub const CURVE_TICKS: [(f64, f64); 8] = [
+    (0.0, 0.0),
+    (std::f64::consts::LOG10_2, 50.0),
+    (1.0, 90.0),
+    (2.0, 99.0),
+    (3.0, 99.9),
+    (4.0, 99.99),
+    (5.0, 99.999),
+    (6.0, 99.9999),
+];
 
 /// Equal-width bins over the body of a distribution.
 #[derive(Debug, Clone, PartialEq)]
@@ -69,23 +82,42 @@ pub fn percentile_at(x: f64) -> f64 {
     100.0 * (1.0 - 10f64.powf(-x))
 }
 
+/// The end of the nines axis for `n` values: `log10(n)`, p = 1 − 1/n, the last rank the
+/// "lower" method tells from the next (the maximum itself is p100, off any nines axis).
+pub fn curve_x_max(n: usize) -> f64 {
+    (n.max(1) as f64).log10()
+}
+
+/// The labelled percentiles of a curve of `n` values: those of [`CURVE_TICKS`] on its axis.
+pub fn curve_ticks(n: usize) -> Vec<(f64, f64)> {
+    let x_max = curve_x_max(n);
+    CURVE_TICKS.iter().copied().filter(|(x, _)| *x <= x_max + 1e-9).collect()
+}
+
 /// `points` (x, value) along the percentile curve of `sorted` (ascending, not empty): x on the
-/// nines axis from p0 to `log10(n)` (p = 1 − 1/n, the last distinct rank), values by the
-/// report's "lower" method, and the last point the maximum.
+/// nines axis from p0 to [`curve_x_max`], every value the report's "lower" percentile at its
+/// x. The grid point nearest each labelled tick ([`curve_ticks`]) is moved onto it, with the
+/// tick's exact percentile, so the curve passes through the values its axis names; the
+/// maximum (p100) is not on the curve but drawn beside it.
 pub fn percentile_curve(sorted: &[f64], points: usize) -> Vec<(f64, f64)> {
     debug_assert!(!sorted.is_empty() && points >= 2);
     let n = sorted.len();
     if n == 1 {
         return vec![(0.0, sorted[0])];
     }
-    let x_max = (n as f64).log10();
-    let mut out: Vec<(f64, f64)> = (0..points - 1)
+    let x_max = curve_x_max(n);
+    let step = x_max / (points - 1) as f64;
+    let at = |p: f64| sorted[lower_percentile_index(n, p)];
+    let mut out: Vec<(f64, f64)> = (0..points)
         .map(|i| {
-            let x = x_max * i as f64 / (points - 1) as f64;
-            (x, sorted[lower_percentile_index(n, percentile_at(x))])
+            let x = step * i as f64;
+            (x, at(percentile_at(x)))
         })
         .collect();
-    out.push((x_max, sorted[n - 1]));
+    for (x, p) in curve_ticks(n) {
+        let i = ((x / step).round() as usize).min(points - 1);
+        out[i] = (x, at(p));
+    }
     out
 }
 
@@ -188,6 +220,18 @@ pub fn time_unit(median_ns: f64) -> (&'static str, f64) {
     }
 }
 
+/// A time axis's unit chosen by its largest value, so its ticks stay below 1000: µs below a
+/// millisecond, ms below a second, s from there.
+pub fn axis_time_unit(max_ns: f64) -> (&'static str, f64) {
+    if max_ns < 1e6 {
+        ("µs", 1e3)
+    } else if max_ns < 1e9 {
+        ("ms", 1e6)
+    } else {
+        ("s", 1e9)
+    }
+}
+
 /// At most `limit` of `n` items, evenly spread: every `step`-th index (a scatter of millions of
 /// samples would be a file of hundreds of megabytes and no clearer).
 pub fn thin(n: usize, limit: usize) -> (usize, impl Iterator<Item = usize>) {
@@ -227,22 +271,46 @@ mod tests {
     }
 
     #[test]
-    fn the_percentile_curve_runs_from_the_minimum_to_the_maximum_on_the_nines_axis() {
+    fn the_percentile_curve_passes_through_every_percentile_it_labels_not_the_maximum() {
+        // The observed case: 100 samples flat at 189.6 ms with a tail; p99 is 200.9 ms and the
+        // maximum 222.8 ms. The curve ends at p99 (log10(100) = 2) on p99's value.
+        let mut values = vec![189.6; 90];
+        values.extend([190.0, 191.0, 192.0, 193.0, 194.0, 195.0, 196.0, 197.0, 200.9, 222.8]);
+        let curve = percentile_curve(&values, CURVE_POINTS);
+        assert_eq!(curve.len(), CURVE_POINTS);
+        let ticks = curve_ticks(values.len());
+        assert_eq!(ticks.iter().map(|t| t.1).collect::<Vec<_>>(), [0.0, 50.0, 90.0, 99.0]);
+        for (x, p) in ticks {
+            let want = values[lower_percentile_index(values.len(), p)];
+            assert!(curve.contains(&(x, want)), "p{p} at x = {x}: {want} on {curve:?}");
+        }
+        assert_eq!(*curve.last().unwrap(), (2.0, 200.9), "p99, not the maximum, at the end");
+        assert!(curve.iter().all(|p| p.1 < 222.8), "the maximum is off the curve");
+        for &(x, v) in &curve {
+            let p = percentile_at(x);
+            let near = [p - 1e-6, p, p + 1e-6].map(|p| values[lower_percentile_index(100, p)]);
+            assert!(near.contains(&v), "({x}, {v}) is the lower percentile at its x");
+        }
+    }
+
+    #[test]
+    fn the_percentile_curve_runs_from_the_minimum_on_the_nines_axis() {
         let values: Vec<f64> = (1..=1000).map(f64::from).collect();
         let curve = percentile_curve(&values, CURVE_POINTS);
         assert_eq!(curve.len(), CURVE_POINTS);
         assert_eq!(curve[0], (0.0, 1.0));
-        assert_eq!(curve[CURVE_POINTS - 1], (3.0, 1000.0));
+        assert_eq!(curve[CURVE_POINTS - 1], (3.0, 999.0), "the lower p99.9 of 1..=1000");
         assert!(curve.windows(2).all(|w| w[0].0 < w[1].0 && w[0].1 <= w[1].1));
         // p90 sits at x = 1: the lower-method p90 of 1..=1000 is 900.
-        let near_one = curve.iter().min_by(|a, b| (a.0 - 1.0).abs().total_cmp(&(b.0 - 1.0).abs()));
-        let (x, v) = *near_one.unwrap();
-        assert!((x - 1.0).abs() < 0.01 && (v - 900.0).abs() <= 5.0, "({x}, {v})");
+        assert!(curve.contains(&(1.0, 900.0)), "p90 on its tick");
         assert_eq!(percentile_curve(&[7.0], CURVE_POINTS), vec![(0.0, 7.0)]);
     }
 
     #[test]
     fn nines_and_percentile_at_are_inverses() {
+        for (x, p) in CURVE_TICKS {
+            assert!((nines(p) - x).abs() < 1e-9, "tick p{p} at {x}");
+        }
         for (p, x) in [(0.0, 0.0), (90.0, 1.0), (99.0, 2.0), (99.9, 3.0)] {
             assert!((nines(p) - x).abs() < 1e-9, "nines({p})");
             assert!((percentile_at(x) - p).abs() < 1e-9, "percentile_at({x})");
@@ -291,6 +359,13 @@ mod tests {
         assert_eq!(time_unit(80e3), ("µs", 1e3));
         assert_eq!(time_unit(50e6), ("ms", 1e6));
         assert_eq!(time_unit(20e9), ("s", 1e9));
+    }
+
+    #[test]
+    fn an_axis_unit_keeps_the_largest_value_below_a_thousand() {
+        assert_eq!(axis_time_unit(999_999.0), ("µs", 1e3));
+        assert_eq!(axis_time_unit(200e6), ("ms", 1e6), "200000 µs reads as 200 ms");
+        assert_eq!(axis_time_unit(5e9), ("s", 1e9));
     }
 
     #[test]

@@ -3,6 +3,8 @@
 //! Every series has its own colour (`palette`), so a reader of the SVG (and the tests) can
 //! tell the histogram's bars from the percentile curve's line by colour alone.
 
+use plotters::coord::ranged1d::{KeyPointHint, NoDefaultFormatting, ValueFormatter};
+use plotters::coord::types::RangedCoordf64;
 use plotters::coord::Shift;
 use plotters::prelude::*;
 
@@ -30,9 +32,15 @@ pub struct Distribution {
     pub hist: Histogram,
     /// (nines x, value) points; see `bins::percentile_curve`.
     pub curve: Vec<(f64, f64)>,
+    /// The nines x of each labelled percentile (`bins::curve_ticks`): the curve's axis ticks.
+    pub curve_ticks: Vec<f64>,
+    /// The largest value (p100, off the nines axis): a guide line beside the curve.
+    pub max: f64,
     /// Vertical marks on the histogram (p50, p99) with their labels.
     pub marks: Vec<(String, f64)>,
     pub caption: String,
+    /// A second caption line: what the picture cannot show (streams that came in one read).
+    pub caption_note: Option<String>,
 }
 
 /// One line of a time series: a value per second of the run.
@@ -70,6 +78,8 @@ pub struct Bars {
     pub title: String,
     pub y_label: String,
     pub bars: Vec<(String, f64)>,
+    /// The value the axis runs to whatever the bars are (1 for scores); `None`: the largest.
+    pub full_scale: Option<f64>,
     /// A second bar beside each (e.g. the ceiling), when the picture compares two.
     pub beside: Option<(String, Vec<Option<f64>>)>,
     pub bar_label: String,
@@ -94,6 +104,11 @@ pub fn size_of(picture: &Picture) -> (u32, u32) {
     }
 }
 
+/// Height of one caption line.
+const CAPTION_LINE_PX: u32 = 18;
+/// Height of the strip above a chart that holds its legend, clear of the data.
+const LEGEND_STRIP_PX: u32 = 26;
+
 type Drawn<DB> = Result<(), DrawingAreaErrorKind<<DB as DrawingBackend>::ErrorType>>;
 
 /// Draws `picture` on `root`, white background first.
@@ -105,10 +120,19 @@ pub fn draw<DB: DrawingBackend>(picture: &Picture, root: &DrawingArea<DB, Shift>
         Picture::Scatter(s) => (&s.title, &s.caption),
         Picture::Bars(b) => (&b.title, &b.caption),
     };
+    let note = match picture {
+        Picture::Distribution(d) => d.caption_note.as_deref(),
+        _ => None,
+    };
+    let lines: Vec<&str> = std::iter::once(caption.as_str()).chain(note).collect();
     let body = root.titled(title, ("sans-serif", 22))?;
     let (_, h) = body.dim_in_pixel();
-    let (body, foot) = body.split_vertically(h.saturating_sub(26));
-    foot.draw(&Text::new(caption.as_str(), (12, 4), ("sans-serif", 14).into_font()))?;
+    let foot_px = 8 + CAPTION_LINE_PX * lines.len() as u32;
+    let (body, foot) = body.split_vertically(h.saturating_sub(foot_px));
+    for (i, line) in lines.iter().enumerate() {
+        let y = 4 + CAPTION_LINE_PX as i32 * i as i32;
+        foot.draw(&Text::new(*line, (12, y), ("sans-serif", 14).into_font()))?;
+    }
     match picture {
         Picture::Distribution(d) => draw_distribution(d, &body),
         Picture::Timeline(t) => draw_timeline(t, &body),
@@ -173,32 +197,112 @@ fn draw_distribution<DB: DrawingBackend>(
         let text = Text::new(label.clone(), (*at, y_max * 0.97), ("sans-serif", 13).into_font());
         chart.draw_series(std::iter::once(text))?;
     }
+    draw_curve(d, &right)
+}
+
+/// The percentile curve, its axis ticked at the percentiles it passes through, and the
+/// maximum as a guide line of its own (p100 is off any nines axis).
+fn draw_curve<DB: DrawingBackend>(d: &Distribution, area: &DrawingArea<DB, Shift>) -> Drawn<DB> {
     let x_max = d.curve.last().map_or(1.0, |p| p.0).max(0.5);
-    let v_max = d.curve.last().map_or(1.0, |p| p.1);
+    let v_max = d.curve.iter().map(|p| p.1).fold(d.max, f64::max);
     let v_min = d.curve.first().map_or(0.0, |p| p.1);
     let pad = ((v_max - v_min) * 0.05).max(v_max.abs() * 0.01).max(1e-9);
-    let mut curve = ChartBuilder::on(&right)
+    let x_axis = NinesAxis { inner: (0f64..x_max).into(), ticks: d.curve_ticks.clone() };
+    let mut curve = ChartBuilder::on(area)
         .margin(12)
         .x_label_area_size(40)
         .y_label_area_size(60)
         .caption("percentiles", ("sans-serif", 16))
-        .build_cartesian_2d(0f64..x_max, (v_min - pad).max(0.0)..v_max + pad)?;
+        .build_cartesian_2d(x_axis, (v_min - pad).max(0.0)..v_max + pad)?;
     curve
         .configure_mesh()
-        .x_labels(x_max.ceil() as usize + 1)
-        .x_label_formatter(&|x| percentile_tick(*x))
         .y_label_formatter(&|v| tick(*v))
         .x_desc("percentile")
         .y_desc(d.value_label.as_str())
         .draw()?;
+    let guide =
+        PathElement::new(vec![(0.0, d.max), (x_max, d.max)], palette::GUIDE.stroke_width(1));
+    curve.draw_series(std::iter::once(guide))?;
+    let label = format!("max {}", tick(d.max));
+    let text = Text::new(label, (x_max * 0.02, d.max), ("sans-serif", 13).into_font());
+    curve.draw_series(std::iter::once(text))?;
     curve.draw_series(LineSeries::new(d.curve.iter().copied(), palette::CURVE.stroke_width(2)))?;
     Ok(())
 }
 
+/// The curve's x axis: linear in nines, ticked only at the percentiles the curve passes
+/// through (`Distribution::curve_ticks`) and labelled `p99.9`.
+struct NinesAxis {
+    inner: RangedCoordf64,
+    ticks: Vec<f64>,
+}
+
+impl Ranged for NinesAxis {
+    type FormatOption = NoDefaultFormatting;
+    type ValueType = f64;
+
+    fn map(&self, value: &f64, limit: (i32, i32)) -> i32 {
+        self.inner.map(value, limit)
+    }
+
+    fn key_points<Hint: KeyPointHint>(&self, hint: Hint) -> Vec<f64> {
+        if hint.weight().allow_light_points() {
+            Vec::new()
+        } else {
+            self.ticks.clone()
+        }
+    }
+
+    fn range(&self) -> std::ops::Range<f64> {
+        self.inner.range()
+    }
+}
+
+impl ValueFormatter<f64> for NinesAxis {
+    fn format(value: &f64) -> String {
+        percentile_tick(*value)
+    }
+}
+
+/// A legend swatch: a short line, or a filled box for bars.
+#[derive(Debug, Clone, Copy)]
+enum Swatch {
+    Line(RGBColor),
+    Bar(RGBColor),
+}
+
+/// The legend in a strip of its own above the chart, so it never covers a point or a bar.
+fn draw_legend<DB: DrawingBackend>(
+    area: &DrawingArea<DB, Shift>,
+    entries: &[(&str, Swatch)],
+) -> Drawn<DB> {
+    let font = TextStyle::from(("sans-serif", 14).into_font());
+    let mid = LEGEND_STRIP_PX as i32 / 2;
+    let mut x = 80;
+    for (label, swatch) in entries {
+        match *swatch {
+            Swatch::Line(color) => {
+                area.draw(&PathElement::new(vec![(x, mid), (x + 20, mid)], color.stroke_width(2)))?
+            }
+            Swatch::Bar(color) => {
+                area.draw(&Rectangle::new([(x + 3, mid - 5), (x + 17, mid + 5)], color.filled()))?
+            }
+        }
+        area.draw(&Text::new(label.to_string(), (x + 26, mid - 7), font.clone()))?;
+        let (w, _) = area.estimate_text_size(label, &font)?;
+        x += 26 + w as i32 + 24;
+    }
+    Ok(())
+}
+
 fn draw_timeline<DB: DrawingBackend>(t: &Timeline, area: &DrawingArea<DB, Shift>) -> Drawn<DB> {
+    let (legend, area) = area.split_vertically(LEGEND_STRIP_PX);
+    let entries: Vec<(&str, Swatch)> =
+        t.lines.iter().map(|l| (l.label.as_str(), Swatch::Line(l.color))).collect();
+    draw_legend(&legend, &entries)?;
     let y_max = t.lines.iter().flat_map(|l| l.points.iter().map(|p| p.1)).fold(0.0, f64::max);
     let y_max = if y_max > 0.0 { y_max * 1.1 } else { 1.0 };
-    let mut chart = ChartBuilder::on(area)
+    let mut chart = ChartBuilder::on(&area)
         .margin(12)
         .x_label_area_size(40)
         .y_label_area_size(70)
@@ -211,20 +315,9 @@ fn draw_timeline<DB: DrawingBackend>(t: &Timeline, area: &DrawingArea<DB, Shift>
         .draw()?;
     for line in &t.lines {
         let color = line.color;
-        chart
-            .draw_series(LineSeries::new(line.points.iter().copied(), color.stroke_width(2)))?
-            .label(line.label.as_str())
-            .legend(move |(x, y)| {
-                PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2))
-            });
+        chart.draw_series(LineSeries::new(line.points.iter().copied(), color.stroke_width(2)))?;
         chart.draw_series(line.points.iter().map(|&p| Circle::new(p, 3, color.filled())))?;
     }
-    chart
-        .configure_series_labels()
-        .background_style(WHITE.mix(0.85))
-        .border_style(BLACK)
-        .position(SeriesLabelPosition::LowerRight)
-        .draw()?;
     Ok(())
 }
 
@@ -250,13 +343,20 @@ fn draw_scatter<DB: DrawingBackend>(s: &Scatter, area: &DrawingArea<DB, Shift>) 
 }
 
 fn draw_bars<DB: DrawingBackend>(b: &Bars, area: &DrawingArea<DB, Shift>) -> Drawn<DB> {
+    let (legend, area) = area.split_vertically(LEGEND_STRIP_PX);
+    let mut entries = vec![(b.bar_label.as_str(), Swatch::Bar(palette::BARS))];
+    if let Some((label, _)) = &b.beside {
+        entries.push((label.as_str(), Swatch::Bar(palette::PEAK)));
+    }
+    draw_legend(&legend, &entries)?;
     let besides = b.beside.as_ref().map(|(_, v)| v.as_slice()).unwrap_or_default();
     let values = b.bars.iter().map(|v| v.1).chain(besides.iter().flatten().copied());
-    let top = values.fold(0.0, f64::max);
-    let top = if top > 0.0 { top * 1.15 } else { 1.0 };
+    let largest = values.fold(0.0, f64::max).max(b.full_scale.unwrap_or(0.0));
+    // Room above the tallest bar for its value label.
+    let top = if largest > 0.0 { largest * 1.1 } else { 1.0 };
     let n = b.bars.len();
     // Bar i is centred on x = i, so the axis's whole-number ticks name the bars.
-    let mut chart = ChartBuilder::on(area)
+    let mut chart = ChartBuilder::on(&area)
         .margin(12)
         .x_label_area_size(40)
         .y_label_area_size(80)
@@ -280,27 +380,18 @@ fn draw_bars<DB: DrawingBackend>(b: &Bars, area: &DrawingArea<DB, Shift>) -> Dra
     let bars = b.bars.iter().enumerate().map(|(i, (_, v))| {
         Rectangle::new([(left(i), 0.0), (left(i) + wide, *v)], palette::BARS.filled())
     });
-    let legend = |color: RGBColor| {
-        move |(x, y): (i32, i32)| Rectangle::new([(x, y - 5), (x + 14, y + 5)], color.filled())
-    };
-    chart.draw_series(bars)?.label(b.bar_label.as_str()).legend(legend(palette::BARS));
-    if let Some((label, values)) = &b.beside {
+    chart.draw_series(bars)?;
+    if let Some((_, values)) = &b.beside {
         let bars = values.iter().enumerate().filter_map(|(i, v)| {
             let at = i as f64;
             v.map(|v| Rectangle::new([(at, 0.0), (at + wide, v)], palette::PEAK.filled()))
         });
-        chart.draw_series(bars)?.label(label.as_str()).legend(legend(palette::PEAK));
+        chart.draw_series(bars)?;
     }
     for (i, (_, v)) in b.bars.iter().enumerate() {
-        let text = Text::new(tick(*v), (left(i), v + top * 0.03), ("sans-serif", 13).into_font());
+        let text = Text::new(tick(*v), (left(i), v + top * 0.05), ("sans-serif", 13).into_font());
         chart.draw_series(std::iter::once(text))?;
     }
-    chart
-        .configure_series_labels()
-        .background_style(WHITE.mix(0.85))
-        .border_style(BLACK)
-        .position(SeriesLabelPosition::UpperRight)
-        .draw()?;
     Ok(())
 }
 

@@ -2,6 +2,7 @@
 //! report follows: TTFT and latency per row, TPOT under the chosen basis (the metrics' own
 //! `client_tokens` / `server_tokens`), the chunk gaps, each sample's span and both OSLs.
 
+use loadgen_coordinator::metrics::snapshot::streams_in_one_read;
 use loadgen_coordinator::metrics::tokens::{client_tokens, server_tokens};
 use loadgen_coordinator::metrics::{classify_usage, SampleTable, TokenCountSource, UsageClass};
 
@@ -21,6 +22,10 @@ pub struct RunSeries {
     /// completion).
     pub t0_ns: u64,
     pub end_ns: u64,
+    /// Streamed samples of two or more chunks, and those of them whose chunks all came in one
+    /// socket read (the report's `n_streams_multi_chunk` / `n_streams_in_one_read`).
+    pub streams_multi_chunk: u64,
+    pub streams_in_one_read: u64,
 }
 
 /// The series of `table` under `basis`; `tracking_start_ns` (0: unknown) starts the clock.
@@ -55,6 +60,7 @@ pub fn run_series(
     };
     if streaming {
         s.itl_ns = table.chunk_delta_ns().iter().map(|&g| g as f64).collect();
+        (s.streams_multi_chunk, s.streams_in_one_read) = streams_in_one_read(table);
     }
     for v in [&mut s.ttft_ns, &mut s.tpot_ns, &mut s.itl_ns, &mut s.latency_ns] {
         v.sort_unstable_by(f64::total_cmp);

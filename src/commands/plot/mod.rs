@@ -39,6 +39,7 @@ pub fn run(request: &PlotRequest) -> Result<i32, AppError> {
         streaming: run.streaming(),
         basis,
         has_tokenizer: replayed.has_tokenizer,
+        tokenizer_named: run.config.model_params.tokenizer_name.is_some(),
     };
     let tracking_start_ns = replayed.replayed.counters.tracking_start_ns;
     let series = data::run_series(
@@ -67,6 +68,9 @@ pub fn run(request: &PlotRequest) -> Result<i32, AppError> {
     accuracy(&run.dir, &mut plan);
     for note in &plan.skipped {
         eprintln!("note: skipped {note}");
+    }
+    for note in &plan.notes {
+        eprintln!("note: {note}");
     }
     let out = request.out.clone().unwrap_or_else(|| run.dir.join("plots"));
     write_all(&plan, &out, request.format)

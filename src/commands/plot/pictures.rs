@@ -4,8 +4,11 @@
 //! no issue lag outside Poisson, one token basis only) is never drawn empty: it is left out
 //! with a note that says why.
 
+use loadgen_coordinator::live::format::duration;
 use loadgen_coordinator::metrics::stats::lower_percentile_index;
 use loadgen_coordinator::metrics::TokenCountSource;
+
+use crate::report::ChunkBlocks;
 
 use super::bins::{self, HISTOGRAM_BINS};
 use super::chart::{palette, Bars, Distribution, Line, Picture, Scatter, Timeline};
@@ -14,11 +17,13 @@ use super::data::RunSeries;
 /// Points a scatter draws at most (evenly chosen from the samples).
 pub const SCATTER_POINTS: usize = 5_000;
 
-/// The pictures in the order they are written, each with its file stem, and the notes.
+/// The pictures in the order they are written, each with its file stem, and the notes: why a
+/// picture is left out (`skipped`) and what a drawn one does not show (`notes`).
 #[derive(Debug, Default)]
 pub struct Plan {
     pub pictures: Vec<(&'static str, Picture)>,
     pub skipped: Vec<String>,
+    pub notes: Vec<String>,
 }
 
 impl Plan {
@@ -28,6 +33,42 @@ impl Plan {
             Err(why) => self.skipped.push(format!("{name}: {why}")),
         }
     }
+
+    /// Adds `picture` with `note` (what it cannot show) on its caption and on stderr.
+    fn add_noted(
+        &mut self,
+        name: &'static str,
+        picture: Result<Picture, String>,
+        note: Option<&str>,
+    ) {
+        let picture = match (picture, note) {
+            (Ok(Picture::Distribution(mut d)), Some(note)) => {
+                d.caption_note = Some(note.to_string());
+                self.notes.push(format!("{name}: {note}"));
+                Ok(Picture::Distribution(d))
+            }
+            (picture, _) => picture,
+        };
+        self.add(name, picture);
+    }
+}
+
+/// What a chunk-timing picture of a run whose streams mostly came in one read cannot show
+/// (the report's rule, `ChunkBlocks::mostly_one_read`); `None` otherwise.
+fn one_read_hint(s: &RunSeries) -> Option<String> {
+    let chunks = ChunkBlocks {
+        itl: None,
+        chunks_per_sample: None,
+        n_streams_multi_chunk: s.streams_multi_chunk,
+        n_streams_in_one_read: s.streams_in_one_read,
+    };
+    chunks.mostly_one_read().then(|| {
+        format!(
+            "{} of {} streams came in one read: the endpoint (or a proxy) sent each whole, so \
+             this shows the client's reads, not the server's token pacing",
+            s.streams_in_one_read, s.streams_multi_chunk
+        )
+    })
 }
 
 /// What the run's files say beside the series.
@@ -35,7 +76,11 @@ impl Plan {
 pub struct RunFacts {
     pub streaming: bool,
     pub basis: TokenCountSource,
+    /// A client tokenizer is loaded here (the run's, or the model's from the local cache).
     pub has_tokenizer: bool,
+    /// config.yaml names a tokenizer (`tokenizer_name`): without one loaded here, it is one
+    /// this machine cannot load; without either, the run had none.
+    pub tokenizer_named: bool,
 }
 
 /// The distributions and the time series of `s`.
@@ -50,11 +95,12 @@ pub fn performance(s: &RunSeries, facts: RunFacts) -> Plan {
     };
     plan.add("ttft", ttft);
     let tpot_title = format!("TPOT: time per output token ({basis} basis)");
+    let one_read = one_read_hint(s);
     let tpot = match facts.streaming {
         false => Err(not_streamed.to_string()),
         true => distribution(&tpot_title, "TPOT", &s.tpot_ns).ok_or_else(|| tpot_missing(facts)),
     };
-    plan.add("tpot", tpot);
+    plan.add_noted("tpot", tpot, one_read.as_deref());
     let itl = match facts.streaming {
         false => Err(not_streamed.to_string()),
         true => {
@@ -64,7 +110,7 @@ pub fn performance(s: &RunSeries, facts: RunFacts) -> Plan {
             })
         }
     };
-    plan.add("itl", itl);
+    plan.add_noted("itl", itl, one_read.as_deref());
     let latency = distribution("Latency: issue to completion", "latency", &s.latency_ns);
     plan.add("latency", latency.ok_or_else(|| "no tracked sample completed".to_string()));
     if s.spans_ns.is_empty() {
@@ -79,9 +125,14 @@ pub fn performance(s: &RunSeries, facts: RunFacts) -> Plan {
 
 fn tpot_missing(facts: RunFacts) -> String {
     match facts.basis {
-        TokenCountSource::Client if !facts.has_tokenizer => {
+        TokenCountSource::Client if !facts.has_tokenizer && facts.tokenizer_named => {
             "the run's tokenizer cannot be loaded here, so there is no client TPOT; \
              --token-count-source server draws the server's"
+                .into()
+        }
+        TokenCountSource::Client if !facts.has_tokenizer => {
+            "the run had no client tokenizer (config.yaml names no tokenizer_name), so there \
+             is no client TPOT; --token-count-source server draws the server's"
                 .into()
         }
         TokenCountSource::Client => "no sample has text after its first chunk".into(),
@@ -121,7 +172,10 @@ pub fn distribution(title: &str, name: &str, sorted_ns: &[f64]) -> Option<Pictur
         marks: vec![("p50".into(), p50), ("p99".into(), p99)],
         hist,
         curve,
+        curve_ticks: bins::curve_ticks(n).into_iter().map(|t| t.0).collect(),
+        max,
         caption,
+        caption_note: None,
     }))
 }
 
@@ -185,15 +239,18 @@ pub fn issue_lag(s: &RunSeries, lags: &[(u64, u64)], target_qps: f64) -> Picture
     let edges = bins::second_edges(s.t0_ns, s.end_ns);
     let per = bins::lag_per_bucket(lags, &edges);
     let x = bucket_middles_s(&edges);
-    let line = |pick: fn((u64, u64)) -> u64| -> Vec<(f64, f64)> {
-        x.iter().zip(&per).filter_map(|(&x, b)| b.map(|b| (x, pick(b) as f64 / 1e3))).collect()
-    };
     let mut sorted: Vec<u64> = lags.iter().map(|l| l.1).collect();
     sorted.sort_unstable();
-    let at = |p: f64| sorted[lower_percentile_index(sorted.len(), p)] as f64 / 1e3;
+    // The axis's unit follows the largest lag drawn, so its ticks read as small numbers.
+    let (unit, per_unit) = bins::axis_time_unit(sorted.last().copied().unwrap_or(0) as f64);
+    let line = |pick: fn((u64, u64)) -> u64| -> Vec<(f64, f64)> {
+        let value = |b| pick(b) as f64 / per_unit;
+        x.iter().zip(&per).filter_map(|(&x, b)| b.map(|b| (x, value(b)))).collect()
+    };
+    let at = |p: f64| duration(sorted[lower_percentile_index(sorted.len(), p)]);
     Picture::Timeline(Timeline {
         title: "Poisson issue lag: issue time − scheduled time".into(),
-        y_label: "issue lag (µs)".into(),
+        y_label: format!("issue lag ({unit})"),
         seconds: span_s(&edges),
         lines: vec![
             Line {
@@ -208,7 +265,7 @@ pub fn issue_lag(s: &RunSeries, lags: &[(u64, u64)], target_qps: f64) -> Picture
             },
         ],
         caption: format!(
-            "{} samples at a target of {target_qps} qps: p50 {:.1} µs, p99 {:.1} µs, max {:.1} µs",
+            "{} samples at a target of {target_qps} qps: p50 {}, p99 {}, max {}",
             sorted.len(),
             at(50.0),
             at(99.0),
@@ -246,27 +303,45 @@ pub fn osl_scatter(s: &RunSeries) -> Result<Picture, String> {
     }))
 }
 
+/// The accuracy picture's caption: the average, how ROUGE is scaled when a dataset has it,
+/// and the axis's scale.
+fn accuracy_caption(average: Option<f64>, rouge: bool, full_scale: bool) -> String {
+    let mut parts = Vec::new();
+    if let Some(avg) = average {
+        parts.push(format!("average accuracy {avg:.4}"));
+    }
+    if rouge {
+        parts.push("ROUGE scores (written in percent) as fractions of 1".to_string());
+    }
+    if full_scale {
+        parts.push("the axis spans 0 to a perfect 1".to_string());
+    }
+    parts.join("; ")
+}
+
 /// The numeric scores of `accuracy/accuracy_results.json` (ROUGE entries give one bar per
 /// ROUGE key), and notes for entries without a number.
 pub fn accuracy(doc: &serde_json::Value) -> Result<(Picture, Vec<String>), String> {
     let entries = doc["accuracy_scores"].as_array().ok_or("it has no accuracy_scores list")?;
     let mut bars = Vec::new();
     let mut notes = Vec::new();
+    let mut rouge = false;
     for e in entries {
         let name = e["dataset_name"].as_str().unwrap_or("?");
         match &e["score"] {
             serde_json::Value::Number(v) => {
                 bars.push((name.to_string(), v.as_f64().unwrap_or(0.0)))
             }
-            serde_json::Value::Object(rouge) => {
+            serde_json::Value::Object(scores) => {
                 for key in ["rouge1", "rouge2", "rougeL", "rougeLsum"] {
-                    let value = rouge.get(key).and_then(|v| match v {
+                    let value = scores.get(key).and_then(|v| match v {
                         serde_json::Value::String(s) => s.parse::<f64>().ok(),
                         other => other.as_f64(),
                     });
                     // ROUGE is written in percent; the other scores are fractions.
                     if let Some(v) = value {
                         bars.push((format!("{name} {key}"), v / 100.0));
+                        rouge = true;
                     }
                 }
             }
@@ -276,17 +351,17 @@ pub fn accuracy(doc: &serde_json::Value) -> Result<(Picture, Vec<String>), Strin
     if bars.is_empty() {
         return Err("no dataset has a numeric score".into());
     }
-    let caption = match doc["average_accuracy"].as_f64() {
-        Some(avg) => format!("average accuracy {avg:.4}; ROUGE scores as fractions of 100"),
-        None => "ROUGE scores as fractions of 100".to_string(),
-    };
+    // A score is a fraction of a perfect 1: the axis shows the whole range, so 0.45 does not
+    // look near perfect beside 0.5. A score past 1 is no fraction: the axis fits it instead.
+    let full_scale = bars.iter().all(|b| (0.0..=1.0).contains(&b.1)).then_some(1.0);
     let picture = Picture::Bars(Bars {
         title: "Accuracy per dataset".into(),
         y_label: "score".into(),
+        caption: accuracy_caption(doc["average_accuracy"].as_f64(), rouge, full_scale.is_some()),
+        full_scale,
         bars,
         beside: None,
         bar_label: "score".into(),
-        caption,
     });
     Ok((picture, notes))
 }
@@ -296,7 +371,12 @@ mod tests {
     use super::*;
 
     fn facts(streaming: bool) -> RunFacts {
-        RunFacts { streaming, basis: TokenCountSource::Client, has_tokenizer: true }
+        RunFacts {
+            streaming,
+            basis: TokenCountSource::Client,
+            has_tokenizer: true,
+            tokenizer_named: true,
+        }
     }
 
     fn series() -> RunSeries {
@@ -362,5 +442,76 @@ mod tests {
         assert!(p.caption.starts_with("4000 of 12000 samples shown (one in 3)"), "{}", p.caption);
         assert!(p.caption.contains("mean client − server 1.00"), "{}", p.caption);
         assert!(osl_scatter(&RunSeries::default()).is_err());
+    }
+
+    #[test]
+    fn a_missing_client_tpot_says_whether_the_run_had_a_tokenizer() {
+        let cases = [
+            (true, true, "no sample has text after its first chunk"),
+            (false, true, "the run's tokenizer cannot be loaded here"),
+            (false, false, "the run had no client tokenizer (config.yaml names no tokenizer_name)"),
+        ];
+        for (has_tokenizer, tokenizer_named, want) in cases {
+            let f = RunFacts { has_tokenizer, tokenizer_named, ..facts(true) };
+            let plan = performance(&series(), f);
+            let tpot = plan.skipped.iter().find(|s| s.starts_with("tpot: ")).unwrap();
+            assert!(tpot.starts_with(&format!("tpot: {want}")), "{tpot}");
+        }
+    }
+
+    #[test]
+    fn chunk_pictures_of_streams_that_came_in_one_read_say_so_on_the_caption_and_stderr() {
+        let mut s = series();
+        s.tpot_ns = vec![1e3; 30];
+        s.itl_ns = vec![1e3; 30];
+        for (multi, one_read, noted) in
+            [(30, 30, true), (30, 16, true), (30, 15, false), (0, 0, false)]
+        {
+            (s.streams_multi_chunk, s.streams_in_one_read) = (multi, one_read);
+            let plan = performance(&s, facts(true));
+            for name in ["tpot", "itl"] {
+                let Some((_, Picture::Distribution(d))) =
+                    plan.pictures.iter().find(|p| p.0 == name)
+                else {
+                    panic!("{name} is drawn")
+                };
+                let want = format!("{one_read} of {multi} streams came in one read");
+                assert_eq!(d.caption_note.as_ref().is_some_and(|n| n.starts_with(&want)), noted);
+                let on_stderr =
+                    plan.notes.iter().any(|n| n.starts_with(&format!("{name}: {want}")));
+                assert_eq!(on_stderr, noted, "{:?}", plan.notes);
+            }
+        }
+    }
+
+    #[test]
+    fn issue_lag_takes_its_unit_from_its_largest_value() {
+        let s = series();
+        let cases: [(u64, &str); 3] = [(150_000, "µs"), (200_000_000, "ms"), (12_000_000_000, "s")];
+        for (max_ns, unit) in cases {
+            let lags: Vec<(u64, u64)> =
+                (0..30).map(|i| (i * 100_000_000, max_ns * (i + 1) / 30)).collect();
+            let Picture::Timeline(t) = issue_lag(&s, &lags, 10.0) else { panic!("a timeline") };
+            assert_eq!(t.y_label, format!("issue lag ({unit})"));
+            let top = t.lines.iter().flat_map(|l| l.points.iter().map(|p| p.1)).fold(0.0, f64::max);
+            assert!((1.0..1000.0).contains(&top), "{unit}: ticks read as small numbers: {top}");
+            assert!(t.caption.ends_with(&format!(" {unit}")), "{}", t.caption);
+        }
+    }
+
+    #[test]
+    fn accuracy_bars_span_a_perfect_score_and_name_rouge_only_when_a_dataset_has_it() {
+        let doc = serde_json::json!({"average_accuracy": 0.6, "accuracy_scores": [
+            {"dataset_name": "math", "score": 0.75}, {"dataset_name": "code", "score": 0.45}]});
+        let (Picture::Bars(b), _) = accuracy(&doc).unwrap() else { panic!("bars") };
+        assert_eq!(b.full_scale, Some(1.0));
+        assert!(!b.caption.contains("ROUGE"), "{}", b.caption);
+        let doc = serde_json::json!({"accuracy_scores": [
+            {"dataset_name": "sum", "score": {"rouge1": "50.0"}}]});
+        let (Picture::Bars(b), _) = accuracy(&doc).unwrap() else { panic!("bars") };
+        assert!(b.caption.contains("ROUGE scores"), "{}", b.caption);
+        let doc = serde_json::json!({"accuracy_scores": [{"dataset_name": "x", "score": 7.5}]});
+        let (Picture::Bars(b), _) = accuracy(&doc).unwrap() else { panic!("bars") };
+        assert_eq!(b.full_scale, None, "a score past 1 is no fraction: the axis fits it");
     }
 }
