@@ -287,9 +287,6 @@ mod tests {
 
     /// The lines `log` writes through `formatters` formatter threads.
     fn lines_with(formatters: usize, log: impl FnOnce(&mut EventLog)) -> String {
-        let dir = std::env::temp_dir().join(format!("events-test-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let path = dir.join(format!("{}.jsonl", next_file_number()));
         let prompts = vec![r#"["PromptData","hi",null,null,null,null,null,null]"#.to_string()];
         let spec = EventLogSpec {
             formatters,
@@ -297,6 +294,14 @@ mod tests {
             secrets: vec!["sk-abc".into()],
             ..EventLogSpec::default()
         };
+        lines_of(spec, log)
+    }
+
+    /// The lines `log` writes through a log made with `spec`.
+    fn lines_of(spec: EventLogSpec, log: impl FnOnce(&mut EventLog)) -> String {
+        let dir = std::env::temp_dir().join(format!("events-test-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join(format!("{}.jsonl", next_file_number()));
         let mut ev = EventLog::create(&path, spec).unwrap();
         log(&mut ev);
         ev.finish().unwrap();
@@ -366,16 +371,8 @@ mod tests {
 
     /// The lines `log` writes through one formatter, for a run of two or more endpoints.
     fn multi_endpoint_lines(log: impl FnOnce(&mut EventLog)) -> String {
-        let dir = std::env::temp_dir().join(format!("events-test-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let path = dir.join(format!("{}.jsonl", next_file_number()));
         let spec = EventLogSpec { formatters: 1, endpoint_field: true, ..EventLogSpec::default() };
-        let mut ev = EventLog::create(&path, spec).unwrap();
-        log(&mut ev);
-        ev.finish().unwrap();
-        let text = std::fs::read_to_string(&path).unwrap();
-        std::fs::remove_file(&path).unwrap();
-        text
+        lines_of(spec, log)
     }
 
     #[test]
