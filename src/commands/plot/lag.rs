@@ -3,8 +3,10 @@
 //!
 //! The scheduler draws its gaps from `PyRandom::new(scheduler_random_seed)` with
 //! `poisson_gap_ns`, sums them from its start, and issues sample `first + k` at offset `S_k`;
-//! events.jsonl names each sample by its id. So `issued_k − S_k` is the start plus the lag,
-//! and the start is what makes the largest of them the summary's `issue_lag.max_ns`. The
+//! events.jsonl names each sample by its id. The lag ends at the request's write (the issue
+//! stamp plus the `client_wait_ns` of the sample's `sample.complete` line), so with
+//! `written_k` that time, `written_k − S_k` is the start plus the lag, and the start is what
+//! makes the largest of them the summary's `issue_lag.max_ns`. The
 //! rebuild is kept only when the summary's count, p50 and p99 come out exactly; a log that is
 //! not the run's own (edited, the reference's uuid4 names) is said and skipped.
 
@@ -22,17 +24,25 @@ pub struct Schedule {
     pub target_qps: f64,
 }
 
-/// (sample id, issue time) of every tracked `sample.issued` line, from the log.
+/// (sample id, time its request was written) of every tracked `sample.issued` line, from the
+/// log: the issue stamp plus the sample's client wait (none: a request never written, or a
+/// log written before the wait was logged).
 pub fn tracked_issues(path: &std::path::Path) -> Result<Vec<(u128, u64)>, AppError> {
     let input = |e: std::io::Error| AppError::Input(format!("cannot read {}: {e}", path.display()));
     let reader = read::open(path).map_err(input)?;
     let mut tracking = false;
     let mut out = Vec::new();
+    let mut waits = std::collections::HashMap::new();
     read::for_each_event(reader, |event, _| {
         match event {
             Event::Session { kind: SessionKind::StartTracking, .. } => tracking = true,
             Event::Session { kind: SessionKind::StopTracking, .. } => tracking = false,
             Event::Issued { uuid, timestamp_ns, .. } if tracking => out.push((uuid, timestamp_ns)),
+            Event::Complete(c) => {
+                if let Some(wait) = c.client_wait_ns {
+                    waits.insert(c.uuid, wait);
+                }
+            }
             _ => {}
         }
         Ok(())
@@ -41,6 +51,9 @@ pub fn tracked_issues(path: &std::path::Path) -> Result<Vec<(u128, u64)>, AppErr
         read::ReadError::Io(e) => input(e),
         read::ReadError::Line(e) => AppError::Input(format!("{e} ({})", path.display())),
     })?;
+    for (uuid, at) in &mut out {
+        *at = at.saturating_add(waits.get(uuid).copied().unwrap_or(0));
+    }
     Ok(out)
 }
 
