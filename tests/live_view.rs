@@ -248,7 +248,10 @@ fn without_a_terminal_plain_progress_lines_go_to_stderr() {
         for part in parts.iter().chain(&["issue lag ", "TPS server", "ETA "]) {
             assert!(line.contains(part), "{part:?} not in {line:?}");
         }
-        let done = number_after(line, "performance").unwrap_or(0.0);
+        // The phase is `performance` while issuing and `stopping` once the drain begins.
+        let done = number_after(line, "performance")
+            .or_else(|| number_after(line, "stopping"))
+            .unwrap_or(0.0);
         assert!(done >= last, "completed counts only go up: {lines:#?}");
         last = done;
     }
