@@ -185,21 +185,35 @@ fn each_distribution_is_a_histogram_of_40_bars_and_a_200_point_percentile_curve(
     }
 }
 
-/// Pixel x of the p50 mark and the middle of the tallest bar of a distribution SVG.
-fn p50_mark_and_peak(doc: &roxmltree::Document<'_>) -> (f64, f64, f64) {
+/// Pixel facts of a distribution SVG: the x of the p50 mark, the middle of the tallest bar,
+/// the x where the bars' cumulative count reaches half of their total, and one bar's width.
+fn p50_mark_and_bars(doc: &roxmltree::Document<'_>) -> (f64, f64, f64, f64) {
     // The marks are drawn p50 first, then p99.
     let p50 = doc
         .descendants()
         .find(|n| n.has_tag_name("polyline") && n.attribute("stroke") == Some(GUIDE));
     let points = p50.and_then(|n| n.attribute("points")).expect("the p50 mark");
     let mark_x: f64 = points.split(',').next().unwrap().trim().parse().unwrap();
-    let bars =
-        doc.descendants().filter(|n| n.has_tag_name("rect") && n.attribute("fill") == Some(BARS));
     let num =
         |n: &roxmltree::Node<'_, '_>, a: &str| n.attribute(a).unwrap().parse::<f64>().unwrap();
-    let tallest = bars.max_by(|a, b| num(a, "height").total_cmp(&num(b, "height"))).unwrap();
-    let width = num(&tallest, "width");
-    (mark_x, num(&tallest, "x") + width / 2.0, width)
+    let mut bars: Vec<(f64, f64, f64)> = doc
+        .descendants()
+        .filter(|n| n.has_tag_name("rect") && n.attribute("fill") == Some(BARS))
+        .map(|n| (num(&n, "x"), num(&n, "width"), num(&n, "height")))
+        .collect();
+    bars.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let tallest = bars.iter().max_by(|a, b| a.2.total_cmp(&b.2)).unwrap();
+    let total: f64 = bars.iter().map(|b| b.2).sum();
+    let mut below = 0.0;
+    let mut half_x = f64::NAN;
+    for &(x, width, height) in &bars {
+        if below + height >= total / 2.0 {
+            half_x = x + width * (total / 2.0 - below) / height;
+            break;
+        }
+        below += height;
+    }
+    (mark_x, tallest.0 + tallest.1 / 2.0, half_x, tallest.1)
 }
 
 #[test]
@@ -212,9 +226,15 @@ fn the_ttft_histogram_peaks_at_the_stub_s_first_chunk_delay() {
         caption.split("p50 ").nth(1).and_then(|r| r.split(' ').next()).unwrap().parse().unwrap();
     assert!((p50 - TTFT_MS).abs() < TTFT_MS * 0.1, "TTFT p50 {p50} ms, the stub's {TTFT_MS} ms");
     assert!(caption.starts_with(&format!("n = {SAMPLES} ")), "{caption}");
-    // The tallest bar lies within a few bins of the p50 mark: the peak is the configured delay.
-    let (mark_x, peak_x, bin_px) = p50_mark_and_peak(&doc);
-    assert!((mark_x - peak_x).abs() <= 4.0 * bin_px, "peak at {peak_x}px, p50 at {mark_x}px");
+    // The bars are drawn where the values are: half of their count lies left of the p50 mark,
+    // to within a bin. The tallest bar, one draw of 200 from a 0.65 ms-bin lognormal, wanders a
+    // few bins either side of the mode, so it is held only to the body (about 1.7 sigma).
+    let (mark_x, peak_x, half_x, bin_px) = p50_mark_and_bars(&doc);
+    assert!(
+        (mark_x - half_x).abs() <= 1.5 * bin_px,
+        "half the bars end at {half_x}px, p50 at {mark_x}px"
+    );
+    assert!((mark_x - peak_x).abs() <= 8.0 * bin_px, "peak at {peak_x}px, p50 at {mark_x}px");
 }
 
 #[test]
