@@ -248,9 +248,9 @@ fn without_a_terminal_plain_progress_lines_go_to_stderr() {
         for part in parts.iter().chain(&["issue lag ", "TPS server", "ETA "]) {
             assert!(line.contains(part), "{part:?} not in {line:?}");
         }
-        // The phase is `performance` while issuing and `stopping` once the drain begins.
+        // The phase is `performance` while issuing and `draining` once the drain begins.
         let done = number_after(line, "performance")
-            .or_else(|| number_after(line, "stopping"))
+            .or_else(|| number_after(line, "draining"))
             .unwrap_or(0.0);
         assert!(done >= last, "completed counts only go up: {lines:#?}");
         last = done;
@@ -295,4 +295,44 @@ fn client_tokens_counted_after_the_run_show_as_deferred_in_progress_lines_not_as
     }
     // After the run the tokenizer has counted: the summary has the client figures.
     assert!(summary(&dir)["tps"].as_f64().is_some_and(|t| t > 0.0));
+}
+
+/// Issue 25, item 17: a closed loop hands its samples to the worker ahead of its connections;
+/// the view counts only what is on the wire as in flight, shows the rest as queued, and says
+/// `performance` (not a drain) while samples still wait to be sent.
+#[test]
+fn a_closed_loop_shows_its_concurrency_in_flight_and_its_phase_until_the_queue_empties() {
+    let server = stub(StubKind::Variable, |c| {
+        c.variable.first_chunk_latency_s = 0.05;
+        c.variable.first_chunk_spread = 0.0;
+        c.variable.output_len_mean = 8.0;
+        // The first-chunk delay applies to a paced stream only.
+        c.variable.inter_token_latency_ms = 1.0;
+    });
+    let dir = report_dir("live-closed-loop");
+    let out = bin()
+        .env("LLM_LOADGEN_PROGRESS_INTERVAL_MS", "100")
+        .args(["benchmark", "online", "--endpoints", &server.url(), "--model", "live-model"])
+        .args(["--dataset", &dataset(), "--load-pattern", "concurrency", "--concurrency", "2"])
+        .args(["--num-samples", "60", "--workers", "1", "--streaming", "on", "--report-dir"])
+        .arg(&dir)
+        .output()
+        .expect("the binary runs");
+    show(&out);
+    assert!(out.status.success());
+    let lines = progress_lines(&out.stderr);
+    assert!(lines.len() >= 2, "30 rounds of 50 ms give several lines: {lines:#?}");
+    for line in &lines {
+        let in_flight = number_after(line, "in flight").expect("in flight");
+        assert!(in_flight <= 2.0, "more in flight than the concurrency: {line:?}");
+        assert!(!line.contains("stopping"), "a run that completes never stops: {line:?}");
+        let phases = ["starting", "performance", "draining"];
+        let done = phases.iter().find_map(|p| number_after(line, &format!("progress: {p}")));
+        let done = done.unwrap_or_else(|| panic!("a phase and a count: {line:?}"));
+        let queued = number_after(line, "queued").unwrap_or(0.0);
+        // Samples still queued in the worker: the performance phase goes on, no drain yet.
+        assert!(queued == 0.0 || line.contains("performance"), "{line:?}");
+        assert!(done + in_flight + queued <= 60.0, "{line:?}");
+    }
+    assert!(lines.iter().any(|l| l.contains("queued")), "{lines:#?}");
 }

@@ -264,7 +264,8 @@ pub fn run(mut input: AggregatorInput) -> AggregatorOutput {
     let mut consumers = std::mem::take(&mut input.consumers);
     let (bell, status) = (input.doorbell.clone(), input.status.clone());
     let board = Arc::new(Board::default());
-    let view = View::start(input.live.clone(), board.clone(), input.shared.clone());
+    let wires = input.in_flight.iter().flatten().cloned().collect();
+    let view = View::start(input.live.clone(), board.clone(), input.shared.clone(), wires);
     let live = LiveStats::new(input.live.enabled(), board);
     let mut st = State::new(input, consumers.len(), live);
     let mut lp = Loop {
@@ -406,7 +407,7 @@ impl State {
         while let Some(msg) = early.take().or_else(|| self.control.try_recv().ok()) {
             match msg {
                 Control::Finish { log, deadline } => {
-                    self.live.set_phase(Phase::Stopping);
+                    self.live.set_phase(Phase::Draining);
                     self.issue_log = Some(log);
                     lp.deadline = Some(deadline);
                 }

@@ -3,7 +3,7 @@
 
 use loadgen_worker::wire::FailureKind;
 
-use super::stats::{Quantiles, Snapshot};
+use super::stats::{Phase, Quantiles, Snapshot};
 
 /// Snapshots the view keeps for "QPS now": enough to span the last second at 4 a second.
 pub const RATE_HISTORY: usize = 8;
@@ -55,9 +55,15 @@ impl RunFacts {
 /// The figures both views show, computed once per draw.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Figures {
+    /// The phase as the run is living it (`shown_phase`).
+    pub phase: Phase,
     pub qps_now: f64,
     pub qps_overall: f64,
+    /// Requests on the wire: written and not yet answered.
     pub in_flight: u64,
+    /// Samples handed to a worker that it has not written yet (a closed loop's queue, or a full
+    /// pool's backlog).
+    pub queued: u64,
     pub lag: Option<Quantiles>,
     pub eta_ns: Option<u64>,
     pub tps_server: f64,
@@ -178,23 +184,36 @@ fn rate(r: f64) -> String {
     count(r.round() as u64)
 }
 
+/// The phase to show: a drain whose samples still wait in the workers' queues is still the
+/// phase that issued them (a closed loop hands its last samples over long before it sends them).
+pub fn shown_phase(snap: &Snapshot, queued: u64) -> Phase {
+    if snap.phase == Phase::Draining && queued > 0 {
+        snap.issuing_phase
+    } else {
+        snap.phase
+    }
+}
+
+/// "in flight N", with ", queued M" when samples wait in a worker.
+fn in_flight(f: &Figures) -> String {
+    match f.queued {
+        0 => format!("in flight {}", count(f.in_flight)),
+        q => format!("in flight {}, queued {}", count(f.in_flight), count(q)),
+    }
+}
+
 /// The terminal view's header: tool, model, endpoint, phase.
-pub fn header(facts: &RunFacts, snap: &Snapshot) -> String {
-    format!(
-        "llm-loadgen  {}  model {}  endpoint {}",
-        snap.phase.as_str(),
-        facts.model,
-        facts.endpoint
-    )
+pub fn header(facts: &RunFacts, f: &Figures) -> String {
+    format!("llm-loadgen  {}  model {}  endpoint {}", f.phase.as_str(), facts.model, facts.endpoint)
 }
 
 /// The terminal view's text below its bar, one line per group.
 pub fn detail_lines(facts: &RunFacts, snap: &Snapshot, f: &Figures) -> Vec<String> {
     let mut lines = vec![format!(
-        "QPS now {}  overall {}   in flight {}   failed {}",
+        "QPS now {}  overall {}   {}   failed {}",
         rate(f.qps_now),
         rate(f.qps_overall),
-        count(f.in_flight),
+        in_flight(f),
         failures(snap)
     )];
     if facts.streaming {
@@ -241,14 +260,14 @@ pub fn plain_line(facts: &RunFacts, snap: &Snapshot, f: &Figures) -> String {
         snap.completed as f64 * 100.0 / facts.expected as f64
     };
     let mut line = format!(
-        "progress: {} {}/{} ({pct:.0}%), failed {}, QPS now {} overall {}, in flight {}",
-        snap.phase.as_str(),
+        "progress: {} {}/{} ({pct:.0}%), failed {}, QPS now {} overall {}, {}",
+        f.phase.as_str(),
         snap.completed,
         facts.expected,
         failures(snap),
         rate(f.qps_now),
         rate(f.qps_overall),
-        f.in_flight
+        in_flight(f)
     );
     if facts.streaming {
         line.push_str(&format!(
@@ -368,6 +387,32 @@ mod tests {
         let counted = RunFacts { client_tokens: true, ..facts.clone() };
         let f = Figures { tps_client: 41.0, ..f };
         assert!(plain_line(&counted, &snap, &f).contains("client 41"), "with a tokenizer");
+    }
+
+    #[test]
+    fn a_drain_with_samples_queued_in_a_worker_is_still_the_phase_that_issued_them() {
+        // A closed loop of 2 hands all 30 samples over at once: 2 on the wire, 28 queued.
+        let snap = Snapshot {
+            phase: Phase::Draining,
+            issuing_phase: Phase::Performance,
+            ..Snapshot::default()
+        };
+        assert_eq!(shown_phase(&snap, 28), Phase::Performance);
+        assert_eq!(shown_phase(&snap, 0), Phase::Draining, "all on the wire: the drain");
+        let stopping = Snapshot { phase: Phase::Stopping, ..snap };
+        assert_eq!(shown_phase(&stopping, 28), Phase::Stopping, "a cap or interrupt stops");
+        let facts = RunFacts { expected: 30, ..RunFacts::default() };
+        let f = Figures {
+            phase: shown_phase(&snap, 28),
+            in_flight: 2,
+            queued: 28,
+            ..Figures::default()
+        };
+        let line = plain_line(&facts, &snap, &f);
+        assert!(line.starts_with("progress: performance 0/30"), "{line}");
+        assert!(line.contains("in flight 2, queued 28"), "{line}");
+        assert!(detail_lines(&facts, &snap, &f)[0].contains("in flight 2, queued 28"));
+        assert!(header(&facts, &f).contains("  performance  "));
     }
 
     #[test]

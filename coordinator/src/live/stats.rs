@@ -29,7 +29,9 @@ pub enum Phase {
     WarmUp,
     Performance,
     Accuracy,
-    /// Issuing is over: the drain, or the stop after a cap or an interrupt.
+    /// Every sample was handed to the workers: waiting for their answers.
+    Draining,
+    /// A cap, an interrupt or a failure ended the run: what is in flight is abandoned.
     Stopping,
 }
 
@@ -40,6 +42,7 @@ impl Phase {
             Phase::WarmUp => "warm-up",
             Phase::Performance => "performance",
             Phase::Accuracy => "accuracy",
+            Phase::Draining => "draining",
             Phase::Stopping => "stopping",
         }
     }
@@ -59,6 +62,9 @@ pub struct Snapshot {
     /// 0 until performance tracking starts.
     pub tracking_start_ns: u64,
     pub phase: Phase,
+    /// The last phase that issued samples (warm-up, performance or accuracy): what the run is
+    /// still doing while a drain's samples wait in the workers' queues.
+    pub issuing_phase: Phase,
     /// Tracked samples answered, failures included.
     pub completed: u64,
     pub failed: u64,
@@ -211,6 +217,9 @@ impl LiveStats {
         let rank = |p: Phase| p as u8;
         if rank(phase) > rank(self.snap.phase) {
             self.snap.phase = phase;
+            if matches!(phase, Phase::WarmUp | Phase::Performance | Phase::Accuracy) {
+                self.snap.issuing_phase = phase;
+            }
             // The view shows a new phase at its next draw, not up to 250 ms later.
             self.next_publish_ns = 0;
         }

@@ -16,6 +16,7 @@ use super::stats::{Board, Quantiles, Snapshot};
 use super::term::{terminal_width, LineTerm};
 use super::{LiveSpec, ViewMode, DRAW_EVERY};
 use crate::aggregate::Shared;
+use loadgen_worker::wire::InFlightTable;
 
 /// How long `View::finish` waits for the view to clear its lines: a terminal that stopped
 /// reading (Ctrl-S, a paused pane) must not hold the end of the run.
@@ -32,7 +33,13 @@ pub struct View {
 impl View {
     /// Starts the view thread (none when the spec is off, or the thread cannot start: the run
     /// goes on without a view).
-    pub fn start(spec: LiveSpec, board: Arc<Board>, shared: Arc<Shared>) -> Option<View> {
+    /// `wires` are the workers' in-flight tables: what each has on the wire now.
+    pub fn start(
+        spec: LiveSpec,
+        board: Arc<Board>,
+        shared: Arc<Shared>,
+        wires: Vec<InFlightTable>,
+    ) -> Option<View> {
         if !spec.enabled() {
             return None;
         }
@@ -41,7 +48,7 @@ impl View {
         let handle = std::thread::Builder::new()
             .name("live-view".into())
             .spawn(move || {
-                draw_loop(&spec, &board, &shared, &stop_rx);
+                draw_loop(&spec, &board, &Counts { shared, wires }, &stop_rx);
                 // Its CPU over the run, for `-v`'s per-thread lines: the view's own cost.
                 crate::thread_cpu::note("live-view", crate::thread_cpu::thread_cpu_ns());
                 drop(done_tx);
@@ -60,8 +67,31 @@ impl View {
     }
 }
 
+/// Where the view reads what the run is doing: the scheduler's counters and the workers'
+/// in-flight tables.
+struct Counts {
+    shared: Arc<Shared>,
+    wires: Vec<InFlightTable>,
+}
+
+impl Counts {
+    /// (requests on the wire, samples handed to a worker and not yet written). Samples a closed
+    /// loop or a full pool queues in a worker are not in flight: the server has not seen them.
+    fn in_flight_and_queued(&self) -> (u64, u64) {
+        let unanswered = self.shared.in_flight();
+        if self.wires.is_empty() {
+            return (unanswered, 0);
+        }
+        let on_wire: u64 = self.wires.iter().map(InFlightTable::on_wire_count).sum();
+        // The tables and the counters are read a moment apart: the wire never shows more than
+        // is unanswered.
+        let on_wire = on_wire.min(unanswered);
+        (on_wire, unanswered - on_wire)
+    }
+}
+
 /// Redraws every `DRAW_EVERY` until the sender is dropped.
-fn draw_loop(spec: &LiveSpec, board: &Board, shared: &Shared, stop: &Receiver<()>) {
+fn draw_loop(spec: &LiveSpec, board: &Board, counts: &Counts, stop: &Receiver<()>) {
     let mut history: VecDeque<(u64, u64)> = VecDeque::with_capacity(RATE_HISTORY);
     let mut term =
         (spec.mode == ViewMode::Terminal).then(|| TermView::new(&spec.facts, spec.color));
@@ -75,7 +105,7 @@ fn draw_loop(spec: &LiveSpec, board: &Board, shared: &Shared, stop: &Receiver<()
             }
             history.push_back((snap.at_ns, snap.completed));
         }
-        let f = figures(&spec.facts, &snap, history.make_contiguous(), shared);
+        let f = figures(&spec.facts, &snap, history.make_contiguous(), counts);
         match &mut term {
             Some(view) => view.draw(&spec.facts, &snap, &f),
             None if last_line.elapsed() >= spec.plain_interval => {
@@ -96,17 +126,20 @@ fn lag_quantiles(lag: &LiveLag) -> Option<Quantiles> {
 
 /// The figures of one draw, from the snapshot, its history and the counters shared with the
 /// scheduler (in flight, issue lag).
-fn figures(facts: &RunFacts, snap: &Snapshot, history: &[(u64, u64)], shared: &Shared) -> Figures {
+fn figures(facts: &RunFacts, snap: &Snapshot, history: &[(u64, u64)], counts: &Counts) -> Figures {
     let elapsed_ns = format::tracked_ns(snap);
     let qps_now = format::qps_now(history);
     let qps_overall = format::per_second(snap.completed, elapsed_ns);
     let left = facts.expected.saturating_sub(snap.completed);
     let started = snap.tracking_start_ns != 0;
+    let (in_flight, queued) = counts.in_flight_and_queued();
     Figures {
+        phase: format::shown_phase(snap, queued),
         qps_now,
         qps_overall,
-        in_flight: shared.in_flight(),
-        lag: lag_quantiles(&shared.issue_lag),
+        in_flight,
+        queued,
+        lag: lag_quantiles(&counts.shared.issue_lag),
         eta_ns: started
             .then(|| format::eta_ns(left, qps_now, qps_overall, elapsed_ns, facts.cap_ns))
             .flatten(),
@@ -165,7 +198,7 @@ impl TermView {
         );
         // indicatif draws one column short of the edge (`LineTerm`).
         let columns = width - 1;
-        let header = format::fit(&format::header(facts, snap), columns);
+        let header = format::fit(&format::header(facts, f), columns);
         self.drawn.clear();
         if self.blank_above {
             self.drawn.push(0);

@@ -51,6 +51,12 @@ impl InFlightTable {
         self.entry(slot).store(0, Ordering::Release);
     }
 
+    /// How many slots have a request on the wire now (the live view's "in flight", read while
+    /// the worker runs: a count of `Acquire` loads, no lock).
+    pub fn on_wire_count(&self) -> u64 {
+        (0..self.slots).filter(|&s| self.entry(s).load(Ordering::Acquire) != 0).count() as u64
+    }
+
     /// The sample ids on the wire now, one per busy slot (read once the worker has ended).
     pub fn sent(&self) -> Vec<u64> {
         (0..self.slots)
@@ -75,6 +81,9 @@ mod tests {
         assert_eq!(t.sent(), vec![0, 41]);
         t.clear(1);
         assert_eq!(t.sent(), vec![41]);
+        assert_eq!(t.on_wire_count(), 1);
+        t.set(0, 0);
+        assert_eq!(t.on_wire_count(), 2, "sample 0 is stored as 1, not as an empty slot");
     }
 
     #[test]
