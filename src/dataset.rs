@@ -4,10 +4,12 @@
 //! synthetic dataset.
 
 mod arrow_folder;
+mod column_names;
 mod columnar;
 mod csv_file;
 #[cfg(test)]
 mod format_tests;
+mod ipc_framing;
 mod numpy_random;
 mod parquet_file;
 mod predefined;
@@ -19,6 +21,7 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 
 use crate::yaml::lax;
+use column_names::{ColumnNames, KeysInto};
 use serde_json::{Map, Value};
 
 use crate::error::AppError;
@@ -310,6 +313,11 @@ pub const PROMPT_BYTES_MAX: usize = 4 << 20;
 /// and the other columns. A longer line is refused without being held in memory.
 pub const LINE_BYTES_MAX: usize = 3 * PROMPT_BYTES_MAX;
 
+/// The most columns a dataset file may have (for JSON Lines and JSON, the keys of all rows
+/// together). Prompt datasets have tens; the bound keeps a hostile file's column bookkeeping
+/// and its error messages small (docs/CLI.md, Datasets).
+pub const DATASET_COLUMNS_MAX: usize = 10_000;
+
 pub use predefined::predefined_refusals;
 
 /// Loads a dataset entry: reads the file, applies the column mapping, builds the rows.
@@ -399,6 +407,9 @@ fn read_records(spec: &DatasetSpec, limit: usize) -> Result<Vec<Map<String, Valu
         Format::Arrow => arrow_folder::arrow_records(spec, limit)?,
     };
     records.truncate(limit);
+    for record in &records {
+        column_names::check_column_count(&spec.path, record.len())?;
+    }
     Ok(records)
 }
 
@@ -500,7 +511,8 @@ fn records_to_rows(
         return Err(AppError::Input(format!("dataset {} has no rows", spec.path)));
     }
     records.truncate(limit);
-    let mapping = column_mapping(spec, &column_names(records.iter().map(|r| r.keys())))?;
+    let mapping =
+        column_mapping(spec, &column_names(records.iter().map(|r| r.keys()), &spec.path)?)?;
     records
         .into_iter()
         .enumerate()
@@ -511,24 +523,22 @@ fn records_to_rows(
 /// JSON Lines in two passes, so that only the finished rows are ever held: the first
 /// reads just the keys (for the column mapping), the second builds each row from its line.
 fn jsonl_rows(spec: &DatasetSpec, limit: usize) -> Result<Vec<Row>, AppError> {
+    use serde::de::DeserializeSeed as _;
     let path = &spec.path;
-    let mut columns: Vec<String> = Vec::new();
+    let mut columns = ColumnNames::default();
     let mut any_row = false;
     for_each_line(spec, limit, |line_no, line| {
-        let keys: BTreeMap<String, serde::de::IgnoredAny> = serde_json::from_str(line)
-            .map_err(|e| AppError::Input(format!("dataset {path} line {line_no}: {e}")))?;
-        for key in keys.into_keys() {
-            if !columns.contains(&key) {
-                columns.push(key);
-            }
-        }
+        let mut de = serde_json::Deserializer::from_str(line);
+        let keys = KeysInto(&mut columns).deserialize(&mut de).and_then(|()| de.end());
+        column_names::check_column_count(path, columns.len())?;
+        keys.map_err(|e| AppError::Input(format!("dataset {path} line {line_no}: {e}")))?;
         any_row = true;
         Ok(())
     })?;
     if !any_row {
         return Err(AppError::Input(format!("dataset {path} has no rows")));
     }
-    let mapping = column_mapping(spec, &columns)?;
+    let mapping = column_mapping(spec, &columns.into_vec())?;
     let mut rows = Vec::new();
     for_each_line(spec, limit, |line_no, line| {
         let record: Map<String, Value> = serde_json::from_str(line)
@@ -626,21 +636,21 @@ fn columns_to_records(
     Ok(out)
 }
 
-/// Every column name, in order of first appearance.
-fn column_names<'a, I, K>(rows: I) -> Vec<String>
+/// Every column name, in order of first appearance; more than `DATASET_COLUMNS_MAX` is
+/// refused.
+fn column_names<'a, I, K>(rows: I, path: &str) -> Result<Vec<String>, AppError>
 where
     I: IntoIterator<Item = K>,
     K: IntoIterator<Item = &'a String>,
 {
-    let mut names: Vec<String> = Vec::new();
+    let mut names = ColumnNames::default();
     for keys in rows {
         for key in keys {
-            if !names.iter().any(|n| n == key) {
-                names.push(key.clone());
-            }
+            names.insert(key);
         }
+        column_names::check_column_count(path, names.len())?;
     }
-    names
+    Ok(names.into_vec())
 }
 
 /// Where each row field comes from after the user's remap and the automatic aliases.
@@ -666,6 +676,7 @@ impl ColumnMapping {
 }
 
 fn column_mapping(spec: &DatasetSpec, columns: &[String]) -> Result<ColumnMapping, AppError> {
+    column_names::check_column_count(&spec.path, columns.len())?;
     let has = |c: &str| columns.iter().any(|n| n == c);
     let listed = columns.join(", ");
     let parser = spec.parser.clone().unwrap_or_default();

@@ -61,6 +61,7 @@ pub(super) fn batches_to_records(
     for batch in batches {
         let batch = batch?;
         let schema = batch.schema();
+        super::column_names::check_column_count(path, schema.fields().len())?;
         for i in 0..batch.num_rows() {
             if records.len() >= limit {
                 return Ok(records);

@@ -16,6 +16,7 @@ pub(super) fn parse_csv(text: &str, path: &str) -> Result<Vec<Map<String, Value>
         csv::ReaderBuilder::new().has_headers(true).flexible(true).from_reader(text.as_bytes());
     let bad = |e: csv::Error| AppError::Input(format!("dataset {path}: {e}"));
     let header: Vec<String> = reader.headers().map_err(bad)?.iter().map(str::to_string).collect();
+    super::column_names::check_column_count(path, header.len())?;
     let mut out = Vec::new();
     for (i, record) in reader.records().enumerate() {
         let record = record.map_err(bad)?;

@@ -233,6 +233,27 @@ fn dictionary_large_and_binary_columns_read_as_their_plain_forms() {
     }
 }
 
+/// The file form (`ARROW1` … footer) is read as the stream it holds: the same rows as the
+/// stream form, dictionaries and several batches included.
+#[test]
+fn an_arrow_file_in_file_form_reads_as_its_stream_form() {
+    let dir = Scratch::new("fileform");
+    let jsonl = dir.file("rows.jsonl");
+    std::fs::write(&jsonl, ROWS_ENCODED).unwrap();
+    let mut want = load_dataset(&jsonl).unwrap().rows;
+    want.extend(want.clone());
+    let batch = encoded_batch(false);
+    let path = dir.file("rows.arrow");
+    let file = std::fs::File::create(&path).unwrap();
+    let mut w = arrow_ipc::writer::FileWriter::try_new(file, &batch.schema()).unwrap();
+    w.write(&batch).unwrap();
+    w.write(&batch).unwrap();
+    w.finish().unwrap();
+    assert!(std::fs::read(&path).unwrap().starts_with(b"ARROW1"));
+    let rows = load_dataset(&format!("{path},format=arrow")).unwrap().rows;
+    assert_eq!(rows, want);
+}
+
 #[test]
 fn samples_stop_reading_across_batches_and_arrow_files() {
     let dir = Scratch::new("samples");

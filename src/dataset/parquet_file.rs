@@ -2,6 +2,7 @@
 
 use ::parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use ::parquet::arrow::ProjectionMask;
+use ::parquet::file::metadata::ParquetMetaData;
 
 use super::columnar::{batches_to_records, batches_to_rows};
 use super::{column_mapping, open_dataset, DatasetSpec, Row};
@@ -17,7 +18,7 @@ pub(super) fn parquet_rows(spec: &DatasetSpec, limit: usize) -> Result<Vec<Row>,
     let bad = |e: ::parquet::errors::ParquetError| {
         AppError::Input(format!("dataset {path}: not a readable Parquet file: {e}"))
     };
-    let builder = ParquetRecordBatchReaderBuilder::try_new(open_dataset(spec)?).map_err(bad)?;
+    let builder = checked_builder(spec)?;
     let columns: Vec<String> = builder.schema().fields().iter().map(|f| f.name().clone()).collect();
     // Decode only the columns the mapping reads: other columns (answers, metadata) can be
     // most of a file's bytes.
@@ -50,8 +51,7 @@ pub(super) fn parquet_records(
     let bad = |e: ::parquet::errors::ParquetError| {
         AppError::Input(format!("dataset {path}: not a readable Parquet file: {e}"))
     };
-    let reader = ParquetRecordBatchReaderBuilder::try_new(open_dataset(spec)?)
-        .map_err(bad)?
+    let reader = checked_builder(spec)?
         .with_batch_size(BATCH_ROWS.min(limit.max(1)))
         .with_limit(limit)
         .build()
@@ -60,4 +60,49 @@ pub(super) fn parquet_records(
         b.map_err(|e| AppError::Input(format!("dataset {path}: cannot decode Parquet data: {e}")))
     });
     batches_to_records(path, batches, limit)
+}
+
+/// The reader of a Parquet file whose every column chunk lies inside the file. The `parquet`
+/// crate checks the footer's length against the file and each page against its chunk, but
+/// not the chunks themselves: a chunk claiming more bytes than the file has lets a page claim
+/// them too, and a negative one panicked.
+fn checked_builder(
+    spec: &DatasetSpec,
+) -> Result<ParquetRecordBatchReaderBuilder<std::fs::File>, AppError> {
+    let path = &spec.path;
+    let file = open_dataset(spec)?;
+    let file_bytes = file
+        .metadata()
+        .map_err(|e| AppError::Setup(format!("cannot read dataset {path}: {e}")))?
+        .len();
+    let builder = ParquetRecordBatchReaderBuilder::try_new(file).map_err(|e| {
+        AppError::Input(format!("dataset {path}: not a readable Parquet file: {e}"))
+    })?;
+    chunks_inside(builder.metadata(), file_bytes).map_err(|what| {
+        AppError::Input(format!("dataset {path}: not a readable Parquet file: {what}"))
+    })?;
+    Ok(builder)
+}
+
+/// Every column chunk's bytes (from its dictionary page, else its first data page, for its
+/// compressed size) lie inside a file of `file_bytes`.
+fn chunks_inside(metadata: &ParquetMetaData, file_bytes: u64) -> Result<(), String> {
+    for (g, group) in metadata.row_groups().iter().enumerate() {
+        for chunk in group.columns() {
+            let start = chunk.dictionary_page_offset().unwrap_or(chunk.data_page_offset());
+            let bytes = chunk.compressed_size();
+            let end = u64::try_from(start)
+                .ok()
+                .zip(u64::try_from(bytes).ok())
+                .and_then(|(s, n)| s.checked_add(n));
+            if end.is_none_or(|end| end > file_bytes) {
+                return Err(format!(
+                    "row group {g} column {:?} claims {bytes} bytes at byte {start}, past the \
+                     end of the file ({file_bytes} bytes)",
+                    chunk.column_path().string()
+                ));
+            }
+        }
+    }
+    Ok(())
 }
