@@ -234,3 +234,40 @@ fn compare_shows_each_run_s_load_pattern_and_target() {
     let bad = run_with_pattern("bad-pattern", serde_json::json!({"type": 3}));
     assert_refused(&bad, "`run_config.load_pattern.type` is 3, not a string");
 }
+
+#[test]
+fn compare_keeps_every_column_apart_however_large_its_values() {
+    let mut huge = fixture(RUNS[0]);
+    huge["qps"] = serde_json::json!(1e15);
+    huge["tps"] = serde_json::json!(1e15);
+    huge["n_samples_completed"] = serde_json::json!(u64::MAX);
+    huge["duration_ns"] = serde_json::json!(u64::MAX);
+    let dir = run_with_summary("huge", &huge.to_string()).display().to_string();
+    let out = compare(&[RUNS[0], &dir, &dir]);
+    assert_eq!(out.status.code(), Some(0));
+    let table = String::from_utf8_lossy(&out.stdout);
+    let row = |label: &str| {
+        let line = table.lines().find(|l| l.starts_with(label));
+        let line = line.unwrap_or_else(|| panic!("{label}: {table}"));
+        line[label.len()..].split_whitespace().map(str::to_string).collect::<Vec<_>>()
+    };
+    let big_qps = "1000000000000000.00";
+    let ratio = format!("{:.3}x", 1e15 / fixture(RUNS[0])["qps"].as_f64().unwrap());
+    assert_eq!(row("QPS"), ["3038.78", big_qps, &ratio, big_qps, &ratio], "{table}");
+    let count = "18446744073709551616";
+    let ratio = format!("{:.3}x", u64::MAX as f64 / 200.0);
+    assert_eq!(row("Samples completed"), ["200", count, &ratio, count, &ratio], "{table}");
+    let seconds = format!("{:.3}", u64::MAX as f64 / 1e9);
+    assert_eq!(row("Duration (s)")[1], seconds, "{table}");
+    // The header's labels end where their columns end: over the cells, not beside them.
+    let header = table.lines().find(|l| l.ends_with("[3]/[1]")).unwrap();
+    let qps = table.lines().find(|l| l.starts_with("QPS")).unwrap();
+    let ends = |line: &str| -> Vec<usize> {
+        let mut ends: Vec<usize> = line.match_indices(' ').map(|(i, _)| i).collect();
+        ends.retain(|&i| i > 0 && line.as_bytes()[i - 1] != b' ');
+        ends.push(line.len());
+        ends
+    };
+    let header_ends = ends(header);
+    assert!(header_ends.iter().all(|e| ends(qps).contains(e)), "columns line up:\n{table}");
+}

@@ -105,13 +105,13 @@ fn events(spec: &ShardSpec) -> String {
     lines.into_iter().map(|(_, l)| l + "\n").collect()
 }
 
-const CONFIG: &str = "type: offline\nmodel_params:\n  name: no-such-tokenizer-here\n  streaming: 'on'\nendpoint_config:\n  endpoints:\n  - http://127.0.0.1:9\nsettings:\n  runtime:\n    n_samples_to_issue: 66\n";
+const CONFIG: &str = "type: offline\nmodel_params:\n  name: no-such-tokenizer-here\n  streaming: 'on'\nendpoint_config:\n  endpoints:\n  - http://127.0.0.1:9\nsettings:\n  runtime:\n    n_samples_to_issue: 67\n";
 
 fn shard_json(spec: &ShardSpec, plan_hash: &str) -> serde_json::Value {
     let n = spec.samples.len() as u64;
     serde_json::json!({
         "format": 1, "index": spec.index, "count": spec.count, "origin": "--shard",
-        "plan_hash": plan_hash, "plan_samples": 66, "plan_warmup_samples": 0,
+        "plan_hash": plan_hash, "plan_samples": 67, "plan_warmup_samples": 0,
         "samples": n, "warmup_samples": 0,
         "sample_ids": {"local_first": 0, "global_first": 0, "stride": spec.count, "offset": spec.index},
         "seeds": {"scheduler_random_seed": 42, "shard_scheduler_seed": null,
@@ -155,16 +155,16 @@ fn write_shard(root: &Path, spec: &ShardSpec, plan_hash: &str) -> PathBuf {
     dir
 }
 
-/// Two shards, uneven, on clocks 5 s and a few ns apart; shard 1 starts 3 ms late, and one
-/// of its samples fails.
+/// Two shards of a 67-sample plan (34 and 33 samples, as `--shard` splits it), on clocks 5 s
+/// and a few ns apart; shard 1 starts 3 ms late, and one of its samples fails.
 fn two_shards() -> [ShardSpec; 2] {
-    let mut second = samples(29, 7);
+    let mut second = samples(33, 7);
     second[4].failed = true;
     [
         ShardSpec {
             index: 0,
             count: 2,
-            samples: samples(37, 3),
+            samples: samples(34, 3),
             anchor_ns: 1_000_000_000_000,
             late_ns: 0,
         },
@@ -219,8 +219,8 @@ fn merged_percentiles_are_those_of_the_union_of_the_shards_samples_to_the_nanose
     let s = summary(&out_dir);
     let all: Vec<&Sample> = specs.iter().flat_map(|s| &s.samples).collect();
     let ok: Vec<&&Sample> = all.iter().filter(|s| !s.failed).collect();
-    assert_eq!(s["n_samples_issued"], 66);
-    assert_eq!(s["n_samples_completed"], 66);
+    assert_eq!(s["n_samples_issued"], 67);
+    assert_eq!(s["n_samples_completed"], 67);
     assert_eq!(s["n_samples_failed"], 1);
     // As in a run: a failed sample still has its latency and TTFT; only outputs have gaps.
     assert_distribution(&s["latency"], all.iter().map(|s| s.latency_ns).collect(), "latency");
@@ -240,7 +240,7 @@ fn merged_percentiles_are_those_of_the_union_of_the_shards_samples_to_the_nanose
     let shards = s["shards"].as_array().expect("a shards section");
     assert_eq!(shards.len(), 2);
     assert_eq!(shards[0]["index"], 0, "in shard order, whatever order they were given in");
-    assert_eq!(shards[1]["n_samples_issued"], 29);
+    assert_eq!(shards[1]["n_samples_issued"], 33);
     assert_eq!(shards[1]["failure_kinds"]["http_status"], 1);
     assert_eq!(shards[1]["start_skew_ns"], 3_000_000);
     assert_eq!(shards[1]["clock_shift_ns"], 5_000_000_123u64);
@@ -258,9 +258,9 @@ fn merged_percentiles_are_those_of_the_union_of_the_shards_samples_to_the_nanose
         })
         .collect();
     ids.sort();
-    let mut want: Vec<String> = (0..37u64)
+    let mut want: Vec<String> = (0..34u64)
         .map(|j| 2 * j)
-        .chain((0..29u64).map(|j| 2 * j + 1))
+        .chain((0..33u64).map(|j| 2 * j + 1))
         .map(|g| format!("{g:032x}"))
         .collect();
     want.sort();
@@ -359,5 +359,76 @@ fn a_shard_directory_as_the_output_is_refused() {
     assert_eq!(out.status.code(), Some(1), "a usage error");
     assert!(String::from_utf8_lossy(&out.stderr).contains("is the shard directory"));
     assert_eq!(std::fs::read(dirs[1].join("events.jsonl")).unwrap(), before, "untouched");
+    let _ = std::fs::remove_dir_all(&root);
+}
+
+#[test]
+fn a_shard_count_past_the_shard_limit_is_refused_before_anything_is_sized_by_it() {
+    // It once sized a table of 4,294,967,295 shards (64 GiB) before any check.
+    let err = refused("merge-huge-count", |f| f["count"] = u32::MAX.into(), &[]);
+    assert!(
+        err.contains("shard1/shard.json: count is 4294967295") && err.contains("1 to 4096"),
+        "{err}"
+    );
+}
+
+#[test]
+fn shard_json_fields_that_disagree_with_the_others_are_refused_naming_the_field() {
+    type Damage = fn(&mut serde_json::Value);
+    let cases: [(&str, Damage, &str); 9] = [
+        // Shard 1's ids onto shard 0's: the merge kept 21 of 40 samples and exited 0.
+        ("offset", |f| f["sample_ids"]["offset"] = 0.into(), "sample_ids.offset is 0"),
+        ("stride", |f| f["sample_ids"]["stride"] = 3.into(), "sample_ids.stride is 3"),
+        ("local-first", |f| f["sample_ids"]["local_first"] = 5.into(), "local_first is 5"),
+        // An anchor at the epoch put shard 0 57 years after shard 1 and exited 0.
+        (
+            "anchor",
+            |f| f["clock"]["wall_at_monotonic_zero_ns"] = 0.into(),
+            "clock.wall_at_monotonic_zero_ns is 0",
+        ),
+        ("offset-ns", |f| f["clock"]["start_offset_ns"] = 7.into(), "start_offset_ns is 7"),
+        ("plan-samples", |f| f["plan_samples"] = 68.into(), "plan_samples is 68"),
+        ("samples", |f| f["samples"] = 30.into(), "samples is 30: shard 1/2's share of"),
+        ("format", |f| f["format"] = 2.into(), "format is 2"),
+        (
+            "plan-hash",
+            |f| f["plan_hash"] = "\u{1b}]0;x\u{7}00000000000".into(),
+            "plan_hash is \"\\u{1b}]0;x\\u{7}00000000000\"",
+        ),
+    ];
+    for (name, damage, what) in cases {
+        let err = refused(&format!("merge-field-{name}"), damage, &[]);
+        assert!(err.contains("shard1/shard.json: ") && err.contains(what), "{name}: {err}");
+        assert!(!err.contains('\u{1b}'), "{name}: no raw escape reaches the terminal: {err}");
+    }
+}
+
+#[test]
+fn a_shard_log_that_is_not_its_shard_json_s_run_is_refused_naming_the_line() {
+    let root = report_dir("merge-log-ids");
+    let specs = two_shards();
+    let dirs: Vec<PathBuf> =
+        specs.iter().map(|s| write_shard(&root, s, "00000000000000aa")).collect();
+    let log = dirs[1].join("events.jsonl");
+    let text = std::fs::read_to_string(&log).unwrap();
+    let out_dir = root.join("merged");
+    let merge_with = |events: &str| {
+        std::fs::write(&log, events).unwrap();
+        let out = merge(&[&dirs[0], &dirs[1]], &["--out", out_dir.to_str().unwrap()]);
+        assert_eq!(out.status.code(), Some(2));
+        assert!(!out_dir.join("performance/result_summary.json").exists(), "no report");
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
+    // Sample 3's lines under id 4096: past the 33 ids its shard.json gives it.
+    let moved = text.replace(&format!("{:032x}", 3), &format!("{:032x}", 4096));
+    let line = moved.lines().position(|l| l.contains(&format!("{:032x}", 4096))).unwrap() + 1;
+    let err = merge_with(&moved);
+    assert!(err.contains(&format!("shard1/events.jsonl line {line}: sample id 4096")), "{err}");
+    assert!(err.contains("samples 33"), "{err}");
+    // Its tracking start moved off shard.json's clock.
+    let start = specs[1].mono(specs[1].tracking_start_unix_ns());
+    let moved = text.replace(&format!("\"timestamp_ns\":{start},"), "\"timestamp_ns\":1,");
+    let err = merge_with(&moved);
+    assert!(err.contains(&format!("clock.tracking_start_ns is {start}")), "{err}");
     let _ = std::fs::remove_dir_all(&root);
 }

@@ -548,3 +548,74 @@ fn the_percentile_curve_passes_through_the_percentiles_its_axis_names() {
     assert!((value_at(last.1) - p99).abs() <= 2.0 * per_px, "the curve ends at p99 {p99}");
     assert!(texts(&doc).iter().any(|t| t.starts_with("max ")), "the maximum is labelled");
 }
+
+/// The reference fixture (a 30-sample run whose stamps start at 5000 s) in a folder of its
+/// own, its log's lines rewritten by `edit` (line number from 1, line).
+fn reference_copy(name: &str, edit: impl Fn(usize, &str) -> String) -> PathBuf {
+    let dir = report_dir(name);
+    std::fs::create_dir_all(&dir).unwrap();
+    let fixture = common::assets().join("reference_run");
+    std::fs::copy(fixture.join("config.yaml"), dir.join("config.yaml")).unwrap();
+    let text = std::fs::read_to_string(fixture.join("events.jsonl")).unwrap();
+    let events: String = text.lines().enumerate().map(|(i, l)| edit(i + 1, l) + "\n").collect();
+    std::fs::write(dir.join("events.jsonl"), events).unwrap();
+    dir
+}
+
+/// `line` with its `timestamp_ns` moved `by_ns` later.
+fn later(line: &str, by_ns: u64) -> String {
+    let v: serde_json::Value = serde_json::from_str(line).unwrap();
+    let ts = v["timestamp_ns"].as_u64().unwrap();
+    line.replacen(
+        &format!("\"timestamp_ns\":{ts},"),
+        &format!("\"timestamp_ns\":{},", ts + by_ns),
+        1,
+    )
+}
+
+#[test]
+fn stamps_no_run_can_write_are_refused_and_nothing_is_drawn() {
+    // One completion ten years late asked for 5 GB; one at u64::MAX for 147 GB; every stamp
+    // at u64::MAX spun in the chart code without end.
+    let ten_years = 10 * 365 * 86_400_000_000_000u64;
+    // (name, the line restamped or every line, its new stamp, the line named, what is said)
+    let cases = [
+        ("late", Some(92), 5_000_046_198_817 + ten_years, 92, "lies 3650.0 days from line 1's"),
+        ("max", Some(92), u64::MAX, 92, "past any CLOCK_MONOTONIC time"),
+        ("all-max", None, u64::MAX, 1, "timestamp_ns 18446744073709551615 is past any"),
+    ];
+    for (name, which, ns, line, what) in cases {
+        let edit = |n: usize, l: &str| {
+            let ts = serde_json::from_str::<serde_json::Value>(l).unwrap()["timestamp_ns"]
+                .as_u64()
+                .unwrap();
+            if which.is_none_or(|w| w == n) {
+                later(l, ns - ts)
+            } else {
+                l.to_string()
+            }
+        };
+        let dir = reference_copy(&format!("plot-stamps-{name}"), edit);
+        let (code, _, stderr) = plot(&dir, &["--format", "svg"]);
+        assert_eq!(code, Some(2), "{name}: {stderr}");
+        assert!(stderr.contains(&format!("events.jsonl line {line}: ")), "{name}: {stderr}");
+        assert!(stderr.contains(what), "{name}: {stderr}");
+        assert!(!dir.join("plots").exists(), "{name}: nothing is drawn");
+    }
+}
+
+#[test]
+fn a_run_of_days_gets_a_bounded_number_of_points_not_one_a_second() {
+    // The last completion, the end of tracking and the session's end six days on: a log a
+    // run could write, whose one-second series would be 518,400 points.
+    let six_days = 6 * 86_400_000_000_000u64;
+    let dir =
+        reference_copy("plot-six-days", |n, l| if n >= 92 { later(l, six_days) } else { l.into() });
+    let (code, _, stderr) = plot(&dir, &["--format", "svg"]);
+    assert_eq!(code, Some(0), "{stderr}");
+    let text = svg(&dir.join("plots/qps.svg"));
+    let doc = roxmltree::Document::parse(&text).unwrap();
+    let points = count(&doc, "circle", "fill", RATE);
+    assert!((3_599..=3_600).contains(&points), "{points} points");
+    assert!(texts(&doc).iter().any(|t| t.contains("one point per 144 s")), "{:?}", texts(&doc));
+}

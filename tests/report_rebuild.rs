@@ -286,6 +286,108 @@ fn a_damaged_log_exits_2_naming_the_line_and_writes_nothing() {
     }
 }
 
+/// The reference fixture's log with line `n` (from 1) rewritten by `edit`.
+fn fixture_log_with(n: usize, edit: impl FnOnce(&str) -> String) -> String {
+    let text = std::fs::read_to_string(assets().join("reference_run/events.jsonl")).unwrap();
+    let mut lines: Vec<String> = text.lines().map(str::to_string).collect();
+    lines[n - 1] = edit(&lines[n - 1]);
+    lines.join("\n") + "\n"
+}
+
+/// `line` with its `timestamp_ns` set to `ns`.
+fn stamped(line: &str, ns: u64) -> String {
+    let v: serde_json::Value = serde_json::from_str(line).unwrap();
+    let old = format!("\"timestamp_ns\":{},", v["timestamp_ns"].as_u64().unwrap());
+    line.replacen(&old, &format!("\"timestamp_ns\":{ns},"), 1)
+}
+
+/// Rebuilds `dir` and expects exit 2 naming `line` and saying `what`, with nothing written.
+fn assert_refused_at(name: &str, dir: &Path, line: u64, what: &str) -> String {
+    let out = bin().current_dir(env!("CARGO_MANIFEST_DIR")).arg("report").arg(dir).output();
+    let out = out.unwrap();
+    show(&out);
+    assert_eq!(out.status.code(), Some(2), "{name}: bad input exits 2");
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(stderr.contains(&format!("events.jsonl line {line}: ")), "{name}: {stderr}");
+    assert!(stderr.contains(what), "{name}: {stderr}");
+    assert!(stderr.contains(&dir.join("events.jsonl").display().to_string()), "{name}: the file");
+    assert!(!dir.join("performance/result_summary.json").exists(), "{name}: nothing scored");
+    stderr
+}
+
+#[test]
+fn stamps_no_run_can_write_are_refused_naming_the_file_line_and_value() {
+    // Line 92 is the last completion (stamped 5000046198817); line 94 is session.ended.
+    const LAST: u64 = 5_000_046_198_817;
+    let ten_years = 10 * 365 * 86_400_000_000_000u64;
+    let day = 86_400_000_000_000u64;
+    let text = std::fs::read_to_string(assets().join("reference_run/events.jsonl")).unwrap();
+    let all_max: String = text.lines().map(|l| stamped(l, u64::MAX) + "\n").collect();
+    let cases = [
+        // The run's report said "Duration: 315360000.05 seconds"; plot asked for 5 GB.
+        (
+            "ten-years",
+            fixture_log_with(92, |l| stamped(l, LAST + ten_years)),
+            92,
+            format!(
+                "timestamp_ns {} lies 3650.0 days from line 1's 5000000000000",
+                LAST + ten_years
+            ),
+        ),
+        (
+            "u64-max",
+            fixture_log_with(92, |l| stamped(l, u64::MAX)),
+            92,
+            "timestamp_ns 18446744073709551615 is past any CLOCK_MONOTONIC time".to_string(),
+        ),
+        ("all-max", all_max, 1, "timestamp_ns 18446744073709551615 is past any".to_string()),
+        (
+            "after-end",
+            fixture_log_with(92, |l| stamped(l, LAST + day)),
+            92,
+            format!("timestamp_ns {} is after session.ended's 5000048698817 (line 94)", LAST + day),
+        ),
+        (
+            "before-start",
+            fixture_log_with(3, |l| stamped(l, 1)),
+            3,
+            "timestamp_ns 1 is before session.started's 5000000000000 (line 1)".to_string(),
+        ),
+    ];
+    for (name, events, line, what) in cases {
+        let dir = damaged_copy(&format!("stamps-{name}"), &events);
+        assert_refused_at(name, &dir, line, &what);
+    }
+}
+
+#[test]
+fn an_output_or_prompt_longer_than_a_run_keeps_is_refused_before_it_is_counted() {
+    // The run keeps 256 KiB of a response's output, at most 3 bytes a byte once made UTF-8:
+    // a longer output (16 MiB of one once cost the tokenizer 3 GB) cannot be the run's.
+    let output = |bytes: usize| {
+        let chunks = r#"["Summarize"," quantum"," computing"," (case"," 959)"]"#;
+        let long = format!("[\"x\",\"{}\"]", "y".repeat(bytes - 1));
+        fixture_log_with(92, |l| l.replacen(chunks, &long, 1))
+    };
+    let dir = damaged_copy("output-over", &output(3 * 256 * 1024 + 1));
+    let what = "the sample's output is 786433 bytes, more than a run logs (786432";
+    let err = assert_refused_at("output", &dir, 92, what);
+    assert!(err.contains("MAX_OUTPUT_BYTES"), "names the run's limit: {err}");
+    // At the worker's own limit the output is counted as the run counted it.
+    let dir = damaged_copy("output-at-limit", &output(256 * 1024));
+    let out = bin().current_dir(env!("CARGO_MANIFEST_DIR")).arg("report").arg(&dir).output();
+    let out = out.unwrap();
+    show(&out);
+    assert_eq!(out.status.code(), Some(0), "an output the run could keep rebuilds");
+    // A prompt past the dataset's 4 MiB a row: the run refused such a row before it started.
+    let long = format!("\"{}\"", "p".repeat((4 << 20) + 1));
+    let prompt =
+        fixture_log_with(3, |l| l.replacen("\"Explain neural networks (case 152)\"", &long, 1));
+    let dir = damaged_copy("prompt-over", &prompt);
+    let what = "the sample's prompt is 4194305 bytes, more than a run sends (4194304";
+    assert_refused_at("prompt", &dir, 3, what);
+}
+
 /// Every file under `dir`, by its path relative to `dir`.
 fn files_under(dir: &Path) -> std::collections::BTreeMap<String, Vec<u8>> {
     let mut out = std::collections::BTreeMap::new();

@@ -354,7 +354,7 @@ fn json_value(unit: Unit, value: Option<Value>) -> Value {
     }
 }
 
-/// Widths of the table's columns.
+/// Least widths of the table's columns; a column is wider when a cell needs it.
 const LABEL_WIDTH: usize = 28;
 const VALUE_WIDTH: usize = 16;
 const RATIO_WIDTH: usize = 9;
@@ -376,8 +376,18 @@ fn shown(unit: Unit, value: &Value) -> String {
     }
 }
 
+/// A ratio as the table shows it; a name has none (its cell is blank).
+fn shown_ratio(unit: Unit, ratio: Option<f64>) -> String {
+    match (unit, ratio) {
+        (Unit::Text, _) => String::new(),
+        (_, Some(r)) => format!("{r:.3}x"),
+        (_, None) => "n/a".to_string(),
+    }
+}
+
 /// The comparison as a table: one row per figure, one column per run, and after each run
-/// but the first its ratio to the first.
+/// but the first its ratio to the first. Each column is as wide as its widest cell and one
+/// more (at least its least width), so cells stay apart whatever their values.
 fn table(c: &Comparison) -> String {
     let mut out = String::from("Runs (ratios are to [1]):\n");
     for (i, run) in c.runs.iter().enumerate() {
@@ -388,31 +398,55 @@ fn table(c: &Comparison) -> String {
         out.push_str(&format!("  [{}] {}: {basis}\n", i + 1, run.dir));
     }
     out.push('\n');
-    let mut header = format!("{:<LABEL_WIDTH$}", "");
-    for i in 1..=c.runs.len() {
-        header.push_str(&format!("{:>VALUE_WIDTH$}", format!("[{i}]")));
-        if i > 1 {
-            header.push_str(&format!("{:>RATIO_WIDTH$}", format!("[{i}]/[1]")));
-        }
-    }
-    out.push_str(header.trim_end());
-    out.push('\n');
-    for row in &c.metrics {
-        let mut line = format!("{:<LABEL_WIDTH$}", row.label);
-        for (i, (value, ratio)) in row.values.iter().zip(&row.ratios).enumerate() {
-            line.push_str(&format!("{:>VALUE_WIDTH$}", shown(row.unit, value)));
-            if i > 0 {
-                // A name has no ratio: its column is left blank.
-                let r = match (row.unit, ratio) {
-                    (Unit::Text, _) => String::new(),
-                    (_, Some(r)) => format!("{r:.3}x"),
-                    (_, None) => "n/a".to_string(),
-                };
-                line.push_str(&format!("{r:>RATIO_WIDTH$}"));
+    // Each row's cells: its label, then each run's value and (after the first) its ratio.
+    let header: Vec<String> = std::iter::once(String::new())
+        .chain((1..=c.runs.len()).flat_map(|i| {
+            let ratio = (i > 1).then(|| format!("[{i}]/[1]"));
+            std::iter::once(format!("[{i}]")).chain(ratio)
+        }))
+        .collect();
+    let rows: Vec<Vec<String>> = std::iter::once(header)
+        .chain(c.metrics.iter().map(|row| {
+            let mut cells = vec![row.label.clone()];
+            for (i, (value, ratio)) in row.values.iter().zip(&row.ratios).enumerate() {
+                cells.push(shown(row.unit, value));
+                if i > 0 {
+                    cells.push(shown_ratio(row.unit, *ratio));
+                }
+            }
+            cells
+        }))
+        .collect();
+    let widths = column_widths(&rows);
+    for cells in &rows {
+        let mut line = String::new();
+        for (i, (cell, &width)) in cells.iter().zip(&widths).enumerate() {
+            if i == 0 {
+                line.push_str(&format!("{cell:<width$}"));
+            } else {
+                line.push_str(&format!("{cell:>width$}"));
             }
         }
         out.push_str(line.trim_end());
         out.push('\n');
     }
     out
+}
+
+/// Each column's width: the label column its least width or its longest label; a value or
+/// ratio column its least width or its widest cell and one space before it.
+fn column_widths(rows: &[Vec<String>]) -> Vec<usize> {
+    let columns = rows.iter().map(Vec::len).max().unwrap_or(0);
+    (0..columns)
+        .map(|col| {
+            let widest = rows.iter().filter_map(|r| r.get(col)).map(|c| c.chars().count());
+            let widest = widest.max().unwrap_or(0);
+            match col {
+                0 => widest.max(LABEL_WIDTH),
+                // [1] is column 1; then run i's value is column 2(i - 1), its ratio the next.
+                c if c == 1 || c % 2 == 0 => (widest + 1).max(VALUE_WIDTH),
+                _ => (widest + 1).max(RATIO_WIDTH),
+            }
+        })
+        .collect()
 }

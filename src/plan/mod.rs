@@ -44,6 +44,7 @@ pub use refusals::*;
 use request::*;
 pub use run_length::*;
 pub use shard::*;
+pub use specs::MAX_OUTPUT_BYTES;
 pub use tokens::*;
 
 /// A validated endpoint: its base URL (`http://host[:port][/prefix]`, without a trailing slash

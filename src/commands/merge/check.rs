@@ -1,17 +1,21 @@
-//! What `merge` refuses, as pure functions over the shards' `shard.json`: shards of other
-//! plans or seeds, other shard counts, a shard given twice, a missing shard, and starts
-//! further apart than `--max-skew-ms`. And the common timeline the merge puts them on.
+//! What `merge` refuses, as pure functions over the shards' `shard.json`: a damaged field
+//! (`fields`), shards of other plans or seeds, other shard counts, a shard given twice, a
+//! missing shard, and starts further apart than `--max-skew-ms`. And the common timeline the
+//! merge puts them on.
 
 use std::path::Path;
 
+use super::fields;
 use crate::error::AppError;
 use crate::report::ShardFile;
 
-/// A shard as the checks see it: its directory (for messages) and its `shard.json`.
+/// A shard as the checks see it: its directory (for messages), its `shard.json` and when that
+/// file was last written (ns since the Unix epoch; `None` when the file system does not say).
 #[derive(Debug, Clone, Copy)]
 pub struct ShardView<'a> {
     pub dir: &'a Path,
     pub file: &'a ShardFile,
+    pub written_unix_ns: Option<u64>,
 }
 
 /// The merged timeline: what each shard's monotonic stamps get added to land on the
@@ -30,6 +34,9 @@ pub fn check_shards(shards: &[ShardView<'_>], max_skew_ns: u64) -> Result<Timeli
     let Some(first) = shards.first() else {
         return Err(AppError::Usage("merge needs at least one shard directory".into()));
     };
+    for s in shards {
+        fields::check_bounds(s)?;
+    }
     for s in shards {
         if s.file.count != first.file.count {
             return Err(AppError::Input(format!(
@@ -66,6 +73,7 @@ pub fn check_shards(shards: &[ShardView<'_>], max_skew_ns: u64) -> Result<Timeli
             max_skew_ns / 1_000_000
         )));
     }
+    fields::check_derived(shards)?;
     Ok(timeline)
 }
 
@@ -91,14 +99,18 @@ fn check_indices(shards: &[ShardView<'_>]) -> Result<(), AppError> {
         }
         *slot = Some(s.dir);
     }
-    let missing: Vec<String> = (0..count)
-        .filter(|&i| seen[i as usize].is_none())
-        .map(|i| format!("{i}/{count}"))
-        .collect();
+    let missing: Vec<u32> = (0..count).filter(|&i| seen[i as usize].is_none()).collect();
     if !missing.is_empty() {
+        // A few are named; thousands would bury the message.
+        const NAMED: usize = 8;
+        let mut named: Vec<String> =
+            missing.iter().take(NAMED).map(|i| format!("{i}/{count}")).collect();
+        if missing.len() > NAMED {
+            named.push(format!("and {} more", missing.len() - NAMED));
+        }
         return Err(AppError::Input(format!(
             "shard {} missing: a merge needs every shard's report directory",
-            missing.join(", ")
+            named.join(", ")
         )));
     }
     Ok(())
@@ -160,10 +172,22 @@ mod tests {
     }
 
     fn check(files: &[ShardFile], max_skew_ns: u64) -> Result<Timeline, String> {
+        check_written(files, max_skew_ns, None)
+    }
+
+    /// `check`, each shard.json written at `written_unix_ns`.
+    fn check_written(
+        files: &[ShardFile],
+        max_skew_ns: u64,
+        written_unix_ns: Option<u64>,
+    ) -> Result<Timeline, String> {
         let dirs: Vec<PathBuf> =
             (0..files.len()).map(|i| PathBuf::from(format!("dir{i}"))).collect();
-        let views: Vec<ShardView<'_>> =
-            dirs.iter().zip(files).map(|(dir, file)| ShardView { dir, file }).collect();
+        let views: Vec<ShardView<'_>> = dirs
+            .iter()
+            .zip(files)
+            .map(|(dir, file)| ShardView { dir, file, written_unix_ns })
+            .collect();
         check_shards(&views, max_skew_ns).map_err(|e| {
             assert_eq!(e.exit_code(), 2, "{e}");
             e.to_string()
@@ -202,5 +226,46 @@ mod tests {
             "{err}"
         );
         assert!(check(&[file(0, 2, 0, 10), file(1, 2, 0, 50_000_010)], 50_000_000).is_ok());
+    }
+
+    #[test]
+    fn a_damaged_shard_json_is_refused_naming_the_directory_the_field_and_the_value() {
+        let ok = || [file(0, 2, 1_000, 5_000), file(1, 2, 2_000, 5_100)];
+        assert!(check(&ok(), 1_000).is_ok());
+        type Damage = fn(&mut ShardFile);
+        let cases: [(Damage, &str); 10] = [
+            (|f| f.count = 4097, "count is 4097: a run has 1 to 4096 shards"),
+            (|f| f.index = 7, "index is 7"),
+            (|f| f.sample_ids.offset = 0, "sample_ids.offset is 0"),
+            (|f| f.sample_ids.global_first = 3, "sample_ids.global_first is 3"),
+            (|f| f.samples = 6, "samples is 6: shard 1/2's share of plan_samples 10 is 5"),
+            (|f| f.seeds.shard_scheduler_seed = Some(1), "seeds.shard_scheduler_seed is 1"),
+            (|f| f.seeds.dataloader_random_seed = 1, "seeds.dataloader_random_seed is 1"),
+            (|f| f.clock.wall_at_monotonic_zero_ns = 0, "clock.wall_at_monotonic_zero_ns is 0"),
+            (|f| f.clock.anchor_uncertainty_ns = u64::MAX, "anchor_uncertainty_ns is 1844"),
+            (|f| f.clock.start_offset_ns = Some(1), "start_offset_ns is Some(1)"),
+        ];
+        for (damage, what) in cases {
+            let mut files = ok();
+            damage(&mut files[1]);
+            let err = check(&files, 1_000).unwrap_err();
+            assert!(err.contains("dir1/shard.json: ") && err.contains(what), "{what}: {err}");
+        }
+        // An anchor so large that the start overflows, though both shards agree on the start.
+        let mut files = ok();
+        files[1].clock.wall_at_monotonic_zero_ns = u64::MAX;
+        let err = check(&files, 1_000).unwrap_err();
+        assert!(err.contains("gives more than a u64"), "{err}");
+    }
+
+    #[test]
+    fn a_start_later_than_the_shard_json_was_written_is_refused() {
+        let day = 86_400_000_000_000;
+        let files = [file(0, 2, 1_000, 3 * day), file(1, 2, 2_000, 3 * day + 100)];
+        assert!(check_written(&files, 1_000, Some(3 * day)).is_ok(), "written after its start");
+        assert!(check_written(&files, 1_000, Some(2 * day + 200)).is_ok(), "a clock a day behind");
+        let err = check_written(&files, 1_000, Some(day)).unwrap_err();
+        assert!(err.contains("dir0/shard.json: clock.tracking_start_unix_ns is"), "{err}");
+        assert!(err.contains("2.0 days after its shard.json was written"), "{err}");
     }
 }

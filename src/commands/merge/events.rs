@@ -12,12 +12,59 @@ use std::path::PathBuf;
 
 use crate::report::SampleIds;
 
-/// One shard's log and how its lines are rewritten.
+/// One shard's log, how its lines are rewritten, and what its shard.json says the log holds:
+/// its tracked samples' local ids (`ids.local_first` and the `samples` after it) and the stamp
+/// of its `session.start_performance_tracking` line.
 #[derive(Debug, Clone)]
 pub struct ShardLog {
     pub path: PathBuf,
     pub shift_ns: u64,
     pub ids: SampleIds,
+    pub samples: u64,
+    pub tracking_start_ns: u64,
+}
+
+impl ShardLog {
+    /// A line's checks against shard.json: its sample id in the shard's range, its tracking
+    /// start at the clock's. `Err` says why (the caller names the file and line).
+    fn check(&self, head: &Head, line: &[u8]) -> Result<(), String> {
+        let event_type = &line[head.event_type.clone()];
+        if event_type == b"session.start_performance_tracking"
+            && head.timestamp_ns != self.tracking_start_ns
+        {
+            return Err(format!(
+                "session.start_performance_tracking is stamped {}, but shard.json's \
+                 clock.tracking_start_ns is {}: the log and shard.json are not one run's",
+                head.timestamp_ns, self.tracking_start_ns
+            ));
+        }
+        let Some(local) = local_id(&line[head.uuid.clone()])? else { return Ok(()) };
+        let first = self.ids.local_first;
+        let end = first.saturating_add(self.samples);
+        if local < first || local >= end {
+            return Err(format!(
+                "sample id {local} is outside the shard's {first} to {} (shard.json's \
+                 sample_ids.local_first {first} and samples {}): the log and shard.json are \
+                 not one run's",
+                end.saturating_sub(1),
+                self.samples
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// A line's local sample id; `None` for a line without one.
+fn local_id(uuid: &[u8]) -> Result<Option<u64>, String> {
+    if uuid.is_empty() {
+        return Ok(None);
+    }
+    let text = std::str::from_utf8(uuid).unwrap_or_default();
+    u64::from_str_radix(text, 16)
+        .ok()
+        .filter(|_| text.len() == 32)
+        .map(Some)
+        .ok_or_else(|| format!("sample_uuid {text:?} is not an llm-loadgen sample id"))
 }
 
 /// The line head every event of ours begins with: type, timestamp, uuid.
@@ -63,15 +110,9 @@ fn parse_head(line: &[u8]) -> Option<Head> {
 fn rewrite(line: &[u8], head: &Head, log: &ShardLog, out: &mut Vec<u8>) -> Result<(), String> {
     out.extend_from_slice(&line[..head.timestamp.start]);
     // Written into `out` in place: a merge of millions of lines makes no string per line.
-    let _ = write!(out, "{}", head.timestamp_ns + log.shift_ns);
+    let _ = write!(out, "{}", head.timestamp_ns.saturating_add(log.shift_ns));
     out.extend_from_slice(&line[head.timestamp.end..head.uuid.start]);
-    let uuid = &line[head.uuid.clone()];
-    if !uuid.is_empty() {
-        let text = std::str::from_utf8(uuid).unwrap_or_default();
-        let local = u64::from_str_radix(text, 16)
-            .ok()
-            .filter(|_| text.len() == 32)
-            .ok_or_else(|| format!("sample_uuid {text:?} is not an llm-loadgen sample id"))?;
+    if let Some(local) = local_id(&line[head.uuid.clone()])? {
         let _ = write!(out, "{:032x}", log.ids.global_id(local));
     }
     out.extend_from_slice(&line[head.uuid.end..]);
@@ -113,7 +154,11 @@ impl Cursor {
         }
         let head = parse_head(&self.line)
             .ok_or_else(|| format!("{}: not an llm-loadgen event line", at()))?;
-        Ok(Some((head.timestamp_ns + log.shift_ns, head)))
+        log.check(&head, &self.line).map_err(|why| format!("{}: {why}", at()))?;
+        let shifted = head.timestamp_ns.checked_add(log.shift_ns).ok_or_else(|| {
+            format!("{}: timestamp_ns {} is past any run's clock", at(), head.timestamp_ns)
+        })?;
+        Ok(Some((shifted, head)))
     }
 }
 
@@ -189,7 +234,7 @@ mod tests {
 
     fn log(shift_ns: u64, offset: u64) -> ShardLog {
         let ids = SampleIds { local_first: 0, global_first: 0, stride: 2, offset };
-        ShardLog { path: PathBuf::from("x"), shift_ns, ids }
+        ShardLog { path: PathBuf::from("x"), shift_ns, ids, samples: 100, tracking_start_ns: 0 }
     }
 
     fn line(kind: &str, ts: u64, uuid: &str) -> String {

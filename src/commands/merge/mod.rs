@@ -11,6 +11,7 @@
 
 mod check;
 mod events;
+mod fields;
 
 use std::path::Path;
 
@@ -30,6 +31,8 @@ use events::{merge_events, ShardLog};
 struct Shard {
     run: RunDir,
     file: ShardFile,
+    /// When shard.json was last written, ns since the Unix epoch.
+    written_unix_ns: Option<u64>,
 }
 
 /// Reads a shard's directory: its run files and shard.json. A run without shard.json or
@@ -57,14 +60,21 @@ fn load_shard(dir: &Path) -> Result<Shard, AppError> {
             dir.display()
         )));
     }
-    Ok(Shard { run, file })
+    let written_unix_ns = std::fs::metadata(&path)
+        .and_then(|m| m.modified())
+        .ok()
+        .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+        .map(|d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX));
+    Ok(Shard { run, file, written_unix_ns })
 }
 
 /// `merge DIR... --out OUT [--token-count-source B] [--max-skew-ms MS]`. Returns the exit code.
 pub fn run(args: &MergeArgs) -> Result<i32, AppError> {
     let shards = args.dirs.iter().map(|d| load_shard(d)).collect::<Result<Vec<_>, _>>()?;
-    let views: Vec<ShardView<'_>> =
-        shards.iter().map(|s| ShardView { dir: &s.run.dir, file: &s.file }).collect();
+    let views: Vec<ShardView<'_>> = shards
+        .iter()
+        .map(|s| ShardView { dir: &s.run.dir, file: &s.file, written_unix_ns: s.written_unix_ns })
+        .collect();
     let timeline = check_shards(&views, args.max_skew_ms.saturating_mul(1_000_000))?;
     let out = &args.out;
     refuse_shard_as_out(&shards, out)?;
@@ -108,6 +118,8 @@ fn write_merged_inputs(
             path: shards[i].run.dir.join("events.jsonl"),
             shift_ns: timeline.shifts_ns[i],
             ids: shards[i].file.sample_ids,
+            samples: shards[i].file.samples,
+            tracking_start_ns: shards[i].file.clock.tracking_start_ns,
         })
         .collect();
     let events = out.join("events.jsonl");
@@ -187,10 +199,10 @@ fn merged_carried(shards: &[Shard], order: &[usize], timeline: &Timeline) -> Car
         }
         totals = match (totals, c.snapshot_totals) {
             (Some(t), Some(s)) => Some([
-                t[0] + s[0],
-                t[1] + s[1],
-                t[2] + s[2],
-                t[3].max(s[3] + timeline.shifts_ns[i]),
+                t[0].saturating_add(s[0]),
+                t[1].saturating_add(s[1]),
+                t[2].saturating_add(s[2]),
+                t[3].max(s[3].saturating_add(timeline.shifts_ns[i])),
             ]),
             _ => None,
         };

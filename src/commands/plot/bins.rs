@@ -121,16 +121,38 @@ pub fn percentile_curve(sorted: &[f64], points: usize) -> Vec<(f64, f64)> {
     out
 }
 
-/// Edges of the run's one-second buckets from `t0_ns` to `end_ns`: `round(seconds)` buckets
-/// (at least one), the last stretched or cut to end at `end_ns`, so no sliver of a second at
-/// the end makes a rate spike out of two completions.
-pub fn second_edges(t0_ns: u64, end_ns: u64) -> Vec<u64> {
-    const SECOND_NS: u64 = 1_000_000_000;
-    let span_ns = end_ns.saturating_sub(t0_ns);
-    let n = (span_ns.saturating_add(SECOND_NS / 2) / SECOND_NS).max(1);
-    let mut edges: Vec<u64> = (0..n).map(|k| t0_ns + k * SECOND_NS).collect();
-    edges.push(end_ns.max(t0_ns + 1));
-    edges
+/// Nanoseconds in a second.
+const SECOND_NS: u64 = 1_000_000_000;
+
+/// Points a time series has at most: one a second up to an hour of run, then one per k whole
+/// seconds, the fewest that keep to this bound, so a series costs the same whatever the
+/// log's span (its stamps may span days: `report::stamps::LOG_SPAN_DAYS_MAX`).
+pub const TIMELINE_BUCKETS_MAX: u64 = 3_600;
+
+/// The run's time buckets: their edges and each one's whole seconds.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Buckets {
+    pub edges: Vec<u64>,
+    pub seconds: u64,
+}
+
+/// The buckets from `t0_ns` to `end_ns`: one a second (k seconds each past
+/// [`TIMELINE_BUCKETS_MAX`] seconds), `round(span / k)` of them (at least one), the last
+/// stretched or cut to end at `end_ns`, so no sliver of a second at the end makes a rate spike
+/// out of two completions. No bucket is empty of time, even for a span of nothing at the end
+/// of the clock.
+pub fn time_buckets(t0_ns: u64, end_ns: u64) -> Buckets {
+    let last = end_ns.max(t0_ns.saturating_add(1));
+    let first = t0_ns.min(last - 1);
+    let span_ns = last - first;
+    let round =
+        |width_ns: u64| span_ns / width_ns + u64::from(span_ns % width_ns >= width_ns.div_ceil(2));
+    let seconds = round(SECOND_NS).div_ceil(TIMELINE_BUCKETS_MAX).max(1);
+    let width_ns = seconds * SECOND_NS;
+    let n = round(width_ns).max(1);
+    let mut edges: Vec<u64> = (0..n).map(|k| first + k * width_ns).collect();
+    edges.push(last);
+    Buckets { edges, seconds }
 }
 
 /// The bucket of `edges` that time `t_ns` falls in (times outside go to the first or last).
@@ -320,12 +342,33 @@ mod tests {
     #[test]
     fn a_run_gets_one_bucket_per_second_rounded_and_the_last_ends_with_it() {
         let s = 1_000_000_000u64;
-        assert_eq!(second_edges(10, 10 + 3 * s), vec![10, 10 + s, 10 + 2 * s, 10 + 3 * s]);
+        let edges = |t0, end| time_buckets(t0, end).edges;
+        assert_eq!(edges(10, 10 + 3 * s), vec![10, 10 + s, 10 + 2 * s, 10 + 3 * s]);
         // 3.2 s: three buckets, the last 1.2 s long; 3.6 s: four, the last 0.6 s.
-        assert_eq!(second_edges(0, 3_200_000_000), vec![0, s, 2 * s, 3_200_000_000]);
-        assert_eq!(second_edges(0, 3_600_000_000).len(), 5);
-        assert_eq!(second_edges(0, 100_000_000), vec![0, 100_000_000], "a short run: one");
-        assert_eq!(second_edges(5, 5), vec![5, 6], "no span: one bucket, never zero width");
+        assert_eq!(edges(0, 3_200_000_000), vec![0, s, 2 * s, 3_200_000_000]);
+        assert_eq!(edges(0, 3_600_000_000).len(), 5);
+        assert_eq!(edges(0, 100_000_000), vec![0, 100_000_000], "a short run: one");
+        assert_eq!(edges(5, 5), vec![5, 6], "no span: one bucket, never zero width");
+        assert_eq!(time_buckets(0, 3_600 * s).seconds, 1, "an hour: one a second");
+    }
+
+    #[test]
+    fn a_long_span_gets_at_most_the_bucket_limit_and_a_degenerate_one_never_an_empty_bucket() {
+        let s = 1_000_000_000u64;
+        // Seven days: 168-second buckets, 3,600 of them, whatever the samples.
+        let week = time_buckets(0, 7 * 86_400 * s);
+        assert_eq!((week.seconds, week.edges.len() - 1), (168, 3_600));
+        assert!(week.edges.windows(2).all(|w| w[0] < w[1]), "increasing");
+        // An hour and a half: two-second buckets.
+        let b = time_buckets(0, 5_400 * s);
+        assert_eq!((b.seconds, b.edges.len() - 1), (2, 2_700));
+        // Stamps at the end of the clock: one bucket of one nanosecond, not of none.
+        assert_eq!(time_buckets(u64::MAX, u64::MAX).edges, vec![u64::MAX - 1, u64::MAX]);
+        let far = time_buckets(0, u64::MAX);
+        assert!(far.edges.len() - 1 <= TIMELINE_BUCKETS_MAX as usize);
+        assert_eq!(*far.edges.last().unwrap(), u64::MAX);
+        let rates = rate_per_bucket(&[u64::MAX; 3], &time_buckets(u64::MAX, u64::MAX).edges);
+        assert!(rates.iter().all(|r| r.is_finite()), "{rates:?}");
     }
 
     #[test]

@@ -106,6 +106,27 @@ pub fn size_of(picture: &Picture) -> (u32, u32) {
 
 /// Height of one caption line.
 const CAPTION_LINE_PX: u32 = 18;
+
+/// The largest magnitude an axis end may have: far past any value a run gives (ns as f64 are
+/// below 2e19), and far enough below `f64::MAX` that padding an end stays finite.
+const AXIS_END_MAX: f64 = 1e300;
+
+/// An axis range plotters can tick: both ends finite, and the upper above the lower by a
+/// width that their magnitude does not swallow. plotters' tick search loops without end over
+/// an infinite range and panics on NaN, and two ends that are one number as f64 (every
+/// stamp equal, far out) leave it nothing to divide.
+fn axis(lo: f64, hi: f64) -> std::ops::Range<f64> {
+    let finite =
+        |v: f64, or: f64| if v.is_finite() { v.clamp(-AXIS_END_MAX, AXIS_END_MAX) } else { or };
+    let lo = finite(lo, 0.0);
+    let hi = finite(hi, lo);
+    let least = (lo.abs().max(hi.abs()) * 1e-6).max(1e-9);
+    if hi - lo >= least {
+        lo..hi
+    } else {
+        lo..lo + least
+    }
+}
 /// Height of the strip above a chart that holds its legend, clear of the data.
 const LEGEND_STRIP_PX: u32 = 26;
 
@@ -178,7 +199,7 @@ fn draw_distribution<DB: DrawingBackend>(
         .x_label_area_size(40)
         .y_label_area_size(60)
         .caption("histogram", ("sans-serif", 16))
-        .build_cartesian_2d(h.lo..h.hi, 0f64..y_max)?;
+        .build_cartesian_2d(axis(h.lo, h.hi), axis(0.0, y_max))?;
     chart
         .configure_mesh()
         .x_desc(d.value_label.as_str())
@@ -207,13 +228,13 @@ fn draw_curve<DB: DrawingBackend>(d: &Distribution, area: &DrawingArea<DB, Shift
     let v_max = d.curve.iter().map(|p| p.1).fold(d.max, f64::max);
     let v_min = d.curve.first().map_or(0.0, |p| p.1);
     let pad = ((v_max - v_min) * 0.05).max(v_max.abs() * 0.01).max(1e-9);
-    let x_axis = NinesAxis { inner: (0f64..x_max).into(), ticks: d.curve_ticks.clone() };
+    let x_axis = NinesAxis { inner: axis(0.0, x_max).into(), ticks: d.curve_ticks.clone() };
     let mut curve = ChartBuilder::on(area)
         .margin(12)
         .x_label_area_size(40)
         .y_label_area_size(60)
         .caption("percentiles", ("sans-serif", 16))
-        .build_cartesian_2d(x_axis, (v_min - pad).max(0.0)..v_max + pad)?;
+        .build_cartesian_2d(x_axis, axis((v_min - pad).max(0.0), v_max + pad))?;
     curve
         .configure_mesh()
         .y_label_formatter(&|v| tick(*v))
@@ -295,18 +316,23 @@ fn draw_legend<DB: DrawingBackend>(
     Ok(())
 }
 
+/// The points plotters can place: an infinite or NaN coordinate overflows its pixel arithmetic.
+fn drawable(points: &[(f64, f64)]) -> impl Iterator<Item = (f64, f64)> + '_ {
+    points.iter().copied().filter(|p| p.0.is_finite() && p.1.is_finite())
+}
+
 fn draw_timeline<DB: DrawingBackend>(t: &Timeline, area: &DrawingArea<DB, Shift>) -> Drawn<DB> {
     let (legend, area) = area.split_vertically(LEGEND_STRIP_PX);
     let entries: Vec<(&str, Swatch)> =
         t.lines.iter().map(|l| (l.label.as_str(), Swatch::Line(l.color))).collect();
     draw_legend(&legend, &entries)?;
-    let y_max = t.lines.iter().flat_map(|l| l.points.iter().map(|p| p.1)).fold(0.0, f64::max);
+    let y_max = t.lines.iter().flat_map(|l| drawable(&l.points).map(|p| p.1)).fold(0.0, f64::max);
     let y_max = if y_max > 0.0 { y_max * 1.1 } else { 1.0 };
     let mut chart = ChartBuilder::on(&area)
         .margin(12)
         .x_label_area_size(40)
         .y_label_area_size(70)
-        .build_cartesian_2d(0f64..t.seconds.max(1.0), 0f64..y_max)?;
+        .build_cartesian_2d(axis(0.0, t.seconds.max(1.0)), axis(0.0, y_max))?;
     chart
         .configure_mesh()
         .x_desc("seconds since the start")
@@ -315,8 +341,8 @@ fn draw_timeline<DB: DrawingBackend>(t: &Timeline, area: &DrawingArea<DB, Shift>
         .draw()?;
     for line in &t.lines {
         let color = line.color;
-        chart.draw_series(LineSeries::new(line.points.iter().copied(), color.stroke_width(2)))?;
-        chart.draw_series(line.points.iter().map(|&p| Circle::new(p, 3, color.filled())))?;
+        chart.draw_series(LineSeries::new(drawable(&line.points), color.stroke_width(2)))?;
+        chart.draw_series(drawable(&line.points).map(|p| Circle::new(p, 3, color.filled())))?;
     }
     Ok(())
 }
@@ -327,7 +353,7 @@ fn draw_scatter<DB: DrawingBackend>(s: &Scatter, area: &DrawingArea<DB, Shift>) 
         .margin(12)
         .x_label_area_size(40)
         .y_label_area_size(70)
-        .build_cartesian_2d(0f64..top, 0f64..top)?;
+        .build_cartesian_2d(axis(0.0, top), axis(0.0, top))?;
     chart
         .configure_mesh()
         .x_desc(s.x_label.as_str())
@@ -360,7 +386,7 @@ fn draw_bars<DB: DrawingBackend>(b: &Bars, area: &DrawingArea<DB, Shift>) -> Dra
         .margin(12)
         .x_label_area_size(40)
         .y_label_area_size(80)
-        .build_cartesian_2d(-0.5f64..n as f64 - 0.5, 0f64..top)?;
+        .build_cartesian_2d(-0.5f64..n as f64 - 0.5, axis(0.0, top))?;
     let name_at = |x: &f64| {
         let whole = (x - x.round()).abs() < 1e-9 && *x >= 0.0;
         let name = b.bars.get(x.round() as usize).filter(|_| whole);
@@ -409,5 +435,26 @@ mod tests {
         assert_eq!(tick(4.56789), "4.568");
         assert_eq!(percentile_tick(3.0), "p99.9");
         assert_eq!(percentile_tick(0.0), "p0");
+    }
+
+    #[test]
+    fn an_axis_is_finite_and_never_narrower_than_its_ends_can_tell_apart() {
+        assert_eq!(axis(0.0, 10.0), 0.0..10.0);
+        let far = u64::MAX as f64;
+        for (lo, hi) in [
+            (far, far),
+            (0.0, f64::INFINITY),
+            (f64::NAN, 1.0),
+            (f64::NEG_INFINITY, f64::NAN),
+            (5.0, 1.0),
+            (0.0, 0.0),
+        ] {
+            let r = axis(lo, hi);
+            assert!(r.start.is_finite() && r.end.is_finite(), "{lo}..{hi}: {r:?}");
+            assert!(
+                r.end > r.start && r.end - r.start >= r.start.abs() * 1e-7,
+                "{lo}..{hi}: {r:?}"
+            );
+        }
     }
 }

@@ -117,9 +117,9 @@ pub fn performance(s: &RunSeries, facts: RunFacts) -> Plan {
         plan.skipped.push("qps, in_flight: no tracked sample completed".into());
         return plan;
     }
-    let edges = bins::second_edges(s.t0_ns, s.end_ns);
-    plan.add("qps", Ok(qps(s, &edges)));
-    plan.add("in_flight", Ok(in_flight(s, &edges)));
+    let buckets = bins::time_buckets(s.t0_ns, s.end_ns);
+    plan.add("qps", Ok(qps(s, &buckets)));
+    plan.add("in_flight", Ok(in_flight(s, &buckets)));
     plan
 }
 
@@ -181,14 +181,23 @@ pub fn distribution(title: &str, name: &str, sorted_ns: &[f64]) -> Option<Pictur
 
 /// The x of each bucket of `edges`: its middle, in seconds since the first edge.
 fn bucket_middles_s(edges: &[u64]) -> Vec<f64> {
-    edges.windows(2).map(|w| ((w[0] + w[1]) / 2 - edges[0]) as f64 / 1e9).collect()
+    edges.windows(2).map(|w| ((w[0] - edges[0]) + (w[1] - w[0]) / 2) as f64 / 1e9).collect()
+}
+
+/// What one bucket is, for labels: "second", or "30 s" for buckets of 30 seconds.
+fn bucket_name(b: &bins::Buckets) -> String {
+    match b.seconds {
+        1 => "second".to_string(),
+        k => format!("{k} s"),
+    }
 }
 
 fn span_s(edges: &[u64]) -> f64 {
     (edges[edges.len() - 1] - edges[0]) as f64 / 1e9
 }
 
-fn qps(s: &RunSeries, edges: &[u64]) -> Picture {
+fn qps(s: &RunSeries, buckets: &bins::Buckets) -> Picture {
+    let edges = &buckets.edges;
     let completes: Vec<u64> = s.spans_ns.iter().map(|s| s.1).collect();
     let rates = bins::rate_per_bucket(&completes, edges);
     let x = bucket_middles_s(edges);
@@ -203,14 +212,16 @@ fn qps(s: &RunSeries, edges: &[u64]) -> Picture {
             points: x.into_iter().zip(rates).collect(),
         }],
         caption: format!(
-            "{} samples over {:.2} s: {overall:.1} per second overall; one point per second",
+            "{} samples over {:.2} s: {overall:.1} per second overall; one point per {}",
             completes.len(),
-            span_s(edges)
+            span_s(edges),
+            bucket_name(buckets)
         ),
     })
 }
 
-fn in_flight(s: &RunSeries, edges: &[u64]) -> Picture {
+fn in_flight(s: &RunSeries, time: &bins::Buckets) -> Picture {
+    let edges = &time.edges;
     let buckets = bins::in_flight_per_bucket(&s.spans_ns, edges);
     let x = bucket_middles_s(edges);
     let peak = buckets.iter().map(|b| b.max).max().unwrap_or(0);
@@ -220,7 +231,7 @@ fn in_flight(s: &RunSeries, edges: &[u64]) -> Picture {
         seconds: span_s(edges),
         lines: vec![
             Line {
-                label: "mean over the second".into(),
+                label: format!("mean over the {}", bucket_name(time)),
                 color: palette::MEAN,
                 points: x.iter().copied().zip(buckets.iter().map(|b| b.mean)).collect(),
             },
@@ -236,9 +247,10 @@ fn in_flight(s: &RunSeries, edges: &[u64]) -> Picture {
 
 /// The issue lag over the run from (issue time, lag) pairs.
 pub fn issue_lag(s: &RunSeries, lags: &[(u64, u64)], target_qps: f64) -> Picture {
-    let edges = bins::second_edges(s.t0_ns, s.end_ns);
-    let per = bins::lag_per_bucket(lags, &edges);
-    let x = bucket_middles_s(&edges);
+    let buckets = bins::time_buckets(s.t0_ns, s.end_ns);
+    let edges = &buckets.edges;
+    let per = bins::lag_per_bucket(lags, edges);
+    let x = bucket_middles_s(edges);
     let mut sorted: Vec<u64> = lags.iter().map(|l| l.1).collect();
     sorted.sort_unstable();
     // The axis's unit follows the largest lag drawn, so its ticks read as small numbers.
@@ -251,15 +263,15 @@ pub fn issue_lag(s: &RunSeries, lags: &[(u64, u64)], target_qps: f64) -> Picture
     Picture::Timeline(Timeline {
         title: "Poisson issue lag: issue time − scheduled time".into(),
         y_label: format!("issue lag ({unit})"),
-        seconds: span_s(&edges),
+        seconds: span_s(edges),
         lines: vec![
             Line {
-                label: "median of the second".into(),
+                label: format!("median of the {}", bucket_name(&buckets)),
                 color: palette::MEDIAN,
                 points: line(|b| b.0),
             },
             Line {
-                label: "largest of the second".into(),
+                label: format!("largest of the {}", bucket_name(&buckets)),
                 color: palette::CURVE,
                 points: line(|b| b.1),
             },

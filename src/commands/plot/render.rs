@@ -351,6 +351,39 @@ mod tests {
     }
 
     #[test]
+    fn pictures_of_degenerate_values_are_drawn_and_their_drawing_ends() {
+        use super::super::{data::RunSeries, pictures};
+        // Every stamp at the end of the clock: no span, no latency, no width to divide.
+        let series = RunSeries {
+            spans_ns: vec![(u64::MAX, u64::MAX); 3],
+            latency_ns: vec![0.0; 3],
+            ttft_ns: vec![0.0; 3],
+            t0_ns: u64::MAX,
+            end_ns: u64::MAX,
+            ..RunSeries::default()
+        };
+        let facts = pictures::RunFacts {
+            streaming: true,
+            basis: loadgen_coordinator::metrics::TokenCountSource::Client,
+            has_tokenizer: false,
+            tokenizer_named: false,
+        };
+        let plan = pictures::performance(&series, facts);
+        let drawn: Vec<&str> = plan.pictures.iter().map(|(name, _)| *name).collect();
+        assert_eq!(drawn, ["ttft", "latency", "qps", "in_flight"]);
+        for (name, picture) in &plan.pictures {
+            assert!(svg(picture).is_ok(), "{name}");
+        }
+        // Values far out and all equal, and a series with infinite and NaN points.
+        let far = pictures::distribution("far", "latency", &[u64::MAX as f64; 3]).unwrap();
+        assert!(svg(&far).is_ok());
+        let Picture::Timeline(mut t) = timeline() else { unreachable!() };
+        t.lines[0].points = vec![(0.5, f64::INFINITY), (1.5, f64::NAN), (f64::INFINITY, 1.0)];
+        t.seconds = f64::INFINITY;
+        assert!(svg(&Picture::Timeline(t)).is_ok());
+    }
+
+    #[test]
     fn an_svg_names_its_title_and_draws_each_point() {
         let text = svg(&timeline()).unwrap();
         assert!(text.starts_with("<svg") && text.contains("\nQPS\n</text>"), "{}", &text[..300]);

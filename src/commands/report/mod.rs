@@ -9,6 +9,7 @@ pub mod basis;
 mod carry;
 pub mod read;
 pub mod replay;
+pub mod stamps;
 
 use std::path::{Path, PathBuf};
 

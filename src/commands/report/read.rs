@@ -3,21 +3,38 @@
 //! The file is streamed line by line through one reused buffer, so a 2,000,000-sample log is
 //! never held whole; every line is checked, and the first that is not a compact event of a
 //! known type stops the read with its line number. Keys a known event does not use are
-//! ignored, so lines that gain keys still read.
+//! ignored, so lines that gain keys still read. The run's own limits hold here too: no line
+//! longer than a run writes ([`EVENT_LINE_BYTES_MAX`]) is held, no output longer than a run
+//! keeps ([`LOGGED_OUTPUT_BYTES_MAX`]) is counted, and every stamp is one a run can write
+//! (`stamps`).
 
 use std::borrow::Cow;
 use std::fmt;
-use std::io::BufRead;
+use std::io::{BufRead, Read};
 
 use serde::de::{self, Deserializer, SeqAccess, Visitor};
 use serde::Deserialize;
 use serde_json::value::RawValue;
+
+use super::stamps::{StampCheck, StampKind};
 
 /// Bytes of the read buffer: large enough that a long output line is read in few calls.
 const READ_BUFFER_BYTES: usize = 1 << 20;
 
 /// What every compact event line begins with (the reference's writer and ours).
 const COMPACT_PREFIX: &[u8] = b"{\"event_type\":\"";
+
+/// The longest output text a run logs for one sample: the worker keeps at most
+/// `MAX_OUTPUT_BYTES` of a response's output, and each of those bytes is at most three once
+/// made valid UTF-8 (an invalid byte becomes U+FFFD). A longer output is refused before the
+/// tokenizer, whose memory grows a few hundred bytes per byte of text, sees it.
+pub const LOGGED_OUTPUT_BYTES_MAX: usize = 3 * crate::plan::MAX_OUTPUT_BYTES;
+
+/// The longest line read, in bytes; a longer line is refused without being held. No line a
+/// run writes comes near it: the longest is a `sample.issued` line whose prompt is at the
+/// dataset's bound (`dataset::PROMPT_BYTES_MAX`, 4 MiB), every byte escaped (`\u0001`: six
+/// bytes a byte, 24 MiB), with its other fields.
+pub const EVENT_LINE_BYTES_MAX: usize = 32 << 20;
 
 /// A session event's kind.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -46,7 +63,9 @@ pub enum Event<'a> {
         timestamp_ns: u64,
     },
     /// `sample.recv_non_first`: written only with `stream_all_chunks`; no metric reads it.
-    RecvNonFirst,
+    RecvNonFirst {
+        timestamp_ns: u64,
+    },
     Complete(Complete<'a>),
     /// `error.generic`, `error.client`, `error.session`: a sample's failure when it names one.
     Error {
@@ -58,7 +77,29 @@ pub enum Event<'a> {
     /// `error.loadgen`: a sample abandoned by the run (cap, interrupt, drain timeout).
     Abandoned {
         uuid: Option<u128>,
+        timestamp_ns: u64,
     },
+}
+
+impl Event<'_> {
+    /// The line's stamp, and what it is to the order checks (`stamps`).
+    pub fn stamp(&self) -> (StampKind, u64) {
+        match *self {
+            Event::Session { kind: SessionKind::Started, timestamp_ns } => {
+                (StampKind::SessionStarted, timestamp_ns)
+            }
+            Event::Session { kind: SessionKind::Ended, timestamp_ns } => {
+                (StampKind::SessionEnded, timestamp_ns)
+            }
+            Event::Session { timestamp_ns, .. }
+            | Event::Issued { timestamp_ns, .. }
+            | Event::RecvFirst { timestamp_ns, .. }
+            | Event::RecvNonFirst { timestamp_ns }
+            | Event::Error { timestamp_ns, .. }
+            | Event::Abandoned { timestamp_ns, .. } => (StampKind::Other, timestamp_ns),
+            Event::Complete(ref c) => (StampKind::Other, c.timestamp_ns),
+        }
+    }
 }
 
 /// A `sample.complete` line.
@@ -105,6 +146,14 @@ impl Output<'_> {
             Output::Text(text) => Cow::Borrowed(text.as_ref()),
             Output::Chunks(chunks) if chunks.len() == 1 => Cow::Borrowed(chunks[0].as_ref()),
             Output::Chunks(chunks) => Cow::Owned(chunks.concat()),
+        }
+    }
+
+    /// Bytes of the whole output text.
+    pub fn len(&self) -> usize {
+        match self {
+            Output::Text(text) => text.len(),
+            Output::Chunks(chunks) => chunks.iter().map(|c| c.len()).sum(),
         }
     }
 
@@ -224,10 +273,10 @@ pub fn parse_line(bytes: &[u8], line: u64) -> Result<Event<'_>, LineError> {
         "sample.recv_first" => {
             Event::RecvFirst { uuid: sample_uuid(&raw, line)?, timestamp_ns: ts }
         }
-        "sample.recv_non_first" => Event::RecvNonFirst,
+        "sample.recv_non_first" => Event::RecvNonFirst { timestamp_ns: ts },
         "sample.complete" => Event::Complete(complete(raw, line)?),
         "error.generic" | "error.client" | "error.session" => error(raw, line)?,
-        "error.loadgen" => Event::Abandoned { uuid: optional_uuid(&raw, line)? },
+        "error.loadgen" => Event::Abandoned { uuid: optional_uuid(&raw, line)?, timestamp_ns: ts },
         other => {
             return Err(bad(line, format!("unknown event type {other:?}")));
         }
@@ -258,6 +307,7 @@ fn complete<'a>(raw: RawEvent<'a>, line: u64) -> Result<Complete<'a>, LineError>
                     format!("sample.complete data is {tag:?}, not TextModelOutput"),
                 ));
             }
+            check_output_len(&output, line)?;
             Some(output)
         }
     };
@@ -272,6 +322,23 @@ fn complete<'a>(raw: RawEvent<'a>, line: u64) -> Result<Complete<'a>, LineError>
         endpoint: raw.endpoint,
         client_wait_ns: raw.client_wait_ns,
     })
+}
+
+/// An output no longer than a run logs ([`LOGGED_OUTPUT_BYTES_MAX`]).
+fn check_output_len(output: &Output<'_>, line: u64) -> Result<(), LineError> {
+    let len = output.len();
+    if len > LOGGED_OUTPUT_BYTES_MAX {
+        return Err(bad(
+            line,
+            format!(
+                "the sample's output is {len} bytes, more than a run logs ({LOGGED_OUTPUT_BYTES_MAX}: \
+                 the worker keeps {} bytes of a response's output, MAX_OUTPUT_BYTES, each at most \
+                 3 bytes as UTF-8), so the line is not a run's",
+                crate::plan::MAX_OUTPUT_BYTES
+            ),
+        ));
+    }
+    Ok(())
 }
 
 /// The three chunk keys come together or not at all.
@@ -314,12 +381,14 @@ fn error<'a>(raw: RawEvent<'a>, line: u64) -> Result<Event<'a>, LineError> {
     Ok(Event::Error { uuid, timestamp_ns: raw.timestamp_ns, error_type, message })
 }
 
-/// The start of a bad line, for the message (lines can be megabytes).
+/// The start of a bad line, for the message (lines can be megabytes: only the start is read).
 fn preview(bytes: &[u8]) -> String {
     const PREVIEW_CHARS: usize = 80;
-    let text = String::from_utf8_lossy(bytes);
+    // Four bytes hold any char: more than enough bytes for the preview and one char past it.
+    let head = &bytes[..bytes.len().min(4 * (PREVIEW_CHARS + 1))];
+    let text = String::from_utf8_lossy(head);
     let mut out: String = text.chars().take(PREVIEW_CHARS).collect();
-    if text.chars().count() > PREVIEW_CHARS {
+    if out.len() < bytes.len() && text.chars().nth(PREVIEW_CHARS).is_some() {
         out.push('…');
     }
     out
@@ -369,13 +438,18 @@ pub fn for_each_event(
 ) -> Result<u64, ReadError> {
     let mut buf = Vec::with_capacity(READ_BUFFER_BYTES);
     let mut line = 0u64;
+    let mut stamps = StampCheck::default();
     loop {
         buf.clear();
-        let n = reader.read_until(b'\n', &mut buf).map_err(ReadError::Io)?;
+        let limit = EVENT_LINE_BYTES_MAX as u64 + 1;
+        let n = reader.by_ref().take(limit).read_until(b'\n', &mut buf).map_err(ReadError::Io)?;
         if n == 0 {
             break;
         }
         line += 1;
+        if buf.len() > EVENT_LINE_BYTES_MAX && buf.last() != Some(&b'\n') {
+            return Err(too_long(&mut reader, buf.len(), line));
+        }
         let Some(body) = buf.strip_suffix(b"\n") else {
             return Err(ReadError::Line(bad(
                 line,
@@ -387,12 +461,42 @@ pub fn for_each_event(
             )));
         };
         let event = parse_line(body, line).map_err(ReadError::Line)?;
+        let (kind, ts) = event.stamp();
+        stamps.check(kind, ts, line).map_err(|e| ReadError::Line(bad(e.line, e.what)))?;
         visit(event, line).map_err(ReadError::Line)?;
     }
     if line == 0 {
         return Err(ReadError::Line(bad(0, "the log is empty: no event to rebuild from")));
     }
     Ok(line)
+}
+
+/// The error for line `line`, longer than [`EVENT_LINE_BYTES_MAX`]: `held` bytes of it are
+/// read; the rest is passed over (not held) to give its length.
+fn too_long(reader: &mut impl BufRead, held: usize, line: u64) -> ReadError {
+    let mut len = held;
+    loop {
+        let chunk = match reader.fill_buf() {
+            Ok(chunk) => chunk,
+            Err(e) => return ReadError::Io(e),
+        };
+        let (used, done) = match chunk.iter().position(|&b| b == b'\n') {
+            Some(i) => (i, true),
+            None => (chunk.len(), chunk.is_empty()),
+        };
+        len += used;
+        reader.consume(used);
+        if done {
+            break;
+        }
+    }
+    ReadError::Line(bad(
+        line,
+        format!(
+            "the line is {len} bytes, longer than any line a run writes ({EVENT_LINE_BYTES_MAX} \
+             bytes, EVENT_LINE_BYTES_MAX), so it is not a run's; it was not read"
+        ),
+    ))
 }
 
 /// Opens `path` for [`for_each_event`].
@@ -485,5 +589,59 @@ mod tests {
         assert!(err.what.contains("truncated"), "{}", err.what);
         let whole = format!("{COMPLETE}\n");
         assert_eq!(for_each_event(whole.as_bytes(), |_, _| Ok(())).unwrap(), 1);
+    }
+
+    #[test]
+    fn a_line_longer_than_a_run_writes_is_refused_with_its_length_and_not_held() {
+        use std::io::Read;
+        let over = EVENT_LINE_BYTES_MAX as u64 + 10;
+        let first = format!("{COMPLETE}\n");
+        let log = first
+            .as_bytes()
+            .chain(std::io::repeat(b'x').take(over))
+            .chain(&b"\n"[..])
+            .chain(first.as_bytes());
+        let mut visited = 0;
+        let err = for_each_event(std::io::BufReader::new(log), |_, _| {
+            visited += 1;
+            Ok(())
+        })
+        .unwrap_err();
+        let ReadError::Line(err) = err else { panic!("a line error") };
+        assert_eq!((err.line, visited), (2, 1), "{}", err.what);
+        assert!(err.what.contains(&format!("the line is {over} bytes")), "{}", err.what);
+        assert!(err.what.contains("EVENT_LINE_BYTES_MAX"), "{}", err.what);
+        // A line of exactly the limit is read (and judged on what it holds).
+        let at_limit = COMPLETE.replace(
+            "\"finish_reason\"",
+            &format!(
+                "\"pad\":\"{}\",\"finish_reason\"",
+                "p".repeat(EVENT_LINE_BYTES_MAX - COMPLETE.len() - 9)
+            ),
+        );
+        assert_eq!(at_limit.len(), EVENT_LINE_BYTES_MAX);
+        assert_eq!(for_each_event(format!("{at_limit}\n").as_bytes(), |_, _| Ok(())).unwrap(), 1);
+    }
+
+    #[test]
+    fn an_output_longer_than_a_run_logs_is_refused_naming_the_limit() {
+        let at = |bytes: usize| {
+            let chunks = format!("[\"a\",\"{}\"]", "b".repeat(bytes - 1));
+            COMPLETE.replace("[\"Pro\",\"vide\"]", &chunks)
+        };
+        assert!(parse_line(at(LOGGED_OUTPUT_BYTES_MAX).as_bytes(), 7).is_ok());
+        let err = parse_line(at(LOGGED_OUTPUT_BYTES_MAX + 1).as_bytes(), 7).unwrap_err();
+        assert_eq!(err.line, 7);
+        let want = format!("output is {} bytes, more than a run logs", LOGGED_OUTPUT_BYTES_MAX + 1);
+        assert!(err.what.contains(&want), "{}", err.what);
+    }
+
+    #[test]
+    fn the_preview_of_a_long_bad_line_reads_only_its_start() {
+        let line = format!("{}{}", "é".repeat(100), "\u{ff}".repeat(10_000));
+        let shown = preview(line.as_bytes());
+        assert_eq!(shown.chars().count(), 81, "80 chars and the ellipsis");
+        assert!(shown.ends_with('…') && shown.starts_with("éé"));
+        assert_eq!(preview(b"short"), "short");
     }
 }

@@ -15,7 +15,7 @@ use serde_json::value::RawValue;
 use serde_json::Value;
 
 use super::read::{Complete, Event, LineError, Output, SessionKind};
-use crate::dataset::Row;
+use crate::dataset::{Row, PROMPT_BYTES_MAX};
 use crate::report::MixedClocks;
 use crate::tokenizer::Tokenizer;
 
@@ -145,7 +145,7 @@ impl<'a> Replay<'a> {
                     p.first_chunk_ns = Some(timestamp_ns);
                 }
             }
-            Event::RecvNonFirst => {}
+            Event::RecvNonFirst { .. } => {}
             Event::Complete(c) => self.complete(c),
             Event::Error { uuid: Some(uuid), timestamp_ns, error_type, message } => {
                 self.error(uuid, timestamp_ns, &error_type, &message)
@@ -468,6 +468,19 @@ fn count_prompt(
             what: format!("sample.issued data is {tag:?}, not PromptData"),
         });
     }
+    let text_bytes = prompt.as_ref().map_or(0, String::len) + messages.as_ref().map_or(0, strings);
+    if text_bytes > PROMPT_BYTES_MAX {
+        // The run refused such a row when it loaded its dataset; counting it here would cost
+        // the tokenizer a few hundred bytes of memory per byte.
+        return Err(LineError {
+            line,
+            what: format!(
+                "the sample's prompt is {text_bytes} bytes, more than a run sends \
+                 ({PROMPT_BYTES_MAX} bytes a row, dataset::PROMPT_BYTES_MAX), so the line is \
+                 not a run's"
+            ),
+        });
+    }
     let Some(tok) = tok else {
         return Ok(token_ids.map(|ids| u32::try_from(ids.len()).unwrap_or(u32::MAX)));
     };
@@ -482,6 +495,16 @@ fn count_prompt(
     }
     let row = Row { prompt, messages, token_ids, request_columns, ..Row::default() };
     Ok(tok.count_row_with(&row, kwargs.as_ref()).ok())
+}
+
+/// Bytes of the strings in a prompt's messages, as the dataset counts a row's text.
+fn strings(v: &Value) -> usize {
+    match v {
+        Value::String(s) => s.len(),
+        Value::Array(items) => items.iter().map(strings).sum(),
+        Value::Object(map) => map.values().map(strings).sum(),
+        _ => 0,
+    }
 }
 
 #[cfg(test)]
