@@ -275,22 +275,35 @@ fn an_index_past_the_count_a_zero_count_and_a_past_start_are_refused() {
 #[test]
 fn a_start_that_passes_during_setup_starts_at_once_and_says_how_late() {
     let dir = report_dir("shards-late-start");
-    let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap();
-    // 60 ms ago: within the tolerance when the plan is read, past by the time the run is ready.
-    let start_at = format!("{:.3}", now.as_secs_f64() - 0.06);
-    let out = command()
-        .args(["benchmark", "offline", "--endpoints", "null://", "--num-samples", "20"])
-        .args(["--shard", "0/1", "--start-at", &start_at, "--report-dir", dir.to_str().unwrap()])
-        .output()
-        .expect("the binary runs");
-    show(&out);
+    // 10 ms ago: within the 100 ms tolerance when the plan is read (the binary has 90 ms to
+    // start), past by the time the run is ready. A machine so busy that the start alone takes
+    // longer is refused with "in the past": that attempt measured the host, not the rule, so
+    // it is made again, three times at most.
+    let mut attempts = 0;
+    let out = loop {
+        attempts += 1;
+        let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap();
+        let start_at = format!("{:.3}", now.as_secs_f64() - 0.01);
+        let out = command()
+            .args(["benchmark", "offline", "--endpoints", "null://", "--num-samples", "20"])
+            .args(["--shard", "0/1", "--start-at", &start_at, "--report-dir"])
+            .arg(&dir)
+            .output()
+            .expect("the binary runs");
+        show(&out);
+        let refused_as_past =
+            out.status.code() == Some(2) && String::from_utf8_lossy(&out.stderr).contains("past");
+        if !refused_as_past || attempts == 3 {
+            break out;
+        }
+    };
     assert_eq!(out.status.code(), Some(0), "the run goes ahead");
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("--start-at had passed") && stderr.contains("ms late"), "{stderr}");
     let shard: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(dir.join("shard.json")).unwrap()).unwrap();
     let offset = shard["clock"]["start_offset_ns"].as_i64().expect("an offset");
-    assert!(offset >= 60_000_000, "started {offset} ns after the given time");
+    assert!(offset >= 10_000_000, "started {offset} ns after the given time");
     assert_eq!(summary(&dir)["n_samples_issued"], 20, "shard 0/1 is the whole plan");
 }
 
