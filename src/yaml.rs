@@ -11,6 +11,7 @@ use crate::error::AppError;
 
 pub mod lax;
 pub mod pyyaml;
+mod shown;
 
 /// The whole benchmark configuration, field order as the reference writes it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -716,7 +717,9 @@ impl Config {
     /// substituted in string values (which stay strings), then each value coerced by pydantic's
     /// lax rules (`lax`); unknown keys are errors naming the key.
     pub fn from_yaml_str(text: &str, origin: &str) -> Result<Config, AppError> {
-        let bad = |why: String| AppError::Input(format!("config error in {origin}: {why}"));
+        let bad = |why: String| {
+            AppError::Input(format!("config error in {origin}: {}", shown::shown_error(&why)))
+        };
         let mut value = pyyaml::load(text).map_err(|e| bad(e.to_string()))?;
         substitute_env(&mut value).map_err(bad)?;
         if value.is_null() {
