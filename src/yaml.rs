@@ -789,7 +789,7 @@ pub fn quote_yaml11_bools(text: &str) -> String {
     out
 }
 
-use crate::redact::{is_secret_key, redact_url, REDACTED};
+use crate::redact::{is_secret_header, is_secret_key, redact_url, REDACTED};
 
 fn redact(value: &mut YamlValue, key: Option<&str>) {
     match value {
@@ -802,9 +802,11 @@ fn redact(value: &mut YamlValue, key: Option<&str>) {
         YamlValue::Null => {}
         YamlValue::String(s) => {
             if key == Some("headers") {
-                // `NAME: VALUE`: the name stays, so the file says which headers were sent.
-                let name = s.split_once(':').map_or("", |(n, _)| n).trim().to_string();
-                *s = format!("{name}: {REDACTED}");
+                // `NAME: VALUE`: the name stays, so the file says which headers were sent; the
+                // value is hidden when the name says it holds a secret.
+                if let Some((name, _)) = s.split_once(':').filter(|(n, _)| is_secret_header(n)) {
+                    *s = format!("{}: {REDACTED}", name.trim());
+                }
             } else if key.is_some_and(is_secret_key) {
                 *s = REDACTED.to_string();
             } else {
