@@ -279,8 +279,9 @@ pub struct BenchFlags {
     /// trust store (as curl's --cacert).
     #[arg(long = "ca-bundle", value_name = "FILE", help_heading = "Endpoint")]
     pub ca_bundle: Option<String>,
-    /// A header for every request, `NAME: VALUE` (repeatable); values are redacted wherever
-    /// shown. Replaces YAML `endpoint_config.headers`.
+    /// A header for every request, `NAME: VALUE` (repeatable); the value of one named for a
+    /// secret (Authorization, Cookie, X-Api-Key, *-Token, …) is redacted wherever shown.
+    /// Replaces YAML `endpoint_config.headers`.
     #[arg(long = "header", short = 'H', value_name = "NAME: VALUE", action = ArgAction::Append,
           help_heading = "Endpoint")]
     pub headers: Vec<String>,

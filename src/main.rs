@@ -43,7 +43,10 @@ fn real_main() -> i32 {
     match dispatch(cli) {
         Ok(code) => code,
         Err(err) => {
-            eprintln!("llm-loadgen: {}", redact::redact(&err.to_string()));
+            // An error may quote a server's answer or a file: no control character of theirs
+            // reaches the terminal.
+            let text = redact::redact(&err.to_string());
+            eprintln!("llm-loadgen: {}", redact::escape_controls(&text));
             err.exit_code()
         }
     }

@@ -162,7 +162,7 @@ fn print_console_and_json(
     let mut bytes = loadgen_coordinator::metrics::pyjson::to_python_json(&object)
         .map_err(|e| AppError::Execution(format!("cannot print the summary as json: {e}")))?;
     bytes.push(b'\n');
-    crate::commands::print_stdout(&redact(&String::from_utf8_lossy(&bytes)))
+    crate::commands::print_stdout(&crate::redact::redact_json(&String::from_utf8_lossy(&bytes)))
 }
 
 /// Runs the benchmark the plan describes and writes its report directory. Returns the exit code.

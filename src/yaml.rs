@@ -11,6 +11,7 @@ use crate::error::AppError;
 
 pub mod lax;
 pub mod pyyaml;
+mod shown;
 
 /// The whole benchmark configuration, field order as the reference writes it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -716,7 +717,9 @@ impl Config {
     /// substituted in string values (which stay strings), then each value coerced by pydantic's
     /// lax rules (`lax`); unknown keys are errors naming the key.
     pub fn from_yaml_str(text: &str, origin: &str) -> Result<Config, AppError> {
-        let bad = |why: String| AppError::Input(format!("config error in {origin}: {why}"));
+        let bad = |why: String| {
+            AppError::Input(format!("config error in {origin}: {}", shown::shown_error(&why)))
+        };
         let mut value = pyyaml::load(text).map_err(|e| bad(e.to_string()))?;
         substitute_env(&mut value).map_err(bad)?;
         if value.is_null() {
@@ -786,7 +789,7 @@ pub fn quote_yaml11_bools(text: &str) -> String {
     out
 }
 
-use crate::redact::{is_secret_key, redact_url, REDACTED};
+use crate::redact::{is_secret_header, is_secret_key, redact_url, REDACTED};
 
 fn redact(value: &mut YamlValue, key: Option<&str>) {
     match value {
@@ -799,9 +802,11 @@ fn redact(value: &mut YamlValue, key: Option<&str>) {
         YamlValue::Null => {}
         YamlValue::String(s) => {
             if key == Some("headers") {
-                // `NAME: VALUE`: the name stays, so the file says which headers were sent.
-                let name = s.split_once(':').map_or("", |(n, _)| n).trim().to_string();
-                *s = format!("{name}: {REDACTED}");
+                // `NAME: VALUE`: the name stays, so the file says which headers were sent; the
+                // value is hidden when the name says it holds a secret.
+                if let Some((name, _)) = s.split_once(':').filter(|(n, _)| is_secret_header(n)) {
+                    *s = format!("{}: {REDACTED}", name.trim());
+                }
             } else if key.is_some_and(is_secret_key) {
                 *s = REDACTED.to_string();
             } else {

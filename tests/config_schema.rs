@@ -137,6 +137,39 @@ fn validate_text(name: &str, text: &str) -> Output {
 }
 
 #[test]
+fn a_yaml_type_error_never_quotes_a_secret_or_a_whole_file() {
+    let head = "type: offline\nmodel_params: {name: m}\nendpoint_config:\n";
+    let cases = [
+        ("headers-string", "  headers: 'Authorization: Bearer sk-yaml-98765'\n", "headers"),
+        ("api-key-digits", "  api_key: 987654321098765432109876543210\n", "api_key"),
+    ];
+    for (name, tail, key) in cases {
+        let out = validate_text(name, &format!("{head}{tail}"));
+        let path = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("schema-texts/{name}.yaml"));
+        let run = bin().args(["benchmark", "from-config", "-c"]).arg(&path).output().unwrap();
+        for out in [&out, &run] {
+            let err = stderr(out);
+            assert_eq!(out.status.code(), Some(2), "{name}: {err}");
+            assert!(err.contains(&format!("endpoint_config.{key}")), "{name}: {err}");
+            assert!(err.contains("not shown: the key holds a secret"), "{name}: {err}");
+            assert!(!err.contains("sk-yaml-98765") && !err.contains("98765432109"), "{err}");
+        }
+    }
+    // A config.yaml that links to a file that is no YAML is quoted as a short excerpt.
+    let dir = report_dir("schema-link");
+    std::fs::create_dir_all(&dir).unwrap();
+    let lines: Vec<String> = (0..200).map(|i| format!("user{i}:x:{i}:{i}::/home/u{i}")).collect();
+    std::fs::write(dir.join("passwd"), lines.join("\n")).unwrap();
+    std::os::unix::fs::symlink(dir.join("passwd"), dir.join("config.yaml")).unwrap();
+    let out = bin().args(["validate-yaml", "-c"]).arg(dir.join("config.yaml")).output().unwrap();
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("\"user0:x:0:0::/home/u0"), "the start is quoted: {err}");
+    assert!(!err.contains("user9:") && err.len() < 400, "not the whole file: {err}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
 fn type_errors_name_the_key_path_and_the_value() {
     let cases = [
         (

@@ -459,12 +459,16 @@ fn a_url_password_is_never_printed() {
     assert_eq!(out.status.code(), Some(0));
     assert!(std::fs::read_to_string(dir.join("config.yaml")).unwrap().contains("<redacted>"));
     assert_no_secret(&out, &dir, &secrets);
-    // Failing set-ups print no secret either: a refused port, a URL without a host, both
-    // credentials at once.
+    // Failing set-ups print no secret either: a refused port, a URL without a host, a
+    // password with an unencoded '/', '?' or '#', both credentials at once.
     let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let secrets = ["secretpw", "sk-topsecret-key", "dTpzZWNyZXRwdw==", "ssW0rdXYZ"];
     for (url, key, code) in [
         (format!("http://u:secretpw@127.0.0.1:{port}"), false, 3),
         ("http://u:secretpw@:1".into(), false, 2),
+        (format!("http://alice:pa/ssW0rdXYZ@127.0.0.1:{port}"), false, 2),
+        (format!("http://alice:pa?ssW0rdXYZ@127.0.0.1:{port}"), false, 2),
+        (format!("http://alice:pa#ssW0rdXYZ@127.0.0.1:{port}"), false, 2),
         (format!("http://u:secretpw@127.0.0.1:{port}"), true, 2),
         (format!("http://127.0.0.1:{port}"), true, 3),
     ] {
@@ -479,9 +483,9 @@ fn a_url_password_is_never_printed() {
     }
 }
 
-/// A server that answers every request with 401 and a body quoting its Authorization header,
-/// as some gateways do; serves each connection until the client closes it.
-fn start_auth_echo_server() -> String {
+/// A server that answers every request with `reply(its Authorization value)` (a status line
+/// and a body); serves each connection until the client closes it.
+fn start_canned_server(reply: fn(&str) -> (&'static str, String)) -> String {
     use std::io::{BufRead, BufReader, Read, Write};
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let url = format!("http://{}", listener.local_addr().unwrap());
@@ -510,11 +514,9 @@ fn start_auth_echo_server() -> String {
                     if reader.read_exact(&mut body).is_err() {
                         return;
                     }
-                    let reply = format!("{{\"error\": \"bad credentials: {auth}\"}}");
-                    let head = format!(
-                        "HTTP/1.1 401 Unauthorized\r\nContent-Length: {}\r\n\r\n",
-                        reply.len()
-                    );
+                    let (status, reply) = reply(&auth);
+                    let head =
+                        format!("HTTP/1.1 {status}\r\nContent-Length: {}\r\n\r\n", reply.len());
                     if conn.write_all(format!("{head}{reply}").as_bytes()).is_err() {
                         return;
                     }
@@ -523,6 +525,13 @@ fn start_auth_echo_server() -> String {
         }
     });
     url
+}
+
+/// A 401 whose body quotes the request's Authorization header, as some gateways do.
+fn start_auth_echo_server() -> String {
+    start_canned_server(|auth| {
+        ("401 Unauthorized", format!("{{\"error\": \"bad credentials: {auth}\"}}"))
+    })
 }
 
 #[test]
@@ -537,6 +546,67 @@ fn an_api_key_echoed_by_the_endpoint_is_never_written() {
     assert!(events.contains("bad credentials: Bearer <redacted>"), "{events}");
     assert_no_secret(&out, &dir, &["sk-echoed-secret"]);
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn basic_credentials_echoed_by_the_endpoint_are_never_written() {
+    let url = start_auth_echo_server().replacen("http://", "http://bob:hunter2-pw@", 1);
+    let dir = report_dir("secret-echo-basic");
+    let out = run_strings(&base_args(&url, &dir, "5"));
+    assert_eq!(out.status.code(), Some(4), "every sample failed with 401");
+    let events = std::fs::read_to_string(dir.join("events.jsonl")).unwrap();
+    assert!(events.contains("bad credentials: Basic <redacted>"), "{events}");
+    // base64("bob:hunter2-pw"), the Authorization the server quoted back.
+    let secrets = ["hunter2-pw", "Ym9iOmh1bnRlcjItcHc="];
+    assert_no_secret(&out, &dir, &secrets);
+    let rebuilt = report_dir("secret-echo-basic-report");
+    let again = run([
+        "report".to_string(),
+        dir.display().to_string(),
+        "--out".into(),
+        rebuilt.display().to_string(),
+    ]);
+    assert_no_secret(&again, &rebuilt, &secrets);
+    for d in [&dir, &rebuilt] {
+        std::fs::remove_dir_all(d).unwrap();
+    }
+}
+
+#[test]
+fn terminal_escapes_from_the_endpoint_are_escaped_on_the_console_and_in_text_files() {
+    let url = start_canned_server(|_| {
+        ("500 Internal Server Error", "boom \x1b]0;TITLE\x07\x1b[2J\u{202e}end".into())
+    });
+    let dir = report_dir("escapes");
+    let out = run_strings(&base_args(&url, &dir, "5"));
+    assert_eq!(out.status.code(), Some(4), "every sample failed with 500");
+    let rebuilt = report_dir("escapes-report");
+    let again = run([
+        "report".to_string(),
+        dir.display().to_string(),
+        "--out".into(),
+        rebuilt.display().to_string(),
+    ]);
+    let shown = r"boom \x1b]0;TITLE\x07\x1b[2J\u{202e}end";
+    let texts = [
+        ("stdout", String::from_utf8_lossy(&out.stdout).into_owned()),
+        ("stderr", String::from_utf8_lossy(&out.stderr).into_owned()),
+        ("report.txt", report_txt(&dir)),
+        ("report stdout", String::from_utf8_lossy(&again.stdout).into_owned()),
+        ("rebuilt report.txt", report_txt(&rebuilt)),
+    ];
+    for (name, text) in &texts {
+        assert!(!text.contains(['\x1b', '\x07', '\u{202e}']), "{name} holds raw controls:\n{text}");
+    }
+    for (name, text) in [&texts[0], &texts[2], &texts[3]] {
+        assert!(text.contains(shown), "{name} shows the message, escaped:\n{text}");
+    }
+    // JSON files keep the message as it came, escaped by JSON.
+    let first = &summary(&dir)["failure_kinds"]["http_status"]["first_message"];
+    assert_eq!(first.as_str(), Some("HTTP 500: boom \x1b]0;TITLE\x07\x1b[2J\u{202e}end"));
+    for d in [&dir, &rebuilt] {
+        std::fs::remove_dir_all(d).unwrap();
+    }
 }
 
 #[test]

@@ -42,6 +42,23 @@ fn a_yaml_key_of_a_missing_feature_is_refused_like_its_flag() {
 }
 
 #[test]
+fn a_refused_setting_says_input_error_once() {
+    let out = bin().args(["benchmark", "offline", "--profile-urls", "http://127.0.0.1:9"]).output();
+    let stderr = String::from_utf8_lossy(&out.expect("runs").stderr).into_owned();
+    assert_eq!(stderr.matches("input error:").count(), 1, "{stderr}");
+    assert_eq!(stderr.matches("leave it out").count(), 1, "{stderr}");
+    let dir = report_dir("spelling-once");
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("profile.yaml");
+    std::fs::write(&path, "type: offline\nsettings:\n  profiling:\n    urls: [a]\n").unwrap();
+    let out = bin().args(["validate-yaml", "-c"]).arg(&path).output().expect("runs");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("refuses this (exit 2): settings.profiling.urls"), "{stderr}");
+    assert!(!stderr.contains("input error"), "a note is no error: {stderr}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
 fn a_no_effect_spelling_runs_with_one_note() {
     let server = stub(StubKind::MaxThroughput, |_| {});
     let dir = report_dir("spelling-note");

@@ -63,6 +63,25 @@ fn top_level_keys(text: &str) -> Vec<String> {
 }
 
 #[test]
+fn a_header_value_that_is_a_json_word_leaves_the_json_valid() {
+    // `X-Flag` is no secret, so `true` is printed as it is; an API key is, and hiding it
+    // (even one spelled `true`) hides it inside JSON strings only.
+    for (i, extra) in [["--header", "X-Flag: true"], ["--api-key", "true"]].iter().enumerate() {
+        let dir = report_dir(&format!("json-word-{i}"));
+        let d = dir.display().to_string();
+        let mut args = vec!["benchmark", "offline", "--num-samples", "20", "--report-dir", &d];
+        args.extend(["--json"].iter().chain(extra.iter()));
+        let out = run(args);
+        assert_eq!(out.status.code(), Some(0));
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let object: Value =
+            serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("{e}:\n{stdout}"));
+        assert_eq!(object["complete"], Value::Bool(true), "{stdout}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
+
+#[test]
 fn benchmark_json_prints_only_the_summary_object_on_stdout() {
     let dir = report_dir("json-offline");
     let d = dir.display().to_string();

@@ -273,7 +273,7 @@ fn the_api_key_is_sent_and_never_printed_and_v_shows_the_bodies() {
         "--api-key",
         "sk-probe-7f3a",
         "-H",
-        "X-Team: t-secret-9",
+        "X-Api-Key: t-secret-9",
         "-v",
     ]);
     assert_eq!(out.status.code(), Some(0));
@@ -292,7 +292,7 @@ fn the_api_key_is_sent_and_never_printed_and_v_shows_the_bodies() {
         .collect::<Vec<_>>();
     assert_eq!(sent.len(), 4, "1 plain request and 3 streams");
     assert!(sent.iter().all(|h| h.contains("Authorization: Bearer sk-probe-7f3a")), "{sent:?}");
-    assert!(sent.iter().all(|h| h.contains("X-Team: t-secret-9")), "{sent:?}");
+    assert!(sent.iter().all(|h| h.contains("X-Api-Key: t-secret-9")), "{sent:?}");
 }
 
 #[test]
@@ -312,5 +312,34 @@ fn a_base_url_with_v1_and_userinfo_is_probed_as_the_benchmark_sends_it() {
         assert!(head.starts_with("POST /v1/chat/completions HTTP/1.1"), "no /v1/v1: {head}");
         // base64("user:pw-4d2c")
         assert!(head.contains("Authorization: Basic dXNlcjpwdy00ZDJj"), "{head}");
+    }
+}
+
+#[test]
+fn a_plain_header_value_is_no_secret_and_the_json_stays_valid() {
+    let server = echo(|_| {});
+    // probe_json parses stdout: `true` hidden as a secret would make `"ok":<redacted>`.
+    let endpoint = probe_json(&server, &["-H", "X-Flag: true"]);
+    assert_eq!(endpoint["ok"], true);
+}
+
+#[test]
+fn a_url_user_without_a_password_sends_user_colon_and_an_empty_userinfo_sends_none() {
+    // base64("user:"): the user with an empty password, as curl and browsers send it.
+    for (userinfo, want) in [("user@", Some("Authorization: Basic dXNlcjo=\r\n")), ("@", None)] {
+        let heads = loadgen_stubs::BodyLog::default();
+        let log = heads.clone();
+        let server = echo(move |c| c.head_log = Some(log));
+        let url = server.url().replace("http://", &format!("http://{userinfo}"));
+        let out = probe(&["--endpoints", &url, "--model", "m", "--requests", "1"]);
+        assert_eq!(out.status.code(), Some(0), "{url}");
+        let sent = heads.lock().unwrap().clone();
+        assert_eq!(sent.len(), 4, "1 plain request and 3 streams");
+        for head in sent.iter().map(|h| String::from_utf8_lossy(h).into_owned()) {
+            match want {
+                Some(line) => assert!(head.contains(line), "{userinfo}: {head}"),
+                None => assert!(!head.to_ascii_lowercase().contains("authorization"), "{head}"),
+            }
+        }
     }
 }

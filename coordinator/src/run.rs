@@ -71,9 +71,9 @@ pub struct RunSpec {
     pub events_path: Option<PathBuf>,
     /// The live view: terminal, plain lines or off (`live::LiveSpec`).
     pub live: crate::live::LiveSpec,
-    /// Values never written into events.jsonl (API keys, URL passwords), should an endpoint
-    /// echo one in an error message.
-    pub secrets: Vec<String>,
+    /// Hides secrets in the error messages written into events.jsonl (the binary's
+    /// `redact::redact`), should an endpoint echo an API key or credentials in one.
+    pub redact: Option<crate::aggregate::events::Redact>,
 }
 
 /// The warm-up phase (the reference's): untracked samples before the performance phase, on the
@@ -636,7 +636,7 @@ fn start_aggregator(
                 formatters: event_formatters(&spec.cpu_plan),
                 cores: formatter_cores(&spec.cpu_plan),
                 prompt_data_json: spec.prompt_data_json.clone(),
-                secrets: spec.secrets.clone(),
+                redact: spec.redact,
                 endpoint_field: spec.workers.first().is_some_and(|w| w.endpoints.len() > 1),
             };
             EventLog::create(path, log).map_err(RunError::Thread)?

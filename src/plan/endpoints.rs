@@ -23,22 +23,34 @@ pub(super) fn parse_endpoints(config: &Config) -> Result<Vec<EndpointUrl>, AppEr
     Ok(endpoints)
 }
 
-/// Registers every secret of the configuration with `redact`, before anything can print one:
-/// the API key, URL passwords and every header value.
-pub(super) fn register_secrets(config: &Config) {
-    if let Some(key) = &config.endpoint_config.api_key {
-        crate::redact::register_secret(key);
+/// Registers every secret of the endpoint configuration with `redact`, before anything can
+/// print one: the API key, what a URL's userinfo hides (and the `Basic` token it becomes), and
+/// the value of each header whose name says it holds a secret (`redact::is_secret_header`).
+/// Other header values are not secrets: they are shown as given.
+pub(crate) fn register_secrets(ec: &crate::yaml::EndpointConfig) {
+    use crate::redact::register_secret;
+    if let Some(key) = &ec.api_key {
+        register_secret(key);
     }
-    for url in &config.endpoint_config.endpoints {
-        if let (_, Some(secret)) = crate::redact::split_userinfo(url.trim()) {
-            crate::redact::register_secret(&secret);
+    for url in &ec.endpoints {
+        crate::redact::url_secrets(url.trim()).iter().for_each(|s| register_secret(s));
+        if let Some(Secret(basic)) = url_userinfo(url.trim()).and_then(basic_auth) {
+            register_secret(basic.trim_start_matches("Basic "));
         }
     }
-    for line in &config.endpoint_config.headers {
-        if let Some((_, value)) = line.split_once(':') {
-            crate::redact::register_secret(value);
+    for line in &ec.headers {
+        match line.split_once(':') {
+            Some((name, value)) if crate::redact::is_secret_header(name) => register_secret(value),
+            _ => {}
         }
     }
+}
+
+/// The userinfo of an `http(s)://` URL's authority, if it has one.
+fn url_userinfo(url: &str) -> Option<&str> {
+    let rest = url.split_once("://")?.1;
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or_default();
+    authority.rsplit_once('@').map(|(userinfo, _)| userinfo)
 }
 
 /// `--header` lines as (name, value), in the order given.
@@ -161,6 +173,13 @@ pub fn parse_endpoint(url: &str) -> Result<EndpointUrl, AppError> {
             crate::redact::redact_url(url)
         )));
     };
+    if crate::redact::userinfo_needs_encoding(url) {
+        return Err(AppError::Input(format!(
+            "endpoint {}: its user:password holds a '/', '?' or '#', which end the host part \
+             of a URL; percent-encode them in the password (%2F, %3F, %23)",
+            crate::redact::redact_url(url)
+        )));
+    }
     if rest.contains(['?', '#']) {
         return Err(AppError::Input(format!(
             "endpoint {}: a base URL has no query or fragment; give scheme, host, port and path",
@@ -168,10 +187,7 @@ pub fn parse_endpoint(url: &str) -> Result<EndpointUrl, AppError> {
         )));
     }
     let authority = rest.split('/').next().unwrap_or_default();
-    let (userinfo, host_only) = match authority.rsplit_once('@') {
-        Some((u, h)) => (Some(u), h),
-        None => (None, authority),
-    };
+    let host_only = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
     if !valid_host_port(host_only) {
         return Err(AppError::Input(format!(
             "endpoint {:?} has no valid host[:port] (an IPv6 address goes in brackets: \
@@ -180,7 +196,7 @@ pub fn parse_endpoint(url: &str) -> Result<EndpointUrl, AppError> {
         )));
     }
     let (stripped, _) = crate::redact::split_userinfo(url);
-    Ok(EndpointUrl { url: v1_base(&stripped), basic_auth: userinfo.map(basic_auth) })
+    Ok(EndpointUrl { url: v1_base(&stripped), basic_auth: url_userinfo(url).and_then(basic_auth) })
 }
 
 /// `host`, `host:port`, `[v6]` or `[v6]:port`, with a port in 1..=65535; a bare IPv6
@@ -209,10 +225,19 @@ fn valid_host_port(authority: &str) -> bool {
 }
 
 /// `Basic base64(user:password)` of a URL's userinfo, percent-decoded as RFC 3986 writes it.
-fn basic_auth(userinfo: &str) -> Secret {
+/// As curl and browsers send it, `user@` is the user with an empty password (`user:`), and an
+/// empty userinfo (`http://@host`) sends no credentials.
+fn basic_auth(userinfo: &str) -> Option<Secret> {
     use base64::Engine;
-    let decoded = percent_decode(userinfo);
-    Secret(format!("Basic {}", base64::engine::general_purpose::STANDARD.encode(decoded)))
+    if userinfo.is_empty() {
+        return None;
+    }
+    let mut decoded = percent_decode(userinfo);
+    if !userinfo.contains(':') {
+        decoded.push(b':');
+    }
+    let token = base64::engine::general_purpose::STANDARD.encode(decoded);
+    Some(Secret(format!("Basic {token}")))
 }
 
 fn percent_decode(text: &str) -> Vec<u8> {

@@ -207,7 +207,7 @@ impl Plan {
 /// Resolves a configuration (YAML and/or flags, already merged) into a validated plan:
 /// checks every setting, loads the dataset and the tokenizer, sizes the run.
 pub fn resolve_plan(mut config: Config, verbose: u8) -> Result<Plan, AppError> {
-    register_secrets(&config);
+    register_secrets(&config.endpoint_config);
     refuse_unsupported(&config)?;
     apply_accuracy_only(&mut config);
     check_mode_datasets(&config)?;

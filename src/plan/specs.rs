@@ -92,7 +92,7 @@ impl Plan {
             token_pool,
             events_path: self.events.then(|| self.report_dir.join("events.jsonl")),
             live,
-            secrets: crate::redact::registered_secrets(),
+            redact: Some(crate::redact::redact),
         })
     }
 }

@@ -423,9 +423,11 @@ fn endpoint_lines(s: &ResultSummary) -> Vec<String> {
         .collect()
 }
 
-/// A message on one line: a server's multi-line body must not break the report's layout.
+/// A message on one line: a server's multi-line body must not break the report's layout, and
+/// its control characters are escaped (report.txt and the console are read on terminals).
 fn one_line(text: &str) -> String {
-    text.split_whitespace().collect::<Vec<_>>().join(" ")
+    let line = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    crate::redact::escape_controls(&line).into_owned()
 }
 
 /// The whole `report.txt`.

@@ -18,8 +18,8 @@ use loadgen_worker::request::{
 
 use crate::cli::ProbeArgs;
 use crate::error::AppError;
-use crate::plan::{parse_endpoint, resolve_auth, resolve_tls, EndpointUrl};
-use crate::redact::{redact, redact_url, Secret};
+use crate::plan::{parse_endpoint, register_secrets, resolve_auth, resolve_tls, EndpointUrl};
+use crate::redact::{escape_controls, redact, redact_json, redact_url, Secret};
 use crate::tokenizer::Tokenizer;
 use crate::yaml::{ApiTypeName, BenchType, Config};
 
@@ -53,8 +53,10 @@ pub struct Console {
 }
 
 impl Console {
+    /// Prints one line: secrets hidden, and the server's control characters (in answers and
+    /// errors) escaped.
     pub fn line(&self, text: &str) {
-        let text = redact(text);
+        let text = redact(&escape_controls(text));
         if self.json {
             eprintln!("{text}");
         } else {
@@ -91,7 +93,7 @@ pub fn run(args: &ProbeArgs, verbose: u8) -> Result<i32, AppError> {
         // Serialized from the structs, so keys keep their declared order.
         let text = serde_json::to_string(&ProbeJson { endpoints: &reports })
             .map_err(|e| AppError::Execution(format!("cannot encode the probe's json: {e}")))?;
-        crate::commands::print_stdout(&format!("{}\n", redact(&text)))?;
+        crate::commands::print_stdout(&format!("{}\n", redact_json(&text)))?;
     }
     match reports.iter().find(|r| !r.ok) {
         Some(r) => Err(AppError::Execution(format!(
@@ -120,7 +122,7 @@ fn resolve(args: &ProbeArgs) -> Result<Setup, AppError> {
     ec.ca_bundle = args.ca_bundle.clone();
     ec.api_type = args.api_type;
     config.settings.client.insecure = args.insecure;
-    register_secrets(&config);
+    register_secrets(&config.endpoint_config);
     let endpoints: Vec<EndpointUrl> =
         args.endpoints.iter().map(|u| parse_endpoint(u)).collect::<Result<_, _>>()?;
     if endpoints.iter().any(EndpointUrl::is_null) {
@@ -141,24 +143,6 @@ fn resolve(args: &ProbeArgs) -> Result<Setup, AppError> {
         _ => ApiType::OpenAiChat,
     };
     Ok(Setup { api, api_name: args.api_type, endpoints, authorization, headers, tls, tokenizer })
-}
-
-/// Registers the API key, URL passwords and header values before anything can print one.
-fn register_secrets(config: &Config) {
-    let ec = &config.endpoint_config;
-    if let Some(key) = &ec.api_key {
-        crate::redact::register_secret(key);
-    }
-    for url in &ec.endpoints {
-        if let (_, Some(secret)) = crate::redact::split_userinfo(url.trim()) {
-            crate::redact::register_secret(&secret);
-        }
-    }
-    for line in &ec.headers {
-        if let Some((_, value)) = line.split_once(':') {
-            crate::redact::register_secret(value);
-        }
-    }
 }
 
 /// The request bytes of one probe request.

@@ -1,7 +1,6 @@
 //! Event lines in the reference's layout: the JSON of one batch of events, written by a formatter
 //! thread, so the aggregator only copies each event's fields into the batch.
 
-use std::borrow::Cow;
 use std::ops::Range;
 
 /// Where a string of an event lies in its batch's text.
@@ -149,23 +148,14 @@ impl Batch {
 pub struct FormatContext {
     /// Each dataset row's `PromptData` JSON (`sample.issued`'s data).
     pub prompt_data_json: std::sync::Arc<Vec<String>>,
-    /// Values never written (API keys, URL passwords): an endpoint may echo them in an error.
-    pub secrets: Vec<String>,
+    /// Hides secrets in an error message (the binary's `redact::redact`): an endpoint may echo
+    /// an API key or credentials in one. `None` writes messages as they came.
+    pub redact: Option<Redact>,
 }
 
-/// What a hidden secret is written as (the binary's `redact::REDACTED`).
-pub const SECRET_PLACEHOLDER: &str = "<redacted>";
-
-/// `text` with every one of `secrets` replaced by [`SECRET_PLACEHOLDER`].
-pub fn hide_secrets<'a>(text: &'a str, secrets: &[String]) -> Cow<'a, str> {
-    let mut out = Cow::Borrowed(text);
-    for secret in secrets.iter().filter(|s| !s.is_empty()) {
-        if out.contains(secret.as_str()) {
-            out = Cow::Owned(out.replace(secret.as_str(), SECRET_PLACEHOLDER));
-        }
-    }
-    out
-}
+/// A function that hides the secrets in a text (the binary's `redact::redact`), so the event
+/// log uses the binary's one redaction rather than a copy of it.
+pub type Redact = fn(&str) -> String;
 
 /// Appends the lines of `batch` to `out`.
 pub fn format_batch(batch: &Batch, ctx: &FormatContext, out: &mut Vec<u8>) {
@@ -189,7 +179,11 @@ pub fn format_batch(batch: &Batch, ctx: &FormatContext, out: &mut Vec<u8>) {
                 out.extend_from_slice(b"[\"ErrorData\",");
                 push_json_str(out, error_type);
                 out.push(b',');
-                push_json_str(out, &hide_secrets(batch.str_at(message), &ctx.secrets));
+                let message = batch.str_at(message);
+                match ctx.redact {
+                    Some(redact) => push_json_str(out, &redact(message)),
+                    None => push_json_str(out, message),
+                }
                 out.push(b']');
             }
             Op::Complete(c) => complete(out, batch, c),
