@@ -182,7 +182,8 @@ fn feed(r: &mut Readers, input: &[u8], at_ns: u64, ex: &mut Exchange) -> Result<
     if !r.head.head_done() {
         used = r.head.feed_head(input).map_err(|e| format!("{e}"))?;
         if !r.head.head_done() {
-            return Ok(0);
+            // Interim (1xx) answers may have been passed over before the final head.
+            return Ok(used);
         }
         ex.status = r.head.head().status;
         ex.event_stream = r.head.head().event_stream && ex.status == 200;

@@ -593,10 +593,11 @@ impl Conn {
     fn parse_buffered(&mut self, now_ns: fn() -> u64) -> Result<bool, super::h1::H1Error> {
         if !self.reader.head_done() {
             let used = self.reader.feed_head(&self.read_buf[self.read_start..])?;
-            if used == 0 {
+            self.read_start += used;
+            // Interim (1xx) answers may have been passed over before the final head.
+            if !self.reader.head_done() {
                 return Ok(false);
             }
-            self.read_start += used;
             let head = self.reader.head();
             self.sse_mode = head.status == 200 && head.event_stream;
         }
