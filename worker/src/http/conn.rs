@@ -21,6 +21,17 @@ use crate::wire::FailureKind;
 const READ_BUF_BYTES: usize = 64 * 1024;
 /// Largest response head accepted (past it the sample fails with `FailureKind::HeadLimit`).
 pub const MAX_RESPONSE_HEAD_BYTES: usize = 256 * 1024;
+/// Room a response body has past four times the output it may carry (JSON escapes, usage and
+/// the envelope): `max_response_body_bytes`.
+const RESPONSE_BODY_SLACK_BYTES: usize = 64 * 1024;
+
+/// The largest non-streaming response body (and SSE event) read for a run that keeps
+/// `max_output_bytes` of output: `4 × max_output_bytes + RESPONSE_BODY_SLACK_BYTES`
+/// (1,114,112 bytes under the plan's `MAX_OUTPUT_BYTES`). No flag sets it.
+pub fn max_response_body_bytes(max_output_bytes: usize) -> usize {
+    max_output_bytes.saturating_mul(4).saturating_add(RESPONSE_BODY_SLACK_BYTES)
+}
+
 /// Bytes of an error body quoted in the record's error text.
 const ERROR_BODY_QUOTE_BYTES: usize = 1024;
 
@@ -357,7 +368,7 @@ impl std::fmt::Debug for Conn {
 
 impl Conn {
     pub fn new(addr: SocketAddr, api: ApiType, max_output_bytes: usize) -> Conn {
-        let max_body_bytes = max_output_bytes.saturating_mul(4).saturating_add(64 * 1024);
+        let max_body_bytes = max_response_body_bytes(max_output_bytes);
         Conn {
             addr,
             endpoint: 0,
@@ -728,7 +739,17 @@ impl Conn {
             acc.first_chunk_len = 0;
             return FailureKind::HttpStatus;
         }
-        if body.len() >= *max_body_bytes || !acc.on_body(body) {
+        if body.len() >= *max_body_bytes {
+            let _ = write!(
+                error,
+                "response body over the cap of {max_body_bytes} bytes (4 × the {} bytes of \
+                 output a sample keeps + 64 KiB; a fixed limit, no flag sets it): ask for less \
+                 output (--max-output-tokens) or check what the endpoint sends",
+                acc.max_output_bytes()
+            );
+            return FailureKind::Malformed;
+        }
+        if !acc.on_body(body) {
             let _ = write!(error, "malformed response body ({} bytes)", body.len());
             return FailureKind::Malformed;
         }
@@ -915,6 +936,38 @@ mod tests {
                 String::from_utf8_lossy(&conn.error)
             );
         }
+    }
+
+    #[test]
+    fn a_body_over_the_size_cap_names_the_cap_and_what_to_do() {
+        let mut conn = Conn::new("127.0.0.1:9".parse().unwrap(), ApiType::OpenAiChat, 1 << 10);
+        let cap = max_response_body_bytes(1 << 10);
+        assert_eq!(cap, 4 * 1024 + 64 * 1024);
+        for (framing, body_len) in [("Content-Length", cap + 10), ("chunked", cap + 10)] {
+            let body = vec![b'x'; body_len];
+            let wire = match framing {
+                "chunked" => {
+                    let mut w = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n".to_vec();
+                    w.extend_from_slice(format!("{body_len:x}\r\n").as_bytes());
+                    w.extend_from_slice(&body);
+                    w.extend_from_slice(b"\r\n0\r\n\r\n");
+                    w
+                }
+                _ => {
+                    let head = format!("HTTP/1.1 200 OK\r\nContent-Length: {body_len}\r\n\r\n");
+                    [head.as_bytes(), &body].concat()
+                }
+            };
+            let outcome = parse_in_two_reads(&mut conn, &wire, wire.len() / 2);
+            assert_eq!(outcome.failure, FailureKind::Malformed, "{framing}");
+            let error = String::from_utf8_lossy(&conn.error).into_owned();
+            assert!(error.contains(&format!("over the cap of {cap} bytes")), "{framing}: {error}");
+            assert!(error.contains("no flag sets it"), "{error}");
+            assert!(error.contains("--max-output-tokens"), "{error}");
+        }
+        let small = b"HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\nnot";
+        assert_eq!(parse_in_two_reads(&mut conn, small, 5).failure, FailureKind::Malformed);
+        assert_eq!(String::from_utf8_lossy(&conn.error), "malformed response body (3 bytes)");
     }
 
     #[test]
