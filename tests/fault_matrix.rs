@@ -541,6 +541,18 @@ matrix! {
         pattern: LoadPattern::Poisson(400),
         ..BASE
     },
+    // Interim answers (103 Early Hints, 100 Continue) before every response are passed over:
+    // the request's answer is the final response after them.
+    interim_responses_are_skipped_stream_offline => Case {
+        faults: |f| f.interim_responses = true,
+        ..BASE
+    },
+    interim_responses_are_skipped_plain_concurrency => Case {
+        faults: |f| f.interim_responses = true,
+        stream: false,
+        pattern: LoadPattern::Concurrency(4),
+        ..BASE
+    },
     two_hundred_extra_headers_fail => Case {
         faults: |f| f.extra_headers = 200,
         stream: false,

@@ -86,6 +86,9 @@ pub(crate) fn resolve_auth(
         }
     }
     let key = config.endpoint_config.api_key.as_deref();
+    if let Some(key) = key {
+        check_value("--api-key (or OPENAI_API_KEY)", key.trim())?;
+    }
     let basic = endpoints.iter().any(|e| e.basic_auth.is_some());
     let sources = [key.is_some(), authorization.is_some(), basic];
     if sources.iter().filter(|s| **s).count() > 1 {
@@ -95,42 +98,9 @@ pub(crate) fn resolve_auth(
                 .into(),
         ));
     }
-    Ok((authorization.or(key.map(|k| Secret(format!("Bearer {}", k.trim())))), headers))
-}
-
-/// Headers the requests already carry (the protocol's own), so `--header` cannot repeat them.
-const PROTOCOL_HEADERS: [&str; 6] =
-    ["host", "content-type", "content-length", "accept", "transfer-encoding", "connection"];
-
-/// `NAME: VALUE` → the name (an HTTP token) and the trimmed value (no CR, LF or NUL).
-fn parse_header(line: &str) -> Result<(String, String), AppError> {
-    let shown = |l: &str| l.split_once(':').map_or(l.to_string(), |(n, _)| format!("{n}: …"));
-    let Some((name, value)) = line.split_once(':') else {
-        return Err(AppError::Input(format!(
-            "--header {:?} is not NAME: VALUE; give e.g. --header 'X-Team: infra'",
-            crate::redact::redact(line)
-        )));
-    };
-    let name = name.trim();
-    let token = |c: char| c.is_ascii_alphanumeric() || "!#$%&'*+-.^_`|~".contains(c);
-    if name.is_empty() || !name.chars().all(token) {
-        return Err(AppError::Input(format!(
-            "--header {:?}: {name:?} is not a header name (letters, digits and -)",
-            shown(line)
-        )));
-    }
-    if value.contains(['\r', '\n', '\0']) {
-        return Err(AppError::Input(format!(
-            "--header {:?}: the value holds a line break; give it on one line",
-            shown(line)
-        )));
-    }
-    if PROTOCOL_HEADERS.iter().any(|h| name.eq_ignore_ascii_case(h)) {
-        return Err(AppError::Input(format!(
-            "--header {name}: the requests set {name} themselves; leave it out"
-        )));
-    }
-    Ok((name.to_string(), value.trim().to_string()))
+    let authorization = authorization.or(key.map(|k| Secret(format!("Bearer {}", k.trim()))));
+    check_header_block(authorization.as_ref().map(|s| s.0.as_str()), &headers)?;
+    Ok((authorization, headers))
 }
 
 /// Says when a base URL's trailing `/v1` is taken as the API's own (OpenAI SDK users write base

@@ -90,6 +90,7 @@ pub(super) fn resolve_request(
     endpoints: &[EndpointUrl],
 ) -> Result<RequestOptions, AppError> {
     let model = resolve_model(config, endpoints)?;
+    check_model_name(&model)?;
     config.model_params.name = Some(model.clone());
     let api_name = config.endpoint_config.api_type;
     let streaming = resolve_streaming(config);
@@ -99,6 +100,23 @@ pub(super) fn resolve_request(
         ..RequestOptions::basic(protocol_of(api_name)?, &model, streaming, 0)
     };
     with_generation_params(&base, config)
+}
+
+/// Longest model name a run sends. Served names are Hugging Face ids (at most 96 characters)
+/// or paths (`PATH_MAX` is 4,096 bytes); the limit keeps a mistaken value (a file's contents
+/// given as the name) from being written into every request.
+pub const MAX_MODEL_NAME_BYTES: usize = 4096;
+
+/// The model name within `MAX_MODEL_NAME_BYTES`; it is not quoted, only measured.
+pub(super) fn check_model_name(model: &str) -> Result<(), AppError> {
+    if model.len() > MAX_MODEL_NAME_BYTES {
+        return Err(AppError::Input(format!(
+            "the model name (--model, model_params.name) is {} bytes, past the limit of \
+             {MAX_MODEL_NAME_BYTES} (MAX_MODEL_NAME_BYTES); give the name the server serves",
+            model.len()
+        )));
+    }
+    Ok(())
 }
 
 /// `base` (the run's protocol, model, streaming and usage flag) with the generation keys of
@@ -254,8 +272,19 @@ pub(super) fn resolve_extra_body(
         }
         out.push((name.to_string(), yaml_to_json(v, name)?));
     }
+    let bytes: usize = out.iter().map(|(k, v)| k.len() + v.to_string().len() + 4).sum();
+    if bytes > MAX_EXTRA_BODY_BYTES {
+        return Err(AppError::Input(format!(
+            "model_params.extra_body (--extra-body) is {bytes} bytes of json, past the limit of \
+             {MAX_EXTRA_BODY_BYTES} (MAX_EXTRA_BODY_BYTES); send fewer or shorter keys"
+        )));
+    }
     Ok(out)
 }
+
+/// Longest extra body (`--extra-body`, as the json keys and values it adds to each body).
+/// Every row's body carries it, so it is bounded as a prompt is, not as a header.
+pub const MAX_EXTRA_BODY_BYTES: usize = 64 * 1024;
 
 /// `check_rows_n` for an `n` given in the extra body (it replaces every row's).
 pub(super) fn check_extra_body_n(

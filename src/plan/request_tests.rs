@@ -242,3 +242,25 @@ fn extra_body_keeps_the_users_key_order_and_refuses_reserved_keys() {
     let err = yaml_plan("  extra_body: 5\n").unwrap_err();
     assert!(err.to_string().contains("model_params.extra_body 5"), "{err}");
 }
+
+#[test]
+fn a_model_name_past_its_limit_is_refused_naming_the_limit_and_the_size() {
+    let at_limit = "m".repeat(MAX_MODEL_NAME_BYTES);
+    assert_eq!(plan_of(&["--model", &at_limit]).unwrap().request.model, at_limit);
+    let over = "m".repeat(MAX_MODEL_NAME_BYTES + 1);
+    let err = plan_of(&["--model", &over]).unwrap_err();
+    assert_eq!(err.exit_code(), 2, "{err}");
+    let text = err.to_string();
+    assert!(text.contains("is 4097 bytes") && text.contains("MAX_MODEL_NAME_BYTES"), "{text}");
+    assert!(!text.contains(&over), "the name is measured, not quoted");
+}
+
+#[test]
+fn an_extra_body_past_its_limit_is_refused_naming_the_limit() {
+    let fits = format!("{{\"note\":\"{}\"}}", "x".repeat(1000));
+    assert!(plan_of(&["--extra-body", &fits]).is_ok());
+    let over = format!("{{\"note\":\"{}\"}}", "x".repeat(MAX_EXTRA_BODY_BYTES));
+    let err = plan_of(&["--extra-body", &over]).unwrap_err();
+    assert_eq!(err.exit_code(), 2, "{err}");
+    assert!(err.to_string().contains("MAX_EXTRA_BODY_BYTES"), "{err}");
+}

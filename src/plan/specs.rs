@@ -155,16 +155,22 @@ fn request_tables(
     salted: &[(u32, String)],
 ) -> Result<Vec<Arc<RequestTable>>, AppError> {
     let mut tables = Vec::with_capacity(endpoints.len());
+    let shared_body = request::body_prefix(&plan.request).map_err(shared_error)?;
     for (e, ep) in endpoints.iter().enumerate() {
         let headers = request_headers(plan, e);
-        let mut table = RequestTable::new();
+        let opts = &plan.request;
+        let head = request::http_head(ep, opts.api, &headers, opts.streaming);
+        // What every request shares (the head with its headers, the body's model) is kept
+        // once per table, not once per row.
+        let mut table = RequestTable::with_shared(&head, &shared_body);
         for (i, row) in plan.dataset.rows.iter().enumerate() {
-            table.push(&row_request(plan, ep, &headers, i, prompt_of(row, plan.request.api))?);
+            let body = row_request_body(plan, i, prompt_of(row, plan.request.api))?;
+            table.push_body(&body).map_err(shared_error)?;
         }
         for (i, prompt) in salted {
             let row = &plan.dataset.rows[*i as usize];
             let text = Prompt::Text { system: row.system.as_deref(), user: prompt };
-            table.push(&row_request(plan, ep, &headers, *i as usize, text)?);
+            table.push_body(&row_request_body(plan, *i as usize, text)?).map_err(shared_error)?;
         }
         for acc in &plan.accuracy.datasets {
             for (i, row) in acc.dataset.rows.iter().enumerate() {
@@ -176,7 +182,7 @@ fn request_tables(
                         acc.name
                     ))
                 })?;
-                table.push(&body_request(plan, ep, &headers, &body));
+                table.push_body(&body).map_err(shared_error)?;
             }
         }
         tables.push(Arc::new(table));
@@ -194,19 +200,17 @@ fn request_headers(plan: &Plan, e: usize) -> RequestHeaders {
     }
 }
 
-/// Row `i`'s request with `prompt`: the row's own n and drawn output length are decided here,
-/// once, before the fork.
-fn row_request(
-    plan: &Plan,
-    ep: &Endpoint,
-    headers: &RequestHeaders,
-    i: usize,
-    prompt: Prompt<'_>,
-) -> Result<Vec<u8>, AppError> {
+/// A request table that cannot share what its rows share (a bug, not the input).
+fn shared_error(e: request::RequestError) -> AppError {
+    AppError::Execution(format!("cannot build the request table: {e}"))
+}
+
+/// Row `i`'s request body with `prompt`: the row's own n and drawn output length are decided
+/// here, once, before the fork.
+fn row_request_body(plan: &Plan, i: usize, prompt: Prompt<'_>) -> Result<Vec<u8>, AppError> {
     let row = &plan.dataset.rows[i];
-    let body = row_body(&plan.request, row, plan.row_output_tokens.get(i).copied(), prompt)
-        .map_err(|e| AppError::Input(format!("dataset row {i} cannot become a request: {e}")))?;
-    Ok(body_request(plan, ep, headers, &body))
+    row_body(&plan.request, row, plan.row_output_tokens.get(i).copied(), prompt)
+        .map_err(|e| AppError::Input(format!("dataset row {i} cannot become a request: {e}")))
 }
 
 /// A row's request body under its phase's options (the performance phase's, or an accuracy
@@ -219,11 +223,6 @@ fn row_body(
 ) -> Result<Vec<u8>, String> {
     let params = RowParams { n: row.n, max_output_tokens, columns: &row.request_columns };
     request::body_json_row(opts, prompt, params).map_err(|e| e.to_string())
-}
-
-fn body_request(plan: &Plan, ep: &Endpoint, headers: &RequestHeaders, body: &[u8]) -> Vec<u8> {
-    let opts = &plan.request;
-    request::http_request(ep, opts.api, headers, opts.streaming, body)
 }
 
 /// The accuracy phases: each dataset's rows follow the performance rows and the salted
@@ -687,6 +686,31 @@ mod tests {
         let rows = plan.dataset.rows.len();
         assert_eq!(spec.warmup.rows, SampleOrder::first_rows(rows, 6, 7));
         assert_eq!(spec.workers[0].first_requests().len(), rows, "unsalted: no extra requests");
+    }
+
+    /// A large header and model name are held once per endpoint, not once per dataset row: the
+    /// 1,000 rows of the synthetic dataset with a 100 KB header and a 4 KB model cost about
+    /// what the rows alone cost (issue 25: a 1 MiB header cost 1 GB).
+    #[test]
+    fn what_every_request_shares_is_held_once_per_endpoint_not_per_row() {
+        let header = format!("X-Big: {}", "h".repeat(100_000));
+        let model = "m".repeat(crate::plan::MAX_MODEL_NAME_BYTES);
+        let url = "http://127.0.0.1:9";
+        let args = ["offline", "--endpoints", url, "--model", &model, "--header", &header];
+        let plan = crate::plan::plan_from_args(&args).unwrap();
+        let small = ["offline", "--endpoints", url, "--model", "m"];
+        let plain = crate::plan::plan_from_args(&small).unwrap();
+        let endpoints = vec![Endpoint::parse(url).unwrap()];
+        let bytes = |plan: &Plan| {
+            let tables = request_tables(plan, &endpoints, &[]).unwrap();
+            assert_eq!(tables[0].len(), plan.dataset.rows.len());
+            tables[0].total_bytes()
+        };
+        let (big, base) = (bytes(&plan), bytes(&plain));
+        assert!(big < base + 100_000 + 4_096 + 2_000, "{big} bytes against {base} without them");
+        let tables = request_tables(&plan, &endpoints, &[]).unwrap();
+        let request = tables[0].request(999);
+        assert!(request.windows(header.len()).any(|w| w == header.as_bytes()), "sent on each");
     }
 
     /// The plan and worker specs of `connections` over `workers` to the `urls`.

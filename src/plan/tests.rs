@@ -690,6 +690,22 @@ fn url_userinfo_becomes_basic_auth_percent_decoded_and_never_shown() {
 }
 
 #[test]
+fn an_api_key_with_a_control_byte_is_refused_without_quoting_it() {
+    for key in ["sk-abc\u{7f}def", "sk-abc\r\nX-Evil: 1"] {
+        let args =
+            ["offline", "--endpoints", "http://127.0.0.1:9", "--model", "m", "--api-key", key];
+        let err = plan_of(&args).unwrap_err();
+        assert_eq!(err.exit_code(), 2, "{err}");
+        let text = err.to_string();
+        assert!(
+            text.contains("--api-key (or OPENAI_API_KEY): byte 7 of the value is 0x"),
+            "{text}"
+        );
+        assert!(!text.contains("sk-abc") && !text.contains("def"), "{text}");
+    }
+}
+
+#[test]
 fn headers_are_checked_and_an_authorization_header_is_the_runs_authorization() {
     let plan = plan_of(&[
         "offline",
@@ -722,6 +738,8 @@ fn headers_are_checked_and_an_authorization_header_is_the_runs_authorization() {
         ("Bad Name: x", "is not a header name"),
         ("Content-Length: 5", "the requests set Content-Length themselves"),
         ("host: x", "the requests set host themselves"),
+        ("Expect: 100-continue", "never wait for a 100 Continue"),
+        ("X-Key: a\u{1b}b", "--header X-Key: byte 2 of the value is 0x1B"),
     ] {
         let err = plan_of(&[
             "offline",

@@ -119,6 +119,9 @@ pub struct FaultArgs {
     /// Add N response headers to every answer.
     #[arg(long, value_name = "N", default_value_t = 0)]
     pub fault_extra_headers: usize,
+    /// Send `103 Early Hints` and `100 Continue` before every answer.
+    #[arg(long)]
+    pub fault_interim_responses: bool,
     /// Wait this many milliseconds before answering (every Nth request, N from --fault-delay-every).
     #[arg(long, value_name = "MS")]
     pub fault_delay_ms: Option<u64>,
@@ -284,6 +287,7 @@ impl FaultArgs {
                 "--fault-multi-line-data-every",
             )?,
             extra_headers: self.fault_extra_headers,
+            interim_responses: self.fault_interim_responses,
             delay: self.delay()?,
             no_stream_usage: self.fault_no_stream_usage,
             reject_stream_options: self.fault_reject_stream_options,

@@ -122,8 +122,8 @@ pub struct DelayFault {
 /// one worker every count is exact. Each `*_every: Some(n)` hits requests n, 2n, … (1 = all).
 /// When several hit one request, the first in this order wins: status, no_response,
 /// close_after_request, stall_after_head, close_mid_stream, stall, error_only_stream,
-/// vllm_error, error_frame_mid_stream, truncate, finish_without_done; multi_line_data, extra_headers and
-/// delay combine with any of them.
+/// vllm_error, error_frame_mid_stream, truncate, finish_without_done; multi_line_data, extra_headers,
+/// interim_responses and delay combine with any of them.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct FaultConfig {
     /// Every Nth SSE content frame of a stream (1-based) is replaced by a malformed line.
@@ -163,6 +163,10 @@ pub struct FaultConfig {
     pub multi_line_data_every: Option<u64>,
     /// Extra response headers on every routed response (`X-Stub-Extra-1: …` …).
     pub extra_headers: usize,
+    /// Every routed response is preceded by the interim answers `fault::INTERIM_RESPONSES`
+    /// (`103 Early Hints`, then `100 Continue`), as a server may send them unasked
+    /// (RFC 9110 §15.2).
+    pub interim_responses: bool,
     /// A delay before the response.
     pub delay: Option<DelayFault>,
     /// Streams carry no usage frame even when the request asks with `stream_options` (as a
@@ -194,6 +198,7 @@ impl FaultConfig {
             || self.status.is_some()
             || self.truncate.is_some()
             || self.extra_headers > 0
+            || self.interim_responses
             || self.delay.is_some()
             || self.no_stream_usage
             || self.reject_stream_options

@@ -122,12 +122,21 @@ pub fn rewrite(f: &FaultConfig, plan: &mut Plan, n: u64) {
     fit_deadlines(plan);
 }
 
-/// Applies the faults that hit any routed response (status answers included): extra headers
-/// and the delay.
+/// The interim answers `FaultConfig::interim_responses` sends before each response.
+pub const INTERIM_RESPONSES: &[u8] = b"HTTP/1.1 103 Early Hints\r\nLink: </style.css>; \
+rel=preload\r\n\r\nHTTP/1.1 100 Continue\r\n\r\n";
+
+/// Applies the faults that hit any routed response (status answers included): extra headers,
+/// interim answers and the delay.
 pub fn decorate(f: &FaultConfig, plan: &mut Plan, n: u64, start: Instant) {
     if f.extra_headers > 0 {
         if let Some(head) = plan.pieces.first_mut() {
             *head = with_extra_headers(head, f.extra_headers);
+        }
+    }
+    if f.interim_responses {
+        if let Some(head) = plan.pieces.first_mut() {
+            head.splice(0..0, INTERIM_RESPONSES.iter().copied());
         }
     }
     if let Some(d) = f.delay.filter(|d| hits(Some(d.every), n)) {

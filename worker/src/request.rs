@@ -38,6 +38,9 @@ pub enum RequestError {
     UnsupportedPrompt { api: ApiType, what: &'static str },
     #[error("cannot encode request json: {0}")]
     Json(#[from] serde_json::Error),
+    /// A body that does not start as every body of its table does (a bug, never the input).
+    #[error("a request body does not start with the model key its table shares")]
+    SharedStart,
 }
 
 /// Everything in a request body that is the same for every row.
@@ -394,9 +397,24 @@ fn extras(out: &mut Vec<u8>, opts: &RequestOptions) -> Result<(), RequestError> 
     Ok(())
 }
 
-fn chat_body(out: &mut Vec<u8>, b: Body<'_>, prompt: Prompt<'_>) -> Result<(), RequestError> {
+/// What every body of `opts` starts with, the same for every row: `{"model":"…"` for the
+/// OpenAI APIs (the model first, in the reference's key order), nothing for SGLang, whose
+/// body starts with the prompt. `RequestTable` keeps it once instead of in every row.
+pub fn body_prefix(opts: &RequestOptions) -> Result<Vec<u8>, RequestError> {
+    let mut out = Vec::new();
+    if opts.api != ApiType::Sglang {
+        model_prefix(&mut out, opts)?;
+    }
+    Ok(out)
+}
+
+fn model_prefix(out: &mut Vec<u8>, opts: &RequestOptions) -> Result<(), RequestError> {
     out.extend_from_slice(b"{\"model\":");
-    json(out, &b.opts.model)?;
+    json(out, &opts.model)
+}
+
+fn chat_body(out: &mut Vec<u8>, b: Body<'_>, prompt: Prompt<'_>) -> Result<(), RequestError> {
+    model_prefix(out, b.opts)?;
     key(out, "messages");
     match prompt {
         Prompt::Text { system, user } => system_and_user(out, b, system, &user)?,
@@ -439,8 +457,7 @@ fn completions_body(
     prompt: Prompt<'_>,
 ) -> Result<(), RequestError> {
     let api = b.opts.api;
-    out.extend_from_slice(b"{\"model\":");
-    json(out, &b.opts.model)?;
+    model_prefix(out, b.opts)?;
     key(out, "prompt");
     match prompt {
         Prompt::Text { system: None, user } => json(out, &user)?,
@@ -541,7 +558,25 @@ pub fn http_request(
     streaming: bool,
     body: &[u8],
 ) -> Vec<u8> {
-    let mut out = Vec::with_capacity(body.len() + 200);
+    let mut out = http_head(ep, api, headers, streaming);
+    out.reserve(body.len() + 24);
+    content_length_end(&mut out, body.len());
+    out.extend_from_slice(body);
+    out
+}
+
+/// What every request to `ep` starts with, the same for every row: the request line and the
+/// headers up to the value of `Content-Length` (which ends `Content-Length: `). The added
+/// headers may be large (a token of a few hundred KiB), so `RequestTable` keeps it once.
+pub fn http_head(
+    ep: &Endpoint,
+    api: ApiType,
+    headers: &RequestHeaders,
+    streaming: bool,
+) -> Vec<u8> {
+    let extra: usize = headers.extra.iter().map(|(n, v)| n.len() + v.len() + 4).sum();
+    let auth = headers.authorization.as_ref().map_or(0, |v| v.len() + 17);
+    let mut out = Vec::with_capacity(200 + extra + auth);
     let accept = if streaming { "text/event-stream" } else { "application/json" };
     // Writing into a Vec cannot fail.
     let _ = write!(
@@ -557,13 +592,13 @@ pub fn http_request(
     for (name, value) in &headers.extra {
         let _ = write!(out, "{name}: {value}\r\n");
     }
-    let _ = write!(
-        out,
-        "Content-Type: application/json\r\nAccept: {accept}\r\nContent-Length: {}\r\n\r\n",
-        body.len()
-    );
-    out.extend_from_slice(body);
+    let _ = write!(out, "Content-Type: application/json\r\nAccept: {accept}\r\nContent-Length: ");
     out
+}
+
+/// A row's own start: its Content-Length value and the blank line that ends the head.
+fn content_length_end(out: &mut Vec<u8>, body_len: usize) {
+    let _ = write!(out, "{body_len}\r\n\r\n");
 }
 
 /// The headers a run adds to every request besides the protocol's own.
@@ -585,28 +620,73 @@ impl RequestHeaders {
 }
 
 /// All rows' request bytes in one flat buffer plus offsets; shared read-only with the workers
-/// through fork. The buffer is reference-counted so a connection hands a row to the kernel
-/// without copying it (`row_bytes`).
-#[derive(Clone, Debug, Default)]
+/// through fork. What every request shares is kept once at the buffer's start: the head up to
+/// the Content-Length value (`http_head`) and the body's start (`body_prefix`, the model), so
+/// a large header or model name costs its size once, not once per row. A row holds only its
+/// own bytes: its Content-Length value and blank line, then its body past the shared start.
+/// A request is four segments, head, row start, body start, row rest (`RequestBytes::segments`),
+/// which a connection hands to the kernel in one gathered write. The buffer is
+/// reference-counted so a connection writes a row without copying it (`row_bytes`).
+#[derive(Clone, Debug)]
 pub struct RequestTable {
     bytes: Arc<Vec<u8>>,
-    /// `offsets[i]..offsets[i + 1]` is row i; starts with 0.
+    /// `bytes[..head_end]` is the shared head.
+    head_end: usize,
+    /// `bytes[head_end..shared_end]` is the shared body start.
+    shared_end: usize,
+    /// `offsets[i]..offsets[i + 1]` is row i's own part; starts with `shared_end`.
     offsets: Vec<usize>,
 }
 
+impl Default for RequestTable {
+    fn default() -> Self {
+        RequestTable::new()
+    }
+}
+
 impl RequestTable {
+    /// A table with no shared parts: each row is a whole request (`push`).
     pub fn new() -> RequestTable {
-        RequestTable { bytes: Arc::new(Vec::new()), offsets: vec![0] }
+        RequestTable::with_shared(b"", b"")
     }
 
-    /// Appends one row's request bytes; returns its row index.
-    pub fn push(&mut self, request: &[u8]) -> u32 {
-        if self.offsets.is_empty() {
-            self.offsets.push(0);
+    /// A table whose requests all start with `head` (`http_head`) and whose bodies all start
+    /// with `body_start` (`body_prefix`); rows are added with `push_body`.
+    pub fn with_shared(head: &[u8], body_start: &[u8]) -> RequestTable {
+        let bytes = [head, body_start].concat();
+        let shared_end = bytes.len();
+        RequestTable {
+            bytes: Arc::new(bytes),
+            head_end: head.len(),
+            shared_end,
+            offsets: vec![shared_end],
         }
+    }
+
+    /// Appends one row as a whole request (a table made by `new`); returns its row index.
+    pub fn push(&mut self, request: &[u8]) -> u32 {
+        debug_assert_eq!(self.shared_end, 0, "a table with shared parts takes bodies");
+        self.push_own(&[request])
+    }
+
+    /// Appends one row by its whole body, which starts with the table's body start; the row
+    /// keeps only its Content-Length and the rest of the body. Returns its row index.
+    pub fn push_body(&mut self, body: &[u8]) -> Result<u32, RequestError> {
+        let start = &self.bytes[self.head_end..self.shared_end];
+        let Some(rest) = body.strip_prefix(start) else {
+            return Err(RequestError::SharedStart);
+        };
+        let mut length = Vec::with_capacity(24);
+        content_length_end(&mut length, body.len());
+        Ok(self.push_own(&[&length, rest]))
+    }
+
+    fn push_own(&mut self, parts: &[&[u8]]) -> u32 {
         // Unique while the table is being built: no copy.
         let bytes = Arc::make_mut(&mut self.bytes);
-        bytes.extend_from_slice(request);
+        for part in parts {
+            bytes.extend_from_slice(part);
+        }
         self.offsets.push(bytes.len());
         (self.offsets.len() - 2) as u32
     }
@@ -618,24 +698,39 @@ impl RequestTable {
         api_key: Option<&str>,
         prompts: impl IntoIterator<Item = Prompt<'p>>,
     ) -> Result<RequestTable, RequestError> {
-        let mut table = RequestTable::new();
+        let headers = RequestHeaders::bearer(api_key);
+        let head = http_head(ep, opts.api, &headers, opts.streaming);
+        let mut table = RequestTable::with_shared(&head, &body_prefix(opts)?);
         for prompt in prompts {
-            let body = body_json_row(opts, prompt, RowParams::default())?;
-            let headers = RequestHeaders::bearer(api_key);
-            table.push(&http_request(ep, opts.api, &headers, opts.streaming, &body));
+            table.push_body(&body_json_row(opts, prompt, RowParams::default())?)?;
         }
         Ok(table)
     }
 
-    /// Row `i`'s request bytes. Panics if `i` is out of range (rows come from the same plan).
-    pub fn row(&self, i: usize) -> &[u8] {
-        &self.bytes[self.offsets[i]..self.offsets[i + 1]]
+    /// Row `i`'s whole request, gathered (for tests and tools; a connection writes the
+    /// segments). Panics if `i` is out of range (rows come from the same plan).
+    pub fn request(&self, i: usize) -> Vec<u8> {
+        self.row_bytes(i).segments().concat()
     }
 
     /// Row `i` as an owned handle on the shared buffer (a reference count, no copy), for writes
     /// that need an owned buffer.
     pub fn row_bytes(&self, i: usize) -> RequestBytes {
-        RequestBytes { all: self.bytes.clone(), start: self.offsets[i], end: self.offsets[i + 1] }
+        let (start, end) = (self.offsets[i], self.offsets[i + 1]);
+        // Only a shared body start needs the row cut where its head ends (its Content-Length
+        // value has no CR); elsewhere the whole row is one segment.
+        let split = match self.shared_end > self.head_end {
+            true => memchr::memchr(b'\r', &self.bytes[start..end]).map_or(end, |i| start + i + 4),
+            false => end,
+        };
+        RequestBytes {
+            all: self.bytes.clone(),
+            head_end: self.head_end,
+            shared_end: self.shared_end,
+            start,
+            split,
+            end,
+        }
     }
 
     pub fn len(&self) -> usize {
@@ -652,22 +747,38 @@ impl RequestTable {
     }
 }
 
-/// One row's request bytes, sharing the table's buffer.
+/// One row's request, sharing the table's buffer.
 #[derive(Clone, Debug)]
 pub struct RequestBytes {
     all: Arc<Vec<u8>>,
+    head_end: usize,
+    shared_end: usize,
     start: usize,
+    /// Where the row's own start ends and its body's rest begins.
+    split: usize,
     end: usize,
 }
 
 impl RequestBytes {
-    pub fn as_slice(&self) -> &[u8] {
-        &self.all[self.start..self.end]
+    /// The request in wire order: the shared head, the row's Content-Length and blank line,
+    /// the shared body start, the rest of the row's body (any may be empty).
+    pub fn segments(&self) -> [&[u8]; 4] {
+        let b = &self.all[..];
+        [
+            &b[..self.head_end],
+            &b[self.start..self.split],
+            &b[self.head_end..self.shared_end],
+            &b[self.split..self.end],
+        ]
     }
 
-    /// An owned I/O buffer of the row for monoio's writes (another reference, no copy).
-    pub fn io_buf(&self) -> monoio::buf::Slice<Arc<Vec<u8>>> {
-        monoio::buf::IoBuf::slice(self.all.clone(), self.start..self.end)
+    /// The request's length on the wire.
+    pub fn len(&self) -> usize {
+        self.shared_end + (self.end - self.start)
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
     }
 }
 
@@ -848,7 +959,56 @@ mod tests {
         assert_eq!(t.push(b"abc"), 0);
         assert_eq!(t.push(b""), 1);
         assert_eq!(t.push(b"de"), 2);
-        assert_eq!((t.row(0), t.row(1), t.row(2), t.len()), (&b"abc"[..], &b""[..], &b"de"[..], 3));
+        assert_eq!(
+            (t.request(0), t.request(1), t.request(2), t.len()),
+            (b"abc".to_vec(), vec![], b"de".to_vec(), 3)
+        );
+    }
+
+    #[test]
+    fn what_every_request_shares_is_kept_once_and_each_row_is_whole_on_the_wire() {
+        let ep = Endpoint::parse("http://127.0.0.1:8765").unwrap();
+        let big = "t".repeat(100_000);
+        let headers =
+            RequestHeaders { authorization: None, extra: vec![("X-Token".into(), big.clone())] };
+        for api in [ApiType::OpenAiChat, ApiType::OpenAiCompletions, ApiType::Sglang] {
+            let mut o = opts(api, true, true);
+            o.model = "m".repeat(3000);
+            let mut table = RequestTable::with_shared(
+                &http_head(&ep, api, &headers, true),
+                &body_prefix(&o).unwrap(),
+            );
+            let prompts = ["a", "a much longer prompt, with \r\n\r\n inside"];
+            for _ in 0..100 {
+                for p in prompts {
+                    table
+                        .push_body(&body_json(&o, Prompt::Text { system: None, user: p }).unwrap())
+                        .unwrap();
+                }
+            }
+            for (i, p) in prompts.iter().enumerate() {
+                let body = body_json(&o, Prompt::Text { system: None, user: p }).unwrap();
+                let whole = http_request(&ep, api, &headers, true, &body);
+                assert_eq!(table.request(i), whole, "{api:?} row {i}");
+                assert_eq!(table.row_bytes(i).len(), whole.len());
+            }
+            // 200 rows carry the 100 KB header and the 3 KB model once, not 200 times.
+            assert!(
+                table.total_bytes() < big.len() + 3000 + 200 * 200,
+                "{api:?}: {}",
+                table.total_bytes()
+            );
+        }
+    }
+
+    #[test]
+    fn a_body_that_does_not_start_as_its_table_shares_is_refused() {
+        let o = opts(ApiType::OpenAiChat, false, false);
+        let mut table =
+            RequestTable::with_shared(b"POST / HTTP/1.1\r\n", &body_prefix(&o).unwrap());
+        let other = RequestOptions { model: "other".into(), ..o };
+        let body = body_json(&other, HELLO).unwrap();
+        assert!(matches!(table.push_body(&body), Err(RequestError::SharedStart)));
     }
 
     fn row_body(o: &RequestOptions, p: Prompt<'_>, row: RowParams<'_>) -> String {

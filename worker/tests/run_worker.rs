@@ -792,7 +792,8 @@ fn a_name_the_certificate_does_not_carry_fails_verification_but_not_insecure() {
     );
     assert!(messages[0].contains("certificate not valid for name \"api.example.com\""));
     assert!(
-        messages[0].contains("use a host name the certificate carries, or --insecure"),
+        messages[0].contains("put a host name the certificate carries in the URL")
+            && messages[0].contains("--ca-bundle cannot help), or --insecure"),
         "{messages:?}"
     );
     ep.tls.as_mut().unwrap().verify = Verify::Insecure;

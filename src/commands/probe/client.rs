@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 use loadgen_worker::adapter::Accumulator;
 use loadgen_worker::http::h1::ResponseReader;
 use loadgen_worker::http::sse::{stream_end, BodyEnd, SseItem, SseParser, StreamEnd};
+use loadgen_worker::http::tls::{certificate_refused_message, refuses_certificate};
 use loadgen_worker::monotonic_ns;
 use loadgen_worker::request::{ApiType, Endpoint};
 use rustls::pki_types::ServerName;
@@ -56,6 +57,8 @@ pub struct Exchange {
     pub reasoning: bool,
     /// The stream sent `data: [DONE]`.
     pub saw_done: bool,
+    /// The TLS handshake refused the server's certificate (a setup error, as in a benchmark).
+    pub certificate_refused: bool,
     /// Why the request failed; `None` for a success.
     pub error: Option<String>,
 }
@@ -104,19 +107,30 @@ fn connect(target: &Target, deadline: Instant) -> Result<(Conn, TcpStream), Stri
 /// connection closes, or `deadline` passes.
 pub fn exchange(target: &Target, api: ApiType, request: &[u8], deadline: Instant) -> Exchange {
     let mut ex = Exchange { sent_ns: monotonic_ns(), ..Exchange::default() };
+    let mut refused = false;
     let result = connect(target, deadline).and_then(|(mut conn, handle)| {
-        conn.stream().write_all(request).map_err(|e| io_error("cannot send the request", &e))?;
+        // The first write runs the TLS handshake, so a refused certificate surfaces here.
+        if let Err(e) = conn.stream().write_all(request) {
+            let host = target.endpoint.host.trim_matches(|c| c == '[' || c == ']');
+            return Err(match refused_certificate(&e) {
+                Some(tls) => {
+                    refused = true;
+                    certificate_refused_message(host, tls)
+                }
+                None => io_error("cannot send the request", &e),
+            });
+        }
         read_response(&mut conn, &handle, api, deadline, &mut ex)
     });
     ex.done_ns = monotonic_ns();
-    if let Err(e) = result {
-        let hint = match target.tls.is_some() && e.contains("certificate") {
-            true => "; give --ca-bundle FILE with the server's CA, or --insecure to skip the check",
-            false => "",
-        };
-        ex.error = Some(format!("{e}{hint}"));
-    }
+    ex.certificate_refused = refused;
+    ex.error = result.err();
     ex
+}
+
+/// The rustls error under a failed write when it refused the server's certificate.
+fn refused_certificate(e: &std::io::Error) -> Option<&rustls::Error> {
+    e.get_ref()?.downcast_ref::<rustls::Error>().filter(|tls| refuses_certificate(tls))
 }
 
 fn io_error(what: &str, e: &std::io::Error) -> String {
@@ -182,7 +196,8 @@ fn feed(r: &mut Readers, input: &[u8], at_ns: u64, ex: &mut Exchange) -> Result<
     if !r.head.head_done() {
         used = r.head.feed_head(input).map_err(|e| format!("{e}"))?;
         if !r.head.head_done() {
-            return Ok(0);
+            // Interim (1xx) answers may have been passed over before the final head.
+            return Ok(used);
         }
         ex.status = r.head.head().status;
         ex.event_stream = r.head.head().event_stream && ex.status == 200;

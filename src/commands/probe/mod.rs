@@ -96,6 +96,9 @@ pub fn run(args: &ProbeArgs, verbose: u8) -> Result<i32, AppError> {
         crate::commands::print_stdout(&format!("{}\n", redact_json(&text)))?;
     }
     match reports.iter().find(|r| !r.ok) {
+        Some(EndpointReport { certificate_refused: Some(why), .. }) => {
+            Err(AppError::Setup(format!("probe failed: {why}")))
+        }
         Some(r) => Err(AppError::Execution(format!(
             "probe failed: only {}/{} requests to {} successful; check the endpoint, --model and \
              --api-type",

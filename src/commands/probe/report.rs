@@ -64,6 +64,10 @@ pub struct EndpointReport {
     pub osl: Option<OslCheck>,
     pub isl: Option<IslCheck>,
     pub basis: Basis,
+    /// Why every request failed when it was the server's certificate: a setup error (exit 3),
+    /// as in a benchmark, rather than an endpoint that does not answer.
+    #[serde(skip)]
+    pub certificate_refused: Option<String>,
 }
 
 impl EndpointReport {
@@ -111,6 +115,11 @@ impl EndpointReport {
             osl: None,
             isl: None,
             basis: verdict::basis(StreamUsage::Unknown, None, None),
+            certificate_refused: plain
+                .iter()
+                .all(|e| e.certificate_refused)
+                .then(|| plain.first().and_then(|e| e.error.clone()))
+                .flatten(),
         }
     }
 

@@ -66,6 +66,11 @@ impl Accumulator {
         }
     }
 
+    /// The most output a sample keeps (longer output is cut and counted).
+    pub fn max_output_bytes(&self) -> usize {
+        self.max_output_bytes
+    }
+
     /// Clears everything for the next response, keeping the buffer's capacity.
     pub fn reset(&mut self) {
         self.output.clear();

@@ -5,8 +5,8 @@ use std::io::Write;
 use std::net::{IpAddr, SocketAddr};
 use std::rc::Rc;
 
-use monoio::buf::{IoBuf, IoBufMut};
-use monoio::io::{AsyncReadRent, AsyncWriteRentExt};
+use monoio::buf::IoBufMut;
+use monoio::io::{AsyncReadRent, AsyncWriteRent, AsyncWriteRentExt};
 use monoio::net::TcpStream;
 use monoio::BufResult;
 
@@ -21,6 +21,17 @@ use crate::wire::FailureKind;
 const READ_BUF_BYTES: usize = 64 * 1024;
 /// Largest response head accepted (past it the sample fails with `FailureKind::HeadLimit`).
 pub const MAX_RESPONSE_HEAD_BYTES: usize = 256 * 1024;
+/// Room a response body has past four times the output it may carry (JSON escapes, usage and
+/// the envelope): `max_response_body_bytes`.
+const RESPONSE_BODY_SLACK_BYTES: usize = 64 * 1024;
+
+/// The largest non-streaming response body (and SSE event) read for a run that keeps
+/// `max_output_bytes` of output: `4 × max_output_bytes + RESPONSE_BODY_SLACK_BYTES`
+/// (1,114,112 bytes under the plan's `MAX_OUTPUT_BYTES`). No flag sets it.
+pub fn max_response_body_bytes(max_output_bytes: usize) -> usize {
+    max_output_bytes.saturating_mul(4).saturating_add(RESPONSE_BODY_SLACK_BYTES)
+}
+
 /// Bytes of an error body quoted in the record's error text.
 const ERROR_BODY_QUOTE_BYTES: usize = 1024;
 
@@ -224,10 +235,55 @@ impl Stream {
         }
     }
 
-    async fn write_all<T: IoBuf>(&mut self, buf: T) -> BufResult<usize, T> {
+    /// Writes a request's segments. Plain TCP gathers them in one `writev` straight from the
+    /// shared request table (no copy); TLS copies them into `tls_write`, up to one record's
+    /// plaintext at a time, since the TLS stream encrypts each write as records of its own
+    /// and a request in four writes would cost four records and four sends.
+    async fn write_request(
+        &mut self,
+        request: &RequestBytes,
+        iov: &mut Vec<libc::iovec>,
+        tls_write: &mut Vec<u8>,
+    ) -> std::io::Result<()> {
         match self {
-            Stream::Plain(s) => s.write_all(buf).await,
-            Stream::Tls(s) => s.write_all(buf).await,
+            Stream::Plain(s) => {
+                let mut gather = RequestIovecs::new(std::mem::take(iov), request);
+                let result = loop {
+                    if gather.is_done() {
+                        break Ok(());
+                    }
+                    let (result, back) = s.writev(gather).await;
+                    gather = back;
+                    match result {
+                        Ok(0) => break Err(std::io::ErrorKind::WriteZero.into()),
+                        Ok(n) => gather.consume(n),
+                        Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                        Err(e) => break Err(e),
+                    }
+                };
+                *iov = gather.into_iov();
+                result
+            }
+            Stream::Tls(s) => {
+                let mut buf = std::mem::take(tls_write);
+                if buf.capacity() < TLS_WRITE_BYTES {
+                    buf = Vec::with_capacity(TLS_WRITE_BYTES);
+                }
+                for segment in request.segments() {
+                    for piece in segment.chunks(TLS_WRITE_BYTES) {
+                        if buf.len() + piece.len() > TLS_WRITE_BYTES {
+                            let (result, back) = s.write_all(buf).await;
+                            (buf, _) = (back, result?);
+                            buf.clear();
+                        }
+                        buf.extend_from_slice(piece);
+                    }
+                }
+                let (result, mut back) = s.write_all(buf).await;
+                back.clear();
+                *tls_write = back;
+                result.map(|_| ())
+            }
         }
     }
 
@@ -237,6 +293,70 @@ impl Stream {
             Stream::Plain(s) => s,
             Stream::Tls(s) => s.into_parts().0,
         }
+    }
+}
+
+/// The most request bytes a TLS connection hands its stream at once: one TLS record's
+/// plaintext (RFC 8446 §5.1), so a request up to that size goes out as one record and one
+/// send, as it would from one buffer. Each TLS connection holds this much, from its first
+/// request.
+const TLS_WRITE_BYTES: usize = 16 * 1024;
+
+/// A request's segments as the iovecs of one `writev`. The iovecs live in a heap buffer that
+/// the connection reuses (`Conn::write_iov`, so no allocation per request), whose address
+/// holds however the value moves while the runtime owns it; the request's bytes are held by
+/// its `RequestBytes` (a reference on the shared table) until the write is done.
+struct RequestIovecs {
+    iov: Vec<libc::iovec>,
+    /// The first iovec not yet written whole.
+    at: usize,
+    _request: RequestBytes,
+}
+
+impl RequestIovecs {
+    fn new(mut iov: Vec<libc::iovec>, request: &RequestBytes) -> RequestIovecs {
+        iov.clear();
+        for segment in request.segments().into_iter().filter(|s| !s.is_empty()) {
+            let iov_base = segment.as_ptr().cast_mut().cast::<libc::c_void>();
+            iov.push(libc::iovec { iov_base, iov_len: segment.len() });
+        }
+        RequestIovecs { iov, at: 0, _request: request.clone() }
+    }
+
+    fn is_done(&self) -> bool {
+        self.at == self.iov.len()
+    }
+
+    /// Marks the first `n` bytes left as written.
+    fn consume(&mut self, mut n: usize) {
+        while n > 0 && self.at < self.iov.len() {
+            let v = &mut self.iov[self.at];
+            if n < v.iov_len {
+                v.iov_base = v.iov_base.cast::<u8>().wrapping_add(n).cast();
+                v.iov_len -= n;
+                return;
+            }
+            n -= v.iov_len;
+            self.at += 1;
+        }
+    }
+
+    fn into_iov(self) -> Vec<libc::iovec> {
+        self.iov
+    }
+}
+
+// SAFETY: the pointer is into `iov`'s heap buffer, which nothing changes while the runtime owns
+// the value (`consume` runs only after a write returned it); the `read_iovec_len` iovecs from
+// there are initialised (`new` pushed them), and each points into `_request`'s shared table
+// buffer, held alive by it and never written after the table was built.
+unsafe impl monoio::buf::IoVecBuf for RequestIovecs {
+    fn read_iovec_ptr(&self) -> *const libc::iovec {
+        self.iov[self.at..].as_ptr()
+    }
+
+    fn read_iovec_len(&self) -> usize {
+        self.iov.len() - self.at
     }
 }
 
@@ -315,6 +435,10 @@ pub struct Conn {
     tls: Option<Rc<TlsClient>>,
     read_buf: Vec<u8>,
     read_start: usize,
+    /// The iovecs of a request's gathered write, reused (`RequestIovecs`).
+    write_iov: Vec<libc::iovec>,
+    /// A TLS connection's request bytes on their way into the stream (`TLS_WRITE_BYTES`).
+    tls_write: Vec<u8>,
     body: Vec<u8>,
     /// Where a Content-Length body lies in `read_buf` when it arrived whole (then `body` stays
     /// empty: the common case is parsed in place, not copied).
@@ -357,7 +481,7 @@ impl std::fmt::Debug for Conn {
 
 impl Conn {
     pub fn new(addr: SocketAddr, api: ApiType, max_output_bytes: usize) -> Conn {
-        let max_body_bytes = max_output_bytes.saturating_mul(4).saturating_add(64 * 1024);
+        let max_body_bytes = max_response_body_bytes(max_output_bytes);
         Conn {
             addr,
             endpoint: 0,
@@ -365,6 +489,8 @@ impl Conn {
             tls: None,
             read_buf: Vec::with_capacity(READ_BUF_BYTES),
             read_start: 0,
+            write_iov: Vec::with_capacity(4),
+            tls_write: Vec::new(),
             body: Vec::with_capacity(16 * 1024),
             body_in_read_buf: None,
             max_body_bytes,
@@ -481,14 +607,13 @@ impl Conn {
             self.error.extend_from_slice(e.message(self.addr).as_bytes());
             return self.fail(e.failure_kind(), 0, now_ns);
         }
-        // The row goes to the kernel straight from the shared request table: no copy.
-        let stream = self.stream.as_mut().expect("connected above");
+        let Conn { stream, write_iov, tls_write, .. } = self;
+        let stream = stream.as_mut().expect("connected above");
         self.wrote = true;
         if self.sent_ns == 0 {
             self.sent_ns = now_ns();
         }
-        let (result, _) = stream.write_all(request.io_buf()).await;
-        if let Err(e) = result {
+        if let Err(e) = stream.write_request(request, write_iov, tls_write).await {
             let _ = write!(self.error, "connection closed while sending: {e}");
             return self.fail(FailureKind::ConnectionClosed, 0, now_ns);
         }
@@ -593,10 +718,11 @@ impl Conn {
     fn parse_buffered(&mut self, now_ns: fn() -> u64) -> Result<bool, super::h1::H1Error> {
         if !self.reader.head_done() {
             let used = self.reader.feed_head(&self.read_buf[self.read_start..])?;
-            if used == 0 {
+            self.read_start += used;
+            // Interim (1xx) answers may have been passed over before the final head.
+            if !self.reader.head_done() {
                 return Ok(false);
             }
-            self.read_start += used;
             let head = self.reader.head();
             self.sse_mode = head.status == 200 && head.event_stream;
         }
@@ -727,7 +853,17 @@ impl Conn {
             acc.first_chunk_len = 0;
             return FailureKind::HttpStatus;
         }
-        if body.len() >= *max_body_bytes || !acc.on_body(body) {
+        if body.len() >= *max_body_bytes {
+            let _ = write!(
+                error,
+                "response body over the cap of {max_body_bytes} bytes (4 × the {} bytes of \
+                 output a sample keeps + 64 KiB; a fixed limit, no flag sets it): ask for less \
+                 output (--max-output-tokens) or check what the endpoint sends",
+                acc.max_output_bytes()
+            );
+            return FailureKind::Malformed;
+        }
+        if !acc.on_body(body) {
             let _ = write!(error, "malformed response body ({} bytes)", body.len());
             return FailureKind::Malformed;
         }
@@ -914,6 +1050,38 @@ mod tests {
                 String::from_utf8_lossy(&conn.error)
             );
         }
+    }
+
+    #[test]
+    fn a_body_over_the_size_cap_names_the_cap_and_what_to_do() {
+        let mut conn = Conn::new("127.0.0.1:9".parse().unwrap(), ApiType::OpenAiChat, 1 << 10);
+        let cap = max_response_body_bytes(1 << 10);
+        assert_eq!(cap, 4 * 1024 + 64 * 1024);
+        for (framing, body_len) in [("Content-Length", cap + 10), ("chunked", cap + 10)] {
+            let body = vec![b'x'; body_len];
+            let wire = match framing {
+                "chunked" => {
+                    let mut w = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n".to_vec();
+                    w.extend_from_slice(format!("{body_len:x}\r\n").as_bytes());
+                    w.extend_from_slice(&body);
+                    w.extend_from_slice(b"\r\n0\r\n\r\n");
+                    w
+                }
+                _ => {
+                    let head = format!("HTTP/1.1 200 OK\r\nContent-Length: {body_len}\r\n\r\n");
+                    [head.as_bytes(), &body].concat()
+                }
+            };
+            let outcome = parse_in_two_reads(&mut conn, &wire, wire.len() / 2);
+            assert_eq!(outcome.failure, FailureKind::Malformed, "{framing}");
+            let error = String::from_utf8_lossy(&conn.error).into_owned();
+            assert!(error.contains(&format!("over the cap of {cap} bytes")), "{framing}: {error}");
+            assert!(error.contains("no flag sets it"), "{error}");
+            assert!(error.contains("--max-output-tokens"), "{error}");
+        }
+        let small = b"HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\nnot";
+        assert_eq!(parse_in_two_reads(&mut conn, small, 5).failure, FailureKind::Malformed);
+        assert_eq!(String::from_utf8_lossy(&conn.error), "malformed response body (3 bytes)");
     }
 
     #[test]
@@ -1119,6 +1287,78 @@ mod tests {
         assert_eq!(outcome.failure, FailureKind::None, "{}", String::from_utf8_lossy(&conn.error));
         assert_eq!(conn.acc.output, b"hi");
         server.join().unwrap()
+    }
+
+    #[test]
+    fn a_partial_gathered_write_resumes_where_it_stopped() {
+        let mut table = crate::request::RequestTable::with_shared(b"HEAD ", b"{\"m\"");
+        table.push_body(b"{\"m\",1}").unwrap();
+        let request = table.row_bytes(0);
+        let whole = table.request(0);
+        assert_eq!(whole, b"HEAD 7\r\n\r\n{\"m\",1}");
+        for first in 0..=whole.len() {
+            let mut gather = RequestIovecs::new(Vec::new(), &request);
+            let mut sent = Vec::new();
+            for n in [first, whole.len() - first] {
+                // What a writev of n bytes takes: the first n bytes the iovecs still hold.
+                let mut left = n;
+                for v in &gather.iov[gather.at..] {
+                    // SAFETY: each iovec points into the table's buffer, held by `request`.
+                    let bytes =
+                        unsafe { std::slice::from_raw_parts(v.iov_base.cast::<u8>(), v.iov_len) };
+                    let take = left.min(bytes.len());
+                    sent.extend_from_slice(&bytes[..take]);
+                    left -= take;
+                }
+                gather.consume(n);
+            }
+            assert!(gather.is_done(), "split at {first}");
+            assert_eq!(sent, whole, "split at {first}");
+        }
+    }
+
+    /// A request of a few MiB in shared segments (a large header, a large body) goes out whole
+    /// through `writev`, on io_uring and epoll, however the kernel splits the writes.
+    #[test]
+    fn a_large_request_in_segments_arrives_whole_on_both_drivers() {
+        use std::io::{Read, Write as _};
+        let head = format!("POST / HTTP/1.1\r\nX-Big: {}\r\nContent-Length: ", "h".repeat(1 << 20));
+        let mut table = crate::request::RequestTable::with_shared(head.as_bytes(), b"{\"model\":1");
+        let body = format!("{{\"model\":1,\"p\":\"{}\"}}", "b".repeat(3 << 20));
+        table.push_body(body.as_bytes()).unwrap();
+        let whole = table.request(0);
+        for io_uring in [true, false] {
+            let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+            let addr = listener.local_addr().unwrap();
+            let expected = whole.clone();
+            let server = std::thread::spawn(move || {
+                let (mut socket, _) = listener.accept().unwrap();
+                let mut got = vec![0u8; expected.len()];
+                socket.read_exact(&mut got).unwrap();
+                let body = r#"{"choices":[{"message":{"content":"hi"},"finish_reason":"stop"}]}"#;
+                let response =
+                    format!("HTTP/1.1 200 OK\r\nContent-Length: {}\r\n\r\n{body}", body.len());
+                socket.write_all(response.as_bytes()).unwrap();
+                got == expected
+            });
+            let request = table.row_bytes(0);
+            let mut conn = Conn::new(addr, ApiType::OpenAiChat, 1 << 16);
+            let outcome = if io_uring {
+                let mut rt =
+                    monoio::RuntimeBuilder::<monoio::IoUringDriver>::new().build().unwrap();
+                rt.block_on(conn.exchange(&request, clock))
+            } else {
+                let mut rt = monoio::RuntimeBuilder::<monoio::LegacyDriver>::new().build().unwrap();
+                rt.block_on(conn.exchange(&request, clock))
+            };
+            assert_eq!(
+                outcome.failure,
+                FailureKind::None,
+                "{}",
+                String::from_utf8_lossy(&conn.error)
+            );
+            assert!(server.join().unwrap(), "the bytes differ (io_uring {io_uring})");
+        }
     }
 
     #[test]

@@ -172,7 +172,23 @@ impl ResponseReader {
         Ok(Progress { consumed: at, done: self.state == State::Done })
     }
 
+    /// Parses the final head, passing over any interim (1xx but 101) answers before it: a
+    /// server may send `100 Continue` or `103 Early Hints` unasked (RFC 9110 §15.2), and the
+    /// request's answer is the response after them. Returns the bytes consumed, those of the
+    /// interim answers included, while the state stays `Head` until the final head is in.
     fn parse_head(&mut self, input: &[u8]) -> Result<usize, H1Error> {
+        let mut at = 0;
+        loop {
+            let used = self.parse_one_head(&input[at..])?;
+            at += used;
+            if used == 0 || self.state != State::Head {
+                return Ok(at);
+            }
+        }
+    }
+
+    /// One head; an interim answer's leaves the state at `Head`.
+    fn parse_one_head(&mut self, input: &[u8]) -> Result<usize, H1Error> {
         // Uninitialised header slots: httparse fills only what it parses, and a 1 KiB array of
         // empty headers per response is not written first.
         let mut headers = [const { std::mem::MaybeUninit::<httparse::Header<'_>>::uninit() };
@@ -190,6 +206,9 @@ impl ResponseReader {
             Err(_) => return Err(H1Error::Head("not an http/1.x response")),
         };
         let status = response.code.unwrap_or(0);
+        if is_interim(status) {
+            return Ok(len);
+        }
         // `close` in any Connection header ends the connection (RFC 9112 §9.6), whatever other
         // tokens say; `keep-alive` only keeps an HTTP/1.0 connection open.
         let (mut says_close, mut says_keep_alive) = (false, false);
@@ -215,7 +234,7 @@ impl ResponseReader {
                 event_stream = contains_token(header.value, b"text/event-stream");
             }
         }
-        // 1xx, 204 and 304 carry no body.
+        // 101 (the only 1xx that ends the exchange), 204 and 304 carry no body.
         if (100..200).contains(&status) || status == 204 || status == 304 {
             framing = Framing::Length(0);
         }
@@ -285,6 +304,12 @@ impl ResponseReader {
         }
         nl + 1
     }
+}
+
+/// An interim response (RFC 9110 §15.2): informational, and not `101 Switching Protocols`,
+/// which ends the exchange (the requests never ask for an upgrade, so it is a failed status).
+fn is_interim(status: u16) -> bool {
+    (100..200).contains(&status) && status != 101
 }
 
 fn trim_ascii(bytes: &[u8]) -> &[u8] {
@@ -358,6 +383,22 @@ mod tests {
             false,
         ),
         ("no content", b"HTTP/1.1 204 No Content\r\n\r\n", 204, b"", false, false),
+        (
+            "interim answers before the final one are passed over",
+            b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 103 Early Hints\r\nLink: </a>; rel=preload\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok",
+            200,
+            b"ok",
+            false,
+            false,
+        ),
+        (
+            "101 is final",
+            b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: h2c\r\n\r\n",
+            101,
+            b"",
+            false,
+            false,
+        ),
         (
             "http/1.0 closes",
             b"HTTP/1.0 200 OK\r\nContent-Length: 2\r\n\r\nok",

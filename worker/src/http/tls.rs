@@ -214,11 +214,23 @@ impl HandshakeError {
 
     /// The server's certificate was refused (unknown issuer, wrong name, expired, ...).
     pub fn certificate_not_verified(&self) -> bool {
-        matches!(
-            self.rustls_error(),
-            Some(rustls::Error::InvalidCertificate(_) | rustls::Error::NoCertificatesPresented)
-        )
+        self.rustls_error().is_some_and(refuses_certificate)
     }
+}
+
+/// Whether `e` is the server's certificate being refused (unknown issuer, wrong name,
+/// expired, none presented), rather than the protocol failing.
+pub fn refuses_certificate(e: &rustls::Error) -> bool {
+    matches!(e, rustls::Error::InvalidCertificate(_) | rustls::Error::NoCertificatesPresented)
+}
+
+/// What a refused certificate of `host` reads as: why, and what to do by why (a wrong name
+/// wants the right host name, not another CA bundle), for the benchmark and the probe alike.
+pub fn certificate_refused_message(host: &str, e: &rustls::Error) -> String {
+    format!(
+        "the certificate of {host} did not verify ({e}); {}, or --insecure to skip verification",
+        remedy(e)
+    )
 }
 
 impl fmt::Display for HandshakeError {
@@ -232,12 +244,7 @@ impl fmt::Display for HandshakeError {
             );
         }
         match (self.certificate_not_verified(), self.rustls_error()) {
-            (true, Some(e)) => write!(
-                f,
-                "the certificate of {host} did not verify ({e}); {}, or --insecure to skip \
-                 verification",
-                remedy(e)
-            ),
+            (true, Some(e)) => f.write_str(&certificate_refused_message(host, e)),
             (false, Some(e)) => write!(f, "tls handshake with {host} failed: {e}"),
             (_, None) => match &self.error {
                 monoio_rustls::TlsError::Io(e) => {
@@ -257,7 +264,10 @@ fn remedy(e: &rustls::Error) -> &'static str {
     match e {
         rustls::Error::InvalidCertificate(
             C::NotValidForName | C::NotValidForNameContext { .. },
-        ) => "use a host name the certificate carries",
+        ) => {
+            "put a host name the certificate carries in the URL (its issuer was trusted, the \
+             name did not match, so --ca-bundle cannot help)"
+        }
         rustls::Error::InvalidCertificate(
             C::Expired | C::ExpiredContext { .. } | C::NotValidYet | C::NotValidYetContext { .. },
         ) => "renew the server's certificate (or check this machine's clock)",
