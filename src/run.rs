@@ -16,7 +16,7 @@ use loadgen_coordinator::{LoadPattern, RunEnd, RunError};
 use loadgen_worker::request::Endpoint;
 
 use crate::error::AppError;
-use crate::plan::{Plan, FD_HEADROOM};
+use crate::plan::{unix_now_ns, Plan, FD_HEADROOM};
 use crate::redact::redact;
 use loadgen_coordinator::run::PhaseOutcome;
 
@@ -186,6 +186,9 @@ pub fn run_benchmark(mut plan: Plan) -> Result<i32, AppError> {
     // Room for the small report files, held while events.jsonl grows and freed just
     // before they are written, so a disk that events.jsonl fills still takes them.
     let reserve = SpaceReserve::hold(&dir, report_reserve_bytes(plan.num_samples));
+    if let Some(line) = crate::plan::start_wait_line(plan.start_at_unix_ns, unix_now_ns()) {
+        eprintln!("{line}");
+    }
 
     // The embedded stub is a child process, forked while we are still single-threaded.
     let mut stub = None;
