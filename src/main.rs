@@ -72,7 +72,7 @@ fn dispatch(cli: Cli) -> Result<i32, AppError> {
             if plan.verbose > 0 {
                 eprintln!("{}", redact::redact(&plan.summary()));
             }
-            run::run_benchmark(&plan)
+            run::run_benchmark(plan)
         }
         Command::Init { template, output } => commands::init::run(&template, output.as_deref()),
         Command::ValidateYaml { config } => commands::validate_yaml::run(&config),

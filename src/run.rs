@@ -16,14 +16,14 @@ use loadgen_coordinator::{LoadPattern, RunEnd, RunError};
 use loadgen_worker::request::Endpoint;
 
 use crate::error::AppError;
-use crate::plan::{Plan, FD_HEADROOM};
+use crate::plan::{unix_now_ns, Plan, FD_HEADROOM};
 use crate::redact::redact;
 use loadgen_coordinator::run::PhaseOutcome;
 
 use crate::report::{
     client_wait_warning, console_summary, is_complete, report_txt, result_summary,
-    with_accuracy_block, write_atomic, write_atomic_with, write_report_files, ClientTokenCounting,
-    ClientWaitInfo, EndpointInfo, FailureKindCount, IssueLag, LoadPatternInfo, RunInfo, WarmupInfo,
+    with_accuracy_block, write_report_files, ClientTokenCounting, ClientWaitInfo, EndpointInfo,
+    FailureKindCount, IssueLag, LoadPatternInfo, OpenDir, ReportDir, RunInfo, WarmupInfo,
 };
 
 /// Where a null-endpoint run's request bytes are addressed (they are built, never sent).
@@ -166,7 +166,7 @@ fn print_console_and_json(
 }
 
 /// Runs the benchmark the plan describes and writes its report directory. Returns the exit code.
-pub fn run_benchmark(plan: &Plan) -> Result<i32, AppError> {
+pub fn run_benchmark(mut plan: Plan) -> Result<i32, AppError> {
     let embedded = plan.endpoints.is_empty();
     let null = plan.endpoints.iter().any(crate::plan::EndpointUrl::is_null);
     let cores = cores_available();
@@ -175,22 +175,20 @@ pub fn run_benchmark(plan: &Plan) -> Result<i32, AppError> {
     if plan.verbose > 0 {
         eprintln!("{cpu_plan}");
     }
-    std::fs::create_dir_all(&plan.report_dir).map_err(|e| {
-        AppError::Setup(format!(
-            "cannot create the report directory {}: {e}; pass a writable --report-dir",
-            plan.report_dir.display()
-        ))
-    })?;
+    // Held (open and locked) until the run ends: no second run writes into it.
+    let dir = claim_report_dir(&mut plan)?;
+    let plan = &plan;
 
     // The reference's start-up marker: its aggregator touches `metrics/.ready` once it can take
     // signals, so a harness polls for it instead of sleeping.
-    let metrics_dir = plan.report_dir.join("metrics");
-    let _ = std::fs::create_dir_all(&metrics_dir)
-        .and_then(|()| std::fs::File::create(metrics_dir.join(".ready")));
+    let _ = dir.touch("metrics/.ready");
 
     // Room for the small report files, held while events.jsonl grows and freed just
     // before they are written, so a disk that events.jsonl fills still takes them.
-    let reserve = SpaceReserve::hold(&plan.report_dir, report_reserve_bytes(plan.num_samples));
+    let reserve = SpaceReserve::hold(&dir, report_reserve_bytes(plan.num_samples));
+    if let Some(line) = crate::plan::start_wait_line(plan.start_at_unix_ns, unix_now_ns()) {
+        eprintln!("{line}");
+    }
 
     // The embedded stub is a child process, forked while we are still single-threaded.
     let mut stub = None;
@@ -218,19 +216,39 @@ pub fn run_benchmark(plan: &Plan) -> Result<i32, AppError> {
             plan.dataset.rows.len()
         ));
     }
-    let result = run_with_endpoints(plan, &urls, cpu_plan, embedded, reserve);
+    let result = run_with_endpoints(plan, &dir, &urls, (cpu_plan, embedded), reserve);
     if let Some(pid) = stub {
         kill_and_reap(pid);
     }
     result
 }
 
+/// Claims the plan's report directory (`ReportDir::claim`) and, when the default name was
+/// taken, points the plan (and its config.yaml) at the fresh one the run made instead.
+fn claim_report_dir(plan: &mut Plan) -> Result<ReportDir, AppError> {
+    let dir = ReportDir::claim(&plan.report_dir, plan.report_dir_default)?;
+    if dir.path() != plan.report_dir {
+        eprintln!(
+            "note: {} exists; this run writes its report to {}",
+            plan.report_dir.display(),
+            dir.path().display()
+        );
+        plan.config_yaml = crate::plan::config_yaml_with_report_dir(
+            &plan.config_yaml,
+            &plan.report_dir,
+            dir.path(),
+        );
+        plan.report_dir = dir.path().to_path_buf();
+    }
+    Ok(dir)
+}
+
 fn run_with_endpoints(
     plan: &Plan,
+    dir: &ReportDir,
     urls: &[String],
-    cpu_plan: CpuPlan,
-    embedded: bool,
-    reserve: Option<SpaceReserve>,
+    (cpu_plan, embedded): (CpuPlan, bool),
+    reserve: Option<SpaceReserve<'_>>,
 ) -> Result<i32, AppError> {
     let endpoints = urls
         .iter()
@@ -246,7 +264,15 @@ fn run_with_endpoints(
         .collect::<Result<Vec<_>, AppError>>()?;
     let c = &plan.connections;
     raise_fd_limit(c.max_connections, c.workers, embedded, plan.verbose > 0)?;
-    let spec = plan.run_spec(&endpoints, cpu_plan)?;
+    let mut spec = plan.run_spec(&endpoints, cpu_plan)?;
+    if plan.events {
+        spec.events_file = Some(dir.create_fresh("events.jsonl").map_err(|e| {
+            AppError::Setup(format!(
+                "cannot create {}: {e}; choose another --report-dir",
+                dir.path().join("events.jsonl").display()
+            ))
+        })?);
+    }
     let output = loadgen_coordinator::run(spec).map_err(|e| match e {
         // The worker's message names the endpoint it could not reach.
         RunError::WorkerSetup { .. } => {
@@ -265,11 +291,12 @@ fn run_with_endpoints(
     let null = plan.endpoints.iter().any(crate::plan::EndpointUrl::is_null);
     let shown: Vec<String> =
         if null { vec!["null://".to_string()] } else { urls.iter().map(|u| redact(u)).collect() };
-    finish_run(plan, output, embedded, &shown)
+    finish_run(plan, dir.open_dir(), output, embedded, &shown)
 }
 
 fn finish_run(
     plan: &Plan,
+    out_dir: &OpenDir,
     output: loadgen_coordinator::RunOutput,
     embedded: bool,
     endpoint_urls: &[String],
@@ -345,10 +372,17 @@ fn finish_run(
         .collect();
     let summary = result_summary(&snapshot, &info);
     let dir = &plan.report_dir;
-    let mut unwritten = write_all_files(plan, &snapshot, &summary, &info, &agg, &output.phases);
-    write_shard_file(plan, &output.clock, &mut unwritten);
-    let (block, accuracy_error) =
-        write_accuracy(plan, &output.phases, (&summary, &info), interrupted, &mut unwritten);
+    let written = (&snapshot, &summary, &info);
+    let mut unwritten = write_all_files(plan, out_dir, written, &agg, &output.phases);
+    write_shard_file(plan, out_dir, &output.clock, &mut unwritten);
+    let (block, accuracy_error) = write_accuracy(
+        plan,
+        out_dir,
+        &output.phases,
+        (&summary, &info),
+        interrupted,
+        &mut unwritten,
+    );
     // The console summary is printed whatever happened to the files: it may be all that
     // is left of the run.
     let mut console = console_summary(&summary, &info, dir);
@@ -412,20 +446,22 @@ pub fn report_reserve_bytes(num_samples: u64) -> u64 {
 
 /// A file of allocated blocks holding disk space for the report files; removed on drop.
 #[derive(Debug)]
-pub struct SpaceReserve {
-    path: std::path::PathBuf,
+pub struct SpaceReserve<'a> {
+    dir: &'a ReportDir,
 }
 
-impl SpaceReserve {
+impl<'a> SpaceReserve<'a> {
     /// The smallest reservation worth holding: below it the disk is full already.
     const BYTES_MIN: u64 = 16 * 1024;
+    /// Its name in the report directory.
+    pub const FILE: &'static str = ".llm-loadgen-reserve";
 
     /// Allocates up to `bytes` in `dir` (halving while the disk cannot give that much);
-    /// `None` when the filesystem cannot allocate (no fallocate) or has no room at all.
-    pub fn hold(dir: &std::path::Path, mut bytes: u64) -> Option<SpaceReserve> {
+    /// `None` when the filesystem cannot allocate (no fallocate) or has no room at all. The
+    /// file is made new (`ReportDir::create_fresh`), so a link planted there is not followed.
+    pub fn hold(dir: &'a ReportDir, mut bytes: u64) -> Option<SpaceReserve<'a>> {
         use std::os::fd::AsRawFd;
-        let path = dir.join(".llm-loadgen-reserve");
-        let file = std::fs::File::create(&path).ok()?;
+        let file = dir.create_fresh(Self::FILE).ok()?;
         while bytes >= Self::BYTES_MIN {
             let len = libc::off_t::try_from(bytes).unwrap_or(libc::off_t::MAX);
             // fallocate(2), not posix_fallocate: where the filesystem cannot allocate, glibc's
@@ -434,7 +470,7 @@ impl SpaceReserve {
             // SAFETY: fallocate on a file descriptor we own, for a length that fits.
             let rc = unsafe { libc::fallocate(file.as_raw_fd(), 0, 0, len) };
             if rc == 0 {
-                return Some(SpaceReserve { path });
+                return Some(SpaceReserve { dir });
             }
             let errno = std::io::Error::last_os_error().raw_os_error();
             if errno != Some(libc::ENOSPC) && errno != Some(libc::EFBIG) {
@@ -444,14 +480,14 @@ impl SpaceReserve {
             bytes /= 2;
         }
         drop(file);
-        let _ = std::fs::remove_file(&path);
+        let _ = dir.remove(Self::FILE);
         None
     }
 }
 
-impl Drop for SpaceReserve {
+impl Drop for SpaceReserve<'_> {
     fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.path);
+        let _ = self.dir.remove(Self::FILE);
     }
 }
 
@@ -497,13 +533,11 @@ fn add_failures(info: &mut RunInfo, agg: &AggregatorOutput) {
 /// written by the aggregator as the run went.
 fn write_all_files(
     plan: &Plan,
-    snapshot: &loadgen_coordinator::metrics::Snapshot,
-    summary: &crate::report::ResultSummary,
-    info: &RunInfo,
+    dir: &OpenDir,
+    (snapshot, summary, info): (&Snapshot, &crate::report::ResultSummary, &RunInfo),
     agg: &AggregatorOutput,
     phases: &[PhaseOutcome],
 ) -> Vec<(&'static str, String)> {
-    let dir = &plan.report_dir;
     let mut unwritten: Vec<(&'static str, String)> = Vec::new();
     if let Some(err) = &agg.events_error {
         let why = if err.contains("(os error 28)") {
@@ -519,14 +553,14 @@ fn write_all_files(
     for u in write_report_files(dir, snapshot, summary, info) {
         unwritten.push((u.file, io_reason(&u.error)));
     }
-    if let Err(e) = write_atomic(&dir.join("config.yaml"), plan.config_yaml.as_bytes()) {
+    if let Err(e) = dir.write_atomic("config.yaml", plan.config_yaml.as_bytes()) {
         unwritten.push(("config.yaml", io_reason(&e)));
     }
     let perf = plan.accuracy.mode != crate::plan::TestMode::Acc;
     let acc = idx_phases(plan, phases);
     let idx_map =
         |w: &mut dyn std::io::Write| write_sample_idx_map(w, &agg.sample_rows, perf, &acc);
-    if let Err(e) = write_atomic_with(&dir.join("sample_idx_map.json"), idx_map) {
+    if let Err(e) = dir.write_atomic_with("sample_idx_map.json", idx_map) {
         unwritten.push(("sample_idx_map.json", io_reason(&e)));
     }
     unwritten
@@ -535,6 +569,7 @@ fn write_all_files(
 /// A sharded run's shard.json (what `merge` needs), and the warning for a late start.
 fn write_shard_file(
     plan: &Plan,
+    dir: &OpenDir,
     clock: &loadgen_coordinator::schedule::ClockAnchor,
     unwritten: &mut Vec<(&'static str, String)>,
 ) {
@@ -542,7 +577,7 @@ fn write_shard_file(
         eprintln!("{warning}");
     }
     if let Some(file) = crate::report::shard_file(plan, clock) {
-        if let Err(e) = crate::report::write_shard_file(&plan.report_dir, &file) {
+        if let Err(e) = crate::report::write_shard_file(dir, &file) {
             unwritten.push(("shard.json", io_reason(&e)));
         }
     }
@@ -762,6 +797,7 @@ pub(crate) fn write_sample_idx_map(
 /// with the Accuracy block; returns the block for the console and a scoring error.
 fn write_accuracy(
     plan: &Plan,
+    dir: &OpenDir,
     phases: &[PhaseOutcome],
     (summary, info): (&crate::report::ResultSummary, &RunInfo),
     interrupted: bool,
@@ -769,10 +805,9 @@ fn write_accuracy(
 ) -> (Option<String>, Option<String>) {
     let (accuracy, error) = score_accuracy(plan, phases, summary, interrupted);
     let Some(results) = accuracy else { return (None, error) };
-    let dir = &plan.report_dir;
     let block = crate::report::accuracy::accuracy_block(&results);
     let text = with_accuracy_block(&report_txt(summary, info), &block);
-    if let Err(e) = write_atomic(&dir.join("report.txt"), text.as_bytes()) {
+    if let Err(e) = dir.write_atomic("report.txt", text.as_bytes()) {
         unwritten.push(("report.txt", io_reason(&e)));
     }
     if let Err(e) = crate::report::accuracy::write_accuracy_results(dir, &results) {

@@ -610,13 +610,14 @@ fn terminal_escapes_from_the_endpoint_are_escaped_on_the_console_and_in_text_fil
 }
 
 #[test]
-fn a_full_disk_still_prints_the_summary_and_names_unwritten_files() {
+fn an_unwritable_report_file_still_prints_the_summary_and_is_named() {
     let server = stub(StubKind::MaxThroughput, |_| {});
     let dir = report_dir("full-disk");
     std::fs::create_dir_all(&dir).unwrap();
-    // Every write to /dev/full fails with ENOSPC, as on a full filesystem; a file where
-    // the metrics folder belongs makes its file unwritable without root-only set-ups.
-    std::os::unix::fs::symlink("/dev/full", dir.join("events.jsonl")).unwrap();
+    // A file where the metrics folder belongs makes its file unwritable without root-only
+    // set-ups. (events.jsonl on a full disk is `a_full_filesystem_keeps_room_for_the_small_
+    // files`, on a real full tmpfs: a link to /dev/full here would be a planted link, which a
+    // run refuses before it starts.)
     std::fs::write(dir.join("metrics"), b"not a folder").unwrap();
     let url = server.url();
     let out = run_strings(&base_args(&url, &dir, "300"));
@@ -624,10 +625,9 @@ fn a_full_disk_still_prints_the_summary_and_names_unwritten_files() {
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(stdout.contains("Samples: 300 issued, 300 completed, 0 failed"), "{stdout}");
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(stderr.contains("events.jsonl (no space left on device)"), "{stderr}");
     assert!(stderr.contains("metrics/final_snapshot.json ("), "{stderr}");
-    assert!(stderr.contains("cannot write 2 report file(s)"), "{stderr}");
-    // The small files do not depend on events.jsonl or on each other.
+    assert!(stderr.contains("cannot write 1 report file(s)"), "{stderr}");
+    // The other files do not depend on it.
     assert_eq!(summary(&dir)["n_samples_completed"], 300);
     assert!(report_txt(&dir).ends_with("End of Report -----------------\n"));
     for file in ["config.yaml", "sample_idx_map.json"] {
@@ -715,4 +715,121 @@ fn a_full_filesystem_keeps_room_for_the_small_files() {
     assert!(!dir.join(".llm-loadgen-reserve").exists(), "the reservation is released");
     let _ = std::fs::remove_dir_all(&mount);
     let _ = std::fs::remove_dir_all(&copy);
+}
+
+/// Every name a run writes in its report directory (docs/OUTPUT.md, "Links and other runs").
+const RUN_FILES: [&str; 11] = [
+    "events.jsonl",
+    "config.yaml",
+    "report.txt",
+    "sample_idx_map.json",
+    "shard.json",
+    ".llm-loadgen-reserve",
+    ".llm-loadgen-lock",
+    "performance/result_summary.json",
+    "metrics/final_snapshot.json",
+    "metrics/.ready",
+    "accuracy/accuracy_results.json",
+];
+
+/// A quick run on null:// into `dir`.
+fn null_run(dir: &Path) -> Output {
+    let dir = dir.display().to_string();
+    let args = ["benchmark", "offline", "--endpoints", "null://", "--model", "m", "--quiet"];
+    let rest = ["--num-samples", "20", "--workers", "1", "--report-dir", dir.as_str()];
+    run(args.iter().chain(&rest))
+}
+
+/// The names under `dir` and their bytes (a link as its target's path), to see that nothing
+/// the test owns changed.
+fn snapshot_of(dir: &Path) -> Vec<(String, Vec<u8>)> {
+    let mut out: Vec<(String, Vec<u8>)> = std::fs::read_dir(dir)
+        .unwrap()
+        .flatten()
+        .map(|e| {
+            let path = e.path();
+            let bytes = match std::fs::read_link(&path) {
+                Ok(target) => target.display().to_string().into_bytes(),
+                Err(_) if path.is_dir() => b"dir".to_vec(),
+                Err(_) => std::fs::read(&path).unwrap(),
+            };
+            (e.file_name().to_string_lossy().into_owned(), bytes)
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+/// Every entry under `dir` that is not a directory (links included, never followed).
+fn entries_under(dir: &Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap().flatten() {
+        let path = entry.path();
+        if entry.file_type().unwrap().is_dir() {
+            out.extend(entries_under(&path));
+        } else {
+            out.push(path);
+        }
+    }
+    out
+}
+
+#[test]
+fn no_file_a_run_writes_is_opened_through_a_planted_link() {
+    let victim = report_dir("planted-victim");
+    std::fs::create_dir_all(victim.join("dir")).unwrap();
+    std::fs::write(victim.join("file"), "precious").unwrap();
+    let before = snapshot_of(&victim);
+    let planted = |dir: &Path, name: &str, target: &Path| {
+        let at = dir.join(name);
+        std::fs::create_dir_all(at.parent().unwrap()).unwrap();
+        std::os::unix::fs::symlink(target, &at).unwrap();
+        at
+    };
+    let mut cases: Vec<(std::path::PathBuf, std::path::PathBuf)> = Vec::new();
+    for (i, name) in RUN_FILES.iter().enumerate() {
+        let dir = report_dir(&format!("planted-{i}"));
+        cases.push((dir.clone(), planted(&dir, name, &victim.join("file"))));
+    }
+    for (i, sub) in ["performance", "metrics", "accuracy"].iter().enumerate() {
+        let dir = report_dir(&format!("planted-sub-{i}"));
+        std::fs::create_dir_all(&dir).unwrap();
+        cases.push((dir.clone(), planted(&dir, sub, &victim.join("dir"))));
+    }
+    let itself = report_dir("planted-itself");
+    std::os::unix::fs::symlink(victim.join("dir"), &itself).unwrap();
+    cases.push((itself.clone(), itself.clone()));
+    for (dir, link) in &cases {
+        let out = null_run(dir);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{}: {stderr}", link.display());
+        let named = link.display().to_string();
+        assert!(stderr.contains(named.trim_end_matches('/')), "names {named}: {stderr}");
+        assert!(stderr.contains("symbolic link"), "{stderr}");
+        assert_eq!(snapshot_of(&victim), before, "{}: the linked file is unchanged", named);
+        if dir != &itself {
+            assert_eq!(
+                entries_under(dir),
+                std::slice::from_ref(link),
+                "{named}: nothing else is made"
+            );
+        }
+    }
+    for (dir, _) in &cases {
+        let _ = std::fs::remove_dir_all(dir);
+        let _ = std::fs::remove_file(dir);
+    }
+    let _ = std::fs::remove_dir_all(&victim);
+}
+
+#[test]
+fn a_report_dir_holding_an_older_runs_files_is_rewritten_as_before() {
+    let dir = report_dir("rerun");
+    assert_eq!(null_run(&dir).status.code(), Some(0));
+    std::fs::write(dir.join("events.jsonl"), "stale\n").unwrap();
+    assert_eq!(null_run(&dir).status.code(), Some(0), "the same directory again");
+    assert_eq!(common::check_terminal_events(&dir), 20, "a fresh events.jsonl");
+    assert_eq!(summary(&dir)["n_samples_issued"], 20);
+    assert!(!dir.join(".llm-loadgen-reserve").exists());
+    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -719,3 +719,79 @@ fn a_response_that_ends_past_the_timeout_is_a_timeout_even_read_with_its_timer()
     let timeouts = summary(&dir)["failure_kinds"]["timeout"]["count"].as_u64().unwrap_or(0);
     assert!(timeouts >= 1, "the stalled samples are timeouts: {:?}", samples);
 }
+
+/// Waits (bounded) until one of `children` exits; returns its index.
+fn first_to_exit(children: &mut [Child], limit: Duration) -> usize {
+    let mut exited = None;
+    wait_for("one of the runs to end", limit, || {
+        exited = children.iter_mut().position(|c| c.try_wait().unwrap().is_some());
+        exited.is_some()
+    });
+    exited.unwrap()
+}
+
+#[test]
+fn two_runs_started_together_into_one_directory_never_share_it() {
+    // Every 20th response stalls: the run that gets the directory cannot end by itself, so
+    // the other certainly starts while it writes there.
+    let server = stub(StubKind::MaxThroughput, |c| c.faults.stall_every = Some(20));
+    let dir = report_dir("two-at-once");
+    let mut runs: Vec<Child> = ["3000", "2000"]
+        .iter()
+        .map(|n| {
+            let extra = ["--streaming", "off", "--num-samples", n, "--max-connections", "8"];
+            spawn(&args(&["offline"], &server.url(), &dir, &extra))
+        })
+        .collect();
+    let loser = first_to_exit(&mut runs, Duration::from_secs(60));
+    let winner = runs.remove(1 - loser);
+    let out = finish(runs.remove(0));
+    assert_eq!(out.status.code(), Some(2), "the second run is refused");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let expected = format!("another run is writing in the report directory {}", dir.display());
+    assert!(stderr.contains(&expected), "{stderr}");
+    wait_for("requests to reach the stub", Duration::from_secs(60), || {
+        server.requests_total() > 50
+    });
+    signal(winner.id(), libc::SIGINT);
+    assert_eq!(finish(winner).status.code(), Some(130));
+    // The report is the winner's alone: its summary counts exactly its log's samples.
+    let s = summary(&dir);
+    let issued = common::check_terminal_events(&dir);
+    assert_eq!(s["n_samples_issued"], issued, "summary and events.jsonl are one run's");
+    let config = std::fs::read_to_string(dir.join("config.yaml")).unwrap();
+    let samples = if loser == 0 { "2000" } else { "3000" };
+    assert!(config.contains(&format!("n_samples_to_issue: {samples}\n")), "{config}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn two_runs_on_the_default_directory_at_once_get_one_each() {
+    let runs: Vec<Child> = ["7", "9"]
+        .iter()
+        .map(|n| {
+            let a = ["benchmark", "offline", "--endpoints", "null://", "--model", "m", "--json"];
+            let rest = ["--num-samples", n, "--workers", "1", "--quiet"];
+            let args: Vec<String> = a.iter().chain(&rest).map(|s| s.to_string()).collect();
+            spawn(&args)
+        })
+        .collect();
+    let outs: Vec<Output> = runs.into_iter().map(finish).collect();
+    let mut dirs = Vec::new();
+    for (out, n) in outs.iter().zip([7, 9]) {
+        assert_eq!(out.status.code(), Some(0));
+        let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        let dir = std::path::PathBuf::from(json["report_dir"].as_str().unwrap());
+        assert!(dir.display().to_string().starts_with("/tmp/reports_"), "{}", dir.display());
+        assert_eq!(summary(&dir)["n_samples_issued"], n);
+        assert_eq!(common::check_terminal_events(&dir), n, "{}: its own log", dir.display());
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(&dir).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode & 0o077, 0, "{}: private in /tmp ({mode:o})", dir.display());
+        dirs.push(dir);
+    }
+    assert_ne!(dirs[0], dirs[1]);
+    for dir in dirs {
+        let _ = std::fs::remove_dir_all(dir);
+    }
+}

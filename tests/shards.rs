@@ -257,6 +257,8 @@ fn an_index_past_the_count_a_zero_count_and_a_past_start_are_refused() {
     assert!(refused(&[], &[("SLURM_PROCID", "4"), ("SLURM_NTASKS", "4")])
         .contains("SLURM_PROCID/SLURM_NTASKS (4/4)"));
     assert!(refused(&["--start-at", "1000000000"], &[]).contains("in the past"));
+    let far = refused(&["--start-at", "9999-12-31T23:59:59Z"], &[]);
+    assert!(far.contains("days ahead") && far.contains("at most 24 h"), "{far}");
     assert!(refused(&["--shard", "10/11"], &[]).contains("fewer than its 11 shards"));
     assert!(refused(&["--shard", "0/2", "--no-events"], &[]).contains("drop --no-events"));
     let two =
@@ -335,4 +337,11 @@ fn an_interrupt_ends_the_wait_for_a_far_start() {
     assert_eq!(out.status.code(), Some(130), "interrupted");
     assert!(asked.elapsed() < Duration::from_secs(30), "the wait ended at the interrupt");
     assert_eq!(summary(&dir)["n_samples_issued"], 0, "nothing was issued before the start");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains(&format!(
+            "--start-at: the performance phase starts at {start_at}.000000000 (Unix s), in 59 min"
+        )),
+        "the wait is said: {stderr}"
+    );
 }

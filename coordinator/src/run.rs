@@ -1,6 +1,5 @@
 //! The run lifecycle: rings and fork, ready barrier, issuing, drain, and the hand-back of results.
 
-use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -68,7 +67,8 @@ pub struct RunSpec {
     pub token_counter: Option<TokenCounter>,
     /// The client tokenizer pool's threads and drain timeout (`cpu::tokenizer_threads`).
     pub token_pool: TokenPoolPlan,
-    pub events_path: Option<PathBuf>,
+    /// events.jsonl, opened by the binary (`None`: no event log).
+    pub events_file: Option<std::fs::File>,
     /// The live view: terminal, plain lines or off (`live::LiveSpec`).
     pub live: crate::live::LiveSpec,
     /// Hides secrets in the error messages written into events.jsonl (the binary's
@@ -630,8 +630,8 @@ fn start_aggregator(
     io: AggregatorIo,
 ) -> Result<JoinHandle<AggregatorOutput>, RunError> {
     let (consumers, pids, doorbell, shared, (control, issue_notices), status) = io;
-    let events = match &spec.events_path {
-        Some(path) => {
+    let events = match spec.events_file.as_ref().map(std::fs::File::try_clone) {
+        Some(file) => {
             let log = EventLogSpec {
                 formatters: event_formatters(&spec.cpu_plan),
                 cores: formatter_cores(&spec.cpu_plan),
@@ -639,7 +639,7 @@ fn start_aggregator(
                 redact: spec.redact,
                 endpoint_field: spec.workers.first().is_some_and(|w| w.endpoints.len() > 1),
             };
-            EventLog::create(path, log).map_err(RunError::Thread)?
+            EventLog::from_file(file.map_err(RunError::Thread)?, log).map_err(RunError::Thread)?
         }
         None => EventLog::disabled(),
     };

@@ -1,7 +1,7 @@
 //! The validated plan: configuration (YAML + flags) resolved into the one value a run is
 //! built from. Contradictions are rejected here, before anything starts.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use loadgen_coordinator::cpu::{cores_available, default_worker_count};
 
@@ -144,6 +144,9 @@ pub struct Plan {
     pub warmup: Warmup,
     pub early_stopping: bool,
     pub report_dir: PathBuf,
+    /// `report_dir` is the default name (no `--report-dir` / `report_dir:`): the run takes a
+    /// fresh directory, never one that exists (`report::ReportDir::claim`).
+    pub report_dir_default: bool,
     /// Write events.jsonl (`--no-events` turns it off).
     pub events: bool,
     pub token_count_source: TokenCountSource,
@@ -238,6 +241,7 @@ pub fn resolve_plan(mut config: Config, verbose: u8) -> Result<Plan, AppError> {
     if let Some(note) = chat_template_note(api_name, &endpoints, &dataset, tokenizer.as_ref()) {
         eprintln!("{note}");
     }
+    let report_dir_default = config.report_dir.is_none();
     let report_dir = record_resolved(&mut config, token_count_source);
     let connections = resolve_connections(&config, load_pattern, &endpoints)?;
     let token_pool = resolve_token_pool(&mut config, connections.workers)?;
@@ -287,6 +291,7 @@ pub fn resolve_plan(mut config: Config, verbose: u8) -> Result<Plan, AppError> {
         warmup,
         early_stopping: config.settings.early_stopping.enabled,
         report_dir,
+        report_dir_default,
         events: config.events.unwrap_or(true),
         token_count_source,
         scheduler_seed: runtime.scheduler_random_seed,
@@ -343,6 +348,15 @@ fn record_resolved(config: &mut Config, source: TokenCountSource) -> PathBuf {
         config.name = Some(format!("{}_benchmark", config.kind.as_str()));
     }
     report_dir
+}
+
+/// `config.yaml`'s text with its top-level `report_dir: OLD` line naming `new` instead: the
+/// directory the run took when the default name existed.
+pub fn config_yaml_with_report_dir(yaml: &str, old: &Path, new: &Path) -> String {
+    let from = format!("\nreport_dir: {}\n", old.display());
+    let to = format!("\nreport_dir: {}\n", new.display());
+    let text = format!("\n{yaml}");
+    text.replacen(&from, &to, 1)[1..].to_string()
 }
 
 /// Parses a `benchmark offline|online …` command line into a config, as main does (tests).

@@ -42,6 +42,11 @@ pub const MAX_SHARDS: u64 = 4096;
 /// computed it too early, and the shards could not start together.
 pub const START_AT_PAST_TOLERANCE_NS: u64 = 100_000_000;
 
+/// The furthest ahead `--start-at` may be (24 h): shards start minutes ahead and a run
+/// scheduled for the night hours ahead; a time further off is a mistake (a wrong year or
+/// date), refused rather than waited for in silence.
+pub const START_AT_HORIZON_NS: u64 = 24 * 3600 * 1_000_000_000;
+
 /// Where the shard setting came from, for messages.
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct Found {
@@ -239,16 +244,51 @@ pub fn shard_plan(
     }
 }
 
-/// Refuses a start already past by more than `START_AT_PAST_TOLERANCE_NS`.
-fn check_start_at(at_ns: u64, text: &str, now_ns: u64) -> Result<u64, AppError> {
-    if now_ns > at_ns + START_AT_PAST_TOLERANCE_NS {
-        let late_s = (now_ns - at_ns) as f64 / 1e9;
+/// Refuses a start already past by more than `START_AT_PAST_TOLERANCE_NS`, or further ahead
+/// than `START_AT_HORIZON_NS`.
+fn check_start_at(at_ns: u128, text: &str, now_ns: u64) -> Result<u64, AppError> {
+    let now = u128::from(now_ns);
+    if now > at_ns + u128::from(START_AT_PAST_TOLERANCE_NS) {
+        let late_s = (now - at_ns) as f64 / 1e9;
         return Err(AppError::Input(format!(
             "--start-at {text} is {late_s:.3} s in the past; give a time far enough ahead for \
              every shard to start and connect (e.g. $(( $(date +%s) + 30 )))"
         )));
     }
-    Ok(at_ns)
+    let ahead_ns = at_ns.saturating_sub(now);
+    if ahead_ns > u128::from(START_AT_HORIZON_NS) {
+        return Err(AppError::Input(format!(
+            "--start-at {text} is {} ahead; a run waits at most 24 h for its start \
+             (START_AT_HORIZON_NS): give a nearer time, or start the run later",
+            wait_text(ahead_ns)
+        )));
+    }
+    // Within the horizon of a u64 `now`, so it fits.
+    Ok(u64::try_from(at_ns).unwrap_or(u64::MAX))
+}
+
+/// A wait as people read it: `45.0 s`, `12 min 05 s`, `3 h 04 min`, `3652 days`.
+fn wait_text(ns: u128) -> String {
+    let secs = ns / 1_000_000_000;
+    match secs {
+        0..60 => format!("{:.1} s", ns as f64 / 1e9),
+        60..3600 => format!("{} min {:02} s", secs / 60, secs % 60),
+        3600..172_800 => format!("{} h {:02} min", secs / 3600, secs % 3600 / 60),
+        _ => format!("{} days", secs / 86_400),
+    }
+}
+
+/// The line a run prints on stderr before it waits for `--start-at`: when, and how long
+/// from now; `None` without a start or once it has passed.
+pub fn start_wait_line(start_at_unix_ns: Option<u64>, now_ns: u64) -> Option<String> {
+    let at = start_at_unix_ns.filter(|&at| at > now_ns)?;
+    Some(format!(
+        "--start-at: the performance phase starts at {}.{:09} (Unix s), in {}, after the \
+         workers connect and the warm-up; Ctrl-C ends the wait",
+        at / 1_000_000_000,
+        at % 1_000_000_000,
+        wait_text(u128::from(at - now_ns))
+    ))
 }
 
 /// The wall clock now, in Unix ns.
@@ -257,8 +297,9 @@ pub fn unix_now_ns() -> u64 {
 }
 
 /// Parses `--start-at`: Unix seconds (`1767225600`, `1767225600.25`) or RFC 3339
-/// (`2026-12-01T18:00:00Z`, `2026-12-01T19:00:00.5+01:00`). Returns Unix ns.
-pub fn parse_time(text: &str) -> Result<u64, AppError> {
+/// (`2026-12-01T18:00:00Z`, `2026-12-01T19:00:00.5+01:00`). Returns Unix ns, as u128 so
+/// that every valid time parses (year 9999 is past u64 ns); `check_start_at` bounds it.
+pub fn parse_time(text: &str) -> Result<u128, AppError> {
     let t = text.trim();
     let bad = || {
         AppError::Input(format!(
@@ -266,12 +307,14 @@ pub fn parse_time(text: &str) -> Result<u64, AppError> {
              (2026-12-01T18:00:00Z)"
         ))
     };
-    if t.bytes().all(|b| b.is_ascii_digit() || b == b'.') {
+    if !t.is_empty() && t.bytes().all(|b| b.is_ascii_digit() || b == b'.') {
         let (secs, frac) = t.split_once('.').unwrap_or((t, ""));
-        let secs: u64 = secs.parse().map_err(|_| bad())?;
-        return Ok(
-            secs.checked_mul(1_000_000_000).ok_or_else(bad)? + frac_ns(frac).ok_or_else(bad)?
-        );
+        if secs.is_empty() {
+            return Err(bad());
+        }
+        // All digits: a number too large for u128 is far ahead, not malformed.
+        let secs: u128 = secs.parse().unwrap_or(u128::MAX / 1_000_000_000);
+        return Ok(secs * 1_000_000_000 + u128::from(frac_ns(frac).ok_or_else(bad)?));
     }
     parse_rfc3339(t).ok_or_else(bad)
 }
@@ -288,7 +331,7 @@ fn frac_ns(frac: &str) -> Option<u64> {
     Some(v * 10u64.pow(9 - frac.len() as u32))
 }
 
-fn parse_rfc3339(t: &str) -> Option<u64> {
+fn parse_rfc3339(t: &str) -> Option<u128> {
     let b = t.as_bytes();
     if b.len() < 20 || b[4] != b'-' || b[7] != b'-' || !matches!(b[10], b'T' | b't' | b' ') {
         return None;
@@ -323,8 +366,8 @@ fn parse_rfc3339(t: &str) -> Option<u64> {
         _ => return None,
     };
     let secs = days_from_civil(y, mo, d) * 86_400 + h * 3600 + mi * 60 + s - offset_s;
-    let secs = u64::try_from(secs).ok()?;
-    Some(secs.checked_mul(1_000_000_000)? + frac_ns(frac)?)
+    let secs = u128::try_from(secs).ok()?;
+    Some(secs * 1_000_000_000 + u128::from(frac_ns(frac)?))
 }
 
 /// Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's algorithm).
@@ -672,17 +715,53 @@ mod tests {
 
     #[test]
     fn a_start_in_the_past_is_refused_and_one_ahead_is_kept() {
-        let now = 2_000_000_000_000;
+        let now: u64 = 2_000_000_000_000;
         let text = "2000";
-        assert_eq!(check_start_at(now + 5, text, now).unwrap(), now + 5);
+        let at = |ns: u64| u128::from(ns);
+        assert_eq!(check_start_at(at(now + 5), text, now).unwrap(), now + 5);
         assert_eq!(
-            check_start_at(now - 1_000, text, now).unwrap(),
+            check_start_at(at(now - 1_000), text, now).unwrap(),
             now - 1_000,
             "within tolerance"
         );
-        let err = check_start_at(now - 2_000_000_000, text, now).unwrap_err();
+        let err = check_start_at(at(now - 2_000_000_000), text, now).unwrap_err();
         assert_eq!(err.exit_code(), 2);
         assert!(err.to_string().contains("2.000 s in the past"), "{err}");
+    }
+
+    #[test]
+    fn a_valid_time_past_the_horizon_is_refused_as_too_far_ahead() {
+        let now = parse_time("2026-01-01T00:00:00Z").unwrap() as u64;
+        // The last second RFC 3339 can write parses (it is past u64 ns), then is refused.
+        let text = "9999-12-31T23:59:59Z";
+        let far = parse_time(text).unwrap();
+        assert_eq!(far, 253_402_300_799 * 1_000_000_000);
+        let err = check_start_at(far, text, now).unwrap_err().to_string();
+        assert!(!err.contains("neither"), "{err}");
+        assert!(err.contains("is 2912442 days ahead"), "{err}");
+        assert!(err.contains("at most 24 h"), "{err}");
+        let ten_years = parse_time("2036-01-01T00:00:00Z").unwrap();
+        let err = check_start_at(ten_years, "2036-01-01T00:00:00Z", now).unwrap_err();
+        assert_eq!(err.exit_code(), 2);
+        assert!(err.to_string().contains("3652 days ahead"), "{err}");
+        let huge = parse_time("99999999999999999999999999999999999999999").unwrap();
+        assert!(check_start_at(huge, "9…", now).is_err(), "digits past u128 are far, not bad");
+        let edge = u128::from(now + START_AT_HORIZON_NS);
+        assert_eq!(check_start_at(edge, "edge", now).unwrap(), now + START_AT_HORIZON_NS);
+        assert!(check_start_at(edge + 1, "past the edge", now).is_err());
+    }
+
+    #[test]
+    fn the_wait_for_a_start_is_said_in_units_people_read() {
+        let now = 1_000_000_000_000_000_000;
+        let line = |ahead_ns: u64| start_wait_line(Some(now + ahead_ns), now).unwrap();
+        assert!(line(30_000_000_000).contains(", in 30.0 s, after the workers"), "{}", line(1));
+        assert!(line(725_000_000_000).contains("in 12 min 05 s"), "{}", line(725_000_000_000));
+        let hours = 3 * 3600 + 4 * 60;
+        assert!(line(hours * 1_000_000_000).contains("in 3 h 04 min"));
+        assert!(line(5).contains("at 1000000000.000000005 (Unix s)"), "{}", line(5));
+        assert_eq!(start_wait_line(Some(now), now), None, "a start already here");
+        assert_eq!(start_wait_line(None, now), None);
     }
 
     #[test]

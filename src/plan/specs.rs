@@ -90,7 +90,8 @@ impl Plan {
             prompt_data_json: Arc::new(prompt_data_json),
             token_counter,
             token_pool,
-            events_path: self.events.then(|| self.report_dir.join("events.jsonl")),
+            // The binary creates events.jsonl in the report directory it holds.
+            events_file: None,
             live,
             redact: Some(crate::redact::redact),
         })

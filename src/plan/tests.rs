@@ -54,6 +54,7 @@ fn defaults_resolve_like_the_reference() {
     );
     assert!(plan.connections.cpu_affinity && plan.early_stopping && !plan.warmup.enabled);
     assert!(plan.report_dir.display().to_string().starts_with("/tmp/reports_"));
+    assert!(plan.report_dir_default);
     let online = plan_of(&["online", "--load-pattern", "poisson", "--target-qps", "50"]).unwrap();
     assert!(online.request.streaming, "auto is on for online");
     assert_eq!(online.load_pattern, LoadPattern::Poisson { target_qps: 50.0, seed: 42 });
@@ -861,4 +862,19 @@ fn headers_and_ca_bundle_come_from_yaml_too() {
     assert_eq!(plan.tls_verify, bundle);
     assert!(plan.config_yaml.contains("- 'X-Team: infra'"), "{}", plan.config_yaml);
     assert!(plan.config_yaml.contains("ca_bundle: /x/ca.pem"), "{}", plan.config_yaml);
+}
+
+#[test]
+fn config_yaml_names_the_report_dir_a_run_took_instead_of_the_taken_default() {
+    let plan = plan_of(&["offline"]).unwrap();
+    let taken = PathBuf::from(format!("{}_2", plan.report_dir.display()));
+    let yaml = config_yaml_with_report_dir(&plan.config_yaml, &plan.report_dir, &taken);
+    assert!(yaml.contains(&format!("\nreport_dir: {}\n", taken.display())), "{yaml}");
+    assert_eq!(
+        yaml.replace(&format!("{}", taken.display()), "X"),
+        plan.config_yaml.replace(&format!("{}", plan.report_dir.display()), "X"),
+        "nothing else changes"
+    );
+    let given = plan_of(&["offline", "--report-dir", "/tmp/x"]).unwrap();
+    assert!(!given.report_dir_default);
 }

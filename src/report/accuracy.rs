@@ -15,7 +15,6 @@ use serde::ser::{SerializeMap, Serializer};
 use serde::Serialize;
 use serde_json::Value;
 
-use super::write::write_atomic;
 use crate::error::AppError;
 
 /// What a dataset entry is: `accuracy` (a phase of its own) or `performance` (the
@@ -74,7 +73,7 @@ pub type PhaseMap = HashMap<String, Vec<(String, usize)>>;
 /// Reads sample_idx_map.json.
 pub fn read_sample_idx_map(dir: &Path) -> Result<PhaseMap, AppError> {
     let path = dir.join("sample_idx_map.json");
-    let text = std::fs::read_to_string(&path).map_err(|e| {
+    let text = super::read_existing(&path).map_err(|e| {
         AppError::Execution(format!(
             "cannot read {}: {e}; accuracy cannot be scored",
             path.display()
@@ -128,7 +127,7 @@ fn output_text(data: &Value) -> String {
 /// number: a log in another encoding would otherwise score nothing.
 fn read_completes(dir: &Path, wanted: &HashSet<&str>) -> Result<Vec<Completed>, AppError> {
     let path = dir.join("events.jsonl");
-    let file = std::fs::File::open(&path).map_err(|e| {
+    let file = super::open_existing(&path).map_err(|e| {
         AppError::Execution(format!(
             "cannot read {}: {e}; accuracy cannot be scored",
             path.display()
@@ -452,11 +451,12 @@ impl Serialize for AccuracyResults {
 }
 
 /// Writes `accuracy/accuracy_results.json` atomically (the reference's `json.dumps(indent=2)`).
-pub fn write_accuracy_results(dir: &Path, results: &AccuracyResults) -> std::io::Result<()> {
-    let accuracy_dir = dir.join("accuracy");
-    std::fs::create_dir_all(&accuracy_dir)?;
+pub fn write_accuracy_results(
+    dir: &super::OpenDir,
+    results: &AccuracyResults,
+) -> std::io::Result<()> {
     let bytes = to_python_json(results).map_err(std::io::Error::other)?;
-    write_atomic(&accuracy_dir.join("accuracy_results.json"), &bytes)
+    dir.write_atomic("accuracy/accuracy_results.json", &bytes)
 }
 
 /// Python's `f"{value:.{precision}g}"`.

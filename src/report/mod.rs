@@ -8,6 +8,7 @@
 
 pub mod accuracy;
 mod client_wait;
+pub mod dir;
 mod shard;
 mod summary;
 mod text;
@@ -19,6 +20,7 @@ mod tests;
 pub use client_wait::{
     client_wait_warning, lag_is_the_wait, peak_in_flight, wait_is_material, ClientWaitInfo,
 };
+pub use dir::{open_existing, read_existing, ReportDir};
 pub use loadgen_coordinator::metrics::{Snapshot, TokenCountSource};
 pub use shard::{
     late_start_warning, shard_file, write_shard_file, FailureCounts, SampleIds, ShardClock,
@@ -26,7 +28,7 @@ pub use shard::{
 };
 pub use summary::{is_complete, result_summary, BasisBlocks, ChunkBlocks, ResultSummary};
 pub use text::{console_summary, report_txt, with_accuracy_block};
-pub use write::{write_atomic, write_atomic_with, write_report_files, Unwritten};
+pub use write::{write_atomic, write_atomic_with, write_report_files, OpenDir, Unwritten};
 
 /// The run's load pattern, as `run_config.load_pattern` records it.
 #[derive(Debug, Clone, PartialEq)]

@@ -154,10 +154,10 @@ pub fn shard_file(
 }
 
 /// Writes `shard.json` into `dir` (atomically, as every report file).
-pub fn write_shard_file(dir: &std::path::Path, file: &ShardFile) -> std::io::Result<()> {
+pub fn write_shard_file(dir: &super::OpenDir, file: &ShardFile) -> std::io::Result<()> {
     let mut bytes = serde_json::to_vec_pretty(file).map_err(std::io::Error::other)?;
     bytes.push(b'\n');
-    super::write_atomic(&dir.join("shard.json"), &bytes)
+    dir.write_atomic("shard.json", &bytes)
 }
 
 /// A shard whose performance phase started this late against `--start-at` gets a warning:

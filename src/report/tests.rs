@@ -354,7 +354,9 @@ fn write_report_files_writes_all_three_atomically() {
     let snap = snapshot(&table, TokenCountSource::Client);
     let info = info(TokenCountSource::Client);
     let summary = result_summary(&snap, &info);
-    let unwritten = write_report_files(&dir, &snap, &summary, &info);
+    std::fs::create_dir_all(&dir).unwrap();
+    let open = crate::report::OpenDir::open(&dir).unwrap();
+    let unwritten = write_report_files(&open, &snap, &summary, &info);
     assert!(unwritten.is_empty(), "{unwritten:?}");
     let written = std::fs::read(dir.join("performance/result_summary.json")).unwrap();
     assert_eq!(written, to_python_json(&summary).unwrap());
@@ -381,6 +383,27 @@ fn write_report_files_writes_all_three_atomically() {
     assert!(seconds.is_some_and(|s| s.parse::<f64>().is_ok()), "{duration}");
     let qps = console.lines().find(|l| l.starts_with("QPS: ")).unwrap();
     assert!(qps["QPS: ".len()..].parse::<f64>().is_ok(), "{qps}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn an_atomic_write_replaces_a_planted_link_and_never_writes_through_it() {
+    let dir = std::env::temp_dir().join(format!("llm-loadgen-link-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(dir.join("elsewhere")).unwrap();
+    let victim = dir.join("victim");
+    std::fs::write(&victim, "precious").unwrap();
+    std::os::unix::fs::symlink(&victim, dir.join("report.txt")).unwrap();
+    write_atomic(&dir.join("report.txt"), b"report").unwrap();
+    assert_eq!(std::fs::read_to_string(&victim).unwrap(), "precious");
+    assert!(!dir.join("report.txt").is_symlink(), "a real file took the link's place");
+    assert_eq!(std::fs::read_to_string(dir.join("report.txt")).unwrap(), "report");
+    // A subdirectory that is a link is refused, and nothing lands where it points.
+    std::os::unix::fs::symlink(dir.join("elsewhere"), dir.join("performance")).unwrap();
+    let open = crate::report::OpenDir::open(&dir).unwrap();
+    let err = open.write_atomic("performance/result_summary.json", b"{}").unwrap_err();
+    assert!(err.to_string().contains("performance is a symbolic link"), "{err}");
+    assert_eq!(std::fs::read_dir(dir.join("elsewhere")).unwrap().count(), 0);
     std::fs::remove_dir_all(&dir).unwrap();
 }
 

@@ -135,8 +135,10 @@ impl Carried {
     pub fn read(dir: &Path, summary_text: Option<&str>) -> Result<Carried, AppError> {
         let mut carried = Carried {
             snapshot_totals: snapshot_totals(dir),
-            accuracy_results: std::fs::read_to_string(dir.join("accuracy/accuracy_results.json"))
-                .ok(),
+            accuracy_results: crate::report::read_existing(
+                &dir.join("accuracy/accuracy_results.json"),
+            )
+            .ok(),
             ..Carried::default()
         };
         let Some(text) = summary_text else {
@@ -321,7 +323,7 @@ fn failure_codes<'a>(counts: &'a [(&'a str, u64)]) -> impl Iterator<Item = u8> +
 
 /// The live tokenizer threads the run's report.txt names.
 fn live_threads(dir: &Path) -> Option<usize> {
-    let text = std::fs::read_to_string(dir.join("report.txt")).ok()?;
+    let text = crate::report::read_existing(&dir.join("report.txt")).ok()?;
     let at = text.find("counted live by ")? + "counted live by ".len();
     let digits: String = text[at..].chars().take_while(char::is_ascii_digit).collect();
     digits.parse().ok()
@@ -329,14 +331,14 @@ fn live_threads(dir: &Path) -> Option<usize> {
 
 /// The reason report.txt gives for an incomplete run.
 fn incomplete_reason(dir: &Path) -> Option<String> {
-    let text = std::fs::read_to_string(dir.join("report.txt")).ok()?;
+    let text = crate::report::read_existing(&dir.join("report.txt")).ok()?;
     let line = text.lines().find_map(|l| l.strip_prefix("WARNING: report is incomplete ("))?;
     let end = line.rfind(") — ")?;
     Some(line[..end].to_string())
 }
 
 fn snapshot_totals(dir: &Path) -> Option<[u64; 4]> {
-    let text = std::fs::read_to_string(dir.join("metrics/final_snapshot.json")).ok()?;
+    let text = crate::report::read_existing(&dir.join("metrics/final_snapshot.json")).ok()?;
     let snap: serde_json::Value = serde_json::from_str(&text).ok()?;
     let metrics = snap.get("metrics")?.as_array()?;
     let counter =

@@ -20,8 +20,8 @@ use loadgen_coordinator::metrics::{
 
 use crate::error::AppError;
 use crate::report::{
-    report_txt, result_summary, with_accuracy_block, write_atomic, write_report_files,
-    EndpointInfo, ResultSummary, RunInfo, Unwritten,
+    report_txt, result_summary, with_accuracy_block, write_report_files, EndpointInfo, OpenDir,
+    ResultSummary, RunInfo, Unwritten,
 };
 use crate::tokenizer::Tokenizer;
 use crate::yaml::{BenchType, Config, LoadPatternKind, Streaming};
@@ -57,7 +57,7 @@ impl RunDir {
             )));
         }
         let config_path = dir.join("config.yaml");
-        let text = std::fs::read_to_string(&config_path).map_err(|e| {
+        let text = crate::report::read_existing(&config_path).map_err(|e| {
             AppError::Input(format!(
                 "cannot read {}: {e}; the rebuild needs the run's config.yaml",
                 config_path.display()
@@ -66,7 +66,7 @@ impl RunDir {
         let config = Config::from_yaml_str(&text, &config_path.display().to_string())?;
         let config_yaml = serde_yaml_ng::from_str(&text).unwrap_or(serde_yaml_ng::Value::Null);
         let summary_path = dir.join("performance/result_summary.json");
-        let summary_text = std::fs::read_to_string(&summary_path).ok();
+        let summary_text = crate::report::read_existing(&summary_path).ok();
         let summary = match &summary_text {
             Some(text) => Some(serde_json::from_str(text).map_err(|e| {
                 AppError::Input(format!(
@@ -142,7 +142,7 @@ impl RunDir {
     /// the prompts are then counted one by one). Streamed, so a long run's map is never held
     /// as text.
     pub(crate) fn sample_index(&self) -> UuidMap<u32> {
-        let Ok(file) = std::fs::File::open(self.dir.join("sample_idx_map.json")) else {
+        let Ok(file) = crate::report::open_existing(&self.dir.join("sample_idx_map.json")) else {
             return UuidMap::default();
         };
         let reader = std::io::BufReader::with_capacity(1 << 20, file);
@@ -266,6 +266,8 @@ pub fn run(request: &ReportRequest) -> Result<i32, AppError> {
     std::fs::create_dir_all(out).map_err(|e| {
         AppError::Setup(format!("cannot create {}: {e}; pass a writable --out", out.display()))
     })?;
+    // Held while the files are rewritten: a run still writing there is refused.
+    let _lock = crate::report::dir::lock_existing(out)?;
     let block = rebuilt.accuracy_block.as_deref();
     write_rebuilt_files(out, &rebuilt.snapshot, &rebuilt.summary, &rebuilt.info, block)?;
     let mut console = crate::report::console_summary(&rebuilt.summary, &rebuilt.info, out);
@@ -285,11 +287,14 @@ pub(crate) fn write_rebuilt_files(
     info: &RunInfo,
     accuracy_block: Option<&str>,
 ) -> Result<(), AppError> {
-    let mut unwritten = write_report_files(out, snapshot, summary, info);
+    let dir = OpenDir::open(out).map_err(|e| {
+        AppError::Setup(format!("cannot open {}: {e}; pass a writable --out", out.display()))
+    })?;
+    let mut unwritten = write_report_files(&dir, snapshot, summary, info);
     if let Some(block) = accuracy_block.filter(|_| unwritten.is_empty()) {
         // As the run writes it: report.txt again, with the block after the TPS line.
         let text = with_accuracy_block(&report_txt(summary, info), block);
-        if let Err(error) = write_atomic(&out.join("report.txt"), text.as_bytes()) {
+        if let Err(error) = dir.write_atomic("report.txt", text.as_bytes()) {
             unwritten.push(Unwritten { file: "report.txt", error });
         }
     }

@@ -499,9 +499,9 @@ fn too_long(reader: &mut impl BufRead, held: usize, line: u64) -> ReadError {
     ))
 }
 
-/// Opens `path` for [`for_each_event`].
+/// Opens `path` for [`for_each_event`] (never through a link: `report::open_existing`).
 pub fn open(path: &std::path::Path) -> std::io::Result<impl BufRead> {
-    let file = std::fs::File::open(path)?;
+    let file = crate::report::open_existing(path)?;
     Ok(std::io::BufReader::with_capacity(READ_BUFFER_BYTES, file))
 }
 

@@ -83,9 +83,22 @@ pub struct ChunkLine<'a> {
 }
 
 impl EventLog {
-    /// Creates (truncates) `path` and starts the formatter threads.
+    /// Creates (truncates) `path` and starts the formatter threads; a link at `path` is
+    /// refused (`O_NOFOLLOW`), never written through.
     pub fn create(path: &Path, spec: EventLogSpec) -> io::Result<EventLog> {
-        let file = File::create(path)?;
+        use std::os::unix::fs::OpenOptionsExt;
+        let file = std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+            .open(path)?;
+        EventLog::from_file(file, spec)
+    }
+
+    /// Writes the log into `file` (made by the caller: the binary creates it new in the
+    /// report directory it holds) and starts the formatter threads.
+    pub fn from_file(file: File, spec: EventLogSpec) -> io::Result<EventLog> {
         let ctx = FormatContext { prompt_data_json: spec.prompt_data_json, redact: spec.redact };
         let formatters = Formatters::start(file, ctx, spec.formatters, &spec.cores)?;
         Ok(EventLog {
