@@ -864,16 +864,19 @@ fn build_row(
 /// The bytes of text a row sends and the client tokenizer reads: prompt, system prompt and
 /// every string inside its messages.
 fn row_text_bytes(row: &Row) -> usize {
-    fn strings(v: &Value) -> usize {
-        match v {
-            Value::String(s) => s.len(),
-            Value::Array(items) => items.iter().map(strings).sum(),
-            Value::Object(map) => map.values().map(strings).sum(),
-            _ => 0,
-        }
-    }
     let text = |s: &Option<String>| s.as_ref().map_or(0, String::len);
-    text(&row.prompt) + text(&row.system) + row.messages.as_ref().map_or(0, strings)
+    text(&row.prompt) + text(&row.system) + row.messages.as_ref().map_or(0, string_bytes)
+}
+
+/// Bytes of every string inside a JSON value (a prompt's messages), as a row's text is counted
+/// against `PROMPT_BYTES_MAX`.
+pub(crate) fn string_bytes(v: &Value) -> usize {
+    match v {
+        Value::String(s) => s.len(),
+        Value::Array(items) => items.iter().map(string_bytes).sum(),
+        Value::Object(map) => map.values().map(string_bytes).sum(),
+        _ => 0,
+    }
 }
 
 fn token_list(items: Vec<Value>) -> Option<Vec<u32>> {

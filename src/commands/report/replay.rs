@@ -468,7 +468,8 @@ fn count_prompt(
             what: format!("sample.issued data is {tag:?}, not PromptData"),
         });
     }
-    let text_bytes = prompt.as_ref().map_or(0, String::len) + messages.as_ref().map_or(0, strings);
+    let text_bytes = prompt.as_ref().map_or(0, String::len)
+        + messages.as_ref().map_or(0, crate::dataset::string_bytes);
     if text_bytes > PROMPT_BYTES_MAX {
         // The run refused such a row when it loaded its dataset; counting it here would cost
         // the tokenizer a few hundred bytes of memory per byte.
@@ -495,16 +496,6 @@ fn count_prompt(
     }
     let row = Row { prompt, messages, token_ids, request_columns, ..Row::default() };
     Ok(tok.count_row_with(&row, kwargs.as_ref()).ok())
-}
-
-/// Bytes of the strings in a prompt's messages, as the dataset counts a row's text.
-fn strings(v: &Value) -> usize {
-    match v {
-        Value::String(s) => s.len(),
-        Value::Array(items) => items.iter().map(strings).sum(),
-        Value::Object(map) => map.values().map(strings).sum(),
-        _ => 0,
-    }
 }
 
 #[cfg(test)]
