@@ -625,8 +625,8 @@ impl RequestHeaders {
 /// a large header or model name costs its size once, not once per row. A row holds only its
 /// own bytes: its Content-Length value and blank line, then its body past the shared start.
 /// A request is four segments, head, row start, body start, row rest (`RequestBytes::segments`),
-/// which a connection hands to the kernel in one gathered write. The buffer is
-/// reference-counted so a connection writes a row without copying it (`row_bytes`).
+/// which a connection copies into its write buffer. The buffer is reference-counted, so a
+/// row's `RequestBytes` (`row_bytes`) is a handle, not a copy.
 #[derive(Clone, Debug)]
 pub struct RequestTable {
     bytes: Arc<Vec<u8>>,

@@ -6,7 +6,7 @@ use std::net::{IpAddr, SocketAddr};
 use std::rc::Rc;
 
 use monoio::buf::IoBufMut;
-use monoio::io::{AsyncReadRent, AsyncWriteRent, AsyncWriteRentExt};
+use monoio::io::{AsyncReadRent, AsyncWriteRentExt};
 use monoio::net::TcpStream;
 use monoio::BufResult;
 
@@ -235,55 +235,39 @@ impl Stream {
         }
     }
 
-    /// Writes a request's segments. Plain TCP gathers them in one `writev` straight from the
-    /// shared request table (no copy); TLS copies them into `tls_write`, up to one record's
-    /// plaintext at a time, since the TLS stream encrypts each write as records of its own
-    /// and a request in four writes would cost four records and four sends.
+    /// Writes a request's segments, copied into `write_buf` up to `REQUEST_WRITE_BYTES` at a
+    /// time: a request up to that size is one write (one TLS record), as it was from one
+    /// buffer. A gathered `writev` straight from the table cost 16% of a c=1,000 run's QPS
+    /// (perf/runs/2026-12-02-vm/issue25-before-after): io_uring's WRITEV is not the socket
+    /// send path its plain write takes, and a 1 KiB copy is far cheaper.
     async fn write_request(
         &mut self,
         request: &RequestBytes,
-        iov: &mut Vec<libc::iovec>,
-        tls_write: &mut Vec<u8>,
+        write_buf: &mut Vec<u8>,
     ) -> std::io::Result<()> {
+        let mut buf = std::mem::take(write_buf);
+        buf.clear();
+        buf.reserve(request.len().min(REQUEST_WRITE_BYTES));
+        for segment in request.segments() {
+            for piece in segment.chunks(REQUEST_WRITE_BYTES) {
+                if buf.len() + piece.len() > REQUEST_WRITE_BYTES {
+                    let (result, back) = self.write_all(buf).await;
+                    (buf, _) = (back, result?);
+                    buf.clear();
+                }
+                buf.extend_from_slice(piece);
+            }
+        }
+        let (result, mut back) = self.write_all(buf).await;
+        back.clear();
+        *write_buf = back;
+        result.map(|_| ())
+    }
+
+    async fn write_all(&mut self, buf: Vec<u8>) -> BufResult<usize, Vec<u8>> {
         match self {
-            Stream::Plain(s) => {
-                let mut gather = RequestIovecs::new(std::mem::take(iov), request);
-                let result = loop {
-                    if gather.is_done() {
-                        break Ok(());
-                    }
-                    let (result, back) = s.writev(gather).await;
-                    gather = back;
-                    match result {
-                        Ok(0) => break Err(std::io::ErrorKind::WriteZero.into()),
-                        Ok(n) => gather.consume(n),
-                        Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                        Err(e) => break Err(e),
-                    }
-                };
-                *iov = gather.into_iov();
-                result
-            }
-            Stream::Tls(s) => {
-                let mut buf = std::mem::take(tls_write);
-                if buf.capacity() < TLS_WRITE_BYTES {
-                    buf = Vec::with_capacity(TLS_WRITE_BYTES);
-                }
-                for segment in request.segments() {
-                    for piece in segment.chunks(TLS_WRITE_BYTES) {
-                        if buf.len() + piece.len() > TLS_WRITE_BYTES {
-                            let (result, back) = s.write_all(buf).await;
-                            (buf, _) = (back, result?);
-                            buf.clear();
-                        }
-                        buf.extend_from_slice(piece);
-                    }
-                }
-                let (result, mut back) = s.write_all(buf).await;
-                back.clear();
-                *tls_write = back;
-                result.map(|_| ())
-            }
+            Stream::Plain(s) => s.write_all(buf).await,
+            Stream::Tls(s) => s.write_all(buf).await,
         }
     }
 
@@ -296,69 +280,9 @@ impl Stream {
     }
 }
 
-/// The most request bytes a TLS connection hands its stream at once: one TLS record's
-/// plaintext (RFC 8446 §5.1), so a request up to that size goes out as one record and one
-/// send, as it would from one buffer. Each TLS connection holds this much, from its first
-/// request.
-const TLS_WRITE_BYTES: usize = 16 * 1024;
-
-/// A request's segments as the iovecs of one `writev`. The iovecs live in a heap buffer that
-/// the connection reuses (`Conn::write_iov`, so no allocation per request), whose address
-/// holds however the value moves while the runtime owns it; the request's bytes are held by
-/// its `RequestBytes` (a reference on the shared table) until the write is done.
-struct RequestIovecs {
-    iov: Vec<libc::iovec>,
-    /// The first iovec not yet written whole.
-    at: usize,
-    _request: RequestBytes,
-}
-
-impl RequestIovecs {
-    fn new(mut iov: Vec<libc::iovec>, request: &RequestBytes) -> RequestIovecs {
-        iov.clear();
-        for segment in request.segments().into_iter().filter(|s| !s.is_empty()) {
-            let iov_base = segment.as_ptr().cast_mut().cast::<libc::c_void>();
-            iov.push(libc::iovec { iov_base, iov_len: segment.len() });
-        }
-        RequestIovecs { iov, at: 0, _request: request.clone() }
-    }
-
-    fn is_done(&self) -> bool {
-        self.at == self.iov.len()
-    }
-
-    /// Marks the first `n` bytes left as written.
-    fn consume(&mut self, mut n: usize) {
-        while n > 0 && self.at < self.iov.len() {
-            let v = &mut self.iov[self.at];
-            if n < v.iov_len {
-                v.iov_base = v.iov_base.cast::<u8>().wrapping_add(n).cast();
-                v.iov_len -= n;
-                return;
-            }
-            n -= v.iov_len;
-            self.at += 1;
-        }
-    }
-
-    fn into_iov(self) -> Vec<libc::iovec> {
-        self.iov
-    }
-}
-
-// SAFETY: the pointer is into `iov`'s heap buffer, which nothing changes while the runtime owns
-// the value (`consume` runs only after a write returned it); the `read_iovec_len` iovecs from
-// there are initialised (`new` pushed them), and each points into `_request`'s shared table
-// buffer, held alive by it and never written after the table was built.
-unsafe impl monoio::buf::IoVecBuf for RequestIovecs {
-    fn read_iovec_ptr(&self) -> *const libc::iovec {
-        self.iov[self.at..].as_ptr()
-    }
-
-    fn read_iovec_len(&self) -> usize {
-        self.iov.len() - self.at
-    }
-}
+/// The most request bytes handed to the stream at once: one TLS record's plaintext (RFC 8446
+/// §5.1). A connection's write buffer grows to its largest request up to this size.
+const REQUEST_WRITE_BYTES: usize = 16 * 1024;
 
 /// A TLS peer that closes its socket without a close_notify alert reads as a close (0 bytes),
 /// as Python's `ssl` reads it (`suppress_ragged_eofs`) and as HTTP servers commonly close:
@@ -435,10 +359,8 @@ pub struct Conn {
     tls: Option<Rc<TlsClient>>,
     read_buf: Vec<u8>,
     read_start: usize,
-    /// The iovecs of a request's gathered write, reused (`RequestIovecs`).
-    write_iov: Vec<libc::iovec>,
-    /// A TLS connection's request bytes on their way into the stream (`TLS_WRITE_BYTES`).
-    tls_write: Vec<u8>,
+    /// A request's bytes on their way into the stream (`REQUEST_WRITE_BYTES` at most), reused.
+    write_buf: Vec<u8>,
     body: Vec<u8>,
     /// Where a Content-Length body lies in `read_buf` when it arrived whole (then `body` stays
     /// empty: the common case is parsed in place, not copied).
@@ -489,8 +411,7 @@ impl Conn {
             tls: None,
             read_buf: Vec::with_capacity(READ_BUF_BYTES),
             read_start: 0,
-            write_iov: Vec::with_capacity(4),
-            tls_write: Vec::new(),
+            write_buf: Vec::new(),
             body: Vec::with_capacity(16 * 1024),
             body_in_read_buf: None,
             max_body_bytes,
@@ -607,13 +528,13 @@ impl Conn {
             self.error.extend_from_slice(e.message(self.addr).as_bytes());
             return self.fail(e.failure_kind(), 0, now_ns);
         }
-        let Conn { stream, write_iov, tls_write, .. } = self;
+        let Conn { stream, write_buf, .. } = self;
         let stream = stream.as_mut().expect("connected above");
         self.wrote = true;
         if self.sent_ns == 0 {
             self.sent_ns = now_ns();
         }
-        if let Err(e) = stream.write_request(request, write_iov, tls_write).await {
+        if let Err(e) = stream.write_request(request, write_buf).await {
             let _ = write!(self.error, "connection closed while sending: {e}");
             return self.fail(FailureKind::ConnectionClosed, 0, now_ns);
         }
@@ -1289,36 +1210,8 @@ mod tests {
         server.join().unwrap()
     }
 
-    #[test]
-    fn a_partial_gathered_write_resumes_where_it_stopped() {
-        let mut table = crate::request::RequestTable::with_shared(b"HEAD ", b"{\"m\"");
-        table.push_body(b"{\"m\",1}").unwrap();
-        let request = table.row_bytes(0);
-        let whole = table.request(0);
-        assert_eq!(whole, b"HEAD 7\r\n\r\n{\"m\",1}");
-        for first in 0..=whole.len() {
-            let mut gather = RequestIovecs::new(Vec::new(), &request);
-            let mut sent = Vec::new();
-            for n in [first, whole.len() - first] {
-                // What a writev of n bytes takes: the first n bytes the iovecs still hold.
-                let mut left = n;
-                for v in &gather.iov[gather.at..] {
-                    // SAFETY: each iovec points into the table's buffer, held by `request`.
-                    let bytes =
-                        unsafe { std::slice::from_raw_parts(v.iov_base.cast::<u8>(), v.iov_len) };
-                    let take = left.min(bytes.len());
-                    sent.extend_from_slice(&bytes[..take]);
-                    left -= take;
-                }
-                gather.consume(n);
-            }
-            assert!(gather.is_done(), "split at {first}");
-            assert_eq!(sent, whole, "split at {first}");
-        }
-    }
-
-    /// A request of a few MiB in shared segments (a large header, a large body) goes out whole
-    /// through `writev`, on io_uring and epoll, however the kernel splits the writes.
+    /// A request of a few MiB in shared segments (a large header, a large body) goes out whole,
+    /// in `REQUEST_WRITE_BYTES` writes, on io_uring and epoll.
     #[test]
     fn a_large_request_in_segments_arrives_whole_on_both_drivers() {
         use std::io::{Read, Write as _};
