@@ -284,8 +284,8 @@ pub struct SentResponse {
     pub body: Vec<u8>,
     /// When the request was whole: the response's clock starts here.
     pub received_ns: u64,
-    /// Per piece of the response (a stream's head, each content event, its tail), when the
-    /// write that carried it returned: its bytes were in the socket for the client to read.
+    /// Per piece of the response (a stream's head, each content event, its tail), just before
+    /// the write that carried it: its bytes could not reach the client earlier.
     /// Pieces written together share a stamp (a stream's head goes with its first event).
     pub written_ns: Vec<u64>,
 }

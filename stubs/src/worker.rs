@@ -260,8 +260,8 @@ async fn write_plan<S: AsyncWriteRent>(
     for (i, piece) in plan.pieces.into_iter().enumerate() {
         if let Some(&d) = deadlines.get(i) {
             if !out.is_empty() && d > Instant::now() {
-                out = flush(stream, out, counters).await?;
                 stamp_written(&mut sent, &mut unstamped);
+                out = flush(stream, out, counters).await?;
             }
             sleep_until_precise(d).await;
         }
@@ -269,13 +269,13 @@ async fn write_plan<S: AsyncWriteRent>(
         unstamped += 1;
         let next_is_now = deadlines.get(i + 1).is_none_or(|&d| d <= Instant::now());
         if !next_is_now || plan.end != End::KeepAlive {
-            out = flush(stream, out, counters).await?;
             stamp_written(&mut sent, &mut unstamped);
+            out = flush(stream, out, counters).await?;
         }
     }
     if sent.is_some() && unstamped > 0 {
-        out = flush(stream, out, counters).await?;
         stamp_written(&mut sent, &mut unstamped);
+        out = flush(stream, out, counters).await?;
     }
     if let Some((log, response)) = sent {
         log.lock().unwrap_or_else(|e| e.into_inner()).push(response);
@@ -283,7 +283,10 @@ async fn write_plan<S: AsyncWriteRent>(
     Some((out, plan.end))
 }
 
-/// Stamps, in a logged response, the write that just carried its last `pieces` pieces.
+/// Stamps, in a logged response, the write about to carry its last `pieces` pieces. Stamped
+/// before the write, not after: the client may read the bytes (and stamp them) before the
+/// write's completion wakes this task, so only a stamp before the write is never later than
+/// the client's.
 fn stamp_written(sent: &mut Option<(SendLog, SentResponse)>, pieces: &mut usize) {
     if let Some((_, response)) = sent {
         let at_ns = monotonic_ns();
