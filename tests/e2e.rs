@@ -2,7 +2,7 @@
 
 mod common;
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Output;
 
 use common::{bin, char_tokenizer, dataset, report_dir, report_txt, run, stub, summary};
@@ -548,6 +548,18 @@ fn an_api_key_echoed_by_the_endpoint_is_never_written() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// `report DIR --out` into a fresh report directory named `name`: its output and directory.
+fn rebuild(dir: &Path, name: &str) -> (Output, PathBuf) {
+    let rebuilt = report_dir(name);
+    let out = run([
+        "report".to_string(),
+        dir.display().to_string(),
+        "--out".into(),
+        rebuilt.display().to_string(),
+    ]);
+    (out, rebuilt)
+}
+
 #[test]
 fn basic_credentials_echoed_by_the_endpoint_are_never_written() {
     let url = start_auth_echo_server().replacen("http://", "http://bob:hunter2-pw@", 1);
@@ -559,13 +571,7 @@ fn basic_credentials_echoed_by_the_endpoint_are_never_written() {
     // base64("bob:hunter2-pw"), the Authorization the server quoted back.
     let secrets = ["hunter2-pw", "Ym9iOmh1bnRlcjItcHc="];
     assert_no_secret(&out, &dir, &secrets);
-    let rebuilt = report_dir("secret-echo-basic-report");
-    let again = run([
-        "report".to_string(),
-        dir.display().to_string(),
-        "--out".into(),
-        rebuilt.display().to_string(),
-    ]);
+    let (again, rebuilt) = rebuild(&dir, "secret-echo-basic-report");
     assert_no_secret(&again, &rebuilt, &secrets);
     for d in [&dir, &rebuilt] {
         std::fs::remove_dir_all(d).unwrap();
@@ -580,13 +586,7 @@ fn terminal_escapes_from_the_endpoint_are_escaped_on_the_console_and_in_text_fil
     let dir = report_dir("escapes");
     let out = run_strings(&base_args(&url, &dir, "5"));
     assert_eq!(out.status.code(), Some(4), "every sample failed with 500");
-    let rebuilt = report_dir("escapes-report");
-    let again = run([
-        "report".to_string(),
-        dir.display().to_string(),
-        "--out".into(),
-        rebuilt.display().to_string(),
-    ]);
+    let (again, rebuilt) = rebuild(&dir, "escapes-report");
     let shown = r"boom \x1b]0;TITLE\x07\x1b[2J\u{202e}end";
     let texts = [
         ("stdout", String::from_utf8_lossy(&out.stdout).into_owned()),
