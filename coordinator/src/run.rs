@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use std::thread::JoinHandle;
 
 use crossbeam_channel::{bounded, unbounded, Receiver, Sender};
-use loadgen_worker::wire::{Doorbell, InFlightTable, IssueCmd, RingSizes, WorkerRings};
+use loadgen_wire::{Doorbell, InFlightTable, IssueCmd, RingSizes, WorkerRings};
 use loadgen_worker::{monotonic_ns, run_worker, WorkerSpec};
 
 use crate::aggregate::{
@@ -599,7 +599,7 @@ impl Watcher {
 }
 
 type AggregatorIo = (
-    Vec<loadgen_worker::wire::RecordConsumer>,
+    Vec<loadgen_wire::RecordConsumer>,
     Vec<nix::unistd::Pid>,
     Arc<Doorbell>,
     Arc<Shared>,

@@ -7,9 +7,9 @@ use std::time::{Duration, Instant};
 
 use std::sync::Arc;
 
+use loadgen_wire::{Doorbell, IssueCmd, RecordHeader, RingSizes, WorkerEvent, WorkerRings};
 use loadgen_worker::adapter::Accumulator;
 use loadgen_worker::request::{ApiType, Endpoint, Prompt, RequestOptions, RequestTable};
-use loadgen_worker::wire::{Doorbell, IssueCmd, RecordHeader, RingSizes, WorkerEvent, WorkerRings};
 use loadgen_worker::{monotonic_ns, run_worker, WorkerEndpoint, WorkerSpec};
 use monoio::io::{AsyncReadRent, AsyncWriteRentExt};
 

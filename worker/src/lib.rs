@@ -1,11 +1,10 @@
-//! loadgen-worker: the wire vocabulary (records, rings) and the worker process's HTTP/1.1 client.
+//! loadgen-worker: the worker process's HTTP/1.1 client.
 
 pub mod adapter;
 pub mod http;
 pub mod request;
 mod run;
 pub mod synthetic;
-pub mod wire;
 
 pub use run::{
     endpoint_slot_count, endpoint_url, run_worker, slot_endpoint, WorkerEndpoint, WorkerSpec,

@@ -14,7 +14,7 @@ use monoio::io::AsyncReadRent;
 use crate::http::conn::{Conn, ConnectError, Outcome};
 use crate::http::tls::TlsClient;
 use crate::request::{ApiType, Endpoint, RequestTable};
-use crate::wire::{
+use loadgen_wire::{
     FailureKind, InFlightTable, IssueCmd, IssueConsumer, RecordHeader, RecordProducer,
 };
 

@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use crate::run::{WorkerSpec, EXIT_COORDINATOR_GONE, EXIT_OK};
-use crate::wire::{
+use loadgen_wire::{
     FailureKind, FinishReason, IssueCmd, IssueConsumer, RecordHeader, RecordProducer,
 };
 

@@ -8,11 +8,11 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use loadgen_worker::request::{ApiType, Endpoint, Prompt, RequestOptions, RequestTable};
-use loadgen_worker::wire::{
+use loadgen_wire::{
     Doorbell, FailureKind, FinishReason, IssueCmd, RecordConsumer, RingSizes, WorkerEvent,
     WorkerRings,
 };
+use loadgen_worker::request::{ApiType, Endpoint, Prompt, RequestOptions, RequestTable};
 use loadgen_worker::{monotonic_ns, run_worker, WorkerEndpoint, WorkerSpec};
 
 /// A canned-response server: echoes the prompt as SSE (split across HTTP chunks) or JSON;

@@ -4,7 +4,7 @@
 
 use std::sync::atomic::Ordering;
 
-use loadgen_worker::wire::{FailureKind, RecordConsumer};
+use loadgen_wire::{FailureKind, RecordConsumer};
 
 use super::{AggregatorOutput, State, WorkerState};
 use crate::fork::{kill_and_reap, try_reap, ChildEnd};

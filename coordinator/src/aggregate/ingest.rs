@@ -4,7 +4,7 @@
 use std::borrow::Cow;
 use std::sync::atomic::Ordering;
 
-use loadgen_worker::wire::{ChunkTiming, FailureKind, FinishReason, RecordView, WorkerEvent};
+use loadgen_wire::{ChunkTiming, FailureKind, FinishReason, RecordView, WorkerEvent};
 
 use super::events::{ChunkLine, CompleteEvent};
 use super::tokens::TokenResult;

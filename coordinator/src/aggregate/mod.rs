@@ -11,7 +11,7 @@ use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, Sender};
-use loadgen_worker::wire::{Doorbell, InFlightTable, RecordConsumer};
+use loadgen_wire::{Doorbell, InFlightTable, RecordConsumer};
 use nix::unistd::Pid;
 
 use crate::live::{Board, LiveLag, LiveSpec, LiveStats, Phase, View};

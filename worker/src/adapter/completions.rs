@@ -32,7 +32,7 @@ pub(crate) fn on_body_serde(acc: &mut Accumulator, json: &[u8]) -> bool {
 mod tests {
     use crate::adapter::Accumulator;
     use crate::request::ApiType;
-    use crate::wire::FinishReason;
+    use loadgen_wire::FinishReason;
 
     #[test]
     fn body_with_and_without_usage() {

@@ -13,7 +13,7 @@ use serde::de::{Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde::Deserialize;
 
 use crate::request::ApiType;
-use crate::wire::{ChunkTimes, FinishReason};
+use loadgen_wire::{ChunkTimes, FinishReason};
 use usage::UsageState;
 
 /// One response's accumulated result; buffers are reused across responses.

@@ -8,7 +8,7 @@ use serde::Deserialize;
 use super::scan::{plain_frame, PlainFrame};
 use super::usage::{nullable, UsageCounts};
 use super::{Accumulator, ErrorField, FinishField, First, MaybeStr, UnwrappedError};
-use crate::wire::FinishReason;
+use loadgen_wire::FinishReason;
 
 #[derive(Deserialize)]
 pub(crate) struct Frame<'a> {

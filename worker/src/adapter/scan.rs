@@ -5,7 +5,7 @@
 //! generated frames and bodies.
 
 use super::usage::{UsageCounts, UsageValue};
-use crate::wire::FinishReason;
+use loadgen_wire::FinishReason;
 
 /// What the serde path would read from a frame of the plain shape.
 #[derive(Clone, Copy, Debug, PartialEq)]

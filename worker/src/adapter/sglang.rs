@@ -50,7 +50,7 @@ fn apply(acc: &mut Accumulator, frame: &Frame<'_>) {
         };
         acc.usage.apply(&counts);
         if let Some(FinishField(reason)) = meta.finish_reason {
-            if reason != crate::wire::FinishReason::None {
+            if reason != loadgen_wire::FinishReason::None {
                 acc.finish = reason;
             }
         }
@@ -90,7 +90,7 @@ pub(crate) fn on_body(acc: &mut Accumulator, json: &[u8]) -> bool {
 mod tests {
     use crate::adapter::Accumulator;
     use crate::request::ApiType;
-    use crate::wire::FinishReason;
+    use loadgen_wire::FinishReason;
 
     fn clock() -> u64 {
         7

@@ -1,5 +1,5 @@
-//! The wire between the coordinator and its workers: record and command vocabulary, and the
-//! shared-memory rings (plus doorbells) that carry them across fork.
+//! loadgen-wire: the wire between the coordinator and its workers: record and command
+//! vocabulary, and the shared-memory rings (plus doorbells) that carry them across fork.
 //!
 //! Modules depend on each other without a cycle: `sync` (atomics, std or loom; the `Wake`/`Futex`
 //! traits) and `region` (the memory) at the bottom; `ring` (the protocol, pure logic over atomics)
