@@ -7,8 +7,8 @@ use std::time::{Duration, Instant};
 use std::thread::JoinHandle;
 
 use crossbeam_channel::{bounded, unbounded, Receiver, Sender};
-use loadgen_wire::{Doorbell, InFlightTable, IssueCmd, RingSizes, WorkerRings};
-use loadgen_worker::{monotonic_ns, run_worker, WorkerSpec};
+use loadgen_wire::{monotonic_ns, Doorbell, InFlightTable, IssueCmd, RingSizes, WorkerRings};
+use loadgen_worker::{run_worker, WorkerSpec};
 
 use crate::aggregate::{
     self,

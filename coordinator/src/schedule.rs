@@ -7,8 +7,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use loadgen_wire::{Doorbell, IssueCmd, IssueProducer};
-use loadgen_worker::monotonic_ns;
+use loadgen_wire::{monotonic_ns, Doorbell, IssueCmd, IssueProducer};
 
 use crate::aggregate::{Shared, WorkerState};
 use crate::order::SampleOrder;

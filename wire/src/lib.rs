@@ -7,6 +7,7 @@
 //! system calls); `shm` (`WorkerRings`, which makes all of it before fork) on top.
 
 mod chunks;
+mod clock;
 mod cmd;
 mod doorbell;
 mod endpoint;
@@ -19,11 +20,15 @@ mod sync;
 mod sys;
 
 pub use chunks::{cut_chunk_timing, ChunkTimes, ChunkTiming, CHUNK_COUNTS_BYTES};
+pub use clock::monotonic_ns;
 pub use cmd::{IssueCmd, WorkerEvent};
 pub use doorbell::Doorbell;
 pub use endpoint::{IssueConsumer, IssueProducer, RecordConsumer, RecordProducer};
 pub use inflight::InFlightTable;
-pub use record::{FailureKind, FinishReason, RecordHeader, RecordView, RECORD_HEADER_BYTES};
+pub use record::{
+    FailureKind, FinishReason, RecordHeader, RecordView, MAX_ENDPOINTS, NO_ENDPOINT,
+    RECORD_HEADER_BYTES,
+};
 pub use ring::RingSizes;
 pub use shm::WorkerRings;
 

@@ -9,14 +9,15 @@ use std::rc::Rc;
 use std::sync::Arc;
 use std::task::{Context, Poll, Waker};
 
+use loadgen_wire::{
+    monotonic_ns, FailureKind, InFlightTable, IssueCmd, IssueConsumer, RecordHeader,
+    RecordProducer, NO_ENDPOINT,
+};
 use monoio::io::AsyncReadRent;
 
 use crate::http::conn::{Conn, ConnectError, Outcome};
 use crate::http::tls::TlsClient;
 use crate::request::{ApiType, Endpoint, RequestTable};
-use loadgen_wire::{
-    FailureKind, InFlightTable, IssueCmd, IssueConsumer, RecordHeader, RecordProducer,
-};
 
 /// One endpoint as a worker sees it: where its slots connect, what they send, and how their
 /// local side is bound.
@@ -90,13 +91,6 @@ impl WorkerSpec {
         &self.endpoints[0].requests
     }
 }
-
-/// Endpoints a run may have: a record names its endpoint in one byte, and `NO_ENDPOINT` is
-/// reserved.
-pub const MAX_ENDPOINTS: usize = 255;
-
-/// The endpoint byte of a record whose sample reached no endpoint (cancelled in the queue).
-pub const NO_ENDPOINT: u8 = u8::MAX;
 
 /// The endpoint of slot `slot` of a worker whose slot 0 goes to `first` among `endpoints`, and
 /// the slot's ordinal among that endpoint's slots of the worker: slots are dealt to the
@@ -685,7 +679,7 @@ fn note_push(shared: &Shared) {
 
 /// Reports every queued, never-sent sample as cancelled.
 fn cancel_queued(shared: &Shared) {
-    let now = crate::monotonic_ns();
+    let now = monotonic_ns();
     while let Some(job) = shared.queue.borrow_mut().pop_front() {
         let outcome = Outcome::failed(FailureKind::Cancelled, now);
         push_failure_at(shared, job, outcome, (NO_ENDPOINT, 0), b"cancelled before it was sent");
@@ -760,7 +754,7 @@ async fn serve(shared: &Rc<Shared>, slot: usize, conn: &mut Option<Conn>, index:
         // its request is written, not when it was queued behind busy connections.
         let mut job = job;
         if job.issued_ns == 0 {
-            job.issued_ns = crate::monotonic_ns();
+            job.issued_ns = monotonic_ns();
             note_issued(shared, job.sample_id, job.row, job.issued_ns);
         }
         let conn = conn.get_or_insert_with(|| new_slot_conn(&shared.spec, &shared.tls, index));
@@ -808,7 +802,7 @@ async fn exchange_job(shared: &Rc<Shared>, slot: usize, conn: &mut Conn, job: Jo
                     shared.coordinator_gone.set(true);
                 }
             };
-            let exchange = conn.exchange_noticing(&request, crate::monotonic_ns, &on_first_chunk);
+            let exchange = conn.exchange_noticing(&request, monotonic_ns, &on_first_chunk);
             if timeout_ns == 0 {
                 // No timer armed: a run without a timeout pays nothing for it.
                 return Ended::Exchanged(exchange.await);
@@ -824,7 +818,7 @@ async fn exchange_job(shared: &Rc<Shared>, slot: usize, conn: &mut Conn, job: Jo
             _ = aborted => Ended::Aborted,
         }
     };
-    let now = crate::monotonic_ns();
+    let now = monotonic_ns();
     let aborted = matches!(ended, Ended::Aborted);
     match ended {
         Ended::Exchanged(outcome)

@@ -3,10 +3,11 @@
 
 use std::time::Duration;
 
-use crate::run::{WorkerSpec, EXIT_COORDINATOR_GONE, EXIT_OK};
 use loadgen_wire::{
-    FailureKind, FinishReason, IssueCmd, IssueConsumer, RecordHeader, RecordProducer,
+    monotonic_ns, FailureKind, FinishReason, IssueCmd, IssueConsumer, RecordHeader, RecordProducer,
 };
+
+use crate::run::{WorkerSpec, EXIT_COORDINATOR_GONE, EXIT_OK};
 
 /// The response every sample of a null-endpoint run gets.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -102,7 +103,7 @@ pub fn run_synthetic(
         };
         match cmd {
             IssueCmd::Issue { sample_id, row, issued_ns } => {
-                let now_ns = crate::monotonic_ns();
+                let now_ns = monotonic_ns();
                 let header = response.header(spec.worker_id, issued_ns, sample_id, row, now_ns);
                 if !records.push_record(&header, &response.output, &[]) {
                     return EXIT_COORDINATOR_GONE;

@@ -100,7 +100,7 @@ impl State {
             tracked_end: self.tracked_end,
             abort: self.abort_cause,
         });
-        let ended_ns = loadgen_worker::monotonic_ns();
+        let ended_ns = loadgen_wire::monotonic_ns();
         // Counted before the terminal events the run's end writes for old samples (late by
         // nature: their lines could not be written before the end).
         self.warn_late_events();
@@ -186,7 +186,7 @@ impl State {
                     prompt_tokens: None,
                     completion_tokens: None,
                     chunks: None,
-                    endpoint: loadgen_worker::NO_ENDPOINT,
+                    endpoint: loadgen_wire::NO_ENDPOINT,
                     client_wait_ns: None,
                 });
             }

@@ -279,7 +279,7 @@ pub fn run(mut input: AggregatorInput) -> AggregatorOutput {
         let epoch = bell.epoch();
         let popped = st.pop_all(&mut consumers);
         st.take_issue_notices();
-        let now_ns = loadgen_worker::monotonic_ns();
+        let now_ns = loadgen_wire::monotonic_ns();
         st.events.advance(now_ns);
         st.collect_tokens();
         if !lp.started {

@@ -8,11 +8,11 @@ use std::net::TcpStream;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use loadgen_wire::monotonic_ns;
 use loadgen_worker::adapter::Accumulator;
 use loadgen_worker::http::h1::ResponseReader;
 use loadgen_worker::http::sse::{stream_end, BodyEnd, SseItem, SseParser, StreamEnd};
 use loadgen_worker::http::tls::{certificate_refused_message, refuses_certificate};
-use loadgen_worker::monotonic_ns;
 use loadgen_worker::request::{ApiType, Endpoint};
 use rustls::pki_types::ServerName;
 

@@ -30,9 +30,10 @@ pub(crate) fn on_body_serde(acc: &mut Accumulator, json: &[u8]) -> bool {
 
 #[cfg(test)]
 mod tests {
+    use loadgen_wire::FinishReason;
+
     use crate::adapter::Accumulator;
     use crate::request::ApiType;
-    use loadgen_wire::FinishReason;
 
     #[test]
     fn body_with_and_without_usage() {

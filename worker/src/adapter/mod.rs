@@ -9,11 +9,11 @@ mod scan;
 pub mod sglang;
 pub mod usage;
 
+use loadgen_wire::{ChunkTimes, FinishReason};
 use serde::de::{Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde::Deserialize;
 
 use crate::request::ApiType;
-use loadgen_wire::{ChunkTimes, FinishReason};
 use usage::UsageState;
 
 /// One response's accumulated result; buffers are reused across responses.

@@ -3,12 +3,12 @@
 
 use std::borrow::Cow;
 
+use loadgen_wire::FinishReason;
 use serde::Deserialize;
 
 use super::scan::{plain_frame, PlainFrame};
 use super::usage::{nullable, UsageCounts};
 use super::{Accumulator, ErrorField, FinishField, First, MaybeStr, UnwrappedError};
-use loadgen_wire::FinishReason;
 
 #[derive(Deserialize)]
 pub(crate) struct Frame<'a> {

@@ -88,9 +88,10 @@ pub(crate) fn on_body(acc: &mut Accumulator, json: &[u8]) -> bool {
 
 #[cfg(test)]
 mod tests {
+    use loadgen_wire::FinishReason;
+
     use crate::adapter::Accumulator;
     use crate::request::ApiType;
-    use loadgen_wire::FinishReason;
 
     fn clock() -> u64 {
         7

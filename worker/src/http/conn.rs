@@ -5,6 +5,7 @@ use std::io::Write;
 use std::net::{IpAddr, SocketAddr};
 use std::rc::Rc;
 
+use loadgen_wire::FailureKind;
 use monoio::buf::IoBufMut;
 use monoio::io::{AsyncReadRent, AsyncWriteRentExt};
 use monoio::net::TcpStream;
@@ -15,7 +16,6 @@ use super::sse::{stream_end, stream_failure, BodyEnd, SseItem, SseParser, Stream
 use super::tls::{HandshakeError, TlsClient, TlsStream};
 use crate::adapter::Accumulator;
 use crate::request::{ApiType, RequestBytes};
-use loadgen_wire::FailureKind;
 
 /// Bytes read from the socket at a time (and the largest response head accepted, doubled).
 const READ_BUF_BYTES: usize = 64 * 1024;
