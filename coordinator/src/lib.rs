@@ -16,5 +16,5 @@ pub mod settle;
 pub mod thread_cpu;
 
 pub use metrics::TokenCountSource;
-pub use run::{interrupted, run, RunEnd, RunError, RunOutput, RunSpec};
+pub use run::{interrupted, run, RunEnd, RunError, RunOutput, RunSpec, WorkerMain};
 pub use schedule::LoadPattern;

@@ -35,7 +35,11 @@ pub const MAX_OUTPUT_BYTES: usize = 256 * 1024;
 impl Plan {
     /// The coordinator's spec for this plan against `endpoints` (the plan's, or the embedded
     /// stub's), on `cpu_plan`'s cores.
-    pub fn run_spec(&self, endpoints: &[Endpoint], cpu_plan: CpuPlan) -> Result<RunSpec, AppError> {
+    pub fn run_spec(
+        &self,
+        endpoints: &[Endpoint],
+        cpu_plan: CpuPlan,
+    ) -> Result<RunSpec<WorkerSpec>, AppError> {
         let (mut warmup_rows, salted) = warmup_rows(self);
         if let Some(sp) = &self.shard {
             // A shard warms up with its share of the plan's warm-up samples, as it issues.

@@ -4,7 +4,9 @@
 //! Modules depend on each other without a cycle: `sync` (atomics, std or loom; the `Wake`/`Futex`
 //! traits) and `region` (the memory) at the bottom; `ring` (the protocol, pure logic over atomics)
 //! and `doorbell` above them; `sys` (the system calls); `endpoint` (the public ends: protocol plus
-//! system calls); `shm` (`WorkerRings`, which makes all of it before fork) on top.
+//! system calls); `shm` (`WorkerRings`, which makes all of it before fork) on top. `clock`
+//! (the one clock) and `role` (`WorkerRole`, what the coordinator needs of a worker's spec)
+//! stand beside them.
 
 mod chunks;
 mod clock;
@@ -15,6 +17,7 @@ mod inflight;
 mod record;
 mod region;
 mod ring;
+mod role;
 mod shm;
 mod sync;
 mod sys;
@@ -30,6 +33,7 @@ pub use record::{
     RECORD_HEADER_BYTES,
 };
 pub use ring::RingSizes;
+pub use role::WorkerRole;
 pub use shm::WorkerRings;
 
 #[cfg(all(test, loom))]

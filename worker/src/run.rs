@@ -11,7 +11,7 @@ use std::task::{Context, Poll, Waker};
 
 use loadgen_wire::{
     monotonic_ns, FailureKind, InFlightTable, IssueCmd, IssueConsumer, RecordHeader,
-    RecordProducer, NO_ENDPOINT,
+    RecordProducer, WorkerRole, NO_ENDPOINT,
 };
 use monoio::io::AsyncReadRent;
 
@@ -89,6 +89,31 @@ impl WorkerSpec {
     /// The request table of endpoint 0 (the only one of a null-endpoint run).
     pub fn first_requests(&self) -> &RequestTable {
         &self.endpoints[0].requests
+    }
+}
+
+/// The coordinator forks a worker from its spec without knowing the HTTP client: it reads
+/// the id and slots, writes the core and in-flight table, and calls `run_worker` in the child.
+impl WorkerRole for WorkerSpec {
+    fn worker_id(&self) -> u16 {
+        self.worker_id
+    }
+
+    fn connections(&self) -> u32 {
+        self.connections
+    }
+
+    fn endpoint_count(&self) -> usize {
+        self.endpoints.len()
+    }
+
+    fn place(&mut self, core: Option<usize>, in_flight: InFlightTable) {
+        self.core = core;
+        self.in_flight = Some(in_flight);
+    }
+
+    fn in_flight(&self) -> Option<&InFlightTable> {
+        self.in_flight.as_ref()
     }
 }
 
