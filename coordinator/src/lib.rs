@@ -13,6 +13,7 @@ pub mod pyrandom;
 pub mod run;
 pub mod schedule;
 pub mod settle;
+pub mod shared;
 pub mod thread_cpu;
 
 pub use metrics::TokenCountSource;

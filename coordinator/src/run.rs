@@ -17,7 +17,7 @@ use crate::aggregate::{
     events::{EventLog, EventLogSpec},
     tokens::{TokenCounter, TokenPool, TokenPoolPlan},
 };
-use crate::aggregate::{AggregatorInput, AggregatorOutput, Control, Shared, Status, WorkerState};
+use crate::aggregate::{AggregatorInput, AggregatorOutput, Control, Status};
 use crate::cpu::CpuPlan;
 use crate::end::{accuracy_abandon_cause, after_drain, drain_plan, finish_deadline, run_end};
 pub use crate::end::{RunEnd, ABORT_GRACE};
@@ -25,7 +25,7 @@ use crate::fork::{fork_child, kill_and_reap};
 use crate::order::SampleOrder;
 use crate::phase::{
     accuracy_pattern, accuracy_phase_index, accuracy_runs, drain_deadline, first_sample_ids,
-    has_performance_phase, phase_in_flight, PhaseCounts, PERFORMANCE_PHASE,
+    has_performance_phase, phase_in_flight, PERFORMANCE_PHASE,
 };
 pub use crate::phase::{AccuracyPhaseSpec, PhaseOutcome};
 use crate::pyrandom::PyRandom;
@@ -34,6 +34,7 @@ use crate::schedule::{
     Issuer, LoadPattern, SCHEDULER_POLL,
 };
 use crate::settle::IssueLog;
+use crate::shared::{PhaseCounts, Shared, WorkerState};
 
 /// Everything a run needs, resolved by the binary from its plan. `W` is the worker's spec
 /// (`loadgen_worker::WorkerSpec`), which the coordinator hands to the worker's entry function

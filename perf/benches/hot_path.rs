@@ -241,7 +241,7 @@ fn live_record(c: &mut Criterion) {
 /// (`PhaseCounts::note`: a search over the phase starts and one atomic add), beside the ingest
 /// it joins: warm-up, performance and two accuracy phases, the ids spread over all four.
 fn phase_note(c: &mut Criterion) {
-    use loadgen_coordinator::phase::PhaseCounts;
+    use loadgen_coordinator::shared::PhaseCounts;
     const BATCH: u64 = 4_096;
     let phases = PhaseCounts::of_run(BATCH / 4, BATCH / 4, &[BATCH / 2, 3 * BATCH / 4]);
     let mut group = c.benchmark_group("aggregator_ingest");

@@ -6,12 +6,13 @@ use std::sync::atomic::Ordering;
 
 use loadgen_wire::{FailureKind, RecordConsumer};
 
-use super::{AggregatorOutput, State, WorkerState};
+use super::{AggregatorOutput, State};
 use crate::fork::{kill_and_reap, try_reap, ChildEnd};
 use crate::settle::{
     settle, AbandonCause, SettleInput, Settlement, Synthesized, SynthesizedOutcome, WorkerEnd,
     WorkerFate,
 };
+use crate::shared::WorkerState;
 
 impl State {
     /// Reaps workers that ended; a worker that ended without saying Done died.

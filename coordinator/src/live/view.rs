@@ -16,7 +16,7 @@ use super::lag::LiveLag;
 use super::stats::{Board, Quantiles, Snapshot};
 use super::term::{terminal_width, LineTerm};
 use super::{LiveSpec, ViewMode, DRAW_EVERY};
-use crate::aggregate::Shared;
+use crate::shared::Shared;
 
 /// How long `View::finish` waits for the view to clear its lines: a terminal that stopped
 /// reading (Ctrl-S, a paused pane) must not hold the end of the run.
