@@ -15,6 +15,7 @@ use loadgen_wire::{
 };
 use monoio::io::AsyncReadRent;
 
+use crate::exit::{EXIT_COORDINATOR_GONE, EXIT_OK, EXIT_SETUP_FAILED};
 use crate::http::conn::{Conn, ConnectError, Outcome};
 use crate::http::tls::TlsClient;
 use crate::request::{ApiType, Endpoint, RequestTable};
@@ -136,11 +137,6 @@ pub fn endpoint_slot_count(first: usize, slots: usize, endpoints: usize, e: usiz
         (slots - offset).div_ceil(n)
     }
 }
-
-/// Exit codes of `run_worker`.
-pub const EXIT_OK: i32 = 0;
-pub const EXIT_SETUP_FAILED: i32 = 3;
-pub const EXIT_COORDINATOR_GONE: i32 = 4;
 
 /// One sample waiting for a connection.
 #[derive(Clone, Copy, Debug)]
@@ -290,7 +286,13 @@ pub fn run_worker(spec: WorkerSpec, issue: IssueConsumer, mut records: RecordPro
     }
     if let Some(response) = spec.synthetic.clone() {
         let mut issue = issue;
-        return crate::synthetic::run_synthetic(&spec, &response, &mut issue, &mut records);
+        return crate::synthetic::run_synthetic(
+            spec.worker_id,
+            spec.connections,
+            &response,
+            &mut issue,
+            &mut records,
+        );
     }
     // The TLS configs, built before any connect: a bad CA bundle or an empty system store is
     // a setup error here, not a failed handshake per connection.
