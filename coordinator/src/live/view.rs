@@ -13,9 +13,9 @@ use loadgen_wire::InFlightTable;
 
 use super::format::{self, Figures, RunFacts, RATE_HISTORY};
 use super::lag::LiveLag;
+use super::spec::{LiveSpec, ViewMode, DRAW_EVERY};
 use super::stats::{Board, Quantiles, Snapshot};
 use super::term::{terminal_width, LineTerm};
-use super::{LiveSpec, ViewMode, DRAW_EVERY};
 use crate::shared::Shared;
 
 /// How long `View::finish` waits for the view to clear its lines: a terminal that stopped
