@@ -5,8 +5,9 @@ use std::borrow::Cow;
 
 use serde::Deserialize;
 
+use super::accumulator::Accumulator;
+use super::fields::{ErrorField, FinishField, MaybeStr, UnwrappedError};
 use super::usage::{nullable, UsageValue};
-use super::{Accumulator, ErrorField, FinishField, MaybeStr, UnwrappedError};
 
 #[derive(Deserialize)]
 struct Frame<'a> {
