@@ -4,11 +4,13 @@ mod cli;
 mod commands;
 mod dataset;
 mod error;
+mod lax;
 mod plan;
 #[cfg(test)]
 mod proptests;
 mod redact;
 mod report;
+mod row;
 mod run;
 mod tokenizer;
 mod yaml;

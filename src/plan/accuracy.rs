@@ -9,26 +9,7 @@ use serde_json::Value;
 
 use super::*;
 use crate::dataset::DatasetSpec;
-
-/// `--mode` (the reference's `TestMode`): `perf` and `both` run the performance phase and
-/// every accuracy dataset; `acc` (`--accuracy-only`) runs the accuracy datasets alone.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub enum TestMode {
-    #[default]
-    Perf,
-    Acc,
-    Both,
-}
-
-impl TestMode {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            TestMode::Perf => "perf",
-            TestMode::Acc => "acc",
-            TestMode::Both => "both",
-        }
-    }
-}
+pub use crate::yaml::TestMode;
 
 /// How one dataset is scored (its `accuracy_config`, resolved).
 #[derive(Debug, Clone, PartialEq)]

@@ -16,17 +16,7 @@ use loadgen_coordinator::LoadPattern;
 
 use super::split_share;
 use crate::error::AppError;
-
-/// The shard settings as given (flags only: the reference's schema has no such keys).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct ShardArgs {
-    /// `--shard I/N`.
-    pub shard: Option<String>,
-    /// `--shards N` (the count a Kubernetes Indexed Job's `JOB_COMPLETION_INDEX` needs).
-    pub shards: Option<u64>,
-    /// `--start-at TIME`: RFC 3339 or Unix seconds.
-    pub start_at: Option<String>,
-}
+pub use crate::yaml::ShardArgs;
 
 /// This process's share of a sharded run: shard `index` of `count`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
