@@ -1008,6 +1008,43 @@ fn replace<T>(slot: &mut T, value: Option<T>) {
     }
 }
 
+/// Parses a `benchmark offline|online …` command line into a config, as main does (tests).
+#[cfg(test)]
+pub(crate) fn config_from_args(args: &[&str]) -> Result<Config, AppError> {
+    use crate::yaml::BenchType;
+    let cli = Cli::try_parse_from(["llm-loadgen", "benchmark"].iter().chain(args)).unwrap();
+    let Command::Benchmark { mode } = cli.command else { unreachable!() };
+    let (kind, flags) = match mode {
+        BenchmarkCommand::Offline(f) => (BenchType::Offline, f),
+        BenchmarkCommand::Online(f) => (BenchType::Online, f),
+        BenchmarkCommand::FromConfig(_) => unreachable!(),
+    };
+    let mut config = Config::defaults(kind);
+    flags.apply(&mut config)?;
+    Ok(config)
+}
+
+/// `plan::resolve_plan` (tests).
+#[cfg(test)]
+pub(crate) fn resolve_plan(config: Config, verbose: u8) -> Result<crate::plan::Plan, AppError> {
+    crate::plan::resolve_plan(config, verbose)
+}
+
+/// Parses a `benchmark offline|online …` command line into a plan, as main does (tests).
+#[cfg(test)]
+pub(crate) fn plan_from_args(args: &[&str]) -> Result<crate::plan::Plan, AppError> {
+    resolve_plan(config_from_args(args)?, 0)
+}
+
+#[cfg(test)]
+mod accuracy_tests;
+#[cfg(test)]
+mod plan_tests;
+#[cfg(test)]
+mod request_tests;
+#[cfg(test)]
+mod specs_tests;
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1039,8 +1076,9 @@ mod tests {
 /// its YAML key: both must give the same `Config`, then the same plan, note or refusal.
 #[cfg(test)]
 mod spelling_tests {
+    use super::{config_from_args, resolve_plan};
     use crate::error::AppError;
-    use crate::plan::{check_reference_only, config_from_args, resolve_plan, Plan};
+    use crate::plan::{check_reference_only, Plan};
     use crate::yaml::Config;
 
     enum Expect {

@@ -28,12 +28,10 @@ mod reference;
 mod refusals;
 mod request;
 #[cfg(test)]
-mod request_tests;
+mod resolve_tests;
 mod run_length;
 mod shard;
 mod specs;
-#[cfg(test)]
-mod tests;
 mod tokens;
 
 pub use accuracy::*;
@@ -44,9 +42,13 @@ use headers::*;
 pub use reference::*;
 pub use refusals::*;
 use request::*;
+#[cfg(test)]
+pub use request::{MAX_EXTRA_BODY_BYTES, MAX_MODEL_NAME_BYTES};
 pub use run_length::*;
 pub use shard::*;
 pub use specs::MAX_OUTPUT_BYTES;
+#[cfg(test)]
+pub use specs::{check_endpoint_count, request_tables, worker_specs};
 pub use tokens::*;
 
 /// A validated endpoint: its base URL (`http://host[:port][/prefix]`, without a trailing slash
@@ -359,25 +361,8 @@ pub fn config_yaml_with_report_dir(yaml: &str, old: &Path, new: &Path) -> String
     text.replacen(&from, &to, 1)[1..].to_string()
 }
 
-/// Parses a `benchmark offline|online …` command line into a config, as main does (tests).
+/// `resolve_plan` (tests).
 #[cfg(test)]
-pub(crate) fn config_from_args(args: &[&str]) -> Result<Config, AppError> {
-    use clap::Parser;
-    let cli =
-        crate::cli::Cli::try_parse_from(["llm-loadgen", "benchmark"].iter().chain(args)).unwrap();
-    let crate::cli::Command::Benchmark { mode } = cli.command else { unreachable!() };
-    let (kind, flags) = match mode {
-        crate::cli::BenchmarkCommand::Offline(f) => (BenchType::Offline, f),
-        crate::cli::BenchmarkCommand::Online(f) => (BenchType::Online, f),
-        crate::cli::BenchmarkCommand::FromConfig(_) => unreachable!(),
-    };
-    let mut config = Config::defaults(kind);
-    flags.apply(&mut config)?;
-    Ok(config)
-}
-
-/// Parses a `benchmark offline|online …` command line into a plan, as main does (tests).
-#[cfg(test)]
-pub(crate) fn plan_from_args(args: &[&str]) -> Result<Plan, AppError> {
-    resolve_plan(config_from_args(args)?, 0)
+pub(crate) fn resolve_here(config: Config, verbose: u8) -> Result<Plan, AppError> {
+    resolve_plan(config, verbose)
 }
