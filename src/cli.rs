@@ -1024,10 +1024,11 @@ pub(crate) fn config_from_args(args: &[&str]) -> Result<Config, AppError> {
     Ok(config)
 }
 
-/// `plan::resolve_plan` (tests).
+/// `plan::resolve_plan` on this machine now, its notes dropped (tests).
 #[cfg(test)]
 pub(crate) fn resolve_plan(config: Config, verbose: u8) -> Result<crate::plan::Plan, AppError> {
-    crate::plan::resolve_plan(config, verbose)
+    let host = crate::plan::Host::read(crate::commands::sys::local_timestamp());
+    crate::plan::resolve_plan(config, verbose, &host, &mut Vec::new())
 }
 
 /// Parses a `benchmark offline|online …` command line into a plan, as main does (tests).

@@ -296,19 +296,21 @@ pub use predefined::predefined_refusals;
 
 /// Loads a dataset entry: reads the file, applies the column mapping, builds the rows.
 /// `random` without `generate_params.tokenizer` fails here (no run tokenizer); the plan loads
-/// through `load_dataset_spec_with`.
+/// through `load_dataset_spec_with`, which also gives the notes this drops.
 pub fn load_dataset_spec(spec: &DatasetSpec) -> Result<Dataset, AppError> {
-    load_dataset_spec_with(spec, None)
+    load_dataset_spec_with(spec, None, &mut Vec::new())
 }
 
 /// `load_dataset_spec`, with the run's tokenizer (`--tokenizer`, else the model name) for the
-/// `random` dataset when its `generate_params` name none.
+/// `random` dataset when its `generate_params` name none; what loading has to say (a
+/// predefined dataset's ignored `parser`) goes into `notes`.
 pub fn load_dataset_spec_with(
     spec: &DatasetSpec,
     run_tokenizer: Option<&str>,
+    notes: &mut Vec<String>,
 ) -> Result<Dataset, AppError> {
     if predefined::predefined_name(spec).is_some() {
-        return predefined::load_predefined(spec, run_tokenizer);
+        return predefined::load_predefined(spec, run_tokenizer, notes);
     }
     load_file_dataset(spec)
 }
@@ -337,13 +339,14 @@ pub fn is_predefined(spec: &DatasetSpec) -> bool {
 /// One column of a dataset file (an accuracy dataset's ground truth), a value per row up to
 /// `samples=`; `None` where a row lacks it. A `parser:` target named `column` reads its source.
 /// An accuracy dataset's rows and its `column` (`load_dataset_spec` and `read_column`), a
-/// predefined dataset's from one read of its cache.
+/// predefined dataset's from one read of its cache; its notes go into `notes`.
 pub fn load_dataset_and_column(
     spec: &DatasetSpec,
     column: &str,
+    notes: &mut Vec<String>,
 ) -> Result<(Dataset, Vec<Option<Value>>), AppError> {
     if is_predefined(spec) {
-        return predefined::load_predefined_with_column(spec, column);
+        return predefined::load_predefined_with_column(spec, column, notes);
     }
     Ok((load_file_dataset(spec)?, read_column(spec, column)?))
 }
@@ -844,7 +847,7 @@ fn row_text_bytes(row: &Row) -> usize {
 
 /// Bytes of every string inside a JSON value (a prompt's messages), as a row's text is counted
 /// against `PROMPT_BYTES_MAX`.
-pub(crate) fn string_bytes(v: &Value) -> usize {
+pub fn string_bytes(v: &Value) -> usize {
     match v {
         Value::String(s) => s.len(),
         Value::Array(items) => items.iter().map(string_bytes).sum(),

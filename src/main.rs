@@ -70,7 +70,11 @@ fn dispatch(cli: Cli) -> Result<i32, AppError> {
                     with_flags(Config::from_yaml_file(&args.config)?, &args.flags)?
                 }
             };
-            let plan = plan::resolve_plan(config, cli.verbose)?;
+            let host = plan::Host::read(commands::sys::local_timestamp());
+            let mut notes = Vec::new();
+            let plan = plan::resolve_plan(config, cli.verbose, &host, &mut notes);
+            commands::print_notes(&notes);
+            let plan = plan?;
             if plan.verbose > 0 {
                 eprintln!("{}", redact::redact(&plan.summary()));
             }

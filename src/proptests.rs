@@ -208,7 +208,7 @@ fn yaml_with(path: &str, value: &str) -> String {
 fn check_yaml(text: &str) -> Result<(), TestCaseError> {
     match Config::from_yaml_str(text, "p.yaml") {
         Ok(config) => {
-            if let Err(err) = crate::plan::check_config(&config) {
+            if let Err(err) = crate::plan::check_config(&config, &mut Vec::new()) {
                 prop_assert!(matches!(err.exit_code(), 1..=3), "{}", err);
             }
         }

@@ -500,7 +500,7 @@ fn the_timeout_flag_and_yaml_key_resolve_into_the_plan() {
         assert!(err.to_string().contains("--timeout"), "{bad}: {err}");
     }
     let config = Config::from_yaml_str("type: offline\ntimeout: 0\n", "t.yaml").unwrap();
-    let err = check_config(&config).unwrap_err();
+    let err = check_config(&config, &mut Vec::new()).unwrap_err();
     assert!(err.to_string().contains("--timeout 0 is not valid"), "{err}");
 }
 
@@ -536,7 +536,8 @@ fn tokenizer_workers_and_drain_timeout_reach_the_plan() {
         assert!(err.to_string().contains(named), "{err}");
     }
     let yaml = "type: offline\nsettings:\n  drain:\n    metrics_tokenizer_workers: -2\n";
-    let err = check_config(&Config::from_yaml_str(yaml, "t.yaml").unwrap()).unwrap_err();
+    let err =
+        check_config(&Config::from_yaml_str(yaml, "t.yaml").unwrap(), &mut Vec::new()).unwrap_err();
     assert!(err.to_string().contains("settings.drain.metrics_tokenizer_workers"), "{err}");
 }
 
@@ -553,7 +554,7 @@ fn zero_samples_is_refused() {
         asset("datasets/dummy_1k.jsonl")
     );
     let config = Config::from_yaml_str(&yaml, "t.yaml").unwrap();
-    let err = check_config(&config).unwrap_err();
+    let err = check_config(&config, &mut Vec::new()).unwrap_err();
     assert!(err.to_string().contains("samples 0 (datasets[].samples"), "{err}");
     let ds = format!("{},samples=3", dummy());
     assert_eq!(plan_of(&["offline", "--dataset", &ds]).unwrap().dataset.rows.len(), 3);

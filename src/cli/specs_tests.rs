@@ -14,7 +14,7 @@ use loadgen_worker::{endpoint_slot_count, WorkerSpec, MAX_ENDPOINTS};
 
 use super::plan_from_args;
 use crate::error::AppError;
-use crate::plan::{check_endpoint_count, request_tables, worker_specs, Plan};
+use crate::plan::{check_endpoint_count, request_tables, worker_specs, Plan, ViewFacts};
 
 #[test]
 fn the_timeout_flag_reaches_the_workers() {
@@ -31,11 +31,11 @@ fn the_timeout_flag_reaches_the_workers() {
     let endpoints: Vec<Endpoint> =
         plan.endpoints.iter().map(|e| Endpoint::parse(&e.url).unwrap()).collect();
     let tables = vec![Arc::new(RequestTable::new()), Arc::new(RequestTable::new())];
-    let specs = worker_specs(&plan, &endpoints, &tables, 3, 12).unwrap();
+    let specs = worker_specs(&plan, &endpoints, &tables, 3, 12, &mut Vec::new()).unwrap();
     assert_eq!(specs.len(), 3);
     assert!(specs.iter().all(|w| w.request_timeout_ns == 1_500_000_000));
     let none = plan_from_args(&["offline"]).unwrap();
-    let specs = worker_specs(&none, &endpoints, &tables, 2, 4).unwrap();
+    let specs = worker_specs(&none, &endpoints, &tables, 2, 4, &mut Vec::new()).unwrap();
     assert!(specs.iter().all(|w| w.request_timeout_ns == 0), "0 = none by default");
 }
 
@@ -50,7 +50,7 @@ fn specs_for(
     let plan = plan_from_args(&args).unwrap();
     let endpoints = vec![Endpoint::parse(url).unwrap()];
     let tables = vec![Arc::new(RequestTable::new())];
-    worker_specs(&plan, &endpoints, &tables, workers, connections)
+    worker_specs(&plan, &endpoints, &tables, workers, connections, &mut Vec::new())
 }
 
 fn ips(list: &[&str]) -> Vec<std::net::IpAddr> {
@@ -134,7 +134,7 @@ fn a_poisson_warm_up_draws_its_schedule_and_order_from_the_warm_up_seed() {
     let endpoints = vec![Endpoint::parse("http://127.0.0.1:9").unwrap()];
     let cores = loadgen_coordinator::cpu::cores_available();
     let cpu_plan = CpuPlan::new(&cores, 1, false, false);
-    let spec = plan.run_spec(&endpoints, cpu_plan).unwrap();
+    let spec = plan.run_spec(&endpoints, cpu_plan, &ViewFacts::default(), &mut Vec::new()).unwrap();
     assert_eq!(spec.pattern, LoadPattern::Poisson { target_qps: 10.0, seed: 42 });
     assert_eq!(spec.warmup.pattern, LoadPattern::Poisson { target_qps: 10.0, seed: 5 });
     let rows = plan.dataset.rows.len();
@@ -174,7 +174,7 @@ fn multi_specs(urls: &[&str], workers: usize, connections: usize) -> Vec<WorkerS
     let plan = plan_from_args(&args).unwrap();
     let endpoints: Vec<Endpoint> = urls.iter().map(|u| Endpoint::parse(u).unwrap()).collect();
     let tables: Vec<_> = urls.iter().map(|_| Arc::new(RequestTable::new())).collect();
-    worker_specs(&plan, &endpoints, &tables, workers, connections).unwrap()
+    worker_specs(&plan, &endpoints, &tables, workers, connections, &mut Vec::new()).unwrap()
 }
 
 /// Slots per endpoint over the whole run, from each worker's first endpoint and share.
@@ -231,7 +231,7 @@ fn fewer_connections_than_endpoints_is_refused_naming_both_counts() {
     let endpoints: Vec<Endpoint> =
         plan.endpoints.iter().map(|e| Endpoint::parse(&e.url).unwrap()).collect();
     let tables: Vec<_> = endpoints.iter().map(|_| Arc::new(RequestTable::new())).collect();
-    let err = worker_specs(&plan, &endpoints, &tables, 1, 2).unwrap_err();
+    let err = worker_specs(&plan, &endpoints, &tables, 1, 2, &mut Vec::new()).unwrap_err();
     assert_eq!(err.exit_code(), 3, "{err}");
     let msg = err.to_string();
     assert!(msg.contains("3 endpoints need at least 3 connections"), "{msg}");

@@ -87,12 +87,13 @@ pub(super) fn check_mode_datasets(config: &Config) -> Result<(), AppError> {
 
 /// Resolves the accuracy datasets (each with its own request options, from `top_level`
 /// `model_params` and its override, on the run's `base` options) and the performance
-/// dataset's own scoring.
+/// dataset's own scoring; what loading the datasets has to say goes into `notes`.
 pub(super) fn resolve_accuracy(
     config: &Config,
     perf: Option<&Dataset>,
     top_level: &ModelParams,
     base: &RequestOptions,
+    notes: &mut Vec<String>,
 ) -> Result<AccuracyPlan, AppError> {
     let mode = config.test_mode.unwrap_or_default();
     let mut datasets = Vec::new();
@@ -102,7 +103,8 @@ pub(super) fn resolve_accuracy(
         }
         let name = spec.display_name();
         let mut scoring = resolve_scoring(spec, &name)?;
-        let (dataset, values) = crate::dataset::load_dataset_and_column(spec, scoring.column())?;
+        let (dataset, values) =
+            crate::dataset::load_dataset_and_column(spec, scoring.column(), notes)?;
         scoring.ground_truth =
             ground_truth_text(values, &name, scoring.column(), dataset.rows.len())?;
         // Its merged params were checked as model_params is (check_generation_overrides).

@@ -220,7 +220,7 @@ fn validate_yaml_accepts_what_the_reference_does_and_lists_what_a_run_refuses() 
                 settings:\n  load_pattern: {type: poisson, target_qps: 5}\n  profiling: \
                 {engine: vllm}\ndatasets:\n  - name: gpqa\n    type: accuracy\n";
     let config = Config::from_yaml_str(text, "t.yaml").unwrap();
-    check_config(&config).unwrap();
+    check_config(&config, &mut Vec::new()).unwrap();
     let notes = run_refusals(&config).join("\n");
     for key in ["type: submission", "settings.profiling.engine"] {
         assert!(notes.contains(key), "{key}: {notes}");
@@ -238,9 +238,9 @@ fn validate_yaml_refuses_what_a_run_would_refuse() {
     ];
     for text in bad {
         let config = Config::from_yaml_str(text, "t.yaml").unwrap();
-        assert_eq!(check_config(&config).unwrap_err().exit_code(), 2, "{text}");
+        assert_eq!(check_config(&config, &mut Vec::new()).unwrap_err().exit_code(), 2, "{text}");
     }
     let good = "type: offline\nmodel_params:\n  osl_distribution:\n    type: normal\n    \
                 mean: 1000\n    std: 200\n    min: 512\n    max: 2048\n";
-    check_config(&Config::from_yaml_str(good, "t.yaml").unwrap()).unwrap();
+    check_config(&Config::from_yaml_str(good, "t.yaml").unwrap(), &mut Vec::new()).unwrap();
 }

@@ -1,6 +1,7 @@
 //! The plan's specs for the run: the coordinator's `RunSpec` and one `WorkerSpec` per worker,
 //! with every row's request bytes built before the fork. Nothing is decided here that the plan
-//! has not resolved; what is read here is the machine (its port range and addresses).
+//! has not resolved; what is read here is the machine (its port range and addresses). Nothing
+//! is printed: what there is to say goes into the caller's notes.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -33,8 +34,15 @@ pub const MAX_OUTPUT_BYTES: usize = 256 * 1024;
 
 impl Plan {
     /// The coordinator's spec for this plan against `endpoints` (the plan's, or the embedded
-    /// stub's), on `cpu_plan`'s cores.
-    pub fn run_spec(&self, endpoints: &[Endpoint], cpu_plan: CpuPlan) -> Result<RunSpec, AppError> {
+    /// stub's), on `cpu_plan`'s cores, its live view drawn on the `view` stderr. What there is
+    /// to say (`-v` facts, a note on the tokenizer pool) goes into `notes`, in order.
+    pub fn run_spec(
+        &self,
+        endpoints: &[Endpoint],
+        cpu_plan: CpuPlan,
+        view: &ViewFacts,
+        notes: &mut Vec<String>,
+    ) -> Result<RunSpec, AppError> {
         let (mut warmup_rows, salted) = warmup_rows(self);
         if let Some(sp) = &self.shard {
             // A shard warms up with its share of the plan's warm-up samples, as it issues.
@@ -42,21 +50,21 @@ impl Plan {
         }
         let tables = request_tables(self, endpoints, &salted)?;
         let (isl_client, prompt_data_json, token_counter) = client_counts(self);
-        let token_pool = token_pool_plan(self, &cpu_plan);
+        let token_pool = token_pool_plan(self, &cpu_plan, notes);
         let c = &self.connections;
-        let workers = worker_specs(self, endpoints, &tables, c.workers, c.max_connections)?;
+        let workers = worker_specs(self, endpoints, &tables, c.workers, c.max_connections, notes)?;
         if self.verbose > 0 {
             let per_endpoint = |w: &WorkerSpec| w.connections.min(w.endpoints.len() as u32);
             let warm: u32 = workers.iter().map(|w| w.warm_connections.max(per_endpoint(w))).sum();
-            eprintln!(
+            notes.push(format!(
                 "connections: pool of up to {} across {} worker(s), {warm} opened before the \
                  start, the rest on demand as the load needs them",
                 c.max_connections, c.workers
-            );
+            ));
         }
         let ms = |ms: u64| Duration::from_millis(ms);
         let accuracy = accuracy_phases(self, salted.len());
-        let live = live_spec(self, endpoints, warmup_rows.len() as u64);
+        let live = live_spec(self, endpoints, warmup_rows.len() as u64, view);
         Ok(RunSpec {
             accuracy,
             workers,
@@ -102,12 +110,24 @@ impl Plan {
 /// tests and for logs that want a line more or less often (docs/CLI.md, "Live view").
 pub const PROGRESS_INTERVAL_ENV: &str = "LLM_LOADGEN_PROGRESS_INTERVAL_MS";
 
+/// What the live view depends on besides the plan, read once by the binary before the run.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ViewFacts {
+    /// `--quiet`: no live view.
+    pub quiet: bool,
+    /// Whether stderr is a terminal (the drawn view) or not (plain lines).
+    pub stderr_is_terminal: bool,
+    /// `NO_COLOR` is set to a non-empty value (as no-color.org says): no colour.
+    pub no_color: bool,
+    /// `PROGRESS_INTERVAL_ENV` as a whole number of ms, when it is one.
+    pub progress_interval_ms: Option<u64>,
+}
+
 /// The live view: off with `--quiet`, drawn on a terminal stderr, else plain lines; colour off
-/// under `NO_COLOR` (any non-empty value, as no-color.org says).
-fn live_spec(plan: &Plan, endpoints: &[Endpoint], warmup: u64) -> LiveSpec {
-    let mode = view_mode(crate::run::quiet(), std::io::IsTerminal::is_terminal(&std::io::stderr()));
-    let no_color = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
-    let interval_ms = std::env::var(PROGRESS_INTERVAL_ENV).ok().and_then(|v| v.trim().parse().ok());
+/// under `NO_COLOR`.
+fn live_spec(plan: &Plan, endpoints: &[Endpoint], warmup: u64, view: &ViewFacts) -> LiveSpec {
+    let mode = view_mode(view.quiet, view.stderr_is_terminal);
+    let (no_color, interval_ms) = (view.no_color, view.progress_interval_ms);
     LiveSpec {
         mode,
         color: !no_color,
@@ -318,17 +338,18 @@ fn client_counts(plan: &Plan) -> (Vec<Option<u32>>, Vec<String>, Option<TokenCou
 
 /// The client tokenizer pool of the run: live threads on the CPU plan's spare cores (none
 /// where there are none, unless asked), a drain pool over the whole machine after the last
-/// sample, bounded by `--metrics-drain-timeout`.
-fn token_pool_plan(plan: &Plan, cpu_plan: &CpuPlan) -> TokenPoolPlan {
+/// sample, bounded by `--metrics-drain-timeout`. Live counting on the load's own cores gets a
+/// note.
+fn token_pool_plan(plan: &Plan, cpu_plan: &CpuPlan, notes: &mut Vec<String>) -> TokenPoolPlan {
     let threads = tokenizer_threads(plan.token_pool.workers, cpu_plan);
     if plan.tokenizer.is_some() && threads.compete_with_load {
-        eprintln!(
+        notes.push(format!(
             "note: --metrics-tokenizer-workers {} counts tokens live on cores the load uses \
              ({} available, none spare): counting competes with the workers and may lower the \
              measured rate; 0 counts after the run instead",
             threads.live,
             cpu_plan.cores_available.len()
-        );
+        ));
     }
     let ms = plan.token_pool.drain_timeout_ms;
     TokenPoolPlan {
@@ -344,13 +365,15 @@ fn token_pool_plan(plan: &Plan, cpu_plan: &CpuPlan) -> TokenPoolPlan {
 /// its warm connections, its source addresses and port range per endpoint, and the plan's
 /// per-request timeout. The run's connections are numbered across the workers and dealt to
 /// the endpoints in turn (`slot_endpoint`), as the reference deals its workers: each endpoint
-/// gets its exact share of every worker's slots, whatever the worker count.
+/// gets its exact share of every worker's slots, whatever the worker count. Loopback source
+/// addresses picked here are said (at -v) in `notes`.
 pub fn worker_specs(
     plan: &Plan,
     endpoints: &[Endpoint],
     tables: &[Arc<RequestTable>],
     workers: usize,
     connections: usize,
+    notes: &mut Vec<String>,
 ) -> Result<Vec<WorkerSpec>, AppError> {
     let c = &plan.connections;
     let null = plan.endpoints.iter().any(crate::plan::EndpointUrl::is_null);
@@ -367,7 +390,7 @@ pub fn worker_specs(
         let to_addr = (0..n).filter(|&e| endpoints[e].addr == addr);
         to_addr.map(|e| (0..workers).map(|w| slots_of(w, e)).sum::<usize>()).sum()
     };
-    let sources = endpoint_sources(plan, endpoints, &addr_total)?;
+    let sources = endpoint_sources(plan, endpoints, &addr_total, notes)?;
     let even_ports = ephemeral_even_ports();
     let specs = (0..workers)
         .map(|i| {
@@ -445,12 +468,13 @@ pub fn check_endpoint_count(endpoints: usize, connections: usize) -> Result<(), 
 
 /// The source addresses of each endpoint's connections (`http::ports::source_addresses_for`
 /// over the run's connections to its address): `--source-addresses` as given, loopback ones
-/// picked here (said at -v), or a setup error when one address's ports cannot hold them.
-/// Every address is checked to be of the endpoint's family and local before the run.
+/// picked here (said at -v, in `notes`), or a setup error when one address's ports cannot hold
+/// them. Every address is checked to be of the endpoint's family and local before the run.
 fn endpoint_sources(
     plan: &Plan,
     endpoints: &[Endpoint],
     addr_total: &dyn Fn(std::net::SocketAddr) -> usize,
+    notes: &mut Vec<String>,
 ) -> Result<Vec<Vec<std::net::IpAddr>>, AppError> {
     let (low, high) = ephemeral_range();
     let per_source = ports_per_source(low, high);
@@ -471,12 +495,12 @@ fn endpoint_sources(
             SourceChoice::AsGiven => plan.connections.source_addresses.clone(),
             SourceChoice::Loopback(picked) => {
                 if plan.verbose > 0 && !out.contains(&picked) {
-                    eprintln!(
+                    notes.push(format!(
                         "source addresses: {total} connections to {} are past one address's \
                          {per_source} ports (ephemeral range {low}-{high}); connecting from {}",
                         ep.addr,
                         join_addrs(&picked)
-                    );
+                    ));
                 }
                 picked
             }
