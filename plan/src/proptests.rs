@@ -221,7 +221,7 @@ fn check_yaml(text: &str) -> Result<(), TestCaseError> {
 }
 
 fn corpus(kind: &str) -> Vec<PathBuf> {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/assets/corpus").join(kind);
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/assets/corpus").join(kind);
     let mut files: Vec<PathBuf> =
         std::fs::read_dir(&dir).unwrap().flatten().map(|e| e.path()).collect();
     files.sort();

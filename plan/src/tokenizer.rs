@@ -474,7 +474,7 @@ mod tests {
     use super::*;
 
     fn asset(path: &str) -> String {
-        format!("{}/tests/assets/tokenizers/{path}", env!("CARGO_MANIFEST_DIR"))
+        format!("{}/../tests/assets/tokenizers/{path}", env!("CARGO_MANIFEST_DIR"))
     }
 
     #[test]
@@ -741,7 +741,7 @@ mod tests {
         for name in ["bpe2k", "char"] {
             let tok = Tokenizer::load(&asset(name)).unwrap();
             let dataset = std::fs::read_to_string(format!(
-                "{}/tests/assets/datasets/dummy_1k.jsonl",
+                "{}/../tests/assets/datasets/dummy_1k.jsonl",
                 env!("CARGO_MANIFEST_DIR")
             ))
             .unwrap();

@@ -6,7 +6,7 @@ use super::resolve_here as resolve_plan;
 use super::*;
 
 fn asset(path: &str) -> String {
-    format!("{}/tests/assets/{path}", env!("CARGO_MANIFEST_DIR"))
+    format!("{}/../tests/assets/{path}", env!("CARGO_MANIFEST_DIR"))
 }
 
 #[test]
@@ -152,7 +152,7 @@ fn headers_and_ca_bundle_come_from_yaml_too() {
 
 #[test]
 fn a_parser_target_input_tokens_makes_token_id_prompts() {
-    let path = format!("{}/tests/assets/configs/token_ids.jsonl", env!("CARGO_MANIFEST_DIR"));
+    let path = format!("{}/../tests/assets/configs/token_ids.jsonl", env!("CARGO_MANIFEST_DIR"));
     let text = format!(
         "type: offline\nendpoint_config: {{api_type: openai_completions}}\ndatasets:\n  - \
          path: {path}\n    parser: {{input_tokens: input_tokens}}\n"
@@ -175,7 +175,7 @@ fn a_parser_target_input_tokens_makes_token_id_prompts() {
 
 #[test]
 fn a_generation_config_override_is_merged_over_model_params() {
-    let path = format!("{}/tests/assets/datasets/dummy_1k.jsonl", env!("CARGO_MANIFEST_DIR"));
+    let path = format!("{}/../tests/assets/datasets/dummy_1k.jsonl", env!("CARGO_MANIFEST_DIR"));
     let text = format!(
         "type: offline\nmodel_params:\n  max_new_tokens: 64\n  temperature: 0.5\n  \
          osl_distribution: {{type: uniform, min: 2, max: 9}}\ndatasets:\n  - path: {}\n    \

@@ -252,7 +252,8 @@ mod tests {
 
     #[test]
     fn each_accuracy_dataset_merges_its_own_override_over_the_top_level_model_params() {
-        let path = format!("{}/tests/assets/accuracy_runs/mcq.jsonl", env!("CARGO_MANIFEST_DIR"));
+        let path =
+            format!("{}/../tests/assets/accuracy_runs/mcq.jsonl", env!("CARGO_MANIFEST_DIR"));
         let acc = |name: &str, over: &str| {
             format!(
                 "  - {{name: {name}, type: accuracy, path: {path}, accuracy_config: {{eval_method: \
@@ -289,7 +290,8 @@ mod tests {
 
     #[test]
     fn a_bad_value_in_an_accuracy_datasets_override_is_refused_naming_it() {
-        let path = format!("{}/tests/assets/accuracy_runs/mcq.jsonl", env!("CARGO_MANIFEST_DIR"));
+        let path =
+            format!("{}/../tests/assets/accuracy_runs/mcq.jsonl", env!("CARGO_MANIFEST_DIR"));
         let text = format!(
             "type: offline\nmodel_params: {{name: m}}\ndatasets:\n  - {{name: perf, path: \
              {path}}}\n  - {{name: acc, type: accuracy, path: {path}, accuracy_config: \
@@ -313,7 +315,8 @@ mod tests {
             )
         };
         std::fs::write(&file, row("Q0", "choice2") + &row("Q1", "choice4")).unwrap();
-        let path = format!("{}/tests/assets/accuracy_runs/perf.jsonl", env!("CARGO_MANIFEST_DIR"));
+        let path =
+            format!("{}/../tests/assets/accuracy_runs/perf.jsonl", env!("CARGO_MANIFEST_DIR"));
         let text = format!(
             "type: offline\nmodel_params: {{name: m}}\ndatasets:\n  - {{name: perf, path: {path}}}\n  \
              - {{name: \"gpqa::gptoss\", type: accuracy, path: {}, parser: {{input: prompt}}, \

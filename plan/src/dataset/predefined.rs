@@ -1069,7 +1069,7 @@ mod tests {
         assert_eq!(ds.rows[1].request_column("chat_template"), Some(&Value::from(template)));
         // A text prompt's ISL is the text's tokens, template or not: the reference counts
         // `PromptData.text` (IslTrigger) and renders a template only for messages.
-        let tok = format!("{}/tests/assets/tokenizers/char", env!("CARGO_MANIFEST_DIR"));
+        let tok = format!("{}/../tests/assets/tokenizers/char", env!("CARGO_MANIFEST_DIR"));
         let tok = crate::tokenizer::Tokenizer::load(&tok).unwrap();
         let isl = tok.count_row_with(&ds.rows[0], None).unwrap();
         assert_eq!(isl, tok.count(want).unwrap());
@@ -1367,7 +1367,7 @@ mod tests {
             .unwrap_err();
         assert_eq!(err.exit_code(), 2);
         assert!(err.to_string().contains("generate_params.tokenizer"), "{err}");
-        let tok = format!("{}/tests/assets/tokenizers/bpe2k", env!("CARGO_MANIFEST_DIR"));
+        let tok = format!("{}/../tests/assets/tokenizers/bpe2k", env!("CARGO_MANIFEST_DIR"));
         let params =
             serde_json::json!({"num_sequences": 6, "input_seq_length": 20, "tokenizer": tok});
         let ds = load_predefined(

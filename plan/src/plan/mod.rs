@@ -43,13 +43,13 @@ pub use host::Host;
 pub use reference::*;
 pub use refusals::*;
 use request::*;
-#[cfg(test)]
 pub use request::{MAX_EXTRA_BODY_BYTES, MAX_MODEL_NAME_BYTES};
 pub use run_length::*;
 pub use shard::*;
-#[cfg(test)]
-pub use specs::{check_endpoint_count, request_tables, worker_specs};
-pub use specs::{ViewFacts, MAX_OUTPUT_BYTES, PROGRESS_INTERVAL_ENV};
+pub use specs::{
+    check_endpoint_count, request_tables, worker_specs, ViewFacts, MAX_OUTPUT_BYTES,
+    PROGRESS_INTERVAL_ENV,
+};
 pub use tokens::*;
 
 /// A validated endpoint: its base URL (`http://host[:port][/prefix]`, without a trailing slash

@@ -908,7 +908,7 @@ mod tests {
     use std::io::Write as _;
 
     fn asset(path: &str) -> String {
-        format!("{}/tests/assets/{path}", env!("CARGO_MANIFEST_DIR"))
+        format!("{}/../tests/assets/{path}", env!("CARGO_MANIFEST_DIR"))
     }
 
     fn temp_file(name: &str, text: &str) -> (tempdir::Dir, String) {
