@@ -9,7 +9,6 @@ pub mod live;
 pub mod metrics;
 pub mod order;
 pub mod phase;
-pub mod pyrandom;
 pub mod run;
 pub mod schedule;
 pub mod settle;

@@ -26,12 +26,12 @@ use crate::phase::{
     has_performance_phase, phase_in_flight, PhaseCounts, PERFORMANCE_PHASE,
 };
 pub use crate::phase::{AccuracyPhaseSpec, PhaseOutcome};
-use crate::pyrandom::PyRandom;
 use crate::schedule::{
     gap_generator, issue_all, wait_for_wall, wall_anchor_ns, ClockAnchor, IssueEnd, IssueLags,
     Issuer, LoadPattern, SCHEDULER_POLL,
 };
 use crate::settle::IssueLog;
+use loadgen_py::random::PyRandom;
 
 /// Everything a run needs, resolved by the binary from its plan.
 pub struct RunSpec {

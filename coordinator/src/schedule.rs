@@ -12,8 +12,8 @@ use loadgen_worker::wire::{Doorbell, IssueCmd, IssueProducer};
 
 use crate::aggregate::{Shared, WorkerState};
 use crate::order::SampleOrder;
-use crate::pyrandom::{poisson_gap_ns, PyRandom};
 use crate::settle::IssueLog;
+use loadgen_py::random::{poisson_gap_ns, PyRandom};
 
 /// How long the scheduler sleeps on a doorbell or condition before it re-checks for a stop.
 pub const SCHEDULER_POLL: Duration = Duration::from_millis(10);
