@@ -1,4 +1,5 @@
 //! loadgen-py: what the reference's Python computes, computed here to the same bits and bytes.
 //! One module per thing it imitates, so each imitation exists once in the workspace.
 
+pub mod json;
 pub mod random;

@@ -4,7 +4,7 @@
 use std::fmt::Write as _;
 use std::path::Path;
 
-use loadgen_coordinator::metrics::pyjson::python_float_repr;
+use loadgen_py::json::python_float_repr;
 use loadgen_coordinator::metrics::stats::PERCENTILE_KEYS;
 use loadgen_coordinator::metrics::{Num, SeriesStat, TokenCountSource};
 
