@@ -1,6 +1,5 @@
 //! loadgen-coordinator: plan to CPU sets, fork and pin, scheduler, aggregator, run lifecycle.
 
-pub mod accuracy;
 pub mod aggregate;
 pub mod cpu;
 pub mod end;

@@ -7,7 +7,7 @@ use std::collections::{HashMap, HashSet};
 use std::io::BufRead;
 use std::path::Path;
 
-use loadgen_coordinator::accuracy::{Extractor, Sample, ScoreValue, Scorer};
+use loadgen_accuracy::{Extractor, Sample, ScoreValue, Scorer};
 use loadgen_py::json::{python_float_repr, to_python_json};
 use loadgen_coordinator::metrics::usage::{classify_usage, count_from_json, UsageClass};
 use loadgen_coordinator::metrics::{basis_key, Num, SeriesStat, SummaryBlock, TokenCountSource};

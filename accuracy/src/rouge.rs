@@ -225,7 +225,7 @@ pub fn python_float_repr(value: f64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::accuracy::rouge_fixture::ROUGE_PAIRS;
+    use crate::rouge_fixture::ROUGE_PAIRS;
 
     /// Each fixed pair's four F-measures equal `rouge_score.rouge_scorer.RougeScorer(
     /// ["rouge1","rouge2","rougeL","rougeLsum"], use_stemmer=True).score(reference, prediction)`
@@ -277,7 +277,7 @@ mod tests {
     /// The reference's headline strings over all 100 pairs, and numpy's pairwise sum to the bit.
     #[test]
     fn rouge_aggregate_over_100_pairs_equals_the_reference_strings() {
-        use crate::accuracy::rouge_fixture::{ROUGE1_NP_SUM, ROUGE_AGGREGATE};
+        use crate::rouge_fixture::{ROUGE1_NP_SUM, ROUGE_AGGREGATE};
         let pairs: Vec<RougePair> = ROUGE_PAIRS.iter().map(|(p, r, _)| score_pair(p, r)).collect();
         let rouge1: Vec<f64> = ROUGE_PAIRS.iter().map(|(_, _, want)| want[0]).collect();
         assert_eq!(numpy_sum(&rouge1), ROUGE1_NP_SUM);
