@@ -47,8 +47,7 @@ pub fn dict_insert(entries: &mut Vec<(PyValue, PyValue)>, key: PyValue, value: P
     }
 }
 
-/// Python's `repr(float)`: the shortest round-trip digits, exponent form below 1e-4 and from
-/// 1e16 (`1e-05`, `1e+16`), and `.0` on integral values.
+/// A float as `json.dumps` writes it: `repr(float)`, and `NaN`, `Infinity`, `-Infinity`.
 pub fn float_repr(value: f64) -> String {
     if value.is_nan() {
         return "NaN".to_string();
@@ -56,15 +55,7 @@ pub fn float_repr(value: f64) -> String {
     if value.is_infinite() {
         return if value > 0.0 { "Infinity" } else { "-Infinity" }.to_string();
     }
-    let sci = format!("{value:e}");
-    let (mantissa, exp) = sci.split_once('e').unwrap_or((&sci, "0"));
-    let exp: i32 = exp.parse().unwrap_or(0);
-    if (-4..16).contains(&exp) {
-        let plain = format!("{value}");
-        return if plain.contains('.') { plain } else { format!("{plain}.0") };
-    }
-    let sign = if exp < 0 { '-' } else { '+' };
-    format!("{mantissa}e{sign}{:02}", exp.unsigned_abs())
+    loadgen_py::float_repr::repr(value)
 }
 
 fn dump_str(units: &[u16], out: &mut String) {

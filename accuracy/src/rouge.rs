@@ -205,21 +205,7 @@ pub fn numpy_sum(values: &[f64]) -> f64 {
 pub fn percent_string(values: &[f64]) -> String {
     let mean = numpy_sum(values) / values.len() as f64;
     let rounded = (mean * 100.0 * 10_000.0).round_ties_even() / 10_000.0;
-    python_float_repr(rounded)
-}
-
-/// Python's `repr(float)` for the finite values a percentage takes (no exponent form below
-/// 1e16 and at or above 1e-4; NaN as `nan`).
-pub fn python_float_repr(value: f64) -> String {
-    if value.is_nan() {
-        return "nan".to_string();
-    }
-    let text = format!("{value}");
-    if text.contains('.') || text.contains('e') || text.contains("inf") {
-        text
-    } else {
-        format!("{text}.0")
-    }
+    loadgen_py::float_repr::repr(rounded)
 }
 
 #[cfg(test)]
