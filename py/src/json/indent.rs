@@ -1,5 +1,8 @@
-//! JSON written the way the reference's Python writes it: 2-space indent, `": "`
-//! separators, and floats as Python's `repr` (`71405930.0`, `1.396597839942673e+18`).
+//! `json.dumps(value, indent=2)` as the reference writes its report files: 2-space indent,
+//! `": "` separators, floats as Python's `repr` (`71405930.0`, `1.396597839942673e+18`), and
+//! strings as serde_json writes them (UTF-8 kept, control characters escaped: what Python's
+//! `ensure_ascii=False` writes). A NaN or infinite float is written `null` (Python would write
+//! `NaN`), as docs/OUTPUT.md states.
 
 use std::io;
 
