@@ -167,7 +167,7 @@ fn print_console_and_json(
     }
     eprint!("{console}");
     let object = JsonOutput { summary, report_dir: dir.display().to_string() };
-    let mut bytes = loadgen_coordinator::metrics::pyjson::to_python_json(&object)
+    let mut bytes = loadgen_py::json::to_python_json(&object)
         .map_err(|e| AppError::Execution(format!("cannot print the summary as json: {e}")))?;
     bytes.push(b'\n');
     crate::commands::print_stdout(&crate::redact::redact_json(&String::from_utf8_lossy(&bytes)))

@@ -184,7 +184,7 @@ fn stamped_warm_up(name: &str, n: usize, qps: &str, extra: &[&str]) -> (Option<i
     args.extend_from_slice(extra);
     let out = run(&args);
     // The reference's salts, in the warm-up's issue order (`warmup_random_seed + 2`).
-    let mut rng = loadgen_coordinator::pyrandom::PyRandom::new(42 + 2);
+    let mut rng = loadgen_py::random::PyRandom::new(42 + 2);
     let salts: Vec<String> =
         (0..n).map(|_| rng.randbytes8().iter().map(|b| format!("{b:02x}")).collect()).collect();
     let arrivals = server.arrivals();
@@ -208,7 +208,7 @@ fn a_poisson_warm_up_keeps_its_schedule_from_its_first_sample() {
     // early.
     let (code, stamps) = stamped_warm_up("schedule", 30, "50", &[]);
     assert_eq!(code, Some(0));
-    let mut rng = loadgen_coordinator::pyrandom::PyRandom::new(42);
+    let mut rng = loadgen_py::random::PyRandom::new(42);
     let mut clock = loadgen_coordinator::schedule::PoissonClock::new(&mut rng, 50.0);
     let offsets: Vec<u64> = (0..30).map(|_| clock.next_offset_ns()).collect();
     const SLACK_NS: i64 = 40_000_000;

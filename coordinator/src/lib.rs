@@ -1,6 +1,5 @@
 //! loadgen-coordinator: plan to CPU sets, fork and pin, scheduler, aggregator, run lifecycle.
 
-pub mod accuracy;
 pub mod aggregate;
 pub mod cpu;
 pub mod end;
@@ -9,7 +8,6 @@ pub mod live;
 pub mod metrics;
 pub mod order;
 pub mod phase;
-pub mod pyrandom;
 pub mod run;
 pub mod schedule;
 pub mod settle;

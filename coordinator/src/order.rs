@@ -1,7 +1,8 @@
 //! Sample order: which dataset row each issued sample uses: seeded, without replacement, drawn
-//! exactly as the reference draws it (Python's `random.Random(seed).shuffle`, see `pyrandom`).
+//! exactly as the reference draws it (Python's `random.Random(seed).shuffle`, see
+//! `loadgen_py::random`).
 
-use crate::pyrandom::PyRandom;
+use loadgen_py::random::PyRandom;
 
 /// A small, fast, seedable generator (SplitMix64) for test fixtures. Not cryptographic.
 #[derive(Debug, Clone)]

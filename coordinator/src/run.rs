@@ -28,13 +28,13 @@ use crate::phase::{
     has_performance_phase, phase_in_flight, PERFORMANCE_PHASE,
 };
 pub use crate::phase::{AccuracyPhaseSpec, PhaseOutcome};
-use crate::pyrandom::PyRandom;
 use crate::schedule::{
     gap_generator, issue_all, wait_for_wall, wall_anchor_ns, ClockAnchor, IssueEnd, IssueLags,
     Issuer, LoadPattern, SCHEDULER_POLL,
 };
 use crate::settle::IssueLog;
 use crate::shared::{PhaseCounts, Shared, WorkerState};
+use loadgen_py::random::PyRandom;
 
 /// Everything a run needs, resolved by the binary from its plan. `W` is the worker's spec
 /// (`loadgen_worker::WorkerSpec`), which the coordinator hands to the worker's entry function

@@ -10,9 +10,9 @@ use std::time::{Duration, Instant};
 use loadgen_wire::{monotonic_ns, Doorbell, IssueCmd, IssueProducer};
 
 use crate::order::SampleOrder;
-use crate::pyrandom::{poisson_gap_ns, PyRandom};
 use crate::settle::IssueLog;
 use crate::shared::{Shared, WorkerState};
+use loadgen_py::random::{poisson_gap_ns, PyRandom};
 
 /// How long the scheduler sleeps on a doorbell or condition before it re-checks for a stop.
 pub const SCHEDULER_POLL: Duration = Duration::from_millis(10);

@@ -1,7 +1,7 @@
 //! Unit tests of the accuracy side of plans resolved from flags (beside the flags, which the
 //! plan does not import): `--dataset acc:…`, `--accuracy-only`, `--mode`.
 
-use loadgen_coordinator::accuracy::{Extractor, Scorer};
+use loadgen_accuracy::{Extractor, Scorer};
 
 use super::plan_from_args;
 use crate::error::AppError;

@@ -40,7 +40,7 @@ impl Value64 {
     fn repr(self) -> String {
         match self {
             Value64::Int(v) => v.to_string(),
-            Value64::Float(v) => loadgen_coordinator::metrics::pyjson::python_float_repr(v),
+            Value64::Float(v) => loadgen_py::float_repr::repr(v),
         }
     }
 }
@@ -107,7 +107,7 @@ fn py_str(v: f64) -> String {
     if v.fract() == 0.0 && v.abs() < 1e16 {
         format!("{v:.1}")
     } else {
-        loadgen_coordinator::metrics::pyjson::python_float_repr(v)
+        loadgen_py::float_repr::repr(v)
     }
 }
 

@@ -7,10 +7,11 @@ use std::collections::{HashMap, HashSet};
 use std::io::BufRead;
 use std::path::Path;
 
-use loadgen_coordinator::accuracy::{Extractor, Sample, ScoreValue, Scorer};
-use loadgen_coordinator::metrics::pyjson::{python_float_repr, to_python_json};
+use loadgen_accuracy::{Extractor, Sample, ScoreValue, Scorer};
 use loadgen_coordinator::metrics::usage::{classify_usage, count_from_json, UsageClass};
 use loadgen_coordinator::metrics::{basis_key, Num, SeriesStat, SummaryBlock, TokenCountSource};
+use loadgen_py::float_repr::repr as python_float_repr;
+use loadgen_py::json::to_python_json;
 use serde::ser::{SerializeMap, Serializer};
 use serde::Serialize;
 use serde_json::Value;

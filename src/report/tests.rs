@@ -5,11 +5,11 @@ use std::path::{Path, PathBuf};
 use loadgen_coordinator::metrics::fixture::{
     run_counters, strip_usage, synthetic_table, FixtureSpec,
 };
-use loadgen_coordinator::metrics::pyjson::to_python_json;
 use loadgen_coordinator::metrics::{
     final_snapshot, MetricsOptions, RunCounters, RunState, SampleRow, SampleTable, Snapshot,
     TokenCountSource,
 };
+use loadgen_py::json::to_python_json;
 
 use super::*;
 

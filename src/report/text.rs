@@ -4,9 +4,9 @@
 use std::fmt::Write as _;
 use std::path::Path;
 
-use loadgen_coordinator::metrics::pyjson::python_float_repr;
 use loadgen_coordinator::metrics::stats::PERCENTILE_KEYS;
 use loadgen_coordinator::metrics::{Num, SeriesStat, TokenCountSource};
+use loadgen_py::float_repr::repr as python_float_repr;
 
 use super::summary::{BasisBlocks, ResultSummary};
 use super::RunInfo;

@@ -12,8 +12,8 @@ use nix::fcntl::{openat, renameat, OFlag};
 use nix::sys::stat::{mkdirat, Mode};
 use nix::unistd::{unlinkat, UnlinkatFlags};
 
-use loadgen_coordinator::metrics::pyjson::to_python_json;
 use loadgen_coordinator::metrics::Snapshot;
+use loadgen_py::json::to_python_json;
 
 use super::summary::ResultSummary;
 use super::text::report_txt;

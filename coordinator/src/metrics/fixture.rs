@@ -1,5 +1,7 @@
 //! A deterministic synthetic sample table, for tests, golden files and timing.
 
+use loadgen_py::xorshift::Xorshift64Star as Rng;
+
 use super::table::{FinishKind, RunCounters, SampleRow, SampleTable};
 
 /// Parameters of [`synthetic_table`].
@@ -26,21 +28,6 @@ impl Default for FixtureSpec {
             missing_usage_every: 0,
             server_osl_deficit: 0,
         }
-    }
-}
-
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
     }
 }
 
@@ -102,13 +89,13 @@ fn synthetic_gaps(row: &SampleRow, rng: &mut Rng) -> Vec<u64> {
 
 /// A table of `spec.samples` deterministic rows.
 pub fn synthetic_table(spec: &FixtureSpec) -> SampleTable {
-    let mut rng = Rng(spec.seed.max(1));
+    let mut rng = Rng::new(spec.seed);
     let mut table = SampleTable::with_capacity(spec.samples);
     for i in 0..spec.samples {
         let row = synthetic_row(i, &mut rng, spec);
         table.push(&row);
         // Their own generator, so the rows stay those the fixture always made.
-        let mut gap_rng = Rng((spec.seed ^ (i as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15)).max(1));
+        let mut gap_rng = Rng::new(spec.seed ^ (i as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15));
         let gaps_ns = synthetic_gaps(&row, &mut gap_rng);
         table.extend_chunk_delta_ns(&gaps_ns);
     }

@@ -4,7 +4,6 @@ pub mod basis;
 pub mod early_stop;
 pub mod endpoints;
 pub mod fixture;
-pub mod pyjson;
 pub mod series;
 pub mod snapshot;
 pub mod stats;

@@ -7,7 +7,7 @@
 
 use std::path::{Path, PathBuf};
 
-use loadgen_coordinator::pyrandom::PyRandom;
+use loadgen_py::random::PyRandom;
 use serde_json::{Map, Value};
 
 mod shopify;

@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 
-use loadgen_coordinator::accuracy::{self, Extractor, Scorer};
+use loadgen_accuracy::{self as accuracy, Extractor, Scorer};
 use serde_json::Value;
 
 use super::*;

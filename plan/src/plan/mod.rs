@@ -5,8 +5,8 @@ use std::path::{Path, PathBuf};
 
 use loadgen_coordinator::cpu::default_worker_count;
 
-use loadgen_coordinator::pyrandom::PyRandom;
 use loadgen_coordinator::{LoadPattern, TokenCountSource};
+use loadgen_py::random::PyRandom;
 use loadgen_worker::request::{RequestOptions, Sampling};
 
 use crate::dataset::{load_dataset_spec_with, synthetic_dataset, Dataset, DatasetKind};

@@ -11,10 +11,10 @@ use loadgen_coordinator::cpu::{tokenizer_threads, CpuPlan};
 use loadgen_coordinator::live::{LiveSpec, RunFacts, ViewMode, PLAIN_INTERVAL};
 use loadgen_coordinator::order::SampleOrder;
 use loadgen_coordinator::phase::accuracy_rows;
-use loadgen_coordinator::pyrandom::PyRandom;
 use loadgen_coordinator::run::{AccuracyPhaseSpec, WarmupSpec};
 use loadgen_coordinator::{LoadPattern, RunSpec};
 use loadgen_wire::MAX_ENDPOINTS;
+use loadgen_py::random::PyRandom;
 use loadgen_worker::http::ports::{
     bind_from_slot_over_sources, ephemeral_even_ports, ephemeral_range, ports_per_source,
     source_addresses_for, SourceChoice, SOURCE_PORT_BUDGET_PERCENT,

@@ -11,7 +11,7 @@
 //! not the run's own (edited, the reference's uuid4 names) is said and skipped.
 
 use loadgen_coordinator::metrics::stats::lower_percentile_index;
-use loadgen_coordinator::pyrandom::{poisson_gap_ns, PyRandom};
+use loadgen_py::random::{poisson_gap_ns, PyRandom};
 
 use super::super::report::read::{self, Event, SessionKind};
 use crate::error::AppError;

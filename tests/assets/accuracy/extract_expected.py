@@ -1,4 +1,4 @@
-"""Computes the expected extractor outputs in coordinator/src/accuracy/tests.rs, once.
+"""Computes the expected extractor outputs in accuracy/src/tests.rs, once.
 
 Imports the reference's own evaluation/extractor.py (it needs only the standard library) from
 a checkout of the reference tool: `REFSRC=/tmp/refsrc python3 tests/assets/accuracy/extract_expected.py`.

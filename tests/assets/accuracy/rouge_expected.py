@@ -1,8 +1,8 @@
-"""Computes the expected values in coordinator/src/accuracy/rouge_fixture.rs, once.
+"""Computes the expected values in accuracy/src/rouge_fixture.rs, once.
 
 Needs python3 with `rouge_score==0.1.2`, `nltk`, `numpy`, `absl-py`, `six` (a scratch venv:
 `python3 -m venv /tmp/rvenv && /tmp/rvenv/bin/pip install rouge_score==0.1.2 nltk numpy absl-py six`).
-Run: `/tmp/rvenv/bin/python tests/assets/accuracy/rouge_expected.py > coordinator/src/accuracy/rouge_fixture.rs`
+Run: `/tmp/rvenv/bin/python tests/assets/accuracy/rouge_expected.py > accuracy/src/rouge_fixture.rs`
 No test runs this script; the tests read the values it wrote.
 """
 

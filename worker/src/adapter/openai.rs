@@ -216,6 +216,8 @@ fn on_body_serde(acc: &mut Accumulator, json: &[u8]) -> bool {
 
 #[cfg(test)]
 mod tests {
+    use loadgen_py::xorshift::Xorshift64Star;
+
     use super::*;
     use crate::adapter::scan::ScanHead;
     use crate::request::ApiType;
@@ -355,18 +357,16 @@ mod tests {
         assert!(acc.truncated);
     }
 
-    /// A small deterministic generator (xorshift64*): no dependency, reproducible failures.
-    struct Gen(u64);
+    /// The workspace's deterministic generator (xorshift64*) with the draws these tests make:
+    /// reproducible failures.
+    struct Gen(Xorshift64Star);
 
     impl Gen {
-        fn next(&mut self) -> u64 {
-            self.0 ^= self.0 >> 12;
-            self.0 ^= self.0 << 25;
-            self.0 ^= self.0 >> 27;
-            self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+        fn new(seed: u64) -> Gen {
+            Gen(Xorshift64Star::new(seed))
         }
         fn below(&mut self, n: u64) -> u64 {
-            self.next() % n
+            self.0.below(n)
         }
         fn chance(&mut self, percent: u64) -> bool {
             self.below(100) < percent
@@ -570,7 +570,7 @@ mod tests {
     /// serde alone does (output, first-chunk stamp and length, finish, usage, malformed count).
     #[test]
     fn scanner_path_equals_serde_path_on_generated_frames() {
-        let mut g = Gen(0x9e37_79b9_7f4a_7c15);
+        let mut g = Gen::new(0x9e37_79b9_7f4a_7c15);
         let mut scanned = 0;
         const CASES: usize = 40_000;
         for case in 0..CASES {
@@ -690,7 +690,7 @@ mod tests {
     /// chat and completions.
     #[test]
     fn scanner_body_path_equals_serde_path_on_generated_bodies() {
-        let mut g = Gen(0x2545_f491_4f6c_dd1d);
+        let mut g = Gen::new(0x2545_f491_4f6c_dd1d);
         let mut scanned = 0;
         const CASES: usize = 30_000;
         for case in 0..CASES {

@@ -440,11 +440,9 @@ mod tests {
     #[test]
     fn special_byte_check_matches_a_byte_loop() {
         let special = |b: u8| b == b'"' || b == b'\\' || !(0x20..0x80).contains(&b);
-        let mut state = 0x2545_f491_4f6c_dd1d_u64;
+        let mut rng = loadgen_py::xorshift::Xorshift64Star::new(0x2545_f491_4f6c_dd1d);
         for _ in 0..200_000 {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
+            let state = rng.next_u64();
             // Mostly plain ASCII with an occasional special byte, at every position.
             let mut bytes = [b'a'; 8];
             for (i, byte) in bytes.iter_mut().enumerate() {

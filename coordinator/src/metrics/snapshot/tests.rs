@@ -239,7 +239,7 @@ fn counters_and_windows() {
     assert_eq!(snap.counter("total_duration_ns"), 1090);
     let latency = snap.series("sample_latency_ns").unwrap();
     assert_eq!((latency.count, latency.min, latency.max), (3, Num::Int(400), Num::Int(800)));
-    let json = String::from_utf8(crate::metrics::pyjson::to_python_json(&snap).unwrap()).unwrap();
+    let json = String::from_utf8(loadgen_py::json::to_python_json(&snap).unwrap()).unwrap();
     assert!(json.starts_with(
         "{\n  \"counter\": 1,\n  \"timestamp_ns\": 1100,\n  \"state\": \"interrupted\","
     ));
@@ -261,11 +261,11 @@ fn snapshot_round_trips_through_its_json() {
     let spec = FixtureSpec { fail_every: 9, missing_usage_every: 11, ..FixtureSpec::default() };
     for primary in [Client, Server] {
         let snap = snapshot(&synthetic_table(&spec), primary);
-        let bytes = crate::metrics::pyjson::to_python_json(&snap).unwrap();
+        let bytes = loadgen_py::json::to_python_json(&snap).unwrap();
         let doc: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
         let back = snapshot_from_json(&doc, false).unwrap();
         assert_eq!(back, snap);
-        assert_eq!(crate::metrics::pyjson::to_python_json(&back).unwrap(), bytes);
+        assert_eq!(loadgen_py::json::to_python_json(&back).unwrap(), bytes);
     }
     let err = snapshot_from_json(&serde_json::json!({"state": "complete"}), false).unwrap_err();
     assert_eq!(err.to_string(), "final snapshot: metrics is missing");

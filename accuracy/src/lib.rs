@@ -1,6 +1,6 @@
-//! Accuracy scoring as the reference scores it: answer extractors, scorers, and the name
-//! registry an `accuracy_config` resolves through (issue 15). Pure code: the phases, the event
-//! log and `accuracy_results.json` call into it.
+//! loadgen-accuracy: accuracy scoring as the reference scores it: answer extractors, scorers,
+//! and the name registry an `accuracy_config` resolves through (issue 15). Pure code: the
+//! plan resolves the names through it and the binary's report scores a finished run with it.
 
 pub mod extract;
 pub mod funcall;

@@ -1,6 +1,8 @@
 //! Python values as `function_call_extractor` sees them: what `json.loads` and
 //! `ast.literal_eval` produce, printed back as `json.dumps` (default settings) prints them.
 
+use loadgen_py::json::{Encode, Encoder, Escape};
+
 /// A value after `json.loads` or `ast.literal_eval`. Strings are UTF-16 units because
 /// `json.loads` keeps lone surrogates (`"\ud800"`) and `json.dumps` escapes them back.
 #[derive(Debug, Clone, PartialEq)]
@@ -47,87 +49,23 @@ pub fn dict_insert(entries: &mut Vec<(PyValue, PyValue)>, key: PyValue, value: P
     }
 }
 
-/// Python's `repr(float)`: the shortest round-trip digits, exponent form below 1e-4 and from
-/// 1e16 (`1e-05`, `1e+16`), and `.0` on integral values.
-pub fn float_repr(value: f64) -> String {
-    if value.is_nan() {
-        return "NaN".to_string();
-    }
-    if value.is_infinite() {
-        return if value > 0.0 { "Infinity" } else { "-Infinity" }.to_string();
-    }
-    let sci = format!("{value:e}");
-    let (mantissa, exp) = sci.split_once('e').unwrap_or((&sci, "0"));
-    let exp: i32 = exp.parse().unwrap_or(0);
-    if (-4..16).contains(&exp) {
-        let plain = format!("{value}");
-        return if plain.contains('.') { plain } else { format!("{plain}.0") };
-    }
-    let sign = if exp < 0 { '-' } else { '+' };
-    format!("{mantissa}e{sign}{:02}", exp.unsigned_abs())
-}
-
-fn dump_str(units: &[u16], out: &mut String) {
-    out.push('"');
-    for &u in units {
-        match u {
-            0x22 => out.push_str("\\\""),
-            0x5c => out.push_str("\\\\"),
-            0x0a => out.push_str("\\n"),
-            0x0d => out.push_str("\\r"),
-            0x09 => out.push_str("\\t"),
-            0x08 => out.push_str("\\b"),
-            0x0c => out.push_str("\\f"),
-            0x20..=0x7e => out.push(char::from(u as u8)),
-            _ => out.push_str(&format!("\\u{u:04x}")),
-        }
-    }
-    out.push('"');
-}
-
-/// `json.dumps` of a dict key: strings as they are, `True` as `"true"`, numbers as text.
-fn dump_key(key: &PyValue, out: &mut String) {
-    match key {
-        PyValue::Str(units) => dump_str(units, out),
-        other => {
-            let mut text = String::new();
-            dump(other, &mut text);
-            dump_str(&text.encode_utf16().collect::<Vec<_>>(), out);
+impl Encode for PyValue {
+    fn encode(&self, encoder: &mut Encoder<'_>) {
+        match self {
+            PyValue::None => encoder.null(),
+            PyValue::Bool(b) => encoder.bool(*b),
+            PyValue::Int(digits) => encoder.number(digits),
+            PyValue::Float(f) => encoder.float(*f),
+            PyValue::Str(units) => encoder.str_utf16(units.iter().copied()),
+            PyValue::List(items) => encoder.list(items),
+            PyValue::Dict(entries) => encoder.dict(entries.iter().map(|(k, v)| (k, v))),
         }
     }
 }
 
 /// `json.dumps(value)` with default settings (`ensure_ascii`, `", "` and `": "`).
 pub fn dump(value: &PyValue, out: &mut String) {
-    match value {
-        PyValue::None => out.push_str("null"),
-        PyValue::Bool(b) => out.push_str(if *b { "true" } else { "false" }),
-        PyValue::Int(digits) => out.push_str(digits),
-        PyValue::Float(f) => out.push_str(&float_repr(*f)),
-        PyValue::Str(units) => dump_str(units, out),
-        PyValue::List(items) => {
-            out.push('[');
-            for (i, item) in items.iter().enumerate() {
-                if i > 0 {
-                    out.push_str(", ");
-                }
-                dump(item, out);
-            }
-            out.push(']');
-        }
-        PyValue::Dict(entries) => {
-            out.push('{');
-            for (i, (k, v)) in entries.iter().enumerate() {
-                if i > 0 {
-                    out.push_str(", ");
-                }
-                dump_key(k, out);
-                out.push_str(": ");
-                dump(v, out);
-            }
-            out.push('}');
-        }
-    }
+    value.encode(&mut Encoder::new(out, Escape::Ascii));
 }
 
 /// `json.loads` (strict): `NaN`/`Infinity` accepted, lone surrogates kept, trailing data and

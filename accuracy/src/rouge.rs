@@ -205,27 +205,13 @@ pub fn numpy_sum(values: &[f64]) -> f64 {
 pub fn percent_string(values: &[f64]) -> String {
     let mean = numpy_sum(values) / values.len() as f64;
     let rounded = (mean * 100.0 * 10_000.0).round_ties_even() / 10_000.0;
-    python_float_repr(rounded)
-}
-
-/// Python's `repr(float)` for the finite values a percentage takes (no exponent form below
-/// 1e16 and at or above 1e-4; NaN as `nan`).
-pub fn python_float_repr(value: f64) -> String {
-    if value.is_nan() {
-        return "nan".to_string();
-    }
-    let text = format!("{value}");
-    if text.contains('.') || text.contains('e') || text.contains("inf") {
-        text
-    } else {
-        format!("{text}.0")
-    }
+    loadgen_py::float_repr::repr(rounded)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::accuracy::rouge_fixture::ROUGE_PAIRS;
+    use crate::rouge_fixture::ROUGE_PAIRS;
 
     /// Each fixed pair's four F-measures equal `rouge_score.rouge_scorer.RougeScorer(
     /// ["rouge1","rouge2","rougeL","rougeLsum"], use_stemmer=True).score(reference, prediction)`
@@ -277,7 +263,7 @@ mod tests {
     /// The reference's headline strings over all 100 pairs, and numpy's pairwise sum to the bit.
     #[test]
     fn rouge_aggregate_over_100_pairs_equals_the_reference_strings() {
-        use crate::accuracy::rouge_fixture::{ROUGE1_NP_SUM, ROUGE_AGGREGATE};
+        use crate::rouge_fixture::{ROUGE1_NP_SUM, ROUGE_AGGREGATE};
         let pairs: Vec<RougePair> = ROUGE_PAIRS.iter().map(|(p, r, _)| score_pair(p, r)).collect();
         let rouge1: Vec<f64> = ROUGE_PAIRS.iter().map(|(_, _, want)| want[0]).collect();
         assert_eq!(numpy_sum(&rouge1), ROUGE1_NP_SUM);

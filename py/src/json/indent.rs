@@ -1,57 +1,13 @@
-//! JSON written the way the reference's Python writes it: 2-space indent, `": "`
-//! separators, and floats as Python's `repr` (`71405930.0`, `1.396597839942673e+18`).
+//! `json.dumps(value, indent=2)` as the reference writes its report files: 2-space indent,
+//! `": "` separators, floats as Python's `repr` (`71405930.0`, `1.396597839942673e+18`), and
+//! strings as serde_json writes them (UTF-8 kept, control characters escaped: what Python's
+//! `ensure_ascii=False` writes). A NaN or infinite float is written `null` (Python would write
+//! `NaN`), as docs/OUTPUT.md states.
 
 use std::io;
 
 use serde::Serialize;
 use serde_json::ser::{Formatter, PrettyFormatter};
-
-/// Formats a finite f64 exactly as Python's `repr(float)`: the shortest round-trip
-/// digits, positional for decimal exponents in [-4, 16), scientific otherwise.
-pub fn python_float_repr(value: f64) -> String {
-    if value == 0.0 {
-        return if value.is_sign_negative() { "-0.0".into() } else { "0.0".into() };
-    }
-    // Rust's `{:e}` gives the shortest round-trip digits: "-1.2345e-7".
-    let sci = format!("{value:e}");
-    let (mantissa, exponent) = sci.split_once('e').unwrap_or((&sci, "0"));
-    let exponent: i32 = exponent.parse().unwrap_or(0);
-    let (sign, mantissa) = match mantissa.strip_prefix('-') {
-        Some(rest) => ("-", rest),
-        None => ("", mantissa),
-    };
-    let digits: String = mantissa.chars().filter(|c| *c != '.').collect();
-    let mut out = String::with_capacity(digits.len() + 8);
-    out.push_str(sign);
-    if (-4..16).contains(&exponent) {
-        if exponent >= 0 {
-            let int_len = exponent as usize + 1;
-            if digits.len() <= int_len {
-                out.push_str(&digits);
-                out.extend(std::iter::repeat_n('0', int_len - digits.len()));
-                out.push_str(".0");
-            } else {
-                out.push_str(&digits[..int_len]);
-                out.push('.');
-                out.push_str(&digits[int_len..]);
-            }
-        } else {
-            out.push_str("0.");
-            out.extend(std::iter::repeat_n('0', (-exponent - 1) as usize));
-            out.push_str(&digits);
-        }
-    } else {
-        out.push_str(&digits[..1]);
-        if digits.len() > 1 {
-            out.push('.');
-            out.push_str(&digits[1..]);
-        }
-        out.push('e');
-        out.push(if exponent < 0 { '-' } else { '+' });
-        out.push_str(&format!("{:02}", exponent.abs()));
-    }
-    out
-}
 
 /// A pretty formatter that writes floats as Python does and non-finite floats as null.
 struct PythonFormatter {
@@ -61,7 +17,7 @@ struct PythonFormatter {
 impl Formatter for PythonFormatter {
     fn write_f64<W: ?Sized + io::Write>(&mut self, writer: &mut W, value: f64) -> io::Result<()> {
         if value.is_finite() {
-            writer.write_all(python_float_repr(value).as_bytes())
+            writer.write_all(crate::float_repr::repr(value).as_bytes())
         } else {
             writer.write_all(b"null")
         }
@@ -128,35 +84,6 @@ pub fn to_python_json<T: Serialize + ?Sized>(value: &T) -> serde_json::Result<Ve
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn floats_print_as_python_repr() {
-        let cases = [
-            (71405930.0, "71405930.0"),
-            (74193186.445, "74193186.445"),
-            (1.396597839942673e18, "1.396597839942673e+18"),
-            (554157.0, "554157.0"),
-            (8729395.000000002, "8729395.000000002"),
-            (-7473.128205128205, "-7473.128205128205"),
-            (0.0, "0.0"),
-            (-0.0, "-0.0"),
-            (1.0, "1.0"),
-            (1e16, "1e+16"),
-            (1.5e16, "1.5e+16"),
-            (9999999999999998.0, "9999999999999998.0"),
-            (0.0001, "0.0001"),
-            (0.00012, "0.00012"),
-            (1e-5, "1e-05"),
-            (1.25e-7, "1.25e-07"),
-            (123456789012345680.0, "1.2345678901234568e+17"),
-            (0.1, "0.1"),
-            (1428.6493307785083, "1428.6493307785083"),
-            (1e100, "1e+100"),
-        ];
-        for (value, expected) in cases {
-            assert_eq!(python_float_repr(value), expected);
-        }
-    }
 
     #[test]
     fn layout_matches_python_indent_2() {
