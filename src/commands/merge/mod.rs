@@ -142,7 +142,7 @@ fn write_merged_inputs(
     }
     rows.sort_unstable();
     let idx_path = out.join("sample_idx_map.json");
-    write_atomic_with(&idx_path, |w| crate::run::write_sample_idx_map(w, &rows, true, &[]))
+    write_atomic_with(&idx_path, |w| crate::report::write_sample_idx_map(w, &rows, true, &[]))
         .map_err(|e| write_error(&idx_path, &e))?;
     let first = &shards[order[0]].run;
     let mut config = first.config_yaml.clone();
