@@ -9,8 +9,13 @@
 pub mod accuracy;
 mod client_wait;
 pub mod dir;
+pub mod early_stop;
 mod files;
 mod issue_lag;
+pub mod merge;
+pub mod plot_data;
+pub mod rebuild;
+pub mod replay;
 mod reserve;
 mod run_info;
 mod sample_idx_map;

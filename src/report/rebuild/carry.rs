@@ -11,11 +11,11 @@ use loadgen_worker::wire::FailureKind;
 use serde::de::{MapAccess, Visitor};
 use serde::{Deserialize, Deserializer};
 
-use super::replay::Replayed;
 use super::RunDir;
 use crate::dataset::DatasetKind;
 use crate::error::AppError;
 use crate::plan::TestMode;
+use crate::report::replay::Replayed;
 use crate::report::{
     ClientTokenCounting, FailureKindCount, IssueLag, LoadPatternInfo, RunInfo, WarmupInfo,
 };

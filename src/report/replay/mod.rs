@@ -7,6 +7,9 @@
 //! failed; `error.loadgen` abandons it. Client token counts come from the same tokenizer and
 //! the same counting calls as the run's.
 
+pub mod read;
+pub mod stamps;
+
 use std::collections::{HashMap, HashSet};
 use std::hash::{BuildHasherDefault, Hasher};
 
@@ -14,7 +17,7 @@ use loadgen_coordinator::metrics::{FinishKind, RunCounters, SampleRow};
 use serde_json::value::RawValue;
 use serde_json::Value;
 
-use super::read::{Complete, Event, LineError, Output, SessionKind};
+use self::read::{Complete, Event, LineError, Output, SessionKind};
 use crate::dataset::{Row, PROMPT_BYTES_MAX};
 use crate::report::MixedClocks;
 use crate::tokenizer::Tokenizer;
@@ -501,7 +504,7 @@ fn count_prompt(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::commands::report::read::{for_each_event, ReadError};
+    use crate::report::replay::read::{for_each_event, ReadError};
 
     fn char_tokenizer() -> Tokenizer {
         let dir =

@@ -1,5 +1,6 @@
-//! `llm-loadgen report DIR`: rebuilds a finished run's report.txt, result_summary.json and
-//! final_snapshot.json from its events.jsonl, through the run's own metrics and writers.
+//! Rebuilding a finished run's report.txt, result_summary.json and final_snapshot.json from
+//! its events.jsonl, through the run's own metrics and writers (`report DIR`, and `merge`,
+//! `plot` and `early-stopping`, which read a run the same way).
 //!
 //! The log is replayed into the same `SampleTable` and `RunCounters` the run's aggregator
 //! fills (`replay`), then `final_snapshot`, `result_summary` and `write_report_files` run as
@@ -7,9 +8,6 @@
 
 pub mod basis;
 mod carry;
-pub mod read;
-pub mod replay;
-pub mod stamps;
 
 use std::path::{Path, PathBuf};
 
@@ -19,6 +17,7 @@ use loadgen_coordinator::metrics::{
 };
 
 use crate::error::AppError;
+use crate::report::replay::{read, Replay, Replayed, UuidMap};
 use crate::report::{
     report_txt, result_summary, with_accuracy_block, write_report_files, EndpointInfo, OpenDir,
     ResultSummary, RunInfo, Unwritten,
@@ -26,15 +25,6 @@ use crate::report::{
 use crate::tokenizer::Tokenizer;
 use crate::yaml::{BenchType, Config, LoadPatternKind, Streaming};
 pub use carry::Carried;
-use replay::{Replay, Replayed, UuidMap};
-
-/// What `report` is asked to do.
-#[derive(Debug, Clone)]
-pub struct ReportRequest {
-    pub dir: PathBuf,
-    pub token_count_source: Option<TokenCountSource>,
-    pub out: Option<PathBuf>,
-}
 
 /// A finished run's directory, read: its config and whatever of its own reports it has.
 pub struct RunDir {
@@ -257,30 +247,9 @@ pub fn rebuild(run: &RunDir, primary: TokenCountSource) -> Result<Rebuilt, AppEr
     Ok(Rebuilt { snapshot, summary, info, accuracy_block })
 }
 
-/// `report DIR [--token-count-source B] [--out OTHER]`. Returns the exit code.
-pub fn run(request: &ReportRequest) -> Result<i32, AppError> {
-    let run = RunDir::load(&request.dir)?;
-    let primary = run.basis(request.token_count_source)?;
-    let rebuilt = rebuild(&run, primary)?;
-    let out = request.out.as_deref().unwrap_or(&request.dir);
-    std::fs::create_dir_all(out).map_err(|e| {
-        AppError::Setup(format!("cannot create {}: {e}; pass a writable --out", out.display()))
-    })?;
-    // Held while the files are rewritten: a run still writing there is refused.
-    let _lock = crate::report::dir::lock_existing(out)?;
-    let block = rebuilt.accuracy_block.as_deref();
-    write_rebuilt_files(out, &rebuilt.snapshot, &rebuilt.summary, &rebuilt.info, block)?;
-    let mut console = crate::report::console_summary(&rebuilt.summary, &rebuilt.info, out);
-    if let Some(block) = block {
-        console = with_accuracy_block(&console, block);
-    }
-    crate::commands::print_stdout(&crate::redact::redact(&console))?;
-    Ok(0)
-}
-
 /// Writes a rebuilt report's files into `out`; the first that could not be written is exit 4,
 /// named with why.
-pub(crate) fn write_rebuilt_files(
+pub fn write_rebuilt_files(
     out: &Path,
     snapshot: &Snapshot,
     summary: &ResultSummary,
