@@ -17,7 +17,7 @@ use crate::plan::Plan;
 pub fn write_all_files(
     plan: &Plan,
     dir: &OpenDir,
-    (snapshot, summary, info): (&Snapshot, &crate::report::ResultSummary, &RunInfo),
+    (snapshot, summary, info): (&Snapshot, &ResultSummary, &RunInfo),
     agg: &AggregatorOutput,
     phases: &[PhaseOutcome],
 ) -> Vec<(&'static str, String)> {
@@ -101,7 +101,7 @@ pub fn write_accuracy(
     plan: &Plan,
     dir: &OpenDir,
     phases: &[PhaseOutcome],
-    (summary, info): (&crate::report::ResultSummary, &RunInfo),
+    (summary, info): (&ResultSummary, &RunInfo),
     interrupted: bool,
     unwritten: &mut Vec<(&'static str, String)>,
 ) -> (Option<String>, Option<String>) {
@@ -123,7 +123,7 @@ pub fn write_accuracy(
 fn score_accuracy(
     plan: &Plan,
     phases: &[PhaseOutcome],
-    summary: &crate::report::ResultSummary,
+    summary: &ResultSummary,
     interrupted: bool,
 ) -> (Option<crate::report::accuracy::AccuracyResults>, Option<String>) {
     use crate::report::accuracy::{score_run, DatasetType, ScoringJob};

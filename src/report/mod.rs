@@ -1,10 +1,5 @@
 //! Report files of a finished run: `report.txt`, `performance/result_summary.json`,
 //! `metrics/final_snapshot.json`, and the short summary printed on stdout.
-#![allow(
-    dead_code,
-    unused_imports,
-    reason = "the run command wires these in; until then only tests call them"
-)]
 
 pub mod accuracy;
 mod client_wait;
@@ -33,17 +28,16 @@ pub use client_wait::{
 pub use dir::{open_existing, read_existing, ReportDir};
 pub use files::{unwritten_message, write_accuracy, write_all_files, write_shard};
 pub use issue_lag::{client_waits_in_issue_order, issue_lag, IssueLag};
-pub use loadgen_coordinator::metrics::{Snapshot, TokenCountSource};
-pub use reserve::{report_reserve_bytes, SpaceReserve, REPORT_RESERVE_BYTES_MAX};
+pub use reserve::{report_reserve_bytes, SpaceReserve};
 pub use run_info::{
     add_failures, client_wait_info, incomplete_reason, run_info, ClientTokenCounting, EndpointInfo,
     FailureKindCount, LoadPatternInfo, MixedClocks, RunInfo, WarmupInfo,
 };
-pub use sample_idx_map::{idx_phases, in_issue_order, write_sample_idx_map, IdxPhase};
+pub use sample_idx_map::{idx_phases, in_issue_order, write_sample_idx_map};
 pub use shard::{
-    late_start_warning, shard_file, write_shard_file, FailureCounts, SampleIds, ShardClock,
-    ShardFile, ShardInfo, ShardSeeds, SHARD_FILE_FORMAT,
+    late_start_warning, shard_file, write_shard_file, FailureCounts, SampleIds, ShardFile,
+    ShardInfo, SHARD_FILE_FORMAT,
 };
-pub use summary::{is_complete, result_summary, BasisBlocks, ChunkBlocks, ResultSummary};
+pub use summary::{is_complete, result_summary, ChunkBlocks, ResultSummary};
 pub use text::{console_summary, report_txt, with_accuracy_block};
 pub use write::{write_atomic, write_atomic_with, write_report_files, OpenDir, Unwritten};

@@ -7,8 +7,7 @@ use loadgen_coordinator::metrics::fixture::{
 };
 use loadgen_coordinator::metrics::pyjson::to_python_json;
 use loadgen_coordinator::metrics::{
-    final_snapshot, MetricsOptions, RunCounters, RunState, SampleRow, SampleTable, Snapshot,
-    TokenCountSource,
+    final_snapshot, MetricsOptions, RunState, SampleRow, SampleTable, Snapshot, TokenCountSource,
 };
 
 use super::*;

@@ -133,7 +133,8 @@ fn timeline(shards: &[ShardView<'_>]) -> Timeline {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::report::{SampleIds, ShardClock, ShardSeeds, SHARD_FILE_FORMAT};
+    use crate::report::shard::{ShardClock, ShardSeeds};
+    use crate::report::{SampleIds, SHARD_FILE_FORMAT};
     use std::path::PathBuf;
 
     fn file(index: u32, count: u32, anchor: u64, start: u64) -> ShardFile {
