@@ -352,7 +352,9 @@ fn finish_run(
     }
     let wait = snapshot.series(loadgen_coordinator::metrics::snapshot::CLIENT_WAIT_NS);
     let lag_warning = info.issue_lag.as_ref().and_then(|l| {
-        let explained = wait_warning.is_some() && crate::report::lag_is_the_wait(l.p99_ns, wait);
+        let wait_p99_ns = wait.map(|w| w.percentiles[1]);
+        let explained =
+            wait_warning.is_some() && crate::report::lag_is_the_wait(l.p99_ns, wait_p99_ns);
         l.warning().filter(|_| !explained)
     });
     if let Some(warning) = lag_warning {

@@ -12,11 +12,11 @@ use std::fmt::Write as _;
 use loadgen_coordinator::metrics::early_stop::{estimate_index, min_queries};
 use loadgen_coordinator::metrics::stats::PERCENTILE_KEYS;
 use loadgen_coordinator::metrics::tokens::{client_tokens, server_tokens};
-use loadgen_coordinator::metrics::{basis_key, SampleTable, TokenCountSource};
-use serde_json::Value;
+use loadgen_coordinator::metrics::{SampleTable, TokenCountSource};
 
 use crate::error::AppError;
 use crate::report::rebuild::RunDir;
+use crate::report::{ResultSummary, SeriesSummary};
 
 /// The script's default targets: the report grid at and above the median.
 pub const DEFAULT_PERCENTILES: &str = "99.9,99.0,97.0,95.0,90.0,80.0,75.0,50.0";
@@ -141,12 +141,14 @@ pub fn fallback_targets(text: &str) -> Result<Vec<(String, f64)>, AppError> {
     Ok(values.into_iter().map(|v| (py_str(v), v)).collect())
 }
 
-/// The grid of a summary metric, in grid order, where the run reported it.
-fn grid_targets(metric: &Value) -> Option<Vec<(String, f64)>> {
-    let grid = metric.get("percentiles")?.as_object().filter(|g| !g.is_empty())?;
+/// The grid of a summary metric, in grid order, where the run reported it (a series with
+/// values: one without writes no percentiles).
+fn grid_targets(metric: &SeriesSummary) -> Option<Vec<(String, f64)>> {
+    if metric.count == 0 {
+        return None;
+    }
     let targets = PERCENTILE_KEYS
         .iter()
-        .filter(|k| grid.contains_key(**k))
         .filter_map(|k| k.parse::<f64>().ok().map(|v| (k.to_string(), v)))
         .filter(|(_, v)| (50.0..100.0).contains(v))
         .collect();
@@ -214,25 +216,43 @@ fn gap_text(r: &Estimate, unit: &str, div: f64) -> Option<String> {
 }
 
 /// The in-band cross-check lines of one series against the run's summary.
-fn cross_check(out: &mut String, metric: Option<&Value>, ours: &[(String, Option<Value64>)]) {
-    let Some(inband) = metric.and_then(|m| m.get("early_stopping_percentiles")) else { return };
-    let Some(inband) = inband.as_object().filter(|m| !m.is_empty()) else { return };
-    for key in PERCENTILE_KEYS.iter().filter(|k| inband.contains_key(**k)) {
+fn cross_check(
+    out: &mut String,
+    metric: Option<&SeriesSummary>,
+    ours: &[(String, Option<Value64>)],
+) {
+    let Some(inband) = metric.and_then(|m| m.early_stopping.as_ref()) else { return };
+    for (key, est) in PERCENTILE_KEYS.iter().zip(inband) {
         let Some((_, mine)) = ours.iter().find(|(k, _)| k == key) else { continue };
-        let est = &inband[*key];
-        let same = match (mine, est.as_f64()) {
-            (None, None) => est.is_null(),
-            (Some(m), Some(e)) => m.as_f64() == e,
+        let same = match (mine, est) {
+            (None, None) => true,
+            (Some(m), Some(e)) => m.as_f64() == *e,
             _ => false,
         };
         let verdict = if same {
             "EXACT MATCH".to_string()
         } else {
             let mine = mine.map_or("None".to_string(), Value64::repr);
-            let est = if est.is_null() { "None".to_string() } else { est.to_string() };
+            // As JSON writes the number.
+            let est = est.map_or("None".to_string(), |e| serde_json::Value::from(e).to_string());
             format!("** MISMATCH ** ours={mine} inband={est}")
         };
         let _ = writeln!(out, "  XCHECK in-band p{key}: {verdict}");
+    }
+}
+
+/// The summary's block of `field` (`ttft`, `tpot`, `latency`) under `basis`: TPOT under the
+/// summary's own basis is its `tpot`, under the other its `tpot_<basis>`.
+fn summary_series<'a>(
+    s: &'a ResultSummary,
+    field: &str,
+    basis: TokenCountSource,
+) -> Option<&'a SeriesSummary> {
+    match field {
+        "ttft" => s.ttft.as_ref(),
+        "latency" => s.latency.as_ref(),
+        _ if basis == s.primary.basis => s.primary.tpot.as_ref(),
+        _ => s.other.tpot.as_ref(),
     }
 }
 
@@ -245,19 +265,13 @@ pub fn report_text(
     fallback: &[(String, f64)],
 ) -> String {
     let summary = run.summary.as_ref();
-    let summary_basis = summary
-        .and_then(|s| s.get("token_count_source"))
-        .and_then(Value::as_str)
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(TokenCountSource::Client);
     let mut out = String::new();
     let mut rows: Vec<(&str, String, Estimate)> = Vec::new();
     for (field, name, values) in series(table, run.streaming(), has_tokenizer, basis) {
         if values.is_empty() {
             continue;
         }
-        let metric = summary.and_then(|s| s.get(basis_key(field, basis, summary_basis)));
-        let metric = metric.filter(|m| m.as_object().is_some_and(|o| !o.is_empty()));
+        let metric = summary.and_then(|s| summary_series(s, field, basis));
         let targets = metric.and_then(grid_targets).unwrap_or_else(|| fallback.to_vec());
         let (unit, div) = units(field);
         let _ = writeln!(out, "\n{field} (from {name}, n={}):", values.len());
@@ -269,16 +283,14 @@ pub fn report_text(
             rows.push((field, key.clone(), r));
         }
         if let Some(s) = summary {
-            if let Some(completed) = s.get("n_samples_completed").and_then(Value::as_u64) {
-                if values.len() as u64 != completed {
-                    let note =
-                        if name == "sample_latency_ns" { " ** MISMATCH **" } else { " (info)" };
-                    let _ = writeln!(
-                        out,
-                        "  XCHECK count: ours={} n_samples_completed={completed}{note}",
-                        values.len()
-                    );
-                }
+            let completed = s.n_samples_completed;
+            if values.len() as u64 != completed {
+                let note = if name == "sample_latency_ns" { " ** MISMATCH **" } else { " (info)" };
+                let _ = writeln!(
+                    out,
+                    "  XCHECK count: ours={} n_samples_completed={completed}{note}",
+                    values.len()
+                );
             }
             cross_check(&mut out, metric, &ours);
         }

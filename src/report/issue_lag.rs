@@ -7,7 +7,7 @@ use loadgen_coordinator::LoadPattern;
 use crate::plan::Plan;
 
 /// The scheduler's own account of an open-loop run: did the client keep its schedule?
-#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct IssueLag {
     /// Samples measured.
     pub n: u64,

@@ -38,6 +38,6 @@ pub use shard::{
     late_start_warning, shard_file, write_shard_file, FailureCounts, SampleIds, ShardFile,
     ShardInfo, SHARD_FILE_FORMAT,
 };
-pub use summary::{is_complete, result_summary, ChunkBlocks, ResultSummary};
+pub use summary::{is_complete, result_summary, ChunkBlocks, ResultSummary, SeriesSummary};
 pub use text::{console_summary, report_txt, with_accuracy_block};
 pub use write::{write_atomic, write_atomic_with, write_report_files, OpenDir, Unwritten};

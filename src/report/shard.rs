@@ -77,7 +77,7 @@ pub struct ShardClock {
 }
 
 /// A shard of a merged report: `shards` in its result_summary.json, in shard order.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ShardInfo {
     pub index: u32,
     /// The shard's report directory, as given to `merge`.

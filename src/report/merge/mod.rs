@@ -226,16 +226,16 @@ fn shard_infos(shards: &[Shard], order: &[usize], timeline: &Timeline) -> Vec<Sh
         .map(|&i| {
             let s = &shards[i];
             let summary = s.run.summary.as_ref();
-            let count = |key: &str| summary.and_then(|v| v[key].as_u64()).unwrap_or(0);
+            let count = |n: fn(&ResultSummary) -> u64| summary.map_or(0, n);
             let kinds = s.run.carried.failure_kinds.as_deref().unwrap_or_default();
             let lag = s.run.carried.issue_lag;
             ShardInfo {
                 index: s.file.index,
                 report_dir: s.run.dir.display().to_string(),
-                n_samples_issued: count("n_samples_issued"),
-                n_samples_completed: count("n_samples_completed"),
-                n_samples_failed: count("n_samples_failed"),
-                n_samples_abandoned: count("n_samples_abandoned"),
+                n_samples_issued: count(|s| s.n_samples_issued),
+                n_samples_completed: count(|s| s.n_samples_completed),
+                n_samples_failed: count(|s| s.n_samples_failed),
+                n_samples_abandoned: count(|s| s.n_samples_abandoned),
                 failure_kinds: FailureCounts(
                     kinds.iter().map(|k| (k.kind.clone(), k.count)).collect(),
                 ),

@@ -32,7 +32,7 @@ pub struct RunDir {
     pub config: Config,
     pub config_yaml: serde_yaml_ng::Value,
     /// `performance/result_summary.json`, when there is one.
-    pub summary: Option<serde_json::Value>,
+    pub summary: Option<ResultSummary>,
     pub carried: Carried,
 }
 
@@ -56,17 +56,11 @@ impl RunDir {
         let config = Config::from_yaml_str(&text, &config_path.display().to_string())?;
         let config_yaml = serde_yaml_ng::from_str(&text).unwrap_or(serde_yaml_ng::Value::Null);
         let summary_path = dir.join("performance/result_summary.json");
-        let summary_text = crate::report::read_existing(&summary_path).ok();
-        let summary = match &summary_text {
-            Some(text) => Some(serde_json::from_str(text).map_err(|e| {
-                AppError::Input(format!(
-                    "{} is not JSON ({e}); move it away to rebuild without it",
-                    summary_path.display()
-                ))
-            })?),
-            None => None,
+        let summary = match crate::report::read_existing(&summary_path) {
+            Ok(text) => Some(read_summary(dir, &summary_path, &text)?),
+            Err(_) => None,
         };
-        let carried = Carried::read(dir, summary_text.as_deref())?;
+        let carried = Carried::read(dir, summary.as_ref());
         Ok(RunDir { dir: dir.to_path_buf(), config, config_yaml, summary, carried })
     }
 
@@ -169,6 +163,18 @@ impl RunDir {
             has_tokenizer,
         }
     }
+}
+
+/// The run's result_summary.json: text that is not JSON is refused as such, JSON that is not a
+/// summary names the run's directory.
+fn read_summary(dir: &Path, path: &Path, text: &str) -> Result<ResultSummary, AppError> {
+    serde_json::from_str(text).map_err(|e| {
+        AppError::Input(if e.is_syntax() || e.is_eof() {
+            format!("{} is not JSON ({e}); move it away to rebuild without it", path.display())
+        } else {
+            format!("result_summary.json in {} cannot be read: {e}", dir.display())
+        })
+    })
 }
 
 /// The rebuilt run: the three documents the run wrote from its table, and the

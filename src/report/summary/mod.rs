@@ -1,8 +1,16 @@
 //! `performance/result_summary.json`: the reference's keys and order, then the token-basis
 //! additions (`token_count_source`, missing-usage counters, `osl_paired`, the other basis).
+//!
+//! `ResultSummary` is the file: built from a run's final snapshot (`result_summary`), written
+//! (`write`) and read back (`read`) by the run, `report DIR`, `merge`, `plot`,
+//! `early-stopping` and perf's roofline alike. Its series are the file's blocks
+//! (`series::SeriesSummary`), so a summary read back writes the same bytes.
 
-use serde::ser::SerializeMap;
-use serde::{Serialize, Serializer};
+mod read;
+mod series;
+mod write;
+
+pub use series::SeriesSummary;
 
 use loadgen_coordinator::metrics::snapshot::{
     CHUNKS_PER_SAMPLE, CHUNK_DELTA_NS, CLIENT_WAIT_NS, ISL, LATENCY_FROM_WRITE_NS,
@@ -10,11 +18,14 @@ use loadgen_coordinator::metrics::snapshot::{
     TTFT_FROM_WRITE_NS,
 };
 use loadgen_coordinator::metrics::{
-    basis_key, FinishKind, OslPaired, RunState, SeriesStat, Snapshot, SummaryBlock,
-    TokenCountSource, UsageTally,
+    EndpointStat, FinishKind, OslPaired, RunState, SeriesStat, Snapshot, TokenCountSource,
+    UsageTally,
 };
 
-use super::{LoadPatternInfo, RunInfo, WarmupInfo};
+use super::{
+    ClientTokenCounting, ClientWaitInfo, FailureKindCount, IssueLag, LoadPatternInfo, RunInfo,
+    ShardInfo, WarmupInfo,
+};
 
 /// The token-dependent blocks of one basis.
 #[derive(Debug, Clone, PartialEq)]
@@ -22,15 +33,15 @@ pub struct BasisBlocks {
     /// Which basis.
     pub basis: TokenCountSource,
     /// TPOT (streaming only).
-    pub tpot: Option<SeriesStat>,
+    pub tpot: Option<SeriesSummary>,
     /// Output sequence lengths.
-    pub osl: Option<SeriesStat>,
+    pub osl: Option<SeriesSummary>,
     /// Input sequence lengths.
-    pub isl: Option<SeriesStat>,
+    pub isl: Option<SeriesSummary>,
     /// Output tokens per second; `None` without OSL, or while the server basis is partial.
     pub tps: Option<f64>,
     /// Output tokens per content chunk (streaming only).
-    pub tokens_per_chunk: Option<SeriesStat>,
+    pub tokens_per_chunk: Option<SeriesSummary>,
     /// Some samples lacked server usage.
     pub partial: bool,
 }
@@ -55,9 +66,9 @@ pub struct ResultSummary {
     /// Complete state, nothing pending, no incompleteness reason.
     pub complete: bool,
     /// Time to first token (basis-independent).
-    pub ttft: Option<SeriesStat>,
+    pub ttft: Option<SeriesSummary>,
     /// Sample latency (basis-independent).
-    pub latency: Option<SeriesStat>,
+    pub latency: Option<SeriesSummary>,
     /// The primary basis (unsuffixed keys).
     pub primary: BasisBlocks,
     /// The other basis (`*_<basis>` keys).
@@ -80,40 +91,86 @@ pub struct ResultSummary {
     pub usage: UsageTally,
     /// Client tokenizations still pending at the end.
     pub client_token_tasks_pending: u64,
-    /// Client − server OSL over samples with both.
-    pub osl_paired: OslPaired,
-    /// Why the run is incomplete, if it is.
+    /// Client − server OSL over samples with both; `None` when no sample has both.
+    pub osl_paired: Option<PairedOsl>,
+    /// Why the run is incomplete, if it is (report.txt's reason: not a key of the summary).
     pub incomplete_reason: Option<String>,
     /// Samples abandoned in flight (max duration or interrupt).
     pub n_samples_abandoned: u64,
     /// Issue lag of a Poisson run.
-    pub issue_lag: Option<super::IssueLag>,
+    pub issue_lag: Option<IssueLag>,
     /// Requests re-sent once after a reused connection closed before any response byte.
     pub n_requests_resent: u64,
     /// Failed samples per kind, first-seen order.
-    pub failure_kinds: Vec<super::FailureKindCount>,
+    pub failure_kinds: Vec<FailureKindCount>,
     /// When the client basis was counted; `None` without a client tokenizer.
-    pub client_token_counting: Option<super::ClientTokenCounting>,
+    pub client_token_counting: Option<ClientTokenCounting>,
     /// Each endpoint's counts, in the run's endpoint order.
-    pub endpoints: Vec<super::EndpointInfo>,
+    pub endpoints: Vec<EndpointSummary>,
     /// A merged report's shards (`llm-loadgen merge`); empty, and not written, otherwise.
-    pub shards: Vec<super::ShardInfo>,
+    pub shards: Vec<ShardInfo>,
     /// Streaming only: the gaps between consecutive chunks (`chunk_delta_ns`), the chunks per
     /// sample, and how many streams of two or more chunks there were and came in one read.
     pub chunks: Option<ChunkBlocks>,
     /// The client's own wait (issue stamp → request written) and the latencies measured from
     /// the write, with the pool behind them and the warning when the wait is material.
     pub client_wait: ClientWaitBlocks,
+    /// Read back from a file without our additions (no `token_count_source`): a summary the
+    /// reference wrote, whose additions are unknown rather than empty. Not written.
+    pub reference_only: bool,
+}
+
+/// `osl_paired`: the mean per-sample client − server OSL, Σ client / Σ server (`None` when the
+/// server total is 0), over the samples with both counts.
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct PairedOsl {
+    pub mean: Option<f64>,
+    pub ratio: Option<f64>,
+    pub count: u64,
+}
+
+impl PairedOsl {
+    /// The summary form of the run's pairs; `None` without any.
+    fn of(paired: &OslPaired) -> Option<PairedOsl> {
+        (paired.count > 0).then(|| PairedOsl {
+            mean: paired.mean(),
+            ratio: paired.ratio(),
+            count: paired.count,
+        })
+    }
+}
+
+/// One endpoint's counts in summary form (`endpoints[]`): its failures by kind in wire order,
+/// and its latency, `None` when it got no sample.
+#[derive(Debug, Clone, PartialEq)]
+pub struct EndpointSummary {
+    pub url: String,
+    pub n_samples: u64,
+    pub n_samples_failed: u64,
+    pub failures: Vec<(String, u64)>,
+    pub latency: Option<SeriesSummary>,
+}
+
+impl EndpointSummary {
+    fn of(url: &str, stat: &EndpointStat) -> EndpointSummary {
+        EndpointSummary {
+            url: url.to_string(),
+            n_samples: stat.n_samples,
+            n_samples_failed: stat.n_samples_failed,
+            failures: stat.failure_counts().map(|(k, n)| (k.as_str().to_string(), n)).collect(),
+            latency: stat.latency.as_ref().map(SeriesSummary::from),
+        }
+    }
 }
 
 /// The client wait in summary form (`client_wait`, `ttft_from_write`, `latency_from_write`,
 /// `connection_pool`, `client_wait_warning`).
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct ClientWaitBlocks {
-    pub wait: Option<SeriesStat>,
-    pub ttft_from_write: Option<SeriesStat>,
-    pub latency_from_write: Option<SeriesStat>,
-    pub pool: Option<super::ClientWaitInfo>,
+    pub wait: Option<SeriesSummary>,
+    pub ttft_from_write: Option<SeriesSummary>,
+    pub latency_from_write: Option<SeriesSummary>,
+    pub pool: Option<ClientWaitInfo>,
     pub warning: Option<String>,
 }
 
@@ -127,25 +184,13 @@ fn client_wait_blocks(snap: &Snapshot, info: &RunInfo) -> ClientWaitBlocks {
     }
 }
 
-struct PoolBlock<'a>(&'a super::ClientWaitInfo);
-
-impl Serialize for PoolBlock<'_> {
-    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        let mut map = serializer.serialize_map(Some(3))?;
-        map.serialize_entry("max_connections", &self.0.max_connections)?;
-        map.serialize_entry("max_connections_given", &self.0.pool_given)?;
-        map.serialize_entry("peak_in_flight", &self.0.peak_in_flight)?;
-        map.end()
-    }
-}
-
 /// A streaming run's chunk timing, in summary form.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ChunkBlocks {
     /// Gaps between consecutive content chunks, ns (ITL when a chunk is a token).
-    pub itl: Option<SeriesStat>,
+    pub itl: Option<SeriesSummary>,
     /// Content chunks per streamed sample.
-    pub chunks_per_sample: Option<SeriesStat>,
+    pub chunks_per_sample: Option<SeriesSummary>,
     /// Streamed samples of two or more chunks.
     pub n_streams_multi_chunk: u64,
     /// Those of them whose chunks all came in one socket read.
@@ -170,15 +215,15 @@ fn chunk_blocks(snap: &Snapshot) -> Option<ChunkBlocks> {
     })
 }
 
-fn non_empty(stat: Option<&SeriesStat>) -> Option<SeriesStat> {
-    stat.filter(|s| s.count > 0).cloned()
+fn non_empty(stat: Option<&SeriesStat>) -> Option<SeriesSummary> {
+    stat.filter(|s| s.count > 0).map(SeriesSummary::from)
 }
 
 /// A series as the reference's summary shows it: with values, or empty but carrying early
 /// stopping's all-null estimates (a streaming run's TPOT without a tokenizer), which the
 /// reference writes as `{"early_stopping_percentiles": {…: null}}` and a section of N/A rows.
-fn shown(stat: Option<&SeriesStat>) -> Option<SeriesStat> {
-    stat.filter(|s| s.count > 0 || s.early_stopping.is_some()).cloned()
+fn shown(stat: Option<&SeriesStat>) -> Option<SeriesSummary> {
+    stat.filter(|s| s.count > 0 || s.early_stopping.is_some()).map(SeriesSummary::from)
 }
 
 fn as_u64(v: i128) -> u64 {
@@ -273,17 +318,18 @@ pub fn result_summary(snap: &Snapshot, info: &RunInfo) -> ResultSummary {
         dataloader_random_seed: info.dataloader_random_seed,
         usage: snap.usage,
         client_token_tasks_pending: snap.n_pending_tasks,
-        osl_paired: snap.osl_paired,
+        osl_paired: PairedOsl::of(&snap.osl_paired),
         incomplete_reason,
         n_samples_abandoned: info.abandoned,
         issue_lag: info.issue_lag,
         n_requests_resent: info.requests_resent,
         failure_kinds: info.failures.clone(),
         client_token_counting: info.client_token_counting,
-        endpoints: info.endpoints.clone(),
+        endpoints: info.endpoints.iter().map(|e| EndpointSummary::of(&e.url, &e.stat)).collect(),
         shards: info.shards.clone(),
         chunks: chunk_blocks(snap),
         client_wait: client_wait_blocks(snap, info),
+        reference_only: false,
     }
 }
 
@@ -333,235 +379,4 @@ pub fn is_complete(summary: &ResultSummary, _primary: TokenCountSource) -> Resul
         ));
     }
     Ok(())
-}
-
-/// A series block in summary form: `{}` when absent under a reference key.
-struct Block<'a> {
-    stat: Option<&'a SeriesStat>,
-    partial: bool,
-}
-
-impl<'a> Block<'a> {
-    fn new(stat: Option<&'a SeriesStat>, partial: bool) -> Self {
-        Block { stat, partial }
-    }
-}
-
-impl Serialize for Block<'_> {
-    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        match self.stat {
-            Some(stat) => SummaryBlock { stat, partial: self.partial }.serialize(serializer),
-            None => serializer.serialize_map(Some(0))?.end(),
-        }
-    }
-}
-
-/// A block of the other basis: `null` when absent.
-fn other_block(stat: Option<&SeriesStat>, partial: bool) -> Option<SummaryBlock<'_>> {
-    stat.map(|stat| SummaryBlock { stat, partial })
-}
-
-struct FinishCounts<'a>(&'a [u64; 6]);
-
-impl Serialize for FinishCounts<'_> {
-    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        let mut map = serializer.serialize_map(Some(6))?;
-        for (kind, n) in FinishKind::ALL.iter().zip(self.0) {
-            map.serialize_entry(kind.as_str(), n)?;
-        }
-        map.end()
-    }
-}
-
-struct RunConfig<'a>(&'a ResultSummary);
-
-impl Serialize for LoadPatternInfo {
-    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        let mut map = serializer.serialize_map(None)?;
-        map.serialize_entry("type", &self.kind)?;
-        map.serialize_entry("target_qps", &self.target_qps)?;
-        map.serialize_entry("target_concurrency", &self.target_concurrency)?;
-        if let Some(legacy) = self.use_legacy_loadgen_qps_metrics {
-            map.serialize_entry("use_legacy_loadgen_qps_metrics", &legacy)?;
-        }
-        map.end()
-    }
-}
-
-impl Serialize for WarmupInfo {
-    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        let mut map = serializer.serialize_map(Some(5))?;
-        map.serialize_entry("enabled", &self.enabled)?;
-        map.serialize_entry("n_requests", &self.n_requests)?;
-        map.serialize_entry("salt", &self.salt)?;
-        map.serialize_entry("drain", &self.drain)?;
-        map.serialize_entry("warmup_random_seed", &self.warmup_random_seed)?;
-        map.end()
-    }
-}
-
-impl Serialize for RunConfig<'_> {
-    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        let mut map = serializer.serialize_map(Some(4))?;
-        map.serialize_entry("load_pattern", &self.0.load_pattern)?;
-        map.serialize_entry("warmup", &self.0.warmup)?;
-        map.serialize_entry("scheduler_random_seed", &self.0.scheduler_random_seed)?;
-        map.serialize_entry("dataloader_random_seed", &self.0.dataloader_random_seed)?;
-        map.end()
-    }
-}
-
-struct PairedBlock<'a>(&'a OslPaired);
-
-impl Serialize for PairedBlock<'_> {
-    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        let mut map = serializer.serialize_map(Some(3))?;
-        map.serialize_entry("mean", &self.0.mean())?;
-        map.serialize_entry("ratio", &self.0.ratio())?;
-        map.serialize_entry("count", &self.0.count)?;
-        map.end()
-    }
-}
-
-/// `{"timeout": {"count": 3, "first_message": "..."}, ...}` in first-seen order.
-struct FailureKinds<'a>(&'a [super::FailureKindCount]);
-
-impl Serialize for FailureKinds<'_> {
-    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        struct Entry<'a>(&'a super::FailureKindCount);
-        impl Serialize for Entry<'_> {
-            fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-                let mut map = serializer.serialize_map(Some(2))?;
-                map.serialize_entry("count", &self.0.count)?;
-                map.serialize_entry("first_message", &self.0.first_message)?;
-                map.end()
-            }
-        }
-        let mut map = serializer.serialize_map(Some(self.0.len()))?;
-        for f in self.0 {
-            map.serialize_entry(&f.kind, &Entry(f))?;
-        }
-        map.end()
-    }
-}
-
-/// `[{"url", "n_samples", "n_samples_failed", "failures": {kind: count}, "latency": {...}}]`:
-/// the latency block has the shape of the summary's `latency` (`{}` for an endpoint that got
-/// no sample), the failure kinds are those of `failure_kinds`, in wire order.
-struct Endpoints<'a>(&'a [super::EndpointInfo]);
-
-impl Serialize for Endpoints<'_> {
-    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        struct Failures<'a>(&'a loadgen_coordinator::metrics::EndpointStat);
-        impl Serialize for Failures<'_> {
-            fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-                let mut map = serializer.serialize_map(None)?;
-                for (kind, count) in self.0.failure_counts() {
-                    map.serialize_entry(kind.as_str(), &count)?;
-                }
-                map.end()
-            }
-        }
-        struct Entry<'a>(&'a super::EndpointInfo);
-        impl Serialize for Entry<'_> {
-            fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-                let stat = &self.0.stat;
-                let mut map = serializer.serialize_map(Some(5))?;
-                map.serialize_entry("url", &self.0.url)?;
-                map.serialize_entry("n_samples", &stat.n_samples)?;
-                map.serialize_entry("n_samples_failed", &stat.n_samples_failed)?;
-                map.serialize_entry("failures", &Failures(stat))?;
-                map.serialize_entry("latency", &Block::new(stat.latency.as_ref(), false))?;
-                map.end()
-            }
-        }
-        serializer.collect_seq(self.0.iter().map(Entry))
-    }
-}
-
-impl ResultSummary {
-    fn serialize_additions<M: SerializeMap>(&self, map: &mut M) -> Result<(), M::Error> {
-        let primary = self.primary.basis;
-        let other = &self.other;
-        let key = |base: &str| basis_key(base, other.basis, primary);
-        map.serialize_entry("token_count_source", &primary)?;
-        map.serialize_entry("n_samples_missing_usage", &self.usage.missing_total())?;
-        let empty_output = self.usage.missing_empty_output;
-        map.serialize_entry("n_samples_missing_usage_empty_output", &empty_output)?;
-        map.serialize_entry("client_token_tasks_pending", &self.client_token_tasks_pending)?;
-        let paired = (self.osl_paired.count > 0).then_some(PairedBlock(&self.osl_paired));
-        map.serialize_entry("osl_paired", &paired)?;
-        map.serialize_entry(&key("tpot"), &other_block(other.tpot.as_ref(), other.partial))?;
-        let osl = other_block(other.osl.as_ref(), other.partial);
-        map.serialize_entry(&key("output_sequence_lengths"), &osl)?;
-        let isl = other_block(other.isl.as_ref(), other.partial);
-        map.serialize_entry(&key("input_sequence_lengths"), &isl)?;
-        map.serialize_entry(&key("tps"), &other.tps)?;
-        map.serialize_entry("n_samples_abandoned", &self.n_samples_abandoned)?;
-        map.serialize_entry("issue_lag", &self.issue_lag)?;
-        map.serialize_entry("n_requests_resent", &self.n_requests_resent)?;
-        map.serialize_entry("failure_kinds", &FailureKinds(&self.failure_kinds))?;
-        let counting = self.client_token_counting.map(super::ClientTokenCounting::as_str);
-        map.serialize_entry("client_token_counting", &counting)?;
-        map.serialize_entry("endpoints", &Endpoints(&self.endpoints))?;
-        self.serialize_chunks(map)?;
-        let w = &self.client_wait;
-        map.serialize_entry("client_wait", &other_block(w.wait.as_ref(), false))?;
-        map.serialize_entry("ttft_from_write", &other_block(w.ttft_from_write.as_ref(), false))?;
-        let latency = other_block(w.latency_from_write.as_ref(), false);
-        map.serialize_entry("latency_from_write", &latency)?;
-        map.serialize_entry("connection_pool", &w.pool.as_ref().map(PoolBlock))?;
-        map.serialize_entry("client_wait_warning", &w.warning)?;
-        if !self.shards.is_empty() {
-            map.serialize_entry("shards", &self.shards)?;
-        }
-        Ok(())
-    }
-
-    /// `itl`, `chunks_per_sample`, `tokens_per_chunk` on both bases and the one-read counts:
-    /// blocks `null` when empty, everything `null` in a run that did not stream.
-    fn serialize_chunks<M: SerializeMap>(&self, map: &mut M) -> Result<(), M::Error> {
-        let c = self.chunks.as_ref();
-        let block = other_block;
-        map.serialize_entry("itl", &block(c.and_then(|c| c.itl.as_ref()), false))?;
-        let per_sample = c.and_then(|c| c.chunks_per_sample.as_ref());
-        map.serialize_entry("chunks_per_sample", &block(per_sample, false))?;
-        let (p, o) = (&self.primary, &self.other);
-        let tpc = block(p.tokens_per_chunk.as_ref(), p.partial);
-        map.serialize_entry("tokens_per_chunk", &tpc)?;
-        let tpc_other = block(o.tokens_per_chunk.as_ref(), o.partial);
-        map.serialize_entry(&basis_key("tokens_per_chunk", o.basis, p.basis), &tpc_other)?;
-        map.serialize_entry("n_streams_multi_chunk", &c.map(|c| c.n_streams_multi_chunk))?;
-        map.serialize_entry("n_streams_in_one_read", &c.map(|c| c.n_streams_in_one_read))
-    }
-}
-
-/// The reference's keys in its order, then the additions.
-impl Serialize for ResultSummary {
-    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        let p = &self.primary;
-        let mut m = serializer.serialize_map(None)?;
-        m.serialize_entry("version", &self.version)?;
-        m.serialize_entry("git_sha", &self.git_sha)?;
-        m.serialize_entry("test_started_at", &0u64)?;
-        m.serialize_entry("n_samples_issued", &self.n_samples_issued)?;
-        m.serialize_entry("n_samples_completed", &self.n_samples_completed)?;
-        m.serialize_entry("n_samples_failed", &self.n_samples_failed)?;
-        m.serialize_entry("duration_ns", &self.duration_ns)?;
-        m.serialize_entry("state", self.state)?;
-        m.serialize_entry("complete", &self.complete)?;
-        m.serialize_entry("ttft", &Block::new(self.ttft.as_ref(), false))?;
-        m.serialize_entry("tpot", &Block::new(p.tpot.as_ref(), p.partial))?;
-        m.serialize_entry("latency", &Block::new(self.latency.as_ref(), false))?;
-        m.serialize_entry("output_sequence_lengths", &Block::new(p.osl.as_ref(), p.partial))?;
-        m.serialize_entry("input_sequence_lengths", &Block::new(p.isl.as_ref(), p.partial))?;
-        let legacy = &self.legacy_loadgen_window_duration_ns;
-        m.serialize_entry("legacy_loadgen_window_duration_ns", legacy)?;
-        m.serialize_entry("qps", &self.qps)?;
-        m.serialize_entry("tps", &p.tps)?;
-        m.serialize_entry("finish_reason_counts", &FinishCounts(&self.finish_reason_counts))?;
-        m.serialize_entry("run_config", &RunConfig(self))?;
-        self.serialize_additions(&mut m)?;
-        m.end()
-    }
 }
