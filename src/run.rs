@@ -346,7 +346,8 @@ fn finish_run(
     info.client_wait = Some(client_wait_info(plan, &snapshot, &table));
     // A material client wait is also issue lag (which ends at the write); its own warning
     // names the cause, so the schedule's is not given twice.
-    let wait_warning = client_wait_warning(&snapshot, &info);
+    let wait_warning =
+        client_wait_warning(&snapshot, &info.load_pattern.kind, info.client_wait.as_ref());
     if let Some(warning) = &wait_warning {
         eprintln!("warning: {warning}");
     }

@@ -9,7 +9,7 @@
 use loadgen_coordinator::metrics::snapshot::CLIENT_WAIT_NS;
 use loadgen_coordinator::metrics::{SampleTable, SeriesStat, Snapshot};
 
-use super::RunInfo;
+use crate::plan::Plan;
 
 /// A client wait p99 at or below this is never material, however short the latency.
 pub const MATERIAL_WAIT_P99_NS: f64 = 1_000_000.0;
@@ -83,8 +83,13 @@ pub fn lag_is_the_wait(lag_p99_ns: u64, wait_p99_ns: Option<f64>) -> bool {
 }
 
 /// The console's and report.txt's warning when the client's wait is material: how much, what
-/// caused it and which flag changes it; `None` when it is not.
-pub fn client_wait_warning(snap: &Snapshot, info: &RunInfo) -> Option<String> {
+/// caused it and which flag changes it (from the run's load pattern, `max_throughput`,
+/// `poisson` or `concurrency`, and its pool); `None` when it is not.
+pub fn client_wait_warning(
+    snap: &Snapshot,
+    pattern: &str,
+    pool: Option<&ClientWaitInfo>,
+) -> Option<String> {
     let (wait, latency) = series(snap)?;
     let (p50, p99) = (wait.percentiles[P50], wait.percentiles[P99]);
     if !is_material(p99, latency.percentiles[P99]) {
@@ -98,7 +103,18 @@ pub fn client_wait_warning(snap: &Snapshot, info: &RunInfo) -> Option<String> {
         p50 / 1e6,
         p99 / 1e6,
     );
-    Some(format!("{how_much}; {}", cause(&info.load_pattern.kind, info.client_wait.as_ref())))
+    Some(format!("{how_much}; {}", cause(pattern, pool)))
+}
+
+/// The pool behind the run's client wait; its peak in flight is counted only when the wait is
+/// material (it sorts every write and completion).
+pub fn client_wait_info(plan: &Plan, snapshot: &Snapshot, table: &SampleTable) -> ClientWaitInfo {
+    let material = wait_is_material(snapshot);
+    ClientWaitInfo {
+        max_connections: plan.connections.max_connections as u64,
+        pool_given: plan.connections.max_connections_given,
+        peak_in_flight: material.then(|| peak_in_flight(table)),
+    }
 }
 
 /// What made samples wait, and the flag that changes it.

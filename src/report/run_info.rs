@@ -2,7 +2,7 @@
 //! ended, its failures and endpoints, and how its client basis was counted.
 
 use loadgen_coordinator::aggregate::AggregatorOutput;
-use loadgen_coordinator::metrics::{SampleTable, Snapshot, TokenCountSource};
+use loadgen_coordinator::metrics::TokenCountSource;
 use loadgen_coordinator::LoadPattern;
 
 use super::{ClientWaitInfo, IssueLag, ShardInfo};
@@ -244,16 +244,5 @@ pub fn run_info(
         endpoints: Vec::new(),
         shards: Vec::new(),
         mixed_clocks: None,
-    }
-}
-
-/// The pool behind the run's client wait; its peak in flight is counted only when the wait is
-/// material (it sorts every write and completion).
-pub fn client_wait_info(plan: &Plan, snapshot: &Snapshot, table: &SampleTable) -> ClientWaitInfo {
-    let material = crate::report::wait_is_material(snapshot);
-    ClientWaitInfo {
-        max_connections: plan.connections.max_connections as u64,
-        pool_given: plan.connections.max_connections_given,
-        peak_in_flight: material.then(|| crate::report::peak_in_flight(table)),
     }
 }

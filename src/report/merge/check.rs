@@ -5,18 +5,9 @@
 
 use std::path::Path;
 
-use super::fields;
+use super::fields::{self, ShardView};
 use crate::error::AppError;
 use crate::report::ShardFile;
-
-/// A shard as the checks see it: its directory (for messages), its `shard.json` and when that
-/// file was last written (ns since the Unix epoch; `None` when the file system does not say).
-#[derive(Debug, Clone, Copy)]
-pub struct ShardView<'a> {
-    pub dir: &'a Path,
-    pub file: &'a ShardFile,
-    pub written_unix_ns: Option<u64>,
-}
 
 /// The merged timeline: what each shard's monotonic stamps get added to land on the
 /// earliest-anchored shard's clock, and how far each shard's start lies after the first's.

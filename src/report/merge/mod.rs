@@ -24,8 +24,9 @@ use crate::report::{
     result_summary, write_atomic, write_atomic_with, FailureCounts, FailureKindCount,
     ResultSummary, RunInfo, ShardFile, ShardInfo,
 };
-pub use check::{check_shards, ShardView, Timeline};
+pub use check::{check_shards, Timeline};
 use events::{merge_events, ShardLog};
+pub use fields::ShardView;
 
 /// A shard's report directory, read.
 pub struct Shard {

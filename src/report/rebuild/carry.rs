@@ -9,7 +9,6 @@ use std::path::Path;
 use loadgen_coordinator::metrics::TokenCountSource;
 use loadgen_worker::wire::FailureKind;
 
-use super::RunDir;
 use crate::dataset::DatasetKind;
 use crate::error::AppError;
 use crate::plan::TestMode;
@@ -261,77 +260,82 @@ fn snapshot_totals(dir: &Path) -> Option<[u64; 4]> {
     ])
 }
 
-/// The run's `RunInfo`, from config.yaml, the replay and what was carried.
-pub fn run_info(
-    run: &RunDir,
-    primary: TokenCountSource,
-    replayed: &Replayed,
-    failures: Vec<FailureKindCount>,
-    has_tokenizer: bool,
-) -> RunInfo {
-    let settings = &run.config.settings;
-    let lp = &settings.load_pattern;
-    let (target_qps, target_concurrency, legacy) = match lp.kind {
-        LoadPatternKind::Poisson => (lp.target_qps, None, Some(lp.use_legacy_loadgen_qps_metrics)),
-        LoadPatternKind::Concurrency => (None, lp.target_concurrency.map(u64::from), None),
-        _ => (None, None, None),
-    };
-    let w = &settings.warmup;
-    let c = &run.carried;
-    let counters = &replayed.counters;
-    let events_has_errors = counters.tracked_samples_failed > 0
-        && failures.iter().any(|f| f.kind != FailureKind::WorkerDied.as_str());
-    let counting = has_tokenizer.then(|| client_counting(run));
-    RunInfo {
-        version: c.version.clone().unwrap_or_else(|| env!("CARGO_PKG_VERSION").to_string()),
-        git_sha: c
-            .git_sha
-            .clone()
-            .unwrap_or_else(|| option_env!("LLM_LOADGEN_GIT_SHA").map(str::to_string)),
-        load_pattern: LoadPatternInfo {
-            kind: lp.kind.as_str().to_string(),
-            target_qps,
-            target_concurrency,
-            use_legacy_loadgen_qps_metrics: legacy,
-        },
-        warmup: WarmupInfo {
-            enabled: w.enabled && !accuracy_only(&run.config),
-            n_requests: w.n_requests,
-            salt: w.salt,
-            drain: w.drain,
-            warmup_random_seed: w.warmup_random_seed,
-        },
-        scheduler_random_seed: settings.runtime.scheduler_random_seed,
-        dataloader_random_seed: settings.runtime.dataloader_random_seed,
-        token_count_source: primary,
-        embedded_stub: run.config.endpoint_config.endpoints.is_empty(),
-        interrupted: c.interrupted,
-        incomplete_reason: c.incomplete_reason.clone(),
-        abandoned: counters.abandoned,
-        issue_lag: c.issue_lag,
-        client_wait: c.connection_pool,
-        failures,
-        requests_resent: c.requests_resent.unwrap_or(0),
-        events_has_errors,
-        client_token_counting: counting,
-        endpoints: Vec::new(),
-        shards: Vec::new(),
-        mixed_clocks: replayed.mixed_clocks(),
-    }
-}
-
-/// How the run counted its client basis, as its summary says (the threads as its report.txt
-/// names them); a log without our summary (the reference's, or a run whose summary is gone)
-/// was counted by this rebuild.
-fn client_counting(run: &RunDir) -> ClientTokenCounting {
-    let c = &run.carried;
-    match c.client_token_counting {
-        Some(ClientTokenCounting::AfterRun) => ClientTokenCounting::AfterRun,
-        Some(ClientTokenCounting::Live { .. }) => {
-            let configured = run.config.settings.drain.metrics_tokenizer_workers;
-            let threads = c.live_threads.or(configured.map(|n| n as usize)).unwrap_or(1);
-            ClientTokenCounting::Live { threads }
+impl Carried {
+    /// The run's `RunInfo`, from config.yaml, the replay and what was carried.
+    pub fn run_info(
+        &self,
+        config: &Config,
+        primary: TokenCountSource,
+        replayed: &Replayed,
+        failures: Vec<FailureKindCount>,
+        has_tokenizer: bool,
+    ) -> RunInfo {
+        let settings = &config.settings;
+        let lp = &settings.load_pattern;
+        let (target_qps, target_concurrency, legacy) = match lp.kind {
+            LoadPatternKind::Poisson => {
+                (lp.target_qps, None, Some(lp.use_legacy_loadgen_qps_metrics))
+            }
+            LoadPatternKind::Concurrency => (None, lp.target_concurrency.map(u64::from), None),
+            _ => (None, None, None),
+        };
+        let w = &settings.warmup;
+        let c = self;
+        let counters = &replayed.counters;
+        let events_has_errors = counters.tracked_samples_failed > 0
+            && failures.iter().any(|f| f.kind != FailureKind::WorkerDied.as_str());
+        let counting = has_tokenizer.then(|| self.client_counting(config));
+        RunInfo {
+            version: c.version.clone().unwrap_or_else(|| env!("CARGO_PKG_VERSION").to_string()),
+            git_sha: c
+                .git_sha
+                .clone()
+                .unwrap_or_else(|| option_env!("LLM_LOADGEN_GIT_SHA").map(str::to_string)),
+            load_pattern: LoadPatternInfo {
+                kind: lp.kind.as_str().to_string(),
+                target_qps,
+                target_concurrency,
+                use_legacy_loadgen_qps_metrics: legacy,
+            },
+            warmup: WarmupInfo {
+                enabled: w.enabled && !accuracy_only(&config),
+                n_requests: w.n_requests,
+                salt: w.salt,
+                drain: w.drain,
+                warmup_random_seed: w.warmup_random_seed,
+            },
+            scheduler_random_seed: settings.runtime.scheduler_random_seed,
+            dataloader_random_seed: settings.runtime.dataloader_random_seed,
+            token_count_source: primary,
+            embedded_stub: config.endpoint_config.endpoints.is_empty(),
+            interrupted: c.interrupted,
+            incomplete_reason: c.incomplete_reason.clone(),
+            abandoned: counters.abandoned,
+            issue_lag: c.issue_lag,
+            client_wait: c.connection_pool,
+            failures,
+            requests_resent: c.requests_resent.unwrap_or(0),
+            events_has_errors,
+            client_token_counting: counting,
+            endpoints: Vec::new(),
+            shards: Vec::new(),
+            mixed_clocks: replayed.mixed_clocks(),
         }
-        _ => ClientTokenCounting::Rebuilt,
+    }
+
+    /// How the run counted its client basis, as its summary says (the threads as its report.txt
+    /// names them); a log without our summary (the reference's, or a run whose summary is gone)
+    /// was counted by this rebuild.
+    fn client_counting(&self, config: &Config) -> ClientTokenCounting {
+        let c = self;
+        match c.client_token_counting {
+            Some(ClientTokenCounting::AfterRun) => ClientTokenCounting::AfterRun,
+            Some(ClientTokenCounting::Live { .. }) => {
+                let configured = config.settings.drain.metrics_tokenizer_workers;
+                let threads = c.live_threads.or(configured.map(|n| n as usize)).unwrap_or(1);
+                ClientTokenCounting::Live { threads }
+            }
+            _ => ClientTokenCounting::Rebuilt,
+        }
     }
 }

@@ -245,7 +245,7 @@ pub fn rebuild(run: &RunDir, primary: TokenCountSource) -> Result<Rebuilt, AppEr
         RunState::Complete
     };
     let snapshot = final_snapshot(&table, &replayed.counters, &opts, state);
-    let mut info = carry::run_info(run, primary, &replayed, failures, has_tokenizer);
+    let mut info = run.carried.run_info(&run.config, primary, &replayed, failures, has_tokenizer);
     let stats = endpoint_stats(&table, urls.len());
     info.endpoints =
         urls.iter().zip(stats).map(|(url, stat)| EndpointInfo { url: url.clone(), stat }).collect();

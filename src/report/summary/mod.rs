@@ -180,7 +180,11 @@ fn client_wait_blocks(snap: &Snapshot, info: &RunInfo) -> ClientWaitBlocks {
         ttft_from_write: non_empty(snap.series(TTFT_FROM_WRITE_NS)),
         latency_from_write: non_empty(snap.series(LATENCY_FROM_WRITE_NS)),
         pool: info.client_wait,
-        warning: super::client_wait_warning(snap, info),
+        warning: super::client_wait_warning(
+            snap,
+            &info.load_pattern.kind,
+            info.client_wait.as_ref(),
+        ),
     }
 }
 
