@@ -106,7 +106,7 @@ fn issue_lag(
     run: &RunDir,
     series: &series::RunSeries,
 ) -> Result<Result<chart::Picture, String>, AppError> {
-    Ok(lag::run_lags(run)?.map(|(lags, target_qps)| pictures::issue_lag(series, &lags, target_qps)))
+    Ok(lag::run_lags(run)?.map(|r| pictures::issue_lag(series, &r.lags, r.target_qps)))
 }
 
 /// The accuracy picture when the run scored accuracy.

@@ -187,7 +187,7 @@ fn merged_carried(shards: &[Shard], order: &[usize], timeline: &Timeline) -> Car
         urls: first.urls.clone(),
         snapshot_totals: totals,
         endpoint_failures: merged_endpoint_failures(order.iter().map(|&i| carried(i))),
-        client_token_counting: first.client_token_counting.clone(),
+        client_token_counting: first.client_token_counting,
         live_threads: first.live_threads,
         accuracy_results: None,
     }

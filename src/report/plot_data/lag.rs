@@ -108,10 +108,17 @@ pub fn rebuild_lags(
     Ok(by_k.iter().zip(lags).map(|(&(_, ts), lag)| (ts, lag)).collect())
 }
 
-/// Each tracked sample's (issue time, lag) of a Poisson run, anchored to its summary's
-/// `issue_lag`, with the run's target rate; or why the run has none (`Err` of the outer
-/// result: the log cannot be read).
-pub fn run_lags(run: &RunDir) -> Result<Result<(Vec<(u64, u64)>, f64), String>, AppError> {
+/// A Poisson run's rebuilt issue lags and its target rate.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RunLags {
+    /// (issue time, lag) per tracked sample, ns.
+    pub lags: Vec<(u64, u64)>,
+    pub target_qps: f64,
+}
+
+/// Each tracked sample's issue lag of a Poisson run, anchored to its summary's `issue_lag`;
+/// or why the run has none (`Err` of the outer result: the log cannot be read).
+pub fn run_lags(run: &RunDir) -> Result<Result<RunLags, String>, AppError> {
     let lp = &run.config.settings.load_pattern;
     let (LoadPatternKind::Poisson, Some(target_qps)) = (lp.kind, lp.target_qps) else {
         return Ok(Err(format!(
@@ -126,7 +133,7 @@ pub fn run_lags(run: &RunDir) -> Result<Result<(Vec<(u64, u64)>, f64), String>, 
     };
     let issues = tracked_issues(&run.dir.join("events.jsonl"))?;
     let schedule = Schedule { seed: run.config.settings.runtime.scheduler_random_seed, target_qps };
-    Ok(rebuild_lags(&issues, schedule, summary).map(|lags| (lags, target_qps)))
+    Ok(rebuild_lags(&issues, schedule, summary).map(|lags| RunLags { lags, target_qps }))
 }
 
 #[cfg(test)]

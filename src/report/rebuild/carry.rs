@@ -298,7 +298,7 @@ impl Carried {
                 use_legacy_loadgen_qps_metrics: legacy,
             },
             warmup: WarmupInfo {
-                enabled: w.enabled && !accuracy_only(&config),
+                enabled: w.enabled && !accuracy_only(config),
                 n_requests: w.n_requests,
                 salt: w.salt,
                 drain: w.drain,

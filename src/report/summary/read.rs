@@ -200,7 +200,7 @@ impl Keys {
         map: &mut A,
     ) -> Result<bool, A::Error> {
         let s = &mut self.summary;
-        let block = |map: &mut A| Ok::<_, A::Error>(map.next_value::<Option<ReadBlock>>()?);
+        let block = |map: &mut A| map.next_value::<Option<ReadBlock>>();
         match key {
             "token_count_source" => self.basis = Some(map.next_value::<Basis>()?.0),
             "n_samples_missing_usage" => self.n_samples_missing_usage = map.next_value()?,
