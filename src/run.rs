@@ -15,10 +15,10 @@ use crate::plan::{unix_now_ns, Plan, FD_HEADROOM};
 use crate::redact::redact;
 
 use crate::report::{
-    add_failures, client_wait_info, client_wait_warning, client_waits_in_issue_order,
-    console_summary, in_issue_order, incomplete_reason, is_complete, issue_lag,
-    report_reserve_bytes, result_summary, run_info, unwritten_message, with_accuracy_block,
-    write_accuracy, write_all_files, write_shard, EndpointInfo, OpenDir, ReportDir, SpaceReserve,
+    add_failures, client_wait_info, client_waits_in_issue_order, console_summary, in_issue_order,
+    incomplete_reason, is_complete, issue_lag, report_reserve_bytes, result_summary, run_info,
+    run_warnings, unwritten_message, with_accuracy_block, write_accuracy, write_all_files,
+    write_shard, EndpointInfo, OpenDir, ReportDir, SpaceReserve,
 };
 
 /// Where a null-endpoint run's request bytes are addressed (they are built, never sent).
@@ -344,21 +344,7 @@ fn finish_run(
     info.issue_lag = issue_lag(plan, &output.issue_lags, &waits);
     drop(waits);
     info.client_wait = Some(client_wait_info(plan, &snapshot, &table));
-    // A material client wait is also issue lag (which ends at the write); its own warning
-    // names the cause, so the schedule's is not given twice.
-    let wait_warning =
-        client_wait_warning(&snapshot, &info.load_pattern.kind, info.client_wait.as_ref());
-    if let Some(warning) = &wait_warning {
-        eprintln!("warning: {warning}");
-    }
-    let wait = snapshot.series(loadgen_coordinator::metrics::snapshot::CLIENT_WAIT_NS);
-    let lag_warning = info.issue_lag.as_ref().and_then(|l| {
-        let wait_p99_ns = wait.map(|w| w.percentiles[1]);
-        let explained =
-            wait_warning.is_some() && crate::report::lag_is_the_wait(l.p99_ns, wait_p99_ns);
-        l.warning().filter(|_| !explained)
-    });
-    if let Some(warning) = lag_warning {
+    for warning in run_warnings(&snapshot, &info) {
         eprintln!("warning: {warning}");
     }
     add_failures(&mut info, &agg);

@@ -28,8 +28,8 @@ pub use files::{unwritten_message, write_accuracy, write_all_files, write_shard}
 pub use issue_lag::{client_waits_in_issue_order, issue_lag, IssueLag};
 pub use reserve::{report_reserve_bytes, SpaceReserve};
 pub use run_info::{
-    add_failures, incomplete_reason, run_info, ClientTokenCounting, EndpointInfo, FailureKindCount,
-    LoadPatternInfo, MixedClocks, RunInfo, WarmupInfo,
+    add_failures, incomplete_reason, run_info, run_warnings, ClientTokenCounting, EndpointInfo,
+    FailureKindCount, LoadPatternInfo, MixedClocks, RunInfo, WarmupInfo,
 };
 pub use sample_idx_map::{idx_phases, in_issue_order, write_sample_idx_map};
 pub use shard::{

@@ -2,9 +2,11 @@
 //! ended, its failures and endpoints, and how its client basis was counted.
 
 use loadgen_coordinator::aggregate::AggregatorOutput;
-use loadgen_coordinator::metrics::TokenCountSource;
+use loadgen_coordinator::metrics::snapshot::CLIENT_WAIT_NS;
+use loadgen_coordinator::metrics::{Snapshot, TokenCountSource};
 use loadgen_coordinator::LoadPattern;
 
+use super::client_wait::{client_wait_warning, lag_is_the_wait};
 use super::{ClientWaitInfo, IssueLag, ShardInfo};
 use crate::plan::Plan;
 use crate::redact::redact;
@@ -245,4 +247,20 @@ pub fn run_info(
         shards: Vec::new(),
         mixed_clocks: None,
     }
+}
+
+/// The run's warnings for stderr: the client wait's when it is material, then the schedule's
+/// (issue lag) unless the wait explains it. A material client wait is also issue lag (which
+/// ends at the write), and its own warning names the cause, so the schedule's is not given
+/// twice.
+pub fn run_warnings(snapshot: &Snapshot, info: &RunInfo) -> Vec<String> {
+    let pool = info.client_wait.as_ref();
+    let wait_warning = client_wait_warning(snapshot, &info.load_pattern.kind, pool);
+    let wait = snapshot.series(CLIENT_WAIT_NS);
+    let lag_warning = info.issue_lag.as_ref().and_then(|l| {
+        let wait_p99_ns = wait.map(|w| w.percentiles[1]);
+        let explained = wait_warning.is_some() && lag_is_the_wait(l.p99_ns, wait_p99_ns);
+        l.warning().filter(|_| !explained)
+    });
+    wait_warning.into_iter().chain(lag_warning).collect()
 }
