@@ -8,9 +8,9 @@ use loadgen_coordinator::TokenCountSource;
 
 use crate::dataset::DatasetSpec;
 use crate::error::AppError;
-use crate::plan::TestMode;
 use crate::yaml::{
-    ApiTypeName, Config, LoadPatternKind, ModelParams, OslDistribution, OslKind, Streaming,
+    parse_duration_ms, ApiTypeName, Config, LoadPatternKind, ModelParams, OslDistribution, OslKind,
+    Streaming, TestMode,
 };
 
 /// A load generator for LLM inference endpoints.
@@ -664,32 +664,6 @@ fn basis_parser() -> impl clap::builder::TypedValueParser<Value = TokenCountSour
         .map(|name| name.parse().unwrap_or_default())
 }
 
-/// Parses `600s`, `10m`, `1h`, `600000ms` or a plain integer (milliseconds).
-pub fn parse_duration_ms(text: &str) -> Result<u64, String> {
-    let t = text.trim();
-    let (number, scale) = if let Some(n) = t.strip_suffix("ms") {
-        (n, 1.0)
-    } else if let Some(n) = t.strip_suffix('s') {
-        (n, 1_000.0)
-    } else if let Some(n) = t.strip_suffix('m') {
-        (n, 60_000.0)
-    } else if let Some(n) = t.strip_suffix('h') {
-        (n, 3_600_000.0)
-    } else {
-        (t, 1.0)
-    };
-    let bad = || format!("{text:?} is not a duration (use 600s, 10m, 1h, 600000ms or ms)");
-    let value: f64 = number.trim().parse().map_err(|_| bad())?;
-    if !(value.is_finite() && value >= 0.0) || number.trim().starts_with(['+', '-']) {
-        return Err(bad());
-    }
-    let ms = value * scale;
-    if ms.fract() != 0.0 || ms > u64::MAX as f64 {
-        return Err(format!("{text:?} is not a whole number of milliseconds"));
-    }
-    Ok(ms as u64)
-}
-
 /// The reference's remaining flag spellings, each landing on the same `Config` field as its
 /// YAML key, so `plan::check_reference_only` judges flag and YAML alike: a setting that only
 /// tunes the reference's own machinery gets a note, one whose feature is missing is refused.
@@ -1034,27 +1008,47 @@ fn replace<T>(slot: &mut T, value: Option<T>) {
     }
 }
 
+/// Parses a `benchmark offline|online …` command line into a config, as main does (tests).
+#[cfg(test)]
+pub(crate) fn config_from_args(args: &[&str]) -> Result<Config, AppError> {
+    use crate::yaml::BenchType;
+    let cli = Cli::try_parse_from(["llm-loadgen", "benchmark"].iter().chain(args)).unwrap();
+    let Command::Benchmark { mode } = cli.command else { unreachable!() };
+    let (kind, flags) = match mode {
+        BenchmarkCommand::Offline(f) => (BenchType::Offline, f),
+        BenchmarkCommand::Online(f) => (BenchType::Online, f),
+        BenchmarkCommand::FromConfig(_) => unreachable!(),
+    };
+    let mut config = Config::defaults(kind);
+    flags.apply(&mut config)?;
+    Ok(config)
+}
+
+/// `plan::resolve_plan` on this machine now, its notes dropped (tests).
+#[cfg(test)]
+pub(crate) fn resolve_plan(config: Config, verbose: u8) -> Result<crate::plan::Plan, AppError> {
+    let host = crate::plan::Host::read(crate::commands::sys::local_timestamp());
+    crate::plan::resolve_plan(config, verbose, &host, &mut Vec::new())
+}
+
+/// Parses a `benchmark offline|online …` command line into a plan, as main does (tests).
+#[cfg(test)]
+pub(crate) fn plan_from_args(args: &[&str]) -> Result<crate::plan::Plan, AppError> {
+    resolve_plan(config_from_args(args)?, 0)
+}
+
+#[cfg(test)]
+mod accuracy_tests;
+#[cfg(test)]
+mod plan_tests;
+#[cfg(test)]
+mod request_tests;
+#[cfg(test)]
+mod specs_tests;
+
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn durations_parse_like_the_reference() {
-        for (text, ms) in [
-            ("600s", 600_000),
-            ("10m", 600_000),
-            ("600000ms", 600_000),
-            ("600000", 600_000),
-            ("1h", 3_600_000),
-            ("1.5s", 1_500),
-            ("0", 0),
-        ] {
-            assert_eq!(parse_duration_ms(text), Ok(ms), "{text}");
-        }
-        for text in ["", "ten", "-5s", "1.5ms", "5d", "s"] {
-            assert!(parse_duration_ms(text).is_err(), "{text}");
-        }
-    }
 
     #[test]
     fn paired_flags_take_the_last_one() {
@@ -1083,8 +1077,9 @@ mod tests {
 /// its YAML key: both must give the same `Config`, then the same plan, note or refusal.
 #[cfg(test)]
 mod spelling_tests {
+    use super::{config_from_args, resolve_plan};
     use crate::error::AppError;
-    use crate::plan::{check_reference_only, config_from_args, resolve_plan, Plan};
+    use crate::plan::{check_reference_only, Plan};
     use crate::yaml::Config;
 
     enum Expect {

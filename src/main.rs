@@ -2,18 +2,12 @@
 
 mod cli;
 mod commands;
-mod dataset;
-mod error;
-mod plan;
-#[cfg(test)]
-mod proptests;
-mod redact;
 mod report;
 mod run;
-mod tokenizer;
-mod yaml;
 
 use clap::Parser;
+// The plan's modules under their old names, so `crate::plan::…` keeps resolving in the binary.
+use loadgen_plan::{dataset, error, plan, redact, tokenizer, yaml};
 
 use crate::cli::{BenchmarkCommand, Cli, Command};
 use crate::error::AppError;
@@ -68,7 +62,11 @@ fn dispatch(cli: Cli) -> Result<i32, AppError> {
                     with_flags(Config::from_yaml_file(&args.config)?, &args.flags)?
                 }
             };
-            let plan = plan::resolve_plan(config, cli.verbose)?;
+            let host = plan::Host::read(commands::sys::local_timestamp());
+            let mut notes = Vec::new();
+            let plan = plan::resolve_plan(config, cli.verbose, &host, &mut notes);
+            commands::print_notes(&notes);
+            let plan = plan?;
             if plan.verbose > 0 {
                 eprintln!("{}", redact::redact(&plan.summary()));
             }

@@ -11,7 +11,7 @@ use loadgen_coordinator::{LoadPattern, RunEnd, RunError};
 use loadgen_worker::request::Endpoint;
 
 use crate::error::AppError;
-use crate::plan::{unix_now_ns, Plan, FD_HEADROOM};
+use crate::plan::{unix_now_ns, Plan, ViewFacts, FD_HEADROOM, PROGRESS_INTERVAL_ENV};
 use crate::redact::redact;
 
 use crate::report::{
@@ -118,9 +118,16 @@ pub fn set_quiet(on: bool) {
     QUIET.store(on, Ordering::Relaxed);
 }
 
-/// Whether the live view is off.
-pub fn quiet() -> bool {
-    QUIET.load(Ordering::Relaxed)
+/// What the plan's live view depends on outside it: `--quiet`, whether stderr is a terminal,
+/// `NO_COLOR` (any non-empty value, as no-color.org says) and the plain line's period.
+fn view_facts() -> ViewFacts {
+    let interval = std::env::var(PROGRESS_INTERVAL_ENV).ok();
+    ViewFacts {
+        quiet: QUIET.load(Ordering::Relaxed),
+        stderr_is_terminal: std::io::IsTerminal::is_terminal(&std::io::stderr()),
+        no_color: std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty()),
+        progress_interval_ms: interval.and_then(|v| v.trim().parse().ok()),
+    }
 }
 
 /// Prints a line for people: on stdout, or on stderr under `--json`.
@@ -259,7 +266,10 @@ fn run_with_endpoints(
         .collect::<Result<Vec<_>, AppError>>()?;
     let c = &plan.connections;
     raise_fd_limit(c.max_connections, c.workers, embedded, plan.verbose > 0)?;
-    let mut spec = plan.run_spec(&endpoints, cpu_plan)?;
+    let mut notes = Vec::new();
+    let spec = plan.run_spec(&endpoints, cpu_plan, &view_facts(), &mut notes);
+    crate::commands::print_notes(&notes);
+    let mut spec = spec?;
     if plan.events {
         spec.events_file = Some(dir.create_fresh("events.jsonl").map_err(|e| {
             AppError::Setup(format!(

@@ -7,9 +7,9 @@
 //! realistic tokenizer for tests and benchmarks, made without a download.
 //!
 //! `count-tokens` times `encode`, `encode_fast` and the split count that llm-loadgen uses
-//! (src/tokenizer.rs `count_tokens`: added tokens, normalizer, pre-tokenizer, then the model on
-//! each piece, no `Encoding` built), on one thread, after checking that all three give the
-//! same counts.
+//! (plan/src/tokenizer.rs `count_tokens`: added tokens, normalizer, pre-tokenizer, then the
+//! model on each piece, no `Encoding` built), on one thread, after checking that all three
+//! give the same counts.
 
 use std::path::PathBuf;
 use std::time::Instant;
@@ -107,7 +107,7 @@ pub fn make_bpe(args: &MakeBpeArgs) -> Result<()> {
     Ok(())
 }
 
-/// The split count (the same sequence as src/tokenizer.rs `count_tokens`).
+/// The split count (the same sequence as plan/src/tokenizer.rs `count_tokens`).
 fn split_count(tok: &Tokenizer, text: &str) -> tokenizers::Result<usize> {
     let mut pieces = tok.get_added_vocabulary().extract_and_normalize(tok.get_normalizer(), text);
     if let Some(pre) = tok.get_pre_tokenizer() {

@@ -110,7 +110,7 @@ mod tests {
         for name in TEMPLATE_NAMES {
             let text = template(name).unwrap();
             let config = Config::from_yaml_str(&text, name).unwrap();
-            crate::plan::check_config(&config).unwrap();
+            crate::plan::check_config(&config, &mut Vec::new()).unwrap();
             let kind = config.settings.load_pattern.kind;
             let want = match name {
                 "offline" => LoadPatternKind::MaxThroughput,

@@ -24,3 +24,11 @@ pub fn print_stdout(text: &str) -> Result<(), crate::error::AppError> {
         _ => Ok(()),
     }
 }
+
+/// Prints the notes the plan gives back (resolution's, the checks', the run spec's), one a
+/// line on stderr, in their order: the plan prints nothing itself.
+pub fn print_notes(notes: &[String]) {
+    for note in notes {
+        eprintln!("{note}");
+    }
+}

@@ -10,7 +10,10 @@ use crate::yaml::Config;
 /// Validates `path`; prints a one-line summary when it is valid.
 pub fn run(path: &Path) -> Result<i32, AppError> {
     let config = Config::from_yaml_file(path)?;
-    crate::plan::check_config(&config)?;
+    let mut notes = Vec::new();
+    let checked = crate::plan::check_config(&config, &mut notes);
+    super::print_notes(&notes);
+    checked?;
     let name = config.name.clone().unwrap_or_else(|| format!("{}_benchmark", config.kind.as_str()));
     super::print_stdout(&format!(
         "{}: valid (name {name}, type {}, load pattern {}, {} dataset(s))\n",

@@ -2,7 +2,7 @@
 """Writes the project's test assets (run from the repository root):
 
 - tests/assets/datasets/dummy_1k.jsonl: 1,000 prompts in a `text_input` column, the same
-  prompts as the binary's built-in synthetic dataset (src/dataset.rs keeps them in sync and
+  prompts as the binary's built-in synthetic dataset (plan/src/dataset.rs keeps them in sync and
   a unit test checks it);
 - tests/assets/tokenizers/char/: a WordLevel tokenizer with one token per character;
 - tests/assets/tokenizers/char_chat/: the same plus a small chat template;

@@ -133,8 +133,11 @@ fn resolve(args: &ProbeArgs) -> Result<Setup, AppError> {
             "probe needs a server: null:// answers without one; give an http(s):// endpoint".into(),
         ));
     }
-    let (authorization, headers) = resolve_auth(&mut config, &endpoints)?;
-    let verify = resolve_tls(&config, &endpoints)?;
+    let mut notes = Vec::new();
+    let resolved = resolve_auth(&mut config, &endpoints, &mut notes)
+        .and_then(|auth| Ok((auth, resolve_tls(&config, &endpoints, &mut notes)?)));
+    crate::commands::print_notes(&notes);
+    let ((authorization, headers), verify) = resolved?;
     let tls = match endpoints.iter().any(|e| e.url.starts_with("https://")) {
         true => Some(client_config(&verify).map_err(|e| AppError::Setup(format!("{e}")))?),
         false => None,

@@ -9,9 +9,14 @@ use loadgen_coordinator::TokenCountSource;
 use crate::dataset::DatasetSpec;
 use crate::error::AppError;
 
-pub mod lax;
+mod duration;
+mod flags_only;
 pub mod pyyaml;
 mod shown;
+
+use crate::lax;
+pub use duration::parse_duration_ms;
+pub use flags_only::{ShardArgs, TestMode};
 
 /// The whole benchmark configuration, field order as the reference writes it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -71,11 +76,11 @@ pub struct Config {
     /// `--mode` / `--accuracy-only` (the reference's `TestMode`): a flag only, as the
     /// reference's; `None` = perf.
     #[serde(skip)]
-    pub test_mode: Option<crate::plan::TestMode>,
+    pub test_mode: Option<TestMode>,
     /// `--shard`, `--shards`, `--start-at`: flags only (the reference has no such keys), so
     /// YAML never sets them and config.yaml never shows them (`plan::shard`).
     #[serde(skip)]
-    pub shard: crate::plan::ShardArgs,
+    pub shard: ShardArgs,
 }
 
 /// `submission_ref:` (the reference's `SubmissionReference`): the model and the ruleset a
@@ -338,7 +343,7 @@ impl Default for Runtime {
 fn duration_ms<'de, D: Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
     fn convert(value: &lax::Scalar<'_>) -> Result<u64, String> {
         match value {
-            lax::Scalar::Str(t) => crate::cli::parse_duration_ms(t),
+            lax::Scalar::Str(t) => parse_duration_ms(t),
             other => lax::as_int(other).and_then(|i| {
                 u64::try_from(i).map_err(|_| format!("{other} is not a duration (give ms ≥ 0)"))
             }),
@@ -708,7 +713,7 @@ impl Config {
             source_addresses: Vec::new(),
             chat_template: None,
             test_mode: None,
-            shard: crate::plan::ShardArgs::default(),
+            shard: ShardArgs::default(),
         }
     }
 

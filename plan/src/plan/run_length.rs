@@ -152,8 +152,12 @@ pub(super) fn seconds_to_ms(seconds: f64, what: &str) -> Result<u64, AppError> {
 
 /// The warm-up phase: `warmup.n_requests` samples, else the dataset once; none unless enabled.
 /// A salted warm-up needs a text prompt on every row (the reference's `validate_saltable`); an
-/// unsalted one is warned about, as the reference warns.
-pub(super) fn resolve_warmup(config: &Config, dataset: &Dataset) -> Result<Warmup, AppError> {
+/// unsalted one is warned about (in `notes`), as the reference warns.
+pub(super) fn resolve_warmup(
+    config: &Config,
+    dataset: &Dataset,
+    notes: &mut Vec<String>,
+) -> Result<Warmup, AppError> {
     let w = &config.settings.warmup;
     let rows = dataset.rows.len() as u64;
     let samples = if w.enabled { w.n_requests.unwrap_or(rows) } else { 0 };
@@ -167,10 +171,11 @@ pub(super) fn resolve_warmup(config: &Config, dataset: &Dataset) -> Result<Warmu
             )));
         }
     } else if w.enabled {
-        eprintln!(
+        notes.push(
             "warning: warm-up without salt (--warmup-salt) sends the dataset's prompts as they \
              are, so a server's prefix cache may answer the measured phase from them and \
              understate its latency; add --warmup-salt on text-prompt datasets"
+                .to_string(),
         );
     }
     Ok(Warmup {

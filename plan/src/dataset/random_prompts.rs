@@ -242,8 +242,10 @@ mod tests {
     use super::*;
 
     fn bpe2k() -> Decoder {
-        let file =
-            format!("{}/tests/assets/tokenizers/bpe2k/tokenizer.json", env!("CARGO_MANIFEST_DIR"));
+        let file = format!(
+            "{}/../tests/assets/tokenizers/bpe2k/tokenizer.json",
+            env!("CARGO_MANIFEST_DIR")
+        );
         Decoder::load(Path::new(&file)).unwrap()
     }
 
@@ -336,8 +338,10 @@ mod tests {
         assert!(!bpe2k().clean_up_spaces, "off without tokenizer_config.json");
         let dir = std::env::temp_dir().join(format!("llm-loadgen-cleanup-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
-        let src =
-            format!("{}/tests/assets/tokenizers/bpe2k/tokenizer.json", env!("CARGO_MANIFEST_DIR"));
+        let src = format!(
+            "{}/../tests/assets/tokenizers/bpe2k/tokenizer.json",
+            env!("CARGO_MANIFEST_DIR")
+        );
         std::fs::copy(src, dir.join("tokenizer.json")).unwrap();
         std::fs::write(
             dir.join("tokenizer_config.json"),

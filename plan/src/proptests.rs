@@ -208,7 +208,7 @@ fn yaml_with(path: &str, value: &str) -> String {
 fn check_yaml(text: &str) -> Result<(), TestCaseError> {
     match Config::from_yaml_str(text, "p.yaml") {
         Ok(config) => {
-            if let Err(err) = crate::plan::check_config(&config) {
+            if let Err(err) = crate::plan::check_config(&config, &mut Vec::new()) {
                 prop_assert!(matches!(err.exit_code(), 1..=3), "{}", err);
             }
         }
@@ -221,7 +221,7 @@ fn check_yaml(text: &str) -> Result<(), TestCaseError> {
 }
 
 fn corpus(kind: &str) -> Vec<PathBuf> {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/assets/corpus").join(kind);
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/assets/corpus").join(kind);
     let mut files: Vec<PathBuf> =
         std::fs::read_dir(&dir).unwrap().flatten().map(|e| e.path()).collect();
     files.sort();

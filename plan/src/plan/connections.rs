@@ -90,8 +90,10 @@ pub(super) fn resolve_connections(
     config: &Config,
     pattern: LoadPattern,
     endpoints: &[EndpointUrl],
+    host: &Host,
 ) -> Result<Connections, AppError> {
-    let (workers, max_connections) = resolve_workers(config, pattern)?;
+    let (workers, max_connections) =
+        resolve_workers(config, pattern, host.cores.len(), host.fd_hard_limit)?;
     let client = &config.settings.client;
     if let (LoadPattern::Concurrency { n }, given @ 1..) = (pattern, client.max_connections) {
         if (given as u64) < n {
@@ -122,14 +124,16 @@ pub(super) fn resolve_connections(
 }
 
 /// The reference's rule on `num_workers` (-1 or 1 and more) and `max_connections`; how many
-/// workers this machine's cores allow is a run's check, not the file's.
+/// workers this machine's cores allow is a run's check, not the file's: the file's workers
+/// are checked as one, on a nominal machine (which no outcome depends on).
 pub(super) fn check_worker_settings(config: &Config, pattern: LoadPattern) -> Result<(), AppError> {
     let mut as_file = config.clone();
     let workers = &mut as_file.settings.client.num_workers;
     if *workers > 0 {
         *workers = 1;
     }
-    resolve_workers(&as_file, pattern).map(|_| ())
+    let (cores, fd_hard_limit) = (1, FD_HEADROOM + POISSON_CONNECTIONS_DEFAULT_MAX as u64);
+    resolve_workers(&as_file, pattern, cores, fd_hard_limit).map(|_| ())
 }
 
 /// The most connections a Poisson run opens by default (`--max-connections` overrides): an
@@ -151,21 +155,19 @@ pub fn poisson_pool_ceiling(workers: usize, fd_hard_limit: u64, embedded: bool) 
 /// io_uring, the report files).
 pub const FD_HEADROOM: u64 = 256;
 
-/// The hard RLIMIT_NOFILE of this process (what `raise_fd_limit` may raise the soft one to).
-fn fd_hard_limit() -> u64 {
-    nix::sys::resource::getrlimit(nix::sys::resource::Resource::RLIMIT_NOFILE)
-        .map_or(FD_HEADROOM + POISSON_CONNECTIONS_DEFAULT_MAX as u64, |(_, hard)| hard)
-}
-
+/// The workers and the connection pool on a machine of `cores` CPUs whose hard descriptor
+/// limit is `fd_hard_limit` (`Host`).
 pub(super) fn resolve_workers(
     config: &Config,
     pattern: LoadPattern,
+    cores: usize,
+    fd_hard_limit: u64,
 ) -> Result<(usize, usize), AppError> {
     let client = &config.settings.client;
     let embedded = config.endpoint_config.endpoints.is_empty();
     let workers = match client.num_workers {
-        -1 => default_worker_count(cores_available().len(), embedded),
-        n if n > 0 => check_worker_count(n as u64, cores_available().len())?,
+        -1 => default_worker_count(cores, embedded),
+        n if n > 0 => check_worker_count(n as u64, cores)?,
         n => {
             return Err(AppError::Input(format!(
                 "--workers {n} is not valid; give a positive count or -1 for auto"
@@ -176,7 +178,7 @@ pub(super) fn resolve_workers(
     // loop needs one per slot; an open loop rate × latency, which grows on demand up to the
     // ceiling (`POISSON_CONNECTIONS_DEFAULT_MAX`).
     let auto = match pattern {
-        LoadPattern::Poisson { .. } => poisson_pool_ceiling(workers, fd_hard_limit(), embedded),
+        LoadPattern::Poisson { .. } => poisson_pool_ceiling(workers, fd_hard_limit, embedded),
         _ => workers * CONNECTIONS_PER_WORKER_DEFAULT,
     };
     let max_connections = match client.max_connections {

@@ -34,24 +34,28 @@ pub(super) fn check_token_pool(config: &Config) -> Result<TokenPoolSettings, App
 pub(super) fn resolve_token_pool(
     config: &mut Config,
     workers: usize,
+    cores: &[usize],
 ) -> Result<TokenPoolSettings, AppError> {
     use loadgen_coordinator::cpu::{tokenizer_threads, CpuPlan};
     let mut settings = check_token_pool(config)?;
     let embedded = config.endpoint_config.endpoints.is_empty();
-    let cpu = CpuPlan::new(&cores_available(), workers, config.enable_cpu_affinity, embedded);
+    let cpu = CpuPlan::new(cores, workers, config.enable_cpu_affinity, embedded);
     settings.live_threads = tokenizer_threads(settings.workers, &cpu).live;
     config.settings.drain.metrics_tokenizer_workers = Some(settings.live_threads as i64);
     Ok(settings)
 }
 
+/// The token basis; videogen's (always client) is said in `notes`.
 pub(super) fn resolve_token_source(
     config: &Config,
     api_type: ApiTypeName,
     streaming: bool,
+    notes: &mut Vec<String>,
 ) -> Result<TokenCountSource, AppError> {
     let wanted = config.settings.token_count_source;
     if api_type == ApiTypeName::Videogen {
-        eprintln!("info: api type videogen reports no token usage; token count source is client");
+        let note = "info: api type videogen reports no token usage; token count source is client";
+        notes.push(note.to_string());
         return Ok(TokenCountSource::Client);
     }
     let opted_out = !config.settings.client.stream_include_usage;
@@ -68,13 +72,15 @@ pub(super) fn resolve_token_source(
 }
 
 /// The client tokenizer (`--tokenizer`, else the model name if found locally), with the
-/// `--chat-template` file in place of its folder's template; `-v` says where both came from.
+/// `--chat-template` file in place of its folder's template; `-v` says where both came from
+/// (in `notes`).
 pub(super) fn resolve_tokenizer(
     config: &Config,
     model: &str,
     verbose: u8,
+    notes: &mut Vec<String>,
 ) -> Result<Option<Tokenizer>, AppError> {
-    let mut tokenizer = load_tokenizer(config, model)?;
+    let mut tokenizer = load_tokenizer(config, model, notes)?;
     if let (Some(tok), Some(file)) = (tokenizer.as_mut(), &config.chat_template) {
         tok.override_chat_template(std::path::Path::new(file))?;
     }
@@ -83,12 +89,17 @@ pub(super) fn resolve_tokenizer(
             Some(file) => format!("chat template from {}", file.display()),
             None => "without a chat template".to_string(),
         };
-        eprintln!("tokenizer: {} ({template})", tok.source().display());
+        notes.push(format!("tokenizer: {} ({template})", tok.source().display()));
     }
     Ok(tokenizer)
 }
 
-pub(super) fn load_tokenizer(config: &Config, model: &str) -> Result<Option<Tokenizer>, AppError> {
+/// The client tokenizer; none found for a remote run's model is a warning in `notes`.
+pub(super) fn load_tokenizer(
+    config: &Config,
+    model: &str,
+    notes: &mut Vec<String>,
+) -> Result<Option<Tokenizer>, AppError> {
     if let Some(spec) = &config.model_params.tokenizer_name {
         return Tokenizer::load(spec).map(Some);
     }
@@ -104,10 +115,10 @@ pub(super) fn load_tokenizer(config: &Config, model: &str) -> Result<Option<Toke
         // The embedded stub's default run says so after naming the stub (src/run.rs).
         Err(_) if embedded => Ok(None),
         Err(_) => {
-            eprintln!(
+            notes.push(format!(
                 "warning: no tokenizer for model {model:?} found locally; continuing without \
                  tokenizer (ISL/OSL/TPOT metrics will be unavailable); give --tokenizer PATH"
-            );
+            ));
             Ok(None)
         }
     }

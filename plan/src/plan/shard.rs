@@ -16,17 +16,7 @@ use loadgen_coordinator::LoadPattern;
 
 use super::split_share;
 use crate::error::AppError;
-
-/// The shard settings as given (flags only: the reference's schema has no such keys).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct ShardArgs {
-    /// `--shard I/N`.
-    pub shard: Option<String>,
-    /// `--shards N` (the count a Kubernetes Indexed Job's `JOB_COMPLETION_INDEX` needs).
-    pub shards: Option<u64>,
-    /// `--start-at TIME`: RFC 3339 or Unix seconds.
-    pub start_at: Option<String>,
-}
+pub use crate::yaml::ShardArgs;
 
 /// This process's share of a sharded run: shard `index` of `count`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -158,11 +148,12 @@ fn engine_shards(
 }
 
 /// Resolves the shard: `--shard I/N` wins over the engines' variables (a note says which it
-/// overrode); two engines that disagree are refused naming both; `--shards` needs an index.
-/// `None`: not sharded.
+/// overrode, in `notes`); two engines that disagree are refused naming both; `--shards` needs
+/// an index. `None`: not sharded.
 fn resolve_found(
     args: &ShardArgs,
     env: &dyn Fn(&str) -> Option<String>,
+    notes: &mut Vec<String>,
 ) -> Result<Option<Found>, AppError> {
     let engines = engine_shards(args, env);
     if let Some(text) = &args.shard {
@@ -176,7 +167,7 @@ fn resolve_found(
         }
         if let Ok(found) = engines {
             for f in found.iter().filter(|f| f.shard != shard) {
-                eprintln!("note: --shard {text} overrides {}", f.origin);
+                notes.push(format!("note: --shard {text} overrides {}", f.origin));
             }
         }
         return Ok(Some(Found { shard, origin: "--shard".to_string() }));
@@ -209,8 +200,9 @@ pub fn resolve_shard(
     args: &ShardArgs,
     env: &dyn Fn(&str) -> Option<String>,
     now_unix_ns: u64,
+    notes: &mut Vec<String>,
 ) -> Result<(Option<ShardOrigin>, Option<u64>), AppError> {
-    let found = resolve_found(args, env)?;
+    let found = resolve_found(args, env, notes)?;
     let start_at = match &args.start_at {
         Some(text) => Some(check_start_at(parse_time(text)?, text, now_unix_ns)?),
         None => None,
@@ -568,7 +560,7 @@ mod tests {
     }
 
     fn resolved(a: &ShardArgs, env: &dyn Fn(&str) -> Option<String>) -> Result<Shard, String> {
-        match resolve_shard(a, env, 0) {
+        match resolve_shard(a, env, 0, &mut Vec::new()) {
             Ok((Some((s, _)), _)) => Ok(s),
             Ok((None, _)) => Err("not sharded".into()),
             Err(e) => Err(e.to_string()),
@@ -616,7 +608,8 @@ mod tests {
         ] {
             let err = resolved(&args(Some(text), None), &no_env).unwrap_err();
             assert!(err.contains(want), "{text}: {err}");
-            let code = resolve_shard(&args(Some(text), None), &no_env, 0).unwrap_err();
+            let code = resolve_shard(&args(Some(text), None), &no_env, 0, &mut Vec::new());
+            let code = code.unwrap_err();
             assert_eq!(code.exit_code(), 2, "{text}");
         }
         let lone = env_of(&[("JOB_COMPLETION_INDEX", "1")]);

@@ -9,26 +9,7 @@ use serde_json::Value;
 
 use super::*;
 use crate::dataset::DatasetSpec;
-
-/// `--mode` (the reference's `TestMode`): `perf` and `both` run the performance phase and
-/// every accuracy dataset; `acc` (`--accuracy-only`) runs the accuracy datasets alone.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub enum TestMode {
-    #[default]
-    Perf,
-    Acc,
-    Both,
-}
-
-impl TestMode {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            TestMode::Perf => "perf",
-            TestMode::Acc => "acc",
-            TestMode::Both => "both",
-        }
-    }
-}
+pub use crate::yaml::TestMode;
 
 /// How one dataset is scored (its `accuracy_config`, resolved).
 #[derive(Debug, Clone, PartialEq)]
@@ -106,12 +87,13 @@ pub(super) fn check_mode_datasets(config: &Config) -> Result<(), AppError> {
 
 /// Resolves the accuracy datasets (each with its own request options, from `top_level`
 /// `model_params` and its override, on the run's `base` options) and the performance
-/// dataset's own scoring.
+/// dataset's own scoring; what loading the datasets has to say goes into `notes`.
 pub(super) fn resolve_accuracy(
     config: &Config,
     perf: Option<&Dataset>,
     top_level: &ModelParams,
     base: &RequestOptions,
+    notes: &mut Vec<String>,
 ) -> Result<AccuracyPlan, AppError> {
     let mode = config.test_mode.unwrap_or_default();
     let mut datasets = Vec::new();
@@ -121,7 +103,8 @@ pub(super) fn resolve_accuracy(
         }
         let name = spec.display_name();
         let mut scoring = resolve_scoring(spec, &name)?;
-        let (dataset, values) = crate::dataset::load_dataset_and_column(spec, scoring.column())?;
+        let (dataset, values) =
+            crate::dataset::load_dataset_and_column(spec, scoring.column(), notes)?;
         scoring.ground_truth =
             ground_truth_text(values, &name, scoring.column(), dataset.rows.len())?;
         // Its merged params were checked as model_params is (check_generation_overrides).
@@ -264,59 +247,13 @@ fn ground_truth_text(
 
 #[cfg(test)]
 mod tests {
+    use super::super::resolve_here as resolve_plan;
     use super::*;
-
-    fn mcq(options: &str) -> String {
-        let path = format!("{}/tests/assets/accuracy_runs/mcq.jsonl", env!("CARGO_MANIFEST_DIR"));
-        format!("acc:{path},name=mcq{options}")
-    }
-
-    fn plan_of(args: &[&str]) -> Result<Plan, AppError> {
-        let perf = format!("{}/tests/assets/accuracy_runs/mcq.jsonl", env!("CARGO_MANIFEST_DIR"));
-        let mut all = vec!["offline", "--dataset", &perf, "--num-samples", "4"];
-        all.extend_from_slice(args);
-        super::super::plan_from_args(&all)
-    }
-
-    #[test]
-    fn an_acc_dataset_resolves_its_scorer_extractor_repeats_and_ground_truth() {
-        let acc = mcq(",accuracy_config.eval_method=pass_at_1,accuracy_config.extractor=abcd_extractor,accuracy_config.num_repeats=3");
-        let plan = plan_of(&["--dataset", &acc]).unwrap();
-        let d = &plan.accuracy.datasets[0];
-        assert_eq!(d.name, "mcq");
-        assert_eq!(d.scoring.scorer, Scorer::PassAt1);
-        assert_eq!(d.scoring.extractor, Some(Extractor::Abcd));
-        assert_eq!(d.scoring.num_repeats, 3);
-        assert_eq!(d.scoring.ground_truth_column, None, "unset stays null in the results");
-        assert_eq!(d.scoring.column(), "ground_truth");
-        assert_eq!(d.scoring.ground_truth, ["choice1", "choice2", "choice3", "choice4", "choice1"]);
-        assert_eq!(plan.accuracy.mode, TestMode::Perf);
-        assert_eq!(plan.accuracy.drain_timeout_ms, None, "the accuracy drain waits without limit");
-        assert_eq!(plan.num_samples, 4, "the performance phase is unchanged");
-    }
-
-    #[test]
-    fn accuracy_config_mistakes_are_refused_naming_the_key() {
-        let cases = [
-            (",accuracy_config.eval_method=pass_at_1", "requires accuracy_config.extractor"),
-            (",accuracy_config.eval_method=pass_at_1,accuracy_config.extractor=nope", "unknown extractor \"nope\""),
-            (",accuracy_config.eval_method=code_bench_scorer,accuracy_config.extractor=python_code_extractor", "LiveCodeBench"),
-            (",accuracy_config.extractor=identity_extractor", "requires accuracy_config with eval_method"),
-            (",accuracy_config.eval_method=pass_at_1,accuracy_config.extractor=identity_extractor,accuracy_config.ground_truth=answer", "no ground-truth column \"answer\""),
-            (",accuracy_config.eval_method=pass_at_1,accuracy_config.extractor=identity_extractor,accuracy_config.num_repeats=0", "num_repeats"),
-            (",accuracy_config.eval_method=pass_at_1,accuracy_config.extractor=identity_extractor,accuracy_config.extras=x", "accuracy_config.extras"),
-        ];
-        for (options, needle) in cases {
-            let acc = mcq(options);
-            let err = plan_of(&["--dataset", &acc]).unwrap_err();
-            assert_eq!(err.exit_code(), 2, "{options}: {err}");
-            assert!(err.to_string().contains(needle), "{options}: {err}");
-        }
-    }
 
     #[test]
     fn each_accuracy_dataset_merges_its_own_override_over_the_top_level_model_params() {
-        let path = format!("{}/tests/assets/accuracy_runs/mcq.jsonl", env!("CARGO_MANIFEST_DIR"));
+        let path =
+            format!("{}/../tests/assets/accuracy_runs/mcq.jsonl", env!("CARGO_MANIFEST_DIR"));
         let acc = |name: &str, over: &str| {
             format!(
                 "  - {{name: {name}, type: accuracy, path: {path}, accuracy_config: {{eval_method: \
@@ -353,7 +290,8 @@ mod tests {
 
     #[test]
     fn a_bad_value_in_an_accuracy_datasets_override_is_refused_naming_it() {
-        let path = format!("{}/tests/assets/accuracy_runs/mcq.jsonl", env!("CARGO_MANIFEST_DIR"));
+        let path =
+            format!("{}/../tests/assets/accuracy_runs/mcq.jsonl", env!("CARGO_MANIFEST_DIR"));
         let text = format!(
             "type: offline\nmodel_params: {{name: m}}\ndatasets:\n  - {{name: perf, path: \
              {path}}}\n  - {{name: acc, type: accuracy, path: {path}, accuracy_config: \
@@ -377,7 +315,8 @@ mod tests {
             )
         };
         std::fs::write(&file, row("Q0", "choice2") + &row("Q1", "choice4")).unwrap();
-        let path = format!("{}/tests/assets/accuracy_runs/perf.jsonl", env!("CARGO_MANIFEST_DIR"));
+        let path =
+            format!("{}/../tests/assets/accuracy_runs/perf.jsonl", env!("CARGO_MANIFEST_DIR"));
         let text = format!(
             "type: offline\nmodel_params: {{name: m}}\ndatasets:\n  - {{name: perf, path: {path}}}\n  \
              - {{name: \"gpqa::gptoss\", type: accuracy, path: {}, parser: {{input: prompt}}, \
@@ -402,28 +341,6 @@ mod tests {
         assert!(d.dataset.rows[1].prompt.as_deref().unwrap().starts_with("Q1\n\n(A) a\n"));
         let scoring = perf_plan.unwrap().accuracy.performance.expect("scored as performance");
         assert_eq!(scoring.ground_truth, ["choice2"]);
-    }
-
-    #[test]
-    fn accuracy_without_events_jsonl_is_refused_before_the_run() {
-        let acc = mcq(
-            ",accuracy_config.eval_method=pass_at_1,accuracy_config.extractor=identity_extractor",
-        );
-        let err = plan_of(&["--dataset", &acc, "--no-events"]).unwrap_err();
-        assert_eq!(err.exit_code(), 2);
-        assert!(err.to_string().contains("--no-events cannot be used with accuracy"), "{err}");
-    }
-
-    #[test]
-    fn accuracy_only_skips_the_performance_phase_on_one_worker_and_connection() {
-        let acc = mcq(",accuracy_config.eval_method=string_match,accuracy_config.extractor=identity_extractor");
-        let plan = plan_of(&["--dataset", &acc, "--workers", "4", "--accuracy-only"]).unwrap();
-        assert_eq!(plan.accuracy.mode, TestMode::Acc);
-        assert_eq!(plan.num_samples, 0);
-        assert!(plan.dataset.rows.is_empty(), "the performance dataset is not loaded");
-        assert_eq!((plan.connections.workers, plan.connections.max_connections), (1, 1));
-        let both = plan_of(&["--dataset", &acc, "--mode", "both"]).unwrap();
-        assert_eq!((both.accuracy.mode, both.num_samples), (TestMode::Both, 4));
     }
 
     #[test]

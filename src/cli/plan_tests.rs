@@ -1,6 +1,16 @@
-//! Unit tests of plan resolution.
+//! Unit tests of plan resolution from flags: `benchmark` command lines parsed as `main` parses
+//! them (`config_from_args`), resolved into plans. They live beside the flags, which the plan
+//! does not import.
 
-use super::*;
+use std::path::PathBuf;
+
+use loadgen_coordinator::cpu::{cores_available, default_worker_count};
+use loadgen_coordinator::{LoadPattern, TokenCountSource};
+
+use super::{config_from_args, resolve_plan};
+use crate::error::AppError;
+use crate::plan::*;
+use crate::yaml::{Config, Streaming};
 
 fn asset(path: &str) -> String {
     format!("{}/tests/assets/{path}", env!("CARGO_MANIFEST_DIR"))
@@ -490,7 +500,7 @@ fn the_timeout_flag_and_yaml_key_resolve_into_the_plan() {
         assert!(err.to_string().contains("--timeout"), "{bad}: {err}");
     }
     let config = Config::from_yaml_str("type: offline\ntimeout: 0\n", "t.yaml").unwrap();
-    let err = check_config(&config).unwrap_err();
+    let err = check_config(&config, &mut Vec::new()).unwrap_err();
     assert!(err.to_string().contains("--timeout 0 is not valid"), "{err}");
 }
 
@@ -526,7 +536,8 @@ fn tokenizer_workers_and_drain_timeout_reach_the_plan() {
         assert!(err.to_string().contains(named), "{err}");
     }
     let yaml = "type: offline\nsettings:\n  drain:\n    metrics_tokenizer_workers: -2\n";
-    let err = check_config(&Config::from_yaml_str(yaml, "t.yaml").unwrap()).unwrap_err();
+    let err =
+        check_config(&Config::from_yaml_str(yaml, "t.yaml").unwrap(), &mut Vec::new()).unwrap_err();
     assert!(err.to_string().contains("settings.drain.metrics_tokenizer_workers"), "{err}");
 }
 
@@ -543,7 +554,7 @@ fn zero_samples_is_refused() {
         asset("datasets/dummy_1k.jsonl")
     );
     let config = Config::from_yaml_str(&yaml, "t.yaml").unwrap();
-    let err = check_config(&config).unwrap_err();
+    let err = check_config(&config, &mut Vec::new()).unwrap_err();
     assert!(err.to_string().contains("samples 0 (datasets[].samples"), "{err}");
     let ds = format!("{},samples=3", dummy());
     assert_eq!(plan_of(&["offline", "--dataset", &ds]).unwrap().dataset.rows.len(), 3);
@@ -561,31 +572,6 @@ fn far_too_many_workers_are_refused() {
     assert!(msg.contains("its own io_uring"), "{msg}");
     assert_eq!(check_worker_count(limit as u64, cores).unwrap(), limit);
     assert!(check_worker_count(1000, 2).unwrap_err().to_string().contains("at most 4"));
-}
-
-#[test]
-fn warm_connections_follow_the_pattern_and_split_like_the_pool() {
-    let poisson = LoadPattern::Poisson { target_qps: 20_000.0, seed: 42 };
-    let conc = LoadPattern::Concurrency { n: 3000 };
-    // (pattern, flag, workers, worker, share) -> warm connections of that worker
-    let cases = [
-        (LoadPattern::Offline, None, 2, 0, 500, 500),
-        (conc, None, 2, 1, 1500, 1500),
-        (poisson, None, 1, 0, 16_384, POISSON_WARM_CONNECTIONS_PER_WORKER_MAX),
-        (poisson, None, 4, 3, 100, 100),
-        (poisson, Some(0), 4, 0, 4096, 0),
-        (poisson, Some(10), 4, 0, 4096, 3),
-        (poisson, Some(10), 4, 2, 4096, 2),
-        (LoadPattern::Offline, Some(10_000), 2, 1, 64, 64),
-        (conc, Some(7), 1, 0, 3000, 7),
-    ];
-    for (pattern, flag, workers, worker, share, want) in cases {
-        let got = warm_connections(pattern, flag, workers, worker, share);
-        assert_eq!(got, want, "{pattern:?} {flag:?} worker {worker} of {workers}, share {share}");
-    }
-    let parts: Vec<usize> = (0..4).map(|i| split_share(10, 4, i)).collect();
-    assert_eq!(parts, [3, 3, 2, 2]);
-    assert_eq!(split_share(5, 0, 0), 5, "no workers counts as one");
 }
 
 #[test]
@@ -632,40 +618,6 @@ fn bad_source_addresses_are_refused_naming_them() {
         let err = plan_of(&[&["offline"][..], args].concat()).unwrap_err();
         assert_eq!(err.exit_code(), 2, "{args:?}: {err}");
         assert!(err.to_string().contains(want), "{args:?}: {err}");
-    }
-}
-
-fn endpoint(url: &str) -> Vec<EndpointUrl> {
-    vec![EndpointUrl { url: url.to_string(), basic_auth: None }]
-}
-
-#[test]
-fn base_urls_keep_their_prefix_lose_a_trailing_v1_and_take_ipv6_in_brackets() {
-    for (given, want) in [
-        ("http://h:8000", "http://h:8000"),
-        ("http://h:8000/", "http://h:8000"),
-        ("http://h:8000/v1", "http://h:8000"),
-        ("http://h:8000/v1/", "http://h:8000"),
-        ("http://h/prefix/v1", "http://h/prefix"),
-        ("http://h/prefix", "http://h/prefix"),
-        ("http://h/v10", "http://h/v10"),
-        ("http://[::1]:8000/v1", "http://[::1]:8000"),
-        ("http://[::1]", "http://[::1]"),
-    ] {
-        assert_eq!(parse_endpoint(given).unwrap().url, want, "{given}");
-    }
-    for bad in [
-        "http://::1:8000",
-        "http://[::1",
-        "http://[zz]:1",
-        "http://h:0",
-        "http://h:70000",
-        "http://h/x?a=1",
-        "http://h#f",
-        "ftp://h",
-    ] {
-        let err = parse_endpoint(bad).unwrap_err();
-        assert_eq!(err.exit_code(), 2, "{bad}: {err}");
     }
 }
 
@@ -757,60 +709,6 @@ fn headers_are_checked_and_an_authorization_header_is_the_runs_authorization() {
     }
 }
 
-fn rows(rows: Vec<crate::dataset::Row>) -> Dataset {
-    Dataset { name: "d".into(), rows }
-}
-
-fn text_row(prompt: &str, system: Option<&str>) -> crate::dataset::Row {
-    crate::dataset::Row {
-        prompt: Some(prompt.into()),
-        system: system.map(str::to_string),
-        ..Default::default()
-    }
-}
-
-/// Text prompts sent to the chat route: the note says the ISL leaves the server's
-/// template out and by how many tokens (the template around an empty user message).
-#[test]
-fn chat_template_note_gives_the_template_tokens_for_text_prompts_on_chat() {
-    let tok = Tokenizer::load(&asset("tokenizers/char_jinja")).unwrap();
-    let data = rows(vec![text_row("abc", None), text_row("de", Some("sys"))]);
-    let url = endpoint("http://127.0.0.1:8000");
-    let note = chat_template_note(ApiTypeName::Openai, &url, &data, Some(&tok)).unwrap();
-    // <s><|user|></s><|assistant|>: two special tokens and 21 characters.
-    assert!(note.contains("about 23 tokens per request"), "{note}");
-    assert!(note.contains("char_jinja/chat_template.jinja"), "{note}");
-    assert!(note.contains("/v1/chat/completions"), "{note}");
-    assert!(note.contains("the system prompt of 1 row is left out too"), "{note}");
-    let plain = Tokenizer::load(&asset("tokenizers/char")).unwrap();
-    let note = chat_template_note(ApiTypeName::Openai, &url, &data, Some(&plain)).unwrap();
-    assert!(note.contains("leaves that template out"), "{note}");
-    assert!(note.contains("--chat-template FILE"), "{note}");
-    assert!(!note.contains("tokens per request"), "no number without a template: {note}");
-}
-
-/// No note where nothing is left out: other routes, messages or token-id rows, no
-/// tokenizer, the embedded stub or the null endpoint.
-#[test]
-fn chat_template_note_is_silent_where_the_isl_leaves_nothing_out() {
-    let tok = Tokenizer::load(&asset("tokenizers/char_jinja")).unwrap();
-    let text = rows(vec![text_row("abc", None)]);
-    let url = endpoint("http://127.0.0.1:8000");
-    for api in [ApiTypeName::OpenaiCompletions, ApiTypeName::Sglang] {
-        assert_eq!(chat_template_note(api, &url, &text, Some(&tok)), None, "{api:?}");
-    }
-    assert_eq!(chat_template_note(ApiTypeName::Openai, &url, &text, None), None);
-    assert_eq!(chat_template_note(ApiTypeName::Openai, &[], &text, Some(&tok)), None);
-    let null = endpoint(NULL_ENDPOINT);
-    assert_eq!(chat_template_note(ApiTypeName::Openai, &null, &text, Some(&tok)), None);
-    let messages = serde_json::json!([{"role": "user", "content": "hi"}]);
-    let structured = rows(vec![
-        crate::dataset::Row { messages: Some(messages), ..Default::default() },
-        crate::dataset::Row { token_ids: Some(vec![1, 2]), ..text_row("ab", None) },
-    ]);
-    assert_eq!(chat_template_note(ApiTypeName::Openai, &url, &structured, Some(&tok)), None);
-}
-
 /// `--chat-template` reaches the plan's tokenizer; without a tokenizer it is refused
 /// (exit 3), never ignored; a bad file is exit 3 naming it.
 #[test]
@@ -834,34 +732,6 @@ fn chat_template_flag_reaches_the_plan_tokenizer() {
     let yaml = "type: offline\nchat_template: x.jinja\n";
     let err = Config::from_yaml_str(yaml, "test.yaml").unwrap_err();
     assert!(err.to_string().contains("chat_template"), "{err}");
-}
-
-#[test]
-fn the_model_params_key_list_is_the_schemas_own() {
-    // serde names every field it expects when it meets an unknown one.
-    let err = serde_yaml_ng::from_str::<ModelParams>("not_a_key: 1").unwrap_err().to_string();
-    let expected = err.split("expected one of ").nth(1).expect("serde lists the fields");
-    let mut fields: Vec<&str> = expected
-        .split(',')
-        .map(|f| f.trim().trim_matches('`').split('`').next().unwrap())
-        .collect();
-    fields.retain(|f| !f.is_empty());
-    let mut listed = MODEL_PARAMS_KEYS.to_vec();
-    fields.sort_unstable();
-    listed.sort_unstable();
-    assert_eq!(listed, fields, "{err}");
-}
-
-#[test]
-fn headers_and_ca_bundle_come_from_yaml_too() {
-    let yaml = "type: offline\nmodel_params: {name: m}\nendpoint_config:\n  endpoints: \
-                [\"http://127.0.0.1:9\"]\n  headers: [\"X-Team: infra\"]\n  ca_bundle: /x/ca.pem\n";
-    let plan = resolve_plan(Config::from_yaml_str(yaml, "t.yaml").unwrap(), 0).unwrap();
-    assert_eq!(plan.headers, [("X-Team".to_string(), "infra".to_string())]);
-    let bundle = loadgen_worker::http::tls::Verify::CaBundle(PathBuf::from("/x/ca.pem"));
-    assert_eq!(plan.tls_verify, bundle);
-    assert!(plan.config_yaml.contains("- 'X-Team: infra'"), "{}", plan.config_yaml);
-    assert!(plan.config_yaml.contains("ca_bundle: /x/ca.pem"), "{}", plan.config_yaml);
 }
 
 #[test]

@@ -114,9 +114,11 @@ pub fn predefined_refusals(spec: &DatasetSpec) -> Vec<(String, String)> {
 }
 
 /// Loads a predefined dataset (`predefined_name` is `Some`); `samples` keeps the first rows.
+/// What loading has to say goes into `notes`.
 pub fn load_predefined(
     spec: &DatasetSpec,
     run_tokenizer: Option<&str>,
+    notes: &mut Vec<String>,
 ) -> Result<Dataset, AppError> {
     let name = spec.name.clone().unwrap_or_default();
     let (id, preset) = predefined_name(spec).unwrap_or((name.as_str(), None));
@@ -132,7 +134,7 @@ pub fn load_predefined(
             }
             load_random(spec, preset, run_tokenizer)?
         }
-        _ => load_predefined_rows(spec, id, preset)?.0,
+        _ => load_predefined_rows(spec, id, preset, notes)?.0,
     };
     if let Some(n) = spec.samples {
         rows.truncate(usize::try_from(n).unwrap_or(usize::MAX));
@@ -145,6 +147,7 @@ pub fn load_predefined(
 pub fn load_predefined_with_column(
     spec: &DatasetSpec,
     column: &str,
+    notes: &mut Vec<String>,
 ) -> Result<(Dataset, Vec<Option<Value>>), AppError> {
     let name = spec.name.clone().unwrap_or_default();
     let (id, preset) = predefined_name(spec).unwrap_or((name.as_str(), None));
@@ -153,9 +156,9 @@ pub fn load_predefined_with_column(
     }
     if preset.is_some_and(|p| p.contains("::")) {
         // The malformed name's own error.
-        load_predefined(spec, None)?;
+        load_predefined(spec, None, notes)?;
     }
-    let (mut rows, records) = load_predefined_rows(spec, id, preset)?;
+    let (mut rows, records) = load_predefined_rows(spec, id, preset, notes)?;
     let limit = spec.samples.map_or(usize::MAX, |n| usize::try_from(n).unwrap_or(usize::MAX));
     rows.truncate(limit);
     let values = records.into_iter().take(limit).map(|mut r| r.remove(column)).collect();
@@ -170,11 +173,12 @@ fn no_ground_truth(name: &str, column: &str) -> AppError {
 }
 
 /// A cached id's rows and records, after the refusals and the parser note of
-/// `load_predefined`.
+/// `load_predefined` (in `notes`).
 fn load_predefined_rows(
     spec: &DatasetSpec,
     id: &str,
     preset: Option<&str>,
+    notes: &mut Vec<String>,
 ) -> Result<(Vec<Row>, Vec<Record>), AppError> {
     let name = spec.name.as_deref().unwrap_or_default();
     if let Some((key, why)) = predefined_refusals(spec).into_iter().next() {
@@ -182,10 +186,10 @@ fn load_predefined_rows(
     }
     if spec.parser.is_some() {
         // Accepted only as a no-op (predefined_refusals), so it is said once, not dropped.
-        eprintln!(
+        notes.push(format!(
             "note: dataset {name}: parser is ignored on a predefined dataset, as the reference \
              ignores it; its mapping names the preset's own columns, so the rows are the same"
-        );
+        ));
     }
     load_cached(spec, id, preset)
 }
@@ -940,7 +944,8 @@ mod tests {
             strings(&[("question", vec!["What is 1+1?", "And 2+2?"]), ("answer", vec!["2", "4"])]);
         write_parquet(&dir.0.join("aime25/aime25.parquet"), &batch);
         let dir_arg = serde_json::json!({"datasets_dir": dir.0.display().to_string()});
-        let ds = load_predefined(&spec("aime25::gptoss", dir_arg.clone()), None).unwrap();
+        let ds = load_predefined(&spec("aime25::gptoss", dir_arg.clone()), None, &mut Vec::new())
+            .unwrap();
         assert_eq!(ds.name, "aime25::gptoss");
         let want =
             "What is 1+1?\nPlease reason step by step, and put your final answer within \\boxed{}.";
@@ -948,9 +953,10 @@ mod tests {
         assert_eq!(ds.rows.len(), 2);
         let mut one = spec("aime25::gptoss", dir_arg);
         one.samples = Some(1);
-        assert_eq!(load_predefined(&one, None).unwrap().rows.len(), 1);
+        assert_eq!(load_predefined(&one, None, &mut Vec::new()).unwrap().rows.len(), 1);
         // Without a preset the loader's columns hold no prompt, in the reference too.
-        let err = load_predefined(&spec("aime25", serde_json::Value::Null), None).unwrap_err();
+        let err = load_predefined(&spec("aime25", serde_json::Value::Null), None, &mut Vec::new())
+            .unwrap_err();
         assert!(err.to_string().contains("write name: aime25::gptoss"), "{err}");
     }
 
@@ -966,7 +972,7 @@ mod tests {
         ]);
         write_saved_split(&dir.0.join("hf_cache/gpqa_diamond"), "train", &raw);
         let params = serde_json::json!({"datasets_dir": dir.0.display().to_string(), "seed": 5});
-        let ds = load_predefined(&spec("gpqa::gptoss", params), None).unwrap();
+        let ds = load_predefined(&spec("gpqa::gptoss", params), None, &mut Vec::new()).unwrap();
         assert_eq!(ds.rows.len(), 3);
         let mut rng = PyRandom::new(5);
         for (i, row) in ds.rows.iter().enumerate() {
@@ -979,7 +985,13 @@ mod tests {
         }
         let params =
             serde_json::json!({"datasets_dir": dir.0.display().to_string(), "max_samples": 2});
-        assert_eq!(load_predefined(&spec("gpqa::gptoss", params), None).unwrap().rows.len(), 2);
+        assert_eq!(
+            load_predefined(&spec("gpqa::gptoss", params), None, &mut Vec::new())
+                .unwrap()
+                .rows
+                .len(),
+            2
+        );
     }
 
     /// CPython: `r = random.Random(0)`, three `r.sample(range(4), 4)`: [3, 1, 0, 2],
@@ -1002,7 +1014,8 @@ mod tests {
         // Row 2's correct text is also its second wrong answer (slot A): index() finds A.
         let want = ["choice3", "choice4", "choice1"].map(|c| Some(Value::from(c)));
         assert_eq!(truth, want);
-        let prompt = load_predefined(&s, None).unwrap().rows[0].prompt.clone().unwrap();
+        let prompt =
+            load_predefined(&s, None, &mut Vec::new()).unwrap().rows[0].prompt.clone().unwrap();
         assert!(prompt.starts_with("Q0\n\n(A) w3a\n(B) w1a\n(C) right0\n(D) w2a\n\n"), "{prompt}");
         let domain = predefined_column(&s, "domain").unwrap();
         assert_eq!(domain[1], Some(Value::from("Chemistry")));
@@ -1028,7 +1041,7 @@ mod tests {
         // Part I twice (see raw_source); int() of the leading digits, None without.
         let once = ["42", "None", "0"].map(|a| Some(Value::from(a)));
         assert_eq!(answers, [once.clone(), once].concat());
-        assert_eq!(load_predefined(&s, None).unwrap().rows.len(), 6);
+        assert_eq!(load_predefined(&s, None, &mut Vec::new()).unwrap().rows.len(), 6);
         let processed = strings(&[("question", vec!["q"]), ("answer", vec!["007"])]);
         write_parquet(&dir.0.join("aime25/aime25.parquet"), &processed);
         // The processed file is the reference's own: read as it is.
@@ -1047,7 +1060,7 @@ mod tests {
         let params = serde_json::json!({"datasets_dir": dir.0.display().to_string()});
         let s = spec("cnn_dailymail::llama3_8b", params);
         assert!(predefined_refusals(&s).is_empty(), "{:?}", predefined_refusals(&s));
-        let ds = load_predefined(&s, None).unwrap();
+        let ds = load_predefined(&s, None, &mut Vec::new()).unwrap();
         let want = "Summarize the following news article in 128 tokens. Please output the \
                     summary only, without any other text.\n\nArticle:\nA cat sat.\n\nSummary:";
         assert_eq!(ds.rows[0].prompt.as_deref(), Some(want));
@@ -1056,7 +1069,7 @@ mod tests {
         assert_eq!(ds.rows[1].request_column("chat_template"), Some(&Value::from(template)));
         // A text prompt's ISL is the text's tokens, template or not: the reference counts
         // `PromptData.text` (IslTrigger) and renders a template only for messages.
-        let tok = format!("{}/tests/assets/tokenizers/char", env!("CARGO_MANIFEST_DIR"));
+        let tok = format!("{}/../tests/assets/tokenizers/char", env!("CARGO_MANIFEST_DIR"));
         let tok = crate::tokenizer::Tokenizer::load(&tok).unwrap();
         let isl = tok.count_row_with(&ds.rows[0], None).unwrap();
         assert_eq!(isl, tok.count(want).unwrap());
@@ -1066,11 +1079,17 @@ mod tests {
         // One read gives the same rows and column, cut together by samples.
         let mut one = s.clone();
         one.samples = Some(1);
-        let (rows, column) = load_predefined_with_column(&one, "highlights").unwrap();
+        let (rows, column) =
+            load_predefined_with_column(&one, "highlights", &mut Vec::new()).unwrap();
         assert_eq!((rows.rows, column), (ds.rows[..1].to_vec(), truth[..1].to_vec()));
-        let random = load_predefined_with_column(&spec("random", Value::Null), "answer");
+        let random =
+            load_predefined_with_column(&spec("random", Value::Null), "answer", &mut Vec::new());
         assert!(random.unwrap_err().to_string().contains("no ground-truth column"));
-        let err = load_predefined(&spec("cnn_dailymail::other", serde_json::Value::Null), None);
+        let err = load_predefined(
+            &spec("cnn_dailymail::other", serde_json::Value::Null),
+            None,
+            &mut Vec::new(),
+        );
         assert!(err.unwrap_err().to_string().contains("presets: llama3_8b"));
     }
 
@@ -1117,7 +1136,8 @@ mod tests {
         write_parquet(&file, &processed);
         let mut s = spec("gpqa::gptoss", serde_json::Value::Null);
         s.path = file.display().to_string();
-        let prompt = load_predefined(&s, None).unwrap().rows[0].prompt.clone().unwrap();
+        let prompt =
+            load_predefined(&s, None, &mut Vec::new()).unwrap().rows[0].prompt.clone().unwrap();
         assert!(prompt.starts_with("Q\n\n(A) one\n(B) two\n(C) three\n(D) four\n\n"), "{prompt}");
         let raw = strings(&[
             ("Question", vec!["Q"]),
@@ -1127,7 +1147,8 @@ mod tests {
             ("Incorrect Answer 3", vec!["n3"]),
         ]);
         write_parquet(&file, &raw);
-        let prompt = load_predefined(&s, None).unwrap().rows[0].prompt.clone().unwrap();
+        let prompt =
+            load_predefined(&s, None, &mut Vec::new()).unwrap().rows[0].prompt.clone().unwrap();
         for answer in ["yes", "n1", "n2", "n3"] {
             assert_eq!(prompt.matches(&format!(") {answer}\n")).count(), 1, "{prompt}");
         }
@@ -1146,7 +1167,8 @@ mod tests {
         )
         .unwrap();
         let params = serde_json::json!({"datasets_dir": dir.0.display().to_string()});
-        let ds = load_predefined(&spec("open_orca::llama2_70b", params), None).unwrap();
+        let ds =
+            load_predefined(&spec("open_orca::llama2_70b", params), None, &mut Vec::new()).unwrap();
         assert_eq!(ds.rows[0].prompt.as_deref(), Some("why?"));
         assert_eq!(ds.rows[0].system.as_deref(), Some("be kind"));
     }
@@ -1164,7 +1186,8 @@ mod tests {
         let empty_cache = dir.0.join("no-hf-cache");
         CACHE_FOR_TESTS.with(|c| *c.borrow_mut() = Some(empty_cache.clone()));
         let params = serde_json::json!({"datasets_dir": dir.0.display().to_string()});
-        let err = load_predefined(&spec("gpqa::gptoss", params), None).unwrap_err();
+        let err =
+            load_predefined(&spec("gpqa::gptoss", params), None, &mut Vec::new()).unwrap_err();
         assert_eq!(err.exit_code(), 2);
         let msg = err.to_string();
         assert!(msg.contains("predefined dataset gpqa not found locally"), "{msg}");
@@ -1208,10 +1231,12 @@ mod tests {
         );
         assert!(keys(&spec("random", serde_json::json!({"num_sequences": 4}))).is_empty());
         let params = serde_json::json!({"force_regenerate": true});
-        let err = load_predefined(&spec("aime25::gptoss", params), None).unwrap_err();
+        let err =
+            load_predefined(&spec("aime25::gptoss", params), None, &mut Vec::new()).unwrap_err();
         assert!(err.to_string().contains("generate_params.force_regenerate: true"), "{err}");
         let err =
-            load_predefined(&spec("aime25::other", serde_json::Value::Null), None).unwrap_err();
+            load_predefined(&spec("aime25::other", serde_json::Value::Null), None, &mut Vec::new())
+                .unwrap_err();
         assert!(err.to_string().contains("no preset \"other\" (presets: gptoss)"), "{err}");
     }
 
@@ -1248,6 +1273,7 @@ mod tests {
         let (ds, truth) = load_predefined_with_column(
             &spec("shopify_product_catalogue::q3vl", at(serde_json::json!({}))),
             "ground_truth_category",
+            &mut Vec::new(),
         )
         .unwrap();
         assert_eq!(truth, [Some(serde_json::json!("A > B"))]);
@@ -1258,12 +1284,15 @@ mod tests {
         let ds = load_predefined(
             &spec("shopify_product_catalogue_8k::q3vl", at(serde_json::json!({}))),
             None,
+            &mut Vec::new(),
         )
         .unwrap();
         let parts = ds.rows[0].content_parts.as_ref().unwrap();
         assert_eq!(parts.len(), 1, "no image data, no image part: {parts:?}");
         let split = at(serde_json::json!({"split": ["test"]}));
-        let ds = load_predefined(&spec("shopify_product_catalogue::q3vl", split), None).unwrap();
+        let ds =
+            load_predefined(&spec("shopify_product_catalogue::q3vl", split), None, &mut Vec::new())
+                .unwrap();
         let parts = ds.rows[0].content_parts.as_ref().unwrap();
         assert!(matches!(&parts[0], ContentPart::Text(t) if t.contains("test split")));
         for (params, needle) in [
@@ -1274,16 +1303,23 @@ mod tests {
             (serde_json::json!({"token": "hf_x"}), "generate_params.token only changes what"),
             (serde_json::json!({"split": ["dev"]}), "shopify_product_catalogue_dev.parquet"),
         ] {
-            let err = load_predefined(&spec("shopify_product_catalogue::q3vl", at(params)), None)
-                .unwrap_err()
-                .to_string();
+            let err = load_predefined(
+                &spec("shopify_product_catalogue::q3vl", at(params)),
+                None,
+                &mut Vec::new(),
+            )
+            .unwrap_err()
+            .to_string();
             assert!(err.contains(needle), "{needle}: {err}");
             assert!(!err.contains("hf_x"), "the token is never printed: {err}");
         }
-        let err =
-            load_predefined(&spec("shopify_product_catalogue", at(serde_json::json!({}))), None)
-                .unwrap_err()
-                .to_string();
+        let err = load_predefined(
+            &spec("shopify_product_catalogue", at(serde_json::json!({}))),
+            None,
+            &mut Vec::new(),
+        )
+        .unwrap_err()
+        .to_string();
         assert!(err.contains("write name: shopify_product_catalogue::q3vl"), "{err}");
     }
 
@@ -1291,9 +1327,13 @@ mod tests {
     fn a_missing_shopify_catalogue_names_its_hugging_face_repo_and_file() {
         let dir = Scratch::new("shopify-missing");
         let params = serde_json::json!({"datasets_dir": dir.0.display().to_string()});
-        let err = load_predefined(&spec("shopify_product_catalogue_8k::q3vl", params), None)
-            .unwrap_err()
-            .to_string();
+        let err = load_predefined(
+            &spec("shopify_product_catalogue_8k::q3vl", params),
+            None,
+            &mut Vec::new(),
+        )
+        .unwrap_err()
+        .to_string();
         assert!(err.contains("nvidia/Shopify-product-catalogue-8k"), "{err}");
         assert!(
             err.contains(
@@ -1323,22 +1363,31 @@ mod tests {
 
     #[test]
     fn random_needs_a_tokenizer_and_names_the_key() {
-        let err = load_predefined(&spec("random", serde_json::Value::Null), None).unwrap_err();
+        let err = load_predefined(&spec("random", serde_json::Value::Null), None, &mut Vec::new())
+            .unwrap_err();
         assert_eq!(err.exit_code(), 2);
         assert!(err.to_string().contains("generate_params.tokenizer"), "{err}");
-        let tok = format!("{}/tests/assets/tokenizers/bpe2k", env!("CARGO_MANIFEST_DIR"));
+        let tok = format!("{}/../tests/assets/tokenizers/bpe2k", env!("CARGO_MANIFEST_DIR"));
         let params =
             serde_json::json!({"num_sequences": 6, "input_seq_length": 20, "tokenizer": tok});
-        let ds =
-            load_predefined(&spec("random", params.clone()), Some("/no/such/tokenizer")).unwrap();
+        let ds = load_predefined(
+            &spec("random", params.clone()),
+            Some("/no/such/tokenizer"),
+            &mut Vec::new(),
+        )
+        .unwrap();
         assert_eq!((ds.name.as_str(), ds.rows.len()), ("random", 6));
         // The run's tokenizer is the fallback.
         let mut without = params;
         without.as_object_mut().unwrap().remove("tokenizer");
-        let ds2 = load_predefined(&spec("random", without), Some(&tok)).unwrap();
+        let ds2 = load_predefined(&spec("random", without), Some(&tok), &mut Vec::new()).unwrap();
         assert_eq!(ds.rows, ds2.rows);
-        let err =
-            load_predefined(&spec("random::x", serde_json::Value::Null), Some(&tok)).unwrap_err();
+        let err = load_predefined(
+            &spec("random::x", serde_json::Value::Null),
+            Some(&tok),
+            &mut Vec::new(),
+        )
+        .unwrap_err();
         assert!(err.to_string().contains("random has no presets"), "{err}");
     }
 }

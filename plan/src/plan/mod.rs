@@ -3,13 +3,12 @@
 
 use std::path::{Path, PathBuf};
 
-use loadgen_coordinator::cpu::{cores_available, default_worker_count};
+use loadgen_coordinator::cpu::default_worker_count;
 
 use loadgen_coordinator::pyrandom::PyRandom;
 use loadgen_coordinator::{LoadPattern, TokenCountSource};
 use loadgen_worker::request::{RequestOptions, Sampling};
 
-use crate::commands::sys::local_timestamp;
 use crate::dataset::{load_dataset_spec_with, synthetic_dataset, Dataset, DatasetKind};
 use crate::error::AppError;
 use crate::redact::Secret;
@@ -24,16 +23,15 @@ mod connections;
 mod dataset;
 mod endpoints;
 mod headers;
+mod host;
 mod reference;
 mod refusals;
 mod request;
 #[cfg(test)]
-mod request_tests;
+mod resolve_tests;
 mod run_length;
 mod shard;
 mod specs;
-#[cfg(test)]
-mod tests;
 mod tokens;
 
 pub use accuracy::*;
@@ -41,12 +39,17 @@ pub use connections::*;
 use dataset::*;
 pub use endpoints::*;
 use headers::*;
+pub use host::Host;
 pub use reference::*;
 pub use refusals::*;
 use request::*;
+pub use request::{MAX_EXTRA_BODY_BYTES, MAX_MODEL_NAME_BYTES};
 pub use run_length::*;
 pub use shard::*;
-pub use specs::MAX_OUTPUT_BYTES;
+pub use specs::{
+    check_endpoint_count, request_tables, worker_specs, ViewFacts, MAX_OUTPUT_BYTES,
+    PROGRESS_INTERVAL_ENV,
+};
 pub use tokens::*;
 
 /// A validated endpoint: its base URL (`http://host[:port][/prefix]`, without a trailing slash
@@ -210,43 +213,44 @@ impl Plan {
 }
 
 /// Resolves a configuration (YAML and/or flags, already merged) into a validated plan:
-/// checks every setting, loads the dataset and the tokenizer, sizes the run.
-pub fn resolve_plan(mut config: Config, verbose: u8) -> Result<Plan, AppError> {
+/// checks every setting, loads the dataset and the tokenizer, sizes the run on `host`.
+/// Prints nothing: what it has to say (notes, warnings, `-v` facts) goes into `notes` in
+/// order, for the caller to print, also when a later step refuses the configuration.
+pub fn resolve_plan(
+    mut config: Config,
+    verbose: u8,
+    host: &Host,
+    notes: &mut Vec<String>,
+) -> Result<Plan, AppError> {
     register_secrets(&config.endpoint_config);
     refuse_unsupported(&config)?;
     apply_accuracy_only(&mut config);
     check_mode_datasets(&config)?;
     let top_level_params = apply_generation_override(&mut config)?;
-    for note in check_reference_only(&config)? {
-        eprintln!("{note}");
-    }
-    let (shard, start_at_unix_ns) =
-        resolve_shard(&config.shard, &|k| std::env::var(k).ok(), unix_now_ns())?;
+    notes.extend(check_reference_only(&config)?);
+    let env = |k: &str| std::env::var(k).ok();
+    let (shard, start_at_unix_ns) = resolve_shard(&config.shard, &env, host.unix_now_ns, notes)?;
     let load_pattern = sharded(resolve_load_pattern(&config)?, shard.as_ref())?;
     check_sample_counts(&config)?;
     let endpoints = parse_endpoints(&config)?;
-    note_v1_suffix(&config);
-    let (authorization, headers) = resolve_auth(&mut config, &endpoints)?;
-    let tls_verify = resolve_tls(&config, &endpoints)?;
+    note_v1_suffix(&config, notes);
+    let (authorization, headers) = resolve_auth(&mut config, &endpoints, notes)?;
+    let tls_verify = resolve_tls(&config, &endpoints, notes)?;
     let request = resolve_request(&mut config, &endpoints)?;
     let api_name = config.endpoint_config.api_type;
-    let token_count_source = resolve_token_source(&config, api_name, request.streaming)?;
+    let token_count_source = resolve_token_source(&config, api_name, request.streaming, notes)?;
     check_extra_body_n(&request.extra, token_count_source)?;
-    let (dataset, dataset_is_synthetic) = resolve_dataset(&mut config, verbose)?;
+    let (dataset, dataset_is_synthetic) = resolve_dataset(&mut config, verbose, notes)?;
     check_rows_n(&dataset, token_count_source)?;
-    if let Some(note) = unsent_columns_note(&dataset, request.api) {
-        eprintln!("{note}");
-    }
-    let tokenizer = resolve_tokenizer(&config, &request.model, verbose)?;
-    if let Some(note) = chat_template_note(api_name, &endpoints, &dataset, tokenizer.as_ref()) {
-        eprintln!("{note}");
-    }
+    notes.extend(unsent_columns_note(&dataset, request.api));
+    let tokenizer = resolve_tokenizer(&config, &request.model, verbose, notes)?;
+    notes.extend(chat_template_note(api_name, &endpoints, &dataset, tokenizer.as_ref()));
     let report_dir_default = config.report_dir.is_none();
-    let report_dir = record_resolved(&mut config, token_count_source);
-    let connections = resolve_connections(&config, load_pattern, &endpoints)?;
-    let token_pool = resolve_token_pool(&mut config, connections.workers)?;
+    let report_dir = record_resolved(&mut config, token_count_source, &host.local_timestamp);
+    let connections = resolve_connections(&config, load_pattern, &endpoints, host)?;
+    let token_pool = resolve_token_pool(&mut config, connections.workers, &host.cores)?;
     let perf_rows = (!dataset_is_synthetic).then_some(&dataset);
-    let accuracy = resolve_accuracy(&config, perf_rows, &top_level_params, &request)?;
+    let accuracy = resolve_accuracy(&config, perf_rows, &top_level_params, &request, notes)?;
     for d in &accuracy.datasets {
         check_rows_n(&d.dataset, token_count_source)?;
         check_extra_body_n(&d.request.extra, token_count_source)?;
@@ -265,7 +269,7 @@ pub fn resolve_plan(mut config: Config, verbose: u8) -> Result<Plan, AppError> {
     let warmup = if accuracy_only {
         accuracy_only_warmup(&config.settings.warmup)
     } else {
-        resolve_warmup(&config, &dataset)?
+        resolve_warmup(&config, &dataset, notes)?
     };
     let config_yaml = config.to_redacted_yaml()?;
     let seeds = (runtime.scheduler_random_seed, warmup.random_seed);
@@ -336,11 +340,16 @@ fn performance_samples(config: &Config, rows: u64, accuracy_only: bool) -> u64 {
 }
 
 /// Writes the values resolved from defaults back into the config, so `config.yaml` shows
-/// what the run used; returns the report directory.
-fn record_resolved(config: &mut Config, source: TokenCountSource) -> PathBuf {
+/// what the run used; returns the report directory (by default named for `local_timestamp`,
+/// `YYYYMMDD_HHMMSS`).
+fn record_resolved(
+    config: &mut Config,
+    source: TokenCountSource,
+    local_timestamp: &str,
+) -> PathBuf {
     let report_dir = match &config.report_dir {
         Some(dir) => PathBuf::from(dir),
-        None => PathBuf::from(format!("/tmp/reports_{}", local_timestamp())),
+        None => PathBuf::from(format!("/tmp/reports_{local_timestamp}")),
     };
     config.report_dir = Some(report_dir.display().to_string());
     config.settings.token_count_source = source;
@@ -359,25 +368,9 @@ pub fn config_yaml_with_report_dir(yaml: &str, old: &Path, new: &Path) -> String
     text.replacen(&from, &to, 1)[1..].to_string()
 }
 
-/// Parses a `benchmark offline|online …` command line into a config, as main does (tests).
+/// `resolve_plan` on this machine now, its notes dropped (tests).
 #[cfg(test)]
-pub(crate) fn config_from_args(args: &[&str]) -> Result<Config, AppError> {
-    use clap::Parser;
-    let cli =
-        crate::cli::Cli::try_parse_from(["llm-loadgen", "benchmark"].iter().chain(args)).unwrap();
-    let crate::cli::Command::Benchmark { mode } = cli.command else { unreachable!() };
-    let (kind, flags) = match mode {
-        crate::cli::BenchmarkCommand::Offline(f) => (BenchType::Offline, f),
-        crate::cli::BenchmarkCommand::Online(f) => (BenchType::Online, f),
-        crate::cli::BenchmarkCommand::FromConfig(_) => unreachable!(),
-    };
-    let mut config = Config::defaults(kind);
-    flags.apply(&mut config)?;
-    Ok(config)
-}
-
-/// Parses a `benchmark offline|online …` command line into a plan, as main does (tests).
-#[cfg(test)]
-pub(crate) fn plan_from_args(args: &[&str]) -> Result<Plan, AppError> {
-    resolve_plan(config_from_args(args)?, 0)
+pub(crate) fn resolve_here(config: Config, verbose: u8) -> Result<Plan, AppError> {
+    let host = Host::read("20260101_120000".to_string());
+    resolve_plan(config, verbose, &host, &mut Vec::new())
 }

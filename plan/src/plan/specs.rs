@@ -1,6 +1,7 @@
 //! The plan's specs for the run: the coordinator's `RunSpec` and one `WorkerSpec` per worker,
 //! with every row's request bytes built before the fork. Nothing is decided here that the plan
-//! has not resolved; what is read here is the machine (its port range and addresses).
+//! has not resolved; what is read here is the machine (its port range and addresses). Nothing
+//! is printed: what there is to say goes into the caller's notes.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -33,8 +34,15 @@ pub const MAX_OUTPUT_BYTES: usize = 256 * 1024;
 
 impl Plan {
     /// The coordinator's spec for this plan against `endpoints` (the plan's, or the embedded
-    /// stub's), on `cpu_plan`'s cores.
-    pub fn run_spec(&self, endpoints: &[Endpoint], cpu_plan: CpuPlan) -> Result<RunSpec, AppError> {
+    /// stub's), on `cpu_plan`'s cores, its live view drawn on the `view` stderr. What there is
+    /// to say (`-v` facts, a note on the tokenizer pool) goes into `notes`, in order.
+    pub fn run_spec(
+        &self,
+        endpoints: &[Endpoint],
+        cpu_plan: CpuPlan,
+        view: &ViewFacts,
+        notes: &mut Vec<String>,
+    ) -> Result<RunSpec, AppError> {
         let (mut warmup_rows, salted) = warmup_rows(self);
         if let Some(sp) = &self.shard {
             // A shard warms up with its share of the plan's warm-up samples, as it issues.
@@ -42,21 +50,21 @@ impl Plan {
         }
         let tables = request_tables(self, endpoints, &salted)?;
         let (isl_client, prompt_data_json, token_counter) = client_counts(self);
-        let token_pool = token_pool_plan(self, &cpu_plan);
+        let token_pool = token_pool_plan(self, &cpu_plan, notes);
         let c = &self.connections;
-        let workers = worker_specs(self, endpoints, &tables, c.workers, c.max_connections)?;
+        let workers = worker_specs(self, endpoints, &tables, c.workers, c.max_connections, notes)?;
         if self.verbose > 0 {
             let per_endpoint = |w: &WorkerSpec| w.connections.min(w.endpoints.len() as u32);
             let warm: u32 = workers.iter().map(|w| w.warm_connections.max(per_endpoint(w))).sum();
-            eprintln!(
+            notes.push(format!(
                 "connections: pool of up to {} across {} worker(s), {warm} opened before the \
                  start, the rest on demand as the load needs them",
                 c.max_connections, c.workers
-            );
+            ));
         }
         let ms = |ms: u64| Duration::from_millis(ms);
         let accuracy = accuracy_phases(self, salted.len());
-        let live = live_spec(self, endpoints, warmup_rows.len() as u64);
+        let live = live_spec(self, endpoints, warmup_rows.len() as u64, view);
         Ok(RunSpec {
             accuracy,
             workers,
@@ -102,12 +110,24 @@ impl Plan {
 /// tests and for logs that want a line more or less often (docs/CLI.md, "Live view").
 pub const PROGRESS_INTERVAL_ENV: &str = "LLM_LOADGEN_PROGRESS_INTERVAL_MS";
 
+/// What the live view depends on besides the plan, read once by the binary before the run.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ViewFacts {
+    /// `--quiet`: no live view.
+    pub quiet: bool,
+    /// Whether stderr is a terminal (the drawn view) or not (plain lines).
+    pub stderr_is_terminal: bool,
+    /// `NO_COLOR` is set to a non-empty value (as no-color.org says): no colour.
+    pub no_color: bool,
+    /// `PROGRESS_INTERVAL_ENV` as a whole number of ms, when it is one.
+    pub progress_interval_ms: Option<u64>,
+}
+
 /// The live view: off with `--quiet`, drawn on a terminal stderr, else plain lines; colour off
-/// under `NO_COLOR` (any non-empty value, as no-color.org says).
-fn live_spec(plan: &Plan, endpoints: &[Endpoint], warmup: u64) -> LiveSpec {
-    let mode = view_mode(crate::run::quiet(), std::io::IsTerminal::is_terminal(&std::io::stderr()));
-    let no_color = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
-    let interval_ms = std::env::var(PROGRESS_INTERVAL_ENV).ok().and_then(|v| v.trim().parse().ok());
+/// under `NO_COLOR`.
+fn live_spec(plan: &Plan, endpoints: &[Endpoint], warmup: u64, view: &ViewFacts) -> LiveSpec {
+    let mode = view_mode(view.quiet, view.stderr_is_terminal);
+    let (no_color, interval_ms) = (view.no_color, view.progress_interval_ms);
     LiveSpec {
         mode,
         color: !no_color,
@@ -150,7 +170,7 @@ fn shown_endpoints(plan: &Plan, endpoints: &[Endpoint]) -> String {
 
 /// Every row's request bytes, built once per row and endpoint, before the fork; a salted
 /// warm-up's requests follow the rows, one per warm-up sample (`warmup_rows`).
-fn request_tables(
+pub fn request_tables(
     plan: &Plan,
     endpoints: &[Endpoint],
     salted: &[(u32, String)],
@@ -318,17 +338,18 @@ fn client_counts(plan: &Plan) -> (Vec<Option<u32>>, Vec<String>, Option<TokenCou
 
 /// The client tokenizer pool of the run: live threads on the CPU plan's spare cores (none
 /// where there are none, unless asked), a drain pool over the whole machine after the last
-/// sample, bounded by `--metrics-drain-timeout`.
-fn token_pool_plan(plan: &Plan, cpu_plan: &CpuPlan) -> TokenPoolPlan {
+/// sample, bounded by `--metrics-drain-timeout`. Live counting on the load's own cores gets a
+/// note.
+fn token_pool_plan(plan: &Plan, cpu_plan: &CpuPlan, notes: &mut Vec<String>) -> TokenPoolPlan {
     let threads = tokenizer_threads(plan.token_pool.workers, cpu_plan);
     if plan.tokenizer.is_some() && threads.compete_with_load {
-        eprintln!(
+        notes.push(format!(
             "note: --metrics-tokenizer-workers {} counts tokens live on cores the load uses \
              ({} available, none spare): counting competes with the workers and may lower the \
              measured rate; 0 counts after the run instead",
             threads.live,
             cpu_plan.cores_available.len()
-        );
+        ));
     }
     let ms = plan.token_pool.drain_timeout_ms;
     TokenPoolPlan {
@@ -344,13 +365,15 @@ fn token_pool_plan(plan: &Plan, cpu_plan: &CpuPlan) -> TokenPoolPlan {
 /// its warm connections, its source addresses and port range per endpoint, and the plan's
 /// per-request timeout. The run's connections are numbered across the workers and dealt to
 /// the endpoints in turn (`slot_endpoint`), as the reference deals its workers: each endpoint
-/// gets its exact share of every worker's slots, whatever the worker count.
-fn worker_specs(
+/// gets its exact share of every worker's slots, whatever the worker count. Loopback source
+/// addresses picked here are said (at -v) in `notes`.
+pub fn worker_specs(
     plan: &Plan,
     endpoints: &[Endpoint],
     tables: &[Arc<RequestTable>],
     workers: usize,
     connections: usize,
+    notes: &mut Vec<String>,
 ) -> Result<Vec<WorkerSpec>, AppError> {
     let c = &plan.connections;
     let null = plan.endpoints.iter().any(crate::plan::EndpointUrl::is_null);
@@ -367,7 +390,7 @@ fn worker_specs(
         let to_addr = (0..n).filter(|&e| endpoints[e].addr == addr);
         to_addr.map(|e| (0..workers).map(|w| slots_of(w, e)).sum::<usize>()).sum()
     };
-    let sources = endpoint_sources(plan, endpoints, &addr_total)?;
+    let sources = endpoint_sources(plan, endpoints, &addr_total, notes)?;
     let even_ports = ephemeral_even_ports();
     let specs = (0..workers)
         .map(|i| {
@@ -426,7 +449,7 @@ fn first_endpoints(shares: &[usize], endpoints: usize) -> Vec<usize> {
 
 /// Refuses a run that cannot give every endpoint a connection (a closed loop of fewer than the
 /// endpoints, or a pool that small), or that has more endpoints than a record can name.
-fn check_endpoint_count(endpoints: usize, connections: usize) -> Result<(), AppError> {
+pub fn check_endpoint_count(endpoints: usize, connections: usize) -> Result<(), AppError> {
     if endpoints > MAX_ENDPOINTS {
         return Err(AppError::Input(format!(
             "{endpoints} endpoints are more than the {MAX_ENDPOINTS} a run can measure; give at \
@@ -445,12 +468,13 @@ fn check_endpoint_count(endpoints: usize, connections: usize) -> Result<(), AppE
 
 /// The source addresses of each endpoint's connections (`http::ports::source_addresses_for`
 /// over the run's connections to its address): `--source-addresses` as given, loopback ones
-/// picked here (said at -v), or a setup error when one address's ports cannot hold them.
-/// Every address is checked to be of the endpoint's family and local before the run.
+/// picked here (said at -v, in `notes`), or a setup error when one address's ports cannot hold
+/// them. Every address is checked to be of the endpoint's family and local before the run.
 fn endpoint_sources(
     plan: &Plan,
     endpoints: &[Endpoint],
     addr_total: &dyn Fn(std::net::SocketAddr) -> usize,
+    notes: &mut Vec<String>,
 ) -> Result<Vec<Vec<std::net::IpAddr>>, AppError> {
     let (low, high) = ephemeral_range();
     let per_source = ports_per_source(low, high);
@@ -471,12 +495,12 @@ fn endpoint_sources(
             SourceChoice::AsGiven => plan.connections.source_addresses.clone(),
             SourceChoice::Loopback(picked) => {
                 if plan.verbose > 0 && !out.contains(&picked) {
-                    eprintln!(
+                    notes.push(format!(
                         "source addresses: {total} connections to {} are past one address's \
                          {per_source} ports (ephemeral range {low}-{high}); connecting from {}",
                         ep.addr,
                         join_addrs(&picked)
-                    );
+                    ));
                 }
                 picked
             }
@@ -562,247 +586,6 @@ fn prompt_data_json(row: &Row, kwargs: Option<&serde_json::Value>) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn the_timeout_flag_reaches_the_workers() {
-        let plan = crate::plan::plan_from_args(&[
-            "offline",
-            "--endpoints",
-            "http://127.0.0.1:9,http://127.0.0.1:10",
-            "--model",
-            "m",
-            "--timeout",
-            "1.5",
-        ])
-        .unwrap();
-        let endpoints: Vec<Endpoint> =
-            plan.endpoints.iter().map(|e| Endpoint::parse(&e.url).unwrap()).collect();
-        let tables = vec![Arc::new(RequestTable::new()), Arc::new(RequestTable::new())];
-        let specs = worker_specs(&plan, &endpoints, &tables, 3, 12).unwrap();
-        assert_eq!(specs.len(), 3);
-        assert!(specs.iter().all(|w| w.request_timeout_ns == 1_500_000_000));
-        let none = crate::plan::plan_from_args(&["offline"]).unwrap();
-        let specs = worker_specs(&none, &endpoints, &tables, 2, 4).unwrap();
-        assert!(specs.iter().all(|w| w.request_timeout_ns == 0), "0 = none by default");
-    }
-
-    /// The plan and worker specs of `connections` over `workers` to `url`, with `extra` flags.
-    fn specs_for(
-        url: &str,
-        extra: &[&str],
-        workers: usize,
-        connections: usize,
-    ) -> Result<Vec<WorkerSpec>, AppError> {
-        let args = [&["offline", "--endpoints", url, "--model", "m"][..], extra].concat();
-        let plan = crate::plan::plan_from_args(&args).unwrap();
-        let endpoints = vec![Endpoint::parse(url).unwrap()];
-        let tables = vec![Arc::new(RequestTable::new())];
-        worker_specs(&plan, &endpoints, &tables, workers, connections)
-    }
-
-    fn ips(list: &[&str]) -> Vec<std::net::IpAddr> {
-        list.iter().map(|a| a.parse().unwrap()).collect()
-    }
-
-    #[test]
-    fn a_loopback_run_past_one_address_gets_loopback_source_addresses() {
-        let (low, high) = ephemeral_range();
-        let per = ports_per_source(low, high);
-        // One more than one address holds, whatever this machine's range: two addresses.
-        let specs = specs_for("http://127.0.0.1:9", &[], 3, per + 1).unwrap();
-        for w in &specs {
-            let ep = &w.endpoints[0];
-            assert_eq!(ep.source_addresses, ips(&["127.0.0.1", "127.0.0.2"]), "{}", w.worker_id);
-            let share = w.connections as usize;
-            let even = ephemeral_even_ports();
-            assert_eq!(
-                ep.bind_from_slot as usize,
-                bind_from_slot_over_sources(share, per + 1, 2, even)
-            );
-        }
-        let specs = specs_for("http://127.0.0.1:9", &[], 3, per).unwrap();
-        let sources = |w: &WorkerSpec| w.endpoints[0].source_addresses.clone();
-        assert!(specs.iter().all(|w| sources(w).is_empty()), "one address holds them");
-        let given = ["--source-addresses", "127.0.0.3"];
-        let specs = specs_for("http://127.0.0.1:9", &given, 2, 10).unwrap();
-        assert!(specs.iter().all(|w| sources(w) == ips(&["127.0.0.3"])), "as given");
-    }
-
-    #[test]
-    fn a_remote_run_past_one_address_is_refused_naming_the_count_range_and_flag() {
-        let (low, high) = ephemeral_range();
-        let per = ports_per_source(low, high);
-        let err = specs_for("http://192.0.2.1:9", &[], 2, per + 1).unwrap_err();
-        assert_eq!(err.exit_code(), 3, "{err}");
-        let msg = err.to_string();
-        for want in [
-            format!("{} connections to 192.0.2.1:9 need 2 source addresses", per + 1),
-            format!("ephemeral port range {low}-{high}"),
-            "give --source-addresses with 2 addresses".to_string(),
-        ] {
-            assert!(msg.contains(&want), "{want:?} in {msg}");
-        }
-        let one = ["--source-addresses", "127.0.0.2"];
-        let err = specs_for("http://127.0.0.1:9", &one, 2, per + 1).unwrap_err();
-        assert!(err.to_string().contains("--source-addresses gives 1"), "{err}");
-    }
-
-    #[test]
-    fn a_source_address_that_is_not_local_is_refused_before_the_run() {
-        // 192.0.2.0/24 is TEST-NET-1: documentation only, never a host's address.
-        let err = specs_for("http://192.0.2.1:9", &["--source-addresses", "192.0.2.7"], 1, 4)
-            .unwrap_err();
-        assert_eq!(err.exit_code(), 2, "{err}");
-        assert!(err.to_string().contains("192.0.2.7 is not an address of this host"), "{err}");
-        let err = specs_for("http://localhost:9", &["--source-addresses", "::1"], 1, 4);
-        let err = err.unwrap_err().to_string();
-        assert!(err.contains("::1 is not of the family of endpoint localhost"), "{err}");
-    }
-
-    #[test]
-    fn a_poisson_warm_up_draws_its_schedule_and_order_from_the_warm_up_seed() {
-        let plan = crate::plan::plan_from_args(&[
-            "online",
-            "--load-pattern",
-            "poisson",
-            "--target-qps",
-            "10",
-            "--endpoints",
-            "http://127.0.0.1:9",
-            "--model",
-            "m",
-            "--warmup",
-            "--warmup-requests",
-            "7",
-            "--warmup-seed",
-            "5",
-        ])
-        .unwrap();
-        let endpoints = vec![Endpoint::parse("http://127.0.0.1:9").unwrap()];
-        let cores = loadgen_coordinator::cpu::cores_available();
-        let cpu_plan = CpuPlan::new(&cores, 1, false, false);
-        let spec = plan.run_spec(&endpoints, cpu_plan).unwrap();
-        assert_eq!(spec.pattern, LoadPattern::Poisson { target_qps: 10.0, seed: 42 });
-        assert_eq!(spec.warmup.pattern, LoadPattern::Poisson { target_qps: 10.0, seed: 5 });
-        let rows = plan.dataset.rows.len();
-        assert_eq!(spec.warmup.rows, SampleOrder::first_rows(rows, 6, 7));
-        assert_eq!(spec.workers[0].first_requests().len(), rows, "unsalted: no extra requests");
-    }
-
-    /// A large header and model name are held once per endpoint, not once per dataset row: the
-    /// 1,000 rows of the synthetic dataset with a 100 KB header and a 4 KB model cost about
-    /// what the rows alone cost (issue 25: a 1 MiB header cost 1 GB).
-    #[test]
-    fn what_every_request_shares_is_held_once_per_endpoint_not_per_row() {
-        let header = format!("X-Big: {}", "h".repeat(100_000));
-        let model = "m".repeat(crate::plan::MAX_MODEL_NAME_BYTES);
-        let url = "http://127.0.0.1:9";
-        let args = ["offline", "--endpoints", url, "--model", &model, "--header", &header];
-        let plan = crate::plan::plan_from_args(&args).unwrap();
-        let small = ["offline", "--endpoints", url, "--model", "m"];
-        let plain = crate::plan::plan_from_args(&small).unwrap();
-        let endpoints = vec![Endpoint::parse(url).unwrap()];
-        let bytes = |plan: &Plan| {
-            let tables = request_tables(plan, &endpoints, &[]).unwrap();
-            assert_eq!(tables[0].len(), plan.dataset.rows.len());
-            tables[0].total_bytes()
-        };
-        let (big, base) = (bytes(&plan), bytes(&plain));
-        assert!(big < base + 100_000 + 4_096 + 2_000, "{big} bytes against {base} without them");
-        let tables = request_tables(&plan, &endpoints, &[]).unwrap();
-        let request = tables[0].request(999);
-        assert!(request.windows(header.len()).any(|w| w == header.as_bytes()), "sent on each");
-    }
-
-    /// The plan and worker specs of `connections` over `workers` to the `urls`.
-    fn multi_specs(urls: &[&str], workers: usize, connections: usize) -> Vec<WorkerSpec> {
-        let joined = urls.join(",");
-        let args = ["offline", "--endpoints", &joined, "--model", "m"];
-        let plan = crate::plan::plan_from_args(&args).unwrap();
-        let endpoints: Vec<Endpoint> = urls.iter().map(|u| Endpoint::parse(u).unwrap()).collect();
-        let tables: Vec<_> = urls.iter().map(|_| Arc::new(RequestTable::new())).collect();
-        worker_specs(&plan, &endpoints, &tables, workers, connections).unwrap()
-    }
-
-    /// Slots per endpoint over the whole run, from each worker's first endpoint and share.
-    fn run_split(specs: &[WorkerSpec], endpoints: usize) -> Vec<usize> {
-        (0..endpoints)
-            .map(|e| {
-                let of = |w: &WorkerSpec| {
-                    let (first, share) = (w.first_endpoint as usize, w.connections as usize);
-                    endpoint_slot_count(first, share, endpoints, e)
-                };
-                specs.iter().map(of).sum()
-            })
-            .collect()
-    }
-
-    #[test]
-    fn every_worker_spreads_its_slots_over_all_endpoints_and_the_run_split_is_exact() {
-        let urls = ["http://127.0.0.1:9", "http://127.0.0.1:10", "http://127.0.0.1:11"];
-        // (workers, connections) -> slots per endpoint over the run.
-        for (workers, connections, want) in [
-            (1, 4, vec![2, 1, 1]),
-            (1, 6, vec![2, 2, 2]),
-            (2, 7, vec![3, 2, 2]),
-            (3, 3, vec![1, 1, 1]),
-            (4, 10, vec![4, 3, 3]),
-        ] {
-            let specs = multi_specs(&urls, workers, connections);
-            assert_eq!(run_split(&specs, 3), want, "{workers} workers, {connections} connections");
-            for w in &specs {
-                assert_eq!(w.endpoints.len(), 3, "every worker holds every endpoint");
-                let addrs: Vec<_> = w.endpoints.iter().map(|e| e.endpoint.addr.port()).collect();
-                assert_eq!(addrs, [9, 10, 11], "in the run's order");
-            }
-        }
-        // One worker, two endpoints: the default small-machine run reaches both.
-        let specs = multi_specs(&urls[..2], 1, 32);
-        assert_eq!(run_split(&specs, 2), [16, 16]);
-        assert_eq!(specs[0].first_endpoint, 0);
-        // Worker 1's slot 0 continues the run's numbering after worker 0's 3 slots.
-        let specs = multi_specs(&urls[..2], 2, 5);
-        assert_eq!(specs.iter().map(|w| w.first_endpoint).collect::<Vec<_>>(), [0, 1]);
-    }
-
-    #[test]
-    fn fewer_connections_than_endpoints_is_refused_naming_both_counts() {
-        let plan = crate::plan::plan_from_args(&[
-            "offline",
-            "--endpoints",
-            "http://127.0.0.1:9,http://127.0.0.1:10,http://127.0.0.1:11",
-            "--model",
-            "m",
-        ])
-        .unwrap();
-        let endpoints: Vec<Endpoint> =
-            plan.endpoints.iter().map(|e| Endpoint::parse(&e.url).unwrap()).collect();
-        let tables: Vec<_> = endpoints.iter().map(|_| Arc::new(RequestTable::new())).collect();
-        let err = worker_specs(&plan, &endpoints, &tables, 1, 2).unwrap_err();
-        assert_eq!(err.exit_code(), 3, "{err}");
-        let msg = err.to_string();
-        assert!(msg.contains("3 endpoints need at least 3 connections"), "{msg}");
-        assert!(msg.contains("the run has 2"), "{msg}");
-        assert!(check_endpoint_count(MAX_ENDPOINTS + 1, 100_000).is_err());
-        assert!(check_endpoint_count(MAX_ENDPOINTS, 100_000).is_ok());
-    }
-
-    #[test]
-    fn port_budgets_count_the_connections_to_each_address() {
-        let (low, high) = ephemeral_range();
-        let per = ports_per_source(low, high);
-        // Two URLs naming one loopback address share its ports: past one source address
-        // together though each alone fits.
-        let urls = ["http://127.0.0.1:9", "http://127.0.0.1:9/b"];
-        let specs = multi_specs(&urls, 1, per + 2);
-        for ep in &specs[0].endpoints {
-            assert_eq!(ep.source_addresses, ips(&["127.0.0.1", "127.0.0.2"]));
-        }
-        // Two addresses, each with half: one source address each holds them.
-        let urls = ["http://127.0.0.1:9", "http://127.0.0.1:10"];
-        let specs = multi_specs(&urls, 1, per + 2);
-        assert!(specs[0].endpoints.iter().all(|ep| ep.source_addresses.is_empty()));
-    }
 
     #[test]
     fn quiet_wins_and_only_a_terminal_gets_the_drawn_view() {

@@ -20,7 +20,7 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
-use crate::yaml::lax;
+use crate::lax;
 use column_names::{ColumnNames, KeysInto};
 use serde_json::{Map, Value};
 
@@ -42,33 +42,7 @@ pub struct Dataset {
     pub rows: Vec<Row>,
 }
 
-/// One dataset row after the column mapping.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct Row {
-    /// The user prompt text (column `prompt` after mapping).
-    pub prompt: Option<String>,
-    /// A system prompt (column `system`, or `system_prompt`).
-    pub system: Option<String>,
-    /// Chat messages (column `messages`), as JSON.
-    pub messages: Option<Value>,
-    /// A multimodal user message's content parts (text and images), sent on the chat API in
-    /// place of `prompt`, after `system`; only the predefined Shopify datasets make them.
-    pub content_parts: Option<Vec<loadgen_worker::request::ContentPart>>,
-    /// Pre-tokenized input (column `token_ids` or `input_tokens`, or a `prompt` that is a
-    /// list of integers).
-    pub token_ids: Option<Vec<u32>>,
-    /// Completions per request (column `n`); rejected above 1 under a server primary.
-    pub n: Option<u32>,
-    /// The row's `ROW_REQUEST_COLUMNS` that are present and not null, in that order.
-    pub request_columns: Vec<(String, Value)>,
-}
-
-impl Row {
-    /// The value of request column `name`, when the row has it.
-    pub fn request_column(&self, name: &str) -> Option<&Value> {
-        self.request_columns.iter().find(|(k, _)| k == name).map(|(_, v)| v)
-    }
-}
+pub use crate::row::Row;
 
 /// Whether a dataset drives the performance phase or an accuracy evaluation.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -322,19 +296,21 @@ pub use predefined::predefined_refusals;
 
 /// Loads a dataset entry: reads the file, applies the column mapping, builds the rows.
 /// `random` without `generate_params.tokenizer` fails here (no run tokenizer); the plan loads
-/// through `load_dataset_spec_with`.
+/// through `load_dataset_spec_with`, which also gives the notes this drops.
 pub fn load_dataset_spec(spec: &DatasetSpec) -> Result<Dataset, AppError> {
-    load_dataset_spec_with(spec, None)
+    load_dataset_spec_with(spec, None, &mut Vec::new())
 }
 
 /// `load_dataset_spec`, with the run's tokenizer (`--tokenizer`, else the model name) for the
-/// `random` dataset when its `generate_params` name none.
+/// `random` dataset when its `generate_params` name none; what loading has to say (a
+/// predefined dataset's ignored `parser`) goes into `notes`.
 pub fn load_dataset_spec_with(
     spec: &DatasetSpec,
     run_tokenizer: Option<&str>,
+    notes: &mut Vec<String>,
 ) -> Result<Dataset, AppError> {
     if predefined::predefined_name(spec).is_some() {
-        return predefined::load_predefined(spec, run_tokenizer);
+        return predefined::load_predefined(spec, run_tokenizer, notes);
     }
     load_file_dataset(spec)
 }
@@ -363,13 +339,14 @@ pub fn is_predefined(spec: &DatasetSpec) -> bool {
 /// One column of a dataset file (an accuracy dataset's ground truth), a value per row up to
 /// `samples=`; `None` where a row lacks it. A `parser:` target named `column` reads its source.
 /// An accuracy dataset's rows and its `column` (`load_dataset_spec` and `read_column`), a
-/// predefined dataset's from one read of its cache.
+/// predefined dataset's from one read of its cache; its notes go into `notes`.
 pub fn load_dataset_and_column(
     spec: &DatasetSpec,
     column: &str,
+    notes: &mut Vec<String>,
 ) -> Result<(Dataset, Vec<Option<Value>>), AppError> {
     if is_predefined(spec) {
-        return predefined::load_predefined_with_column(spec, column);
+        return predefined::load_predefined_with_column(spec, column, notes);
     }
     Ok((load_file_dataset(spec)?, read_column(spec, column)?))
 }
@@ -870,7 +847,7 @@ fn row_text_bytes(row: &Row) -> usize {
 
 /// Bytes of every string inside a JSON value (a prompt's messages), as a row's text is counted
 /// against `PROMPT_BYTES_MAX`.
-pub(crate) fn string_bytes(v: &Value) -> usize {
+pub fn string_bytes(v: &Value) -> usize {
     match v {
         Value::String(s) => s.len(),
         Value::Array(items) => items.iter().map(string_bytes).sum(),
@@ -931,7 +908,7 @@ mod tests {
     use std::io::Write as _;
 
     fn asset(path: &str) -> String {
-        format!("{}/tests/assets/{path}", env!("CARGO_MANIFEST_DIR"))
+        format!("{}/../tests/assets/{path}", env!("CARGO_MANIFEST_DIR"))
     }
 
     fn temp_file(name: &str, text: &str) -> (tempdir::Dir, String) {
@@ -1118,5 +1095,36 @@ mod tests {
         assert_eq!(spec.kind, DatasetKind::Accuracy);
         assert_eq!(spec.display_name(), "n");
         assert_eq!(spec.parser.unwrap().system.as_deref(), Some("sys"));
+    }
+
+    fn thread_count() -> usize {
+        std::fs::read_dir("/proc/self/task").map(|d| d.count()).unwrap_or(0)
+    }
+
+    /// Counting runs before the fork, when no thread may exist: it must never start the
+    /// tokenizers crate's rayon pool. Checked in a child test process run with one test
+    /// thread, so no other test can start threads meanwhile.
+    #[test]
+    fn counting_starts_no_threads() {
+        const CHILD: &str = "LLM_LOADGEN_THREAD_CHECK_CHILD";
+        if std::env::var_os(CHILD).is_some() {
+            let tok = crate::tokenizer::Tokenizer::load(&asset("tokenizers/char_chat")).unwrap();
+            let before = thread_count();
+            let rows = synthetic_dataset().rows;
+            let total: u64 = rows.iter().map(|r| u64::from(tok.count_row(r).unwrap())).sum();
+            let chat = serde_json::json!([{"role": "user", "content": "hi"}]);
+            tok.count_row(&Row { messages: Some(chat), ..Row::default() }).unwrap();
+            assert!(total > 40_000);
+            assert_eq!(thread_count(), before, "counting started threads");
+            return;
+        }
+        let out = std::process::Command::new(std::env::current_exe().unwrap())
+            .args(["dataset::tests::counting_starts_no_threads", "--exact", "--test-threads=1"])
+            .env(CHILD, "1")
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(out.status.success(), "{text}{}", String::from_utf8_lossy(&out.stderr));
+        assert!(text.contains("1 passed"), "{text}");
     }
 }

@@ -18,10 +18,12 @@ pub(super) fn check_dataset_kinds(config: &Config) -> Result<(), AppError> {
     Ok(())
 }
 
-/// Loads the performance dataset; `-v` says how long loading took (docs/PERF.md, Datasets).
+/// Loads the performance dataset; `-v` says how long loading took (docs/PERF.md, Datasets), in
+/// `notes` with what loading has to say.
 pub(super) fn resolve_dataset(
     config: &mut Config,
     verbose: u8,
+    notes: &mut Vec<String>,
 ) -> Result<(Dataset, bool), AppError> {
     check_dataset_kinds(config)?;
     let verbose = verbose.max(u8::from(config.verbose));
@@ -43,10 +45,10 @@ pub(super) fn resolve_dataset(
         return Ok((synthetic_dataset(), true));
     };
     let started = std::time::Instant::now();
-    let dataset = load_dataset_spec_with(spec, run_tokenizer.as_deref())?;
+    let dataset = load_dataset_spec_with(spec, run_tokenizer.as_deref(), notes)?;
     if verbose > 0 {
         let load_s = started.elapsed().as_secs_f64();
-        eprintln!("dataset: {} rows loaded in {load_s:.3} s", dataset.rows.len());
+        notes.push(format!("dataset: {} rows loaded in {load_s:.3} s", dataset.rows.len()));
     }
     spec.name.get_or_insert_with(|| dataset.name.clone());
     Ok((dataset, false))

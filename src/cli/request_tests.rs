@@ -1,6 +1,10 @@
-//! Unit tests of the request settings a plan resolves.
+//! Unit tests of the request settings a plan resolves from flags (beside the flags, which the
+//! plan does not import), and of each request flag against its YAML key.
 
-use super::*;
+use super::{config_from_args, resolve_plan};
+use crate::error::AppError;
+use crate::plan::*;
+use crate::yaml::Config;
 
 fn plan_of(args: &[&str]) -> Result<Plan, AppError> {
     let dataset = format!(
@@ -51,101 +55,6 @@ fn normal_osl_draws_are_pythons_normalvariate_rounded_and_clamped() {
     ])
     .unwrap();
     assert_eq!(plan.row_output_tokens[..8], [107, 85, 138, 96, 71, 117, 65, 152]);
-}
-
-#[test]
-fn a_parser_target_input_tokens_makes_token_id_prompts() {
-    let path = format!("{}/tests/assets/configs/token_ids.jsonl", env!("CARGO_MANIFEST_DIR"));
-    let text = format!(
-        "type: offline\nendpoint_config: {{api_type: openai_completions}}\ndatasets:\n  - \
-         path: {path}\n    parser: {{input_tokens: input_tokens}}\n"
-    );
-    let plan = resolve_plan(Config::from_yaml_str(&text, "t.yaml").unwrap(), 0).unwrap();
-    let ids: Vec<_> = plan.dataset.rows.iter().map(|r| r.token_ids.clone()).collect();
-    assert_eq!(
-        ids,
-        [Some(vec![101, 102, 103]), Some(vec![104, 105]), Some(vec![106, 107, 108, 109])]
-    );
-    // The command-line form takes any target too.
-    let spec = crate::dataset::DatasetSpec::parse("x.jsonl,parser.input_tokens=ids").unwrap();
-    let other = spec.parser.unwrap().other;
-    assert_eq!(other.get("input_tokens").map(String::as_str), Some("ids"));
-    let bad = text.replace("{input_tokens: input_tokens}", "{label_text: label}");
-    let err = resolve_plan(Config::from_yaml_str(&bad, "t.yaml").unwrap(), 0).unwrap_err();
-    assert_eq!(err.exit_code(), 2);
-    assert!(err.to_string().contains("datasets[0].parser.label_text"), "{err}");
-}
-
-#[test]
-fn a_generation_config_override_is_merged_over_model_params() {
-    let path = format!("{}/tests/assets/datasets/dummy_1k.jsonl", env!("CARGO_MANIFEST_DIR"));
-    let text = format!(
-        "type: offline\nmodel_params:\n  max_new_tokens: 64\n  temperature: 0.5\n  \
-         osl_distribution: {{type: uniform, min: 2, max: 9}}\ndatasets:\n  - path: {}\n    \
-         parser: {{prompt: text_input}}\n    generation_config_override:\n      \
-         max_new_tokens: 8\n      osl_distribution: {{max: 5}}\n",
-        path
-    );
-    let plan = resolve_plan(Config::from_yaml_str(&text, "t.yaml").unwrap(), 0).unwrap();
-    assert_eq!((plan.request.max_output_tokens, plan.request.temperature), (8, Some(0.5)));
-    // Deep-merged: the override's max bounds the base's uniform draw from min 2.
-    assert!(
-        plan.row_output_tokens.iter().all(|n| (2..=5).contains(n)),
-        "{:?}",
-        plan.row_output_tokens
-    );
-    assert!(plan.row_output_tokens.contains(&2) && plan.row_output_tokens.contains(&5));
-    let bad = text.replace("max_new_tokens: 8", "max_new_tokens: lots");
-    let err = resolve_plan(Config::from_yaml_str(&bad, "t.yaml").unwrap(), 0).unwrap_err();
-    assert!(err.to_string().contains("datasets[0].generation_config_override"), "{err}");
-    assert_eq!(err.exit_code(), 2);
-}
-
-#[test]
-fn null_drain_timeouts_resolve_to_an_unbounded_drain() {
-    let text = "type: offline\nsettings:\n  drain:\n    warmup_timeout_s: null\n    \
-                performance_timeout_s: null\n";
-    let plan = resolve_plan(Config::from_yaml_str(text, "t.yaml").unwrap(), 0).unwrap();
-    assert_eq!(
-        (plan.drain_timeout_ms, plan.warmup.drain_timeout_ms),
-        (DRAIN_FOREVER_MS, DRAIN_FOREVER_MS)
-    );
-    // An instant plus it does not overflow, as the coordinator adds it to now.
-    let forever = std::time::Duration::from_millis(DRAIN_FOREVER_MS);
-    assert!(std::time::Instant::now().checked_add(forever).is_some());
-    let given = resolve_plan(Config::from_yaml_str("type: offline\n", "t.yaml").unwrap(), 0);
-    assert_eq!(given.unwrap().drain_timeout_ms, 240_000);
-}
-
-#[test]
-fn validate_yaml_accepts_what_the_reference_does_and_lists_what_a_run_refuses() {
-    let text = "type: submission\nbenchmark_mode: online\nmodel_params: {name: m}\n\
-                settings:\n  load_pattern: {type: poisson, target_qps: 5}\n  profiling: \
-                {engine: vllm}\ndatasets:\n  - name: gpqa\n    type: accuracy\n";
-    let config = Config::from_yaml_str(text, "t.yaml").unwrap();
-    check_config(&config).unwrap();
-    let notes = run_refusals(&config).join("\n");
-    for key in ["type: submission", "settings.profiling.engine"] {
-        assert!(notes.contains(key), "{key}: {notes}");
-    }
-    assert_eq!(resolve_plan(config, 0).unwrap_err().exit_code(), 2);
-}
-
-#[test]
-fn validate_yaml_refuses_what_a_run_would_refuse() {
-    let bad = [
-        "type: offline\nendpoint_config: {api_type: sglang}\nmodel_params:\n  \
-         chat_template_kwargs: {a: 1}\n",
-        "type: offline\nmodel_params:\n  osl_distribution: {type: normal, mean: 9}\n",
-        "type: offline\nmodel_params:\n  extra_body: [1]\n",
-    ];
-    for text in bad {
-        let config = Config::from_yaml_str(text, "t.yaml").unwrap();
-        assert_eq!(check_config(&config).unwrap_err().exit_code(), 2, "{text}");
-    }
-    let good = "type: offline\nmodel_params:\n  osl_distribution:\n    type: normal\n    \
-                mean: 1000\n    std: 200\n    min: 512\n    max: 2048\n";
-    check_config(&Config::from_yaml_str(good, "t.yaml").unwrap()).unwrap();
 }
 
 #[test]

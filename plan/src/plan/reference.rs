@@ -6,8 +6,9 @@ use super::*;
 /// The checks that need no file, as the reference's schema and cross-field rules make them:
 /// load pattern against type, endpoints, model, API-type rules, token basis, durations,
 /// workers and datasets (`validate-yaml` runs only these). What the reference accepts but a
-/// run here would refuse is `run_refusals`, not an error here.
-pub fn check_config(config: &Config) -> Result<(), AppError> {
+/// run here would refuse is `run_refusals`, not an error here. What the checks have to say
+/// (videogen's client basis) goes into `notes`.
+pub fn check_config(config: &Config, notes: &mut Vec<String>) -> Result<(), AppError> {
     let pattern = check_pattern_as_reference(config)?.unwrap_or(LoadPattern::Offline);
     check_datasets_as_reference(config)?;
     let endpoints = parse_endpoints(config)?;
@@ -17,7 +18,7 @@ pub fn check_config(config: &Config) -> Result<(), AppError> {
     resolve_sampling(config, api_type)?;
     draw_output_tokens(config, 0)?; // zero rows: the settings are checked, nothing is drawn
     check_generation_overrides(config, api_type)?;
-    resolve_token_source(config, api_type, resolve_streaming(config))?;
+    resolve_token_source(config, api_type, resolve_streaming(config), notes)?;
     check_durations(&config.settings.runtime)?;
     resolve_request_timeout(config.timeout)?;
     check_sample_counts(config)?;

@@ -27,7 +27,7 @@ pub(super) fn parse_endpoints(config: &Config) -> Result<Vec<EndpointUrl>, AppEr
 /// print one: the API key, what a URL's userinfo hides (and the `Basic` token it becomes), and
 /// the value of each header whose name says it holds a secret (`redact::is_secret_header`).
 /// Other header values are not secrets: they are shown as given.
-pub(crate) fn register_secrets(ec: &crate::yaml::EndpointConfig) {
+pub fn register_secrets(ec: &crate::yaml::EndpointConfig) {
     use crate::redact::register_secret;
     if let Some(key) = &ec.api_key {
         register_secret(key);
@@ -62,16 +62,18 @@ pub const API_KEY_ENV: &str = "OPENAI_API_KEY";
 /// The run's `Authorization` and its other headers: `--api-key` (else `OPENAI_API_KEY`, when an
 /// endpoint is given) as a bearer token, or an `Authorization` given with `--header`. A key
 /// from the environment is written back, so `config.yaml` shows that one was sent (redacted).
-/// Two sources of one run's authorization are refused rather than one dropped.
-pub(crate) fn resolve_auth(
+/// Two sources of one run's authorization are refused rather than one dropped. A key taken from
+/// the environment is said in `notes`.
+pub fn resolve_auth(
     config: &mut Config,
     endpoints: &[EndpointUrl],
+    notes: &mut Vec<String>,
 ) -> Result<(Option<Secret>, HeaderLines), AppError> {
     let remote = !endpoints.is_empty() && !endpoints.iter().all(EndpointUrl::is_null);
     if config.endpoint_config.api_key.is_none() && remote {
         if let Some(key) = std::env::var(API_KEY_ENV).ok().filter(|k| !k.trim().is_empty()) {
             crate::redact::register_secret(&key);
-            eprintln!("note: no --api-key given: sending the key in {API_KEY_ENV}");
+            notes.push(format!("note: no --api-key given: sending the key in {API_KEY_ENV}"));
             config.endpoint_config.api_key = Some(key);
         }
     }
@@ -105,16 +107,16 @@ pub(crate) fn resolve_auth(
 
 /// Says when a base URL's trailing `/v1` is taken as the API's own (OpenAI SDK users write base
 /// URLs that way), so no request goes to `/v1/v1/…`.
-pub(super) fn note_v1_suffix(config: &Config) {
+pub(super) fn note_v1_suffix(config: &Config, notes: &mut Vec<String>) {
     for url in &config.endpoint_config.endpoints {
         let (stripped, _) = crate::redact::split_userinfo(url.trim());
         if stripped.trim_end_matches('/').ends_with("/v1") {
-            eprintln!(
+            notes.push(format!(
                 "note: endpoint {}: the trailing /v1 is the API's own; requests go to \
                  {}/v1/…",
                 crate::redact::redact_url(url.trim()),
                 v1_base(&stripped)
-            );
+            ));
         }
     }
 }
@@ -253,7 +255,11 @@ pub(super) fn resolve_model(
 /// (only its certificates, read and checked here so a bad file stops the run before the
 /// fork), else the system's trust store. A setting with no `https://` endpoint to apply to
 /// gets a note.
-pub(crate) fn resolve_tls(config: &Config, endpoints: &[EndpointUrl]) -> Result<Verify, AppError> {
+pub fn resolve_tls(
+    config: &Config,
+    endpoints: &[EndpointUrl],
+    notes: &mut Vec<String>,
+) -> Result<Verify, AppError> {
     let insecure = config.settings.client.insecure;
     let bundle = config.endpoint_config.ca_bundle.as_deref();
     let verify = match (insecure, bundle) {
@@ -269,8 +275,9 @@ pub(crate) fn resolve_tls(config: &Config, endpoints: &[EndpointUrl]) -> Result<
     };
     let https = endpoints.iter().any(|e| e.url.starts_with("https://"));
     if !https && verify != Verify::SystemRoots {
-        eprintln!(
+        notes.push(
             "note: --insecure and --ca-bundle apply to https:// endpoints only; this run has none"
+                .to_string(),
         );
     }
     if https && matches!(verify, Verify::CaBundle(_)) {
