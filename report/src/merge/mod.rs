@@ -18,15 +18,15 @@ use std::path::Path;
 
 use loadgen_coordinator::metrics::TokenCountSource;
 
-use crate::error::AppError;
-use crate::report::rebuild::{rebuild, Carried, RunDir};
-use crate::report::{
+use crate::rebuild::{rebuild, Carried, RunDir};
+use crate::{
     result_summary, write_atomic, write_atomic_with, FailureCounts, FailureKindCount,
     ResultSummary, RunInfo, ShardFile, ShardInfo,
 };
 pub use check::{check_shards, Timeline};
 use events::{merge_events, ShardLog};
 pub use fields::ShardView;
+use loadgen_plan::error::AppError;
 
 /// A shard's report directory, read.
 pub struct Shard {
@@ -106,7 +106,7 @@ pub fn write_merged_inputs(
     }
     rows.sort_unstable();
     let idx_path = out.join("sample_idx_map.json");
-    write_atomic_with(&idx_path, |w| crate::report::write_sample_idx_map(w, &rows, true, &[]))
+    write_atomic_with(&idx_path, |w| crate::write_sample_idx_map(w, &rows, true, &[]))
         .map_err(|e| write_error(&idx_path, &e))?;
     let first = &shards[order[0]].run;
     let mut config = first.config_yaml.clone();
@@ -264,12 +264,6 @@ pub fn write_merged_report(
     rebuilt.info.shards = shard_infos(shards, order, timeline);
     let summary = result_summary(&rebuilt.snapshot, &rebuilt.info);
     let out = &merged.dir;
-    crate::report::rebuild::write_rebuilt_files(
-        out,
-        &rebuilt.snapshot,
-        &summary,
-        &rebuilt.info,
-        None,
-    )?;
+    crate::rebuild::write_rebuilt_files(out, &rebuilt.snapshot, &summary, &rebuilt.info, None)?;
     Ok((summary, rebuilt.info))
 }

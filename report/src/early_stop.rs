@@ -14,9 +14,9 @@ use loadgen_coordinator::metrics::stats::PERCENTILE_KEYS;
 use loadgen_coordinator::metrics::tokens::{client_tokens, server_tokens};
 use loadgen_coordinator::metrics::{SampleTable, TokenCountSource};
 
-use crate::error::AppError;
-use crate::report::rebuild::RunDir;
-use crate::report::{ResultSummary, SeriesSummary};
+use crate::rebuild::RunDir;
+use crate::{ResultSummary, SeriesSummary};
+use loadgen_plan::error::AppError;
 
 /// The script's default targets: the report grid at and above the median.
 pub const DEFAULT_PERCENTILES: &str = "99.9,99.0,97.0,95.0,90.0,80.0,75.0,50.0";

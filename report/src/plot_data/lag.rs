@@ -13,11 +13,11 @@
 use loadgen_coordinator::metrics::stats::lower_percentile_index;
 use loadgen_coordinator::pyrandom::{poisson_gap_ns, PyRandom};
 
-use crate::error::AppError;
-use crate::report::rebuild::RunDir;
-use crate::report::replay::read::{self, Event, SessionKind};
-use crate::report::IssueLag;
-use crate::yaml::LoadPatternKind;
+use crate::rebuild::RunDir;
+use crate::replay::read::{self, Event, SessionKind};
+use crate::IssueLag;
+use loadgen_plan::error::AppError;
+use loadgen_plan::yaml::LoadPatternKind;
 
 /// The Poisson schedule a run used.
 #[derive(Debug, Clone, Copy)]

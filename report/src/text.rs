@@ -424,7 +424,7 @@ fn endpoint_lines(s: &ResultSummary) -> Vec<String> {
 /// its control characters are escaped (report.txt and the console are read on terminals).
 fn one_line(text: &str) -> String {
     let line = text.split_whitespace().collect::<Vec<_>>().join(" ");
-    crate::redact::escape_controls(&line).into_owned()
+    loadgen_plan::redact::escape_controls(&line).into_owned()
 }
 
 /// The whole `report.txt`.

@@ -89,7 +89,7 @@ fn one_endpoint(table: &SampleTable) -> Vec<EndpointInfo> {
 }
 
 fn golden_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests").join("golden")
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/golden")
 }
 
 /// Compares `actual` with a golden file byte for byte; `UPDATE_GOLDEN=1` rewrites it.
@@ -358,7 +358,7 @@ fn write_report_files_writes_all_three_atomically() {
     let info = info(TokenCountSource::Client);
     let summary = result_summary(&snap, &info);
     std::fs::create_dir_all(&dir).unwrap();
-    let open = crate::report::OpenDir::open(&dir).unwrap();
+    let open = crate::OpenDir::open(&dir).unwrap();
     let unwritten = write_report_files(&open, &snap, &summary, &info);
     assert!(unwritten.is_empty(), "{unwritten:?}");
     let written = std::fs::read(dir.join("performance/result_summary.json")).unwrap();
@@ -403,7 +403,7 @@ fn an_atomic_write_replaces_a_planted_link_and_never_writes_through_it() {
     assert_eq!(std::fs::read_to_string(dir.join("report.txt")).unwrap(), "report");
     // A subdirectory that is a link is refused, and nothing lands where it points.
     std::os::unix::fs::symlink(dir.join("elsewhere"), dir.join("performance")).unwrap();
-    let open = crate::report::OpenDir::open(&dir).unwrap();
+    let open = crate::OpenDir::open(&dir).unwrap();
     let err = open.write_atomic("performance/result_summary.json", b"{}").unwrap_err();
     assert!(err.to_string().contains("performance is a symbolic link"), "{err}");
     assert_eq!(std::fs::read_dir(dir.join("elsewhere")).unwrap().count(), 0);
@@ -800,7 +800,7 @@ fn a_summary_read_back_holds_what_it_wrote_and_writes_the_same_bytes() {
 #[test]
 fn a_summary_the_reference_wrote_reads_with_its_keys_only() {
     let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/assets/compare/reference/performance/result_summary.json");
+        .join("../tests/assets/compare/reference/performance/result_summary.json");
     let read: ResultSummary =
         serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
     assert!(read.reference_only, "no token_count_source: the reference's");

@@ -9,15 +9,15 @@ use std::path::Path;
 use loadgen_coordinator::metrics::TokenCountSource;
 use loadgen_worker::wire::FailureKind;
 
-use crate::dataset::DatasetKind;
-use crate::error::AppError;
-use crate::plan::TestMode;
-use crate::report::replay::Replayed;
-use crate::report::{
+use crate::replay::Replayed;
+use crate::{
     ClientTokenCounting, ClientWaitInfo, FailureKindCount, IssueLag, LoadPatternInfo,
     ResultSummary, RunInfo, WarmupInfo,
 };
-use crate::yaml::{Config, LoadPatternKind};
+use loadgen_plan::dataset::DatasetKind;
+use loadgen_plan::error::AppError;
+use loadgen_plan::plan::TestMode;
+use loadgen_plan::yaml::{Config, LoadPatternKind};
 
 /// Values of the run's result_summary.json, report.txt and final_snapshot.json the log lacks.
 #[derive(Debug, Default)]
@@ -56,10 +56,8 @@ impl Carried {
     pub fn read(dir: &Path, summary: Option<&ResultSummary>) -> Carried {
         let mut carried = Carried {
             snapshot_totals: snapshot_totals(dir),
-            accuracy_results: crate::report::read_existing(
-                &dir.join("accuracy/accuracy_results.json"),
-            )
-            .ok(),
+            accuracy_results: crate::read_existing(&dir.join("accuracy/accuracy_results.json"))
+                .ok(),
             ..Carried::default()
         };
         let Some(s) = summary else {
@@ -104,7 +102,7 @@ impl Carried {
         if endpoints.is_empty() {
             return vec!["embedded max-throughput stub".to_string()];
         }
-        endpoints.iter().map(|u| crate::redact::redact(u)).collect()
+        endpoints.iter().map(|u| loadgen_plan::redact::redact(u)).collect()
     }
 
     /// The failure kinds, and each failed row's kind: the summary's kinds dealt over the
@@ -197,7 +195,7 @@ impl Carried {
             }
             return Ok(None);
         };
-        crate::report::accuracy::accuracy_block_from_json(text, primary).map(Some).map_err(|why| {
+        crate::accuracy::accuracy_block_from_json(text, primary).map(Some).map_err(|why| {
             AppError::Input(format!(
                 "accuracy/accuracy_results.json cannot be read ({why}), so report.txt's \
                  Accuracy block cannot be rebuilt; nothing was rebuilt"
@@ -232,7 +230,7 @@ fn failure_codes<'a>(counts: &'a [(&'a str, u64)]) -> impl Iterator<Item = u8> +
 
 /// The live tokenizer threads the run's report.txt names.
 fn live_threads(dir: &Path) -> Option<usize> {
-    let text = crate::report::read_existing(&dir.join("report.txt")).ok()?;
+    let text = crate::read_existing(&dir.join("report.txt")).ok()?;
     let at = text.find("counted live by ")? + "counted live by ".len();
     let digits: String = text[at..].chars().take_while(char::is_ascii_digit).collect();
     digits.parse().ok()
@@ -240,14 +238,14 @@ fn live_threads(dir: &Path) -> Option<usize> {
 
 /// The reason report.txt gives for an incomplete run.
 fn incomplete_reason(dir: &Path) -> Option<String> {
-    let text = crate::report::read_existing(&dir.join("report.txt")).ok()?;
+    let text = crate::read_existing(&dir.join("report.txt")).ok()?;
     let line = text.lines().find_map(|l| l.strip_prefix("WARNING: report is incomplete ("))?;
     let end = line.rfind(") — ")?;
     Some(line[..end].to_string())
 }
 
 fn snapshot_totals(dir: &Path) -> Option<[u64; 4]> {
-    let text = crate::report::read_existing(&dir.join("metrics/final_snapshot.json")).ok()?;
+    let text = crate::read_existing(&dir.join("metrics/final_snapshot.json")).ok()?;
     let snap: serde_json::Value = serde_json::from_str(&text).ok()?;
     let metrics = snap.get("metrics")?.as_array()?;
     let counter =

@@ -6,9 +6,9 @@
 
 use std::path::Path;
 
-use crate::error::AppError;
-use crate::plan::{sample_share, shard_seed, Shard, MAX_SHARDS};
-use crate::report::{ShardFile, SHARD_FILE_FORMAT};
+use crate::{ShardFile, SHARD_FILE_FORMAT};
+use loadgen_plan::error::AppError;
+use loadgen_plan::plan::{sample_share, shard_seed, Shard, MAX_SHARDS};
 
 /// The most the anchor reading's uncertainty may be: the narrowest of five brackets of two
 /// back-to-back clock reads, microseconds at worst on a loaded host.

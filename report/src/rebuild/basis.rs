@@ -3,7 +3,7 @@
 
 use loadgen_coordinator::metrics::TokenCountSource;
 
-use crate::report::ResultSummary;
+use crate::ResultSummary;
 
 /// Where the basis came from, for the note on stderr.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

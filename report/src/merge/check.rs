@@ -6,7 +6,7 @@
 use std::path::Path;
 
 use super::fields::{self, ShardView};
-use crate::error::AppError;
+use loadgen_plan::error::AppError;
 
 /// The merged timeline: what each shard's monotonic stamps get added to land on the
 /// earliest-anchored shard's clock, and how far each shard's start lies after the first's.
@@ -123,8 +123,8 @@ fn timeline(shards: &[ShardView<'_>]) -> Timeline {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::report::shard::{ShardClock, ShardSeeds};
-    use crate::report::{SampleIds, ShardFile, SHARD_FILE_FORMAT};
+    use crate::shard::{ShardClock, ShardSeeds};
+    use crate::{SampleIds, ShardFile, SHARD_FILE_FORMAT};
     use std::path::PathBuf;
 
     fn file(index: u32, count: u32, anchor: u64, start: u64) -> ShardFile {

@@ -1,5 +1,9 @@
-//! Report files of a finished run: `report.txt`, `performance/result_summary.json`,
-//! `metrics/final_snapshot.json`, and the short summary printed on stdout.
+//! loadgen-report: a run's report. The report files of a finished run (`report.txt`,
+//! `performance/result_summary.json`, `metrics/final_snapshot.json`) and the short summary
+//! printed on stdout; one `ResultSummary`, written and read back; the replay and rebuild of a
+//! finished run from its events.jsonl, merge's core, the data behind plots and early stopping.
+//! The run, `report`, `merge`, `plot` and `early-stopping` all go through it: one statistics
+//! path.
 
 pub mod accuracy;
 mod client_wait;

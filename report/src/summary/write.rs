@@ -8,7 +8,7 @@ use loadgen_coordinator::metrics::{basis_key, FinishKind};
 
 use super::series::{Block, SeriesSummary};
 use super::{EndpointSummary, ResultSummary};
-use crate::report::{ClientTokenCounting, FailureKindCount, LoadPatternInfo, WarmupInfo};
+use crate::{ClientTokenCounting, FailureKindCount, LoadPatternInfo, WarmupInfo};
 
 /// A series block under a reference key: `{}` when absent.
 struct Shown<'a>(Option<Block<'a>>);

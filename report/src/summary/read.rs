@@ -16,9 +16,7 @@ use loadgen_coordinator::metrics::{FinishKind, TokenCountSource, UsageTally};
 
 use super::series::{ReadBlock, SeriesSummary};
 use super::{BasisBlocks, ChunkBlocks, ClientWaitBlocks, EndpointSummary, ResultSummary};
-use crate::report::{
-    ClientTokenCounting, FailureCounts, FailureKindCount, LoadPatternInfo, WarmupInfo,
-};
+use crate::{ClientTokenCounting, FailureCounts, FailureKindCount, LoadPatternInfo, WarmupInfo};
 
 /// The bases of the basis-dependent keys: bare (the primary), then `_client` and `_server`.
 const BASIS_KEYS: [&str; 5] =

@@ -16,15 +16,15 @@ use loadgen_coordinator::metrics::{
     TokenCountSource,
 };
 
-use crate::error::AppError;
-use crate::report::replay::{read, Replay, Replayed, UuidMap};
-use crate::report::{
+use crate::replay::{read, Replay, Replayed, UuidMap};
+use crate::{
     report_txt, result_summary, with_accuracy_block, write_report_files, EndpointInfo, OpenDir,
     ResultSummary, RunInfo, Unwritten,
 };
-use crate::tokenizer::Tokenizer;
-use crate::yaml::{BenchType, Config, LoadPatternKind, Streaming};
 pub use carry::Carried;
+use loadgen_plan::error::AppError;
+use loadgen_plan::tokenizer::Tokenizer;
+use loadgen_plan::yaml::{BenchType, Config, LoadPatternKind, Streaming};
 
 /// A finished run's directory, read: its config and whatever of its own reports it has.
 pub struct RunDir {
@@ -47,7 +47,7 @@ impl RunDir {
             )));
         }
         let config_path = dir.join("config.yaml");
-        let text = crate::report::read_existing(&config_path).map_err(|e| {
+        let text = crate::read_existing(&config_path).map_err(|e| {
             AppError::Input(format!(
                 "cannot read {}: {e}; the rebuild needs the run's config.yaml",
                 config_path.display()
@@ -56,7 +56,7 @@ impl RunDir {
         let config = Config::from_yaml_str(&text, &config_path.display().to_string())?;
         let config_yaml = serde_yaml_ng::from_str(&text).unwrap_or(serde_yaml_ng::Value::Null);
         let summary_path = dir.join("performance/result_summary.json");
-        let summary = match crate::report::read_existing(&summary_path) {
+        let summary = match crate::read_existing(&summary_path) {
             Ok(text) => Some(read_summary(dir, &summary_path, &text)?),
             Err(_) => None,
         };
@@ -126,7 +126,7 @@ impl RunDir {
     /// the prompts are then counted one by one). Streamed, so a long run's map is never held
     /// as text.
     pub(crate) fn sample_index(&self) -> UuidMap<u32> {
-        let Ok(file) = crate::report::open_existing(&self.dir.join("sample_idx_map.json")) else {
+        let Ok(file) = crate::open_existing(&self.dir.join("sample_idx_map.json")) else {
             return UuidMap::default();
         };
         let reader = std::io::BufReader::with_capacity(1 << 20, file);

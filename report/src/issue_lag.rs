@@ -4,7 +4,7 @@
 use loadgen_coordinator::schedule::IssueLags;
 use loadgen_coordinator::LoadPattern;
 
-use crate::plan::Plan;
+use loadgen_plan::plan::Plan;
 
 /// The scheduler's own account of an open-loop run: did the client keep its schedule?
 #[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]

@@ -9,7 +9,7 @@ use super::{
     idx_phases, report_txt, with_accuracy_block, write_report_files, write_sample_idx_map, OpenDir,
     ResultSummary, RunInfo,
 };
-use crate::plan::Plan;
+use loadgen_plan::plan::Plan;
 
 /// Writes every report file, each on its own so that one that fails (events.jsonl on a
 /// full disk) does not cost the others; returns those not written. events.jsonl was
@@ -39,7 +39,7 @@ pub fn write_all_files(
     if let Err(e) = dir.write_atomic("config.yaml", plan.config_yaml.as_bytes()) {
         unwritten.push(("config.yaml", io_reason(&e)));
     }
-    let perf = plan.accuracy.mode != crate::plan::TestMode::Acc;
+    let perf = plan.accuracy.mode != loadgen_plan::plan::TestMode::Acc;
     let acc = idx_phases(plan, phases);
     let idx_map =
         |w: &mut dyn std::io::Write| write_sample_idx_map(w, &agg.sample_rows, perf, &acc);
@@ -56,11 +56,11 @@ pub fn write_shard(
     clock: &loadgen_coordinator::schedule::ClockAnchor,
     unwritten: &mut Vec<(&'static str, String)>,
 ) {
-    if let Some(warning) = crate::report::late_start_warning(clock.start_offset_ns) {
+    if let Some(warning) = crate::late_start_warning(clock.start_offset_ns) {
         eprintln!("{warning}");
     }
-    if let Some(file) = crate::report::shard_file(plan, clock) {
-        if let Err(e) = crate::report::write_shard_file(dir, &file) {
+    if let Some(file) = crate::shard_file(plan, clock) {
+        if let Err(e) = crate::write_shard_file(dir, &file) {
             unwritten.push(("shard.json", io_reason(&e)));
         }
     }
@@ -107,12 +107,12 @@ pub fn write_accuracy(
 ) -> (Option<String>, Option<String>) {
     let (accuracy, error) = score_accuracy(plan, phases, summary, interrupted);
     let Some(results) = accuracy else { return (None, error) };
-    let block = crate::report::accuracy::accuracy_block(&results);
+    let block = crate::accuracy::accuracy_block(&results);
     let text = with_accuracy_block(&report_txt(summary, info), &block);
     if let Err(e) = dir.write_atomic("report.txt", text.as_bytes()) {
         unwritten.push(("report.txt", io_reason(&e)));
     }
-    if let Err(e) = crate::report::accuracy::write_accuracy_results(dir, &results) {
+    if let Err(e) = crate::accuracy::write_accuracy_results(dir, &results) {
         unwritten.push(("accuracy/accuracy_results.json", io_reason(&e)));
     }
     (Some(block), error)
@@ -125,8 +125,8 @@ fn score_accuracy(
     phases: &[PhaseOutcome],
     summary: &ResultSummary,
     interrupted: bool,
-) -> (Option<crate::report::accuracy::AccuracyResults>, Option<String>) {
-    use crate::report::accuracy::{score_run, DatasetType, ScoringJob};
+) -> (Option<crate::accuracy::AccuracyResults>, Option<String>) {
+    use crate::accuracy::{score_run, DatasetType, ScoringJob};
     let acc = &plan.accuracy;
     if interrupted || (acc.datasets.is_empty() && acc.performance.is_none()) {
         return (None, None);
@@ -161,7 +161,7 @@ fn score_accuracy(
         });
     }
     let count = plan.tokenizer.as_ref().map(|t| move |text: &str| t.count(text).ok());
-    let counter = count.as_ref().map(|c| c as crate::report::accuracy::OslCounter<'_>);
+    let counter = count.as_ref().map(|c| c as crate::accuracy::OslCounter<'_>);
     match score_run(&plan.report_dir, &jobs, plan.token_count_source, counter) {
         Ok(results) => (Some(results), None),
         Err(e) => (None, Some(e.to_string())),

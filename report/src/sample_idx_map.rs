@@ -4,7 +4,7 @@
 use loadgen_coordinator::aggregate::events::sample_uuid;
 use loadgen_coordinator::run::PhaseOutcome;
 
-use crate::plan::Plan;
+use loadgen_plan::plan::Plan;
 
 /// An accuracy phase in sample_idx_map.json: its name, first sample id, issued samples and
 /// dataset rows (sample `k` of the phase sent row `k % unit_rows`).

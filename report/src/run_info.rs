@@ -8,8 +8,8 @@ use loadgen_coordinator::LoadPattern;
 
 use super::client_wait::{client_wait_warning, lag_is_the_wait};
 use super::{ClientWaitInfo, IssueLag, ShardInfo};
-use crate::plan::Plan;
-use crate::redact::redact;
+use loadgen_plan::plan::Plan;
+use loadgen_plan::redact::redact;
 
 /// The run's load pattern, as `run_config.load_pattern` records it.
 #[derive(Debug, Clone, PartialEq)]

@@ -9,7 +9,7 @@
 use loadgen_coordinator::metrics::snapshot::CLIENT_WAIT_NS;
 use loadgen_coordinator::metrics::{SampleTable, SeriesStat, Snapshot};
 
-use crate::plan::Plan;
+use loadgen_plan::plan::Plan;
 
 /// A client wait p99 at or below this is never material, however short the latency.
 pub const MATERIAL_WAIT_P99_NS: f64 = 1_000_000.0;
