@@ -421,7 +421,7 @@ fn write_atomic_reports_a_missing_folder() {
 
 /// Checks our writers against a report directory the reference tool wrote (its files may not be
 /// committed, so this check is opt-in): `LLM_LOADGEN_REFERENCE_OBSERVED=DIR cargo test -p
-/// llm-loadgen --features reference-check reference_observed`. Without the variable it fails.
+/// loadgen-report --features reference-check reference_observed`. Without the variable it fails.
 #[cfg(feature = "reference-check")]
 #[test]
 fn reference_observed_run_rebuilds_byte_for_byte() {
