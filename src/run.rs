@@ -9,6 +9,7 @@ use loadgen_coordinator::fork::{fork_child, kill_and_reap};
 use loadgen_coordinator::metrics::{final_snapshot, MetricsOptions, RunState, SampleTable};
 use loadgen_coordinator::{LoadPattern, RunEnd, RunError};
 use loadgen_worker::request::Endpoint;
+use loadgen_worker::run_worker;
 
 use crate::error::AppError;
 use crate::plan::{unix_now_ns, Plan, ViewFacts, FD_HEADROOM, PROGRESS_INTERVAL_ENV};
@@ -278,7 +279,7 @@ fn run_with_endpoints(
             ))
         })?);
     }
-    let output = loadgen_coordinator::run(spec).map_err(|e| match e {
+    let output = loadgen_coordinator::run(spec, run_worker).map_err(|e| match e {
         // The worker's message names the endpoint it could not reach.
         RunError::WorkerSetup { .. } => {
             AppError::Setup(format!("{e}; check that the server is up and reachable"))

@@ -13,8 +13,9 @@ pub mod pyrandom;
 pub mod run;
 pub mod schedule;
 pub mod settle;
+pub mod shared;
 pub mod thread_cpu;
 
 pub use metrics::TokenCountSource;
-pub use run::{interrupted, run, RunEnd, RunError, RunOutput, RunSpec};
+pub use run::{interrupted, run, RunEnd, RunError, RunOutput, RunSpec, WorkerMain};
 pub use schedule::LoadPattern;

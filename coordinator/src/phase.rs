@@ -2,7 +2,6 @@
 //! what each issues, on which pattern, with which ids and drain; the decisions are pure
 //! functions, `run::issue_and_drain` calls them.
 
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use crate::schedule::{IssueEnd, LoadPattern};
@@ -86,51 +85,6 @@ pub fn drain_deadline(now: Instant, timeout: Option<Duration>) -> Option<Instant
     timeout.map(|t| now + t)
 }
 
-/// Records received per phase, told apart by sample id (each phase's ids are a range known
-/// before the run: warm-up, performance, then each accuracy phase), so a phase's drain waits
-/// for its own samples only, as the reference's per-phase in-flight count: a sample left at
-/// one phase's drain timeout does not hold the next phases.
-#[derive(Debug, Default)]
-pub struct PhaseCounts {
-    /// The first sample id of each phase, ascending.
-    starts: Vec<u64>,
-    received: Vec<AtomicU64>,
-}
-
-impl PhaseCounts {
-    pub fn new(starts: Vec<u64>) -> PhaseCounts {
-        debug_assert!(starts.windows(2).all(|w| w[0] <= w[1]), "phase starts ascend");
-        let received = starts.iter().map(|_| AtomicU64::new(0)).collect();
-        PhaseCounts { starts, received }
-    }
-
-    /// The phases of a run: warm-up `0..warmup`, performance `warmup..warmup + tracked`, then
-    /// each accuracy phase from its first id.
-    pub fn of_run(warmup: u64, tracked: u64, accuracy_firsts: &[u64]) -> PhaseCounts {
-        let mut starts = vec![0, warmup];
-        starts.extend_from_slice(accuracy_firsts);
-        debug_assert!(accuracy_firsts.first().is_none_or(|&f| f >= warmup + tracked));
-        PhaseCounts::new(starts)
-    }
-
-    /// The phase that sample `sample_id` belongs to (the last one starting at or below it).
-    pub fn phase_of(&self, sample_id: u64) -> Option<usize> {
-        self.starts.partition_point(|&s| s <= sample_id).checked_sub(1)
-    }
-
-    /// Counts a record of `sample_id` (the aggregator, per record: no allocation).
-    pub fn note(&self, sample_id: u64) {
-        if let Some(p) = self.phase_of(sample_id) {
-            self.received[p].fetch_add(1, Ordering::AcqRel);
-        }
-    }
-
-    /// Records received so far from phase `phase`'s samples.
-    pub fn received(&self, phase: usize) -> u64 {
-        self.received.get(phase).map_or(0, |r| r.load(Ordering::Acquire))
-    }
-}
-
 /// The phase index of the performance phase in `PhaseCounts::of_run`, and of accuracy phase `i`.
 pub const PERFORMANCE_PHASE: usize = 1;
 pub fn accuracy_phase_index(i: usize) -> usize {
@@ -145,6 +99,7 @@ pub fn phase_in_flight(issued: u64, received: u64) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::shared::PhaseCounts;
 
     #[test]
     fn an_accuracy_phase_issues_its_rows_in_order_num_repeats_times() {

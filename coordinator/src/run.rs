@@ -7,15 +7,17 @@ use std::time::{Duration, Instant};
 use std::thread::JoinHandle;
 
 use crossbeam_channel::{bounded, unbounded, Receiver, Sender};
-use loadgen_worker::wire::{Doorbell, InFlightTable, IssueCmd, RingSizes, WorkerRings};
-use loadgen_worker::{monotonic_ns, run_worker, WorkerSpec};
+use loadgen_wire::{
+    monotonic_ns, Doorbell, InFlightTable, IssueCmd, IssueConsumer, RecordProducer, RingSizes,
+    WorkerRings, WorkerRole,
+};
 
 use crate::aggregate::{
     self,
     events::{EventLog, EventLogSpec},
     tokens::{TokenCounter, TokenPool, TokenPoolPlan},
 };
-use crate::aggregate::{AggregatorInput, AggregatorOutput, Control, Shared, Status, WorkerState};
+use crate::aggregate::{AggregatorInput, AggregatorOutput, Control, Status};
 use crate::cpu::CpuPlan;
 use crate::end::{accuracy_abandon_cause, after_drain, drain_plan, finish_deadline, run_end};
 pub use crate::end::{RunEnd, ABORT_GRACE};
@@ -23,7 +25,7 @@ use crate::fork::{fork_child, kill_and_reap};
 use crate::order::SampleOrder;
 use crate::phase::{
     accuracy_pattern, accuracy_phase_index, accuracy_runs, drain_deadline, first_sample_ids,
-    has_performance_phase, phase_in_flight, PhaseCounts, PERFORMANCE_PHASE,
+    has_performance_phase, phase_in_flight, PERFORMANCE_PHASE,
 };
 pub use crate::phase::{AccuracyPhaseSpec, PhaseOutcome};
 use crate::pyrandom::PyRandom;
@@ -32,11 +34,14 @@ use crate::schedule::{
     Issuer, LoadPattern, SCHEDULER_POLL,
 };
 use crate::settle::IssueLog;
+use crate::shared::{PhaseCounts, Shared, WorkerState};
 
-/// Everything a run needs, resolved by the binary from its plan.
-pub struct RunSpec {
+/// Everything a run needs, resolved by the binary from its plan. `W` is the worker's spec
+/// (`loadgen_worker::WorkerSpec`), which the coordinator hands to the worker's entry function
+/// in the forked child without knowing what is inside.
+pub struct RunSpec<W> {
     /// One spec per worker; the coordinator sets each one's core from `cpu_plan`.
-    pub workers: Vec<WorkerSpec>,
+    pub workers: Vec<W>,
     pub cpu_plan: CpuPlan,
     pub pattern: LoadPattern,
     /// Tracked samples to issue.
@@ -75,6 +80,11 @@ pub struct RunSpec {
     /// `redact::redact`), should an endpoint echo an API key or credentials in one.
     pub redact: Option<crate::aggregate::events::Redact>,
 }
+
+/// A worker process's body, given by the binary (`loadgen_worker::run_worker`): runs one
+/// worker's spec on its ends of the rings and returns the process's exit code. Called once
+/// per worker, in the child, right after fork.
+pub type WorkerMain<W> = fn(W, IssueConsumer, RecordProducer) -> i32;
 
 /// The warm-up phase (the reference's): untracked samples before the performance phase, on the
 /// performance phase's pattern with seeds of its own.
@@ -172,13 +182,17 @@ struct Started {
     watcher: Watcher,
 }
 
-/// Runs a benchmark: forks the workers, issues every sample, and returns what the aggregator
-/// collected. Must be called while the process is single-threaded. Every wait in it ends by the
-/// cap or an interrupt (plus `ABORT_GRACE` for the workers to answer the abort).
-pub fn run(mut spec: RunSpec) -> Result<RunOutput, RunError> {
+/// Runs a benchmark: forks the workers, each running `worker_main` on its spec, issues every
+/// sample, and returns what the aggregator collected. Must be called while the process is
+/// single-threaded. Every wait in it ends by the cap or an interrupt (plus `ABORT_GRACE` for
+/// the workers to answer the abort).
+pub fn run<W: WorkerRole>(
+    mut spec: RunSpec<W>,
+    worker_main: WorkerMain<W>,
+) -> Result<RunOutput, RunError> {
     // A ledger left over from an earlier run in this process is not this run's.
     let _ = crate::thread_cpu::take();
-    let mut started = start(&mut spec)?;
+    let mut started = start(&mut spec, worker_main)?;
     if let Err(err) = await_ready(&spec, &started.status) {
         let log = started.issuer.take_log();
         let deadline = finish_deadline(Instant::now());
@@ -217,11 +231,14 @@ fn kill_unreaped(pids: &[nix::unistd::Pid], joined: &std::thread::Result<Aggrega
 }
 
 /// Rings, fork, signal handlers, the aggregator and the interrupt watcher.
-fn start(spec: &mut RunSpec) -> Result<Started, RunError> {
+fn start<W: WorkerRole>(
+    spec: &mut RunSpec<W>,
+    worker_main: WorkerMain<W>,
+) -> Result<Started, RunError> {
     let records_bell = Arc::new(Doorbell::create().map_err(RunError::Rings)?);
     let space_bell = Arc::new(Doorbell::create().map_err(RunError::Rings)?);
     let rings = make_rings(spec, &records_bell, &space_bell)?;
-    let pids = fork_workers(spec, &rings)?;
+    let pids = fork_workers(spec, &rings, worker_main)?;
     install_interrupt_handlers();
     if let Some(&core) = spec.cpu_plan.coordinator_cores.first() {
         core_affinity::set_for_current(core_affinity::CoreId { id: core });
@@ -245,7 +262,8 @@ fn start(spec: &mut RunSpec) -> Result<Started, RunError> {
     let mut issuer = Issuer::new(producers, shared.clone(), space_bell, log);
     issuer.send_issue_notices(notice_tx);
     if let LoadPattern::Concurrency { .. } = spec.pattern {
-        let connections: Vec<u64> = spec.workers.iter().map(|w| u64::from(w.connections)).collect();
+        let connections: Vec<u64> =
+            spec.workers.iter().map(|w| u64::from(w.connections())).collect();
         issuer.closed_loop(&connections);
     }
     Ok(Started { pids, shared, issuer, control, status, aggregator, watcher })
@@ -255,32 +273,37 @@ fn start(spec: &mut RunSpec) -> Result<Started, RunError> {
 /// its pages are touched only as samples are issued; a longer run grows it).
 const MAX_LOG_RESERVE_SAMPLES: u64 = 1 << 24;
 
-fn make_rings(
-    spec: &mut RunSpec,
+fn make_rings<W: WorkerRole>(
+    spec: &mut RunSpec<W>,
     records_bell: &Arc<Doorbell>,
     space_bell: &Arc<Doorbell>,
 ) -> Result<Vec<WorkerRings>, RunError> {
     let mut rings = Vec::with_capacity(spec.workers.len());
     for (i, w) in spec.workers.iter_mut().enumerate() {
-        w.core = spec.cpu_plan.worker_cores.get(i).copied().flatten();
-        let table =
-            InFlightTable::create(w.worker_id, w.connections as usize).map_err(RunError::Rings)?;
-        w.in_flight = Some(table);
-        let r = WorkerRings::create_with(w.worker_id, spec.ring_sizes, records_bell, space_bell)
+        let core = spec.cpu_plan.worker_cores.get(i).copied().flatten();
+        let table = InFlightTable::create(w.worker_id(), w.connections() as usize)
+            .map_err(RunError::Rings)?;
+        w.place(core, table);
+        let r = WorkerRings::create_with(w.worker_id(), spec.ring_sizes, records_bell, space_bell)
             .map_err(RunError::Rings)?;
         rings.push(r);
     }
     Ok(rings)
 }
 
-/// Forks every worker before any thread exists (Architecture Invariant).
-fn fork_workers(spec: &RunSpec, rings: &[WorkerRings]) -> Result<Vec<nix::unistd::Pid>, RunError> {
+/// Forks every worker before any thread exists (Architecture Invariant); each child runs
+/// `worker_main` on its spec.
+fn fork_workers<W: WorkerRole>(
+    spec: &RunSpec<W>,
+    rings: &[WorkerRings],
+    worker_main: WorkerMain<W>,
+) -> Result<Vec<nix::unistd::Pid>, RunError> {
     let mut pids = Vec::with_capacity(rings.len());
     for (i, ring) in rings.iter().enumerate() {
         let worker = spec.workers[i].clone();
         let pid = fork_child(|| {
             let (issue, records) = ring.worker_ends();
-            run_worker(worker, issue, records)
+            worker_main(worker, issue, records)
         })
         .map_err(|source| {
             pids.iter().for_each(|p| kill_and_reap(*p));
@@ -293,7 +316,7 @@ fn fork_workers(spec: &RunSpec, rings: &[WorkerRings]) -> Result<Vec<nix::unistd
 
 /// Waits for every worker to open its connections: `ready_timeout` at most, and no longer than
 /// an interrupt.
-fn await_ready(spec: &RunSpec, status: &Receiver<Status>) -> Result<(), RunError> {
+fn await_ready<W>(spec: &RunSpec<W>, status: &Receiver<Status>) -> Result<(), RunError> {
     let deadline = Instant::now() + spec.ready_timeout;
     loop {
         let left = deadline.saturating_duration_since(Instant::now());
@@ -311,8 +334,8 @@ fn await_ready(spec: &RunSpec, status: &Receiver<Status>) -> Result<(), RunError
 
 /// Warm-up, tracking, the tracked samples, the accuracy phases and the drain. Returns the end,
 /// whether the drain timed out, the Poisson issue lags and what each accuracy phase issued.
-fn issue_and_drain(
-    spec: &RunSpec,
+fn issue_and_drain<W>(
+    spec: &RunSpec<W>,
     st: &mut Started,
     clock: &mut ClockAnchor,
 ) -> (RunEnd, bool, IssueLags, Vec<PhaseOutcome>) {
@@ -388,8 +411,8 @@ fn tracking_clock(start_at_unix_ns: Option<u64>) -> ClockAnchor {
 /// left in flight then is not waited for, finishes (and is counted) while the accuracy
 /// phases run, or is abandoned at the end. Returns the end, whether the performance drain
 /// timed out with samples still unanswered at the end, and what each accuracy phase issued.
-fn drain_then_accuracy(
-    spec: &RunSpec,
+fn drain_then_accuracy<W>(
+    spec: &RunSpec<W>,
     st: &mut Started,
     (cap, issue_end): (Option<Instant>, IssueEnd),
     perf: PhaseLoad,
@@ -439,8 +462,8 @@ fn finish_after_accuracy(st: &mut Started, issue_end: IssueEnd, perf_capped_left
 /// samples (without limit unless its drain timeout is set). Returns how issuing ended: the
 /// first phase cut short (interrupt, lost workers) ends them all. A Poisson phase continues
 /// `gaps`, the performance phase's generator.
-fn accuracy_phases(
-    spec: &RunSpec,
+fn accuracy_phases<W>(
+    spec: &RunSpec<W>,
     st: &mut Started,
     gaps: &mut PyRandom,
     out: &mut Vec<PhaseOutcome>,
@@ -484,7 +507,7 @@ fn accuracy_phases(
 /// and, with `drain`, waits for them. The cap bounds the warm-up too, from its own start. When
 /// the cap, an interrupt or the loss of every worker cut the warm-up short, returns the cap and
 /// why issuing stopped.
-fn warm_up(spec: &RunSpec, st: &mut Started) -> Option<(Option<Instant>, IssueEnd)> {
+fn warm_up<W>(spec: &RunSpec<W>, st: &mut Started) -> Option<(Option<Instant>, IssueEnd)> {
     let warmup = &spec.warmup;
     if warmup.rows.is_empty() {
         return None;
@@ -599,7 +622,7 @@ impl Watcher {
 }
 
 type AggregatorIo = (
-    Vec<loadgen_worker::wire::RecordConsumer>,
+    Vec<loadgen_wire::RecordConsumer>,
     Vec<nix::unistd::Pid>,
     Arc<Doorbell>,
     Arc<Shared>,
@@ -625,8 +648,8 @@ fn formatter_cores(plan: &CpuPlan) -> Vec<usize> {
     cores
 }
 
-fn start_aggregator(
-    spec: &RunSpec,
+fn start_aggregator<W: WorkerRole>(
+    spec: &RunSpec<W>,
     io: AggregatorIo,
 ) -> Result<JoinHandle<AggregatorOutput>, RunError> {
     let (consumers, pids, doorbell, shared, (control, issue_notices), status) = io;
@@ -637,7 +660,7 @@ fn start_aggregator(
                 cores: formatter_cores(&spec.cpu_plan),
                 prompt_data_json: spec.prompt_data_json.clone(),
                 redact: spec.redact,
-                endpoint_field: spec.workers.first().is_some_and(|w| w.endpoints.len() > 1),
+                endpoint_field: spec.workers.first().is_some_and(|w| w.endpoint_count() > 1),
             };
             EventLog::from_file(file.map_err(RunError::Thread)?, log).map_err(RunError::Thread)?
         }
@@ -652,7 +675,7 @@ fn start_aggregator(
     let input = AggregatorInput {
         consumers,
         pids,
-        in_flight: spec.workers.iter().map(|w| w.in_flight.clone()).collect(),
+        in_flight: spec.workers.iter().map(|w| w.in_flight().cloned()).collect(),
         doorbell,
         shared,
         control,

@@ -7,13 +7,12 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use loadgen_worker::monotonic_ns;
-use loadgen_worker::wire::{Doorbell, IssueCmd, IssueProducer};
+use loadgen_wire::{monotonic_ns, Doorbell, IssueCmd, IssueProducer};
 
-use crate::aggregate::{Shared, WorkerState};
 use crate::order::SampleOrder;
 use crate::pyrandom::{poisson_gap_ns, PyRandom};
 use crate::settle::IssueLog;
+use crate::shared::{Shared, WorkerState};
 
 /// How long the scheduler sleeps on a doorbell or condition before it re-checks for a stop.
 pub const SCHEDULER_POLL: Duration = Duration::from_millis(10);
@@ -481,7 +480,7 @@ pub fn wait_for_wall(at_unix_ns: u64, shared: &Shared) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use loadgen_worker::wire::{RingSizes, WorkerRings};
+    use loadgen_wire::{RingSizes, WorkerRings};
 
     // Python: r = random.Random(42); [max(1, int(r.expovariate(5 / 1e9))) for _ in range(10)]
     const GAPS_SEED_42_AT_5_QPS: [u64; 10] = [

@@ -3,7 +3,7 @@
 //! the wire. It makes `issued = completed + abandoned` hold and says which samples still need a
 //! terminal event.
 
-use loadgen_worker::wire::FailureKind;
+use loadgen_wire::FailureKind;
 
 /// Bytes the issue log keeps per issued sample: a packed worker + issue stamp word (8) and the
 /// dataset row (4). A 10 M-sample run holds 120 MB of it.

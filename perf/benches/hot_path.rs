@@ -10,13 +10,13 @@ use std::time::{Duration, Instant};
 use common::header;
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use loadgen_coordinator::metrics::{FinishKind, SampleRow, SampleTable};
+use loadgen_wire::{
+    Doorbell, RecordConsumer, RecordHeader, RecordProducer, RingSizes, WorkerEvent, WorkerRings,
+};
 use loadgen_worker::adapter::Accumulator;
 use loadgen_worker::http::h1::ResponseReader;
 use loadgen_worker::http::sse::{SseItem, SseParser};
 use loadgen_worker::request::ApiType;
-use loadgen_worker::wire::{
-    Doorbell, RecordConsumer, RecordHeader, RecordProducer, RingSizes, WorkerEvent, WorkerRings,
-};
 
 /// A fixed clock: the benches measure decoding, not `clock_gettime`.
 fn clock() -> u64 {
@@ -204,7 +204,7 @@ fn aggregator_ingest(c: &mut Criterion) {
 /// the histograms' buckets change; and a failure (counted by kind, no histogram).
 fn live_record(c: &mut Criterion) {
     use loadgen_coordinator::live::{Board, Completion, LiveStats};
-    use loadgen_worker::wire::FailureKind;
+    use loadgen_wire::FailureKind;
     let mut stats = LiveStats::new(true, std::sync::Arc::new(Board::default()));
     let mut group = c.benchmark_group("live_record");
     group.throughput(Throughput::Elements(1));
@@ -241,7 +241,7 @@ fn live_record(c: &mut Criterion) {
 /// (`PhaseCounts::note`: a search over the phase starts and one atomic add), beside the ingest
 /// it joins: warm-up, performance and two accuracy phases, the ids spread over all four.
 fn phase_note(c: &mut Criterion) {
-    use loadgen_coordinator::phase::PhaseCounts;
+    use loadgen_coordinator::shared::PhaseCounts;
     const BATCH: u64 = 4_096;
     let phases = PhaseCounts::of_run(BATCH / 4, BATCH / 4, &[BATCH / 2, 3 * BATCH / 4]);
     let mut group = c.benchmark_group("aggregator_ingest");

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use common::header;
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use loadgen_coordinator::fork::{fork_child, try_reap};
-use loadgen_worker::wire::{
+use loadgen_wire::{
     Doorbell, IssueCmd, IssueConsumer, IssueProducer, RecordConsumer, RecordProducer, RingSizes,
     WorkerEvent, WorkerRings,
 };

@@ -6,11 +6,12 @@ use std::sync::Arc;
 use loadgen_coordinator::cpu::CpuPlan;
 use loadgen_coordinator::order::SampleOrder;
 use loadgen_coordinator::LoadPattern;
+use loadgen_wire::MAX_ENDPOINTS;
 use loadgen_worker::http::ports::{
     bind_from_slot_over_sources, ephemeral_even_ports, ephemeral_range, ports_per_source,
 };
 use loadgen_worker::request::{Endpoint, RequestTable};
-use loadgen_worker::{endpoint_slot_count, WorkerSpec, MAX_ENDPOINTS};
+use loadgen_worker::{endpoint_slot_count, WorkerSpec};
 
 use super::plan_from_args;
 use crate::error::AppError;

@@ -5,7 +5,7 @@
 use std::time::{Duration, Instant};
 
 use crate::config::{FaultConfig, TruncateFault, TruncateFraming};
-use crate::handler::{End, Plan};
+use crate::plan::{End, Plan};
 use crate::render::{chunk, json_response};
 
 /// The error object vLLM sends (as an SSE frame, or as a 200 body) on an engine error.

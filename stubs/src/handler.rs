@@ -8,39 +8,12 @@ use serde_json::Value;
 use crate::config::{StubConfig, StubKind};
 use crate::fault;
 use crate::http::{FlagFinders, Request, Route};
+use crate::plan::{End, Plan};
 use crate::render::{error_response, render, Rendered, Reply};
 use crate::variable::Rng;
 
 /// `prompt_tokens` the max-throughput and variable stubs report.
 pub const FIXED_PROMPT_TOKENS: u64 = 10;
-
-/// How a connection continues after a response.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum End {
-    /// Keep the connection for the next request.
-    KeepAlive,
-    /// Close it after the bytes.
-    Close,
-    /// Stop sending, keep the socket open, until the client closes or the server stops.
-    Stall,
-}
-
-/// One response: pieces to write, optional deadlines (one per piece), and the ending.
-#[derive(Debug)]
-pub struct Plan {
-    /// Bytes, in order.
-    pub pieces: Vec<Vec<u8>>,
-    /// When each piece may be written; `None` = at once.
-    pub deadlines: Option<Vec<Instant>>,
-    /// What happens after the last piece.
-    pub end: End,
-}
-
-impl Plan {
-    fn now(bytes: Vec<u8>, end: End) -> Self {
-        Self { pieces: vec![bytes], deadlines: None, end }
-    }
-}
 
 /// Precompiled max-throughput responses, indexed `[route][stream][usage]`.
 pub struct Precompiled {

@@ -10,8 +10,10 @@ pub mod fault;
 pub mod handler;
 pub mod http;
 mod listen;
+pub mod plan;
 pub mod render;
 mod server;
+mod shared;
 pub mod tls;
 pub mod variable;
 mod worker;
@@ -21,4 +23,5 @@ pub use config::{
     SentResponse, StatusFault, StubConfig, StubKind, TruncateFault, TruncateFraming, UsageFault,
     VariableConfig,
 };
-pub use server::{StopHandle, StubServer, StubTotals, PEER_ADDRESSES_MAX};
+pub use server::{StopHandle, StubServer};
+pub use shared::{StubTotals, PEER_ADDRESSES_MAX};

@@ -15,10 +15,11 @@ use monoio::io::{AsyncReadRent, AsyncWriteRent, AsyncWriteRentExt};
 use monoio::net::{TcpListener, TcpStream};
 
 use crate::config::{monotonic_ns, SendLog, SentResponse, StubKind};
-use crate::handler::{End, Handler, Plan};
+use crate::handler::Handler;
 use crate::http::{frame_request, FlagFinders, Frame, Request, BODY_LEN_MAX, HEAD_LEN_MAX};
+use crate::plan::{End, Plan};
 use crate::render::error_response;
-use crate::server::{Counters, Shared};
+use crate::shared::{Counters, Shared};
 use crate::variable::{sleep_until_precise, LocalSemaphore, Rng};
 
 const READ_BUF_LEN: usize = 16 * 1024;

@@ -11,10 +11,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use loadgen_stubs::{StubConfig, StubKind, StubServer};
+use loadgen_wire::{monotonic_ns, Doorbell, IssueCmd, RingSizes, WorkerEvent, WorkerRings};
 use loadgen_worker::http::tls::Verify;
 use loadgen_worker::request::{ApiType, Endpoint, Prompt, RequestOptions, RequestTable};
-use loadgen_worker::wire::{Doorbell, IssueCmd, RingSizes, WorkerEvent, WorkerRings};
-use loadgen_worker::{monotonic_ns, run_worker, WorkerEndpoint, WorkerSpec};
+use loadgen_worker::{run_worker, WorkerEndpoint, WorkerSpec};
 
 /// Counts the allocations of the threads that ask to be counted (the worker thread).
 struct Counting;

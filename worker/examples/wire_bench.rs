@@ -7,10 +7,12 @@ use std::time::{Duration, Instant};
 
 use std::sync::Arc;
 
+use loadgen_wire::{
+    monotonic_ns, Doorbell, IssueCmd, RecordHeader, RingSizes, WorkerEvent, WorkerRings,
+};
 use loadgen_worker::adapter::Accumulator;
 use loadgen_worker::request::{ApiType, Endpoint, Prompt, RequestOptions, RequestTable};
-use loadgen_worker::wire::{Doorbell, IssueCmd, RecordHeader, RingSizes, WorkerEvent, WorkerRings};
-use loadgen_worker::{monotonic_ns, run_worker, WorkerEndpoint, WorkerSpec};
+use loadgen_worker::{run_worker, WorkerEndpoint, WorkerSpec};
 use monoio::io::{AsyncReadRent, AsyncWriteRentExt};
 
 /// CPU time of the calling thread: unlike wall time, it barely moves when other processes load

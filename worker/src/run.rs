@@ -9,14 +9,16 @@ use std::rc::Rc;
 use std::sync::Arc;
 use std::task::{Context, Poll, Waker};
 
+use loadgen_wire::{
+    monotonic_ns, FailureKind, InFlightTable, IssueCmd, IssueConsumer, RecordHeader,
+    RecordProducer, WorkerRole, NO_ENDPOINT,
+};
 use monoio::io::AsyncReadRent;
 
+use crate::exit::{EXIT_COORDINATOR_GONE, EXIT_OK, EXIT_SETUP_FAILED};
 use crate::http::conn::{Conn, ConnectError, Outcome};
 use crate::http::tls::TlsClient;
 use crate::request::{ApiType, Endpoint, RequestTable};
-use crate::wire::{
-    FailureKind, InFlightTable, IssueCmd, IssueConsumer, RecordHeader, RecordProducer,
-};
 
 /// One endpoint as a worker sees it: where its slots connect, what they send, and how their
 /// local side is bound.
@@ -91,12 +93,30 @@ impl WorkerSpec {
     }
 }
 
-/// Endpoints a run may have: a record names its endpoint in one byte, and `NO_ENDPOINT` is
-/// reserved.
-pub const MAX_ENDPOINTS: usize = 255;
+/// The coordinator forks a worker from its spec without knowing the HTTP client: it reads
+/// the id and slots, writes the core and in-flight table, and calls `run_worker` in the child.
+impl WorkerRole for WorkerSpec {
+    fn worker_id(&self) -> u16 {
+        self.worker_id
+    }
 
-/// The endpoint byte of a record whose sample reached no endpoint (cancelled in the queue).
-pub const NO_ENDPOINT: u8 = u8::MAX;
+    fn connections(&self) -> u32 {
+        self.connections
+    }
+
+    fn endpoint_count(&self) -> usize {
+        self.endpoints.len()
+    }
+
+    fn place(&mut self, core: Option<usize>, in_flight: InFlightTable) {
+        self.core = core;
+        self.in_flight = Some(in_flight);
+    }
+
+    fn in_flight(&self) -> Option<&InFlightTable> {
+        self.in_flight.as_ref()
+    }
+}
 
 /// The endpoint of slot `slot` of a worker whose slot 0 goes to `first` among `endpoints`, and
 /// the slot's ordinal among that endpoint's slots of the worker: slots are dealt to the
@@ -117,11 +137,6 @@ pub fn endpoint_slot_count(first: usize, slots: usize, endpoints: usize, e: usiz
         (slots - offset).div_ceil(n)
     }
 }
-
-/// Exit codes of `run_worker`.
-pub const EXIT_OK: i32 = 0;
-pub const EXIT_SETUP_FAILED: i32 = 3;
-pub const EXIT_COORDINATOR_GONE: i32 = 4;
 
 /// One sample waiting for a connection.
 #[derive(Clone, Copy, Debug)]
@@ -271,7 +286,13 @@ pub fn run_worker(spec: WorkerSpec, issue: IssueConsumer, mut records: RecordPro
     }
     if let Some(response) = spec.synthetic.clone() {
         let mut issue = issue;
-        return crate::synthetic::run_synthetic(&spec, &response, &mut issue, &mut records);
+        return crate::synthetic::run_synthetic(
+            spec.worker_id,
+            spec.connections,
+            &response,
+            &mut issue,
+            &mut records,
+        );
     }
     // The TLS configs, built before any connect: a bad CA bundle or an empty system store is
     // a setup error here, not a failed handshake per connection.
@@ -685,7 +706,7 @@ fn note_push(shared: &Shared) {
 
 /// Reports every queued, never-sent sample as cancelled.
 fn cancel_queued(shared: &Shared) {
-    let now = crate::monotonic_ns();
+    let now = monotonic_ns();
     while let Some(job) = shared.queue.borrow_mut().pop_front() {
         let outcome = Outcome::failed(FailureKind::Cancelled, now);
         push_failure_at(shared, job, outcome, (NO_ENDPOINT, 0), b"cancelled before it was sent");
@@ -760,7 +781,7 @@ async fn serve(shared: &Rc<Shared>, slot: usize, conn: &mut Option<Conn>, index:
         // its request is written, not when it was queued behind busy connections.
         let mut job = job;
         if job.issued_ns == 0 {
-            job.issued_ns = crate::monotonic_ns();
+            job.issued_ns = monotonic_ns();
             note_issued(shared, job.sample_id, job.row, job.issued_ns);
         }
         let conn = conn.get_or_insert_with(|| new_slot_conn(&shared.spec, &shared.tls, index));
@@ -808,7 +829,7 @@ async fn exchange_job(shared: &Rc<Shared>, slot: usize, conn: &mut Conn, job: Jo
                     shared.coordinator_gone.set(true);
                 }
             };
-            let exchange = conn.exchange_noticing(&request, crate::monotonic_ns, &on_first_chunk);
+            let exchange = conn.exchange_noticing(&request, monotonic_ns, &on_first_chunk);
             if timeout_ns == 0 {
                 // No timer armed: a run without a timeout pays nothing for it.
                 return Ended::Exchanged(exchange.await);
@@ -824,7 +845,7 @@ async fn exchange_job(shared: &Rc<Shared>, slot: usize, conn: &mut Conn, job: Jo
             _ = aborted => Ended::Aborted,
         }
     };
-    let now = crate::monotonic_ns();
+    let now = monotonic_ns();
     let aborted = matches!(ended, Ended::Aborted);
     match ended {
         Ended::Exchanged(outcome)

@@ -3,10 +3,11 @@
 
 use std::time::Duration;
 
-use crate::run::{WorkerSpec, EXIT_COORDINATOR_GONE, EXIT_OK};
-use crate::wire::{
-    FailureKind, FinishReason, IssueCmd, IssueConsumer, RecordHeader, RecordProducer,
+use loadgen_wire::{
+    monotonic_ns, FailureKind, FinishReason, IssueCmd, IssueConsumer, RecordHeader, RecordProducer,
 };
+
+use crate::exit::{EXIT_COORDINATOR_GONE, EXIT_OK};
 
 /// The response every sample of a null-endpoint run gets.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -71,15 +72,17 @@ impl SyntheticResponse {
     }
 }
 
-/// The null endpoint's worker body: reports ready, answers every issue command at once with
-/// `response` until Stop or Abort, then reports done. No runtime, no socket.
+/// The null endpoint's worker body (worker `worker_id`, reporting `connections` slots ready):
+/// answers every issue command at once with `response` until Stop or Abort, then reports
+/// done. No runtime, no socket.
 pub fn run_synthetic(
-    spec: &WorkerSpec,
+    worker_id: u16,
+    connections: u32,
     response: &SyntheticResponse,
     issue: &mut IssueConsumer,
     records: &mut RecordProducer,
 ) -> i32 {
-    if !records.push_ready(spec.connections) {
+    if !records.push_ready(connections) {
         return EXIT_COORDINATOR_GONE;
     }
     let parent = nix::unistd::getppid();
@@ -102,8 +105,8 @@ pub fn run_synthetic(
         };
         match cmd {
             IssueCmd::Issue { sample_id, row, issued_ns } => {
-                let now_ns = crate::monotonic_ns();
-                let header = response.header(spec.worker_id, issued_ns, sample_id, row, now_ns);
+                let now_ns = monotonic_ns();
+                let header = response.header(worker_id, issued_ns, sample_id, row, now_ns);
                 if !records.push_record(&header, &response.output, &[]) {
                     return EXIT_COORDINATOR_GONE;
                 }

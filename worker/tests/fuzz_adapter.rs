@@ -6,10 +6,10 @@
 
 mod fuzz_support;
 
+use loadgen_wire::FinishReason;
 use loadgen_worker::adapter::usage::{UsageCounts, UsageState, UsageValue};
 use loadgen_worker::adapter::Accumulator;
 use loadgen_worker::request::ApiType;
-use loadgen_worker::wire::FinishReason;
 use proptest::prelude::*;
 use serde_json::Value;
 

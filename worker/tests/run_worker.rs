@@ -8,12 +8,12 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use loadgen_worker::request::{ApiType, Endpoint, Prompt, RequestOptions, RequestTable};
-use loadgen_worker::wire::{
-    Doorbell, FailureKind, FinishReason, IssueCmd, RecordConsumer, RingSizes, WorkerEvent,
-    WorkerRings,
+use loadgen_wire::{
+    monotonic_ns, Doorbell, FailureKind, FinishReason, IssueCmd, RecordConsumer, RingSizes,
+    WorkerEvent, WorkerRings,
 };
-use loadgen_worker::{monotonic_ns, run_worker, WorkerEndpoint, WorkerSpec};
+use loadgen_worker::request::{ApiType, Endpoint, Prompt, RequestOptions, RequestTable};
+use loadgen_worker::{run_worker, WorkerEndpoint, WorkerSpec};
 
 /// A canned-response server: echoes the prompt as SSE (split across HTTP chunks) or JSON;
 /// "missing" gives 404, "stall" never answers, every `close_every`-th response closes; the

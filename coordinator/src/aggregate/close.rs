@@ -4,14 +4,15 @@
 
 use std::sync::atomic::Ordering;
 
-use loadgen_worker::wire::{FailureKind, RecordConsumer};
+use loadgen_wire::{FailureKind, RecordConsumer};
 
-use super::{AggregatorOutput, State, WorkerState};
+use super::{AggregatorOutput, State};
 use crate::fork::{kill_and_reap, try_reap, ChildEnd};
 use crate::settle::{
     settle, AbandonCause, SettleInput, Settlement, Synthesized, SynthesizedOutcome, WorkerEnd,
     WorkerFate,
 };
+use crate::shared::WorkerState;
 
 impl State {
     /// Reaps workers that ended; a worker that ended without saying Done died.
@@ -100,7 +101,7 @@ impl State {
             tracked_end: self.tracked_end,
             abort: self.abort_cause,
         });
-        let ended_ns = loadgen_worker::monotonic_ns();
+        let ended_ns = loadgen_wire::monotonic_ns();
         // Counted before the terminal events the run's end writes for old samples (late by
         // nature: their lines could not be written before the end).
         self.warn_late_events();
@@ -186,7 +187,7 @@ impl State {
                     prompt_tokens: None,
                     completion_tokens: None,
                     chunks: None,
-                    endpoint: loadgen_worker::NO_ENDPOINT,
+                    endpoint: loadgen_wire::NO_ENDPOINT,
                     client_wait_ns: None,
                 });
             }

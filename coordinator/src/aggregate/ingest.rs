@@ -4,15 +4,16 @@
 use std::borrow::Cow;
 use std::sync::atomic::Ordering;
 
-use loadgen_worker::wire::{ChunkTiming, FailureKind, FinishReason, RecordView, WorkerEvent};
+use loadgen_wire::{ChunkTiming, FailureKind, FinishReason, RecordView, WorkerEvent};
 
 use super::events::{ChunkLine, CompleteEvent};
 use super::tokens::TokenResult;
-use super::{CancelledSample, Control, FailureSummary, State, WorkerState};
+use super::{CancelledSample, Control, FailureSummary, State};
 use crate::live::Completion;
 use crate::metrics::usage::{classify_usage, UsageClass};
 use crate::metrics::{FinishKind, SampleRow};
 use crate::settle::{AbandonCause, WorkerFate};
+use crate::shared::WorkerState;
 
 /// Longest message kept per failure kind.
 const FAILURE_MESSAGE_CHARS: usize = 500;

@@ -6,17 +6,17 @@ pub mod events;
 mod ingest;
 pub mod tokens;
 
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, Sender};
-use loadgen_worker::wire::{Doorbell, InFlightTable, RecordConsumer};
+use loadgen_wire::{Doorbell, InFlightTable, RecordConsumer};
 use nix::unistd::Pid;
 
-use crate::live::{Board, LiveLag, LiveSpec, LiveStats, Phase, View};
+use crate::live::{Board, LiveSpec, LiveStats, Phase, View};
 use crate::metrics::{RunCounters, SampleRow};
 use crate::settle::{AbandonCause, IdSet, IssueLog, Tally, WorkerFate};
+use crate::shared::Shared;
 use events::EventLog;
 use tokens::TokenPool;
 
@@ -32,86 +32,6 @@ pub const BUSY_NAP: Duration = Duration::from_millis(1);
 
 /// The set of answered ids reserves room for this many ids at most (32 MB); it grows past.
 pub const ANSWERED_RESERVE_IDS: u64 = 1 << 28;
-
-/// A worker's lifecycle as the coordinator's threads see it.
-#[repr(u8)]
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum WorkerState {
-    Starting = 0,
-    Ready = 1,
-    Done = 2,
-    Dead = 3,
-}
-
-/// State the scheduler and the aggregator share.
-pub struct Shared {
-    /// Samples handed to worker `i` (written by the scheduler).
-    pub issued_to: Vec<AtomicU64>,
-    /// Records received from worker `i` (written by the aggregator).
-    pub received_from: Vec<AtomicU64>,
-    pub worker_state: Vec<AtomicU8>,
-    /// Records received from all workers.
-    pub records_total: AtomicU64,
-    /// Set when the run must stop issuing (signal, worker death, cap).
-    pub stop: AtomicBool,
-    /// Notified when records arrive and a waiter flagged itself (concurrency pattern).
-    pub progress: (Mutex<()>, Condvar),
-    pub progress_waiting: AtomicBool,
-    /// Open-loop issue lags so far, for the live view (written by the scheduler).
-    pub issue_lag: LiveLag,
-    /// Records received per phase (`phase::PhaseCounts`), for each phase's own drain.
-    pub phases: crate::phase::PhaseCounts,
-}
-
-impl Shared {
-    pub fn new(workers: usize) -> Shared {
-        Shared {
-            issued_to: (0..workers).map(|_| AtomicU64::new(0)).collect(),
-            received_from: (0..workers).map(|_| AtomicU64::new(0)).collect(),
-            worker_state: (0..workers)
-                .map(|_| AtomicU8::new(WorkerState::Starting as u8))
-                .collect(),
-            records_total: AtomicU64::new(0),
-            stop: AtomicBool::new(false),
-            progress: (Mutex::new(()), Condvar::new()),
-            progress_waiting: AtomicBool::new(false),
-            issue_lag: LiveLag::new(),
-            phases: crate::phase::PhaseCounts::default(),
-        }
-    }
-
-    /// This run's phases by sample id, counted as records arrive.
-    pub fn with_phases(mut self, phases: crate::phase::PhaseCounts) -> Shared {
-        self.phases = phases;
-        self
-    }
-
-    pub fn state(&self, worker: usize) -> WorkerState {
-        match self.worker_state[worker].load(Ordering::Acquire) {
-            0 => WorkerState::Starting,
-            1 => WorkerState::Ready,
-            2 => WorkerState::Done,
-            _ => WorkerState::Dead,
-        }
-    }
-
-    fn set_state(&self, worker: usize, state: WorkerState) {
-        self.worker_state[worker].store(state as u8, Ordering::Release);
-    }
-
-    /// Samples issued and not yet answered, over all workers.
-    pub fn in_flight(&self) -> u64 {
-        let issued: u64 = self.issued_to.iter().map(|a| a.load(Ordering::Acquire)).sum();
-        issued.saturating_sub(self.records_total.load(Ordering::Acquire))
-    }
-
-    fn notify_progress(&self) {
-        if self.progress_waiting.load(Ordering::Acquire) {
-            let _guard = self.progress.0.lock().unwrap_or_else(|e| e.into_inner());
-            self.progress.1.notify_all();
-        }
-    }
-}
 
 /// Messages from the coordinator's main thread to the aggregator, in order.
 pub enum Control {
@@ -279,7 +199,7 @@ pub fn run(mut input: AggregatorInput) -> AggregatorOutput {
         let epoch = bell.epoch();
         let popped = st.pop_all(&mut consumers);
         st.take_issue_notices();
-        let now_ns = loadgen_worker::monotonic_ns();
+        let now_ns = loadgen_wire::monotonic_ns();
         st.events.advance(now_ns);
         st.collect_tokens();
         if !lp.started {
@@ -428,14 +348,6 @@ impl State {
         if self.warmup_samples > 0 {
             self.live.set_phase(Phase::WarmUp);
         }
-    }
-}
-
-impl Shared {
-    /// Wakes every thread waiting on progress (used when a stop is requested).
-    pub fn notify_all_waiters(&self) {
-        let _guard = self.progress.0.lock().unwrap_or_else(|e| e.into_inner());
-        self.progress.1.notify_all();
     }
 }
 

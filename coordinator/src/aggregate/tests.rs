@@ -4,7 +4,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::{bounded, unbounded};
-use loadgen_worker::wire::{
+use loadgen_wire::{
     Doorbell, FailureKind, InFlightTable, RecordHeader, RecordProducer, RingSizes, WorkerRings,
 };
 use nix::sys::signal::{kill, Signal};

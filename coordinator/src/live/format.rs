@@ -1,7 +1,7 @@
 //! The live view's text, as pure functions of snapshots: rates, the ETA, durations and the
 //! lines the terminal view and the plain progress line show.
 
-use loadgen_worker::wire::FailureKind;
+use loadgen_wire::FailureKind;
 
 use super::stats::{Phase, Quantiles, Snapshot};
 

@@ -6,7 +6,7 @@ use crate::metrics::tokens::{tpot_client_ns, tpot_server_ns};
 use std::sync::{Arc, Mutex};
 
 use hdrhistogram::Histogram;
-use loadgen_worker::wire::FailureKind;
+use loadgen_wire::FailureKind;
 
 /// How often the aggregator publishes a snapshot at most (the view draws 4 times a second).
 pub const PUBLISH_EVERY_NS: u64 = 250_000_000;

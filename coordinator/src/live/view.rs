@@ -9,14 +9,14 @@ use std::time::{Duration, Instant};
 
 use crossbeam_channel::{bounded, Receiver, RecvTimeoutError, Sender};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use loadgen_wire::InFlightTable;
 
 use super::format::{self, Figures, RunFacts, RATE_HISTORY};
 use super::lag::LiveLag;
+use super::spec::{LiveSpec, ViewMode, DRAW_EVERY};
 use super::stats::{Board, Quantiles, Snapshot};
 use super::term::{terminal_width, LineTerm};
-use super::{LiveSpec, ViewMode, DRAW_EVERY};
-use crate::aggregate::Shared;
-use loadgen_worker::wire::InFlightTable;
+use crate::shared::Shared;
 
 /// How long `View::finish` waits for the view to clear its lines: a terminal that stopped
 /// reading (Ctrl-S, a paused pane) must not hold the end of the run.

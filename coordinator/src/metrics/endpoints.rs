@@ -1,7 +1,7 @@
 //! Per-endpoint counts of a run: samples, failures by kind and latency for each of the run's
 //! endpoints, from the sample table's endpoint column (a pure function over it).
 
-use loadgen_worker::wire::FailureKind;
+use loadgen_wire::FailureKind;
 
 use super::series::SeriesStat;
 use super::table::SampleTable;

@@ -59,7 +59,7 @@ fn synthetic_row(i: usize, rng: &mut Rng, spec: &FixtureSpec) -> SampleRow {
             complete_ns: issued_ns + ttft_ns / 2,
             failed: true,
             isl_client: Some(isl),
-            failure: loadgen_worker::wire::FailureKind::HttpStatus as u8,
+            failure: loadgen_wire::FailureKind::HttpStatus as u8,
             ..SampleRow::default()
         };
     }

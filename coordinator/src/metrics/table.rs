@@ -45,8 +45,8 @@ impl FinishKind {
     }
 
     /// The kind of a worker record's finish reason; `None` when the endpoint gave none.
-    pub fn from_wire(reason: loadgen_worker::wire::FinishReason) -> Option<FinishKind> {
-        use loadgen_worker::wire::FinishReason as Wire;
+    pub fn from_wire(reason: loadgen_wire::FinishReason) -> Option<FinishKind> {
+        use loadgen_wire::FinishReason as Wire;
         match reason {
             Wire::None => None,
             Wire::Stop => Some(FinishKind::Stop),
@@ -309,7 +309,7 @@ mod tests {
 
     #[test]
     fn wire_finish_reasons_map_to_the_same_kinds_as_their_strings() {
-        use loadgen_worker::wire::FinishReason;
+        use loadgen_wire::FinishReason;
         for reason in FinishReason::ALL {
             let expected =
                 (reason != FinishReason::None).then(|| FinishKind::from_reason(reason.as_str()));

@@ -1,6 +1,6 @@
 //! What the micro benchmarks share: the record header they push.
 
-use loadgen_worker::wire::{FinishReason, RecordHeader};
+use loadgen_wire::{FinishReason, RecordHeader};
 
 /// A completed sample's header, as a worker pushes it.
 pub fn header(id: u64) -> RecordHeader {

@@ -3,7 +3,7 @@
 
 use super::*;
 
-use loadgen_worker::wire::RingSizes;
+use loadgen_wire::RingSizes;
 
 /// Default connections per worker when `--max-connections` is not given.
 pub const CONNECTIONS_PER_WORKER_DEFAULT: usize = 32;

@@ -14,13 +14,14 @@ use loadgen_coordinator::phase::accuracy_rows;
 use loadgen_coordinator::pyrandom::PyRandom;
 use loadgen_coordinator::run::{AccuracyPhaseSpec, WarmupSpec};
 use loadgen_coordinator::{LoadPattern, RunSpec};
+use loadgen_wire::MAX_ENDPOINTS;
 use loadgen_worker::http::ports::{
     bind_from_slot_over_sources, ephemeral_even_ports, ephemeral_range, ports_per_source,
     source_addresses_for, SourceChoice, SOURCE_PORT_BUDGET_PERCENT,
 };
 use loadgen_worker::request::{self, Endpoint, Prompt, RequestHeaders, RequestTable, RowParams};
 use loadgen_worker::synthetic::SyntheticResponse;
-use loadgen_worker::{endpoint_slot_count, WorkerEndpoint, WorkerSpec, MAX_ENDPOINTS};
+use loadgen_worker::{endpoint_slot_count, WorkerEndpoint, WorkerSpec};
 
 use super::{split_share, warm_connections, Plan};
 use crate::dataset::Row;
@@ -42,7 +43,7 @@ impl Plan {
         cpu_plan: CpuPlan,
         view: &ViewFacts,
         notes: &mut Vec<String>,
-    ) -> Result<RunSpec, AppError> {
+    ) -> Result<RunSpec<WorkerSpec>, AppError> {
         let (mut warmup_rows, salted) = warmup_rows(self);
         if let Some(sp) = &self.shard {
             // A shard warms up with its share of the plan's warm-up samples, as it issues.

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use loadgen_coordinator::metrics::TokenCountSource;
-use loadgen_worker::wire::FailureKind;
+use loadgen_wire::FailureKind;
 
 use crate::replay::Replayed;
 use crate::{

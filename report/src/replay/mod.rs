@@ -233,7 +233,7 @@ impl<'a> Replay<'a> {
     }
 
     fn error(&mut self, uuid: u128, ts: u64, error_type: &str, message: &str) {
-        let worker_died = error_type == loadgen_worker::wire::FailureKind::WorkerDied.as_str();
+        let worker_died = error_type == loadgen_wire::FailureKind::WorkerDied.as_str();
         if let Some(p) = self.pending.get_mut(&uuid) {
             if !p.error_seen {
                 p.error_seen = true;

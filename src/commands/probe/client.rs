@@ -8,11 +8,11 @@ use std::net::TcpStream;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use loadgen_wire::monotonic_ns;
 use loadgen_worker::adapter::Accumulator;
 use loadgen_worker::http::h1::ResponseReader;
 use loadgen_worker::http::sse::{stream_end, BodyEnd, SseItem, SseParser, StreamEnd};
 use loadgen_worker::http::tls::{certificate_refused_message, refuses_certificate};
-use loadgen_worker::monotonic_ns;
 use loadgen_worker::request::{ApiType, Endpoint};
 use rustls::pki_types::ServerName;
 
@@ -266,7 +266,7 @@ fn finish(mut r: Readers, closed: bool, ex: &mut Exchange) -> Result<(), String>
     }
     // The benchmark's rule for a stream's end (SPEC §10), so the probe fails what a run fails.
     let body_end = if r.head.is_done() { BodyEnd::Finished } else { BodyEnd::Closed };
-    let finished = r.acc.finish != loadgen_worker::wire::FinishReason::None;
+    let finished = r.acc.finish != loadgen_wire::FinishReason::None;
     if ex.event_stream && stream_end(ex.saw_done, finished, body_end) == StreamEnd::Truncated {
         return Err("the stream was cut: no [DONE], and no finish_reason in a whole body".into());
     }

@@ -1,8 +1,9 @@
 //! OpenAI `/v1/completions`: `choices[0].text`; a body without `usage` is a success without
 //! server counts (a reference defect fixed, SPEC §9).
 
+use super::accumulator::Accumulator;
+use super::fields::FinishField;
 use super::openai::{on_body_plain, Frame};
-use super::{Accumulator, FinishField};
 
 /// A non-streaming completions body; the plain shape takes the hand scanner, the rest serde.
 pub(crate) fn on_body(acc: &mut Accumulator, json: &[u8]) -> bool {
@@ -30,9 +31,10 @@ pub(crate) fn on_body_serde(acc: &mut Accumulator, json: &[u8]) -> bool {
 
 #[cfg(test)]
 mod tests {
+    use loadgen_wire::FinishReason;
+
     use crate::adapter::Accumulator;
     use crate::request::ApiType;
-    use crate::wire::FinishReason;
 
     #[test]
     fn body_with_and_without_usage() {

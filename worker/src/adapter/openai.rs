@@ -3,12 +3,13 @@
 
 use std::borrow::Cow;
 
+use loadgen_wire::FinishReason;
 use serde::Deserialize;
 
+use super::accumulator::Accumulator;
+use super::fields::{ErrorField, FinishField, First, MaybeStr, UnwrappedError};
 use super::scan::{plain_frame, PlainFrame};
 use super::usage::{nullable, UsageCounts};
-use super::{Accumulator, ErrorField, FinishField, First, MaybeStr, UnwrappedError};
-use crate::wire::FinishReason;
 
 #[derive(Deserialize)]
 pub(crate) struct Frame<'a> {

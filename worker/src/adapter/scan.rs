@@ -4,8 +4,9 @@
 //! which then takes the serde path; property tests in `openai.rs` check the agreement over
 //! generated frames and bodies.
 
+use loadgen_wire::FinishReason;
+
 use super::usage::{UsageCounts, UsageValue};
-use crate::wire::FinishReason;
 
 /// What the serde path would read from a frame of the plain shape.
 #[derive(Clone, Copy, Debug, PartialEq)]

@@ -5,8 +5,9 @@ use std::borrow::Cow;
 
 use serde::Deserialize;
 
+use super::accumulator::Accumulator;
+use super::fields::{ErrorField, FinishField, MaybeStr, UnwrappedError};
 use super::usage::{nullable, UsageValue};
-use super::{Accumulator, ErrorField, FinishField, MaybeStr, UnwrappedError};
 
 #[derive(Deserialize)]
 struct Frame<'a> {
@@ -50,7 +51,7 @@ fn apply(acc: &mut Accumulator, frame: &Frame<'_>) {
         };
         acc.usage.apply(&counts);
         if let Some(FinishField(reason)) = meta.finish_reason {
-            if reason != crate::wire::FinishReason::None {
+            if reason != loadgen_wire::FinishReason::None {
                 acc.finish = reason;
             }
         }
@@ -88,9 +89,10 @@ pub(crate) fn on_body(acc: &mut Accumulator, json: &[u8]) -> bool {
 
 #[cfg(test)]
 mod tests {
+    use loadgen_wire::FinishReason;
+
     use crate::adapter::Accumulator;
     use crate::request::ApiType;
-    use crate::wire::FinishReason;
 
     fn clock() -> u64 {
         7

@@ -5,6 +5,7 @@ use std::io::Write;
 use std::net::{IpAddr, SocketAddr};
 use std::rc::Rc;
 
+use loadgen_wire::FailureKind;
 use monoio::buf::IoBufMut;
 use monoio::io::{AsyncReadRent, AsyncWriteRentExt};
 use monoio::net::TcpStream;
@@ -15,7 +16,6 @@ use super::sse::{stream_end, stream_failure, BodyEnd, SseItem, SseParser, Stream
 use super::tls::{HandshakeError, TlsClient, TlsStream};
 use crate::adapter::Accumulator;
 use crate::request::{ApiType, RequestBytes};
-use crate::wire::FailureKind;
 
 /// Bytes read from the socket at a time (and the largest response head accepted, doubled).
 const READ_BUF_BYTES: usize = 64 * 1024;
@@ -724,7 +724,7 @@ impl Conn {
         let Conn { sse, acc, sse_frames, saw_done, error, .. } = self;
         sse.finish(&mut |item| on_item(acc, sse_frames, saw_done, item, now_ns));
         acc.finish_stream();
-        let saw_finish = acc.finish != crate::wire::FinishReason::None;
+        let saw_finish = acc.finish != loadgen_wire::FinishReason::None;
         let stream = stream_end(*saw_done, saw_finish, end);
         match stream_failure(acc.stream_error, stream, acc.malformed_frames) {
             StreamFailure::None => FailureKind::None,
@@ -891,11 +891,11 @@ mod tests {
             assert_eq!(outcome.failure, FailureKind::None, "split {split}");
             assert_eq!(conn.acc.output, b"Hello", "split {split}");
             assert_eq!((conn.acc.first_chunk_ns, conn.acc.first_chunk_len), (9, 3));
-            let timing = crate::wire::ChunkTiming::decode(conn.acc.chunks.as_bytes()).unwrap();
+            let timing = loadgen_wire::ChunkTiming::decode(conn.acc.chunks.as_bytes()).unwrap();
             assert_eq!(timing.n_chunks, 2, "two content frames, split {split}");
             assert_eq!(timing.gaps_ns().collect::<Vec<_>>(), [0], "split {split}");
             assert_eq!(conn.acc.malformed_frames, 0, "split {split}");
-            assert_eq!(conn.acc.finish, crate::wire::FinishReason::Stop);
+            assert_eq!(conn.acc.finish, loadgen_wire::FinishReason::Stop);
             assert_eq!(conn.acc.usage.prompt_tokens, Some(2));
             assert_eq!(conn.acc.usage.completion_tokens, None);
             assert_eq!(conn.acc.usage.first_bad, Some("a float"));
@@ -1380,7 +1380,7 @@ mod tests {
             assert_eq!(outcome.failure, FailureKind::None, "split {split}");
             assert_eq!(conn.acc.output, b"Hello there", "split {split}");
             assert!(conn.acc.chunks.as_bytes().is_empty(), "a whole body has no chunk timing");
-            assert_eq!(conn.acc.finish, crate::wire::FinishReason::Length, "split {split}");
+            assert_eq!(conn.acc.finish, loadgen_wire::FinishReason::Length, "split {split}");
             assert_eq!(conn.acc.usage.completion_tokens, Some(2), "split {split}");
             assert!(conn.body_in_read_buf.is_none() && conn.read_buf.is_empty());
         }

@@ -66,7 +66,7 @@ pub struct CompleteEvent<'a> {
     /// A streamed response's chunk timing; `None` when it had no content chunk.
     pub chunks: Option<ChunkLine<'a>>,
     /// The endpoint the sample went to (its index in the run's endpoints;
-    /// `loadgen_worker::NO_ENDPOINT` when it reached none), written only by a log with
+    /// `loadgen_wire::NO_ENDPOINT` when it reached none), written only by a log with
     /// `EventLogSpec::endpoint_field`.
     pub endpoint: u8,
     /// The sample's wait inside the client before its request was written; `None` when it
@@ -235,7 +235,7 @@ impl EventLog {
 /// The `endpoint` key a `sample.complete` line carries: only in a log of two or more
 /// endpoints, and only for a sample that reached one.
 fn endpoint_key(endpoint_field: bool, endpoint: u8) -> Option<u8> {
-    (endpoint_field && endpoint != loadgen_worker::NO_ENDPOINT).then_some(endpoint)
+    (endpoint_field && endpoint != loadgen_wire::NO_ENDPOINT).then_some(endpoint)
 }
 
 /// Copies a due bucket's events, in their sorted order, into the outgoing batch, shipping it
@@ -390,7 +390,7 @@ mod tests {
         assert!(!one.contains("endpoint"), "one endpoint: the reference's line: {one}");
         let many = multi_endpoint_lines(|ev| {
             ev.complete(&base);
-            ev.complete(&CompleteEvent { endpoint: loadgen_worker::NO_ENDPOINT, ..base });
+            ev.complete(&CompleteEvent { endpoint: loadgen_wire::NO_ENDPOINT, ..base });
         });
         let got: Vec<&str> = many.lines().collect();
         assert!(

@@ -3,7 +3,7 @@
 //! on every plain access to slot and frame bytes. A lost wake-up shows as a deadlock: the model
 //! futex, doorbell and wake socket sleep without timeouts. Run (about a minute, see
 //! docs/design/ring-model.md): `RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom cargo test
-//! -p loadgen-worker --lib --release wire::loom`.
+//! -p loadgen-wire --lib --release loom_tests`.
 
 use std::sync::atomic::AtomicBool;
 

@@ -167,6 +167,13 @@ pub struct RecordHeader {
     pub endpoint: u8,
 }
 
+/// Endpoints a run may have: a record names its endpoint in one byte, and `NO_ENDPOINT` is
+/// reserved.
+pub const MAX_ENDPOINTS: usize = 255;
+
+/// The endpoint byte of a record whose sample reached no endpoint (cancelled in the queue).
+pub const NO_ENDPOINT: u8 = u8::MAX;
+
 /// Size of a serialized header inside a record frame; a multiple of 8 so the bytes after it stay
 /// aligned.
 pub const RECORD_HEADER_BYTES: usize = std::mem::size_of::<ArchivedRecordHeader>();
