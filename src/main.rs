@@ -2,12 +2,13 @@
 
 mod cli;
 mod commands;
-mod report;
 mod run;
 
 use clap::Parser;
 // The plan's modules under their old names, so `crate::plan::…` keeps resolving in the binary.
 use loadgen_plan::{dataset, error, plan, redact, tokenizer, yaml};
+// The report crate under its old name, so `crate::report::…` keeps resolving in the binary.
+use loadgen_report as report;
 
 use crate::cli::{BenchmarkCommand, Cli, Command};
 use crate::error::AppError;

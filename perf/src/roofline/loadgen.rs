@@ -6,7 +6,9 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use anyhow::{bail, Context as _};
-use serde::{Deserialize, Serialize};
+use loadgen_report::IssueLag;
+use loadgen_report::ResultSummary;
+use serde::Serialize;
 
 use crate::procs;
 
@@ -29,19 +31,9 @@ pub struct RunContext {
     pub extra_args: Vec<String>,
 }
 
-/// The `issue_lag` block of a Poisson run's summary.
-#[derive(Debug, Clone, Copy, Default, Deserialize, Serialize)]
-pub struct IssueLag {
-    pub n: u64,
-    pub p50_ns: u64,
-    pub p99_ns: u64,
-    pub max_ns: u64,
-    pub target_qps: f64,
-    pub achieved_qps: f64,
-}
-
-/// The fields of `result_summary.json` the suite uses.
-#[derive(Debug, Clone, Default, Deserialize, Serialize)]
+/// The fields of `result_summary.json` the suite uses (read as the binary reads it,
+/// `loadgen_report::ResultSummary`), as a row of roofline.json holds them.
+#[derive(Debug, Clone, Default, Serialize)]
 pub struct Summary {
     pub n_samples_issued: u64,
     pub n_samples_completed: u64,
@@ -49,8 +41,26 @@ pub struct Summary {
     pub duration_ns: u64,
     pub complete: bool,
     pub qps: Option<f64>,
-    #[serde(default)]
     pub issue_lag: Option<IssueLag>,
+}
+
+impl From<&ResultSummary> for Summary {
+    fn from(s: &ResultSummary) -> Summary {
+        Summary {
+            n_samples_issued: s.n_samples_issued,
+            n_samples_completed: s.n_samples_completed,
+            n_samples_failed: s.n_samples_failed,
+            duration_ns: s.duration_ns.unwrap_or(0),
+            complete: s.complete,
+            qps: s.qps,
+            issue_lag: s.issue_lag,
+        }
+    }
+}
+
+/// A run's summary from its result_summary.json.
+pub fn read_summary(bytes: &[u8]) -> serde_json::Result<Summary> {
+    serde_json::from_slice::<ResultSummary>(bytes).map(|s| Summary::from(&s))
 }
 
 /// One finished run.
@@ -135,8 +145,7 @@ pub fn run(
     let summary: Summary = match std::fs::read(&summary_path) {
         Ok(bytes) => {
             std::fs::write(ctx.reports_dir.join(format!("{name}.summary.json")), &bytes)?;
-            serde_json::from_slice(&bytes)
-                .with_context(|| format!("reading {}", summary_path.display()))?
+            read_summary(&bytes).with_context(|| format!("reading {}", summary_path.display()))?
         }
         Err(_) => {
             let tail = String::from_utf8_lossy(&log);
@@ -159,12 +168,12 @@ mod tests {
         let json = r#"{"n_samples_issued":10,"n_samples_completed":10,"n_samples_failed":0,
             "duration_ns":5,"complete":true,"qps":99.5,"ttft":{},"issue_lag":{"n":10,
             "p50_ns":1,"p99_ns":2,"max_ns":3,"target_qps":100.0,"achieved_qps":98.0}}"#;
-        let s: Summary = serde_json::from_str(json).unwrap();
+        let s = read_summary(json.as_bytes()).unwrap();
         assert_eq!(s.qps, Some(99.5));
         assert_eq!(s.issue_lag.unwrap().achieved_qps, 98.0);
         let no_lag = r#"{"n_samples_issued":1,"n_samples_completed":1,"n_samples_failed":1,
             "duration_ns":5,"complete":true,"qps":null,"issue_lag":null}"#;
-        let s: Summary = serde_json::from_str(no_lag).unwrap();
+        let s = read_summary(no_lag.as_bytes()).unwrap();
         assert!(s.issue_lag.is_none() && s.qps.is_none());
     }
 

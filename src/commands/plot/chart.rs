@@ -8,7 +8,7 @@ use plotters::coord::types::RangedCoordf64;
 use plotters::coord::Shift;
 use plotters::prelude::*;
 
-use super::bins::{percentile_at, Histogram};
+use crate::report::plot_data::bins::{percentile_at, Histogram};
 
 /// The series colours (matplotlib's tab10, which reads well on white and in print).
 pub mod palette {

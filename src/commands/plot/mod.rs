@@ -1,14 +1,12 @@
 //! `llm-loadgen plot DIR`: pictures of a finished run, as SVG and PNG (plotters).
 //!
 //! The run is read as `report DIR` reads it: `RunDir::load`, the same basis resolution, and
-//! `report::replay_table`, which replays events.jsonl into the aggregator's own `SampleTable`.
-//! `data` takes the per-sample series from that table, `bins` does the arithmetic, `pictures`
-//! decides which pictures the run has data for, `chart` draws them and `render` writes them.
+//! `report::rebuild::replay_table`, which replays events.jsonl into the aggregator's own
+//! `SampleTable`. `report::plot_data` takes the per-sample series from that table and does the
+//! arithmetic, `pictures` decides which pictures the run has data for, `chart` draws them and
+//! `render` writes them.
 
-mod bins;
 mod chart;
-mod data;
-mod lag;
 mod pictures;
 mod render;
 
@@ -16,9 +14,9 @@ use std::path::{Path, PathBuf};
 
 use loadgen_coordinator::metrics::TokenCountSource;
 
-use super::report::{self, RunDir};
 use crate::error::AppError;
-use crate::yaml::LoadPatternKind;
+use crate::report::plot_data::{lag, series};
+use crate::report::rebuild::{self, RunDir};
 pub use render::Format;
 
 /// What `plot` is asked to do.
@@ -34,7 +32,7 @@ pub struct PlotRequest {
 pub fn run(request: &PlotRequest) -> Result<i32, AppError> {
     let run = RunDir::load(&request.dir)?;
     let basis = run.basis(request.token_count_source)?;
-    let replayed = report::replay_table(&run, |_| {})?;
+    let replayed = rebuild::replay_table(&run, |_| {})?;
     let facts = pictures::RunFacts {
         streaming: run.streaming(),
         basis,
@@ -42,7 +40,7 @@ pub fn run(request: &PlotRequest) -> Result<i32, AppError> {
         tokenizer_named: run.config.model_params.tokenizer_name.is_some(),
     };
     let tracking_start_ns = replayed.replayed.counters.tracking_start_ns;
-    let series = data::run_series(
+    let series = series::run_series(
         &replayed.table,
         facts.streaming,
         facts.has_tokenizer,
@@ -106,25 +104,9 @@ fn write_all(plan: &pictures::Plan, out: &Path, format: Format) -> Result<i32, A
 /// log cannot be read).
 fn issue_lag(
     run: &RunDir,
-    series: &data::RunSeries,
+    series: &series::RunSeries,
 ) -> Result<Result<chart::Picture, String>, AppError> {
-    let lp = &run.config.settings.load_pattern;
-    let (LoadPatternKind::Poisson, Some(target_qps)) = (lp.kind, lp.target_qps) else {
-        return Ok(Err(format!(
-            "the run's load pattern is {}, and only a Poisson run has a schedule to lag behind",
-            lp.kind.as_str()
-        )));
-    };
-    let Some(summary) = &run.carried.issue_lag else {
-        return Ok(Err("performance/result_summary.json has no issue_lag to anchor the \
-                       schedule to"
-            .into()));
-    };
-    let issues = lag::tracked_issues(&run.dir.join("events.jsonl"))?;
-    let schedule =
-        lag::Schedule { seed: run.config.settings.runtime.scheduler_random_seed, target_qps };
-    Ok(lag::rebuild_lags(&issues, schedule, summary)
-        .map(|lags| pictures::issue_lag(series, &lags, target_qps)))
+    Ok(lag::run_lags(run)?.map(|r| pictures::issue_lag(series, &r.lags, r.target_qps)))
 }
 
 /// The accuracy picture when the run scored accuracy.

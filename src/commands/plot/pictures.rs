@@ -10,9 +10,9 @@ use loadgen_coordinator::metrics::TokenCountSource;
 
 use crate::report::ChunkBlocks;
 
-use super::bins::{self, HISTOGRAM_BINS};
 use super::chart::{palette, Bars, Distribution, Line, Picture, Scatter, Timeline};
-use super::data::RunSeries;
+use crate::report::plot_data::bins::{self, HISTOGRAM_BINS};
+use crate::report::plot_data::series::RunSeries;
 
 /// Points a scatter draws at most (evenly chosen from the samples).
 pub const SCATTER_POINTS: usize = 5_000;

@@ -352,7 +352,8 @@ mod tests {
 
     #[test]
     fn pictures_of_degenerate_values_are_drawn_and_their_drawing_ends() {
-        use super::super::{data::RunSeries, pictures};
+        use super::super::pictures;
+        use crate::report::plot_data::series::RunSeries;
         // Every stamp at the end of the clock: no span, no latency, no width to divide.
         let series = RunSeries {
             spans_ns: vec![(u64::MAX, u64::MAX); 3],

@@ -1,5 +1,6 @@
-//! `llm-loadgen merge DIR... --out OUT`: one report from the report directories of a sharded
-//! run's shards, exact: every sample's own values on one timeline, never averaged figures.
+//! The core of `llm-loadgen merge DIR... --out OUT`: one report from the report directories
+//! of a sharded run's shards, exact: every sample's own values on one timeline, never
+//! averaged figures.
 //!
 //! The shards are checked (`check`), their logs interleaved into OUT/events.jsonl with each
 //! line on the common timeline and under the single-host run's sample id (`events`), their
@@ -17,27 +18,27 @@ use std::path::Path;
 
 use loadgen_coordinator::metrics::TokenCountSource;
 
-use crate::cli::MergeArgs;
-use crate::commands::report::{rebuild, Carried, RunDir};
-use crate::error::AppError;
-use crate::report::{
-    result_summary, write_atomic, write_atomic_with, FailureCounts, FailureKindCount, ShardFile,
-    ShardInfo,
+use crate::rebuild::{rebuild, Carried, RunDir};
+use crate::{
+    result_summary, write_atomic, write_atomic_with, FailureCounts, FailureKindCount,
+    ResultSummary, RunInfo, ShardFile, ShardInfo,
 };
-pub use check::{check_shards, ShardView, Timeline};
+pub use check::{check_shards, Timeline};
 use events::{merge_events, ShardLog};
+pub use fields::ShardView;
+use loadgen_plan::error::AppError;
 
 /// A shard's report directory, read.
-struct Shard {
-    run: RunDir,
-    file: ShardFile,
+pub struct Shard {
+    pub run: RunDir,
+    pub file: ShardFile,
     /// When shard.json was last written, ns since the Unix epoch.
-    written_unix_ns: Option<u64>,
+    pub written_unix_ns: Option<u64>,
 }
 
 /// Reads a shard's directory: its run files and shard.json. A run without shard.json or
 /// without its summary is refused, naming the directory.
-fn load_shard(dir: &Path) -> Result<Shard, AppError> {
+pub fn load_shard(dir: &Path) -> Result<Shard, AppError> {
     let run = RunDir::load(dir)?;
     let path = dir.join("shard.json");
     let text = std::fs::read_to_string(&path).map_err(|e| {
@@ -68,45 +69,8 @@ fn load_shard(dir: &Path) -> Result<Shard, AppError> {
     Ok(Shard { run, file, written_unix_ns })
 }
 
-/// `merge DIR... --out OUT [--token-count-source B] [--max-skew-ms MS]`. Returns the exit code.
-pub fn run(args: &MergeArgs) -> Result<i32, AppError> {
-    let shards = args.dirs.iter().map(|d| load_shard(d)).collect::<Result<Vec<_>, _>>()?;
-    let views: Vec<ShardView<'_>> = shards
-        .iter()
-        .map(|s| ShardView { dir: &s.run.dir, file: &s.file, written_unix_ns: s.written_unix_ns })
-        .collect();
-    let timeline = check_shards(&views, args.max_skew_ms.saturating_mul(1_000_000))?;
-    let out = &args.out;
-    refuse_shard_as_out(&shards, out)?;
-    std::fs::create_dir_all(out).map_err(|e| {
-        AppError::Setup(format!("cannot create {}: {e}; pass a writable --out", out.display()))
-    })?;
-    // The merge works in shard order, whatever order the directories were given in.
-    let mut order: Vec<usize> = (0..shards.len()).collect();
-    order.sort_by_key(|&i| shards[i].file.index);
-    write_merged_inputs(&shards, &order, &timeline, out)?;
-    let merged = merged_run_dir(&shards, &order, &timeline, out)?;
-    let primary = merged.basis(args.token_count_source)?;
-    let code = write_merged_report(&merged, primary, &shards, &order, &timeline)?;
-    Ok(code)
-}
-
-/// OUT must not be one of the shards: its files would be replaced by the merge's.
-fn refuse_shard_as_out(shards: &[Shard], out: &Path) -> Result<(), AppError> {
-    let canon = |p: &Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
-    let target = canon(out);
-    match shards.iter().find(|s| canon(&s.run.dir) == target) {
-        Some(s) => Err(AppError::Usage(format!(
-            "--out {} is the shard directory {}; give a directory of its own",
-            out.display(),
-            s.run.dir.display()
-        ))),
-        None => Ok(()),
-    }
-}
-
 /// OUT/events.jsonl, OUT/sample_idx_map.json and OUT/config.yaml: the inputs of the rebuild.
-fn write_merged_inputs(
+pub fn write_merged_inputs(
     shards: &[Shard],
     order: &[usize],
     timeline: &Timeline,
@@ -142,7 +106,7 @@ fn write_merged_inputs(
     }
     rows.sort_unstable();
     let idx_path = out.join("sample_idx_map.json");
-    write_atomic_with(&idx_path, |w| crate::run::write_sample_idx_map(w, &rows, true, &[]))
+    write_atomic_with(&idx_path, |w| crate::write_sample_idx_map(w, &rows, true, &[]))
         .map_err(|e| write_error(&idx_path, &e))?;
     let first = &shards[order[0]].run;
     let mut config = first.config_yaml.clone();
@@ -164,7 +128,7 @@ fn write_error(path: &Path, e: &std::io::Error) -> AppError {
 
 /// OUT as a run directory: the first shard's config, the merged log, and what the shards'
 /// own files carry, summed.
-fn merged_run_dir(
+pub fn merged_run_dir(
     shards: &[Shard],
     order: &[usize],
     timeline: &Timeline,
@@ -223,7 +187,7 @@ fn merged_carried(shards: &[Shard], order: &[usize], timeline: &Timeline) -> Car
         urls: first.urls.clone(),
         snapshot_totals: totals,
         endpoint_failures: merged_endpoint_failures(order.iter().map(|&i| carried(i))),
-        client_token_counting: first.client_token_counting.clone(),
+        client_token_counting: first.client_token_counting,
         live_threads: first.live_threads,
         accuracy_results: None,
     }
@@ -263,16 +227,16 @@ fn shard_infos(shards: &[Shard], order: &[usize], timeline: &Timeline) -> Vec<Sh
         .map(|&i| {
             let s = &shards[i];
             let summary = s.run.summary.as_ref();
-            let count = |key: &str| summary.and_then(|v| v[key].as_u64()).unwrap_or(0);
+            let count = |n: fn(&ResultSummary) -> u64| summary.map_or(0, n);
             let kinds = s.run.carried.failure_kinds.as_deref().unwrap_or_default();
             let lag = s.run.carried.issue_lag;
             ShardInfo {
                 index: s.file.index,
                 report_dir: s.run.dir.display().to_string(),
-                n_samples_issued: count("n_samples_issued"),
-                n_samples_completed: count("n_samples_completed"),
-                n_samples_failed: count("n_samples_failed"),
-                n_samples_abandoned: count("n_samples_abandoned"),
+                n_samples_issued: count(|s| s.n_samples_issued),
+                n_samples_completed: count(|s| s.n_samples_completed),
+                n_samples_failed: count(|s| s.n_samples_failed),
+                n_samples_abandoned: count(|s| s.n_samples_abandoned),
                 failure_kinds: FailureCounts(
                     kinds.iter().map(|k| (k.kind.clone(), k.count)).collect(),
                 ),
@@ -287,33 +251,19 @@ fn shard_infos(shards: &[Shard], order: &[usize], timeline: &Timeline) -> Vec<Sh
         .collect()
 }
 
-/// Rebuilds OUT from its merged log, adds the `shards` section, writes the report files and
-/// prints the console summary. Returns the exit code.
-fn write_merged_report(
+/// Rebuilds OUT from its merged log, adds the `shards` section and writes the report files;
+/// returns the summary and run info the console summary is printed from.
+pub fn write_merged_report(
     merged: &RunDir,
     primary: TokenCountSource,
     shards: &[Shard],
     order: &[usize],
     timeline: &Timeline,
-) -> Result<i32, AppError> {
+) -> Result<(ResultSummary, RunInfo), AppError> {
     let mut rebuilt = rebuild(merged, primary)?;
     rebuilt.info.shards = shard_infos(shards, order, timeline);
     let summary = result_summary(&rebuilt.snapshot, &rebuilt.info);
     let out = &merged.dir;
-    crate::commands::report::write_rebuilt_files(
-        out,
-        &rebuilt.snapshot,
-        &summary,
-        &rebuilt.info,
-        None,
-    )?;
-    let mut console = crate::report::console_summary(&summary, &rebuilt.info, out);
-    console.push_str(&format!(
-        "Merged {} shards (plan {}); their starts lay within {:.3} ms\n",
-        order.len(),
-        shards[order[0]].file.plan_hash,
-        timeline.skew_ns as f64 / 1e6
-    ));
-    crate::commands::print_stdout(&crate::redact::redact(&console))?;
-    Ok(0)
+    crate::rebuild::write_rebuilt_files(out, &rebuilt.snapshot, &summary, &rebuilt.info, None)?;
+    Ok((summary, rebuilt.info))
 }

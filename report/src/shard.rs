@@ -77,7 +77,7 @@ pub struct ShardClock {
 }
 
 /// A shard of a merged report: `shards` in its result_summary.json, in shard order.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ShardInfo {
     pub index: u32,
     /// The shard's report directory, as given to `merge`.
@@ -113,12 +113,12 @@ impl Serialize for FailureCounts {
 /// The `shard.json` of a sharded plan's run, from the clocks the run read; `None` when the
 /// plan is not sharded.
 pub fn shard_file(
-    plan: &crate::plan::Plan,
+    plan: &loadgen_plan::plan::Plan,
     clock: &loadgen_coordinator::schedule::ClockAnchor,
 ) -> Option<ShardFile> {
     let sp = plan.shard.as_ref()?;
     let s = sp.shard;
-    let warmup_samples = crate::plan::sample_share(sp.plan_warmup_samples, s);
+    let warmup_samples = loadgen_plan::plan::sample_share(sp.plan_warmup_samples, s);
     Some(ShardFile {
         format: SHARD_FILE_FORMAT,
         index: s.index,
@@ -186,8 +186,8 @@ mod tests {
         let (warmup, tracked, count) = (5u64, 11u64, 3u64);
         let mut seen = Vec::new();
         for offset in 0..count {
-            let w = crate::plan::sample_share(warmup, shard(offset, count));
-            let t = crate::plan::sample_share(tracked, shard(offset, count));
+            let w = loadgen_plan::plan::sample_share(warmup, shard(offset, count));
+            let t = loadgen_plan::plan::sample_share(tracked, shard(offset, count));
             let ids = SampleIds { local_first: w, global_first: warmup, stride: count, offset };
             for local in 0..w {
                 let g = ids.global_id(local);
@@ -205,8 +205,8 @@ mod tests {
         assert_eq!(seen, (0..warmup + tracked).collect::<Vec<_>>());
     }
 
-    fn shard(index: u64, count: u64) -> crate::plan::Shard {
-        crate::plan::Shard { index: index as u32, count: count as u32 }
+    fn shard(index: u64, count: u64) -> loadgen_plan::plan::Shard {
+        loadgen_plan::plan::Shard { index: index as u32, count: count as u32 }
     }
 
     #[test]

@@ -6,8 +6,7 @@ use loadgen_coordinator::metrics::fixture::{
     run_counters, strip_usage, synthetic_table, FixtureSpec,
 };
 use loadgen_coordinator::metrics::{
-    final_snapshot, MetricsOptions, RunCounters, RunState, SampleRow, SampleTable, Snapshot,
-    TokenCountSource,
+    final_snapshot, MetricsOptions, RunState, SampleRow, SampleTable, Snapshot, TokenCountSource,
 };
 use loadgen_py::json::to_python_json;
 
@@ -90,7 +89,7 @@ fn one_endpoint(table: &SampleTable) -> Vec<EndpointInfo> {
 }
 
 fn golden_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests").join("golden")
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/golden")
 }
 
 /// Compares `actual` with a golden file byte for byte; `UPDATE_GOLDEN=1` rewrites it.
@@ -126,8 +125,12 @@ fn check_case(case: &str, table: &SampleTable, primary: TokenCountSource) {
     }
     let summary = result_summary(&snap, &info);
     check_golden(&format!("{case}/report.txt"), report_txt(&summary, &info).as_bytes());
-    check_golden(&format!("{case}/result_summary.json"), &to_python_json(&summary).unwrap());
+    let json = to_python_json(&summary).unwrap();
+    check_golden(&format!("{case}/result_summary.json"), &json);
     check_golden(&format!("{case}/final_snapshot.json"), &to_python_json(&snap).unwrap());
+    // The summary read back is the one written: the same bytes again.
+    let read: ResultSummary = serde_json::from_slice(&json).unwrap();
+    assert_eq!(String::from_utf8(to_python_json(&read).unwrap()), String::from_utf8(json));
 }
 
 #[test]
@@ -355,7 +358,7 @@ fn write_report_files_writes_all_three_atomically() {
     let info = info(TokenCountSource::Client);
     let summary = result_summary(&snap, &info);
     std::fs::create_dir_all(&dir).unwrap();
-    let open = crate::report::OpenDir::open(&dir).unwrap();
+    let open = crate::OpenDir::open(&dir).unwrap();
     let unwritten = write_report_files(&open, &snap, &summary, &info);
     assert!(unwritten.is_empty(), "{unwritten:?}");
     let written = std::fs::read(dir.join("performance/result_summary.json")).unwrap();
@@ -400,7 +403,7 @@ fn an_atomic_write_replaces_a_planted_link_and_never_writes_through_it() {
     assert_eq!(std::fs::read_to_string(dir.join("report.txt")).unwrap(), "report");
     // A subdirectory that is a link is refused, and nothing lands where it points.
     std::os::unix::fs::symlink(dir.join("elsewhere"), dir.join("performance")).unwrap();
-    let open = crate::report::OpenDir::open(&dir).unwrap();
+    let open = crate::OpenDir::open(&dir).unwrap();
     let err = open.write_atomic("performance/result_summary.json", b"{}").unwrap_err();
     assert!(err.to_string().contains("performance is a symbolic link"), "{err}");
     assert_eq!(std::fs::read_dir(dir.join("elsewhere")).unwrap().count(), 0);
@@ -418,7 +421,7 @@ fn write_atomic_reports_a_missing_folder() {
 
 /// Checks our writers against a report directory the reference tool wrote (its files may not be
 /// committed, so this check is opt-in): `LLM_LOADGEN_REFERENCE_OBSERVED=DIR cargo test -p
-/// llm-loadgen --features reference-check reference_observed`. Without the variable it fails.
+/// loadgen-report --features reference-check reference_observed`. Without the variable it fails.
 #[cfg(feature = "reference-check")]
 #[test]
 fn reference_observed_run_rebuilds_byte_for_byte() {
@@ -702,4 +705,111 @@ fn a_run_that_did_not_stream_says_why_it_has_no_ttft() {
     assert!(console.contains(want), "{console}");
     let line = console.lines().find(|l| l.starts_with("Token basis: ")).unwrap();
     assert!(!line.contains("TPOT"), "no TPOT without streaming: {line}");
+}
+
+/// A summary with every optional part: an interrupted Poisson run over two endpoints, merged
+/// from shards, with failures, an issue lag, a pool and counts taken after the run.
+fn full_summary() -> ResultSummary {
+    use loadgen_coordinator::metrics::endpoint_stats;
+    let table = synthetic_table(&FixtureSpec { fail_every: 5, ..FixtureSpec::default() });
+    let mut split = SampleTable::with_capacity(table.len());
+    for i in 0..table.len() {
+        split.push(&SampleRow { endpoint: (i % 2) as u8, ..table.row(i) });
+    }
+    let mut info = info(TokenCountSource::Server);
+    info.load_pattern = LoadPatternInfo {
+        kind: "poisson".into(),
+        target_qps: Some(12.5),
+        target_concurrency: None,
+        use_legacy_loadgen_qps_metrics: Some(true),
+    };
+    info.interrupted = true;
+    info.issue_lag = Some(IssueLag {
+        n: 100,
+        p50_ns: 1_000,
+        p99_ns: 2_500_000,
+        max_ns: 3_000_001,
+        target_qps: 12.5,
+        achieved_qps: 12.25,
+    });
+    info.client_wait =
+        Some(ClientWaitInfo { max_connections: 64, pool_given: true, peak_in_flight: Some(9) });
+    info.failures = vec![FailureKindCount {
+        kind: "http_status".into(),
+        count: 4,
+        first_message: "HTTP 500".into(),
+    }];
+    info.requests_resent = 3;
+    info.client_token_counting = Some(ClientTokenCounting::AfterRun);
+    let urls = ["http://127.0.0.1:8000", "http://127.0.0.1:8001/team"];
+    info.endpoints = endpoint_stats(&split, 2)
+        .into_iter()
+        .zip(urls)
+        .map(|(stat, url)| EndpointInfo { url: url.into(), stat })
+        .collect();
+    info.shards = vec![ShardInfo {
+        index: 1,
+        report_dir: "/tmp/shard1".into(),
+        n_samples_issued: 10,
+        n_samples_completed: 9,
+        n_samples_failed: 1,
+        n_samples_abandoned: 1,
+        failure_kinds: FailureCounts(vec![("timeout".into(), 1), ("http_status".into(), 2)]),
+        start_offset_ns: Some(-5),
+        start_skew_ns: 7,
+        clock_shift_ns: 11,
+        anchor_uncertainty_ns: 13,
+        issue_lag_p99_ns: Some(17),
+        issue_lag_max_ns: None,
+    }];
+    result_summary(&snapshot(&split, TokenCountSource::Server), &info)
+}
+
+#[test]
+fn a_summary_read_back_holds_what_it_wrote_and_writes_the_same_bytes() {
+    let summary = full_summary();
+    let json = to_python_json(&summary).unwrap();
+    let read: ResultSummary = serde_json::from_slice(&json).unwrap();
+    assert_eq!(String::from_utf8(to_python_json(&read).unwrap()), String::from_utf8(json));
+    assert!(!read.reference_only);
+    // Every series comes back whole, its count from its histogram.
+    assert_eq!(read.ttft, summary.ttft);
+    assert_eq!(read.latency, summary.latency);
+    assert_eq!(read.primary, summary.primary);
+    assert_eq!(read.other, summary.other);
+    assert_eq!(read.chunks, summary.chunks);
+    assert_eq!(read.client_wait, summary.client_wait);
+    assert_eq!(read.endpoints, summary.endpoints);
+    assert_eq!(read.endpoints[1].failures, summary.endpoints[1].failures);
+    assert_eq!(read.issue_lag, summary.issue_lag);
+    assert_eq!(read.failure_kinds, summary.failure_kinds);
+    assert_eq!(read.shards, summary.shards);
+    assert_eq!(read.osl_paired, summary.osl_paired);
+    assert_eq!(read.load_pattern, summary.load_pattern);
+    assert_eq!(read.warmup, summary.warmup);
+    assert_eq!(read.finish_reason_counts, summary.finish_reason_counts);
+    assert_eq!(read.client_token_counting, Some(ClientTokenCounting::AfterRun));
+    assert_eq!((read.state, read.complete), ("interrupted", false));
+    assert_eq!(read.usage.missing_total(), summary.usage.missing_total());
+    assert_eq!(read.usage.missing_empty_output, summary.usage.missing_empty_output);
+    // What the file does not hold reads back empty.
+    assert_eq!(read.incomplete_reason, None);
+    assert_eq!(read.usage.usable, 0);
+}
+
+#[test]
+fn a_summary_the_reference_wrote_reads_with_its_keys_only() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../tests/assets/compare/reference/performance/result_summary.json");
+    let read: ResultSummary =
+        serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    assert!(read.reference_only, "no token_count_source: the reference's");
+    assert_eq!((read.n_samples_completed, read.duration_ns), (200, Some(82_269_793)));
+    assert_eq!(read.primary.basis, TokenCountSource::Client);
+    let ttft = read.ttft.as_ref().expect("the reference's ttft block");
+    assert_eq!(ttft.total, loadgen_coordinator::metrics::Num::Int(4_701_363_049));
+    assert_eq!(ttft.median, 24_518_350.0);
+    assert!(read.primary.tpot.is_some() && read.other.tpot.is_none());
+    assert_eq!(read.load_pattern.kind, "max_throughput");
+    assert!(read.failure_kinds.is_empty() && read.endpoints.is_empty());
 }

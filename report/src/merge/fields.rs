@@ -6,11 +6,9 @@
 
 use std::path::Path;
 
-use crate::error::AppError;
-use crate::plan::{sample_share, shard_seed, Shard, MAX_SHARDS};
-use crate::report::{ShardFile, SHARD_FILE_FORMAT};
-
-use super::check::ShardView;
+use crate::{ShardFile, SHARD_FILE_FORMAT};
+use loadgen_plan::error::AppError;
+use loadgen_plan::plan::{sample_share, shard_seed, Shard, MAX_SHARDS};
 
 /// The most the anchor reading's uncertainty may be: the narrowest of five brackets of two
 /// back-to-back clock reads, microseconds at worst on a loaded host.
@@ -20,6 +18,15 @@ pub const ANCHOR_UNCERTAINTY_NS_MAX: u64 = 1_000_000_000;
 /// modification time): the run writes the file after its start, and a copy only makes the
 /// time later, so this slack covers only the copying host's clock being behind by this much.
 pub const FILE_TIME_SLACK_NS: u64 = 86_400 * 1_000_000_000;
+
+/// A shard as the checks see it: its directory (for messages), its `shard.json` and when that
+/// file was last written (ns since the Unix epoch; `None` when the file system does not say).
+#[derive(Debug, Clone, Copy)]
+pub struct ShardView<'a> {
+    pub dir: &'a Path,
+    pub file: &'a ShardFile,
+    pub written_unix_ns: Option<u64>,
+}
 
 /// The refusal of `field` of the shard in `dir`.
 fn refuse(dir: &Path, field: &str, value: impl std::fmt::Display, why: &str) -> AppError {

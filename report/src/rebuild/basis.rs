@@ -3,6 +3,8 @@
 
 use loadgen_coordinator::metrics::TokenCountSource;
 
+use crate::ResultSummary;
+
 /// Where the basis came from, for the note on stderr.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum BasisOrigin {
@@ -12,25 +14,20 @@ pub enum BasisOrigin {
     Default,
 }
 
-/// The basis and where it came from. `summary` is the run's result_summary.json (if read),
-/// `config` the run's config.yaml as YAML (if read).
+/// The basis and where it came from. `summary` is the run's result_summary.json (if read; an
+/// unknown `token_count_source` there is refused as it is read), `config` the run's
+/// config.yaml as YAML (if read).
 pub fn resolve_basis(
     flag: Option<TokenCountSource>,
-    summary: Option<&serde_json::Value>,
+    summary: Option<&ResultSummary>,
     config: Option<&serde_yaml_ng::Value>,
 ) -> Result<(TokenCountSource, BasisOrigin), String> {
     if let Some(basis) = flag {
         return Ok((basis, BasisOrigin::Flag));
     }
-    if let Some(value) = summary.and_then(|s| s.get("token_count_source")) {
-        let text = value.as_str().unwrap_or_default();
-        let basis = text.parse().map_err(|_| {
-            format!(
-                "result_summary.json has token_count_source {value}, neither client nor server; \
-                 pass --token-count-source client|server"
-            )
-        })?;
-        return Ok((basis, BasisOrigin::Summary));
+    // A summary the reference wrote has no `token_count_source`.
+    if let Some(summary) = summary.filter(|s| !s.reference_only) {
+        return Ok((summary.primary.basis, BasisOrigin::Summary));
     }
     let from_config =
         config.and_then(|c| c.get("settings")).and_then(|s| s.get("token_count_source"));
@@ -65,9 +62,13 @@ mod tests {
         serde_yaml_ng::from_str(text).unwrap()
     }
 
+    fn summary(json: serde_json::Value) -> Result<ResultSummary, serde_json::Error> {
+        serde_json::from_value(json)
+    }
+
     #[test]
     fn the_basis_resolves_flag_then_summary_then_config_then_client() {
-        let summary = serde_json::json!({"token_count_source": "server"});
+        let summary = summary(serde_json::json!({"token_count_source": "server"})).unwrap();
         let config = yaml("settings:\n  token_count_source: server\n");
         let empty = yaml("settings: {}\n");
         let s = Some(&summary);
@@ -82,8 +83,12 @@ mod tests {
 
     #[test]
     fn an_unknown_recorded_basis_is_refused_by_name() {
-        let summary = serde_json::json!({"token_count_source": "both"});
-        let err = resolve_basis(None, Some(&summary), None).unwrap_err();
+        let err = summary(serde_json::json!({"token_count_source": "both"})).unwrap_err();
+        let err = err.to_string();
         assert!(err.contains("\"both\"") && err.contains("--token-count-source"), "{err}");
+        // A summary the reference wrote names no basis: config.yaml's, else client.
+        let reference = summary(serde_json::json!({"version": "5.0.0"})).unwrap();
+        let got = resolve_basis(None, Some(&reference), None);
+        assert_eq!(got, Ok((Client, BasisOrigin::Default)));
     }
 }

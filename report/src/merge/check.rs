@@ -5,18 +5,8 @@
 
 use std::path::Path;
 
-use super::fields;
-use crate::error::AppError;
-use crate::report::ShardFile;
-
-/// A shard as the checks see it: its directory (for messages), its `shard.json` and when that
-/// file was last written (ns since the Unix epoch; `None` when the file system does not say).
-#[derive(Debug, Clone, Copy)]
-pub struct ShardView<'a> {
-    pub dir: &'a Path,
-    pub file: &'a ShardFile,
-    pub written_unix_ns: Option<u64>,
-}
+use super::fields::{self, ShardView};
+use loadgen_plan::error::AppError;
 
 /// The merged timeline: what each shard's monotonic stamps get added to land on the
 /// earliest-anchored shard's clock, and how far each shard's start lies after the first's.
@@ -133,7 +123,8 @@ fn timeline(shards: &[ShardView<'_>]) -> Timeline {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::report::{SampleIds, ShardClock, ShardSeeds, SHARD_FILE_FORMAT};
+    use crate::shard::{ShardClock, ShardSeeds};
+    use crate::{SampleIds, ShardFile, SHARD_FILE_FORMAT};
     use std::path::PathBuf;
 
     fn file(index: u32, count: u32, anchor: u64, start: u64) -> ShardFile {

@@ -5,10 +5,10 @@ use std::fmt::Write as _;
 use std::path::Path;
 
 use loadgen_coordinator::metrics::stats::PERCENTILE_KEYS;
-use loadgen_coordinator::metrics::{Num, SeriesStat, TokenCountSource};
+use loadgen_coordinator::metrics::{Num, TokenCountSource};
 use loadgen_py::float_repr::repr as python_float_repr;
 
-use super::summary::{BasisBlocks, ResultSummary};
+use super::summary::{BasisBlocks, ResultSummary, SeriesSummary};
 use super::RunInfo;
 
 const BAR_LENGTH_MAX: f64 = 30.0;
@@ -116,7 +116,8 @@ fn summary_lines(out: &mut String, s: &ResultSummary, info: &RunInfo) {
         );
         // A material client wait is issue lag too; its warning below names the cause.
         let w = &s.client_wait;
-        let explained = w.warning.is_some() && super::lag_is_the_wait(lag.p99_ns, w.wait.as_ref());
+        let wait_p99_ns = w.wait.as_ref().map(|wait| wait.percentiles[1]);
+        let explained = w.warning.is_some() && super::lag_is_the_wait(lag.p99_ns, wait_p99_ns);
         let warning = lag.warning().filter(|_| !explained);
         if let Some(warning) = warning {
             let _ = writeln!(out, "WARNING: {warning}");
@@ -190,18 +191,16 @@ fn other_basis_lines(out: &mut String, s: &ResultSummary) {
     if let (TokenCountSource::Client, Some(line)) = (other, &counting) {
         let _ = writeln!(out, "{line}");
     }
-    let paired = &s.osl_paired;
-    match (paired.mean(), paired.ratio()) {
-        (Some(mean), ratio) => {
+    match s.osl_paired.as_ref().and_then(|p| Some((p.mean?, p.ratio, p.count))) {
+        Some((mean, ratio, count)) => {
             let ratio = ratio.map_or_else(|| "N/A".into(), |r| format!("{r:.4}"));
             let _ = writeln!(
                 out,
                 "  OSL paired (client - server): mean {mean:.2} tokens/sample, ratio {ratio} \
-                 over {} samples",
-                paired.count
+                 over {count} samples"
             );
         }
-        (None, _) => {
+        None => {
             let _ =
                 writeln!(out, "  OSL paired (client - server): N/A (no sample has both counts)");
         }
@@ -248,7 +247,7 @@ fn num_scaled(v: Num, scale: f64) -> String {
     scaled(v.as_f64(), scale)
 }
 
-fn histogram_lines(out: &mut String, stat: &SeriesStat, scale: f64) {
+fn histogram_lines(out: &mut String, stat: &SeriesSummary, scale: f64) {
     let last = stat.histogram.len().saturating_sub(1);
     let labels: Vec<String> = stat
         .histogram
@@ -269,16 +268,16 @@ fn histogram_lines(out: &mut String, stat: &SeriesStat, scale: f64) {
 }
 
 /// One metric section, exactly as the reference's `_display_metric` plus its estimates.
-fn metric_section(out: &mut String, title: &str, stat: &SeriesStat, unit: &str, scale: f64) {
+fn metric_section(out: &mut String, title: &str, stat: &SeriesSummary, unit: &str, scale: f64) {
     let _ = writeln!(out, "{title}:");
     if stat.count == 0 {
         return empty_metric_section(out, stat, unit);
     }
     let _ = writeln!(out, "  Min: {} {unit}", num_scaled(stat.min, scale));
     let _ = writeln!(out, "  Max: {} {unit}", num_scaled(stat.max, scale));
-    let _ = writeln!(out, "  Median: {} {unit}", scaled(stat.median(), scale));
-    let _ = writeln!(out, "  Avg.: {} {unit}", scaled(stat.avg(), scale));
-    let _ = writeln!(out, "  Std Dev.: {} {unit}", scaled(stat.std_dev(), scale));
+    let _ = writeln!(out, "  Median: {} {unit}", scaled(stat.median, scale));
+    let _ = writeln!(out, "  Avg.: {} {unit}", scaled(stat.avg, scale));
+    let _ = writeln!(out, "  Std Dev.: {} {unit}", scaled(stat.std_dev, scale));
     let _ = writeln!(out, "\n  Histogram:");
     histogram_lines(out, stat, scale);
     let _ = writeln!(out, "\n  Percentiles:");
@@ -298,7 +297,7 @@ fn metric_section(out: &mut String, title: &str, stat: &SeriesStat, unit: &str, 
 
 /// The reference's section of an empty series that carries estimates: N/A rollups, no
 /// histogram or percentile rows, every estimate N/A.
-fn empty_metric_section(out: &mut String, stat: &SeriesStat, unit: &str) {
+fn empty_metric_section(out: &mut String, stat: &SeriesSummary, unit: &str) {
     for name in ["Min", "Max", "Median", "Avg.", "Std Dev."] {
         let _ = writeln!(out, "  {name}: N/A {unit}");
     }
@@ -401,21 +400,19 @@ fn endpoint_lines(s: &ResultSummary) -> Vec<String> {
     s.endpoints
         .iter()
         .map(|e| {
-            let st = &e.stat;
-            let kinds: Vec<String> =
-                st.failure_counts().map(|(k, n)| format!("{} {n}", k.as_str())).collect();
+            let kinds: Vec<String> = e.failures.iter().map(|(k, n)| format!("{k} {n}")).collect();
             let kinds =
                 if kinds.is_empty() { String::new() } else { format!(" ({})", kinds.join(", ")) };
-            let lat = st.latency.as_ref();
+            let lat = e.latency.as_ref();
             let mean = lat
                 .filter(|l| l.count > 0)
-                .map_or_else(|| "N/A".into(), |l| format!("{:.2}", l.avg() * NS_TO_MS));
+                .map_or_else(|| "N/A".into(), |l| format!("{:.2}", l.avg * NS_TO_MS));
             // Grid index 7 is p50.0, index 1 is p99.0.
             format!(
                 "{}: {} samples, {} failed{kinds}; latency p50/p99/mean: {} / {} / {mean} ms",
                 e.url,
-                st.n_samples,
-                st.n_samples_failed,
+                e.n_samples,
+                e.n_samples_failed,
                 ms(lat, 7),
                 ms(lat, 1)
             )
@@ -427,7 +424,7 @@ fn endpoint_lines(s: &ResultSummary) -> Vec<String> {
 /// its control characters are escaped (report.txt and the console are read on terminals).
 fn one_line(text: &str) -> String {
     let line = text.split_whitespace().collect::<Vec<_>>().join(" ");
-    crate::redact::escape_controls(&line).into_owned()
+    loadgen_plan::redact::escape_controls(&line).into_owned()
 }
 
 /// The whole `report.txt`.
@@ -505,7 +502,7 @@ fn ttft_figures(s: &ResultSummary) -> String {
     }
 }
 
-fn ms(stat: Option<&SeriesStat>, index: usize) -> String {
+fn ms(stat: Option<&SeriesSummary>, index: usize) -> String {
     match stat.filter(|s| s.count > 0) {
         Some(s) => format!("{:.2}", s.percentiles[index] * NS_TO_MS),
         None => "N/A".into(),
@@ -626,7 +623,7 @@ fn basis_line(s: &ResultSummary) -> String {
         return gap_line(s, &gap);
     }
     let mut line = format!("Token basis: {primary} (TPS ({other}): {}", fixed2(s.other.tps));
-    if let (Some(mean), Some(ratio)) = (s.osl_paired.mean(), s.osl_paired.ratio()) {
+    if let Some((Some(mean), Some(ratio))) = s.osl_paired.map(|p| (p.mean, p.ratio)) {
         let _ = write!(line, "; OSL paired mean {mean:.2}, ratio {ratio:.4}");
     }
     if primary == TokenCountSource::Server || s.other.partial {

@@ -16,7 +16,7 @@ use serde::ser::{SerializeMap, Serializer};
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::error::AppError;
+use loadgen_plan::error::AppError;
 
 /// What a dataset entry is: `accuracy` (a phase of its own) or `performance` (the
 /// performance dataset's inline `accuracy_config`, scored on its outputs).

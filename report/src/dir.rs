@@ -13,7 +13,7 @@ use nix::sys::stat::{fstatat, Mode, SFlag};
 use nix::unistd::{unlinkat, UnlinkatFlags};
 
 use super::write::{not_followed, OpenDir};
-use crate::error::AppError;
+use loadgen_plan::error::AppError;
 
 /// Names tried for a default report directory (`/tmp/reports_YYYYMMDD_HHMMSS`, then `_2`,
 /// `_3`, …) before the run gives up: a name that exists is never reused.

@@ -1,5 +1,6 @@
-//! `llm-loadgen report DIR`: rebuilds a finished run's report.txt, result_summary.json and
-//! final_snapshot.json from its events.jsonl, through the run's own metrics and writers.
+//! Rebuilding a finished run's report.txt, result_summary.json and final_snapshot.json from
+//! its events.jsonl, through the run's own metrics and writers (`report DIR`, and `merge`,
+//! `plot` and `early-stopping`, which read a run the same way).
 //!
 //! The log is replayed into the same `SampleTable` and `RunCounters` the run's aggregator
 //! fills (`replay`), then `final_snapshot`, `result_summary` and `write_report_files` run as
@@ -7,9 +8,6 @@
 
 pub mod basis;
 mod carry;
-pub mod read;
-pub mod replay;
-pub mod stamps;
 
 use std::path::{Path, PathBuf};
 
@@ -18,23 +16,15 @@ use loadgen_coordinator::metrics::{
     TokenCountSource,
 };
 
-use crate::error::AppError;
-use crate::report::{
+use crate::replay::{read, Replay, Replayed, UuidMap};
+use crate::{
     report_txt, result_summary, with_accuracy_block, write_report_files, EndpointInfo, OpenDir,
     ResultSummary, RunInfo, Unwritten,
 };
-use crate::tokenizer::Tokenizer;
-use crate::yaml::{BenchType, Config, LoadPatternKind, Streaming};
 pub use carry::Carried;
-use replay::{Replay, Replayed, UuidMap};
-
-/// What `report` is asked to do.
-#[derive(Debug, Clone)]
-pub struct ReportRequest {
-    pub dir: PathBuf,
-    pub token_count_source: Option<TokenCountSource>,
-    pub out: Option<PathBuf>,
-}
+use loadgen_plan::error::AppError;
+use loadgen_plan::tokenizer::Tokenizer;
+use loadgen_plan::yaml::{BenchType, Config, LoadPatternKind, Streaming};
 
 /// A finished run's directory, read: its config and whatever of its own reports it has.
 pub struct RunDir {
@@ -42,7 +32,7 @@ pub struct RunDir {
     pub config: Config,
     pub config_yaml: serde_yaml_ng::Value,
     /// `performance/result_summary.json`, when there is one.
-    pub summary: Option<serde_json::Value>,
+    pub summary: Option<ResultSummary>,
     pub carried: Carried,
 }
 
@@ -57,7 +47,7 @@ impl RunDir {
             )));
         }
         let config_path = dir.join("config.yaml");
-        let text = crate::report::read_existing(&config_path).map_err(|e| {
+        let text = crate::read_existing(&config_path).map_err(|e| {
             AppError::Input(format!(
                 "cannot read {}: {e}; the rebuild needs the run's config.yaml",
                 config_path.display()
@@ -66,17 +56,11 @@ impl RunDir {
         let config = Config::from_yaml_str(&text, &config_path.display().to_string())?;
         let config_yaml = serde_yaml_ng::from_str(&text).unwrap_or(serde_yaml_ng::Value::Null);
         let summary_path = dir.join("performance/result_summary.json");
-        let summary_text = crate::report::read_existing(&summary_path).ok();
-        let summary = match &summary_text {
-            Some(text) => Some(serde_json::from_str(text).map_err(|e| {
-                AppError::Input(format!(
-                    "{} is not JSON ({e}); move it away to rebuild without it",
-                    summary_path.display()
-                ))
-            })?),
-            None => None,
+        let summary = match crate::read_existing(&summary_path) {
+            Ok(text) => Some(read_summary(dir, &summary_path, &text)?),
+            Err(_) => None,
         };
-        let carried = Carried::read(dir, summary_text.as_deref())?;
+        let carried = Carried::read(dir, summary.as_ref());
         Ok(RunDir { dir: dir.to_path_buf(), config, config_yaml, summary, carried })
     }
 
@@ -142,7 +126,7 @@ impl RunDir {
     /// the prompts are then counted one by one). Streamed, so a long run's map is never held
     /// as text.
     pub(crate) fn sample_index(&self) -> UuidMap<u32> {
-        let Ok(file) = crate::report::open_existing(&self.dir.join("sample_idx_map.json")) else {
+        let Ok(file) = crate::open_existing(&self.dir.join("sample_idx_map.json")) else {
             return UuidMap::default();
         };
         let reader = std::io::BufReader::with_capacity(1 << 20, file);
@@ -179,6 +163,18 @@ impl RunDir {
             has_tokenizer,
         }
     }
+}
+
+/// The run's result_summary.json: text that is not JSON is refused as such, JSON that is not a
+/// summary names the run's directory.
+fn read_summary(dir: &Path, path: &Path, text: &str) -> Result<ResultSummary, AppError> {
+    serde_json::from_str(text).map_err(|e| {
+        AppError::Input(if e.is_syntax() || e.is_eof() {
+            format!("{} is not JSON ({e}); move it away to rebuild without it", path.display())
+        } else {
+            format!("result_summary.json in {} cannot be read: {e}", dir.display())
+        })
+    })
 }
 
 /// The rebuilt run: the three documents the run wrote from its table, and the
@@ -249,7 +245,7 @@ pub fn rebuild(run: &RunDir, primary: TokenCountSource) -> Result<Rebuilt, AppEr
         RunState::Complete
     };
     let snapshot = final_snapshot(&table, &replayed.counters, &opts, state);
-    let mut info = carry::run_info(run, primary, &replayed, failures, has_tokenizer);
+    let mut info = run.carried.run_info(&run.config, primary, &replayed, failures, has_tokenizer);
     let stats = endpoint_stats(&table, urls.len());
     info.endpoints =
         urls.iter().zip(stats).map(|(url, stat)| EndpointInfo { url: url.clone(), stat }).collect();
@@ -257,30 +253,9 @@ pub fn rebuild(run: &RunDir, primary: TokenCountSource) -> Result<Rebuilt, AppEr
     Ok(Rebuilt { snapshot, summary, info, accuracy_block })
 }
 
-/// `report DIR [--token-count-source B] [--out OTHER]`. Returns the exit code.
-pub fn run(request: &ReportRequest) -> Result<i32, AppError> {
-    let run = RunDir::load(&request.dir)?;
-    let primary = run.basis(request.token_count_source)?;
-    let rebuilt = rebuild(&run, primary)?;
-    let out = request.out.as_deref().unwrap_or(&request.dir);
-    std::fs::create_dir_all(out).map_err(|e| {
-        AppError::Setup(format!("cannot create {}: {e}; pass a writable --out", out.display()))
-    })?;
-    // Held while the files are rewritten: a run still writing there is refused.
-    let _lock = crate::report::dir::lock_existing(out)?;
-    let block = rebuilt.accuracy_block.as_deref();
-    write_rebuilt_files(out, &rebuilt.snapshot, &rebuilt.summary, &rebuilt.info, block)?;
-    let mut console = crate::report::console_summary(&rebuilt.summary, &rebuilt.info, out);
-    if let Some(block) = block {
-        console = with_accuracy_block(&console, block);
-    }
-    crate::commands::print_stdout(&crate::redact::redact(&console))?;
-    Ok(0)
-}
-
 /// Writes a rebuilt report's files into `out`; the first that could not be written is exit 4,
 /// named with why.
-pub(crate) fn write_rebuilt_files(
+pub fn write_rebuilt_files(
     out: &Path,
     snapshot: &Snapshot,
     summary: &ResultSummary,

@@ -28,7 +28,7 @@ const COMPACT_PREFIX: &[u8] = b"{\"event_type\":\"";
 /// `MAX_OUTPUT_BYTES` of a response's output, and each of those bytes is at most three once
 /// made valid UTF-8 (an invalid byte becomes U+FFFD). A longer output is refused before the
 /// tokenizer, whose memory grows a few hundred bytes per byte of text, sees it.
-pub const LOGGED_OUTPUT_BYTES_MAX: usize = 3 * crate::plan::MAX_OUTPUT_BYTES;
+pub const LOGGED_OUTPUT_BYTES_MAX: usize = 3 * loadgen_plan::plan::MAX_OUTPUT_BYTES;
 
 /// The longest line read, in bytes; a longer line is refused without being held. No line a
 /// run writes comes near it: the longest is a `sample.issued` line whose prompt is at the
@@ -334,7 +334,7 @@ fn check_output_len(output: &Output<'_>, line: u64) -> Result<(), LineError> {
                 "the sample's output is {len} bytes, more than a run logs ({LOGGED_OUTPUT_BYTES_MAX}: \
                  the worker keeps {} bytes of a response's output, MAX_OUTPUT_BYTES, each at most \
                  3 bytes as UTF-8), so the line is not a run's",
-                crate::plan::MAX_OUTPUT_BYTES
+                loadgen_plan::plan::MAX_OUTPUT_BYTES
             ),
         ));
     }
@@ -501,7 +501,7 @@ fn too_long(reader: &mut impl BufRead, held: usize, line: u64) -> ReadError {
 
 /// Opens `path` for [`for_each_event`] (never through a link: `report::open_existing`).
 pub fn open(path: &std::path::Path) -> std::io::Result<impl BufRead> {
-    let file = crate::report::open_existing(path)?;
+    let file = crate::open_existing(path)?;
     Ok(std::io::BufReader::with_capacity(READ_BUFFER_BYTES, file))
 }
 

@@ -8,18 +8,16 @@ use std::path::Path;
 
 use loadgen_coordinator::metrics::TokenCountSource;
 use loadgen_wire::FailureKind;
-use serde::de::{MapAccess, Visitor};
-use serde::{Deserialize, Deserializer};
 
-use super::replay::Replayed;
-use super::RunDir;
-use crate::dataset::DatasetKind;
-use crate::error::AppError;
-use crate::plan::TestMode;
-use crate::report::{
-    ClientTokenCounting, FailureKindCount, IssueLag, LoadPatternInfo, RunInfo, WarmupInfo,
+use crate::replay::Replayed;
+use crate::{
+    ClientTokenCounting, ClientWaitInfo, FailureKindCount, IssueLag, LoadPatternInfo,
+    ResultSummary, RunInfo, WarmupInfo,
 };
-use crate::yaml::{Config, LoadPatternKind};
+use loadgen_plan::dataset::DatasetKind;
+use loadgen_plan::error::AppError;
+use loadgen_plan::plan::TestMode;
+use loadgen_plan::yaml::{Config, LoadPatternKind};
 
 /// Values of the run's result_summary.json, report.txt and final_snapshot.json the log lacks.
 #[derive(Debug, Default)]
@@ -30,7 +28,7 @@ pub struct Carried {
     pub incomplete_reason: Option<String>,
     pub issue_lag: Option<IssueLag>,
     /// The run's pool (`connection_pool`): what its client wait is judged against.
-    pub connection_pool: Option<crate::report::ClientWaitInfo>,
+    pub connection_pool: Option<ClientWaitInfo>,
     pub requests_resent: Option<u64>,
     pub failure_kinds: Option<Vec<FailureKindCount>>,
     pub urls: Option<Vec<String>>,
@@ -40,89 +38,12 @@ pub struct Carried {
     /// Each endpoint's failures by kind (the summary's `endpoints[].failures`), in the
     /// summary's endpoint order.
     pub endpoint_failures: Option<Vec<BTreeMap<String, u64>>>,
-    /// The summary's `client_token_counting` (`live`, `after_run`, null), when it has the key.
-    pub client_token_counting: Option<Option<String>>,
+    /// The summary's `client_token_counting` (`live`, `after_run`); `None` without one.
+    pub client_token_counting: Option<ClientTokenCounting>,
     /// The live tokenizer threads report.txt names (`counted live by N tokenizer thread(s)`).
     pub live_threads: Option<usize>,
     /// The run's accuracy/accuracy_results.json, when it has one.
     pub accuracy_results: Option<String>,
-}
-
-#[derive(Deserialize)]
-struct SummaryKeys {
-    version: Option<String>,
-    #[serde(default, deserialize_with = "present")]
-    git_sha: Option<Option<String>>,
-    state: Option<String>,
-    complete: Option<bool>,
-    issue_lag: Option<IssueLagKeys>,
-    connection_pool: Option<PoolKeys>,
-    n_requests_resent: Option<u64>,
-    failure_kinds: Option<InOrder>,
-    endpoints: Option<Vec<EndpointKeys>>,
-    #[serde(default, deserialize_with = "present")]
-    client_token_counting: Option<Option<String>>,
-}
-
-fn present<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Option<String>>, D::Error> {
-    Option::<String>::deserialize(d).map(Some)
-}
-
-#[derive(Deserialize)]
-struct PoolKeys {
-    max_connections: u64,
-    max_connections_given: bool,
-    peak_in_flight: Option<u64>,
-}
-
-#[derive(Deserialize)]
-struct IssueLagKeys {
-    n: u64,
-    p50_ns: u64,
-    p99_ns: u64,
-    max_ns: u64,
-    target_qps: f64,
-    achieved_qps: f64,
-}
-
-#[derive(Deserialize)]
-struct EndpointKeys {
-    url: String,
-    #[serde(default)]
-    failures: BTreeMap<String, u64>,
-}
-
-#[derive(Deserialize)]
-struct KindKeys {
-    count: u64,
-    first_message: String,
-}
-
-/// `failure_kinds` in the file's order (a JSON map read into a sorted map would lose it).
-struct InOrder(Vec<FailureKindCount>);
-
-impl<'de> Deserialize<'de> for InOrder {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct V;
-        impl<'de> Visitor<'de> for V {
-            type Value = InOrder;
-            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-                f.write_str("a map of failure kinds")
-            }
-            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<InOrder, A::Error> {
-                let mut out = Vec::new();
-                while let Some((kind, k)) = map.next_entry::<String, KindKeys>()? {
-                    out.push(FailureKindCount {
-                        kind,
-                        count: k.count,
-                        first_message: k.first_message,
-                    });
-                }
-                Ok(InOrder(out))
-            }
-        }
-        d.deserialize_map(V)
-    }
 }
 
 /// Reasons `result_summary` derives again from the rebuilt snapshot (they follow the basis),
@@ -132,16 +53,14 @@ const DERIVED_REASONS: [&str; 2] =
 
 impl Carried {
     /// Reads what the run's files hold; without a summary, says on stderr what is unknown.
-    pub fn read(dir: &Path, summary_text: Option<&str>) -> Result<Carried, AppError> {
+    pub fn read(dir: &Path, summary: Option<&ResultSummary>) -> Carried {
         let mut carried = Carried {
             snapshot_totals: snapshot_totals(dir),
-            accuracy_results: crate::report::read_existing(
-                &dir.join("accuracy/accuracy_results.json"),
-            )
-            .ok(),
+            accuracy_results: crate::read_existing(&dir.join("accuracy/accuracy_results.json"))
+                .ok(),
             ..Carried::default()
         };
-        let Some(text) = summary_text else {
+        let Some(s) = summary else {
             eprintln!(
                 "note: {} has no performance/result_summary.json: the issue lag, re-sent \
                  requests, failure kinds (named by the log's error types), endpoint URLs and \
@@ -149,41 +68,29 @@ impl Carried {
                  or taken from config.yaml and this build",
                 dir.display()
             );
-            return Ok(carried);
+            return carried;
         };
-        let keys: SummaryKeys = serde_json::from_str(text).map_err(|e| {
-            AppError::Input(format!("result_summary.json in {} cannot be read: {e}", dir.display()))
-        })?;
-        carried.version = keys.version;
-        carried.git_sha = keys.git_sha;
-        carried.interrupted = keys.state.as_deref() == Some("interrupted");
-        if keys.complete == Some(false) && !carried.interrupted {
+        carried.version = Some(s.version.clone()).filter(|v| !v.is_empty());
+        carried.git_sha = Some(s.git_sha.clone());
+        carried.interrupted = s.state == "interrupted";
+        if !s.complete && !carried.interrupted {
             let reason = incomplete_reason(dir);
             carried.incomplete_reason =
                 reason.filter(|r| !DERIVED_REASONS.iter().any(|d| r.contains(d)));
         }
-        carried.issue_lag = keys.issue_lag.map(|l| IssueLag {
-            n: l.n,
-            p50_ns: l.p50_ns,
-            p99_ns: l.p99_ns,
-            max_ns: l.max_ns,
-            target_qps: l.target_qps,
-            achieved_qps: l.achieved_qps,
-        });
-        carried.connection_pool = keys.connection_pool.map(|p| crate::report::ClientWaitInfo {
-            max_connections: p.max_connections,
-            pool_given: p.max_connections_given,
-            peak_in_flight: p.peak_in_flight,
-        });
-        carried.requests_resent = keys.n_requests_resent;
-        carried.failure_kinds = keys.failure_kinds.map(|k| k.0);
-        carried.client_token_counting = keys.client_token_counting;
+        carried.issue_lag = s.issue_lag;
+        carried.connection_pool = s.client_wait.pool;
+        carried.requests_resent = Some(s.n_requests_resent);
+        // A summary the reference wrote names no failure kinds: the log's error types do.
+        carried.failure_kinds = (!s.reference_only).then(|| s.failure_kinds.clone());
+        carried.client_token_counting = s.client_token_counting;
         carried.live_threads = live_threads(dir);
-        if let Some(endpoints) = keys.endpoints {
-            carried.urls = Some(endpoints.iter().map(|e| e.url.clone()).collect());
-            carried.endpoint_failures = Some(endpoints.into_iter().map(|e| e.failures).collect());
+        if !s.reference_only && !s.endpoints.is_empty() {
+            carried.urls = Some(s.endpoints.iter().map(|e| e.url.clone()).collect());
+            let failures = s.endpoints.iter().map(|e| e.failures.iter().cloned().collect());
+            carried.endpoint_failures = Some(failures.collect());
         }
-        Ok(carried)
+        carried
     }
 
     /// The run's endpoint URLs as its report named them: the summary's, else config.yaml's.
@@ -195,7 +102,7 @@ impl Carried {
         if endpoints.is_empty() {
             return vec!["embedded max-throughput stub".to_string()];
         }
-        endpoints.iter().map(|u| crate::redact::redact(u)).collect()
+        endpoints.iter().map(|u| loadgen_plan::redact::redact(u)).collect()
     }
 
     /// The failure kinds, and each failed row's kind: the summary's kinds dealt over the
@@ -288,7 +195,7 @@ impl Carried {
             }
             return Ok(None);
         };
-        crate::report::accuracy::accuracy_block_from_json(text, primary).map(Some).map_err(|why| {
+        crate::accuracy::accuracy_block_from_json(text, primary).map(Some).map_err(|why| {
             AppError::Input(format!(
                 "accuracy/accuracy_results.json cannot be read ({why}), so report.txt's \
                  Accuracy block cannot be rebuilt; nothing was rebuilt"
@@ -323,7 +230,7 @@ fn failure_codes<'a>(counts: &'a [(&'a str, u64)]) -> impl Iterator<Item = u8> +
 
 /// The live tokenizer threads the run's report.txt names.
 fn live_threads(dir: &Path) -> Option<usize> {
-    let text = crate::report::read_existing(&dir.join("report.txt")).ok()?;
+    let text = crate::read_existing(&dir.join("report.txt")).ok()?;
     let at = text.find("counted live by ")? + "counted live by ".len();
     let digits: String = text[at..].chars().take_while(char::is_ascii_digit).collect();
     digits.parse().ok()
@@ -331,14 +238,14 @@ fn live_threads(dir: &Path) -> Option<usize> {
 
 /// The reason report.txt gives for an incomplete run.
 fn incomplete_reason(dir: &Path) -> Option<String> {
-    let text = crate::report::read_existing(&dir.join("report.txt")).ok()?;
+    let text = crate::read_existing(&dir.join("report.txt")).ok()?;
     let line = text.lines().find_map(|l| l.strip_prefix("WARNING: report is incomplete ("))?;
     let end = line.rfind(") — ")?;
     Some(line[..end].to_string())
 }
 
 fn snapshot_totals(dir: &Path) -> Option<[u64; 4]> {
-    let text = crate::report::read_existing(&dir.join("metrics/final_snapshot.json")).ok()?;
+    let text = crate::read_existing(&dir.join("metrics/final_snapshot.json")).ok()?;
     let snap: serde_json::Value = serde_json::from_str(&text).ok()?;
     let metrics = snap.get("metrics")?.as_array()?;
     let counter =
@@ -351,77 +258,82 @@ fn snapshot_totals(dir: &Path) -> Option<[u64; 4]> {
     ])
 }
 
-/// The run's `RunInfo`, from config.yaml, the replay and what was carried.
-pub fn run_info(
-    run: &RunDir,
-    primary: TokenCountSource,
-    replayed: &Replayed,
-    failures: Vec<FailureKindCount>,
-    has_tokenizer: bool,
-) -> RunInfo {
-    let settings = &run.config.settings;
-    let lp = &settings.load_pattern;
-    let (target_qps, target_concurrency, legacy) = match lp.kind {
-        LoadPatternKind::Poisson => (lp.target_qps, None, Some(lp.use_legacy_loadgen_qps_metrics)),
-        LoadPatternKind::Concurrency => (None, lp.target_concurrency.map(u64::from), None),
-        _ => (None, None, None),
-    };
-    let w = &settings.warmup;
-    let c = &run.carried;
-    let counters = &replayed.counters;
-    let events_has_errors = counters.tracked_samples_failed > 0
-        && failures.iter().any(|f| f.kind != FailureKind::WorkerDied.as_str());
-    let counting = has_tokenizer.then(|| client_counting(run));
-    RunInfo {
-        version: c.version.clone().unwrap_or_else(|| env!("CARGO_PKG_VERSION").to_string()),
-        git_sha: c
-            .git_sha
-            .clone()
-            .unwrap_or_else(|| option_env!("LLM_LOADGEN_GIT_SHA").map(str::to_string)),
-        load_pattern: LoadPatternInfo {
-            kind: lp.kind.as_str().to_string(),
-            target_qps,
-            target_concurrency,
-            use_legacy_loadgen_qps_metrics: legacy,
-        },
-        warmup: WarmupInfo {
-            enabled: w.enabled && !accuracy_only(&run.config),
-            n_requests: w.n_requests,
-            salt: w.salt,
-            drain: w.drain,
-            warmup_random_seed: w.warmup_random_seed,
-        },
-        scheduler_random_seed: settings.runtime.scheduler_random_seed,
-        dataloader_random_seed: settings.runtime.dataloader_random_seed,
-        token_count_source: primary,
-        embedded_stub: run.config.endpoint_config.endpoints.is_empty(),
-        interrupted: c.interrupted,
-        incomplete_reason: c.incomplete_reason.clone(),
-        abandoned: counters.abandoned,
-        issue_lag: c.issue_lag,
-        client_wait: c.connection_pool,
-        failures,
-        requests_resent: c.requests_resent.unwrap_or(0),
-        events_has_errors,
-        client_token_counting: counting,
-        endpoints: Vec::new(),
-        shards: Vec::new(),
-        mixed_clocks: replayed.mixed_clocks(),
-    }
-}
-
-/// How the run counted its client basis, as its summary says (the threads as its report.txt
-/// names them); a log without our summary (the reference's, or a run whose summary is gone)
-/// was counted by this rebuild.
-fn client_counting(run: &RunDir) -> ClientTokenCounting {
-    let c = &run.carried;
-    match c.client_token_counting.as_ref().and_then(Option::as_deref) {
-        Some("after_run") => ClientTokenCounting::AfterRun,
-        Some("live") => {
-            let configured = run.config.settings.drain.metrics_tokenizer_workers;
-            let threads = c.live_threads.or(configured.map(|n| n as usize)).unwrap_or(1);
-            ClientTokenCounting::Live { threads }
+impl Carried {
+    /// The run's `RunInfo`, from config.yaml, the replay and what was carried.
+    pub fn run_info(
+        &self,
+        config: &Config,
+        primary: TokenCountSource,
+        replayed: &Replayed,
+        failures: Vec<FailureKindCount>,
+        has_tokenizer: bool,
+    ) -> RunInfo {
+        let settings = &config.settings;
+        let lp = &settings.load_pattern;
+        let (target_qps, target_concurrency, legacy) = match lp.kind {
+            LoadPatternKind::Poisson => {
+                (lp.target_qps, None, Some(lp.use_legacy_loadgen_qps_metrics))
+            }
+            LoadPatternKind::Concurrency => (None, lp.target_concurrency.map(u64::from), None),
+            _ => (None, None, None),
+        };
+        let w = &settings.warmup;
+        let c = self;
+        let counters = &replayed.counters;
+        let events_has_errors = counters.tracked_samples_failed > 0
+            && failures.iter().any(|f| f.kind != FailureKind::WorkerDied.as_str());
+        let counting = has_tokenizer.then(|| self.client_counting(config));
+        RunInfo {
+            version: c.version.clone().unwrap_or_else(|| env!("CARGO_PKG_VERSION").to_string()),
+            git_sha: c
+                .git_sha
+                .clone()
+                .unwrap_or_else(|| option_env!("LLM_LOADGEN_GIT_SHA").map(str::to_string)),
+            load_pattern: LoadPatternInfo {
+                kind: lp.kind.as_str().to_string(),
+                target_qps,
+                target_concurrency,
+                use_legacy_loadgen_qps_metrics: legacy,
+            },
+            warmup: WarmupInfo {
+                enabled: w.enabled && !accuracy_only(config),
+                n_requests: w.n_requests,
+                salt: w.salt,
+                drain: w.drain,
+                warmup_random_seed: w.warmup_random_seed,
+            },
+            scheduler_random_seed: settings.runtime.scheduler_random_seed,
+            dataloader_random_seed: settings.runtime.dataloader_random_seed,
+            token_count_source: primary,
+            embedded_stub: config.endpoint_config.endpoints.is_empty(),
+            interrupted: c.interrupted,
+            incomplete_reason: c.incomplete_reason.clone(),
+            abandoned: counters.abandoned,
+            issue_lag: c.issue_lag,
+            client_wait: c.connection_pool,
+            failures,
+            requests_resent: c.requests_resent.unwrap_or(0),
+            events_has_errors,
+            client_token_counting: counting,
+            endpoints: Vec::new(),
+            shards: Vec::new(),
+            mixed_clocks: replayed.mixed_clocks(),
         }
-        _ => ClientTokenCounting::Rebuilt,
+    }
+
+    /// How the run counted its client basis, as its summary says (the threads as its report.txt
+    /// names them); a log without our summary (the reference's, or a run whose summary is gone)
+    /// was counted by this rebuild.
+    fn client_counting(&self, config: &Config) -> ClientTokenCounting {
+        let c = self;
+        match c.client_token_counting {
+            Some(ClientTokenCounting::AfterRun) => ClientTokenCounting::AfterRun,
+            Some(ClientTokenCounting::Live { .. }) => {
+                let configured = config.settings.drain.metrics_tokenizer_workers;
+                let threads = c.live_threads.or(configured.map(|n| n as usize)).unwrap_or(1);
+                ClientTokenCounting::Live { threads }
+            }
+            _ => ClientTokenCounting::Rebuilt,
+        }
     }
 }

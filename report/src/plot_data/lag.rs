@@ -13,9 +13,11 @@
 use loadgen_coordinator::metrics::stats::lower_percentile_index;
 use loadgen_py::random::{poisson_gap_ns, PyRandom};
 
-use super::super::report::read::{self, Event, SessionKind};
-use crate::error::AppError;
-use crate::report::IssueLag;
+use crate::rebuild::RunDir;
+use crate::replay::read::{self, Event, SessionKind};
+use crate::IssueLag;
+use loadgen_plan::error::AppError;
+use loadgen_plan::yaml::LoadPatternKind;
 
 /// The Poisson schedule a run used.
 #[derive(Debug, Clone, Copy)]
@@ -104,6 +106,34 @@ pub fn rebuild_lags(
         ));
     }
     Ok(by_k.iter().zip(lags).map(|(&(_, ts), lag)| (ts, lag)).collect())
+}
+
+/// A Poisson run's rebuilt issue lags and its target rate.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RunLags {
+    /// (issue time, lag) per tracked sample, ns.
+    pub lags: Vec<(u64, u64)>,
+    pub target_qps: f64,
+}
+
+/// Each tracked sample's issue lag of a Poisson run, anchored to its summary's `issue_lag`;
+/// or why the run has none (`Err` of the outer result: the log cannot be read).
+pub fn run_lags(run: &RunDir) -> Result<Result<RunLags, String>, AppError> {
+    let lp = &run.config.settings.load_pattern;
+    let (LoadPatternKind::Poisson, Some(target_qps)) = (lp.kind, lp.target_qps) else {
+        return Ok(Err(format!(
+            "the run's load pattern is {}, and only a Poisson run has a schedule to lag behind",
+            lp.kind.as_str()
+        )));
+    };
+    let Some(summary) = &run.carried.issue_lag else {
+        return Ok(Err("performance/result_summary.json has no issue_lag to anchor the \
+                       schedule to"
+            .into()));
+    };
+    let issues = tracked_issues(&run.dir.join("events.jsonl"))?;
+    let schedule = Schedule { seed: run.config.settings.runtime.scheduler_random_seed, target_qps };
+    Ok(rebuild_lags(&issues, schedule, summary).map(|lags| RunLags { lags, target_qps }))
 }
 
 #[cfg(test)]

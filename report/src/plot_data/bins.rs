@@ -126,7 +126,7 @@ const SECOND_NS: u64 = 1_000_000_000;
 
 /// Points a time series has at most: one a second up to an hour of run, then one per k whole
 /// seconds, the fewest that keep to this bound, so a series costs the same whatever the
-/// log's span (its stamps may span days: `report::stamps::LOG_SPAN_DAYS_MAX`).
+/// log's span (its stamps may span days: `report::replay::stamps::LOG_SPAN_DAYS_MAX`).
 pub const TIMELINE_BUCKETS_MAX: u64 = 3_600;
 
 /// The run's time buckets: their edges and each one's whole seconds.

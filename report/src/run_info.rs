@@ -1,34 +1,15 @@
-//! Report files of a finished run: `report.txt`, `performance/result_summary.json`,
-//! `metrics/final_snapshot.json`, and the short summary printed on stdout.
-#![allow(
-    dead_code,
-    unused_imports,
-    reason = "the run command wires these in; until then only tests call them"
-)]
+//! What the report says about a run besides its metrics (`RunInfo`): its settings, how it
+//! ended, its failures and endpoints, and how its client basis was counted.
 
-pub mod accuracy;
-mod client_wait;
-pub mod dir;
-mod shard;
-mod summary;
-mod text;
-mod write;
+use loadgen_coordinator::aggregate::AggregatorOutput;
+use loadgen_coordinator::metrics::snapshot::CLIENT_WAIT_NS;
+use loadgen_coordinator::metrics::{Snapshot, TokenCountSource};
+use loadgen_coordinator::LoadPattern;
 
-#[cfg(test)]
-mod tests;
-
-pub use client_wait::{
-    client_wait_warning, lag_is_the_wait, peak_in_flight, wait_is_material, ClientWaitInfo,
-};
-pub use dir::{open_existing, read_existing, ReportDir};
-pub use loadgen_coordinator::metrics::{Snapshot, TokenCountSource};
-pub use shard::{
-    late_start_warning, shard_file, write_shard_file, FailureCounts, SampleIds, ShardClock,
-    ShardFile, ShardInfo, ShardSeeds, SHARD_FILE_FORMAT,
-};
-pub use summary::{is_complete, result_summary, BasisBlocks, ChunkBlocks, ResultSummary};
-pub use text::{console_summary, report_txt, with_accuracy_block};
-pub use write::{write_atomic, write_atomic_with, write_report_files, OpenDir, Unwritten};
+use super::client_wait::{client_wait_warning, lag_is_the_wait};
+use super::{ClientWaitInfo, IssueLag, ShardInfo};
+use loadgen_plan::plan::Plan;
+use loadgen_plan::redact::redact;
 
 /// The run's load pattern, as `run_config.load_pattern` records it.
 #[derive(Debug, Clone, PartialEq)]
@@ -175,76 +156,111 @@ pub struct FailureKindCount {
     pub first_message: String,
 }
 
-/// The scheduler's own account of an open-loop run: did the client keep its schedule?
-#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
-pub struct IssueLag {
-    /// Samples measured.
-    pub n: u64,
-    pub p50_ns: u64,
-    pub p99_ns: u64,
-    pub max_ns: u64,
-    /// The requested rate.
-    pub target_qps: f64,
-    /// Samples issued over the issuing window (first scheduled → last issued).
-    pub achieved_qps: f64,
-}
-
-impl IssueLag {
-    /// Lag p99 below which no schedule is called missed, however fast the rate.
-    pub const P99_WARN_NS: u64 = 1_000_000;
-
-    /// Why the schedule was not kept, when it was not: the issue lag, not the achieved rate,
-    /// decides. A Poisson schedule's own rate wanders around its target (1,000 samples at any
-    /// rate draw within about ±6% of it, two sigma), so a rate below or above the target says
-    /// nothing of the client. A p99 lag of more than one mean gap (`1 / target_qps`), and of
-    /// at least `P99_WARN_NS`, means samples left later than the next one was due: the
-    /// arrivals the server saw bunched, and the client set them.
-    pub fn warning(&self) -> Option<String> {
-        let mean_gap_ns = if self.target_qps > 0.0 { 1e9 / self.target_qps } else { 0.0 };
-        let limit_ns = (Self::P99_WARN_NS as f64).max(mean_gap_ns);
-        if (self.p99_ns as f64) <= limit_ns {
-            return None;
-        }
-        Some(format!(
-            "the client could not keep up with the schedule: issue lag p99 {:.3} ms (max {:.3} \
-             ms) is more than the {:.3} ms between samples at {:.2} QPS, so arrivals bunched \
-             (issued {:.2} QPS); the numbers describe the client's limit, not the server's — \
-             add --workers or lower --target-qps",
-            self.p99_ns as f64 / 1e6,
-            self.max_ns as f64 / 1e6,
-            mean_gap_ns / 1e6,
-            self.target_qps,
-            self.achieved_qps,
-        ))
+/// Why the run's report is incomplete, if it is.
+pub fn incomplete_reason(
+    agg: &AggregatorOutput,
+    drain_timed_out: bool,
+    capped: bool,
+) -> Option<String> {
+    if !agg.dead_workers.is_empty() {
+        Some(format!("{} worker(s) died during the run", agg.dead_workers.len()))
+    } else if drain_timed_out || (agg.timed_out && !capped) {
+        Some("in-flight samples did not finish within the drain timeout".to_string())
+    } else if agg.timed_out {
+        Some("workers did not stop within 2 s of the --runtime.max-duration-ms cap".to_string())
+    } else {
+        None
     }
 }
 
-#[cfg(test)]
-mod issue_lag_tests {
-    use super::IssueLag;
+/// The failure kinds (messages redacted), the re-sent count, and whether events.jsonl
+/// holds error lines to point to.
+pub fn add_failures(info: &mut RunInfo, agg: &AggregatorOutput) {
+    info.failures = agg
+        .failures
+        .iter()
+        .map(|f| FailureKindCount {
+            kind: f.kind.to_string(),
+            count: f.count,
+            first_message: redact(&f.first_message),
+        })
+        .collect();
+    info.requests_resent = agg.counters.requests_resent;
+    // Failed records of tracked samples get `error` lines; a dead worker's lost samples
+    // get none, so point to events.jsonl only when a record-borne failure was tracked.
+    info.events_has_errors = agg.events_error.is_none()
+        && agg.counters.tracked_samples_failed > 0
+        && agg.failures.iter().any(|f| f.kind != "worker_died");
+}
 
-    fn lag(target_qps: f64, achieved_qps: f64, p99_ms: f64) -> IssueLag {
-        let p99_ns = (p99_ms * 1e6) as u64;
-        IssueLag {
-            n: 1000,
-            p50_ns: p99_ns / 4,
-            p99_ns,
-            max_ns: p99_ns * 2,
+/// What the report says about a run of `plan` besides its metrics; the issue lag, client
+/// wait, failures and endpoints are added as the run's end gives them.
+pub fn run_info(
+    plan: &Plan,
+    embedded: bool,
+    interrupted: bool,
+    incomplete_reason: Option<String>,
+    abandoned: u64,
+) -> RunInfo {
+    let (kind, target_qps, target_concurrency, legacy) = match plan.load_pattern {
+        LoadPattern::Offline => ("max_throughput", None, None, None),
+        LoadPattern::Poisson { target_qps, .. } => {
+            ("poisson", Some(target_qps), None, Some(plan.legacy_loadgen_qps))
+        }
+        LoadPattern::Concurrency { n } => ("concurrency", None, Some(n), None),
+    };
+    RunInfo {
+        version: env!("CARGO_PKG_VERSION").to_string(),
+        git_sha: option_env!("LLM_LOADGEN_GIT_SHA").map(str::to_string),
+        load_pattern: LoadPatternInfo {
+            kind: kind.to_string(),
             target_qps,
-            achieved_qps,
-        }
+            target_concurrency,
+            use_legacy_loadgen_qps_metrics: legacy,
+        },
+        warmup: WarmupInfo {
+            enabled: plan.warmup.enabled,
+            n_requests: plan.warmup.requests,
+            salt: plan.warmup.salt,
+            drain: plan.warmup.drain,
+            warmup_random_seed: plan.warmup.random_seed,
+        },
+        scheduler_random_seed: plan.scheduler_seed,
+        dataloader_random_seed: plan.dataloader_seed,
+        token_count_source: plan.token_count_source,
+        embedded_stub: embedded,
+        interrupted,
+        incomplete_reason,
+        abandoned,
+        issue_lag: None,
+        client_wait: None,
+        failures: Vec::new(),
+        requests_resent: 0,
+        events_has_errors: false,
+        client_token_counting: plan.tokenizer.as_ref().map(|_| {
+            match plan.token_pool.live_threads {
+                0 => ClientTokenCounting::AfterRun,
+                threads => ClientTokenCounting::Live { threads },
+            }
+        }),
+        endpoints: Vec::new(),
+        shards: Vec::new(),
+        mixed_clocks: None,
     }
+}
 
-    #[test]
-    fn the_warning_follows_the_lag_not_the_achieved_rate() {
-        // A Poisson draw below or above its target, issued on time: no warning.
-        assert_eq!(lag(10.0, 9.48, 4.3).warning(), None, "4 ms late between 100 ms gaps");
-        assert_eq!(lag(5.0, 5.29, 0.2).warning(), None, "above the target is not behind");
-        assert_eq!(lag(50_000.0, 50_100.0, 0.5).warning(), None, "below the 1 ms floor");
-        // Later than a whole gap: the client bunched the arrivals.
-        let slow = lag(10.0, 9.9, 150.0).warning().expect("150 ms late between 100 ms gaps");
-        assert!(slow.contains("p99 150.000 ms") && slow.contains("100.000 ms between"), "{slow}");
-        assert!(lag(50_000.0, 41_000.0, 3.0).warning().is_some(), "3 ms late at 20 us gaps");
-        assert!(lag(1_000.0, 1_000.0, 1.5).warning().is_some(), "past both the floor and a gap");
-    }
+/// The run's warnings for stderr: the client wait's when it is material, then the schedule's
+/// (issue lag) unless the wait explains it. A material client wait is also issue lag (which
+/// ends at the write), and its own warning names the cause, so the schedule's is not given
+/// twice.
+pub fn run_warnings(snapshot: &Snapshot, info: &RunInfo) -> Vec<String> {
+    let pool = info.client_wait.as_ref();
+    let wait_warning = client_wait_warning(snapshot, &info.load_pattern.kind, pool);
+    let wait = snapshot.series(CLIENT_WAIT_NS);
+    let lag_warning = info.issue_lag.as_ref().and_then(|l| {
+        let wait_p99_ns = wait.map(|w| w.percentiles[1]);
+        let explained = wait_warning.is_some() && lag_is_the_wait(l.p99_ns, wait_p99_ns);
+        l.warning().filter(|_| !explained)
+    });
+    wait_warning.into_iter().chain(lag_warning).collect()
 }

@@ -7,6 +7,9 @@
 //! failed; `error.loadgen` abandons it. Client token counts come from the same tokenizer and
 //! the same counting calls as the run's.
 
+pub mod read;
+pub mod stamps;
+
 use std::collections::{HashMap, HashSet};
 use std::hash::{BuildHasherDefault, Hasher};
 
@@ -14,10 +17,10 @@ use loadgen_coordinator::metrics::{FinishKind, RunCounters, SampleRow};
 use serde_json::value::RawValue;
 use serde_json::Value;
 
-use super::read::{Complete, Event, LineError, Output, SessionKind};
-use crate::dataset::{Row, PROMPT_BYTES_MAX};
-use crate::report::MixedClocks;
-use crate::tokenizer::Tokenizer;
+use self::read::{Complete, Event, LineError, Output, SessionKind};
+use crate::MixedClocks;
+use loadgen_plan::dataset::{Row, PROMPT_BYTES_MAX};
+use loadgen_plan::tokenizer::Tokenizer;
 
 /// Hashes a sample uuid by folding and multiplying it: uuids are random (the reference's uuid4)
 /// or distinct sample ids (ours), and SipHash cost a fifth of a 2,000,000-sample replay.
@@ -469,7 +472,7 @@ fn count_prompt(
         });
     }
     let text_bytes = prompt.as_ref().map_or(0, String::len)
-        + messages.as_ref().map_or(0, crate::dataset::string_bytes);
+        + messages.as_ref().map_or(0, loadgen_plan::dataset::string_bytes);
     if text_bytes > PROMPT_BYTES_MAX {
         // The run refused such a row when it loaded its dataset; counting it here would cost
         // the tokenizer a few hundred bytes of memory per byte.
@@ -501,11 +504,11 @@ fn count_prompt(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::commands::report::read::{for_each_event, ReadError};
+    use crate::replay::read::{for_each_event, ReadError};
 
     fn char_tokenizer() -> Tokenizer {
-        let dir =
-            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/assets/tokenizers/char");
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../tests/assets/tokenizers/char");
         Tokenizer::load(&dir.display().to_string()).expect("the char tokenizer loads")
     }
 

@@ -9,7 +9,7 @@
 use loadgen_coordinator::metrics::snapshot::CLIENT_WAIT_NS;
 use loadgen_coordinator::metrics::{SampleTable, SeriesStat, Snapshot};
 
-use super::RunInfo;
+use loadgen_plan::plan::Plan;
 
 /// A client wait p99 at or below this is never material, however short the latency.
 pub const MATERIAL_WAIT_P99_NS: f64 = 1_000_000.0;
@@ -21,12 +21,14 @@ pub const MATERIAL_WAIT_LATENCY_FRACTION: f64 = 0.01;
 const P99: usize = 1;
 const P50: usize = 7;
 
-/// What the run knows of its pool, to name the cause of a material wait.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// What the run knows of its pool, to name the cause of a material wait: the summary's
+/// `connection_pool`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct ClientWaitInfo {
     /// The pool's ceiling across all workers (`--max-connections`, or the default's).
     pub max_connections: u64,
     /// `--max-connections` was given (not the default).
+    #[serde(rename = "max_connections_given")]
     pub pool_given: bool,
     /// The most requests written and not yet answered at one time; counted only when the wait
     /// is material (`None` otherwise).
@@ -75,14 +77,19 @@ pub fn peak_in_flight(table: &SampleTable) -> u64 {
 
 /// Whether a Poisson run's issue lag is mostly its client wait (issue lag ends at the write, so
 /// it holds the wait): then the wait's warning, which names the cause, says it all, and the
-/// schedule's is not given too. At least half of the lag's p99 decides.
-pub fn lag_is_the_wait(lag_p99_ns: u64, wait: Option<&SeriesStat>) -> bool {
-    wait.is_some_and(|w| w.percentiles[P99] * 2.0 >= lag_p99_ns as f64)
+/// schedule's is not given too. A wait p99 of at least half the lag's p99 decides.
+pub fn lag_is_the_wait(lag_p99_ns: u64, wait_p99_ns: Option<f64>) -> bool {
+    wait_p99_ns.is_some_and(|wait| wait * 2.0 >= lag_p99_ns as f64)
 }
 
 /// The console's and report.txt's warning when the client's wait is material: how much, what
-/// caused it and which flag changes it; `None` when it is not.
-pub fn client_wait_warning(snap: &Snapshot, info: &RunInfo) -> Option<String> {
+/// caused it and which flag changes it (from the run's load pattern, `max_throughput`,
+/// `poisson` or `concurrency`, and its pool); `None` when it is not.
+pub fn client_wait_warning(
+    snap: &Snapshot,
+    pattern: &str,
+    pool: Option<&ClientWaitInfo>,
+) -> Option<String> {
     let (wait, latency) = series(snap)?;
     let (p50, p99) = (wait.percentiles[P50], wait.percentiles[P99]);
     if !is_material(p99, latency.percentiles[P99]) {
@@ -96,7 +103,18 @@ pub fn client_wait_warning(snap: &Snapshot, info: &RunInfo) -> Option<String> {
         p50 / 1e6,
         p99 / 1e6,
     );
-    Some(format!("{how_much}; {}", cause(&info.load_pattern.kind, info.client_wait.as_ref())))
+    Some(format!("{how_much}; {}", cause(pattern, pool)))
+}
+
+/// The pool behind the run's client wait; its peak in flight is counted only when the wait is
+/// material (it sorts every write and completion).
+pub fn client_wait_info(plan: &Plan, snapshot: &Snapshot, table: &SampleTable) -> ClientWaitInfo {
+    let material = wait_is_material(snapshot);
+    ClientWaitInfo {
+        max_connections: plan.connections.max_connections as u64,
+        pool_given: plan.connections.max_connections_given,
+        peak_in_flight: material.then(|| peak_in_flight(table)),
+    }
 }
 
 /// What made samples wait, and the flag that changes it.
@@ -152,10 +170,9 @@ mod tests {
 
     #[test]
     fn the_schedule_warning_gives_way_only_to_a_wait_that_explains_the_lag() {
-        let mut wait = SeriesStat::empty(CLIENT_WAIT_NS, false, false);
-        wait.percentiles[P99] = 3e9;
-        assert!(lag_is_the_wait(3_340_000_000, Some(&wait)), "the pool's queue is the lag");
-        assert!(!lag_is_the_wait(7_000_000_000, Some(&wait)), "the scheduler was late too");
+        let wait_p99_ns = Some(3e9);
+        assert!(lag_is_the_wait(3_340_000_000, wait_p99_ns), "the pool's queue is the lag");
+        assert!(!lag_is_the_wait(7_000_000_000, wait_p99_ns), "the scheduler was late too");
         assert!(!lag_is_the_wait(1, None));
     }
 

@@ -10,7 +10,7 @@ use std::collections::BinaryHeap;
 use std::io::{BufRead, Write};
 use std::path::PathBuf;
 
-use crate::report::SampleIds;
+use crate::SampleIds;
 
 /// One shard's log, how its lines are rewritten, and what its shard.json says the log holds:
 /// its tracked samples' local ids (`ids.local_first` and the `samples` after it) and the stamp
