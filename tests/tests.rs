@@ -1,8 +1,7 @@
 //! The integration tests of `llm-loadgen`, as one test binary (ripgrep's layout): each file
-//! is a module under the area it tests, and `common` and `support` hold what they share.
+//! is a module under the area it tests, and `support` holds what they share.
 //! `cargo test --test tests run::e2e::` runs one file's tests.
 
-mod common;
 mod support;
 
 /// The command line without a benchmark: usage errors, YAML, `--json`, docs against `--help`.

@@ -1,7 +1,5 @@
 //! Test helpers: a tiny blocking HTTP/1.1 client over std::net::TcpStream.
 
-#![allow(dead_code, reason = "each test file uses a subset of the helpers")]
-
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::time::Duration;

@@ -2,42 +2,10 @@
 //! exit code), `init` / `validate-yaml` round trips, `from-config` overrides, `info`.
 //! Every case here fails before a benchmark would start, so no endpoint is needed.
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
-
-fn bin() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_llm-loadgen"))
-}
-
-fn root() -> &'static Path {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-}
+use crate::support::{assets, bin, run, Scratch};
 
 fn asset(path: &str) -> String {
-    root().join("tests/assets").join(path).display().to_string()
-}
-
-/// A scratch folder, removed on drop.
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new(tag: &str) -> TempDir {
-        let dir =
-            std::env::temp_dir().join(format!("llm-loadgen-cli-{tag}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        TempDir(dir)
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-fn run(args: &[&str]) -> Output {
-    bin().args(args).output().expect("the binary runs")
+    assets().join(path).display().to_string()
 }
 
 /// Runs and checks the exit code and that stderr names the problem, never a panic.
@@ -66,13 +34,13 @@ fn usage_errors_exit_1_with_clap_message() {
 
 #[test]
 fn help_and_version_exit_0() {
-    let out = run(&["--version"]);
+    let out = run(["--version"]);
     assert_eq!(out.status.code(), Some(0));
     assert_eq!(
         String::from_utf8_lossy(&out.stdout).trim(),
         format!("llm-loadgen {}", env!("CARGO_PKG_VERSION"))
     );
-    let out = run(&["benchmark", "online", "--help"]);
+    let out = run(["benchmark", "online", "--help"]);
     assert_eq!(out.status.code(), Some(0));
     let help = String::from_utf8_lossy(&out.stdout);
     for flag in [
@@ -140,7 +108,7 @@ fn bad_input_exits_2() {
         2,
         "dataset file not found: /no/such.jsonl",
     );
-    let out = run(&["benchmark", "offline", "--dataset", &dummy]);
+    let out = run(["benchmark", "offline", "--dataset", &dummy]);
     assert_eq!(out.status.code(), Some(2));
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("no prompt column") && stderr.contains("text_input"), "{stderr}");
@@ -174,10 +142,10 @@ fn unreadable_tokenizer_exits_3_naming_what_was_tried() {
         3,
         "/no/such/tok/tokenizer.json",
     );
-    let tmp = TempDir::new("badtok");
-    std::fs::write(tmp.0.join("tokenizer.json"), "{").unwrap();
+    let tmp = Scratch::new("badtok");
+    std::fs::write(tmp.join("tokenizer.json"), "{").unwrap();
     expect_error(
-        &["benchmark", "offline", "--tokenizer", &tmp.0.display().to_string()],
+        &["benchmark", "offline", "--tokenizer", &tmp.display().to_string()],
         3,
         "cannot load tokenizer",
     );
@@ -185,14 +153,14 @@ fn unreadable_tokenizer_exits_3_naming_what_was_tried() {
 
 #[test]
 fn init_and_validate_yaml_round_trip() {
-    let tmp = TempDir::new("init");
+    let tmp = Scratch::new("init");
     for name in ["offline", "online", "concurrency"] {
-        let out = bin().args(["init", name]).current_dir(&tmp.0).output().unwrap();
+        let out = bin().args(["init", name]).current_dir(&tmp).output().unwrap();
         assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
-        let file = tmp.0.join(format!("{name}_template.yaml"));
+        let file = tmp.join(format!("{name}_template.yaml"));
         let text = std::fs::read_to_string(&file).unwrap();
         assert!(text.contains("# "), "templates are commented");
-        let out = run(&["validate-yaml", "-c", &file.display().to_string()]);
+        let out = run(["validate-yaml", "-c", &file.display().to_string()]);
         let stdout = String::from_utf8_lossy(&out.stdout);
         assert_eq!(out.status.code(), Some(0), "{name}: {}", String::from_utf8_lossy(&out.stderr));
         assert!(stdout.contains("valid"), "{stdout}");
@@ -201,8 +169,8 @@ fn init_and_validate_yaml_round_trip() {
 
 #[test]
 fn validate_yaml_rejects_unknown_keys_and_contradictions() {
-    let tmp = TempDir::new("validate");
-    let unknown = tmp.0.join("unknown.yaml");
+    let tmp = Scratch::new("validate");
+    let unknown = tmp.join("unknown.yaml");
     std::fs::write(&unknown, "type: offline\nsettings:\n  runtime:\n    min_duration: 5\n")
         .unwrap();
     expect_error(
@@ -210,7 +178,7 @@ fn validate_yaml_rejects_unknown_keys_and_contradictions() {
         2,
         "unknown field `min_duration`",
     );
-    let poisson = tmp.0.join("poisson.yaml");
+    let poisson = tmp.join("poisson.yaml");
     std::fs::write(&poisson, "type: online\nsettings:\n  load_pattern:\n    type: poisson\n")
         .unwrap();
     expect_error(
@@ -222,8 +190,8 @@ fn validate_yaml_rejects_unknown_keys_and_contradictions() {
 
 #[test]
 fn from_config_flags_override_the_yaml() {
-    let tmp = TempDir::new("fromcfg");
-    let file = tmp.0.join("c.yaml");
+    let tmp = Scratch::new("fromcfg");
+    let file = tmp.join("c.yaml");
     let yaml = "type: online\nsettings:\n  load_pattern:\n    type: poisson\n    target_qps: 5\n";
     std::fs::write(&file, yaml).unwrap();
     let path = file.display().to_string();
@@ -242,7 +210,7 @@ fn from_config_flags_override_the_yaml() {
 
 #[test]
 fn info_reports_cpus_io_uring_and_limits() {
-    let out = run(&["info"]);
+    let out = run(["info"]);
     assert_eq!(out.status.code(), Some(0));
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(
@@ -262,8 +230,8 @@ fn info_reports_cpus_io_uring_and_limits() {
 /// duration contradiction, so the exit code says the tokenizer step passed.
 #[test]
 fn hf_ids_resolve_through_the_local_cache() {
-    let tmp = TempDir::new("hub");
-    let repo = tmp.0.join("models--org--tiny");
+    let tmp = Scratch::new("hub");
+    let repo = tmp.join("models--org--tiny");
     let snap = repo.join("snapshots/0123abcd");
     std::fs::create_dir_all(&snap).unwrap();
     std::fs::create_dir_all(repo.join("refs")).unwrap();
@@ -275,7 +243,7 @@ fn hf_ids_resolve_through_the_local_cache() {
             .args(["benchmark", "offline"])
             .args(id_flag)
             .args(stop)
-            .env("HF_HUB_CACHE", &tmp.0)
+            .env("HF_HUB_CACHE", &tmp)
             .output()
             .unwrap();
         let stderr = String::from_utf8_lossy(&out.stderr);
@@ -286,7 +254,7 @@ fn hf_ids_resolve_through_the_local_cache() {
     }
     let out = bin()
         .args(["benchmark", "offline", "--tokenizer", "org/other"])
-        .env("HF_HUB_CACHE", &tmp.0)
+        .env("HF_HUB_CACHE", &tmp)
         .output()
         .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
@@ -296,8 +264,8 @@ fn hf_ids_resolve_through_the_local_cache() {
 
 #[test]
 fn limits_and_bad_datasets_exit_with_their_codes_through_the_binary() {
-    let dir = TempDir::new("limits");
-    let bad = dir.0.join("latin1.jsonl");
+    let dir = Scratch::new("limits");
+    let bad = dir.join("latin1.jsonl");
     std::fs::write(&bad, b"{\"prompt\": \"ok\"}\n{\"prompt\": \"caf\xe9\"}\n").unwrap();
     let bad = bad.display().to_string();
     expect_error(&["benchmark", "offline", "--dataset", &bad], 2, "line 2: not UTF-8");
@@ -305,6 +273,6 @@ fn limits_and_bad_datasets_exit_with_their_codes_through_the_binary() {
     expect_error(&["benchmark", "offline", "--timeout", "0"], 2, "--timeout 0 is not valid");
     expect_error(&["benchmark", "offline", "--num-samples", "0"], 2, "--num-samples 0");
     let help =
-        String::from_utf8_lossy(&run(&["benchmark", "offline", "--help"]).stdout).into_owned();
+        String::from_utf8_lossy(&run(["benchmark", "offline", "--help"]).stdout).into_owned();
     assert!(help.contains("--timeout <TIMEOUT>"), "the per-request timeout is shown");
 }

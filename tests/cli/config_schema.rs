@@ -3,10 +3,10 @@
 //! verdict, the files whose features exist run on the null endpoint, and each key a run here
 //! cannot do yet is refused naming its path.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Output;
 
-use crate::common::{assets, bin, report_dir, show, summary};
+use crate::support::{assets, bin, report_dir, show, stderr, summary};
 
 /// Fixtures a run here does, with the samples each issues.
 const RUNNABLE: [(&str, u64); 7] = [
@@ -46,10 +46,6 @@ fn in_configs(args: &[&str]) -> Output {
         .expect("the binary runs");
     show(&out);
     out
-}
-
-fn stderr(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stderr).into_owned()
 }
 
 #[test]
@@ -125,7 +121,7 @@ fn each_key_a_run_cannot_do_is_refused_naming_its_path() {
 
 /// Writes `text` as a YAML file under the target dir and validates it.
 fn validate_text(name: &str, text: &str) -> Output {
-    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("schema-texts");
+    let dir = crate::support::tmp_dir().join("schema-texts");
     std::fs::create_dir_all(&dir).expect("the temp dir");
     let path = dir.join(format!("{name}.yaml"));
     std::fs::write(&path, text).expect("the file is written");
@@ -143,7 +139,7 @@ fn a_yaml_type_error_never_quotes_a_secret_or_a_whole_file() {
     ];
     for (name, tail, key) in cases {
         let out = validate_text(name, &format!("{head}{tail}"));
-        let path = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("schema-texts/{name}.yaml"));
+        let path = crate::support::tmp_dir().join(format!("schema-texts/{name}.yaml"));
         let run = bin().args(["benchmark", "from-config", "-c"]).arg(&path).output().unwrap();
         for out in [&out, &run] {
             let err = stderr(out);
@@ -310,7 +306,7 @@ fn values_the_reference_coerces_are_taken_and_used() {
                 enabled: yes\nendpoint_config:\n  endpoints: [\"null://\"]\n";
     let out = validate_text("lax", text);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
-    let path = Path::new(env!("CARGO_TARGET_TMPDIR")).join("schema-texts").join("lax.yaml");
+    let path = crate::support::tmp_dir().join("schema-texts").join("lax.yaml");
     let dir = report_dir("schema-lax");
     let dir_arg = dir.display().to_string();
     let path_arg = path.display().to_string();

@@ -4,7 +4,7 @@
 use std::collections::BTreeSet;
 use std::path::Path;
 
-use crate::common::{bin, report_dir, run, summary};
+use crate::support::{bin, report_dir, run, summary};
 
 /// The commands whose flags users see, as `llm-loadgen <args> --help`.
 const COMMANDS: &[&[&str]] = &[

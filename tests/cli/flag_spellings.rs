@@ -2,7 +2,7 @@
 //! with our message naming the flag (clap accepts the spelling first), and a no-effect one
 //! runs with its one-line note. `cli::spelling_tests` maps each spelling onto its YAML key.
 
-use crate::common::{bin, dataset, report_dir, run, stub};
+use crate::support::{bin, dataset, report_dir, run, stub};
 use loadgen_stubs::StubKind;
 
 #[test]

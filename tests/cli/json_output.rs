@@ -5,7 +5,7 @@
 use std::path::Path;
 use std::process::Output;
 
-use crate::common::{bin, report_dir, run, summary};
+use crate::support::{bin, check_golden, report_dir, run, summary};
 use serde_json::Value;
 
 /// The summary's figures that do not vary from run to run of the same command.
@@ -21,22 +21,6 @@ const STABLE_KEYS: [&str; 10] = [
     "n_samples_abandoned",
     "failure_kinds",
 ];
-
-fn golden_path(name: &str) -> std::path::PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden/compare").join(name)
-}
-
-/// Compares `actual` with tests/golden/compare/`name`; UPDATE_GOLDEN=1 rewrites it.
-fn check_golden(name: &str, actual: &str) {
-    let path = golden_path(name);
-    if std::env::var_os("UPDATE_GOLDEN").is_some_and(|v| v == "1") {
-        std::fs::write(&path, actual).unwrap();
-        return;
-    }
-    let expected = std::fs::read_to_string(&path)
-        .unwrap_or_else(|e| panic!("{}: {e} (run with UPDATE_GOLDEN=1)", path.display()));
-    assert_eq!(expected, actual, "{} differs from the golden file", path.display());
-}
 
 /// The `--json` object of a run, checked to be the only thing on stdout and to be the
 /// written result_summary.json plus `report_dir`.
@@ -94,11 +78,11 @@ fn benchmark_json_prints_only_the_summary_object_on_stdout() {
     let mut keys = top_level_keys(&text);
     keys.push("report_dir".to_string());
     assert_eq!(top_level_keys(&stdout), keys, "the file's keys in its order, report_dir last");
-    check_golden("benchmark_json_keys.txt", &format!("{}\n", keys.join("\n")));
+    check_golden("compare/benchmark_json_keys.txt", format!("{}\n", keys.join("\n")).as_bytes());
     let stable: serde_json::Map<String, Value> =
         STABLE_KEYS.iter().map(|k| (k.to_string(), object[*k].clone())).collect();
     let stable = serde_json::to_string_pretty(&stable).unwrap() + "\n";
-    check_golden("benchmark_json_stable.json", &stable);
+    check_golden("compare/benchmark_json_stable.json", stable.as_bytes());
 }
 
 #[test]

@@ -3,9 +3,8 @@
 //! and the note for text prompts sent to the chat endpoint.
 
 use std::path::{Path, PathBuf};
-use std::process::Output;
 
-use crate::common::{assets, bin, dataset, report_dir, run, show, stub, summary};
+use crate::support::{assets, bin, dataset, isl_total, report_dir, run, show, stderr, stub};
 use loadgen_stubs::StubKind;
 
 /// Rows of the messages dataset: (role, content) per message.
@@ -27,7 +26,7 @@ fn jinja_file() -> String {
 /// Writes the messages dataset (one JSON object with `messages` per line) under the target
 /// dir and returns its `--dataset` spec.
 fn messages_dataset(name: &str) -> String {
-    let path = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("{name}.jsonl"));
+    let path = crate::support::tmp_dir().join(format!("{name}.jsonl"));
     let lines: Vec<String> = CONVERSATIONS
         .iter()
         .map(|conv| {
@@ -74,14 +73,6 @@ fn bench_args(url: &str, dir: &Path, data: &str, samples: usize) -> Vec<String> 
     args.extend(["--max-connections".into(), "4".into(), "--report-dir".into()]);
     args.push(dir.display().to_string());
     args
-}
-
-fn isl_total(dir: &Path) -> u64 {
-    summary(dir)["input_sequence_lengths"]["total"].as_u64().expect("a client ISL total")
-}
-
-fn stderr(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stderr).into_owned()
 }
 
 /// A tokenizer folder with `chat_template.jinja` (and a stale template in its
@@ -155,7 +146,7 @@ fn text_prompts_on_chat_get_one_note_with_the_template_tokens() {
 /// `chat_template.jinja`: the model id finds them, the jinja file wins, and `-v` says so.
 #[test]
 fn hf_cache_snapshot_chat_template_jinja_is_used() {
-    let hub = Path::new(env!("CARGO_TARGET_TMPDIR")).join("tpl-hf-hub");
+    let hub = crate::support::tmp_dir().join("tpl-hf-hub");
     let _ = std::fs::remove_dir_all(&hub);
     let repo = hub.join("models--org--tiny-chat");
     let snapshot = repo.join("snapshots/0123abcd");
@@ -186,9 +177,9 @@ fn hf_cache_snapshot_chat_template_jinja_is_used() {
 /// starts (exit 3), naming the file, with no panic.
 #[test]
 fn a_bad_chat_template_file_is_refused_naming_it() {
-    let broken = Path::new(env!("CARGO_TARGET_TMPDIR")).join("tpl-broken.jinja");
+    let broken = crate::support::tmp_dir().join("tpl-broken.jinja");
     std::fs::write(&broken, "{% if messages %}unclosed").unwrap();
-    let missing = Path::new(env!("CARGO_TARGET_TMPDIR")).join("tpl-missing.jinja");
+    let missing = crate::support::tmp_dir().join("tpl-missing.jinja");
     let _ = std::fs::remove_file(&missing);
     let server = stub(StubKind::Echo, |_| {});
     for file in [&broken, &missing] {

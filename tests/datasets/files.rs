@@ -8,19 +8,11 @@ use std::path::{Path, PathBuf};
 use std::process::Output;
 use std::sync::Arc;
 
-use crate::common::{char_tokenizer, check_accounting, report_dir, run, summary};
+use crate::support::{char_tokenizer, check_accounting, isl_total, report_dir, run, Scratch};
 use arrow_array::{ArrayRef, Int32Array, ListArray, RecordBatch, StringArray};
 use arrow_schema::{DataType, Field};
 
 const PROMPTS: [&str; 3] = ["a short prompt", "a somewhat longer prompt here", "tiny"];
-
-/// A scratch folder under the target dir, made fresh.
-fn scratch(name: &str) -> PathBuf {
-    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("datasets-{name}"));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
 
 fn prompts_batch() -> RecordBatch {
     let answers: Vec<String> = (0..PROMPTS.len()).map(|i| format!("answer {i}")).collect();
@@ -48,13 +40,9 @@ fn null_run(name: &str, dataset: &str) -> (Output, PathBuf) {
     (run(args.iter().chain(rest.iter())), dir)
 }
 
-fn isl_total(dir: &Path) -> u64 {
-    summary(dir)["input_sequence_lengths"]["total"].as_u64().expect("a client ISL total")
-}
-
 #[test]
 fn a_parquet_and_an_arrow_folder_run_like_the_same_rows_in_jsonl() {
-    let dir = scratch("parity");
+    let dir = Scratch::new("parity");
     let jsonl = dir.join("rows.jsonl");
     let lines: Vec<String> = PROMPTS
         .iter()
@@ -96,7 +84,7 @@ fn a_parquet_and_an_arrow_folder_run_like_the_same_rows_in_jsonl() {
 
 #[test]
 fn a_bad_parquet_cell_exits_2_naming_the_file_and_the_row() {
-    let dir = scratch("badcell");
+    let dir = Scratch::new("badcell");
     let path = dir.join("bad.parquet");
     let item = Arc::new(Field::new("item", DataType::Int32, true));
     let ids = Int32Array::from(vec![1, 2, 3, -4]);
@@ -132,7 +120,7 @@ fn refused(name: &str, dataset: &str) -> String {
 
 #[test]
 fn a_state_json_entry_outside_the_folder_is_refused_naming_it() {
-    let dir = scratch("outside");
+    let dir = Scratch::new("outside");
     let outside = dir.join("outside.arrow");
     write_arrow_stream(&outside);
     let outside_abs = outside.display().to_string();
@@ -172,18 +160,18 @@ fn run_in_1_gib(name: &str, dataset: &str) -> Output {
     let dir = report_dir(name);
     let out = std::process::Command::new("sh")
         .args(["-c", "ulimit -v 1048576 && exec \"$0\" \"$@\""])
-        .arg(env!("CARGO_BIN_EXE_llm-loadgen"))
+        .arg(crate::support::BIN)
         .args(["benchmark", "offline", "--endpoints", "null://", "--dataset", dataset])
         .args(["--num-samples", "3", "--report-dir", &dir.display().to_string()])
         .output()
         .expect("sh runs");
-    crate::common::show(&out);
+    crate::support::show(&out);
     out
 }
 
 #[test]
 fn an_arrow_file_claiming_2_gib_is_refused_without_allocating_it() {
-    let dir = scratch("claims");
+    let dir = Scratch::new("claims");
     // The well-formed stream runs under the same cap, so the cap alone fails nothing.
     let good = dir.join("good.arrow");
     write_arrow_stream(&good);
@@ -238,7 +226,7 @@ fn with_chunk_size(path: &Path, claim: i64) -> Vec<u8> {
 
 #[test]
 fn a_parquet_column_chunk_past_the_end_of_the_file_is_refused() {
-    let dir = scratch("chunks");
+    let dir = Scratch::new("chunks");
     let good = dir.join("good.parquet");
     write_parquet(&good, &prompts_batch());
     for (name, claim) in [("huge", 1_i64 << 40), ("negative", -1)] {
@@ -275,7 +263,7 @@ const DATASET_COLUMNS_MAX: usize = 10_000;
 
 #[test]
 fn a_dataset_past_the_column_limit_exits_2_naming_the_limit() {
-    let dir = scratch("columns");
+    let dir = Scratch::new("columns");
     let docs = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/CLI.md"));
     assert!(docs.unwrap().contains("10,000 columns (`dataset::DATASET_COLUMNS_MAX`"));
     let names = |n: usize| (0..n).map(|i| format!("c{i}")).collect::<Vec<_>>();

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::process::Output;
 use std::sync::Arc;
 
-use crate::common::{assets, bin, report_dir, show, summary};
+use crate::support::{assets, bin, report_dir, show, summary};
 use arrow_array::{ArrayRef, RecordBatch, StringArray};
 
 /// A scratch folder under the target dir, removed on drop.
@@ -15,7 +15,7 @@ struct Scratch(PathBuf);
 
 impl Scratch {
     fn new(tag: &str) -> Scratch {
-        let path = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("predefined-{tag}"));
+        let path = crate::support::tmp_dir().join(format!("predefined-{tag}"));
         let _ = std::fs::remove_dir_all(&path);
         std::fs::create_dir_all(&path).unwrap();
         Scratch(path)
@@ -221,7 +221,7 @@ fn write_products(dir: &Path) -> PathBuf {
 #[test]
 fn a_multimodal_row_has_no_client_isl_and_needs_the_chat_api() {
     let dir = Scratch::new("shopify-isl");
-    let server = crate::common::stub(loadgen_stubs::StubKind::Echo, |_| {});
+    let server = crate::support::stub(loadgen_stubs::StubKind::Echo, |_| {});
     let products = write_products(&dir.0);
     let yaml = |api: &str| {
         format!(
@@ -230,7 +230,7 @@ fn a_multimodal_row_has_no_client_isl_and_needs_the_chat_api() {
              n_samples_to_issue: 3\nendpoint_config:\n  endpoints: [\"{}\"]\n  api_type: {api}\n",
             products.display(),
             server.url(),
-            tok = crate::common::char_tokenizer(),
+            tok = crate::support::char_tokenizer(),
         )
     };
     let report = report_dir("predefined-shopify-isl");

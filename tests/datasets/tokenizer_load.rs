@@ -3,7 +3,7 @@
 
 use std::path::Path;
 
-use crate::common::{assets, dataset, report_dir, report_txt, run, stub, summary};
+use crate::support::{assets, dataset, report_dir, report_txt, run, stub, summary};
 use loadgen_coordinator::cpu::{cores_available, CpuPlan};
 use loadgen_stubs::StubKind;
 

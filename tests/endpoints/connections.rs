@@ -10,7 +10,7 @@ use std::net::IpAddr;
 
 use std::time::Duration;
 
-use crate::common::fleet::StubFleet;
+use crate::support::fleet::StubFleet;
 use crate::support::{reap_leftovers, report_dir, Watched};
 use loadgen_worker::http::ports::{
     ephemeral_range, ports_per_source, source_addresses_for, SourceChoice,
@@ -183,7 +183,7 @@ fn a_source_address_not_of_this_host_is_refused_before_any_connection() {
 /// The variable stub answering 2 s streams (200 characters, one every 10 ms, the first after
 /// 100 ms): at 80 QPS an open loop holds about 160 of them at once.
 fn two_second_streams() -> loadgen_stubs::StubServer {
-    crate::common::stub(loadgen_stubs::StubKind::Variable, |c| {
+    crate::support::stub(loadgen_stubs::StubKind::Variable, |c| {
         c.stream_default = true;
         c.stream_interval = 1;
         c.variable.output_len_mean = 200.0;
@@ -223,7 +223,7 @@ fn open_loop_run(name: &str, url: &str, extra: &[&str]) -> (Option<i32>, String,
 }
 
 fn report_dir_of(name: &str) -> std::path::PathBuf {
-    std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("fault-{name}"))
+    crate::support::report_path(name)
 }
 
 fn p(block: &Value, key: &str) -> f64 {

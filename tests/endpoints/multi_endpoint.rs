@@ -4,7 +4,7 @@
 
 use std::time::{Duration, Instant};
 
-use crate::common::{report_dir, report_txt, run, show, stub, summary};
+use crate::support::{report_dir, report_txt, run, show, stub, summary};
 use loadgen_stubs::{DelayFault, StubKind};
 use serde_json::Value;
 
@@ -137,7 +137,7 @@ fn an_endpoint_killed_mid_run_counts_its_failures_under_it_and_the_other_succeed
     let b = stub(StubKind::Echo, delay);
     let urls = [a.url(), b.url()];
     let dir = report_dir("multi-killed-mid-run");
-    let mut child = crate::common::bin()
+    let mut child = crate::support::bin()
         .args(args(&urls, 2000, 8, &dir))
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
@@ -175,7 +175,7 @@ fn an_endpoint_killed_mid_run_counts_its_failures_under_it_and_the_other_succeed
 }
 
 fn rebuild_cmd(args: &[&str], subcommand: &str) -> std::process::Output {
-    let out = crate::common::bin().arg(subcommand).args(args).output().expect("the binary runs");
+    let out = crate::support::bin().arg(subcommand).args(args).output().expect("the binary runs");
     show(&out);
     out
 }

@@ -2,10 +2,9 @@
 //! verdicts beyond it (usage on streams honoured, absent or refused; a bursting stream told
 //! from a paced one; the token basis), `--json`, `https://` with a CA bundle, and secrets.
 
-use std::path::PathBuf;
 use std::process::Output;
 
-use crate::common::{bin, char_tokenizer, report_dir, show, stub};
+use crate::support::{bin, char_tokenizer, show, stderr, stub, tls_stub};
 use loadgen_stubs::{StubConfig, StubKind, StubServer};
 
 /// Runs `probe` with `args` (no key from the environment) and echoes its output.
@@ -17,10 +16,6 @@ fn probe(args: &[&str]) -> Output {
 
 fn stdout(out: &Output) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
-fn stderr(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stderr).into_owned()
 }
 
 /// The `--json` object of a probe of `server` with `extra` flags, after checking it exited 0.
@@ -224,15 +219,6 @@ fn videogen_is_refused_with_exit_2() {
         probe(&["--endpoints", "http://127.0.0.1:1", "--model", "m", "--api-type", "videogen"]);
     assert_eq!(out.status.code(), Some(2));
     assert!(stderr(&out).contains("probe does not support --api-type videogen"));
-}
-
-fn tls_stub() -> (StubServer, PathBuf) {
-    let server = echo(|c| c.tls = true);
-    let dir = report_dir(&format!("probe-ca-{}", server.url().rsplit(':').next().unwrap()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let ca = dir.join("ca.pem");
-    std::fs::write(&ca, server.ca_pem().expect("a TLS stub has a CA")).unwrap();
-    (server, ca)
 }
 
 #[test]

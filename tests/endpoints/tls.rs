@@ -4,18 +4,8 @@
 
 use std::path::PathBuf;
 
-use crate::common::{bin, report_dir, show, stub};
-use loadgen_stubs::{StubKind, StubServer};
-
-fn tls_stub() -> (StubServer, PathBuf) {
-    let server = stub(StubKind::Echo, |c| c.tls = true);
-    // One folder per stub: tests run at once, and each stub has its own CA.
-    let dir = report_dir(&format!("tls-ca-{}", server.url().rsplit(':').next().unwrap()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let ca = dir.join("ca.pem");
-    std::fs::write(&ca, server.ca_pem().expect("a TLS stub has a CA")).unwrap();
-    (server, ca)
-}
+use crate::support::{bin, report_dir, show, stub, tls_stub};
+use loadgen_stubs::StubKind;
 
 /// Runs 20 samples against `url` with `extra` flags; returns the exit code, stderr and the
 /// report directory.

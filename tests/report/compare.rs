@@ -5,11 +5,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Output;
 
-use crate::common::{bin, report_dir, show};
-
-fn root() -> &'static Path {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-}
+use crate::support::{bin, check_golden, report_dir, root, show};
 
 /// The three fixture runs, as relative paths so the golden output does not depend on where
 /// the checkout is.
@@ -23,26 +19,6 @@ fn compare(args: &[&str]) -> Output {
     let out = bin().current_dir(root()).arg("compare").args(args).output().expect("it runs");
     show(&out);
     out
-}
-
-/// Compares `actual` with tests/golden/compare/`name`; UPDATE_GOLDEN=1 rewrites it.
-fn check_golden(name: &str, actual: &[u8]) {
-    let path = root().join("tests/golden/compare").join(name);
-    if std::env::var_os("UPDATE_GOLDEN").is_some_and(|v| v == "1") {
-        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-        std::fs::write(&path, actual).unwrap();
-        return;
-    }
-    let expected = std::fs::read(&path)
-        .unwrap_or_else(|e| panic!("{}: {e} (run with UPDATE_GOLDEN=1)", path.display()));
-    if expected != actual {
-        let (a, e) = (String::from_utf8_lossy(actual), String::from_utf8_lossy(&expected));
-        let line = e.lines().zip(a.lines()).position(|(x, y)| x != y);
-        panic!(
-            "{} differs from the golden file (first differing line {line:?}):\n{a}",
-            path.display()
-        );
-    }
 }
 
 fn fixture(run: &str) -> serde_json::Value {
@@ -68,7 +44,7 @@ fn compare_table_of_three_runs_matches_golden() {
     let out = compare(&RUNS);
     assert_eq!(out.status.code(), Some(0));
     assert!(out.stderr.is_empty(), "nothing on stderr");
-    check_golden("three_runs.txt", &out.stdout);
+    check_golden("compare/three_runs.txt", &out.stdout);
 }
 
 #[test]
@@ -76,7 +52,7 @@ fn compare_json_of_three_runs_matches_golden() {
     let out = compare(&["--json", RUNS[0], RUNS[1], RUNS[2]]);
     assert_eq!(out.status.code(), Some(0));
     serde_json::from_slice::<serde_json::Value>(&out.stdout).expect("stdout is one JSON object");
-    check_golden("three_runs.json", &out.stdout);
+    check_golden("compare/three_runs.json", &out.stdout);
 }
 
 #[test]

@@ -1,6 +1,6 @@
 //! `llm-loadgen early-stopping DIR`: the reference script's estimates, wording and figures.
 
-use crate::common::{assets, bin, char_tokenizer, dataset, report_dir, run, show};
+use crate::support::{assets, bin, char_tokenizer, dataset, report_dir, run, show};
 
 /// What `scripts/early_stopping_estimate_from_events.py` prints for the reference-format fixture
 /// (no `--summary`, the char tokenizer). Computed once, independently of this project, by a

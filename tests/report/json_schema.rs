@@ -5,7 +5,7 @@
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
-use crate::common::{char_tokenizer, dataset, report_dir, run, stub};
+use crate::support::{char_tokenizer, dataset, read_json, report_dir, root, run, stub};
 use jsonschema::error::ValidationErrorKind;
 use jsonschema::{Keyword, ValidationError, Validator};
 use loadgen_stubs::{StatusFault, StubKind};
@@ -13,15 +13,6 @@ use serde_json::{json, Map, Value};
 
 const SUMMARY_SCHEMA: &str = "docs/schema/result_summary.schema.json";
 const SNAPSHOT_SCHEMA: &str = "docs/schema/final_snapshot.schema.json";
-
-fn root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
-
-fn read_json(path: &Path) -> Value {
-    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
-}
 
 /// `x-written-as`: how a number is spelled, which JSON Schema's `integer` cannot tell (it takes
 /// `200.0` as an integer). serde_json keeps the spelling: a number written with a fraction or

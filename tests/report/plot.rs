@@ -8,7 +8,7 @@ use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
-use crate::common::{bin, char_tokenizer, dataset, report_dir, run, show, stub};
+use crate::support::{bin, char_tokenizer, dataset, report_dir, run, show, stub};
 use loadgen_stubs::StubKind;
 
 /// The stub's first-chunk delay in the shared run.
@@ -467,7 +467,7 @@ fn a_run_without_a_tokenizer_and_streams_in_one_read_says_both() {
     let dir = report_dir("plot-one-read");
     let offline = ["benchmark", "offline", "--num-samples", "60", "--streaming", "on"];
     assert_eq!(run(bench_args(&server.url(), &dir, &offline)).status.code(), Some(0));
-    let summary = crate::common::summary(&dir);
+    let summary = crate::support::summary(&dir);
     let (multi, one_read) =
         (summary["n_streams_multi_chunk"].as_u64(), summary["n_streams_in_one_read"].as_u64());
     assert!(one_read.unwrap() * 2 > multi.unwrap(), "the streams came in one read: {summary}");
@@ -552,7 +552,7 @@ fn the_percentile_curve_passes_through_the_percentiles_its_axis_names() {
 fn reference_copy(name: &str, edit: impl Fn(usize, &str) -> String) -> PathBuf {
     let dir = report_dir(name);
     std::fs::create_dir_all(&dir).unwrap();
-    let fixture = crate::common::assets().join("reference_run");
+    let fixture = crate::support::assets().join("reference_run");
     std::fs::copy(fixture.join("config.yaml"), dir.join("config.yaml")).unwrap();
     let text = std::fs::read_to_string(fixture.join("events.jsonl")).unwrap();
     let events: String = text.lines().enumerate().map(|(i, l)| edit(i + 1, l) + "\n").collect();

@@ -4,7 +4,7 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::common::{assets, bin, char_tokenizer, dataset, report_dir, run, show, stub, summary};
+use crate::support::{assets, bin, char_tokenizer, dataset, report_dir, run, show, stub, summary};
 use loadgen_stubs::{StatusFault, StubKind};
 
 const REBUILT_FILES: [&str; 3] =
@@ -473,7 +473,7 @@ fn snapshot_counter(dir: &Path, name: &str) -> u64 {
 #[test]
 fn an_accuracy_run_rebuilds_every_file_byte_for_byte_with_its_accuracy_block() {
     let dir = accuracy_run("rebuild-acc-both", &[]);
-    assert!(crate::common::report_txt(&dir).contains("\nAccuracy:\n  capitals: "));
+    assert!(crate::support::report_txt(&dir).contains("\nAccuracy:\n  capitals: "));
     assert_eq!(summary(&dir)["n_samples_issued"], 20);
     assert!(snapshot_counter(&dir, "total_samples_issued") > 20, "the accuracy samples count");
     assert_every_file_round_trips(&dir);
@@ -483,7 +483,7 @@ fn an_accuracy_run_rebuilds_every_file_byte_for_byte_with_its_accuracy_block() {
     let args = [&dir.display().to_string(), "--token-count-source", "server", "--out"];
     let out = report(&[args[0], args[1], args[2], args[3], &other.display().to_string()]);
     assert_eq!(out.status.code(), Some(0));
-    assert!(crate::common::report_txt(&other).contains("\nAccuracy:\n  capitals: "));
+    assert!(crate::support::report_txt(&other).contains("\nAccuracy:\n  capitals: "));
     let _ = std::fs::remove_dir_all(&other);
 }
 
@@ -494,8 +494,8 @@ fn an_accuracy_only_run_rebuilds_every_file_byte_for_byte_and_reports_its_warmup
     assert!(config.contains("warmup_random_seed: 42"), "{config}");
     let s = summary(&dir);
     assert_eq!(s["run_config"]["warmup"]["warmup_random_seed"], 42, "{}", s["run_config"]);
-    assert!(crate::common::report_txt(&dir).contains("warmup_random_seed=42"));
-    assert!(crate::common::report_txt(&dir).contains("\nAccuracy:\n"));
+    assert!(crate::support::report_txt(&dir).contains("warmup_random_seed=42"));
+    assert!(crate::support::report_txt(&dir).contains("\nAccuracy:\n"));
     assert_every_file_round_trips(&dir);
 }
 
@@ -599,7 +599,7 @@ fn a_reference_log_with_first_chunks_after_completions_leaves_their_tpot_out_and
     let sentence = "5 of 29 streamed samples have their first chunk stamped after their completion";
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains(sentence), "{stderr}");
-    let report = crate::common::report_txt(&dir);
+    let report = crate::support::report_txt(&dir);
     assert!(report.contains(&format!("NOTE: {sentence}")), "{report}");
     // Their TPOT is left out, not clamped to 0.
     let s = summary(&dir);

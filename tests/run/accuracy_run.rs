@@ -6,7 +6,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use crate::common::{assets, char_tokenizer, report_dir, run, stub};
+use crate::support::{assets, char_tokenizer, idx_map, report_dir, run, stub, Scratch};
 use loadgen_stubs::{load_answers, DelayFault, StubKind, StubServer};
 use serde_json::Value;
 
@@ -54,11 +54,6 @@ fn results(dir: &Path) -> Value {
     let text = std::fs::read_to_string(dir.join("accuracy/accuracy_results.json"))
         .expect("accuracy_results.json is written");
     serde_json::from_str(&text).expect("accuracy_results.json parses")
-}
-
-fn idx_map(dir: &Path) -> Value {
-    let text = std::fs::read_to_string(dir.join("sample_idx_map.json")).expect("idx map");
-    serde_json::from_str(&text).expect("sample_idx_map.json parses")
 }
 
 fn entry<'a>(r: &'a Value, name: &str) -> &'a Value {
@@ -239,7 +234,7 @@ fn check_phases(dir: &Path) {
         complete.contains("[\"TextModelOutput\",\"The answer is (A)\",null,null]"),
         "{complete}"
     );
-    let s = crate::common::summary(dir);
+    let s = crate::support::summary(dir);
     assert_eq!(s["n_samples_issued"], 2, "accuracy samples are not performance samples");
     let at = |needle: &str| events.find(needle).unwrap_or_else(|| panic!("{needle}"));
     let stop = at("\"session.stop_performance_tracking\"");
@@ -257,7 +252,7 @@ fn check_phases(dir: &Path) {
 }
 
 fn check_report_block(dir: &Path) {
-    let report = crate::common::report_txt(dir);
+    let report = crate::support::report_txt(dir);
     let tps = report.find("\nTPS: ").expect("the TPS line");
     let block = report.find("\nAccuracy:\n").expect("the Accuracy block");
     assert!(block > tps, "after the TPS line, as the reference's Summary");
@@ -351,7 +346,7 @@ fn accuracy_only_runs_the_accuracy_datasets_alone() {
     assert_eq!(keys(&idx_map(&dir)), ["math"]);
     let config = std::fs::read_to_string(dir.join("config.yaml")).unwrap();
     assert!(config.contains("num_workers: 1") && config.contains("max_connections: 1"), "{config}");
-    assert_eq!(crate::common::summary(&dir)["n_samples_issued"], 0);
+    assert_eq!(crate::support::summary(&dir)["n_samples_issued"], 0);
 }
 
 /// A performance dataset's own accuracy_config scores the performance phase's outputs, as the
@@ -430,7 +425,7 @@ fn the_reference_example_shapes_run_performance_then_accuracy_from_yaml() {
             assert!((got - want).abs() < 1e-12, "{name} {dataset}: {got} != {want}");
         }
         assert!(
-            crate::common::summary(&dir)["n_samples_completed"].as_u64().unwrap() > 0,
+            crate::support::summary(&dir)["n_samples_completed"].as_u64().unwrap() > 0,
             "{name}"
         );
     }
@@ -442,7 +437,7 @@ fn the_reference_example_shapes_run_performance_then_accuracy_from_yaml() {
 }
 
 fn report_dir_of(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("run-acc-{name}"))
+    crate::support::report_path(&format!("acc-{name}"))
 }
 
 /// Its LiveCodeBench dataset needs the reference's execution service: refused by name, before
@@ -505,22 +500,6 @@ fn the_accuracy_drain_waits_without_limit_until_an_interrupt() {
         !dir.join("accuracy/accuracy_results.json").exists(),
         "an interrupted run is not scored"
     );
-}
-
-/// A scratch working directory under the target dir, removed on drop.
-struct Scratch(PathBuf);
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-fn scratch(tag: &str) -> Scratch {
-    let path = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("acc-predefined-{tag}"));
-    let _ = std::fs::remove_dir_all(&path);
-    std::fs::create_dir_all(&path).unwrap();
-    Scratch(path)
 }
 
 fn string_batch(columns: &[(&str, Vec<&str>)]) -> arrow_array::RecordBatch {
@@ -626,7 +605,7 @@ fn answering_stub(answers: &Path) -> (StubServer, loadgen_stubs::BodyLog) {
 /// Runs `benchmark from-config` on a shape file in `cwd` (its `dataset_cache/` is the
 /// predefined datasets' cache), with no user cache reachable.
 fn run_in(cwd: &Path, config: &Path) -> std::process::Output {
-    let out = crate::common::bin()
+    let out = crate::support::bin()
         .args(["benchmark", "from-config", "-c"])
         .arg(config)
         .current_dir(cwd)
@@ -636,7 +615,7 @@ fn run_in(cwd: &Path, config: &Path) -> std::process::Output {
         .env_remove("XDG_CACHE_HOME")
         .output()
         .expect("the binary runs");
-    crate::common::show(&out);
+    crate::support::show(&out);
     out
 }
 
@@ -645,11 +624,11 @@ fn run_in(cwd: &Path, config: &Path) -> std::process::Output {
 /// same processed records: the scores a reader works out from the answer table.
 #[test]
 fn the_reference_examples_score_their_predefined_datasets_from_the_local_cache() {
-    let cwd = scratch("examples");
-    let (server, bodies) = answering_stub(&write_predefined_caches(&cwd.0));
+    let cwd = Scratch::new("predefined-examples");
+    let (server, bodies) = answering_stub(&write_predefined_caches(&cwd));
     let dir = report_dir("acc-predefined-gptoss");
     let config = shape_config("online_gptoss_predefined_shape", &server.url(), &dir);
-    assert_eq!(run_in(&cwd.0, &config).status.code(), Some(0), "the gpt-oss example runs");
+    assert_eq!(run_in(&cwd, &config).status.code(), Some(0), "the gpt-oss example runs");
     let r = results(&dir);
     let aime = entry(&r, "aime25::gptoss");
     // 4 rows (part I twice), 8 repeats; \boxed{42} matches the normalised "042", 8 != 7.
@@ -663,7 +642,7 @@ fn the_reference_examples_score_their_predefined_datasets_from_the_local_cache()
 
     let dir = report_dir("acc-predefined-cnn");
     let config = shape_config("offline_cnn_predefined_shape", &server.url(), &dir);
-    let out = run_in(&cwd.0, &config);
+    let out = run_in(&cwd, &config);
     assert_eq!(out.status.code(), Some(0), "the CNN example runs");
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("parser is ignored on a predefined dataset"), "{stderr}");
@@ -671,7 +650,7 @@ fn the_reference_examples_score_their_predefined_datasets_from_the_local_cache()
     let cnn = entry(&cnn, "cnn_dailymail::llama3_8b");
     assert_eq!(cnn["score"]["rouge1"], "50.0", "one summary exact, one with nothing shared");
     assert_eq!(cnn["ground_truth_column"], "highlights");
-    assert_eq!(crate::common::summary(&dir)["n_samples_completed"], 2);
+    assert_eq!(crate::support::summary(&dir)["n_samples_completed"], 2);
     let template = "{{- bos_token }}{%- for message in messages %}{{ message['content'] | trim \
                     }}{%- endfor %}";
     let logged = bodies.lock().unwrap();
@@ -690,11 +669,11 @@ fn the_reference_examples_score_their_predefined_datasets_from_the_local_cache()
 /// refused naming it; the copy without that dataset runs end to end.
 #[test]
 fn each_phase_sends_its_own_datasets_generation_config_override() {
-    let cwd = scratch("per-dataset-osl");
-    let (server, bodies) = answering_stub(&write_predefined_caches(&cwd.0));
+    let cwd = Scratch::new("predefined-per-dataset-osl");
+    let (server, bodies) = answering_stub(&write_predefined_caches(&cwd));
     let dir = report_dir("acc-per-dataset-osl-lcb");
     let config = shape_config("online_gptoss_per_dataset_osl_shape", &server.url(), &dir);
-    let out = run_in(&cwd.0, &config);
+    let out = run_in(&cwd, &config);
     assert_eq!(out.status.code(), Some(2), "livecodebench::gptoss is refused");
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("livecodebench::gptoss"), "{stderr}");
@@ -707,7 +686,7 @@ fn each_phase_sends_its_own_datasets_generation_config_override() {
     let (head, rest) = text.split_once("  - name: \"livecodebench::gptoss\"").unwrap();
     let tail = &rest[rest.find("\nsettings:").unwrap()..];
     std::fs::write(&config, format!("{head}{}", &tail[1..])).unwrap();
-    assert_eq!(run_in(&cwd.0, &config).status.code(), Some(0), "the example runs");
+    assert_eq!(run_in(&cwd, &config).status.code(), Some(0), "the example runs");
     let r = results(&dir);
     assert_eq!(entry(&r, "aime25::gptoss")["score"].as_f64(), Some(0.5));
     assert_eq!(entry(&r, "gpqa::gptoss")["score"].as_f64(), Some(2.0 / 3.0));
@@ -812,12 +791,12 @@ fn write_shopify_cache(dir: &Path) -> (Vec<String>, PathBuf) {
 /// and image parts as the reference sends them, and shopify_category_f1 scores the answers.
 #[test]
 fn the_shopify_example_sends_multimodal_parts_and_scores_category_f1() {
-    let cwd = scratch("shopify");
-    let (images, answers) = write_shopify_cache(&cwd.0);
+    let cwd = Scratch::new("predefined-shopify");
+    let (images, answers) = write_shopify_cache(&cwd);
     let (server, bodies) = answering_stub(&answers);
     let dir = report_dir("acc-shopify-predefined");
     let config = shape_config("offline_shopify_predefined_shape", &server.url(), &dir);
-    assert_eq!(run_in(&cwd.0, &config).status.code(), Some(0), "the example runs");
+    assert_eq!(run_in(&cwd, &config).status.code(), Some(0), "the example runs");
     let r = results(&dir);
     let e = entry(&r, "shopify_product_catalogue::q3vl");
     // Row 1: 2 of 3 levels; row 2 unparsable, padded to 2 levels: 2 hits of 5 and 5.
@@ -846,7 +825,7 @@ fn the_shopify_example_sends_multimodal_parts_and_scores_category_f1() {
     let lamp = logged.iter().filter(|b| memchr_find(b, images[1].as_bytes())).count();
     let shirts = logged.iter().filter(|b| memchr_find(b, images[0].as_bytes())).count();
     assert_eq!(lamp + shirts, logged.len(), "every request carries its row's image");
-    let s = crate::common::summary(&dir);
+    let s = crate::support::summary(&dir);
     assert!(s["n_samples_completed"].as_u64().unwrap() > 0);
 }
 
@@ -942,7 +921,7 @@ fn a_stalled_performance_sample_does_not_hold_the_accuracy_phases() {
     let r = results(&dir);
     assert_eq!(entry(&r, "capitals")["score"].as_f64(), Some(0.5));
     assert_eq!(entry(&r, "code")["score"].as_f64(), Some(0.5));
-    let s = crate::common::summary(&dir);
+    let s = crate::support::summary(&dir);
     let counts = (&s["n_samples_issued"], &s["n_samples_completed"]);
     assert_eq!(counts, (&Value::from(2), &Value::from(1)));
     assert_eq!(abandon_reasons(&dir), ["in flight at the drain timeout"]);
@@ -1036,7 +1015,7 @@ fn a_late_performance_sample_answered_in_an_accuracy_phase_is_counted() {
     args.extend(["--performance-drain-timeout", "1", "--num-samples", "2"].map(String::from));
     let out = run(&args);
     assert_eq!(out.status.code(), Some(0), "every sample answered in the end");
-    let s = crate::common::summary(&dir);
+    let s = crate::support::summary(&dir);
     assert_eq!((&s["n_samples_completed"], &s["n_samples_abandoned"]), (&2.into(), &0.into()));
     assert!(abandon_reasons(&dir).is_empty());
     assert_eq!(entry(&results(&dir), "capitals")["score"].as_f64(), Some(0.5));

@@ -4,7 +4,7 @@
 
 use std::path::Path;
 
-use crate::common::{char_tokenizer, dataset, report_dir, run, stub, summary};
+use crate::support::{char_tokenizer, dataset, report_dir, run, stub, summary};
 use loadgen_stubs::StubKind;
 
 fn args(url: &str, dir: &Path, streaming: &str) -> Vec<String> {

@@ -3,7 +3,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Output;
 
-use crate::common::{bin, char_tokenizer, dataset, report_dir, report_txt, run, stub, summary};
+use crate::support::{bin, char_tokenizer, dataset, report_dir, report_txt, run, stub, summary};
 use loadgen_stubs::{StatusFault, StubKind, UsageFault};
 
 fn base_args<'a>(url: &'a str, dir: &'a Path, samples: &'a str) -> Vec<String> {
@@ -674,7 +674,7 @@ fn a_full_filesystem_keeps_room_for_the_small_files() {
     if !private_tmpfs_available() {
         // CI machines have user namespaces, so there the test always runs; elsewhere (e.g. a
         // desktop whose security policy forbids them) it fails unless opted out, saying why.
-        crate::common::skip_only_if_opted_out(
+        crate::support::skip_only_if_opted_out(
             "a_full_filesystem_keeps_room_for_the_small_files",
             "needs `unshare -rm` (user and mount namespaces)",
             "LOADGEN_SKIP_UNSHARE",
@@ -688,7 +688,7 @@ fn a_full_filesystem_keeps_room_for_the_small_files() {
     std::fs::create_dir_all(&copy).unwrap();
     let url = server.url();
     let mut args = base_args(&url, &mount.join("r"), "2000");
-    args.insert(0, env!("CARGO_BIN_EXE_llm-loadgen").into());
+    args.insert(0, crate::support::BIN.into());
     // A 512 KiB tmpfs, private to the child's namespace (gone when it exits): events.jsonl
     // (about 1 MB) fills it; the report is copied out before the child ends.
     let script = "mount -t tmpfs -o size=512k tmpfs \"$1\" || exit 99; shift; copy=\"$1\"; \
@@ -701,7 +701,7 @@ fn a_full_filesystem_keeps_room_for_the_small_files() {
         .args(&args)
         .output()
         .unwrap();
-    crate::common::show(&out);
+    crate::support::show(&out);
     assert_eq!(out.status.code(), Some(4));
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("cannot write 1 report file(s)"), "{stderr}");
@@ -828,7 +828,7 @@ fn a_report_dir_holding_an_older_runs_files_is_rewritten_as_before() {
     assert_eq!(null_run(&dir).status.code(), Some(0));
     std::fs::write(dir.join("events.jsonl"), "stale\n").unwrap();
     assert_eq!(null_run(&dir).status.code(), Some(0), "the same directory again");
-    assert_eq!(crate::common::check_terminal_events(&dir), 20, "a fresh events.jsonl");
+    assert_eq!(crate::support::check_terminal_events(&dir), 20, "a fresh events.jsonl");
     assert_eq!(summary(&dir)["n_samples_issued"], 20);
     assert!(!dir.join(".llm-loadgen-reserve").exists());
     let _ = std::fs::remove_dir_all(&dir);

@@ -4,7 +4,7 @@
 
 use std::path::Path;
 
-use crate::common::{dataset, report_dir, run, stub};
+use crate::support::{dataset, report_dir, run, stub};
 use loadgen_stubs::StubKind;
 
 /// (event type, timestamp) of every line, in file order.

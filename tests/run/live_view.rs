@@ -7,7 +7,7 @@ use std::process::{Command, Output};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
-use crate::common::{bin, char_tokenizer, dataset, report_dir, show, stub, summary};
+use crate::support::{bin, char_tokenizer, dataset, report_dir, show, stub, summary};
 use loadgen_stubs::StubKind;
 
 /// Secrets the view must never show: an API key and a URL password.
@@ -91,7 +91,7 @@ fn run_script(name: &str, url: &str, samples: u64, env: &str) -> (PathBuf, PathB
     let dir = report_dir(name);
     std::fs::create_dir_all(&dir).unwrap();
     let script = dir.with_extension("sh");
-    let bin_path = env!("CARGO_BIN_EXE_llm-loadgen");
+    let bin_path = crate::support::BIN;
     let text = format!(
         "trap true INT\n{env} '{bin_path}' benchmark online --endpoints '{url}' --model live-model \
          --dataset '{}' --api-key {API_KEY} --load-pattern poisson --target-qps 400 \

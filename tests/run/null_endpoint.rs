@@ -1,7 +1,7 @@
 //! The null endpoint (`null://`): a run without a network measures the client's own pipeline and
 //! still writes a complete, consistent report; `--no-events` leaves out only events.jsonl.
 
-use crate::common::{check_accounting, report_dir, run, summary};
+use crate::support::{check_accounting, report_dir, run, summary};
 
 fn null_run(name: &str, extra: &[&str]) -> (std::process::Output, std::path::PathBuf) {
     null_run_as("offline", name, extra)

@@ -1,15 +1,15 @@
 //! The request bytes the server receives for each request parameter (YAML keys and flags), per
 //! API, captured by the in-process echo stub; and the refusals of keys an API cannot carry.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
-use crate::common::{bin, report_dir, run, stub};
+use crate::support::{bin, report_dir, run, stub};
 use loadgen_stubs::{BodyLog, StubKind};
 use serde_json::{json, Value};
 
 /// A scratch folder with one JSONL dataset; `rows` are written one per line.
 fn dataset_file(name: &str, rows: &[Value]) -> PathBuf {
-    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("reqparams-{name}"));
+    let dir = crate::support::tmp_dir().join(format!("reqparams-{name}"));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     let path = dir.join("rows.jsonl");
@@ -65,7 +65,7 @@ fn capture_with(
 }
 
 fn yaml_file(name: &str, text: &str) -> String {
-    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("reqparams-yaml-{name}"));
+    let dir = crate::support::tmp_dir().join(format!("reqparams-yaml-{name}"));
     std::fs::create_dir_all(&dir).unwrap();
     let path = dir.join("config.yaml");
     std::fs::write(&path, text).unwrap();

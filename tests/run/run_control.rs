@@ -4,7 +4,10 @@ use std::path::Path;
 use std::process::{Child, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::common::{bin, check_accounting, dataset, report_dir, run, show, stub, summary};
+use crate::support::{
+    alive, bin, check_accounting, children_of, dataset, report_dir, run, show, signal, stub,
+    summary,
+};
 use loadgen_stubs::{StubKind, StubServer};
 
 fn args(mode: &[&str], url: &str, dir: &Path, extra: &[&str]) -> Vec<String> {
@@ -49,31 +52,6 @@ fn wait_for(what: &str, limit: Duration, mut cond: impl FnMut() -> bool) {
         std::thread::yield_now();
         std::thread::sleep(Duration::from_millis(5));
     }
-}
-
-fn children_of(pid: u32) -> Vec<u32> {
-    let path = format!("/proc/{pid}/task/{pid}/children");
-    std::fs::read_to_string(path)
-        .unwrap_or_default()
-        .split_whitespace()
-        .filter_map(|p| p.parse().ok())
-        .collect()
-}
-
-/// True while `pid` exists and is not a zombie.
-fn alive(pid: u32) -> bool {
-    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Ok(stat) => {
-            let state = stat.rsplit(')').next().and_then(|r| r.split_whitespace().next());
-            !matches!(state, Some("Z") | Some("X") | None)
-        }
-        Err(_) => false,
-    }
-}
-
-fn signal(pid: u32, sig: libc::c_int) {
-    // SAFETY: kill(2) on a pid this test started.
-    assert_eq!(unsafe { libc::kill(pid as libc::pid_t, sig) }, 0);
 }
 
 /// Events of the run: (issued_ns, complete_ns) per tracked sample.
@@ -199,7 +177,7 @@ fn interrupt_mid_run(mode: &[&str], extra: &[&str], name: &str) {
     wait_for("requests to reach the stub", Duration::from_secs(60), || {
         server.requests_total() > 50
     });
-    signal(child.id(), libc::SIGINT);
+    assert!(signal(child.id() as i32, libc::SIGINT), "kill(2)");
     let out = finish(child);
     assert_eq!(out.status.code(), Some(130), "{name}");
     let s = summary(&dir);
@@ -247,7 +225,7 @@ fn kill_9_of_the_coordinator_leaves_no_worker_behind() {
     wait_for("two workers", Duration::from_secs(60), || children_of(coordinator).len() >= 2);
     let workers = children_of(coordinator);
     wait_for("requests to reach the stub", Duration::from_secs(60), || server.requests_total() > 0);
-    signal(coordinator, libc::SIGKILL);
+    assert!(signal(coordinator as i32, libc::SIGKILL), "kill(2)");
     let _ = child.wait();
     wait_for("the workers to die with the coordinator", Duration::from_secs(30), || {
         workers.iter().all(|&w| !alive(w))
@@ -483,7 +461,7 @@ fn a_drain_cut_by_the_cap_abandons_what_is_left_and_is_no_drain_timeout() {
     assert_eq!(s["n_samples_completed"], 10);
     assert_eq!(s["n_samples_abandoned"], 10, "the stalled ones are abandoned");
     assert_eq!(s["n_samples_failed"], 0);
-    let report = crate::common::report_txt(&dir);
+    let report = crate::support::report_txt(&dir);
     assert!(report.contains("Total samples abandoned in flight: 10"), "{report}");
 
     // Without a cap the same drain runs into its own timeout: that report is incomplete.
@@ -588,7 +566,7 @@ fn a_killed_worker_fails_its_in_flight_samples_as_worker_died() {
     wait_for("requests to reach the stub", Duration::from_secs(60), || {
         server.requests_total() >= 4
     });
-    signal(children_of(coordinator)[0], libc::SIGKILL);
+    assert!(signal(children_of(coordinator)[0] as i32, libc::SIGKILL), "kill(2)");
     let (out, _) = finish_within(child, Duration::from_secs(30));
     assert_eq!(out.status.code(), Some(4), "a dead worker makes the report incomplete");
     let stderr = String::from_utf8_lossy(&out.stderr);
@@ -617,8 +595,8 @@ fn a_stopped_worker_is_settled_at_the_interrupt() {
         server.requests_total() > 50
     });
     // A stopped worker answers nothing, not even the abort; SIGKILL (at the grace) ends it.
-    signal(children_of(coordinator)[0], libc::SIGSTOP);
-    signal(coordinator, libc::SIGINT);
+    assert!(signal(children_of(coordinator)[0] as i32, libc::SIGSTOP), "kill(2)");
+    assert!(signal(coordinator as i32, libc::SIGINT), "kill(2)");
     let (out, elapsed) = finish_within(child, ABORT_GRACE + MARGIN);
     assert_eq!(out.status.code(), Some(130));
     assert!(elapsed < ABORT_GRACE + MARGIN, "ended {elapsed:?} after the interrupt");
@@ -696,11 +674,11 @@ fn a_response_that_ends_past_the_timeout_is_a_timeout_even_read_with_its_timer()
         server.requests_total() >= 8
     });
     let worker = *children_of(pid).first().expect("the worker process");
-    signal(worker, libc::SIGSTOP);
+    assert!(signal(worker as i32, libc::SIGSTOP), "kill(2)");
     // The stall is the fault injected here (a client descheduled past its deadline), not a
     // wait for anything: its length only has to exceed the timeout.
     std::thread::sleep(Duration::from_secs(1));
-    signal(worker, libc::SIGCONT);
+    assert!(signal(worker as i32, libc::SIGCONT), "kill(2)");
     let out = finish(child);
     assert!(matches!(out.status.code(), Some(0 | 4)), "exit {:?}", out.status.code());
     let timeout_ns = 400_000_000;
@@ -751,11 +729,11 @@ fn two_runs_started_together_into_one_directory_never_share_it() {
     wait_for("requests to reach the stub", Duration::from_secs(60), || {
         server.requests_total() > 50
     });
-    signal(winner.id(), libc::SIGINT);
+    assert!(signal(winner.id() as i32, libc::SIGINT), "kill(2)");
     assert_eq!(finish(winner).status.code(), Some(130));
     // The report is the winner's alone: its summary counts exactly its log's samples.
     let s = summary(&dir);
-    let issued = crate::common::check_terminal_events(&dir);
+    let issued = crate::support::check_terminal_events(&dir);
     assert_eq!(s["n_samples_issued"], issued, "summary and events.jsonl are one run's");
     let config = std::fs::read_to_string(dir.join("config.yaml")).unwrap();
     let samples = if loser == 0 { "2000" } else { "3000" };
@@ -782,7 +760,12 @@ fn two_runs_on_the_default_directory_at_once_get_one_each() {
         let dir = std::path::PathBuf::from(json["report_dir"].as_str().unwrap());
         assert!(dir.display().to_string().starts_with("/tmp/reports_"), "{}", dir.display());
         assert_eq!(summary(&dir)["n_samples_issued"], n);
-        assert_eq!(crate::common::check_terminal_events(&dir), n, "{}: its own log", dir.display());
+        assert_eq!(
+            crate::support::check_terminal_events(&dir),
+            n,
+            "{}: its own log",
+            dir.display()
+        );
         use std::os::unix::fs::PermissionsExt;
         let mode = std::fs::metadata(&dir).unwrap().permissions().mode() & 0o777;
         assert_eq!(mode & 0o077, 0, "{}: private in /tmp ({mode:o})", dir.display());

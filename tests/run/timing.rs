@@ -12,7 +12,7 @@
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 
-use crate::common::{assets, report_dir, run};
+use crate::support::{assets, report_dir, run};
 use loadgen_stubs::{SentResponse, StubConfig, StubKind, StubServer};
 
 static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());

@@ -3,14 +3,14 @@
 //! whose rows do not depend on the warm-up. Request bodies are captured by the echo stub; the
 //! expected values were computed once with Python's `random` (3.11).
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
-use crate::common::{report_dir, run, stub};
+use crate::support::{report_dir, run, stub};
 use loadgen_stubs::{BodyLog, StubKind};
 use serde_json::{json, Value};
 
 fn dataset(name: &str, rows: &[Value]) -> PathBuf {
-    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("warmup-{name}"));
+    let dir = crate::support::tmp_dir().join(format!("warmup-{name}"));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     let path = dir.join("rows.jsonl");
@@ -148,7 +148,7 @@ fn salt_is_refused_on_a_dataset_it_cannot_salt_naming_the_row() {
 /// returns the arrivals' stamps in the warm-up's issue order (found by each prompt's salt) and
 /// the run's exit code.
 fn stamped_warm_up(name: &str, n: usize, qps: &str, extra: &[&str]) -> (Option<i32>, Vec<u64>) {
-    let server = crate::common::stamps::StampServer::start();
+    let server = crate::support::stamps::StampServer::start();
     let rows: Vec<Value> = (0..40).map(|i| json!({"prompt": format!("p{i}")})).collect();
     let data = dataset(name, &rows).display().to_string();
     let dir = report_dir(&format!("warmup-{name}"));

@@ -4,7 +4,7 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::common::{bin, report_dir, show, summary};
+use crate::support::{bin, report_dir, show, summary};
 
 /// The wall clock of the synthetic shards' common start.
 const START_UNIX_NS: u64 = 1_796_000_000_000_000_000;

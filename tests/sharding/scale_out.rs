@@ -16,8 +16,10 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use crate::common::fleet::StubFleet;
-use crate::common::{char_tokenizer, report_dir, run, show, stub, summary};
+use crate::support::fleet::StubFleet;
+use crate::support::{
+    bin, char_tokenizer, read_json, report_dir, root, run, show, stub, summary, BIN,
+};
 use loadgen_stubs::StubKind;
 
 /// The engines' variables a run must not inherit from a shell under Slurm or a Job.
@@ -33,14 +35,6 @@ static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
     ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-fn project() -> &'static Path {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-}
-
-fn loadgen() -> &'static str {
-    env!("CARGO_BIN_EXE_llm-loadgen")
 }
 
 /// The opt-outs of the two tests that need root and system packages: set to 1, a machine that
@@ -59,7 +53,7 @@ fn machine_has(test: &str, programs: &[&str], opt_out: &str) -> bool {
         return true;
     }
     let why = format!("needs root (root: {root}) and {missing:?} on PATH");
-    crate::common::skip_only_if_opted_out(test, &why, opt_out);
+    crate::support::skip_only_if_opted_out(test, &why, opt_out);
     false
 }
 
@@ -70,12 +64,7 @@ fn on_path(program: &str) -> bool {
 
 /// Waits for a child within `RUN_DEADLINE`, killing it past that.
 fn wait(child: Child, what: &str) -> Output {
-    crate::common::wait_output(child, what, RUN_DEADLINE)
-}
-
-fn json(path: &Path) -> serde_json::Value {
-    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    serde_json::from_str(&text).expect("it parses")
+    crate::support::wait_output(child, what, RUN_DEADLINE)
 }
 
 /// A single-node Slurm cluster in one folder; stopped when dropped.
@@ -86,7 +75,7 @@ struct Cluster {
 impl Cluster {
     fn start(dir: PathBuf) -> Cluster {
         let out = Command::new("bash")
-            .arg(project().join(".ci/slurm-cluster.sh"))
+            .arg(root().join(".ci/slurm-cluster.sh"))
             .arg("start")
             .arg(&dir)
             .output()
@@ -105,7 +94,7 @@ impl Cluster {
 impl Drop for Cluster {
     fn drop(&mut self) {
         let _ = Command::new("bash")
-            .arg(project().join(".ci/slurm-cluster.sh"))
+            .arg(root().join(".ci/slurm-cluster.sh"))
             .arg("stop")
             .arg(&self.dir)
             .output();
@@ -115,7 +104,7 @@ impl Drop for Cluster {
 /// The plan both the one-host run and the job run: 61 samples of the 1,000-prompt dataset at
 /// concurrency 4, streamed, 7 warm-up samples, the char tokenizer.
 fn write_plan(dir: &Path, url: &str) -> PathBuf {
-    let dataset = crate::common::assets().join("datasets/dummy_1k.jsonl");
+    let dataset = crate::support::assets().join("datasets/dummy_1k.jsonl");
     let plan = format!(
         "name: slurm-job\ntype: online\nmodel_params:\n  name: test-model\n  tokenizer_name: {tokenizer}\n  streaming: \"on\"\n\
          datasets:\n  - name: perf\n    type: performance\n    path: {dataset}\n    parser:\n      \
@@ -164,13 +153,13 @@ fn a_two_task_slurm_job_merges_into_the_one_host_run_of_its_plan() {
     let child = sbatch
         .env("SLURM_CONF", cluster.conf())
         .env("CONFIG", &plan)
-        .env("LOADGEN", loadgen())
+        .env("LOADGEN", BIN)
         .env("OUT", &job_out)
         .env("START_DELAY_S", "5")
         .args(["--wait", "--ntasks=2", "--ntasks-per-node=2", "--time=10"])
         .arg(format!("--output={}", log.display()))
         .arg(format!("--chdir={}", work.display()))
-        .arg(project().join("examples/slurm/llm-loadgen.sbatch"))
+        .arg(root().join("examples/slurm/llm-loadgen.sbatch"))
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -184,13 +173,13 @@ fn a_two_task_slurm_job_merges_into_the_one_host_run_of_its_plan() {
 
     // Each task was one shard, told by Slurm's own variables.
     for i in 0..2 {
-        let shard = json(&job_out.join(format!("shard-{i}/shard.json")));
+        let shard = read_json(&job_out.join(format!("shard-{i}/shard.json")));
         assert_eq!((shard["index"].as_u64(), shard["count"].as_u64()), (Some(i), Some(2)));
     }
     let (s, m) = (summary(&single), summary(&merged));
     assert_eq!(
-        json(&single.join("sample_idx_map.json")),
-        json(&merged.join("sample_idx_map.json")),
+        read_json(&single.join("sample_idx_map.json")),
+        read_json(&merged.join("sample_idx_map.json")),
         "the job's samples are the one-host run's, sample for sample"
     );
     for key in
@@ -298,7 +287,7 @@ fn port_test_args(url: &str, workers: usize, dir: &Path) -> Vec<String> {
 
 fn in_namespace(namespace: &str, args: &[String]) -> Command {
     let mut cmd = Command::new("ip");
-    cmd.args(["netns", "exec", namespace, loadgen()]).args(args);
+    cmd.args(["netns", "exec", namespace, BIN]).args(args);
     for var in ENGINE_VARS {
         cmd.env_remove(var);
     }
@@ -354,7 +343,7 @@ fn forty_thousand_connections_to_one_address_need_two_shards_in_their_own_namesp
         assert_eq!(out.status.code(), Some(0), "shard {i} succeeds");
     }
     let merged = work.join("merged");
-    let mut merge = Command::new(loadgen());
+    let mut merge = bin();
     merge.arg("merge").args(&dirs).arg("--out").arg(&merged);
     let out = merge.output().expect("merge runs");
     show(&out);
@@ -417,7 +406,7 @@ fn a_test_without_its_programs_fails_unless_opted_out() {
 #[test]
 fn the_kubernetes_example_is_an_indexed_job_with_a_valid_benchmark() {
     use serde::Deserialize;
-    let text = std::fs::read_to_string(project().join("examples/kubernetes/indexed-job.yaml"))
+    let text = std::fs::read_to_string(root().join("examples/kubernetes/indexed-job.yaml"))
         .expect("the example is there");
     let docs: Vec<serde_yaml_ng::Value> = serde_yaml_ng::Deserializer::from_str(&text)
         .map(|d| serde_yaml_ng::Value::deserialize(d).expect("each document parses"))
@@ -448,7 +437,7 @@ fn the_kubernetes_example_is_an_indexed_job_with_a_valid_benchmark() {
 fn the_slurm_example_is_valid_bash() {
     let out = Command::new("bash")
         .arg("-n")
-        .arg(project().join("examples/slurm/llm-loadgen.sbatch"))
+        .arg(root().join("examples/slurm/llm-loadgen.sbatch"))
         .output()
         .expect("bash runs");
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));

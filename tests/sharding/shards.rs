@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use crate::common::{bin, char_tokenizer, dataset, report_dir, run, show, stub, summary};
+use crate::support::{bin, char_tokenizer, dataset, idx_map, report_dir, run, show, stub, summary};
 use loadgen_stubs::StubKind;
 
 /// The engines' variables a test run must not inherit from a shell under Slurm or a Job.
@@ -59,7 +59,7 @@ fn plan_args(url: &str, pattern: &[&str], streaming: &str, dir: &Path) -> Vec<St
 
 /// Waits for a child within `RUN_DEADLINE`, killing it past that.
 fn wait(child: Child, what: &str) -> Output {
-    crate::common::wait_output(child, what, RUN_DEADLINE)
+    crate::support::wait_output(child, what, RUN_DEADLINE)
 }
 
 /// How a shard learns which it is.
@@ -130,12 +130,6 @@ fn single_and_merged(
     show(&out);
     assert_eq!(out.status.code(), Some(0), "the merge succeeds");
     (single, merged)
-}
-
-fn idx_map(dir: &Path) -> serde_json::Value {
-    let text =
-        std::fs::read_to_string(dir.join("sample_idx_map.json")).expect("sample_idx_map.json");
-    serde_json::from_str(&text).expect("it parses")
 }
 
 /// The merged report has the single run's samples (sample ids and their dataset rows) and

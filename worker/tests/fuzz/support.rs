@@ -16,7 +16,6 @@ pub fn config(regressions_file: &'static str) -> ProptestConfig {
 }
 
 /// Up to five sorted split points in `0..=len`: where a byte stream is cut into reads.
-#[allow(dead_code, reason = "each fuzz target compiles this module; not all split streams")]
 pub fn cuts_for(len: usize) -> impl Strategy<Value = Vec<usize>> {
     prop::collection::vec(0..=len, 0..6).prop_map(|mut cuts| {
         cuts.sort_unstable();

@@ -6,7 +6,9 @@ use std::collections::BTreeSet;
 use std::io::{BufRead, BufReader, Read};
 use std::net::IpAddr;
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use super::wait_bounded;
 
 /// The stub processes; killed (and waited for) when dropped.
 pub struct StubFleet {
@@ -34,7 +36,7 @@ impl StubFleet {
     pub fn start_under(wrap: &[&str], host: &str, count: usize) -> StubFleet {
         let mut fleet = StubFleet { children: Vec::new(), host: host.to_string(), port: 0 };
         for _ in 0..count {
-            let binary = env!("CARGO_BIN_EXE_llm-loadgen");
+            let binary = super::BIN;
             let mut cmd = match wrap.split_first() {
                 Some((program, args)) => {
                     let mut cmd = Command::new(program);
@@ -99,22 +101,5 @@ impl Served {
         self.connections += words[3].parse::<u64>().expect("connections");
         let (_, peers) = line.split_once(" from ").expect("peers");
         self.peers.extend(peers.split(", ").filter_map(|p| p.parse::<IpAddr>().ok()));
-    }
-}
-
-/// Waits up to `limit` for `child` to exit; kills it past that (`None`).
-pub fn wait_bounded(child: &mut Child, limit: Duration) -> Option<std::process::ExitStatus> {
-    let deadline = Instant::now() + limit;
-    loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            return Some(status);
-        }
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            return None;
-        }
-        // Polling a child is the std way to bound a wait on it; the slice only paces the poll.
-        std::thread::sleep(Duration::from_millis(5));
     }
 }
