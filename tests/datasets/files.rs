@@ -160,7 +160,7 @@ fn run_in_1_gib(name: &str, dataset: &str) -> Output {
     let dir = report_dir(name);
     let out = std::process::Command::new("sh")
         .args(["-c", "ulimit -v 1048576 && exec \"$0\" \"$@\""])
-        .arg(crate::support::BIN)
+        .arg(crate::support::bin_path())
         .args(["benchmark", "offline", "--endpoints", "null://", "--dataset", dataset])
         .args(["--num-samples", "3", "--report-dir", &dir.display().to_string()])
         .output()

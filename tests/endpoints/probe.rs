@@ -4,7 +4,7 @@
 
 use std::process::Output;
 
-use crate::support::{bin, char_tokenizer, show, stderr, stub, tls_stub};
+use crate::support::{alone, bin, char_tokenizer, show, stderr, stub, tls_stub};
 use loadgen_stubs::{StubConfig, StubKind, StubServer};
 
 /// Runs `probe` with `args` (no key from the environment) and echoes its output.
@@ -98,6 +98,8 @@ fn a_server_that_rejects_stream_options_is_told_from_one_without_usage() {
 
 #[test]
 fn a_bursting_stream_is_told_from_a_paced_one() {
+    // A paced stream is told by its gaps, which a client starved by other runs would merge.
+    let _alone = alone();
     // The echo stub writes each stream in one write, as vLLM sends them under load.
     let burst = probe_json(&echo(|_| {}), &[]);
     assert_eq!(burst["chunking"]["bursting"], true, "{burst}");

@@ -8,7 +8,7 @@ use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
-use crate::support::{bin, char_tokenizer, dataset, report_dir, run, show, stub};
+use crate::support::{alone, bin, char_tokenizer, dataset, report_dir, run, show, stub};
 use loadgen_stubs::StubKind;
 
 /// The stub's first-chunk delay in the shared run.
@@ -42,9 +42,15 @@ fn bench_args(url: &str, dir: &Path, extra: &[&str]) -> Vec<String> {
 }
 
 /// A streamed Poisson run against the variable stub (30 ms to the first chunk, 1 ms a
-/// character after it, one character a chunk), made once for the tests that read it.
+/// character after it, one character a chunk), made once for the tests that read it. It runs
+/// alone (`support::gate`): its TTFTs are held to the stub's delay. So a test asks for it
+/// before it starts anything else.
 fn streamed_run() -> &'static Path {
     static DIR: OnceLock<PathBuf> = OnceLock::new();
+    if let Some(dir) = DIR.get() {
+        return dir;
+    }
+    let _alone = alone();
     DIR.get_or_init(|| {
         let server = stub(StubKind::Variable, |c| {
             c.stream_interval = 1;

@@ -688,7 +688,7 @@ fn a_full_filesystem_keeps_room_for_the_small_files() {
     std::fs::create_dir_all(&copy).unwrap();
     let url = server.url();
     let mut args = base_args(&url, &mount.join("r"), "2000");
-    args.insert(0, crate::support::BIN.into());
+    args.insert(0, crate::support::bin_path().into());
     // A 512 KiB tmpfs, private to the child's namespace (gone when it exits): events.jsonl
     // (about 1 MB) fills it; the report is copied out before the child ends.
     let script = "mount -t tmpfs -o size=512k tmpfs \"$1\" || exit 99; shift; copy=\"$1\"; \

@@ -91,7 +91,7 @@ fn run_script(name: &str, url: &str, samples: u64, env: &str) -> (PathBuf, PathB
     let dir = report_dir(name);
     std::fs::create_dir_all(&dir).unwrap();
     let script = dir.with_extension("sh");
-    let bin_path = crate::support::BIN;
+    let bin_path = crate::support::bin_path();
     let text = format!(
         "trap true INT\n{env} '{bin_path}' benchmark online --endpoints '{url}' --model live-model \
          --dataset '{}' --api-key {API_KEY} --load-pattern poisson --target-qps 400 \

@@ -6,16 +6,14 @@
 //! sample's error is the client's figure minus the stub's for the same request; what is left is
 //! the client's own delay (its write and read, the loopback), which the test bounds.
 //!
-//! These tests run one at a time (a lock): on a small machine, other runs in parallel would
+//! These tests run alone (`support::gate`): on a small machine, other runs in parallel would
 //! measure the machine's contention, not the client.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 
-use crate::support::{assets, report_dir, run};
+use crate::support::{alone, assets, report_dir, run};
 use loadgen_stubs::{SentResponse, StubConfig, StubKind, StubServer};
-
-static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
 
 const TTFT_MS: f64 = 100.0;
 const PER_TOKEN_MS: f64 = 2.0;
@@ -119,7 +117,7 @@ fn pairs(dir: &std::path::Path, sent: Vec<SentResponse>) -> Vec<Pair> {
 /// figures must stray from the stub's own by a median of at most `tolerance` of the truth (and
 /// at least 0.1 ms is allowed), whatever the stub's timers did.
 fn timing_fidelity(pattern: &[&str], samples: &str, name: &str, tolerance: f64) {
-    let _serial = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let _alone = alone();
     let log = Arc::new(Mutex::new(Vec::new()));
     let mut cfg = StubConfig::new(StubKind::Variable);
     {

@@ -18,7 +18,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use crate::support::fleet::StubFleet;
 use crate::support::{
-    bin, char_tokenizer, read_json, report_dir, root, run, show, stub, summary, BIN,
+    alone, bin, bin_path, char_tokenizer, read_json, report_dir, root, run, show, stub, summary,
 };
 use loadgen_stubs::StubKind;
 
@@ -28,14 +28,6 @@ const ENGINE_VARS: [&str; 4] =
 
 /// How long a job or a shard may take before the test gives up on it (and kills it).
 const RUN_DEADLINE: Duration = Duration::from_secs(240);
-
-/// The two tests take turns: each loads both cores (a cluster and a job, or 40,000
-/// connections), and the shards' common start must not wait on the other test.
-static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
-fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
-    ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner())
-}
 
 /// The opt-outs of the two tests that need root and system packages: set to 1, a machine that
 /// lacks them skips the test, saying so; unset, the test fails there (it did not run).
@@ -126,7 +118,8 @@ fn a_two_task_slurm_job_merges_into_the_one_host_run_of_its_plan() {
     if !machine_has("the Slurm test", &programs, SKIP_SLURM) {
         return;
     }
-    let _turn = one_at_a_time();
+    // It loads both cores (a cluster and a job): it runs alone, as the other tests do not.
+    let _alone = alone();
     let work = report_dir("slurm-job");
     std::fs::create_dir_all(&work).unwrap();
     let cluster = Cluster::start(work.join("cluster"));
@@ -153,7 +146,7 @@ fn a_two_task_slurm_job_merges_into_the_one_host_run_of_its_plan() {
     let child = sbatch
         .env("SLURM_CONF", cluster.conf())
         .env("CONFIG", &plan)
-        .env("LOADGEN", BIN)
+        .env("LOADGEN", bin_path())
         .env("OUT", &job_out)
         .env("START_DELAY_S", "5")
         .args(["--wait", "--ntasks=2", "--ntasks-per-node=2", "--time=10"])
@@ -287,7 +280,7 @@ fn port_test_args(url: &str, workers: usize, dir: &Path) -> Vec<String> {
 
 fn in_namespace(namespace: &str, args: &[String]) -> Command {
     let mut cmd = Command::new("ip");
-    cmd.args(["netns", "exec", namespace, BIN]).args(args);
+    cmd.args(["netns", "exec", namespace, bin_path()]).args(args);
     for var in ENGINE_VARS {
         cmd.env_remove(var);
     }
@@ -300,7 +293,9 @@ fn forty_thousand_connections_to_one_address_need_two_shards_in_their_own_namesp
     if !machine_has("the network-namespace test", &["ip"], SKIP_NETNS) {
         return;
     }
-    let _turn = one_at_a_time();
+    // 40,000 connections load both cores, and the shards' common start must not wait on
+    // another test: it runs alone.
+    let _alone = alone();
     let ns = Namespaces::create(2);
     // 40,000 connections over 4 stub processes (SO_REUSEPORT spreads them unevenly) and 2
     // workers per shard: 10,000 descriptors a process, under a 20,000 hard limit.

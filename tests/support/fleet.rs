@@ -36,7 +36,7 @@ impl StubFleet {
     pub fn start_under(wrap: &[&str], host: &str, count: usize) -> StubFleet {
         let mut fleet = StubFleet { children: Vec::new(), host: host.to_string(), port: 0 };
         for _ in 0..count {
-            let binary = super::BIN;
+            let binary = super::bin_path();
             let mut cmd = match wrap.split_first() {
                 Some((program, args)) => {
                     let mut cmd = Command::new(program);

@@ -1,7 +1,7 @@
 //! What the integration tests share, defined once: the binary and the project's files, the
 //! folders a test writes in, stubs, runs and their output. The submodules hold the larger
-//! pieces: a run started under watch, a fleet of stub processes, a stamping server, and what a
-//! run leaves in its report directory.
+//! pieces: the gate for tests that need the machine alone, a run started under watch, a fleet
+//! of stub processes, a stamping server, and what a run leaves in its report directory.
 
 use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
@@ -11,22 +11,28 @@ use std::time::{Duration, Instant};
 use loadgen_stubs::{StubConfig, StubKind, StubServer};
 
 pub mod fleet;
+pub mod gate;
 pub mod report_files;
 pub mod stamps;
 pub mod watch;
 
+pub use gate::alone;
 pub use report_files::{
     check_accounting, check_terminal_events, idx_map, isl_total, read_json, report_txt, summary,
     tally_events, unparsable_json,
 };
 pub use watch::{alive, children_of, reap_leftovers, signal, state, Watched};
 
-/// The `llm-loadgen` binary under test, as a path.
-pub const BIN: &str = env!("CARGO_BIN_EXE_llm-loadgen");
-
-/// The `llm-loadgen` binary under test.
+/// The `llm-loadgen` binary under test, to run (and the test joins the shared side of `gate`).
 pub fn bin() -> Command {
-    Command::new(BIN)
+    Command::new(bin_path())
+}
+
+/// The binary's path, for a test that starts it through another program (`sh`, `unshare`,
+/// `tmux`, `ip netns exec`, Slurm); like `bin()`, it puts the test on the shared side of `gate`.
+pub fn bin_path() -> &'static str {
+    gate::share();
+    env!("CARGO_BIN_EXE_llm-loadgen")
 }
 
 /// The project's root folder (the root package's manifest directory).
@@ -140,8 +146,10 @@ pub fn check_golden(rel: &str, actual: &[u8]) {
     }
 }
 
-/// A stub server on 127.0.0.1 port 0, configured by `configure`; stopped when dropped.
+/// A stub server on 127.0.0.1 port 0, configured by `configure`; stopped when dropped. The test
+/// joins the shared side of `gate`: the stub serves a run's load.
 pub fn stub(kind: StubKind, configure: impl FnOnce(&mut StubConfig)) -> StubServer {
+    gate::share();
     let mut cfg = StubConfig::new(kind);
     configure(&mut cfg);
     StubServer::start(cfg).expect("the stub starts")
