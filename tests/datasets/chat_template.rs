@@ -4,7 +4,7 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::support::{assets, bin, dataset, isl_total, report_dir, run, show, stderr, stub};
+use crate::support::{assets, dataset, isl_total, report_dir, show, stderr, stub, Run};
 use loadgen_stubs::StubKind;
 
 /// Rows of the messages dataset: (role, content) per message.
@@ -64,15 +64,15 @@ fn chatml_isl_total() -> u64 {
     CONVERSATIONS.iter().map(|c| per_conv(c)).sum()
 }
 
-fn bench_args(url: &str, dir: &Path, data: &str, samples: usize) -> Vec<String> {
-    let samples = samples.to_string();
-    let args = ["benchmark", "offline", "--endpoints", url, "--model", "test-model"];
-    let mut args: Vec<String> = args.iter().map(|s| s.to_string()).collect();
-    let rest = ["--dataset", data, "--num-samples", &samples, "--workers", "1"];
-    args.extend(rest.iter().map(|s| s.to_string()));
-    args.extend(["--max-connections".into(), "4".into(), "--report-dir".into()]);
-    args.push(dir.display().to_string());
-    args
+/// `samples` rows of `data` offline against `url` for `model`: one worker, 4 connections.
+fn bench_for(model: &str, url: &str, dir: &Path, data: &str, samples: usize) -> Run {
+    let run = Run::offline(url, dir).model(model).dataset_from(data);
+    run.samples(samples as u64).workers(1).connections(4)
+}
+
+/// `bench_for` the model `test-model`.
+fn bench(url: &str, dir: &Path, data: &str, samples: usize) -> Run {
+    bench_for("test-model", url, dir, data, samples)
 }
 
 /// A tokenizer folder with `chat_template.jinja` (and a stale template in its
@@ -86,22 +86,20 @@ fn messages_isl_is_counted_with_chat_template_jinja_and_the_flag() {
     assert_ne!(jinja_isl_total(), chatml_isl_total(), "the two templates must differ");
 
     let dir = report_dir("tpl-jinja-folder");
-    let mut args = bench_args(&server.url(), &dir, &data, rows);
-    args.extend(["--tokenizer".into(), tokenizer("char_jinja")]);
-    assert_eq!(run(&args).status.code(), Some(0));
+    let out =
+        bench(&server.url(), &dir, &data, rows).tokenizer_from(&tokenizer("char_jinja")).run();
+    assert_eq!(out.status.code(), Some(0));
     assert_eq!(isl_total(&dir), jinja_isl_total());
 
     let dir = report_dir("tpl-chatml-folder");
-    let mut args = bench_args(&server.url(), &dir, &data, rows);
-    args.extend(["--tokenizer".into(), tokenizer("char_chat")]);
-    assert_eq!(run(&args).status.code(), Some(0));
+    let out = bench(&server.url(), &dir, &data, rows).tokenizer_from(&tokenizer("char_chat")).run();
+    assert_eq!(out.status.code(), Some(0));
     assert_eq!(isl_total(&dir), chatml_isl_total());
 
     let dir = report_dir("tpl-flag");
-    let mut args = bench_args(&server.url(), &dir, &data, rows);
-    args.extend(["--tokenizer".into(), tokenizer("char_chat")]);
-    args.extend(["--chat-template".into(), jinja_file()]);
-    assert_eq!(run(&args).status.code(), Some(0));
+    let run = bench(&server.url(), &dir, &data, rows).tokenizer_from(&tokenizer("char_chat"));
+    let out = run.arg("--chat-template").arg(jinja_file()).run();
+    assert_eq!(out.status.code(), Some(0));
     assert_eq!(isl_total(&dir), jinja_isl_total(), "--chat-template replaces char_chat's");
 }
 
@@ -112,9 +110,8 @@ fn messages_isl_is_counted_with_chat_template_jinja_and_the_flag() {
 fn text_prompts_on_chat_get_one_note_with_the_template_tokens() {
     let server = stub(StubKind::Echo, |_| {});
     let dir = report_dir("tpl-note-chat");
-    let mut args = bench_args(&server.url(), &dir, &dataset(), 20);
-    args.extend(["--tokenizer".into(), tokenizer("char_jinja")]);
-    let out = run(&args);
+    let out =
+        bench(&server.url(), &dir, &dataset(), 20).tokenizer_from(&tokenizer("char_jinja")).run();
     assert_eq!(out.status.code(), Some(0));
     let err = stderr(&out);
     let notes: Vec<&str> = err.lines().filter(|l| l.contains("/v1/chat/completions")).collect();
@@ -124,19 +121,15 @@ fn text_prompts_on_chat_get_one_note_with_the_template_tokens() {
     assert!(notes[0].contains("chat_template.jinja"), "{}", notes[0]);
 
     let dir = report_dir("tpl-note-plain");
-    let mut args = bench_args(&server.url(), &dir, &dataset(), 20);
-    args.extend(["--tokenizer".into(), tokenizer("char")]);
-    let out = run(&args);
+    let out = bench(&server.url(), &dir, &dataset(), 20).tokenizer_from(&tokenizer("char")).run();
     assert_eq!(out.status.code(), Some(0));
     let err = stderr(&out);
     assert!(err.contains("leaves that template out"), "no template, no number: {err}");
     assert!(!err.contains("tokens per request"), "{err}");
 
     let dir = report_dir("tpl-note-completions");
-    let mut args = bench_args(&server.url(), &dir, &dataset(), 20);
-    args.extend(["--tokenizer".into(), tokenizer("char_jinja")]);
-    args.extend(["--api-type".into(), "openai_completions".into()]);
-    let out = run(&args);
+    let run = bench(&server.url(), &dir, &dataset(), 20).tokenizer_from(&tokenizer("char_jinja"));
+    let out = run.args(["--api-type", "openai_completions"]).run();
     assert_eq!(out.status.code(), Some(0));
     assert!(!stderr(&out).contains("chat template"), "{}", stderr(&out));
 }
@@ -160,11 +153,9 @@ fn hf_cache_snapshot_chat_template_jinja_is_used() {
     let server = stub(StubKind::Echo, |_| {});
     let dir = report_dir("tpl-hf");
     let data = messages_dataset("tpl-hf-messages");
-    let mut args = bench_args(&server.url(), &dir, &data, CONVERSATIONS.len());
-    let at = args.iter().position(|a| a == "test-model").unwrap();
-    args[at] = "org/tiny-chat".into();
-    args.push("-v".into());
-    let out = bin().args(&args).env("HF_HUB_CACHE", &hub).env_remove("HF_HOME").output().unwrap();
+    let run = bench_for("org/tiny-chat", &server.url(), &dir, &data, CONVERSATIONS.len());
+    let mut cmd = run.arg("-v").command();
+    let out = cmd.env("HF_HUB_CACHE", &hub).env_remove("HF_HOME").output().unwrap();
     show(&out);
     let _ = std::fs::remove_dir_all(&hub);
     assert_eq!(out.status.code(), Some(0));
@@ -184,10 +175,8 @@ fn a_bad_chat_template_file_is_refused_naming_it() {
     let server = stub(StubKind::Echo, |_| {});
     for file in [&broken, &missing] {
         let dir = report_dir("tpl-bad");
-        let mut args = bench_args(&server.url(), &dir, &dataset(), 5);
-        args.extend(["--tokenizer".into(), tokenizer("char")]);
-        args.extend(["--chat-template".into(), file.display().to_string()]);
-        let out = run(&args);
+        let run = bench(&server.url(), &dir, &dataset(), 5).tokenizer_from(&tokenizer("char"));
+        let out = run.arg("--chat-template").arg(file.display().to_string()).run();
         assert_eq!(out.status.code(), Some(3), "{}", file.display());
         let err = stderr(&out);
         assert!(err.contains(&file.display().to_string()), "{err}");

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::process::Output;
 use std::sync::Arc;
 
-use crate::support::{char_tokenizer, check_accounting, isl_total, report_dir, run, Scratch};
+use crate::support::{check_accounting, isl_total, report_dir, Run, Scratch};
 use arrow_array::{ArrayRef, Int32Array, ListArray, RecordBatch, StringArray};
 use arrow_schema::{DataType, Field};
 
@@ -32,12 +32,9 @@ fn write_parquet(path: &Path, batch: &RecordBatch) {
 
 /// `benchmark offline` on null:// with the char tokenizer (client ISL = characters sent).
 fn null_run(name: &str, dataset: &str) -> (Output, PathBuf) {
-    let dir = report_dir(name);
-    let d = dir.display().to_string();
-    let tok = char_tokenizer();
-    let args = ["benchmark", "offline", "--endpoints", "null://", "--dataset", dataset];
-    let rest = ["--num-samples", "30", "--tokenizer", &tok, "-v", "--report-dir", &d];
-    (run(args.iter().chain(rest.iter())), dir)
+    let run = Run::offline("null://", &report_dir(name)).dataset_from(dataset).samples(30);
+    let ran = run.tokenizer().arg("-v").run();
+    (ran.output, ran.dir)
 }
 
 #[test]

@@ -3,7 +3,7 @@
 
 use std::path::Path;
 
-use crate::support::{assets, dataset, report_dir, report_txt, run, stub, summary};
+use crate::support::{assets, report_dir, report_txt, stub, summary, Ran, Run};
 use loadgen_coordinator::cpu::{cores_available, CpuPlan};
 use loadgen_stubs::StubKind;
 
@@ -20,29 +20,10 @@ fn stub_answer_tokens() -> u64 {
     tok.encode("x".repeat(160), false).expect("it encodes").len() as u64
 }
 
-fn streaming_run(dir: &Path, url: &str, extra: &[&str]) -> std::process::Output {
-    let samples = SAMPLES.to_string();
-    let mut args = vec![
-        "benchmark",
-        "offline",
-        "--endpoints",
-        url,
-        "--model",
-        "test-model",
-        "--streaming",
-        "on",
-        "--num-samples",
-        &samples,
-        "--workers",
-        "1",
-        "--max-connections",
-        "16",
-        "--tokenizer",
-    ];
-    let (tok, data, dir_s) = (bpe_tokenizer(), dataset(), dir.display().to_string());
-    args.extend([tok.as_str(), "--dataset", &data, "--report-dir", &dir_s]);
-    args.extend(extra);
-    run(&args)
+fn streaming_run(dir: &Path, url: &str, extra: &[&str]) -> Ran {
+    let run = Run::offline(url, dir).model("test-model").streaming(true).samples(SAMPLES);
+    let run = run.workers(1).connections(16).tokenizer_from(&bpe_tokenizer()).dataset();
+    run.args(extra).run()
 }
 
 /// The snapshot's series `name`: (count, min, max).

@@ -4,21 +4,14 @@
 
 use std::time::{Duration, Instant};
 
-use crate::support::{alone, report_dir, report_txt, run, show, stub, summary};
+use crate::support::{alone, report_dir, report_txt, run, show, stub, summary, Run};
 use loadgen_stubs::{DelayFault, StubKind};
 use serde_json::Value;
 
-/// The common flags of a one-worker offline run of `samples` over `urls`.
-fn args(urls: &[String], samples: u32, connections: u32, dir: &std::path::Path) -> Vec<String> {
-    let mut args: Vec<String> = ["benchmark", "offline", "--model", "m", "--workers", "1"]
-        .iter()
-        .map(|s| s.to_string())
-        .collect();
-    args.extend(["--endpoints".into(), urls.join(",")]);
-    args.extend(["--num-samples".into(), samples.to_string()]);
-    args.extend(["--max-connections".into(), connections.to_string()]);
-    args.extend(["--report-dir".into(), dir.display().to_string()]);
-    args
+/// A one-worker offline run of `samples` over `urls` on `connections` connections.
+fn bench(urls: &[String], samples: u64, connections: u32, dir: &std::path::Path) -> Run {
+    let run = Run::offline(&urls.join(","), dir).model("m").workers(1);
+    run.samples(samples).connections(connections)
 }
 
 /// The summary's entry for endpoint `e`, and one of its counts.
@@ -35,7 +28,7 @@ fn one_worker_splits_its_samples_over_two_endpoints_and_counts_each_as_its_stub_
     let b = stub(StubKind::Echo, |_| {});
     let urls = [a.url(), b.url()];
     let dir = report_dir("multi-split");
-    let out = run(args(&urls, 400, 8, &dir));
+    let out = bench(&urls, 400, 8, &dir).run();
     assert_eq!(out.status.code(), Some(0));
     let s = summary(&dir);
     assert_eq!(s["n_samples_completed"], 400);
@@ -72,7 +65,7 @@ fn one_worker_splits_its_samples_over_two_endpoints_and_counts_each_as_its_stub_
 fn a_single_endpoint_run_lists_it_once_with_the_totals_and_no_report_section() {
     let a = stub(StubKind::Echo, |_| {});
     let dir = report_dir("multi-single");
-    let out = run(args(&[a.url()], 50, 4, &dir));
+    let out = bench(&[a.url()], 50, 4, &dir).run();
     assert_eq!(out.status.code(), Some(0));
     let s = summary(&dir);
     assert_eq!(s["endpoints"].as_array().map(Vec::len), Some(1));
@@ -89,7 +82,7 @@ fn an_endpoint_dead_at_the_start_is_a_setup_error_naming_it() {
     let dead = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
     let dead_url = format!("http://{dead}");
     let dir = report_dir("multi-dead-at-start");
-    let out = run(args(&[live.url(), dead_url.clone()], 20, 4, &dir));
+    let out = bench(&[live.url(), dead_url.clone()], 20, 4, &dir).run();
     assert_eq!(out.status.code(), Some(3));
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains(&format!("endpoint {dead_url}: cannot connect to {dead}")), "{stderr}");
@@ -140,8 +133,8 @@ fn an_endpoint_killed_mid_run_counts_its_failures_under_it_and_the_other_succeed
     let b = stub(StubKind::Echo, delay);
     let urls = [a.url(), b.url()];
     let dir = report_dir("multi-killed-mid-run");
-    let mut child = crate::support::bin()
-        .args(args(&urls, 2000, 8, &dir))
+    let mut child = bench(&urls, 2000, 8, &dir)
+        .command()
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .spawn()
@@ -195,7 +188,7 @@ fn a_two_endpoint_run_names_each_samples_endpoint_and_rebuilds_byte_for_byte() {
     });
     let urls = [a.url(), b.url()];
     let dir = report_dir("multi-rebuild");
-    let out = run(args(&urls, 200, 4, &dir));
+    let out = bench(&urls, 200, 4, &dir).run();
     assert_eq!(out.status.code(), Some(0));
     let s = summary(&dir);
     assert!(count(&s, 1, "n_samples_failed") > 0, "{}", s["endpoints"]);
@@ -233,7 +226,7 @@ fn a_two_endpoint_log_without_endpoints_is_refused_by_report_and_read_by_early_s
     let a = stub(StubKind::Echo, |_| {});
     let b = stub(StubKind::Echo, |_| {});
     let dir = report_dir("multi-old-log");
-    let out = run(args(&[a.url(), b.url()], 40, 2, &dir));
+    let out = bench(&[a.url(), b.url()], 40, 2, &dir).run();
     assert_eq!(out.status.code(), Some(0));
     // As a log written before the lines named their endpoint.
     let events = std::fs::read_to_string(dir.join("events.jsonl")).unwrap();

@@ -8,7 +8,7 @@ use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
-use crate::support::{alone, bin, char_tokenizer, dataset, report_dir, run, show, stub};
+use crate::support::{alone, bin, report_dir, show, stub, Run};
 use loadgen_stubs::StubKind;
 
 /// The stub's first-chunk delay in the shared run.
@@ -25,20 +25,9 @@ const MEDIAN: &str = "#17BECF";
 const POINTS: &str = "#8C564B";
 const GUIDE: &str = "#7F7F7F";
 
-fn bench_args(url: &str, dir: &Path, extra: &[&str]) -> Vec<String> {
-    let common = [
-        "--endpoints",
-        url,
-        "--model",
-        "test-model",
-        "--dataset",
-        &dataset(),
-        "--workers",
-        "1",
-        "--report-dir",
-        dir.to_str().unwrap(),
-    ];
-    extra.iter().chain(common.iter()).map(|s| s.to_string()).collect()
+/// `benchmark MODE…` of the 1,000-prompt dataset against `url` by one worker.
+fn bench(mode: &[&str], url: &str, dir: &Path) -> Run {
+    Run::benchmark(mode, url, dir).model("test-model").dataset().workers(1)
 }
 
 /// A streamed Poisson run against the variable stub (30 ms to the first chunk, 1 ms a
@@ -62,22 +51,9 @@ fn streamed_run() -> &'static Path {
             c.variable.output_len_spread = 0.3;
         });
         let dir = report_dir("plot-streamed");
-        let samples = SAMPLES.to_string();
-        let poisson = [
-            "benchmark",
-            "online",
-            "--load-pattern",
-            "poisson",
-            "--target-qps",
-            "100",
-            "--num-samples",
-            &samples,
-            "--streaming",
-            "on",
-            "--tokenizer",
-            &char_tokenizer(),
-        ];
-        let out = run(bench_args(&server.url(), &dir, &poisson));
+        let poisson = ["online", "--load-pattern", "poisson", "--target-qps", "100"];
+        let run = bench(&poisson, &server.url(), &dir).samples(SAMPLES);
+        let out = run.streaming(true).tokenizer().run();
         assert_eq!(out.status.code(), Some(0), "the benchmark runs");
         dir
     })
@@ -288,17 +264,9 @@ fn a_run_that_does_not_stream_skips_ttft_tpot_and_itl_with_a_note() {
         c.variable.output_len_mean = 20.0;
     });
     let dir = report_dir("plot-offline");
-    let offline = [
-        "benchmark",
-        "offline",
-        "--num-samples",
-        "50",
-        "--streaming",
-        "off",
-        "--tokenizer",
-        &char_tokenizer(),
-    ];
-    assert_eq!(run(bench_args(&server.url(), &dir, &offline)).status.code(), Some(0));
+    let out =
+        bench(&["offline"], &server.url(), &dir).samples(50).streaming(false).tokenizer().run();
+    assert_eq!(out.status.code(), Some(0));
     let (code, _, stderr) = plot(&dir, &["--format", "svg"]);
     assert_eq!(code, Some(0));
     let plots = dir.join("plots");
@@ -320,22 +288,10 @@ fn without_server_usage_there_is_no_osl_scatter() {
         c.stream_interval = 4;
     });
     let dir = report_dir("plot-no-usage");
-    let closed = [
-        "benchmark",
-        "online",
-        "--load-pattern",
-        "concurrency",
-        "--concurrency",
-        "4",
-        "--num-samples",
-        "40",
-        "--streaming",
-        "on",
-        "--no-stream-include-usage",
-        "--tokenizer",
-        &char_tokenizer(),
-    ];
-    assert_eq!(run(bench_args(&server.url(), &dir, &closed)).status.code(), Some(0));
+    let closed = ["online", "--load-pattern", "concurrency", "--concurrency", "4"];
+    let run = bench(&closed, &server.url(), &dir).samples(40).streaming(true);
+    let out = run.arg("--no-stream-include-usage").tokenizer().run();
+    assert_eq!(out.status.code(), Some(0));
     let (code, _, stderr) = plot(&dir, &["--format", "svg"]);
     assert_eq!(code, Some(0));
     assert!(dir.join("plots/ttft.svg").exists() && dir.join("plots/tpot.svg").exists());
@@ -471,8 +427,8 @@ fn a_run_without_a_tokenizer_and_streams_in_one_read_says_both() {
     // The max-throughput stub writes each whole stream at once: the client reads it in one go.
     let server = stub(StubKind::MaxThroughput, |_| {});
     let dir = report_dir("plot-one-read");
-    let offline = ["benchmark", "offline", "--num-samples", "60", "--streaming", "on"];
-    assert_eq!(run(bench_args(&server.url(), &dir, &offline)).status.code(), Some(0));
+    let out = bench(&["offline"], &server.url(), &dir).samples(60).streaming(true).run();
+    assert_eq!(out.status.code(), Some(0));
     let summary = crate::support::summary(&dir);
     let (multi, one_read) =
         (summary["n_streams_multi_chunk"].as_u64(), summary["n_streams_in_one_read"].as_u64());
@@ -510,8 +466,8 @@ fn the_percentile_curve_passes_through_the_percentiles_its_axis_names() {
         c.variable.output_len_mean = 12.0;
     });
     let dir = report_dir("plot-curve");
-    let offline = ["benchmark", "offline", "--num-samples", "100", "--streaming", "on"];
-    assert_eq!(run(bench_args(&server.url(), &dir, &offline)).status.code(), Some(0));
+    let out = bench(&["offline"], &server.url(), &dir).samples(100).streaming(true).run();
+    assert_eq!(out.status.code(), Some(0));
     let (code, _, _) = plot(&dir, &["--format", "svg"]);
     assert_eq!(code, Some(0));
     let text = svg(&dir.join("plots/ttft.svg"));

@@ -4,35 +4,13 @@
 
 use std::path::Path;
 
-use crate::support::{char_tokenizer, dataset, report_dir, run, stub, summary};
+use crate::support::{report_dir, stub, summary, Run};
 use loadgen_stubs::StubKind;
 
-fn args(url: &str, dir: &Path, streaming: &str) -> Vec<String> {
-    [
-        "benchmark",
-        "offline",
-        "--endpoints",
-        url,
-        "--model",
-        "test-model",
-        "--dataset",
-        &dataset(),
-        "--num-samples",
-        "200",
-        "--workers",
-        "1",
-        "--max-connections",
-        "8",
-        "--tokenizer",
-        &char_tokenizer(),
-        "--streaming",
-        streaming,
-        "--report-dir",
-        dir.to_str().unwrap(),
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .collect()
+/// 200 samples offline against `url`, streamed or not: one worker, 8 connections.
+fn bench(url: &str, dir: &Path, streaming: bool) -> Run {
+    let run = Run::offline(url, dir).model("test-model").dataset().samples(200);
+    run.workers(1).connections(8).tokenizer().streaming(streaming)
 }
 
 fn events(dir: &Path) -> Vec<serde_json::Value> {
@@ -52,7 +30,7 @@ fn a_bursting_server_is_named_and_every_gap_recomputes_from_the_event_log() {
     // The echo stub streams 10 characters a chunk and writes each whole response at once.
     let server = stub(StubKind::Echo, |c| c.stream_interval = 10);
     let dir = report_dir("chunks-burst");
-    let out = run(args(&server.url(), &dir, "on"));
+    let out = bench(&server.url(), &dir, true).run();
     assert_eq!(out.status.code(), Some(0));
     let mut n_chunks_total = 0u64;
     let mut gaps = Vec::new();
@@ -90,7 +68,7 @@ fn a_bursting_server_is_named_and_every_gap_recomputes_from_the_event_log() {
 fn a_run_that_does_not_stream_has_no_chunk_timing() {
     let server = stub(StubKind::Echo, |_| {});
     let dir = report_dir("chunks-off");
-    let out = run(args(&server.url(), &dir, "off"));
+    let out = bench(&server.url(), &dir, false).run();
     assert_eq!(out.status.code(), Some(0));
     let completes: Vec<_> =
         events(&dir).into_iter().filter(|e| e["event_type"] == "sample.complete").collect();

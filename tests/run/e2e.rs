@@ -3,32 +3,19 @@
 use std::path::{Path, PathBuf};
 use std::process::Output;
 
-use crate::support::{bin, char_tokenizer, dataset, report_dir, report_txt, run, stub, summary};
+use crate::support::{report_dir, report_txt, run, stub, summary, Ran, Run};
 use loadgen_stubs::{StatusFault, StubKind, UsageFault};
 
-fn base_args<'a>(url: &'a str, dir: &'a Path, samples: &'a str) -> Vec<String> {
-    vec![
-        "benchmark".into(),
-        "offline".into(),
-        "--endpoints".into(),
-        url.into(),
-        "--model".into(),
-        "test-model".into(),
-        "--dataset".into(),
-        dataset(),
-        "--num-samples".into(),
-        samples.into(),
-        "--workers".into(),
-        "1".into(),
-        "--max-connections".into(),
-        "16".into(),
-        "--report-dir".into(),
-        dir.display().to_string(),
-    ]
+/// `samples` of the 1,000-prompt dataset offline against `url` by `workers` workers on 16
+/// connections.
+fn offline_by(url: &str, dir: &Path, samples: u64, workers: u32) -> Run {
+    let run = Run::offline(url, dir).model("test-model").dataset().samples(samples);
+    run.workers(workers).connections(16)
 }
 
-fn run_strings(args: &[String]) -> Output {
-    run(args)
+/// `offline_by` one worker.
+fn offline(url: &str, dir: &Path, samples: u64) -> Run {
+    offline_by(url, dir, samples, 1)
 }
 
 #[test]
@@ -36,9 +23,7 @@ fn echo_stub_streaming_run_pairs_client_and_server_counts_exactly() {
     let server = stub(StubKind::Echo, |_| {});
     let dir = report_dir("echo-stream");
     let url = server.url();
-    let mut args = base_args(&url, &dir, "1000");
-    args.extend(["--tokenizer".into(), char_tokenizer(), "--streaming".into(), "on".into()]);
-    let out = run_strings(&args);
+    let out = offline(&url, &dir, 1000).tokenizer().streaming(true).run();
     assert_eq!(out.status.code(), Some(0));
     let s = summary(&dir);
     assert_eq!(s["n_samples_issued"], 1000);
@@ -76,20 +61,11 @@ fn server_primary_reports_the_same_numbers_with_names_swapped() {
     let server = stub(StubKind::Echo, |_| {});
     let url = server.url();
     let client_dir = report_dir("basis-client");
-    let mut args = base_args(&url, &client_dir, "300");
-    args.extend(["--tokenizer".into(), char_tokenizer(), "--streaming".into(), "on".into()]);
-    assert_eq!(run_strings(&args).status.code(), Some(0));
+    let out = offline(&url, &client_dir, 300).tokenizer().streaming(true).run();
+    assert_eq!(out.status.code(), Some(0));
     let server_dir = report_dir("basis-server");
-    let mut args = base_args(&url, &server_dir, "300");
-    args.extend([
-        "--tokenizer".into(),
-        char_tokenizer(),
-        "--streaming".into(),
-        "on".into(),
-        "--token-count-source".into(),
-        "server".into(),
-    ]);
-    assert_eq!(run_strings(&args).status.code(), Some(0));
+    let run = offline(&url, &server_dir, 300).tokenizer().streaming(true);
+    assert_eq!(run.args(["--token-count-source", "server"]).run().status.code(), Some(0));
     let c = summary(&client_dir);
     let s = summary(&server_dir);
     assert_eq!(s["token_count_source"], "server");
@@ -113,9 +89,7 @@ fn bad_usage_values_count_as_missing_and_the_run_completes() {
         let server = stub(StubKind::Echo, |c| c.faults.usage = Some(fault));
         let dir = report_dir(&format!("bad-usage-{fault:?}"));
         let url = server.url();
-        let mut args = base_args(&url, &dir, "50");
-        args.extend(["--tokenizer".into(), char_tokenizer(), "--streaming".into(), "on".into()]);
-        let out = run_strings(&args);
+        let out = offline(&url, &dir, 50).tokenizer().streaming(true).run();
         assert_eq!(out.status.code(), Some(0), "fault {fault:?}");
         let s = summary(&dir);
         assert_eq!(s["n_samples_failed"], 0, "fault {fault:?}");
@@ -129,16 +103,8 @@ fn usage_withheld_under_a_server_primary_exits_4_saying_why() {
     let server = stub(StubKind::Echo, |c| c.faults.usage = Some(UsageFault::Missing));
     let dir = report_dir("server-missing");
     let url = server.url();
-    let mut args = base_args(&url, &dir, "40");
-    args.extend([
-        "--tokenizer".into(),
-        char_tokenizer(),
-        "--streaming".into(),
-        "on".into(),
-        "--token-count-source".into(),
-        "server".into(),
-    ]);
-    let out = run_strings(&args);
+    let run = offline(&url, &dir, 40).tokenizer().streaming(true);
+    let out = run.args(["--token-count-source", "server"]).run();
     assert_eq!(out.status.code(), Some(4));
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("usage"), "the message says why: {stderr}");
@@ -150,9 +116,7 @@ fn max_throughput_stub_non_streaming_run_completes_every_sample() {
     let server = stub(StubKind::MaxThroughput, |_| {});
     let dir = report_dir("maxtp-nonstream");
     let url = server.url();
-    let mut args = base_args(&url, &dir, "5000");
-    args.extend(["--streaming".into(), "off".into()]);
-    let out = run_strings(&args);
+    let out = offline(&url, &dir, 5000).streaming(false).run();
     assert_eq!(out.status.code(), Some(0));
     let s = summary(&dir);
     assert_eq!(s["n_samples_completed"], 5000);
@@ -186,7 +150,7 @@ fn every_request_failing_exits_4_nothing_measured() {
     });
     let dir = report_dir("all-fail");
     let url = server.url();
-    let out = run_strings(&base_args(&url, &dir, "100"));
+    let out = offline(&url, &dir, 100).run();
     assert_eq!(out.status.code(), Some(4));
     let s = summary(&dir);
     assert_eq!(s["n_samples_failed"], 100);
@@ -202,7 +166,7 @@ fn some_failures_still_exit_0_and_are_counted() {
     });
     let dir = report_dir("some-fail");
     let url = server.url();
-    let out = run_strings(&base_args(&url, &dir, "1000"));
+    let out = offline(&url, &dir, 1000).run();
     assert_eq!(out.status.code(), Some(0));
     assert_eq!(summary(&dir)["n_samples_failed"], 100);
 }
@@ -213,7 +177,7 @@ fn an_unreachable_endpoint_is_a_setup_error() {
     let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
     let dir = report_dir("unreachable");
     let url = format!("http://127.0.0.1:{port}");
-    let out = run_strings(&base_args(&url, &dir, "10"));
+    let out = offline(&url, &dir, 10).run();
     assert_eq!(out.status.code(), Some(3));
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains(&url), "the message names the endpoint: {stderr}");
@@ -225,9 +189,7 @@ fn echo_run_counts_isl_equal_to_osl_and_positive_timings() {
     let server = stub(StubKind::Echo, |_| {});
     let dir = report_dir("echo-isl-osl");
     let url = server.url();
-    let mut args = base_args(&url, &dir, "300");
-    args.extend(["--tokenizer".into(), char_tokenizer(), "--streaming".into(), "on".into()]);
-    assert_eq!(run_strings(&args).status.code(), Some(0));
+    assert_eq!(offline(&url, &dir, 300).tokenizer().streaming(true).run().status.code(), Some(0));
     let s = summary(&dir);
     // The echo stub answers with the prompt: every sample's ISL equals its OSL, so the two
     // distributions are identical in every statistic.
@@ -242,13 +204,10 @@ fn echo_run_counts_isl_equal_to_osl_and_positive_timings() {
 fn record_counts_are_exact_with_1_2_and_4_workers() {
     let server = stub(StubKind::MaxThroughput, |c| c.workers = 2);
     let url = server.url();
-    for workers in ["1", "2", "4"] {
+    for workers in [1, 2, 4] {
         let dir = report_dir(&format!("workers-{workers}"));
-        let mut args = base_args(&url, &dir, "3000");
-        let at = args.iter().position(|a| a == "--workers").unwrap();
-        args[at + 1] = workers.into();
-        args.extend(["--streaming".into(), "on".into()]);
-        assert_eq!(run_strings(&args).status.code(), Some(0), "{workers} workers");
+        let out = offline_by(&url, &dir, 3000, workers).streaming(true).run();
+        assert_eq!(out.status.code(), Some(0), "{workers} workers");
         let s = summary(&dir);
         assert_eq!(s["n_samples_issued"], 3000, "{workers} workers");
         assert_eq!(s["n_samples_completed"], 3000, "{workers} workers");
@@ -271,7 +230,7 @@ fn record_counts_are_exact_with_1_2_and_4_workers() {
                 serde_json::from_str::<serde_json::Value>(l).unwrap()["worker_id"].as_u64().unwrap()
             })
             .collect();
-        assert_eq!(used.len(), workers.parse::<usize>().unwrap(), "every worker answered");
+        assert_eq!(used.len(), workers as usize, "every worker answered");
     }
 }
 
@@ -280,10 +239,8 @@ fn the_epoll_driver_gives_the_same_counts() {
     let server = stub(StubKind::Echo, |_| {});
     let dir = report_dir("epoll");
     let url = server.url();
-    let mut args = base_args(&url, &dir, "500");
-    args.extend(["--tokenizer".into(), char_tokenizer(), "--streaming".into(), "on".into()]);
-    let refs: Vec<&str> = args.iter().map(|s| s.as_str()).collect();
-    let out = bin().args(&refs).env("MONOIO_FORCE_LEGACY_DRIVER", "1").output().unwrap();
+    let mut cmd = offline(&url, &dir, 500).tokenizer().streaming(true).command();
+    let out = cmd.env("MONOIO_FORCE_LEGACY_DRIVER", "1").output().unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
     let s = summary(&dir);
     assert_eq!(s["n_samples_completed"], 500);
@@ -297,16 +254,8 @@ fn completions_and_sglang_streaming_and_not_pair_counts_exactly() {
     for api in ["openai_completions", "sglang"] {
         for streaming in ["on", "off"] {
             let dir = report_dir(&format!("api-{api}-{streaming}"));
-            let mut args = base_args(&url, &dir, "200");
-            args.extend([
-                "--tokenizer".into(),
-                char_tokenizer(),
-                "--api-type".into(),
-                api.into(),
-                "--streaming".into(),
-                streaming.into(),
-            ]);
-            let out = run_strings(&args);
+            let run = offline(&url, &dir, 200).tokenizer().args(["--api-type", api]);
+            let out = run.args(["--streaming", streaming]).run();
             assert_eq!(out.status.code(), Some(0), "{api} streaming {streaming}");
             let s = summary(&dir);
             assert_eq!(s["n_samples_failed"], 0, "{api} streaming {streaming}");
@@ -324,11 +273,8 @@ fn bad_usage_on_half_the_samples_makes_the_server_blocks_partial_and_nothing_els
         let other = stub(StubKind::Echo, |c| c.faults.usage = fault);
         let dir = report_dir(&format!("half-usage-{fault:?}"));
         let endpoints = format!("{},{}", good.url(), other.url());
-        let mut args = base_args(&endpoints, &dir, "400");
-        let at = args.iter().position(|a| a == "--workers").unwrap();
-        args[at + 1] = "2".into();
-        args.extend(["--tokenizer".into(), char_tokenizer(), "--streaming".into(), "on".into()]);
-        assert_eq!(run_strings(&args).status.code(), Some(0), "{fault:?}");
+        let out = offline_by(&endpoints, &dir, 400, 2).tokenizer().streaming(true).run();
+        assert_eq!(out.status.code(), Some(0), "{fault:?}");
         runs.push((fault, summary(&dir), report_txt(&dir)));
     }
     let (_, clean, _) = &runs[0];
@@ -375,8 +321,7 @@ fn a_finished_run_leaves_no_time_wait_sockets_behind() {
     let server = stub(StubKind::MaxThroughput, |_| {});
     let dir = report_dir("no-time-wait");
     let url = server.url();
-    let args = base_args(&url, &dir, "500");
-    let out = run_strings(&args);
+    let out = offline(&url, &dir, 500).run();
     assert_eq!(out.status.code(), Some(0));
     assert_eq!(summary(&dir)["n_samples_completed"], 500);
     assert_eq!(time_wait_sockets(server.addr().port()), 0, "TIME_WAIT sockets left");
@@ -389,7 +334,7 @@ fn failure_kinds_reach_the_report_files_and_the_console() {
     });
     let dir = report_dir("failure-kinds");
     let url = server.url();
-    let out = run_strings(&base_args(&url, &dir, "200"));
+    let out = offline(&url, &dir, 200).run();
     assert_eq!(out.status.code(), Some(0));
     let s = summary(&dir);
     assert_eq!(s["n_samples_failed"], 20);
@@ -444,16 +389,12 @@ fn a_url_password_is_never_printed() {
     let secrets = ["secretpw", "sk-topsecret-key", "dTpzZWNyZXRwdw=="];
     let dir = report_dir("secret");
     let url = server.url().replacen("http://", "http://u:secretpw@", 1);
-    let mut args = base_args(&url, &dir, "20");
-    args.push("-v".into());
-    let out = run_strings(&args);
+    let out = offline(&url, &dir, 20).arg("-v").run();
     assert_eq!(out.status.code(), Some(0), "the credentials become Basic auth, the run works");
     assert!(std::fs::read_to_string(dir.join("config.yaml")).unwrap().contains("<redacted>@"));
     assert_no_secret(&out, &dir, &secrets);
     let dir = report_dir("secret-key");
-    let mut args = base_args(&server.url(), &dir, "20");
-    args.extend(["-v".into(), "--api-key".into(), "sk-topsecret-key".into()]);
-    let out = run_strings(&args);
+    let out = offline(&server.url(), &dir, 20).args(["-v", "--api-key", "sk-topsecret-key"]).run();
     assert_eq!(out.status.code(), Some(0));
     assert!(std::fs::read_to_string(dir.join("config.yaml")).unwrap().contains("<redacted>"));
     assert_no_secret(&out, &dir, &secrets);
@@ -471,11 +412,11 @@ fn a_url_password_is_never_printed() {
         (format!("http://127.0.0.1:{port}"), true, 3),
     ] {
         let dir = report_dir("secret-fail");
-        let mut args = base_args(&url, &dir, "5");
+        let mut run = offline(&url, &dir, 5);
         if key {
-            args.extend(["--api-key".into(), "sk-topsecret-key".into()]);
+            run = run.args(["--api-key", "sk-topsecret-key"]);
         }
-        let out = run_strings(&args);
+        let out = run.run();
         assert_eq!(out.status.code(), Some(code), "{url}");
         assert_no_secret(&out, &dir, &secrets);
     }
@@ -536,9 +477,7 @@ fn start_auth_echo_server() -> String {
 fn an_api_key_echoed_by_the_endpoint_is_never_written() {
     let url = start_auth_echo_server();
     let dir = report_dir("secret-echo");
-    let mut args = base_args(&url, &dir, "5");
-    args.extend(["--api-key".into(), "sk-echoed-secret".into()]);
-    let out = run_strings(&args);
+    let out = offline(&url, &dir, 5).args(["--api-key", "sk-echoed-secret"]).run();
     assert_eq!(out.status.code(), Some(4), "every sample failed with 401");
     let events = std::fs::read_to_string(dir.join("events.jsonl")).unwrap();
     assert!(events.contains("bad credentials: Bearer <redacted>"), "{events}");
@@ -562,7 +501,7 @@ fn rebuild(dir: &Path, name: &str) -> (Output, PathBuf) {
 fn basic_credentials_echoed_by_the_endpoint_are_never_written() {
     let url = start_auth_echo_server().replacen("http://", "http://bob:hunter2-pw@", 1);
     let dir = report_dir("secret-echo-basic");
-    let out = run_strings(&base_args(&url, &dir, "5"));
+    let out = offline(&url, &dir, 5).run();
     assert_eq!(out.status.code(), Some(4), "every sample failed with 401");
     let events = std::fs::read_to_string(dir.join("events.jsonl")).unwrap();
     assert!(events.contains("bad credentials: Basic <redacted>"), "{events}");
@@ -582,7 +521,7 @@ fn terminal_escapes_from_the_endpoint_are_escaped_on_the_console_and_in_text_fil
         ("500 Internal Server Error", "boom \x1b]0;TITLE\x07\x1b[2J\u{202e}end".into())
     });
     let dir = report_dir("escapes");
-    let out = run_strings(&base_args(&url, &dir, "5"));
+    let out = offline(&url, &dir, 5).run();
     assert_eq!(out.status.code(), Some(4), "every sample failed with 500");
     let (again, rebuilt) = rebuild(&dir, "escapes-report");
     let shown = r"boom \x1b]0;TITLE\x07\x1b[2J\u{202e}end";
@@ -618,7 +557,7 @@ fn an_unwritable_report_file_still_prints_the_summary_and_is_named() {
     // run refuses before it starts.)
     std::fs::write(dir.join("metrics"), b"not a folder").unwrap();
     let url = server.url();
-    let out = run_strings(&base_args(&url, &dir, "300"));
+    let out = offline(&url, &dir, 300).run();
     assert_eq!(out.status.code(), Some(4));
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(stdout.contains("Samples: 300 issued, 300 completed, 0 failed"), "{stdout}");
@@ -687,8 +626,7 @@ fn a_full_filesystem_keeps_room_for_the_small_files() {
     std::fs::create_dir_all(&mount).unwrap();
     std::fs::create_dir_all(&copy).unwrap();
     let url = server.url();
-    let mut args = base_args(&url, &mount.join("r"), "2000");
-    args.insert(0, crate::support::bin_path().into());
+    let run = offline(&url, &mount.join("r"), 2000);
     // A 512 KiB tmpfs, private to the child's namespace (gone when it exits): events.jsonl
     // (about 1 MB) fills it; the report is copied out before the child ends.
     let script = "mount -t tmpfs -o size=512k tmpfs \"$1\" || exit 99; shift; copy=\"$1\"; \
@@ -698,7 +636,8 @@ fn a_full_filesystem_keeps_room_for_the_small_files() {
         .arg(mount.join("r"))
         .arg(&mount)
         .arg(&copy)
-        .args(&args)
+        .arg(crate::support::bin_path())
+        .args(run.argv())
         .output()
         .unwrap();
     crate::support::show(&out);
@@ -733,11 +672,8 @@ const RUN_FILES: [&str; 11] = [
 ];
 
 /// A quick run on null:// into `dir`.
-fn null_run(dir: &Path) -> Output {
-    let dir = dir.display().to_string();
-    let args = ["benchmark", "offline", "--endpoints", "null://", "--model", "m", "--quiet"];
-    let rest = ["--num-samples", "20", "--workers", "1", "--report-dir", dir.as_str()];
-    run(args.iter().chain(&rest))
+fn null_run(dir: &Path) -> Ran {
+    Run::offline("null://", dir).model("m").arg("--quiet").samples(20).workers(1).run()
 }
 
 /// The names under `dir` and their bytes (a link as its target's path), to see that nothing

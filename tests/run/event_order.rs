@@ -4,7 +4,7 @@
 
 use std::path::Path;
 
-use crate::support::{dataset, report_dir, run, stub};
+use crate::support::{report_dir, stub, Ran, Run};
 use loadgen_stubs::StubKind;
 
 /// (event type, timestamp) of every line, in file order.
@@ -39,30 +39,11 @@ fn assert_time_ordered(lines: &[(String, u64)]) {
     }
 }
 
-fn bench(url: &str, dir: &Path, samples: &str, pattern: &[&str]) -> std::process::Output {
-    let mut args: Vec<String> = [
-        "benchmark",
-        "from-config",
-        "--endpoints",
-        url,
-        "--model",
-        "m",
-        "--dataset",
-        &dataset(),
-        "--num-samples",
-        samples,
-        "--workers",
-        "1",
-        "--streaming",
-        "on",
-        "--report-dir",
-        dir.to_str().unwrap(),
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .collect();
-    args.splice(1..2, pattern.iter().map(|s| s.to_string()));
-    run(&args)
+/// `samples` streamed samples against `url` by one worker, `mode` (`offline …` or `online
+/// --load-pattern …`) after `benchmark`.
+fn bench(url: &str, dir: &Path, samples: u64, mode: &[&str]) -> Ran {
+    let run = Run::benchmark(mode, url, dir).model("m").dataset().samples(samples);
+    run.workers(1).streaming(true).run()
 }
 
 /// A stub whose answers take `chunk_ms` to the first of 4 chunks and between them.
@@ -86,7 +67,7 @@ fn a_concurrency_8_run_shows_8_samples_in_flight_in_line_order() {
     let server = slow_stub(100.0);
     let dir = report_dir("order-c8");
     let pattern = ["online", "--load-pattern", "concurrency", "--concurrency", "8"];
-    let out = bench(&server.url(), &dir, "24", &pattern);
+    let out = bench(&server.url(), &dir, 24, &pattern);
     assert_eq!(out.status.code(), Some(0));
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!stderr.contains("out of time order"), "{stderr}");
@@ -104,7 +85,7 @@ fn a_burst_shows_thousands_in_flight_in_line_order() {
     let dir = report_dir("order-burst");
     // Issued = handed to a worker's issue ring: 1,024 connections give rings and queues of
     // 2,048 each, so all 4,000 samples are issued before the first answers come.
-    let out = bench(&server.url(), &dir, "4000", &["offline", "--max-connections", "1024"]);
+    let out = bench(&server.url(), &dir, 4000, &["offline", "--max-connections", "1024"]);
     assert_eq!(out.status.code(), Some(0));
     let lines = lines(&dir);
     assert_time_ordered(&lines);

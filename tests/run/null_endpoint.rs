@@ -1,7 +1,7 @@
 //! The null endpoint (`null://`): a run without a network measures the client's own pipeline and
 //! still writes a complete, consistent report; `--no-events` leaves out only events.jsonl.
 
-use crate::support::{check_accounting, report_dir, run, summary};
+use crate::support::{check_accounting, report_dir, run, summary, Run};
 
 fn null_run(name: &str, extra: &[&str]) -> (std::process::Output, std::path::PathBuf) {
     null_run_as("offline", name, extra)
@@ -12,12 +12,8 @@ fn null_run_as(
     name: &str,
     extra: &[&str],
 ) -> (std::process::Output, std::path::PathBuf) {
-    let dir = report_dir(name);
-    let mut args = vec!["benchmark", mode, "--endpoints", "null://", "--report-dir"];
-    let dir_arg = dir.display().to_string();
-    args.push(&dir_arg);
-    args.extend_from_slice(extra);
-    (run(&args), dir)
+    let ran = Run::benchmark(&[mode], "null://", &report_dir(name)).args(extra).run();
+    (ran.output, ran.dir)
 }
 
 #[test]

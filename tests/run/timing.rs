@@ -12,7 +12,7 @@
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 
-use crate::support::{alone, assets, report_dir, run};
+use crate::support::{alone, report_dir, Run};
 use loadgen_stubs::{SentResponse, StubConfig, StubKind, StubServer};
 
 const TTFT_MS: f64 = 100.0;
@@ -133,34 +133,9 @@ fn timing_fidelity(pattern: &[&str], samples: &str, name: &str, tolerance: f64) 
     }
     let server = StubServer::start(cfg).expect("the stub starts");
     let dir = report_dir(name);
-    let tokenizer = assets().join("tokenizers/char");
-    let dataset =
-        format!("{},parser.prompt=text_input", assets().join("datasets/dummy_1k.jsonl").display());
-    let args: Vec<String> = [
-        "benchmark",
-        "online",
-        "--endpoints",
-        &server.url(),
-        "--model",
-        "test-model",
-        "--dataset",
-        &dataset,
-        "--report-dir",
-        dir.to_str().unwrap(),
-        "--workers",
-        "1",
-        "--num-samples",
-        samples,
-        "--streaming",
-        "on",
-        "--tokenizer",
-        tokenizer.to_str().unwrap(),
-    ]
-    .iter()
-    .chain(pattern)
-    .map(|s| s.to_string())
-    .collect();
-    let out = run(&args);
+    let run = Run::online(&server.url(), &dir).model("test-model").dataset().workers(1);
+    let run = run.samples(samples.parse().unwrap()).streaming(true).tokenizer();
+    let out = run.args(pattern).run();
     assert_eq!(out.status.code(), Some(0));
     server.stop();
     let sent = std::mem::take(&mut *log.lock().unwrap());

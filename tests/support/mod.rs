@@ -10,12 +10,14 @@ use std::time::{Duration, Instant};
 
 use loadgen_stubs::{StubConfig, StubKind, StubServer};
 
+pub mod benchmark;
 pub mod fleet;
 pub mod gate;
 pub mod report_files;
 pub mod stamps;
 pub mod watch;
 
+pub use benchmark::{Ran, Run};
 pub use gate::alone;
 pub use report_files::{
     check_accounting, check_terminal_events, idx_map, isl_total, read_json, report_txt, summary,
