@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# A single-node Slurm cluster in one folder, for the scale-out test (tests/slurm.rs) and by hand.
+# A single-node Slurm cluster in one folder, for the scale-out test
+# (tests/sharding/scale_out.rs) and by hand.
 #
 #   .ci/slurm-cluster.sh start DIR   # writes DIR/slurm.conf, starts munged, slurmctld, slurmd
 #   SLURM_CONF=DIR/slurm.conf srun -n 2 hostname

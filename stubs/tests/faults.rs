@@ -1,10 +1,8 @@
 //! Each fault mode of the stubs, with exact counts (one worker, so request counters are exact).
 
-mod common;
-
 use std::time::Duration;
 
-use common::{post, start, Conn};
+use crate::support::{post, start, Conn};
 use loadgen_stubs::{
     DelayFault, StatusFault, StubKind, TruncateFault, TruncateFraming, UsageFault,
 };

@@ -1,9 +1,7 @@
 //! Exact bytes of the max-throughput stub for every route x stream x usage combination
 //! (output length 12, stream interval 5, created 0).
 
-mod common;
-
-use common::{start, Conn};
+use crate::support::{start, Conn};
 use loadgen_stubs::StubKind;
 
 /// (path, stream, include_usage, the whole response).

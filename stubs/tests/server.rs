@@ -1,13 +1,11 @@
 //! Behaviour of the stub servers over real sockets: echo counts, framing of partial and
 //! pipelined requests, errors, stopping, and the variable stub's timing.
 
-mod common;
-
 use std::io::Write;
 use std::net::TcpListener;
 use std::time::{Duration, Instant};
 
-use common::{post, start, Conn};
+use crate::support::{post, start, Conn};
 use loadgen_stubs::StubKind;
 
 const CHAT: &str = "/v1/chat/completions";

@@ -1,255 +1,237 @@
-//! Helpers of the fault matrix: the binary run under watch (its children recorded, an action
-//! fired when a condition holds, a hard wall limit), and what a run left in its report dir.
-#![allow(dead_code, reason = "a test binary may use a subset of these helpers")]
+//! What the integration tests share, defined once: the binary and the project's files, the
+//! folders a test writes in, stubs, runs and their output. The submodules hold the larger
+//! pieces: the gate for tests that need the machine alone, a run started under watch, a fleet
+//! of stub processes, a stamping server, and what a run leaves in its report directory.
 
-use std::collections::{BTreeSet, HashMap};
-use std::fs::File;
-use std::os::unix::process::CommandExt as _;
+use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command, ExitStatus, Output};
 use std::time::{Duration, Instant};
 
-use serde_json::Value;
+use loadgen_stubs::{StubConfig, StubKind, StubServer};
 
-/// How often the watcher looks at the run; it waits on conditions, this only bounds the lag.
-const POLL: Duration = Duration::from_millis(5);
+pub mod benchmark;
+pub mod fleet;
+pub mod gate;
+pub mod report_files;
+pub mod stamps;
+pub mod watch;
+
+pub use benchmark::{Ran, Run};
+pub use gate::alone;
+pub use report_files::{
+    check_accounting, check_terminal_events, idx_map, isl_total, read_json, report_txt, summary,
+    tally_events, unparsable_json,
+};
+pub use watch::{alive, children_of, reap_leftovers, signal, state, Watched};
+
+/// The `llm-loadgen` binary under test, to run (and the test joins the shared side of `gate`).
+pub fn bin() -> Command {
+    Command::new(bin_path())
+}
+
+/// The binary's path, for a test that starts it through another program (`sh`, `unshare`,
+/// `tmux`, `ip netns exec`, Slurm); like `bin()`, it puts the test on the shared side of `gate`.
+pub fn bin_path() -> &'static str {
+    gate::share();
+    env!("CARGO_BIN_EXE_llm-loadgen")
+}
+
+/// The project's root folder (the root package's manifest directory).
+pub fn root() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+pub fn assets() -> PathBuf {
+    root().join("tests/assets")
+}
 
 /// The project's 1,000-prompt dataset with its column mapping.
 pub fn dataset() -> String {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/assets/datasets/dummy_1k.jsonl");
-    format!("{},parser.prompt=text_input", path.display())
+    format!("{},parser.prompt=text_input", assets().join("datasets/dummy_1k.jsonl").display())
 }
 
-/// A fresh report directory under the target dir, removed first if a past run left one.
+/// The one-token-per-character tokenizer.
+pub fn char_tokenizer() -> String {
+    assets().join("tokenizers/char").display().to_string()
+}
+
+/// The calling test file's own folder under the target dir, made if missing:
+/// `target/tmp/<area>/<file>/` for `tests/<area>/<file>.rs`. The tests of every file run at
+/// once in this one binary, so each file writes only under its own folder, and names there need
+/// only be unique within the file (as they were when each file was a binary of its own). The
+/// file is the caller's (`#[track_caller]`), so helpers that take a name must be
+/// `#[track_caller]` too.
+#[track_caller]
+pub fn tmp_dir() -> PathBuf {
+    let file = Path::new(std::panic::Location::caller().file());
+    let area = file.parent().and_then(Path::file_name).unwrap_or_default();
+    let stem = file.file_stem().unwrap_or_default();
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(area).join(stem);
+    std::fs::create_dir_all(&dir).expect("the test file's folder under the target dir");
+    dir
+}
+
+/// A fresh report directory for `name` in the calling file's folder (`tmp_dir`), removed first
+/// if a past run left one.
+#[track_caller]
 pub fn report_dir(name: &str) -> PathBuf {
-    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("fault-{name}"));
+    let dir = report_path(name);
     let _ = std::fs::remove_dir_all(&dir);
     dir
 }
 
-/// The binary, running, with the pids of every child it was seen with.
-pub struct Watched {
-    child: Child,
-    /// The coordinator's pid (also its process group's id when it has its own group).
-    pub pid: u32,
-    /// Every child of the coordinator seen while it ran (its workers).
-    pub seen: BTreeSet<u32>,
-    started: Instant,
-    logs: (PathBuf, PathBuf),
+/// The report directory `report_dir(name)` gives, as it is: to read a run's files back.
+#[track_caller]
+pub fn report_path(name: &str) -> PathBuf {
+    tmp_dir().join(format!("run-{name}"))
 }
 
-/// How a watched run ended.
-pub struct Finished {
-    /// The exit code, `None` when killed by a signal (or by the watcher).
-    pub code: Option<i32>,
-    /// From the spawn to the exit.
-    pub elapsed: Duration,
-    /// The watcher killed it at the wall limit.
-    pub hung: bool,
-    /// Every child seen while it ran.
-    pub seen: BTreeSet<u32>,
-    /// What it printed.
-    pub stdout: String,
-    /// What it printed on stderr.
-    pub stderr: String,
-}
+/// A scratch folder for `name` in the calling file's folder (`tmp_dir`): made fresh, removed
+/// when dropped.
+#[derive(Debug)]
+pub struct Scratch(PathBuf);
 
-impl Watched {
-    /// Starts `llm-loadgen args…`, in a process group of its own when `own_group` (as a shell
-    /// starts a job), its output in files beside `dir` (a pipe nobody reads could fill up).
-    pub fn spawn(args: &[String], own_group: bool, dir: &Path) -> Watched {
-        let logs = (dir.with_extension("stdout"), dir.with_extension("stderr"));
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_llm-loadgen"));
-        cmd.args(args)
-            .stdin(Stdio::null())
-            .stdout(File::create(&logs.0).expect("stdout file"))
-            .stderr(File::create(&logs.1).expect("stderr file"));
-        if own_group {
-            cmd.process_group(0);
-        }
-        let child = cmd.spawn().expect("the binary starts");
-        let pid = child.id();
-        Watched { child, pid, seen: BTreeSet::new(), started: Instant::now(), logs }
-    }
-
-    /// The coordinator's children now.
-    pub fn children(&self) -> Vec<u32> {
-        children_of(self.pid)
-    }
-
-    /// Waits for the exit, recording children and calling `step` on each look until it says it
-    /// is done; kills the run (and its children) past `limit`.
-    pub fn watch(mut self, limit: Duration, mut step: impl FnMut(&Watched) -> bool) -> Finished {
-        let mut stepping = true;
-        let mut hung = false;
-        let status = loop {
-            let kids = self.children();
-            self.seen.extend(kids);
-            if let Some(status) = self.child.try_wait().expect("wait on the binary") {
-                break status;
-            }
-            if stepping {
-                stepping = !step(&self);
-            }
-            if self.started.elapsed() > limit {
-                hung = true;
-                self.seen.iter().for_each(|&p| signal(p as i32, libc::SIGKILL));
-                let _ = self.child.kill();
-            }
-            std::thread::sleep(POLL);
-        };
-        let elapsed = self.started.elapsed();
-        let read = |p: &Path| std::fs::read_to_string(p).unwrap_or_default();
-        Finished {
-            code: status.code(),
-            elapsed,
-            hung,
-            seen: self.seen,
-            stdout: read(&self.logs.0),
-            stderr: read(&self.logs.1),
-        }
+impl Scratch {
+    #[track_caller]
+    pub fn new(name: &str) -> Scratch {
+        let dir = tmp_dir().join(format!("scratch-{name}"));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("a scratch folder");
+        Scratch(dir)
     }
 }
 
-/// The children of `pid`'s main thread (the workers are forked before any thread starts).
-pub fn children_of(pid: u32) -> Vec<u32> {
-    std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children"))
-        .unwrap_or_default()
-        .split_whitespace()
-        .filter_map(|p| p.parse().ok())
-        .collect()
+impl std::ops::Deref for Scratch {
+    type Target = Path;
+    fn deref(&self) -> &Path {
+        &self.0
+    }
 }
 
-/// The one-letter state of `pid` (`R`, `S`, `T` stopped, `Z` zombie), `None` when gone.
-pub fn state(pid: u32) -> Option<char> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    stat.rsplit(')').next()?.split_whitespace().next()?.chars().next()
+impl AsRef<Path> for Scratch {
+    fn as_ref(&self) -> &Path {
+        &self.0
+    }
 }
 
-/// True while `pid` exists and is not a zombie.
-pub fn alive(pid: u32) -> bool {
-    !matches!(state(pid), Some('Z') | Some('X') | None)
+impl AsRef<OsStr> for Scratch {
+    fn as_ref(&self) -> &OsStr {
+        self.0.as_os_str()
+    }
 }
 
-/// kill(2); a negative pid signals that process group.
-pub fn signal(pid: i32, sig: libc::c_int) {
-    // SAFETY: kill(2) takes plain integers; the pids are processes this test started.
-    unsafe { libc::kill(pid, sig) };
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
 }
 
-/// Waits (bounded) for every pid to be gone; kills and returns those still alive.
-pub fn reap_leftovers(pids: &BTreeSet<u32>, limit: Duration) -> Vec<u32> {
+/// Compares `actual` with the golden file `tests/golden/<rel>`; `UPDATE_GOLDEN=1` rewrites it
+/// instead (the change is then reviewed in the diff).
+pub fn check_golden(rel: &str, actual: &[u8]) {
+    let path = root().join("tests/golden").join(rel);
+    if std::env::var_os("UPDATE_GOLDEN").is_some_and(|v| v == "1") {
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(&path, actual).unwrap();
+        return;
+    }
+    let expected = std::fs::read(&path)
+        .unwrap_or_else(|e| panic!("{}: {e} (run with UPDATE_GOLDEN=1)", path.display()));
+    if expected != actual {
+        let (a, e) = (String::from_utf8_lossy(actual), String::from_utf8_lossy(&expected));
+        let line = e.lines().zip(a.lines()).position(|(x, y)| x != y);
+        panic!(
+            "{} differs from the golden file (first differing line {line:?}):\n{a}",
+            path.display()
+        );
+    }
+}
+
+/// A stub server on 127.0.0.1 port 0, configured by `configure`; stopped when dropped. The test
+/// joins the shared side of `gate`: the stub serves a run's load.
+pub fn stub(kind: StubKind, configure: impl FnOnce(&mut StubConfig)) -> StubServer {
+    gate::share();
+    let mut cfg = StubConfig::new(kind);
+    configure(&mut cfg);
+    StubServer::start(cfg).expect("the stub starts")
+}
+
+/// Runs the binary to completion and echoes its output for failing tests.
+pub fn run<I, S>(args: I) -> Output
+where
+    I: IntoIterator<Item = S>,
+    S: AsRef<OsStr>,
+{
+    let out = bin().args(args).output().expect("the binary runs");
+    show(&out);
+    out
+}
+
+/// Waits up to `limit` for `child` to exit; past that kills it, reaps it and returns `None`.
+pub fn wait_bounded(child: &mut Child, limit: Duration) -> Option<ExitStatus> {
     let deadline = Instant::now() + limit;
-    while pids.iter().any(|&p| alive(p)) && Instant::now() < deadline {
-        std::thread::sleep(POLL);
-    }
-    let left: Vec<u32> = pids.iter().copied().filter(|&p| alive(p)).collect();
-    left.iter().for_each(|&p| signal(p as i32, libc::SIGKILL));
-    left
-}
-
-/// Every `.json` file under `dir` that does not parse, with why.
-pub fn unparsable_json(dir: &Path) -> Vec<String> {
-    let mut bad = Vec::new();
-    let Ok(entries) = std::fs::read_dir(dir) else { return vec![format!("{}", dir.display())] };
-    for entry in entries.flatten() {
-        let path = entry.path();
-        if path.is_dir() {
-            bad.extend(unparsable_json(&path));
-        } else if path.extension().is_some_and(|e| e == "json") {
-            let text = std::fs::read_to_string(&path).unwrap_or_default();
-            if let Err(e) = serde_json::from_str::<Value>(&text) {
-                bad.push(format!("{}: {e}", path.display()));
-            }
+    loop {
+        if let Some(status) = child.try_wait().expect("the child can be waited on") {
+            return Some(status);
         }
-    }
-    bad
-}
-
-/// What events.jsonl says about each sample.
-#[derive(Debug, Default)]
-pub struct Tally {
-    /// Samples with a `sample.issued` line.
-    pub issued: usize,
-    /// `sample.complete` with data.
-    pub succeeded: usize,
-    /// `sample.complete` with data null.
-    pub failed: usize,
-    /// `error.loadgen` `["ErrorData","abandoned", …]`.
-    pub abandoned: usize,
-    /// Issued samples with no terminal event.
-    pub without_terminal: usize,
-    /// Samples with more than one terminal event.
-    pub several_terminals: usize,
-    /// Failed samples with no `error.generic` line before their completion.
-    pub failed_without_error: usize,
-    /// The message of each `error.generic` line.
-    pub error_messages: Vec<String>,
-    /// The output text of each success (streamed pieces joined).
-    pub outputs: Vec<String>,
-    /// Lines that do not parse.
-    pub bad_lines: usize,
-}
-
-#[derive(Default)]
-struct Sample {
-    issued: bool,
-    errored: bool,
-    terminals: usize,
-}
-
-/// Reads events.jsonl line by line.
-pub fn tally_events(dir: &Path) -> Option<Tally> {
-    let text = std::fs::read_to_string(dir.join("events.jsonl")).ok()?;
-    let mut t = Tally::default();
-    let mut samples: HashMap<String, Sample> = HashMap::new();
-    for line in text.lines() {
-        let Ok(v) = serde_json::from_str::<Value>(line) else {
-            t.bad_lines += 1;
-            continue;
-        };
-        let uuid = v["sample_uuid"].as_str().unwrap_or("").to_string();
-        if uuid.is_empty() {
-            continue;
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            return None;
         }
-        let s = samples.entry(uuid).or_default();
-        let data = &v["data"];
-        match v["event_type"].as_str().unwrap_or("") {
-            "sample.issued" => s.issued = true,
-            "error.generic" => {
-                s.errored = true;
-                t.error_messages.push(data[2].as_str().unwrap_or("").to_string());
-            }
-            "sample.complete" if data.is_null() => {
-                s.terminals += 1;
-                t.failed += 1;
-                t.failed_without_error += usize::from(!s.errored);
-            }
-            "sample.complete" => {
-                s.terminals += 1;
-                t.succeeded += 1;
-                t.outputs.push(output_text(&data[1]));
-            }
-            "error.loadgen" if data[1] == "abandoned" => {
-                s.terminals += 1;
-                t.abandoned += 1;
-            }
-            _ => {}
-        }
+        // Polling a child is the std way to bound a wait on it; the slice only paces the poll.
+        std::thread::sleep(Duration::from_millis(5));
     }
-    for s in samples.values().filter(|s| s.issued) {
-        t.issued += 1;
-        t.without_terminal += usize::from(s.terminals == 0);
-        t.several_terminals += usize::from(s.terminals > 1);
-    }
-    Some(t)
 }
 
-/// A `TextModelOutput`'s text: a string, or a list of streamed pieces.
-fn output_text(v: &Value) -> String {
-    match v {
-        Value::String(s) => s.clone(),
-        Value::Array(parts) => parts.iter().filter_map(Value::as_str).collect(),
-        _ => String::new(),
+/// Waits for a child within `limit`, killing it past that (and failing the test); returns its
+/// output, echoed for failing tests.
+pub fn wait_output(mut child: Child, what: &str, limit: Duration) -> Output {
+    let finished = wait_bounded(&mut child, limit).is_some();
+    let out = child.wait_with_output().expect("its output is read");
+    show(&out);
+    assert!(finished, "{what} did not finish within {limit:?}");
+    out
+}
+
+pub fn show(out: &Output) {
+    eprintln!("--- stdout\n{}", String::from_utf8_lossy(&out.stdout));
+    eprintln!("--- stderr\n{}", String::from_utf8_lossy(&out.stderr));
+}
+
+/// What the process printed on stderr.
+pub fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+/// Decides a test this machine cannot run (`why`, e.g. "needs root and slurmctld on PATH"): a
+/// test that did not run must not pass, so this panics naming what is missing, unless the user
+/// opted out with `opt_out=1` (then it says so on stderr and the caller returns). Under CI
+/// (`CI` set, as `.ci/run` sets it, and that installs every requirement) it always panics.
+pub fn skip_only_if_opted_out(test: &str, why: &str, opt_out: &str) {
+    let ci = std::env::var_os("CI").is_some();
+    if ci {
+        panic!("{test} {why}: under CI it must run (.ci/run installs what it needs)");
     }
+    if std::env::var_os(opt_out).is_some_and(|v| v == "1") {
+        eprintln!("{test} {why}; not run here ({opt_out}=1 skips it)");
+        return;
+    }
+    panic!(
+        "{test} {why}, so it cannot run here; install what it needs (.ci/run does), or set \
+         {opt_out}=1 to skip it knowingly"
+    );
+}
+
+/// An echo stub over TLS (`https://`, a CA made at its start) and its CA's PEM file, in a folder
+/// of its own in the calling file's folder (each stub has its own CA).
+#[track_caller]
+pub fn tls_stub() -> (StubServer, PathBuf) {
+    let server = stub(StubKind::Echo, |c| c.tls = true);
+    let dir = report_dir(&format!("tls-ca-{}", server.url().rsplit(':').next().unwrap()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let ca = dir.join("ca.pem");
+    std::fs::write(&ca, server.ca_pem().expect("a TLS stub has a CA")).unwrap();
+    (server, ca)
 }

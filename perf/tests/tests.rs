@@ -1,0 +1,3 @@
+//! The integration tests of `loadgen-perf`, as one test binary.
+
+mod plot;

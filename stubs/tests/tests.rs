@@ -1,0 +1,9 @@
+//! The integration tests of `loadgen-stubs`, as one test binary: the stubs over real sockets,
+//! read with the small blocking client of `support`.
+
+mod support;
+
+mod faults;
+mod golden;
+mod server;
+mod tls;
