@@ -13,8 +13,8 @@ use loadgen_coordinator::order::SampleOrder;
 use loadgen_coordinator::phase::accuracy_rows;
 use loadgen_coordinator::run::{AccuracyPhaseSpec, WarmupSpec};
 use loadgen_coordinator::{LoadPattern, RunSpec};
-use loadgen_wire::MAX_ENDPOINTS;
 use loadgen_py::random::PyRandom;
+use loadgen_wire::MAX_ENDPOINTS;
 use loadgen_worker::http::ports::{
     bind_from_slot_over_sources, ephemeral_even_ports, ephemeral_range, ports_per_source,
     source_addresses_for, SourceChoice, SOURCE_PORT_BUDGET_PERCENT,
