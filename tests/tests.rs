@@ -59,3 +59,10 @@ mod datasets {
     mod predefined;
     mod tokenizer_load;
 }
+
+/// The code and its map stay in shape: function lengths, `unsafe`, docs/ARCHITECTURE.md.
+mod tidy {
+    mod architecture;
+    mod code;
+    mod source;
+}
