@@ -6,7 +6,7 @@ use std::sync::OnceLock;
 use fancy_regex::Regex as FancyRegex;
 use regex::Regex;
 
-use super::py_strip;
+use loadgen_py::string::strip as py_strip;
 
 /// Python's `\s` for `str` patterns also matches the separators U+001C..U+001F, which Rust's
 /// `\s` (White_Space) does not.

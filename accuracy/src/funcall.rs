@@ -6,9 +6,10 @@ use std::sync::OnceLock;
 
 use regex::Regex;
 
+use super::error::AccuracyError;
 use super::pyargs::{parse_arguments, Args};
 use super::pyvalue::{dump, json_loads, PyValue};
-use super::{py_strip, AccuracyError};
+use loadgen_py::string::strip as py_strip;
 
 /// Names the reference never takes for a call: Python keywords and builtins, and words that
 /// open an English sentence.

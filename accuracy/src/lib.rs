@@ -2,6 +2,7 @@
 //! and the name registry an `accuracy_config` resolves through (issue 15). Pure code: the
 //! plan resolves the names through it and the binary's report scores a finished run with it.
 
+mod error;
 pub mod extract;
 pub mod funcall;
 pub mod porter;
@@ -15,26 +16,9 @@ mod rouge_fixture;
 #[cfg(test)]
 mod tests;
 
+pub use error::AccuracyError;
+pub use loadgen_py::string::{is_space as py_is_space, strip as py_strip};
 pub use score::{RougeReport, Sample, ScoreValue, Scored};
-
-/// What an accuracy name lookup or a scoring run can refuse.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum AccuracyError {
-    #[error("unknown extractor {name:?}; known extractors: {known}")]
-    UnknownExtractor { name: String, known: String },
-    #[error("unknown eval_method {name:?}; known scorers: {known}")]
-    UnknownScorer { name: String, known: String },
-    #[error("{kind} {name:?} is not supported: {why}")]
-    Refused { kind: &'static str, name: String, why: &'static str },
-    #[error("{scorer}: no completed responses to score (the reference fails here too); check that the run issued this dataset")]
-    NothingToScore { scorer: &'static str },
-    #[error("{scorer}: the dataset has no samples, so num_repeats cannot be computed")]
-    EmptyDataset { scorer: &'static str },
-    #[error("function_call_extractor: the call {call}(...) in a response has {what}, which needs Python's ast to print as the reference does; this build reads literals and dotted names only")]
-    UnsupportedCall { call: String, what: String },
-    #[error("string_match: the extractor found no answer in a response (sample {sample}); the reference fails on this too — use identity_extractor, or pass_at_1 which scores it 0")]
-    NoAnswer { sample: usize },
-}
 
 /// An answer extractor (`accuracy_config.extractor`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -154,14 +138,4 @@ pub fn scorer(name: &str) -> Result<Scorer, AccuracyError> {
         name: name.to_string(),
         known: known(SCORERS.iter().map(|s| s.name())),
     })
-}
-
-/// Python's `str.isspace`: Rust's White_Space plus the separators U+001C..U+001F.
-pub fn py_is_space(c: char) -> bool {
-    c.is_whitespace() || ('\u{1c}'..='\u{1f}').contains(&c)
-}
-
-/// Python's `str.strip()` with no argument.
-pub fn py_strip(text: &str) -> &str {
-    text.trim_matches(py_is_space)
 }
