@@ -243,7 +243,7 @@ pub fn has_unsafe(code: &str) -> bool {
     let b = code.as_bytes();
     code.match_indices("unsafe").any(|(i, _)| {
         let after = b.get(i + 6).copied().unwrap_or(b' ');
-        !ident_before(b, i) && !(after.is_ascii_alphanumeric() || after == b'_')
+        !(ident_before(b, i) || after.is_ascii_alphanumeric() || after == b'_')
     })
 }
 

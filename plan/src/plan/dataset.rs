@@ -1,8 +1,11 @@
 //! The performance dataset of a plan: which one, loaded and checked against the token basis.
 
-use super::*;
-
+use loadgen_coordinator::TokenCountSource;
 use loadgen_worker::request::ApiType;
+
+use crate::dataset::{load_dataset_spec_with, synthetic_dataset, Dataset, DatasetKind};
+use crate::error::AppError;
+use crate::yaml::{Config, TestMode};
 
 pub(super) fn check_dataset_kinds(config: &Config) -> Result<(), AppError> {
     let perf: Vec<&crate::dataset::DatasetSpec> =

@@ -1,8 +1,32 @@
 //! Endpoints and the model: URLs checked, secrets registered, the model name resolved.
 
-use super::*;
+use std::path::PathBuf;
 
 use loadgen_worker::http::tls::Verify;
+
+use super::headers::{check_header_block, check_value, parse_header};
+use crate::error::AppError;
+use crate::redact::Secret;
+use crate::yaml::Config;
+
+/// A validated endpoint: its base URL (`http://host[:port][/prefix]`, without a trailing slash
+/// or a trailing `/v1`, which the API's routes add) and the Basic auth of its `user:password@`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EndpointUrl {
+    pub url: String,
+    /// `Basic <base64(user:password)>` from the URL's userinfo, percent-decoded.
+    pub basic_auth: Option<Secret>,
+}
+
+/// The null endpoint: no network; each worker answers its samples itself, so a run measures the
+/// coordinator's pipeline alone (scheduler, rings, aggregator, events.jsonl, reports).
+pub const NULL_ENDPOINT: &str = "null://";
+
+impl EndpointUrl {
+    pub fn is_null(&self) -> bool {
+        self.url == NULL_ENDPOINT
+    }
+}
 
 /// Model name used with the embedded stub when no `--model` is given.
 pub const EMBEDDED_MODEL: &str = "llm-loadgen-stub";

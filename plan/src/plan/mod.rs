@@ -6,17 +6,13 @@ use std::path::{Path, PathBuf};
 use loadgen_coordinator::cpu::default_worker_count;
 
 use loadgen_coordinator::{LoadPattern, TokenCountSource};
-use loadgen_py::random::PyRandom;
-use loadgen_worker::request::{RequestOptions, Sampling};
+use loadgen_worker::request::RequestOptions;
 
-use crate::dataset::{load_dataset_spec_with, synthetic_dataset, Dataset, DatasetKind};
+use crate::dataset::{Dataset, DatasetKind};
 use crate::error::AppError;
 use crate::redact::Secret;
 use crate::tokenizer::Tokenizer;
-use crate::yaml::{
-    ApiTypeName, BenchType, Config, LoadPatternKind, ModelParams, OslDistribution, OslKind,
-    Runtime, Streaming,
-};
+use crate::yaml::{ApiTypeName, BenchType, Config, LoadPatternKind, ModelParams, Runtime};
 
 mod accuracy;
 mod connections;
@@ -38,7 +34,6 @@ pub use accuracy::*;
 pub use connections::*;
 use dataset::*;
 pub use endpoints::*;
-use headers::*;
 pub use host::Host;
 pub use reference::*;
 pub use refusals::*;
@@ -51,25 +46,6 @@ pub use specs::{
     PROGRESS_INTERVAL_ENV,
 };
 pub use tokens::*;
-
-/// A validated endpoint: its base URL (`http://host[:port][/prefix]`, without a trailing slash
-/// or a trailing `/v1`, which the API's routes add) and the Basic auth of its `user:password@`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct EndpointUrl {
-    pub url: String,
-    /// `Basic <base64(user:password)>` from the URL's userinfo, percent-decoded.
-    pub basic_auth: Option<Secret>,
-}
-
-/// The null endpoint: no network; each worker answers its samples itself, so a run measures the
-/// coordinator's pipeline alone (scheduler, rings, aggregator, events.jsonl, reports).
-pub const NULL_ENDPOINT: &str = "null://";
-
-impl EndpointUrl {
-    pub fn is_null(&self) -> bool {
-        self.url == NULL_ENDPOINT
-    }
-}
 
 /// Warm-up phase settings: samples issued before tracking starts (the reference's warm-up
 /// phase: the performance phase's load pattern, seeds of its own).

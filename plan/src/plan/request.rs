@@ -1,9 +1,16 @@
 //! What each request asks for: the API type, streaming, sampling keys, extra body, per-row output
 //! lengths, and the per-dataset generation override.
 
-use super::*;
+use loadgen_coordinator::TokenCountSource;
+use loadgen_py::random::PyRandom;
+use loadgen_worker::request::{ApiType, RequestOptions, Sampling};
 
-use loadgen_worker::request::ApiType;
+use super::endpoints::{resolve_model, EndpointUrl};
+use crate::dataset::DatasetKind;
+use crate::error::AppError;
+use crate::yaml::{
+    ApiTypeName, BenchType, Config, ModelParams, OslDistribution, OslKind, Streaming,
+};
 
 /// `datasets[].generation_config_override` of the performance dataset: merged over
 /// `model_params` (nested mappings deep-merged, as the reference's `_deep_merge`) and the result
