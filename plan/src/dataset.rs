@@ -10,7 +10,6 @@ mod csv_file;
 #[cfg(test)]
 mod format_tests;
 mod ipc_framing;
-mod numpy_random;
 mod parquet_file;
 mod predefined;
 mod random_prompts;

@@ -410,63 +410,10 @@ fn special_token(config: &Value, key: &str) -> Option<String> {
 }
 
 /// JSON as Python's `json.dumps` writes it by default (`", "` and `": "` separators,
-/// non-ASCII escaped), so a fallback count matches the reference's.
+/// non-ASCII escaped), so a fallback count matches the reference's; DEL stays raw, as this
+/// count has always written it (`loadgen_py::json::Escape::AsciiExceptDel`).
 pub fn python_json(value: &Value) -> String {
-    let mut out = String::new();
-    write_python_json(value, &mut out);
-    out
-}
-
-fn write_python_json(value: &Value, out: &mut String) {
-    match value {
-        Value::Array(items) => {
-            out.push('[');
-            for (i, item) in items.iter().enumerate() {
-                if i > 0 {
-                    out.push_str(", ");
-                }
-                write_python_json(item, out);
-            }
-            out.push(']');
-        }
-        Value::Object(map) => {
-            out.push('{');
-            for (i, (k, v)) in map.iter().enumerate() {
-                if i > 0 {
-                    out.push_str(", ");
-                }
-                write_python_str(k, out);
-                out.push_str(": ");
-                write_python_json(v, out);
-            }
-            out.push('}');
-        }
-        Value::String(s) => write_python_str(s, out),
-        other => out.push_str(&other.to_string()),
-    }
-}
-
-fn write_python_str(s: &str, out: &mut String) {
-    out.push('"');
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            '\u{8}' => out.push_str("\\b"),
-            '\u{c}' => out.push_str("\\f"),
-            c if (c as u32) < 0x20 || (c as u32) > 0x7f => {
-                let mut buf = [0u16; 2];
-                for unit in c.encode_utf16(&mut buf) {
-                    out.push_str(&format!("\\u{unit:04x}"));
-                }
-            }
-            c => out.push(c),
-        }
-    }
-    out.push('"');
+    loadgen_py::json::dumps(value, loadgen_py::json::Escape::AsciiExceptDel)
 }
 
 #[cfg(test)]

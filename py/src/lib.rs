@@ -1,10 +1,11 @@
 //! loadgen-py: what the reference's Python computes, computed here to the same bits and bytes.
 //! One module per thing it imitates, so each imitation exists once in the workspace:
-//! `float_repr` (`repr(float)`), `json` (`json.dumps`), `random` (`random.Random`), `string` (`str.isspace`, `str.strip`); and
+//! `float_repr` (`repr(float)`), `json` (`json.dumps`), `numpy` (numpy's `default_rng`), `random` (`random.Random`), `string` (`str.isspace`, `str.strip`); and
 //! `xorshift`, the workspace's one seeded generator for fixtures and property tests.
 
 pub mod float_repr;
 pub mod json;
+pub mod numpy;
 pub mod random;
 pub mod string;
 pub mod xorshift;

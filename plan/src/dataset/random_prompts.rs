@@ -8,9 +8,9 @@ use std::path::Path;
 
 use serde_json::Value;
 
-use super::numpy_random::NumpyRng;
 use super::Row;
 use crate::error::AppError;
+use loadgen_py::numpy::NumpyRng;
 
 /// `generate_params` of `random`, with the reference's defaults.
 #[derive(Debug, Clone, PartialEq)]
