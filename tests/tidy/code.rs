@@ -102,8 +102,7 @@ fn the_long_function_list_only_shrinks() {
         .collect();
     assert!(
         stale.is_empty(),
-        "tests/tidy/long_functions.txt lists lengths that are no longer true; lower or remove:\n{}\n\
-         (today's long functions: run with --nocapture)",
+        "tests/tidy/long_functions.txt lists lengths that are no longer true; lower or remove:\n{}",
         stale.join("\n")
     );
 }

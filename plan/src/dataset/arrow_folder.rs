@@ -9,8 +9,9 @@ use arrow_schema::SchemaRef;
 
 use super::columnar::{batches_to_records, batches_to_rows};
 use super::ipc_framing;
-use super::{DatasetSpec, Row};
+use super::spec::DatasetSpec;
 use crate::error::AppError;
+use crate::row::Row;
 
 /// The magic bytes that open an Arrow IPC *file* (a stream has none).
 const IPC_FILE_MAGIC: &[u8; 6] = b"ARROW1";

@@ -10,7 +10,7 @@ use std::fmt;
 
 use serde::de::{DeserializeSeed, Error as _, IgnoredAny, MapAccess, Visitor};
 
-use super::DATASET_COLUMNS_MAX;
+use super::spec::DATASET_COLUMNS_MAX;
 use crate::error::AppError;
 
 /// Column names in order of first appearance, each once.

@@ -10,8 +10,10 @@ use arrow_array::{Array, RecordBatch};
 use arrow_schema::DataType;
 use serde_json::{Map, Number, Value};
 
-use super::{build_row, column_mapping, ColumnMapping, DatasetSpec, Row};
+use super::mapping::{build_row, column_mapping, ColumnMapping};
+use super::spec::DatasetSpec;
 use crate::error::AppError;
+use crate::row::Row;
 
 /// Builds rows from `batches` (at most `limit`), reading only the mapped columns.
 /// `columns` are the file's top-level column names, in schema order.

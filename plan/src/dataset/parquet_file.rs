@@ -5,8 +5,11 @@ use ::parquet::arrow::ProjectionMask;
 use ::parquet::file::metadata::ParquetMetaData;
 
 use super::columnar::{batches_to_records, batches_to_rows};
-use super::{column_mapping, open_dataset, DatasetSpec, Row};
+use super::mapping::column_mapping;
+use super::open::open_dataset;
+use super::spec::DatasetSpec;
 use crate::error::AppError;
+use crate::row::Row;
 
 /// Rows per decoded batch: large enough to amortise the per-batch cost, small enough that
 /// a batch of long prompts stays a few MB.

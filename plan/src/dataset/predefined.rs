@@ -10,11 +10,15 @@ use std::path::{Path, PathBuf};
 use loadgen_py::random::PyRandom;
 use serde_json::{Map, Value};
 
+mod cell;
 mod shopify;
 
+use super::file::read_records;
 use super::random_prompts::{random_rows, Decoder, RandomParams};
-use super::{read_records, Dataset, DatasetSpec, Row};
+use super::spec::{Dataset, DatasetSpec};
 use crate::error::AppError;
+use crate::row::Row;
+use cell::cell_text;
 
 /// The reference's predefined dataset ids (`Dataset.PREDEFINED`).
 pub const PREDEFINED_IDS: [&str; 12] = [
@@ -232,7 +236,7 @@ fn preset_columns(id: &str, preset: Option<&str>) -> Vec<&'static str> {
 fn changing_parser_entry(
     id: &str,
     preset: Option<&str>,
-    parser: &super::ParserMap,
+    parser: &super::spec::ParserMap,
 ) -> Option<(String, String)> {
     let columns = preset_columns(id, preset);
     let entries = [("prompt", parser.prompt.as_ref()), ("system", parser.system.as_ref())]
@@ -240,7 +244,7 @@ fn changing_parser_entry(
         .filter_map(|(t, s)| s.map(|s| (t.to_string(), s.clone())))
         .chain(parser.other.iter().map(|(t, s)| (t.clone(), s.clone())));
     let same = |target: &str, source: &str| {
-        let is_prompt = target == "prompt" || super::PROMPT_ALIASES.contains(&target);
+        let is_prompt = target == "prompt" || super::spec::PROMPT_ALIASES.contains(&target);
         let as_prompt = is_prompt && source == "prompt";
         id != "random" && (as_prompt || (target == source && columns.contains(&source)))
     };
@@ -776,15 +780,6 @@ fn column<'a>(
             have.join(", ")
         ))
     })
-}
-
-/// Python's `str()` of a cell, as `str.format` writes it.
-fn cell_text(v: &Value) -> String {
-    match v {
-        Value::String(s) => s.clone(),
-        Value::Null => "None".into(),
-        other => other.to_string(),
-    }
 }
 
 /// The row a preset makes of a processed record (the reference's preset transforms).

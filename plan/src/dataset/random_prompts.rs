@@ -8,8 +8,8 @@ use std::path::Path;
 
 use serde_json::Value;
 
-use super::Row;
 use crate::error::AppError;
+use crate::row::Row;
 use loadgen_py::numpy::NumpyRng;
 
 /// `generate_params` of `random`, with the reference's defaults.
@@ -222,12 +222,12 @@ pub fn random_rows(params: &RandomParams, decoder: &Decoder) -> Result<Vec<Row>,
         .into_iter()
         .map(|(length, start)| {
             let prompt = decoder.decode(&row_token_ids(start, length, vocab_size))?;
-            if prompt.len() > super::PROMPT_BYTES_MAX {
+            if prompt.len() > super::spec::PROMPT_BYTES_MAX {
                 return Err(AppError::Input(format!(
                     "dataset random: a prompt of {length} tokens decodes to {} bytes, over the \
                      {} byte limit per row; lower generate_params.input_seq_length",
                     prompt.len(),
-                    super::PROMPT_BYTES_MAX
+                    super::spec::PROMPT_BYTES_MAX
                 )));
             }
             let token_ids =

@@ -6,7 +6,8 @@
 use loadgen_worker::request::ContentPart;
 use serde_json::{Map, Value};
 
-use super::{cell_text, Row};
+use super::cell::cell_text;
+use crate::row::Row;
 
 /// The two ids and their loaders' `DEFAULT_SPLITS`.
 pub(super) const SHOPIFY_IDS: [(&str, &[&str]); 2] = [

@@ -1,0 +1,194 @@
+//! A dataset file read by its format: JSON Lines line by line, JSON and CSV whole, Parquet and
+//! Arrow folders by column; as rows through the column mapping, or as raw records.
+
+use std::path::Path;
+
+use serde_json::{Map, Value};
+
+use super::column_names::{self, ColumnNames, KeysInto};
+use super::mapping::{build_row, column_mapping, column_names};
+use super::open::{for_each_line, read_text};
+use super::spec::{Dataset, DatasetSpec};
+use super::{arrow_folder, csv_file, parquet_file};
+use crate::error::AppError;
+use crate::row::Row;
+
+pub(super) fn load_file_dataset(spec: &DatasetSpec) -> Result<Dataset, AppError> {
+    let format = detect_format(spec)?;
+    let limit = spec.samples.map_or(usize::MAX, |n| usize::try_from(n).unwrap_or(usize::MAX));
+    let rows = match format {
+        // Read line by line and only up to `samples=N`: a file larger than memory is fine.
+        Format::Jsonl => jsonl_rows(spec, limit)?,
+        Format::Json => records_to_rows(parse_json(&read_text(spec)?, &spec.path)?, spec, limit)?,
+        Format::Csv => {
+            records_to_rows(csv_file::parse_csv(&read_text(spec)?, &spec.path)?, spec, limit)?
+        }
+        Format::Parquet => parquet_file::parquet_rows(spec, limit)?,
+        Format::Arrow => arrow_folder::arrow_rows(spec, limit)?,
+    };
+    Ok(Dataset { name: spec.display_name(), rows })
+}
+
+/// Every column of a dataset file as JSON records (at most `limit`), without the column
+/// mapping: the predefined datasets build their prompts from several columns.
+pub(super) fn read_records(
+    spec: &DatasetSpec,
+    limit: usize,
+) -> Result<Vec<Map<String, Value>>, AppError> {
+    let mut records = match detect_format(spec)? {
+        Format::Jsonl => {
+            let mut out = Vec::new();
+            for_each_line(spec, limit, |line_no, line| {
+                let rec: Map<String, Value> = serde_json::from_str(line).map_err(|e| {
+                    AppError::Input(format!("dataset {} line {line_no}: {e}", spec.path))
+                })?;
+                out.push(rec);
+                Ok(())
+            })?;
+            out
+        }
+        Format::Json => parse_json(&read_text(spec)?, &spec.path)?,
+        Format::Csv => csv_file::parse_csv(&read_text(spec)?, &spec.path)?,
+        Format::Parquet => parquet_file::parquet_records(spec, limit)?,
+        Format::Arrow => arrow_folder::arrow_records(spec, limit)?,
+    };
+    records.truncate(limit);
+    for record in &records {
+        column_names::check_column_count(&spec.path, record.len())?;
+    }
+    Ok(records)
+}
+
+pub(super) fn records_to_rows(
+    mut records: Vec<Map<String, Value>>,
+    spec: &DatasetSpec,
+    limit: usize,
+) -> Result<Vec<Row>, AppError> {
+    if records.is_empty() {
+        return Err(AppError::Input(format!("dataset {} has no rows", spec.path)));
+    }
+    records.truncate(limit);
+    let mapping =
+        column_mapping(spec, &column_names(records.iter().map(|r| r.keys()), &spec.path)?)?;
+    records
+        .into_iter()
+        .enumerate()
+        .map(|(i, rec)| build_row(rec, &mapping, i, &spec.path))
+        .collect()
+}
+
+/// JSON Lines in two passes, so that only the finished rows are ever held: the first
+/// reads just the keys (for the column mapping), the second builds each row from its line.
+pub(super) fn jsonl_rows(spec: &DatasetSpec, limit: usize) -> Result<Vec<Row>, AppError> {
+    use serde::de::DeserializeSeed as _;
+    let path = &spec.path;
+    let mut columns = ColumnNames::default();
+    let mut any_row = false;
+    for_each_line(spec, limit, |line_no, line| {
+        let mut de = serde_json::Deserializer::from_str(line);
+        let keys = KeysInto(&mut columns).deserialize(&mut de).and_then(|()| de.end());
+        column_names::check_column_count(path, columns.len())?;
+        keys.map_err(|e| AppError::Input(format!("dataset {path} line {line_no}: {e}")))?;
+        any_row = true;
+        Ok(())
+    })?;
+    if !any_row {
+        return Err(AppError::Input(format!("dataset {path} has no rows")));
+    }
+    let mapping = column_mapping(spec, &columns.into_vec())?;
+    let mut rows = Vec::new();
+    for_each_line(spec, limit, |line_no, line| {
+        let record: Map<String, Value> = serde_json::from_str(line)
+            .map_err(|e| AppError::Input(format!("dataset {path} line {line_no}: {e}")))?;
+        rows.push(build_row(record, &mapping, rows.len(), path)?);
+        Ok(())
+    })?;
+    Ok(rows)
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Format {
+    Jsonl,
+    Json,
+    Csv,
+    Parquet,
+    Arrow,
+}
+
+pub(super) fn detect_format(spec: &DatasetSpec) -> Result<Format, AppError> {
+    let ext = match &spec.format {
+        Some(f) => f.trim_start_matches('.').to_ascii_lowercase(),
+        None if arrow_folder::is_arrow_folder(Path::new(&spec.path)) => "arrow".to_string(),
+        None if Path::new(&spec.path).is_dir() => {
+            return Err(AppError::Input(format!(
+                "dataset {} is a folder without state.json; give a file, or a folder written \
+                 by save_to_disk (or set format=arrow)",
+                spec.path
+            )))
+        }
+        None => Path::new(&spec.path)
+            .extension()
+            .map(|e| e.to_string_lossy().to_ascii_lowercase())
+            .unwrap_or_default(),
+    };
+    match ext.as_str() {
+        "jsonl" | "ndjson" => Ok(Format::Jsonl),
+        "json" => Ok(Format::Json),
+        "csv" => Ok(Format::Csv),
+        "parquet" | "pq" => Ok(Format::Parquet),
+        "arrow" => Ok(Format::Arrow),
+        other => Err(AppError::Input(format!(
+            "dataset {}: format {other:?} is not supported (use .jsonl, .json, .csv, \
+             .parquet or a save_to_disk folder, or set format=jsonl|json|csv|parquet|arrow)",
+            spec.path
+        ))),
+    }
+}
+
+pub(super) fn parse_json(text: &str, path: &str) -> Result<Vec<Map<String, Value>>, AppError> {
+    let value: Value =
+        serde_json::from_str(text).map_err(|e| AppError::Input(format!("dataset {path}: {e}")))?;
+    match value {
+        Value::Array(items) => items
+            .into_iter()
+            .enumerate()
+            .map(|(i, v)| match v {
+                Value::Object(map) => Ok(map),
+                _ => Err(AppError::Input(format!("dataset {path} item {i}: not a JSON object"))),
+            })
+            .collect(),
+        Value::Object(columns) => columns_to_records(columns, path),
+        _ => Err(AppError::Input(format!(
+            "dataset {path}: expected an array of objects or an object of columns"
+        ))),
+    }
+}
+
+/// Turns `{col: [v0, v1, …]}` into records, as pandas reads a column-oriented file.
+pub(super) fn columns_to_records(
+    columns: Map<String, Value>,
+    path: &str,
+) -> Result<Vec<Map<String, Value>>, AppError> {
+    let mut out: Vec<Map<String, Value>> = Vec::new();
+    for (name, col) in columns {
+        let Value::Array(values) = col else {
+            return Err(AppError::Input(format!(
+                "dataset {path}: column {name:?} is not an array"
+            )));
+        };
+        if out.is_empty() {
+            out.resize(values.len(), Map::new());
+        }
+        if values.len() != out.len() {
+            return Err(AppError::Input(format!(
+                "dataset {path}: column {name:?} has {} values, others have {}",
+                values.len(),
+                out.len()
+            )));
+        }
+        for (rec, v) in out.iter_mut().zip(values) {
+            rec.insert(name.clone(), v);
+        }
+    }
+    Ok(out)
+}
