@@ -1,5 +1,6 @@
 //! The docs stay true (rust-analyzer's `tidy` tests): every flag a command's `--help` offers is
-//! in docs/CLI.md, and every key `result_summary.json` writes is in docs/OUTPUT.md.
+//! in docs/CLI.md and every flag docs/CLI.md names is offered (or listed as another program's),
+//! and every key `result_summary.json` writes is in docs/OUTPUT.md.
 
 use std::collections::BTreeSet;
 use std::path::Path;
@@ -126,4 +127,33 @@ fn the_flag_scanner_finds_flags_and_aliases_only() {
     let want: BTreeSet<String> =
         ["--model", "--model-params.name", "--workers"].iter().map(|s| s.to_string()).collect();
     assert_eq!(flags, want);
+}
+
+/// Flags docs/CLI.md names that are not the binary's, each with whose it is.
+const FOREIGN_FLAGS: &[(&str, &str)] = &[
+    ("--confidence", "the reference's early-stopping script, named as not offered"),
+    ("--FLAG", "a placeholder for any flag"),
+    ("--enable-x", "the pattern of a switch pair"),
+    ("--no-x", "the pattern of a switch pair"),
+    ("--nodes", "sbatch"),
+    ("--release", "cargo"),
+    ("--roofline-client-workers", "loadgen-perf"),
+    ("--summary", "the reference's early-stopping script"),
+];
+
+#[test]
+fn every_flag_cli_md_names_is_the_binary_s_or_named_as_another_program_s() {
+    let mut offered = BTreeSet::new();
+    for &args in COMMANDS {
+        let out = bin().args(args).arg("--help").output().expect("the binary runs");
+        offered.extend(long_flags(&String::from_utf8_lossy(&out.stdout)));
+    }
+    let named = long_flags(&doc("CLI.md"));
+    let foreign: BTreeSet<String> = FOREIGN_FLAGS.iter().map(|(f, _)| f.to_string()).collect();
+    let unknown: Vec<&String> =
+        named.iter().filter(|f| !offered.contains(*f) && !foreign.contains(*f)).collect();
+    assert!(unknown.is_empty(), "docs/CLI.md names flags no --help offers: {unknown:?}");
+    let stale: Vec<&String> =
+        foreign.iter().filter(|f| !named.contains(*f) || offered.contains(*f)).collect();
+    assert!(stale.is_empty(), "FOREIGN_FLAGS lists flags CLI.md no longer names: {stale:?}");
 }
