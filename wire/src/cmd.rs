@@ -9,6 +9,12 @@ pub enum IssueCmd {
     /// scheduler when it handed the sample over, or is 0 when the worker stamps it as it writes
     /// the request (closed-loop patterns, where a sample is issued when a slot frees).
     Issue { sample_id: u64, row: u32, issued_ns: u64 },
+    /// Run one conversation of an agentic run: `turns` samples, turn k being dataset row
+    /// `first_row + k` sent as sample `first_sample_id + k`, each issued by the worker as soon
+    /// as the turn before it completed (after its tool delay), on the same connection slot.
+    /// A turn that fails ends the conversation: its later turns are reported as
+    /// `FailureKind::TurnAborted`, never sent.
+    Conversation { first_sample_id: u64, first_row: u32, turns: u32 },
     /// Finish what is in flight, then send `Done` and exit.
     Stop,
     /// Drop what is in flight (reported as `Cancelled`), send `Done`, exit.
@@ -18,6 +24,7 @@ pub enum IssueCmd {
 const TAG_ISSUE: u64 = 1;
 const TAG_STOP: u64 = 2;
 const TAG_ABORT: u64 = 3;
+const TAG_CONVERSATION: u64 = 4;
 
 impl IssueCmd {
     /// The slot form: four little words (tag + row, sample id, issued ns, spare).
@@ -25,6 +32,9 @@ impl IssueCmd {
         match self {
             IssueCmd::Issue { sample_id, row, issued_ns } => {
                 [TAG_ISSUE | (u64::from(row) << 32), sample_id, issued_ns, 0]
+            }
+            IssueCmd::Conversation { first_sample_id, first_row, turns } => {
+                [TAG_CONVERSATION | (u64::from(first_row) << 32), first_sample_id, 0, u64::from(turns)]
             }
             IssueCmd::Stop => [TAG_STOP, 0, 0, 0],
             IssueCmd::Abort => [TAG_ABORT, 0, 0, 0],
@@ -38,6 +48,11 @@ impl IssueCmd {
                 sample_id: slot[1],
                 row: (slot[0] >> 32) as u32,
                 issued_ns: slot[2],
+            },
+            TAG_CONVERSATION => IssueCmd::Conversation {
+                first_sample_id: slot[1],
+                first_row: (slot[0] >> 32) as u32,
+                turns: slot[3] as u32,
             },
             TAG_STOP => IssueCmd::Stop,
             _ => IssueCmd::Abort,
@@ -74,6 +89,12 @@ mod tests {
         let cmds = [
             IssueCmd::Issue { sample_id: 0, row: 0, issued_ns: 0 },
             IssueCmd::Issue { sample_id: u64::MAX, row: u32::MAX, issued_ns: u64::MAX },
+            IssueCmd::Conversation { first_sample_id: 7, first_row: 3, turns: 12 },
+            IssueCmd::Conversation {
+                first_sample_id: u64::MAX,
+                first_row: u32::MAX,
+                turns: u32::MAX,
+            },
             IssueCmd::Stop,
             IssueCmd::Abort,
         ];

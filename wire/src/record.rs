@@ -27,11 +27,14 @@ pub enum FailureKind {
     /// An SSE frame of the stream did not decode (not JSON, or not the API's shape): its content
     /// is lost, so the sample's output and token counts are not the server's.
     MalformedFrame = 12,
+    /// An agentic turn never sent because an earlier turn of its conversation failed or timed
+    /// out (the reference's `TurnAbortedByPriorFailure`): later turns depend on that response.
+    TurnAborted = 13,
 }
 
 impl FailureKind {
     /// Every kind, in wire order.
-    pub const ALL: [FailureKind; 13] = [
+    pub const ALL: [FailureKind; 14] = [
         FailureKind::None,
         FailureKind::Connect,
         FailureKind::HttpStatus,
@@ -45,6 +48,7 @@ impl FailureKind {
         FailureKind::HeadLimit,
         FailureKind::Tls,
         FailureKind::MalformedFrame,
+        FailureKind::TurnAborted,
     ];
 
     /// A stable lowercase name for reports and logs.
@@ -63,6 +67,7 @@ impl FailureKind {
             FailureKind::HeadLimit => "response_head_limit",
             FailureKind::Tls => "tls",
             FailureKind::MalformedFrame => "malformed_frame",
+            FailureKind::TurnAborted => "turn_aborted",
         }
     }
 

@@ -77,6 +77,7 @@ fn spec(endpoint: Endpoint, streaming: bool, connections: u32, core: Option<usiz
         force_epoll: false,
         max_output_bytes: 1 << 16,
         request_timeout_ns: 0,
+        turn_delays_ns: None,
         in_flight: None,
         synthetic: None,
     }

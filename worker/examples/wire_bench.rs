@@ -194,6 +194,7 @@ fn worker_qps(streaming: bool, connections: u32, samples: u64) -> f64 {
         force_epoll: false,
         max_output_bytes: 1 << 16,
         request_timeout_ns: 0,
+        turn_delays_ns: None,
         in_flight: None,
         synthetic: None,
     };

@@ -78,6 +78,9 @@ pub struct WorkerSpec {
     /// Per-request timeout in ns from the request's write to its response's end; 0 = none.
     /// A request past it fails with `FailureKind::Timeout`.
     pub request_timeout_ns: u64,
+    /// Agentic runs with `inject_tool_delay`: per dataset row, the pause in ns before that
+    /// turn is issued after the turn before it completed (0 for none).
+    pub turn_delays_ns: Option<Arc<Vec<u64>>>,
     /// Which sample each connection slot has on the wire, read by the coordinator when this
     /// worker dies (`None` in tests that do not need it).
     pub in_flight: Option<InFlightTable>,
@@ -138,12 +141,37 @@ pub fn endpoint_slot_count(first: usize, slots: usize, endpoints: usize, e: usiz
     }
 }
 
-/// One sample waiting for a connection.
+/// One sample waiting for a connection; an agentic conversation's first turn with the count
+/// of turns after it (rows and sample ids consecutive), which the same slot runs in order.
 #[derive(Clone, Copy, Debug)]
 struct Job {
     sample_id: u64,
     row: u32,
     issued_ns: u64,
+    /// Turns of the conversation after this one (0 for a plain sample).
+    turns_left: u32,
+}
+
+impl Job {
+    /// The conversation's next turn, issued by the worker when it is written.
+    fn next_turn(self) -> Job {
+        Job {
+            sample_id: self.sample_id + 1,
+            row: self.row + 1,
+            issued_ns: 0,
+            turns_left: self.turns_left - 1,
+        }
+    }
+
+    /// The turns after this one, as jobs never issued.
+    fn rest(self) -> impl Iterator<Item = Job> {
+        (1..=self.turns_left).map(move |k| Job {
+            sample_id: self.sample_id + u64::from(k),
+            row: self.row + k,
+            issued_ns: 0,
+            turns_left: self.turns_left - k,
+        })
+    }
 }
 
 /// Wakers of tasks waiting for a condition on the worker's shared state. Each waiter owns a fixed
@@ -637,7 +665,18 @@ async fn issue_loop(shared: &Rc<Shared>, issue: &mut IssueConsumer) {
         }
         match issue.try_pop() {
             Some(IssueCmd::Issue { sample_id, row, issued_ns }) => {
-                shared.queue.borrow_mut().push_back(Job { sample_id, row, issued_ns });
+                let job = Job { sample_id, row, issued_ns, turns_left: 0 };
+                shared.queue.borrow_mut().push_back(job);
+                shared.jobs.wake_one();
+            }
+            Some(IssueCmd::Conversation { first_sample_id, first_row, turns }) => {
+                let job = Job {
+                    sample_id: first_sample_id,
+                    row: first_row,
+                    issued_ns: 0,
+                    turns_left: turns.saturating_sub(1),
+                };
+                shared.queue.borrow_mut().push_back(job);
                 shared.jobs.wake_one();
             }
             Some(IssueCmd::Stop) => {
@@ -704,12 +743,24 @@ fn note_push(shared: &Shared) {
     }
 }
 
-/// Reports every queued, never-sent sample as cancelled.
+/// Reports every queued, never-sent sample as cancelled (each turn of a queued conversation).
 fn cancel_queued(shared: &Shared) {
     let now = monotonic_ns();
     while let Some(job) = shared.queue.borrow_mut().pop_front() {
         let outcome = Outcome::failed(FailureKind::Cancelled, now);
         push_failure_at(shared, job, outcome, (NO_ENDPOINT, 0), b"cancelled before it was sent");
+        push_rest(shared, job, FailureKind::Cancelled, b"cancelled before it was sent");
+    }
+}
+
+/// Reports the turns after `job` of its conversation as failed by `kind`, never sent; each is
+/// issued and completed at once, so its latency is 0 and it holds no connection.
+fn push_rest(shared: &Shared, job: Job, kind: FailureKind, error: &[u8]) {
+    for turn in job.rest() {
+        let now = monotonic_ns();
+        let turn = Job { issued_ns: now, ..turn };
+        note_issued(shared, turn.sample_id, turn.row, now);
+        push_failure_at(shared, turn, Outcome::failed(kind, now), (NO_ENDPOINT, 0), error);
     }
 }
 
@@ -785,15 +836,72 @@ async fn serve(shared: &Rc<Shared>, slot: usize, conn: &mut Option<Conn>, index:
             note_issued(shared, job.sample_id, job.row, job.issued_ns);
         }
         let conn = conn.get_or_insert_with(|| new_slot_conn(&shared.spec, &shared.tls, index));
-        let aborted = exchange_job(shared, slot, conn, job).await;
+        if run_turns(shared, slot, conn, job).await == JobEnd::Aborted {
+            return;
+        }
+    }
+}
+
+/// Runs `job` on the slot's connection and, for an agentic conversation, each later turn as
+/// soon as the one before it succeeded (after the next turn's tool delay): no round trip to
+/// the coordinator between turns. A failed turn fails the rest as `TurnAborted`; an abort
+/// cancels them. Returns how the last exchange ended.
+async fn run_turns(shared: &Rc<Shared>, slot: usize, conn: &mut Conn, first: Job) -> JobEnd {
+    let mut job = first;
+    loop {
+        let end = exchange_job(shared, slot, conn, job).await;
         // The record is in the ring: the sample is no longer this slot's.
         if let Some(table) = &shared.spec.in_flight {
             table.clear(slot);
         }
-        if aborted {
-            return;
+        if job.turns_left == 0 {
+            return end;
         }
+        match end {
+            JobEnd::Aborted => {
+                push_rest(shared, job, FailureKind::Cancelled, b"cancelled by abort");
+                return end;
+            }
+            JobEnd::Done(FailureKind::None) => {}
+            JobEnd::Done(kind) => {
+                let why = format!("prior turn failed: {}", kind.as_str());
+                push_rest(shared, job, FailureKind::TurnAborted, why.as_bytes());
+                return end;
+            }
+        }
+        let next = job.next_turn();
+        if !tool_delay(shared, slot, next.row).await {
+            push_rest(shared, job, FailureKind::Cancelled, b"cancelled by abort");
+            return JobEnd::Aborted;
+        }
+        job = next;
+        job.issued_ns = monotonic_ns();
+        note_issued(shared, job.sample_id, job.row, job.issued_ns);
     }
+}
+
+/// Waits out the tool delay before the turn of dataset row `row` (`inject_tool_delay`);
+/// returns false when the worker aborted during it.
+async fn tool_delay(shared: &Rc<Shared>, slot: usize, row: u32) -> bool {
+    let delay_ns = shared.spec.turn_delays_ns.as_ref().map_or(0, |d| d[row as usize]);
+    if delay_ns == 0 {
+        return !shared.aborting.get();
+    }
+    let s = shared.clone();
+    let aborted = shared.abort.until(slot, move || s.aborting.get());
+    let timer = monoio::time::sleep(std::time::Duration::from_nanos(delay_ns));
+    monoio::select! {
+        _ = timer => !shared.aborting.get(),
+        _ = aborted => false,
+    }
+}
+
+/// How a job's exchange ended for its slot: the worker aborted, or its record (success or
+/// failure of this kind) is pushed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum JobEnd {
+    Aborted,
+    Done(FailureKind),
 }
 
 /// How one job's exchange ended.
@@ -803,8 +911,9 @@ enum Ended {
     Aborted,
 }
 
-/// Runs one job on `conn` and pushes its record; returns whether the worker aborted.
-async fn exchange_job(shared: &Rc<Shared>, slot: usize, conn: &mut Conn, job: Job) -> bool {
+/// Runs one job on `conn` and pushes its record; returns whether the worker aborted, else the
+/// record's failure kind.
+async fn exchange_job(shared: &Rc<Shared>, slot: usize, conn: &mut Conn, job: Job) -> JobEnd {
     let endpoint = usize::from(conn.endpoint());
     let request = shared.spec.endpoints[endpoint].requests.row_bytes(job.row as usize);
     let timeout_ns = shared.spec.request_timeout_ns;
@@ -846,7 +955,6 @@ async fn exchange_job(shared: &Rc<Shared>, slot: usize, conn: &mut Conn, job: Jo
         }
     };
     let now = monotonic_ns();
-    let aborted = matches!(ended, Ended::Aborted);
     match ended {
         Ended::Exchanged(outcome)
             if past_deadline(conn.sent_ns, outcome.complete_ns, timeout_ns) =>
@@ -854,20 +962,26 @@ async fn exchange_job(shared: &Rc<Shared>, slot: usize, conn: &mut Conn, job: Jo
             // The response and the overdue timer were handled in one wake-up: its stamps say
             // it ended past the deadline, so it is a timeout whichever the loop saw first.
             push_timeout(shared, job, conn, timeout_ns, outcome.complete_ns);
+            JobEnd::Done(FailureKind::Timeout)
         }
-        Ended::Exchanged(outcome) => push_result(shared, job, conn, outcome),
+        Ended::Exchanged(outcome) => {
+            let failure = outcome.failure;
+            push_result(shared, job, conn, outcome);
+            JobEnd::Done(failure)
+        }
         Ended::TimedOut => {
             // A reset, so a late response cannot be read as the next request's.
             conn.abandon();
             push_timeout(shared, job, conn, timeout_ns, now);
+            JobEnd::Done(FailureKind::Timeout)
         }
         Ended::Aborted => {
             conn.close_with_reset();
             let outcome = Outcome::failed(FailureKind::Cancelled, now);
             push_failure(shared, job, outcome, conn, b"cancelled by abort");
+            JobEnd::Aborted
         }
     }
-    aborted
 }
 
 /// Whether a response whose request was written at `sent_ns` (0: never written) and that

@@ -111,6 +111,17 @@ pub fn run_synthetic(
                     return EXIT_COORDINATOR_GONE;
                 }
             }
+            // Every turn of a conversation answered at once, in order, as a real worker runs
+            // them (each after the one before it succeeded, which here they all do).
+            IssueCmd::Conversation { first_sample_id, first_row, turns } => {
+                for k in 0..turns {
+                    let (sample_id, row) = (first_sample_id + u64::from(k), first_row + k);
+                    let header = response.header(worker_id, 0, sample_id, row, monotonic_ns());
+                    if !records.push_record(&header, &response.output, &[]) {
+                        return EXIT_COORDINATOR_GONE;
+                    }
+                }
+            }
             IssueCmd::Stop | IssueCmd::Abort => break,
         }
     }

@@ -284,6 +284,7 @@ fn spec(
         force_epoll: epoll,
         max_output_bytes: 1 << 16,
         request_timeout_ns: 0,
+        turn_delays_ns: None,
         in_flight: None,
         synthetic: None,
     }
@@ -304,6 +305,8 @@ struct Got {
     tokens: (Option<u32>, Option<u32>),
     resent: u8,
     endpoint: u8,
+    issued_ns: u64,
+    complete_ns: u64,
 }
 
 enum Popped {
@@ -345,6 +348,8 @@ fn pop_wait(records: &mut RecordConsumer, bell: &Doorbell) -> Popped {
                     tokens: (view.header.prompt_tokens, view.header.completion_tokens),
                     resent: view.header.resent,
                     endpoint: view.header.endpoint,
+                    issued_ns: view.header.issued_ns,
+                    complete_ns: view.header.complete_ns,
                 })
             }
         });
@@ -395,6 +400,65 @@ fn run(spec: WorkerSpec, issues: &[(u64, u32)], end: IssueCmd) -> (Vec<Got>, Vec
         }
     }
     (got, warnings, worker.join().unwrap())
+}
+
+/// Runs a worker on a thread with `cmds` (then Stop) until `records` records came back.
+fn run_cmds(spec: WorkerSpec, cmds: &[IssueCmd], records_expected: usize) -> Vec<Got> {
+    let bell = Doorbell::create().unwrap();
+    let rings =
+        WorkerRings::create(2, RingSizes { issue_slots: 8, record_bytes: 1 << 16 }, &bell).unwrap();
+    let (issue_rx, records_tx) = rings.worker_ends();
+    let (mut issue_tx, mut records) = rings.coordinator_ends();
+    let worker = std::thread::spawn(move || run_worker(spec, issue_rx, records_tx));
+    assert!(matches!(pop_wait(&mut records, &bell), Popped::Ready(_)));
+    for &cmd in cmds.iter().chain([&IssueCmd::Stop]) {
+        assert!(issue_tx.try_push(cmd), "the ring has room for the test's few commands");
+    }
+    let mut got = Vec::new();
+    loop {
+        match pop_wait(&mut records, &bell) {
+            Popped::Record(r) => got.push(r),
+            Popped::Warning(_) | Popped::Notice => {}
+            Popped::Done => break,
+            _ => panic!("unexpected event"),
+        }
+    }
+    assert_eq!(worker.join().unwrap(), 0);
+    assert_eq!(got.len(), records_expected, "{got:?}");
+    got.sort_by_key(|g| g.sample_id);
+    got
+}
+
+#[test]
+fn a_conversation_s_turns_go_in_order_and_a_failed_turn_aborts_the_rest() {
+    let server = Server::start(0);
+    let ep = Endpoint::parse(&format!("http://{}", server.addr)).unwrap();
+    // Rows 0, 1, 2 answer; row 3 ("missing") is a 404. Row 1 waits 30 ms after row 0.
+    let mut spec = spec(ep, PROMPTS, true, 2, false);
+    let delay_ns = 30_000_000;
+    spec.turn_delays_ns = Some(Arc::new(vec![0, delay_ns, 0, 0, 0, 0]));
+    let cmds = [
+        IssueCmd::Conversation { first_sample_id: 10, first_row: 0, turns: 3 },
+        IssueCmd::Conversation { first_sample_id: 20, first_row: 3, turns: 3 },
+    ];
+    let got = run_cmds(spec, &cmds, 6);
+    let ids: Vec<(u64, u32)> = got.iter().map(|g| (g.sample_id, g.row)).collect();
+    assert_eq!(ids, [(10, 0), (11, 1), (12, 2), (20, 3), (21, 4), (22, 5)]);
+    let first = &got[..3];
+    assert!(first.iter().all(|g| g.failure == FailureKind::None), "{first:?}");
+    // Each turn is issued after the one before it completed, by the worker's own stamps; the
+    // second waited out its tool delay first.
+    assert!(first[1].issued_ns >= first[0].complete_ns + delay_ns, "{first:?}");
+    assert!(first[2].issued_ns >= first[1].complete_ns, "{first:?}");
+    let second = &got[3..];
+    assert_eq!((second[0].failure, second[0].status), (FailureKind::HttpStatus, 404));
+    for g in &second[1..] {
+        assert_eq!(g.failure, FailureKind::TurnAborted, "{g:?}");
+        assert_eq!(g.error, "prior turn failed: http_status");
+        assert_eq!(g.issued_ns, g.complete_ns, "never sent: {g:?}");
+    }
+    // Four requests reached the server: the aborted turns were never sent.
+    assert_eq!(server.requests.load(Ordering::SeqCst), 4);
 }
 
 const PROMPTS: &[&str] = &["hello world", "a", "", "missing", "ünïcode ✓ text", "stall"];

@@ -424,6 +424,7 @@ pub fn worker_specs(
                 force_epoll: c.force_epoll,
                 max_output_bytes: MAX_OUTPUT_BYTES,
                 request_timeout_ns: plan.request_timeout_ns,
+                turn_delays_ns: None,
                 in_flight: None,
                 synthetic: null.then(|| SyntheticResponse::stub_like(plan.request.streaming)),
             }
