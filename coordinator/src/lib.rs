@@ -1,6 +1,7 @@
 //! loadgen-coordinator: plan to CPU sets, fork and pin, scheduler, aggregator, run lifecycle.
 
 pub mod aggregate;
+pub mod conversation;
 pub mod cpu;
 pub mod end;
 pub mod fork;

@@ -66,10 +66,11 @@ pub fn has_performance_phase(tracked_samples: u64) -> bool {
 /// max throughput with no performance phase (accuracy-only), as the reference's, whose
 /// pattern is its performance phase's runtime settings'.
 pub fn accuracy_pattern(perf: &LoadPattern, performance_phase: bool) -> LoadPattern {
-    if performance_phase {
-        *perf
-    } else {
-        LoadPattern::Offline
+    match perf {
+        // The reference's accuracy phase of an agentic run runs at max_throughput.
+        LoadPattern::Agentic { .. } => LoadPattern::Offline,
+        _ if performance_phase => *perf,
+        _ => LoadPattern::Offline,
     }
 }
 

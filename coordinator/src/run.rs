@@ -18,6 +18,7 @@ use crate::aggregate::{
     tokens::{TokenCounter, TokenPool, TokenPoolPlan},
 };
 use crate::aggregate::{AggregatorInput, AggregatorOutput, Control, Status};
+use crate::conversation::ConversationPlan;
 use crate::cpu::CpuPlan;
 use crate::end::{accuracy_abandon_cause, after_drain, drain_plan, finish_deadline, run_end};
 pub use crate::end::{RunEnd, ABORT_GRACE};
@@ -44,6 +45,8 @@ pub struct RunSpec<W> {
     pub workers: Vec<W>,
     pub cpu_plan: CpuPlan,
     pub pattern: LoadPattern,
+    /// An agentic run's conversations (`LoadPattern::Agentic`): `num_samples` is their turns.
+    pub conversations: Option<Arc<ConversationPlan>>,
     /// Tracked samples to issue.
     pub num_samples: u64,
     /// The warm-up phase, issued before tracking starts.
@@ -247,7 +250,9 @@ fn start<W: WorkerRole>(
         rings.iter().map(|r| r.coordinator_ends()).unzip();
     let firsts = first_sample_ids(spec.warmup.samples(), spec.num_samples, &spec.accuracy);
     let phases = PhaseCounts::of_run(spec.warmup.samples(), spec.num_samples, &firsts);
-    let shared = Arc::new(Shared::new(rings.len()).with_phases(phases));
+    let shared = Arc::new(
+        Shared::new(rings.len()).with_phases(phases).with_conversations(spec.conversations.clone()),
+    );
     let (control, control_rx) = unbounded();
     let (status_tx, status) = bounded(4);
     let kill_all = |pids: &[nix::unistd::Pid]| pids.iter().for_each(|p| kill_and_reap(*p));
@@ -261,10 +266,11 @@ fn start<W: WorkerRole>(
     let log = IssueLog::with_capacity(samples.min(MAX_LOG_RESERVE_SAMPLES), monotonic_ns());
     let mut issuer = Issuer::new(producers, shared.clone(), space_bell, log);
     issuer.send_issue_notices(notice_tx);
-    if let LoadPattern::Concurrency { .. } = spec.pattern {
-        let connections: Vec<u64> =
-            spec.workers.iter().map(|w| u64::from(w.connections())).collect();
-        issuer.closed_loop(&connections);
+    let connections: Vec<u64> = spec.workers.iter().map(|w| u64::from(w.connections())).collect();
+    match spec.pattern {
+        LoadPattern::Concurrency { .. } => issuer.closed_loop(&connections),
+        LoadPattern::Agentic { .. } => issuer.agentic(&connections),
+        _ => {}
     }
     Ok(Started { pids, shared, issuer, control, status, aggregator, watcher })
 }
@@ -688,7 +694,10 @@ fn start_aggregator<W: WorkerRole>(
         warmup_samples: spec.warmup.samples(),
         expected_samples: spec.num_samples,
         live: spec.live.clone(),
-        closed_loop: matches!(spec.pattern, LoadPattern::Concurrency { .. }),
+        closed_loop: matches!(
+            spec.pattern,
+            LoadPattern::Concurrency { .. } | LoadPattern::Agentic { .. }
+        ),
     };
     std::thread::Builder::new()
         .name("aggregator".into())

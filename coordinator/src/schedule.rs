@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 
 use loadgen_wire::{monotonic_ns, Doorbell, IssueCmd, IssueProducer};
 
+use crate::conversation::ConversationSpan;
 use crate::order::SampleOrder;
 use crate::settle::IssueLog;
 use crate::shared::{Shared, WorkerState};
@@ -43,6 +44,9 @@ pub enum LoadPattern {
     Poisson { target_qps: f64, seed: u64 },
     /// Closed loop: exactly `n` samples in flight.
     Concurrency { n: u64 },
+    /// Agentic conversations (`RunSpec::conversations`): `n` in flight, each on one connection
+    /// slot that issues its turns one after another; a new one starts when one finishes.
+    Agentic { n: u64 },
 }
 
 /// Why issuing stopped.
@@ -66,6 +70,8 @@ pub struct Issuer {
     /// Closed loop: samples a worker may hold unanswered (its connections plus as many queued),
     /// and issue times stamped by the worker when it writes the request.
     closed_loop_caps: Option<Vec<u64>>,
+    /// Agentic: conversations a worker may hold (its connections: each runs one).
+    conversation_caps: Option<Vec<u64>>,
     /// Every issued sample's worker, row and stamp, for the final counts.
     log: IssueLog,
     /// No wait for room lasts past this (the run's cap).
@@ -90,6 +96,7 @@ impl Issuer {
             next_worker: 0,
             issued: 0,
             closed_loop_caps: None,
+            conversation_caps: None,
             log,
             cap: None,
             notices: Vec::new(),
@@ -150,6 +157,21 @@ impl Issuer {
             Some(connections.iter().map(|c| c + CLOSED_LOOP_QUEUE_DEPTH).collect());
     }
 
+    /// Makes this an agentic issuer: worker `i` runs at most `connections[i]` conversations,
+    /// each on one slot, none queued behind them, so a conversation starts when one finishes
+    /// (the aggregator counts it finished at its last turn's record) and the run keeps
+    /// Σ connections conversations in flight, as the reference's `target_concurrency`.
+    pub fn agentic(&mut self, connections: &[u64]) {
+        self.conversation_caps = Some(connections.to_vec());
+    }
+
+    fn has_conversation_room(&self, w: usize) -> bool {
+        match (&self.conversation_caps, &self.shared.conversations) {
+            (Some(caps), Some((_, counts))) => counts.open_at(w) < caps[w],
+            _ => true,
+        }
+    }
+
     fn outstanding(&self, w: usize) -> u64 {
         let issued = self.shared.issued_to[w].load(Ordering::Acquire);
         issued.saturating_sub(self.shared.received_from[w].load(Ordering::Acquire))
@@ -158,7 +180,7 @@ impl Issuer {
     fn has_room(&self, w: usize) -> bool {
         match &self.closed_loop_caps {
             Some(caps) => self.outstanding(w) < caps[w],
-            None => true,
+            None => self.has_conversation_room(w),
         }
     }
 
@@ -210,6 +232,77 @@ impl Issuer {
                 self.wait_for_answers();
             }
         }
+    }
+
+    /// Hands conversation `span` to the next worker with a free place, its turns sample ids
+    /// `first_sample_id ..`; waits while every place is taken. Each turn is logged as issued to
+    /// that worker, stamped by the worker when it writes it.
+    pub fn issue_conversation(
+        &mut self,
+        first_sample_id: u64,
+        span: ConversationSpan,
+    ) -> Result<(), IssueEnd> {
+        let n = self.producers.len();
+        let turns = u64::from(span.turns);
+        loop {
+            let epoch = self.space.epoch();
+            let mut any_alive = false;
+            let mut any_room = false;
+            for k in 0..n {
+                let w = (self.next_worker + k) % n;
+                if !self.alive(w) {
+                    continue;
+                }
+                any_alive = true;
+                if !self.has_room(w) {
+                    continue;
+                }
+                any_room = true;
+                if self.try_hand_conversation(w, first_sample_id, span) {
+                    self.next_worker = w + 1;
+                    self.issued += turns;
+                    return Ok(());
+                }
+            }
+            if !any_alive {
+                return Err(IssueEnd::NoWorkers);
+            }
+            if self.must_stop() {
+                return Err(IssueEnd::Stopped);
+            }
+            if any_room {
+                self.space.wait(epoch, SCHEDULER_POLL);
+            } else {
+                self.wait_for_answers();
+            }
+        }
+    }
+
+    /// Pushes the conversation into worker `w`'s ring, counted first (the aggregator may see
+    /// its records before the push returns); undone when the ring is full.
+    fn try_hand_conversation(&mut self, w: usize, first: u64, span: ConversationSpan) -> bool {
+        let turns = u64::from(span.turns);
+        let counts = self.shared.conversations.as_ref().map(|(_, c)| c);
+        self.shared.issued_to[w].fetch_add(turns, Ordering::AcqRel);
+        counts.inspect(|c| {
+            c.issued_to[w].fetch_add(1, Ordering::AcqRel);
+        });
+        let cmd = IssueCmd::Conversation {
+            first_sample_id: first,
+            first_row: span.first_row,
+            turns: span.turns,
+        };
+        if self.producers[w].try_push(cmd) {
+            for k in 0..span.turns {
+                self.log.push(first + u64::from(k), w, span.first_row + k, 0);
+            }
+            return true;
+        }
+        self.shared.issued_to[w].fetch_sub(turns, Ordering::AcqRel);
+        counts.inspect(|c| {
+            c.issued_to[w].fetch_sub(1, Ordering::AcqRel);
+        });
+        false
     }
 
     /// Waits until some worker's outstanding count drops (a record arrived) or a stop.
@@ -325,6 +418,11 @@ pub fn issue_all(
         }
         _ => None,
     };
+    if let LoadPattern::Agentic { .. } = pattern {
+        let end = issue_conversations(issuer, first_sample_id, total, cap);
+        issuer.flush_notices();
+        return end;
+    }
     let issued_before = issuer.issued;
     let at = (start, start_ns, cap);
     let end = issue_each(issuer, &mut poisson, order, first_sample_id, total, at, lags);
@@ -382,6 +480,33 @@ fn issue_each(
             }
             Err(end) => return end,
         }
+    }
+    IssueEnd::AllIssued
+}
+
+/// Hands out the agentic plan's conversations in order, their turns numbered from
+/// `first_sample_id`, until `total` samples (every turn of the plan) are out, or a stop.
+fn issue_conversations(
+    issuer: &mut Issuer,
+    first_sample_id: u64,
+    total: u64,
+    cap: Option<Instant>,
+) -> IssueEnd {
+    let Some(plan) = issuer.shared.conversations.as_ref().map(|(p, _)| p.clone()) else {
+        return IssueEnd::AllIssued;
+    };
+    let mut next_id = first_sample_id;
+    for &span in plan.spans() {
+        if next_id - first_sample_id + u64::from(span.turns) > total {
+            break;
+        }
+        if issuer.shared.stop.load(Ordering::Acquire) || cap.is_some_and(|c| Instant::now() >= c) {
+            return IssueEnd::Stopped;
+        }
+        if let Err(end) = issuer.issue_conversation(next_id, span) {
+            return end;
+        }
+        next_id += u64::from(span.turns);
     }
     IssueEnd::AllIssued
 }

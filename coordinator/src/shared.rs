@@ -5,8 +5,9 @@
 //! view, which all read it.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
-use std::sync::{Condvar, Mutex};
+use std::sync::{Arc, Condvar, Mutex};
 
+use crate::conversation::{ConversationCounts, ConversationPlan};
 use crate::live::lag::LiveLag;
 
 /// A worker's lifecycle as the coordinator's threads see it.
@@ -37,6 +38,8 @@ pub struct Shared {
     pub issue_lag: LiveLag,
     /// Records received per phase (`PhaseCounts`), for each phase's own drain.
     pub phases: PhaseCounts,
+    /// An agentic run's conversations (`None` otherwise) and their counts per worker.
+    pub conversations: Option<(Arc<ConversationPlan>, ConversationCounts)>,
 }
 
 impl Shared {
@@ -53,6 +56,25 @@ impl Shared {
             progress_waiting: AtomicBool::new(false),
             issue_lag: LiveLag::new(),
             phases: PhaseCounts::default(),
+            conversations: None,
+        }
+    }
+
+    /// An agentic run's shared state: the scheduler counts conversations handed out, the
+    /// aggregator those finished (`note_turn`).
+    pub fn with_conversations(mut self, plan: Option<Arc<ConversationPlan>>) -> Shared {
+        let workers = self.issued_to.len();
+        self.conversations = plan.map(|p| (p, ConversationCounts::new(workers)));
+        self
+    }
+
+    /// Counts the record of dataset row `row` from worker `w`: the last turn of a conversation
+    /// frees the worker's place for the next one.
+    pub(crate) fn note_turn(&self, w: usize, row: u32) {
+        if let Some((plan, counts)) = &self.conversations {
+            if plan.ends_conversation(row) {
+                counts.finished_at[w].fetch_add(1, Ordering::Release);
+            }
         }
     }
 

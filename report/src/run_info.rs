@@ -208,6 +208,7 @@ pub fn run_info(
             ("poisson", Some(target_qps), None, Some(plan.legacy_loadgen_qps))
         }
         LoadPattern::Concurrency { n } => ("concurrency", None, Some(n), None),
+        LoadPattern::Agentic { n } => ("agentic_inference", None, Some(n), None),
     };
     RunInfo {
         version: env!("CARGO_PKG_VERSION").to_string(),

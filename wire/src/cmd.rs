@@ -33,9 +33,12 @@ impl IssueCmd {
             IssueCmd::Issue { sample_id, row, issued_ns } => {
                 [TAG_ISSUE | (u64::from(row) << 32), sample_id, issued_ns, 0]
             }
-            IssueCmd::Conversation { first_sample_id, first_row, turns } => {
-                [TAG_CONVERSATION | (u64::from(first_row) << 32), first_sample_id, 0, u64::from(turns)]
-            }
+            IssueCmd::Conversation { first_sample_id, first_row, turns } => [
+                TAG_CONVERSATION | (u64::from(first_row) << 32),
+                first_sample_id,
+                0,
+                u64::from(turns),
+            ],
             IssueCmd::Stop => [TAG_STOP, 0, 0, 0],
             IssueCmd::Abort => [TAG_ABORT, 0, 0, 0],
         }

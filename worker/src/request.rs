@@ -681,6 +681,30 @@ impl RequestTable {
         Ok(self.push_own(&[&length, rest]))
     }
 
+    /// Appends one row by its whole body, as `push_body`, with `headers` of its own after the
+    /// shared ones (an agentic turn's routing headers, which carry its conversation's id).
+    /// Names and values must hold no CR or LF (the plan checks them).
+    pub fn push_body_with_headers(
+        &mut self,
+        body: &[u8],
+        headers: &[(&str, &str)],
+    ) -> Result<u32, RequestError> {
+        if headers.is_empty() {
+            return self.push_body(body);
+        }
+        let start = &self.bytes[self.head_end..self.shared_end];
+        let Some(rest) = body.strip_prefix(start) else {
+            return Err(RequestError::SharedStart);
+        };
+        let mut own = Vec::with_capacity(64);
+        let _ = write!(own, "{}\r\n", body.len());
+        for (name, value) in headers {
+            let _ = write!(own, "{name}: {value}\r\n");
+        }
+        own.extend_from_slice(b"\r\n");
+        Ok(self.push_own(&[&own, rest]))
+    }
+
     fn push_own(&mut self, parts: &[&[u8]]) -> u32 {
         // Unique while the table is being built: no copy.
         let bytes = Arc::make_mut(&mut self.bytes);
@@ -718,9 +742,10 @@ impl RequestTable {
     pub fn row_bytes(&self, i: usize) -> RequestBytes {
         let (start, end) = (self.offsets[i], self.offsets[i + 1]);
         // Only a shared body start needs the row cut where its head ends (its Content-Length
-        // value has no CR); elsewhere the whole row is one segment.
+        // value, then any headers of its own, then the blank line); elsewhere the whole row is
+        // one segment.
         let split = match self.shared_end > self.head_end {
-            true => memchr::memchr(b'\r', &self.bytes[start..end]).map_or(end, |i| start + i + 4),
+            true => head_end_in(&self.bytes[start..end]).map_or(end, |i| start + i),
             false => end,
         };
         RequestBytes {
@@ -745,6 +770,17 @@ impl RequestTable {
     pub fn total_bytes(&self) -> usize {
         self.bytes.len()
     }
+}
+
+/// Where a row's own head part ends in `own` (just past its blank line): right after the
+/// Content-Length value's CRLF when the next two bytes are the blank line, the common case,
+/// else past the first CRLF CRLF (a row with headers of its own).
+fn head_end_in(own: &[u8]) -> Option<usize> {
+    let first = memchr::memchr(b'\r', own)?;
+    if own.get(first..first + 4) == Some(b"\r\n\r\n") {
+        return Some(first + 4);
+    }
+    memchr::memmem::find(&own[first..], b"\r\n\r\n").map(|i| first + i + 4)
 }
 
 /// One row's request, sharing the table's buffer.
@@ -999,6 +1035,28 @@ mod tests {
                 table.total_bytes()
             );
         }
+    }
+
+    #[test]
+    fn a_row_s_own_headers_follow_the_shared_ones_and_the_request_stays_whole() {
+        let ep = Endpoint::parse("http://127.0.0.1:8765").unwrap();
+        let o = opts(ApiType::OpenAiChat, true, true);
+        let head = http_head(&ep, o.api, &RequestHeaders::default(), true);
+        let mut table = RequestTable::with_shared(&head, &body_prefix(&o).unwrap());
+        let body = body_json(&o, Prompt::Text { system: None, user: "x\r\n\r\ny" }).unwrap();
+        table.push_body(&body).unwrap();
+        table.push_body_with_headers(&body, &[("X-Session-ID", "conv-7")]).unwrap();
+        table.push_body_with_headers(&body, &[]).unwrap();
+        let plain = http_request(&ep, o.api, &RequestHeaders::default(), true, &body);
+        assert_eq!(table.request(0), plain);
+        assert_eq!(table.request(2), plain, "no headers of its own: as push_body");
+        let mut with = head.clone();
+        with.extend_from_slice(
+            format!("{}\r\nX-Session-ID: conv-7\r\n\r\n", body.len()).as_bytes(),
+        );
+        with.extend_from_slice(&body);
+        assert_eq!(String::from_utf8(table.request(1)).unwrap(), String::from_utf8(with).unwrap());
+        assert_eq!(table.row_bytes(1).len(), table.request(1).len());
     }
 
     #[test]

@@ -753,13 +753,18 @@ fn cancel_queued(shared: &Shared) {
     }
 }
 
-/// Reports the turns after `job` of its conversation as failed by `kind`, never sent; each is
-/// issued and completed at once, so its latency is 0 and it holds no connection.
+/// Reports the turns after `job` of its conversation as failed by `kind`, never sent. A
+/// `TurnAborted` turn is issued and fails at once (as the reference publishes its skipped
+/// turns' failures), holding no connection; a `Cancelled` one was never issued, as a queued
+/// closed-loop sample an abort cancels.
 fn push_rest(shared: &Shared, job: Job, kind: FailureKind, error: &[u8]) {
     for turn in job.rest() {
         let now = monotonic_ns();
-        let turn = Job { issued_ns: now, ..turn };
-        note_issued(shared, turn.sample_id, turn.row, now);
+        let issued_ns = if kind == FailureKind::Cancelled { 0 } else { now };
+        let turn = Job { issued_ns, ..turn };
+        if issued_ns != 0 {
+            note_issued(shared, turn.sample_id, turn.row, now);
+        }
         push_failure_at(shared, turn, Outcome::failed(kind, now), (NO_ENDPOINT, 0), error);
     }
 }

@@ -156,6 +156,7 @@ impl Plan {
             LoadPattern::Offline => "max_throughput".to_string(),
             LoadPattern::Poisson { target_qps, .. } => format!("poisson at {target_qps} qps"),
             LoadPattern::Concurrency { n } => format!("concurrency {n}"),
+            LoadPattern::Agentic { n } => format!("agentic_inference, {n} conversations at once"),
         };
         let cap = self.max_duration_ms.map_or("none".to_string(), |ms| format!("{ms} ms"));
         let c = &self.connections;

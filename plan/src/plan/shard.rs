@@ -410,6 +410,13 @@ pub fn shard_pattern(pattern: LoadPattern, s: Shard) -> Result<LoadPattern, AppE
             }
             Ok(LoadPattern::Concurrency { n: share })
         }
+        // Conversations are not split over hosts: each shard would need its share of them
+        // and of their ids, which `merge` does not join yet.
+        LoadPattern::Agentic { .. } => Err(AppError::Input(
+            "an agentic_inference run cannot be sharded yet (--shard, Slurm or an Indexed \
+             Job); run it on one host"
+                .into(),
+        )),
     }
 }
 

@@ -71,6 +71,7 @@ impl Plan {
             workers,
             cpu_plan,
             pattern: self.load_pattern,
+            conversations: None,
             num_samples: self.num_samples,
             warmup: WarmupSpec {
                 rows: warmup_rows,
