@@ -667,6 +667,7 @@ fn start_aggregator<W: WorkerRole>(
                 prompt_data_json: spec.prompt_data_json.clone(),
                 redact: spec.redact,
                 endpoint_field: spec.workers.first().is_some_and(|w| w.endpoint_count() > 1),
+                conversations: spec.conversations.clone(),
             };
             EventLog::from_file(file.map_err(RunError::Thread)?, log).map_err(RunError::Thread)?
         }

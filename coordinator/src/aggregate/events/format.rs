@@ -151,6 +151,8 @@ pub struct FormatContext {
     /// Hides secrets in an error message (the binary's `redact::redact`): an endpoint may echo
     /// an API key or credentials in one. `None` writes messages as they came.
     pub redact: Option<Redact>,
+    /// An agentic run's conversations: each sample's line names its conversation and turn.
+    pub conversations: Option<std::sync::Arc<crate::conversation::ConversationPlan>>,
 }
 
 /// A function that hides the secrets in a text (the binary's `redact::redact`), so the event
@@ -162,20 +164,20 @@ pub fn format_batch(batch: &Batch, ctx: &FormatContext, out: &mut Vec<u8>) {
     for op in &batch.ops {
         match op {
             Op::Session { event_type, timestamp_ns } => {
-                head(out, event_type, *timestamp_ns, None);
+                head(out, ctx, event_type, *timestamp_ns, None);
                 out.extend_from_slice(b"null");
             }
             Op::Issued { sample_id, timestamp_ns, row } => {
-                head(out, "sample.issued", *timestamp_ns, Some(*sample_id));
+                head(out, ctx, "sample.issued", *timestamp_ns, Some(*sample_id));
                 let json = ctx.prompt_data_json.get(*row as usize).map_or("null", |s| s.as_str());
                 out.extend_from_slice(json.as_bytes());
             }
             Op::RecvFirst { sample_id, timestamp_ns } => {
-                head(out, "sample.recv_first", *timestamp_ns, Some(*sample_id));
+                head(out, ctx, "sample.recv_first", *timestamp_ns, Some(*sample_id));
                 out.extend_from_slice(b"null");
             }
             Op::Error { topic, sample_id, timestamp_ns, error_type, message } => {
-                head(out, topic, *timestamp_ns, Some(*sample_id));
+                head(out, ctx, topic, *timestamp_ns, Some(*sample_id));
                 out.extend_from_slice(b"[\"ErrorData\",");
                 push_json_str(out, error_type);
                 out.push(b',');
@@ -186,13 +188,19 @@ pub fn format_batch(batch: &Batch, ctx: &FormatContext, out: &mut Vec<u8>) {
                 }
                 out.push(b']');
             }
-            Op::Complete(c) => complete(out, batch, c),
+            Op::Complete(c) => complete(out, ctx, batch, c),
         }
         out.extend_from_slice(b"}\n");
     }
 }
 
-fn head(out: &mut Vec<u8>, event_type: &str, timestamp_ns: u64, sample: Option<u64>) {
+fn head(
+    out: &mut Vec<u8>,
+    ctx: &FormatContext,
+    event_type: &str,
+    timestamp_ns: u64,
+    sample: Option<u64>,
+) {
     out.extend_from_slice(b"{\"event_type\":\"");
     out.extend_from_slice(event_type.as_bytes());
     out.extend_from_slice(b"\",\"timestamp_ns\":");
@@ -201,13 +209,23 @@ fn head(out: &mut Vec<u8>, event_type: &str, timestamp_ns: u64, sample: Option<u
     if let Some(id) = sample {
         push_uuid(out, id);
     }
-    out.extend_from_slice(b"\",\"conversation_id\":\"\",\"turn\":null,\"data\":");
+    let label = sample.zip(ctx.conversations.as_ref()).and_then(|(id, c)| c.label(id));
+    match label {
+        Some((conversation, turn)) => {
+            out.extend_from_slice(b"\",\"conversation_id\":");
+            push_json_str(out, conversation);
+            out.extend_from_slice(b",\"turn\":");
+            push_u64(out, u64::from(turn));
+            out.extend_from_slice(b",\"data\":");
+        }
+        None => out.extend_from_slice(b"\",\"conversation_id\":\"\",\"turn\":null,\"data\":"),
+    }
 }
 
 /// A streamed output is written as the reference's `[first_chunk, rest]` list, a non-streamed
 /// one as a string.
-fn complete(out: &mut Vec<u8>, batch: &Batch, c: &Complete) {
-    head(out, "sample.complete", c.timestamp_ns, Some(c.sample_id));
+fn complete(out: &mut Vec<u8>, ctx: &FormatContext, batch: &Batch, c: &Complete) {
+    head(out, ctx, "sample.complete", c.timestamp_ns, Some(c.sample_id));
     match &c.output {
         None => out.extend_from_slice(b"null"),
         Some(span) => {

@@ -40,6 +40,8 @@ pub struct EventLogSpec {
     /// (`endpoint`, after every other key), so `report DIR` rebuilds the per-endpoint
     /// counts. Off for one endpoint, whose lines stay the reference's.
     pub endpoint_field: bool,
+    /// An agentic run's conversations, which name each sample's conversation and turn.
+    pub conversations: Option<Arc<crate::conversation::ConversationPlan>>,
 }
 
 /// Collects events into time buckets and ships them, in time order, to the formatter threads.
@@ -99,7 +101,11 @@ impl EventLog {
     /// Writes the log into `file` (made by the caller: the binary creates it new in the
     /// report directory it holds) and starts the formatter threads.
     pub fn from_file(file: File, spec: EventLogSpec) -> io::Result<EventLog> {
-        let ctx = FormatContext { prompt_data_json: spec.prompt_data_json, redact: spec.redact };
+        let ctx = FormatContext {
+            prompt_data_json: spec.prompt_data_json,
+            redact: spec.redact,
+            conversations: spec.conversations,
+        };
         let formatters = Formatters::start(file, ctx, spec.formatters, &spec.cores)?;
         Ok(EventLog {
             order: TimeOrder::default(),
@@ -368,6 +374,33 @@ mod tests {
             r#""worker_id":1,"completion_tokens":16,"n_chunks":3,"chunk_reads":2,"chunk_delta_ns":[0,1500000]}"#
         ));
         assert!(got[4].ends_with(r#""worker_id":1,"client_wait_ns":1234}"#), "the wait comes last");
+    }
+
+    #[test]
+    fn an_agentic_sample_s_lines_name_its_conversation_and_turn() {
+        use crate::conversation::{ConversationPlan, ConversationSpan};
+        let spans = vec![
+            ConversationSpan { first_row: 0, turns: 2 },
+            ConversationSpan { first_row: 2, turns: 1 },
+        ];
+        let ids = vec!["c1".to_string(), "c\"2".to_string()];
+        let plan = ConversationPlan::new(spans, ids, vec![1, 3, 1]);
+        let spec = EventLogSpec {
+            formatters: 1,
+            conversations: Some(Arc::new(plan)),
+            ..EventLogSpec::default()
+        };
+        let text = lines_of(spec, |ev| {
+            ev.issued(1, 7, 1);
+            ev.complete(&failed_complete(2, 9));
+            ev.complete(&failed_complete(5, 10));
+        });
+        let got: Vec<serde_json::Value> =
+            text.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+        let label = |v: &serde_json::Value| (v["conversation_id"].clone(), v["turn"].clone());
+        assert_eq!(label(&got[0]), ("c1".into(), 3.into()));
+        assert_eq!(label(&got[1]), ("c\"2".into(), 1.into()));
+        assert_eq!(label(&got[2]), ("".into(), serde_json::Value::Null), "past the plan");
     }
 
     /// The lines `log` writes through one formatter, for a run of two or more endpoints.
