@@ -153,6 +153,9 @@ pub enum Prompt<'a> {
     },
     /// A chat `messages` array, sent verbatim.
     Messages(&'a serde_json::Value),
+    /// A chat `messages` array already written as compact JSON (an agentic turn's history,
+    /// keys in the reference's order), sent as these bytes.
+    RawMessages(&'a [u8]),
     TokenIds(&'a [u32]),
 }
 
@@ -420,6 +423,7 @@ fn chat_body(out: &mut Vec<u8>, b: Body<'_>, prompt: Prompt<'_>) -> Result<(), R
         Prompt::Text { system, user } => system_and_user(out, b, system, &user)?,
         Prompt::Parts { system, user } => system_and_user(out, b, system, &user)?,
         Prompt::Messages(messages) => json(out, messages)?,
+        Prompt::RawMessages(messages) => out.extend_from_slice(messages),
         Prompt::TokenIds(_) => {
             return Err(RequestError::UnsupportedPrompt { api: b.opts.api, what: "token ids" })
         }
@@ -465,7 +469,7 @@ fn completions_body(
         Prompt::Text { system: Some(_), .. } => {
             return Err(RequestError::UnsupportedPrompt { api, what: "a system prompt" })
         }
-        Prompt::Messages(_) => {
+        Prompt::Messages(_) | Prompt::RawMessages(_) => {
             return Err(RequestError::UnsupportedPrompt { api, what: "chat messages" })
         }
         Prompt::Parts { .. } => {
@@ -492,7 +496,7 @@ fn sglang_body(out: &mut Vec<u8>, b: Body<'_>, prompt: Prompt<'_>) -> Result<(),
         Prompt::Text { system: Some(_), .. } => {
             return Err(RequestError::UnsupportedPrompt { api, what: "a system prompt" })
         }
-        Prompt::Messages(_) => {
+        Prompt::Messages(_) | Prompt::RawMessages(_) => {
             return Err(RequestError::UnsupportedPrompt { api, what: "chat messages" })
         }
         Prompt::Parts { .. } => {

@@ -82,7 +82,7 @@ pub(super) fn check_pattern_as_reference(config: &Config) -> Result<Option<LoadP
                 .into(),
         ));
     }
-    if mode == BenchType::Eval || (agentic_pattern && mode == BenchType::Online) {
+    if mode == BenchType::Eval {
         return Ok(None);
     }
     let mut as_run = config.clone();

@@ -67,6 +67,12 @@ pub(super) fn dataset_refusals(i: usize, d: &crate::dataset::DatasetSpec) -> Vec
     if d.agentic_inference.is_some() {
         push("agentic_inference", "multi-turn agentic conversations");
     }
+    if d.agentic_inference.as_ref().is_some_and(|a| a.stop_issuing_on_first_user_complete) {
+        push(
+            "agentic_inference.stop_issuing_on_first_user_complete",
+            "ending the replay when the first conversation slot runs out of trajectories",
+        );
+    }
     for target in d.parser.iter().flat_map(|p| p.other.keys()) {
         if !crate::dataset::PARSER_TARGETS.contains(&target.as_str()) {
             push(&format!("parser.{target}"), "a column this tool does not read");

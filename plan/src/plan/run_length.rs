@@ -86,6 +86,15 @@ pub(super) fn resolve_load_pattern(config: &Config) -> Result<LoadPattern, AppEr
             Some(n) => Ok(LoadPattern::Concurrency { n: u64::from(n) }),
             None => contradiction("load pattern concurrency needs --concurrency N".into()),
         },
+        (_, LoadPatternKind::AgenticInference) => match lp.target_concurrency {
+            Some(n) if n > 0 => Ok(LoadPattern::Agentic { n: u64::from(n) }),
+            // The reference's rule: conversations in flight are always given.
+            _ => contradiction(
+                "load pattern agentic_inference needs --concurrency N (settings.load_pattern.\
+                 target_concurrency): the conversations in flight at once"
+                    .into(),
+            ),
+        },
         (_, LoadPatternKind::MaxThroughput) => contradiction(
             "benchmark online needs --load-pattern poisson (with --target-qps) or concurrency \
              (with --concurrency); for max_throughput use benchmark offline"
