@@ -9,8 +9,8 @@ use clap::{Args, Subcommand, ValueEnum};
 use nix::sys::signal::{SigSet, Signal};
 
 use crate::{
-    DelayFault, FaultConfig, StatusFault, StubConfig, StubKind, StubServer, TruncateFault,
-    TruncateFraming, UsageFault,
+    DelayFault, FaultConfig, PrefixCacheConfig, StatusFault, StubConfig, StubKind, StubServer,
+    TruncateFault, TruncateFraming, UsageFault,
 };
 
 /// Which stub server to run.
@@ -21,7 +21,8 @@ pub enum StubCommand {
     Echo(EchoArgs),
     /// Precompiled responses as fast as the machine allows (the roofline stub).
     MaxThroughput(MaxThroughputArgs),
-    /// Lognormal output lengths, TTFT and per-token delays, or a response rate.
+    /// Lognormal output lengths, TTFT and per-token delays, or a response rate; with
+    /// --prefix-cache, a server whose TTFT pays for the prompt tokens it has not cached.
     Variable(VariableArgs),
 }
 
@@ -225,6 +226,47 @@ pub struct VariableArgs {
     /// Seed of worker 0's generator (worker i uses seed + i).
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
+    /// Act as a server with a prefix cache (chat requests): TTFT is --first-chunk-latency plus
+    /// --uncached-token-us per prompt token not cached for the conversation; a request that
+    /// offers tools after a user message is answered with a tool call.
+    #[arg(long)]
+    pub prefix_cache: bool,
+    /// Microseconds of TTFT per uncached prompt token (a token: 4 bytes of message text).
+    #[arg(
+        long,
+        value_name = "US",
+        default_value_t = 100.0,
+        requires = "prefix_cache",
+        allow_negative_numbers = true
+    )]
+    pub uncached_token_us: f64,
+    /// Prompt tokens the cache holds over all conversations; the least recently used are
+    /// evicted past it.
+    #[arg(long, value_name = "TOKENS", default_value_t = 1_000_000, requires = "prefix_cache")]
+    pub cache_tokens: u64,
+    /// Request header that names the conversation (without it: the first message does).
+    #[arg(long, value_name = "NAME", default_value = "X-Session-ID", requires = "prefix_cache")]
+    pub session_header: String,
+}
+
+impl VariableArgs {
+    fn prefix_cache(&self) -> anyhow::Result<Option<PrefixCacheConfig>> {
+        if !self.prefix_cache {
+            return Ok(None);
+        }
+        let us = self.uncached_token_us;
+        if !(us.is_finite() && us >= 0.0) {
+            bail!("--uncached-token-us must be a number of microseconds at least 0, got {us}");
+        }
+        if self.session_header.is_empty() {
+            bail!("--session-header must name a header, got an empty name");
+        }
+        Ok(Some(PrefixCacheConfig {
+            uncached_token_us: us,
+            cache_tokens: self.cache_tokens,
+            session_header: self.session_header.clone(),
+        }))
+    }
 }
 
 impl FaultArgs {
@@ -366,6 +408,7 @@ pub fn config(cmd: &StubCommand) -> anyhow::Result<StubConfig> {
             v.first_chunk_spread = a.first_chunk_spread;
             v.max_concurrency = a.max_concurrency;
             v.seed = a.seed;
+            v.prefix_cache = a.prefix_cache()?;
             cfg
         }
     })
@@ -419,7 +462,14 @@ pub fn run(cmd: StubCommand) -> anyhow::Result<()> {
     server.wait();
     let _ = waiter.join();
     // What it served, for whoever started it (a test counting connections, a user).
-    eprintln!("stub stopped: {}", stopped.totals());
+    let totals = stopped.totals();
+    eprintln!("stub stopped: {totals}");
+    if let Some(c) = totals.prefix_cache {
+        eprintln!(
+            "stub prefix cache: {} hits, {} misses, {} of {} prompt tokens cached, {} evictions",
+            c.hits, c.misses, c.cached_tokens, c.prompt_tokens, c.evictions
+        );
+    }
     Ok(())
 }
 
@@ -464,6 +514,27 @@ mod tests {
         assert_eq!(cfg.variable.first_chunk_latency_s, 0.1);
         assert_eq!(cfg.variable.max_concurrency, 8);
         assert_eq!(parse("echo").unwrap().workers, 1);
+    }
+
+    #[test]
+    fn prefix_cache_flags_map_onto_the_config_and_need_prefix_cache() {
+        assert_eq!(parse("variable").unwrap().variable.prefix_cache, None);
+        let pc = parse("variable --prefix-cache").unwrap().variable.prefix_cache;
+        assert_eq!(pc, Some(PrefixCacheConfig::default()));
+        let pc = parse(
+            "variable --prefix-cache --uncached-token-us 250 --cache-tokens 5000 \
+             --session-header X-Conversation",
+        )
+        .unwrap()
+        .variable
+        .prefix_cache
+        .unwrap();
+        assert_eq!((pc.uncached_token_us, pc.cache_tokens), (250.0, 5000));
+        assert_eq!(pc.session_header, "X-Conversation");
+        let e = parse("variable --cache-tokens 10").unwrap_err().to_string();
+        assert!(e.contains("--prefix-cache"), "{e}");
+        let e = parse("variable --prefix-cache --uncached-token-us -1").unwrap_err().to_string();
+        assert!(e.contains("--uncached-token-us"), "{e}");
     }
 
     #[test]

@@ -40,6 +40,34 @@ pub struct VariableConfig {
     pub max_concurrency: usize,
     /// Seed of worker 0's generator; worker i uses `seed + i`.
     pub seed: u64,
+    /// Model a server with a prefix cache (chat requests only); `None` = off.
+    pub prefix_cache: Option<PrefixCacheConfig>,
+}
+
+/// The variable stub's prefix-cache mode (`stub variable --prefix-cache`): a chat request's
+/// time to first token is the first-chunk latency plus `uncached_token_us` per prompt token not
+/// already cached for its conversation, and a request that offers tools after a user message
+/// is answered with a tool call.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PrefixCacheConfig {
+    /// Microseconds of time to first token per prompt token not in the cache.
+    pub uncached_token_us: f64,
+    /// Prompt tokens the cache holds over all conversations; the least recently used
+    /// conversations are evicted past it.
+    pub cache_tokens: u64,
+    /// The request header whose value names the conversation (case-insensitive); a request
+    /// without it is keyed by its first message.
+    pub session_header: String,
+}
+
+impl Default for PrefixCacheConfig {
+    fn default() -> Self {
+        Self {
+            uncached_token_us: 100.0,
+            cache_tokens: 1_000_000,
+            session_header: "X-Session-ID".to_string(),
+        }
+    }
 }
 
 impl Default for VariableConfig {
@@ -57,6 +85,7 @@ impl Default for VariableConfig {
             first_chunk_spread: 0.2,
             max_concurrency: 0,
             seed: 0,
+            prefix_cache: None,
         }
     }
 }
@@ -288,6 +317,8 @@ pub struct SentResponse {
     /// the write that carried it: its bytes could not reach the client earlier.
     /// Pieces written together share a stamp (a stream's head goes with its first event).
     pub written_ns: Vec<u64>,
+    /// What the prefix cache decided for this request (`--prefix-cache` chat requests only).
+    pub prefix_cache: Option<crate::prefix_cache::CacheOutcome>,
 }
 
 /// CLOCK_MONOTONIC in nanoseconds (what `Instant` reads on Linux, as a number).

@@ -5,11 +5,14 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
+use crate::chat_turn::{content_text, ChatTurn, MessageParts};
 use crate::config::{StubConfig, StubKind};
 use crate::fault;
-use crate::http::{FlagFinders, Request, Route};
+use crate::http::{header_value, FlagFinders, Request, Route};
 use crate::plan::{End, Plan};
-use crate::render::{error_response, render, Rendered, Reply};
+use crate::prefix_cache::{CacheOutcome, Lookup, SharedPrefixCache};
+use crate::render::{error_response, insert_headers, render, Rendered, Reply};
+use crate::tool_call::{render_tool_call, ToolCall};
 use crate::variable::Rng;
 
 /// `prompt_tokens` the max-throughput and variable stubs report.
@@ -77,11 +80,14 @@ pub struct Handler {
     pub served: u64,
     /// Next free slot of the variable stub's per-worker token bucket.
     pub rate_next: Option<Instant>,
+    /// The prefix cache every worker shares (`VariableConfig::prefix_cache`), else `None`.
+    pub prefix_cache: Option<SharedPrefixCache>,
 }
 
 impl Handler {
-    /// Answers a framed request whose body is `body`. `start` is when it was fully received.
-    pub fn plan(&mut self, req: &Request, body: &[u8], start: Instant) -> Plan {
+    /// Answers a request framed (`frame_request`) from the start of `bytes`. `start` is when
+    /// it was fully received.
+    pub fn plan(&mut self, req: &Request, bytes: &[u8], start: Instant) -> Plan {
         let Some(route) = req.route else {
             let keep = if req.close { End::Close } else { End::KeepAlive };
             let msg = format!("no route for {}", req.target);
@@ -89,14 +95,22 @@ impl Handler {
         };
         self.served += 1;
         let n = self.served;
-        let mut plan = self.answer(route, req, body, start, n);
+        let mut plan = self.answer(route, req, bytes, start, n);
         fault::decorate(&self.cfg.faults, &mut plan, n, start);
         plan
     }
 
     /// The answer to routed request `n` with its body and connection faults (the status fault
     /// replaces the answer).
-    fn answer(&mut self, route: Route, req: &Request, body: &[u8], start: Instant, n: u64) -> Plan {
+    fn answer(
+        &mut self,
+        route: Route,
+        req: &Request,
+        bytes: &[u8],
+        start: Instant,
+        n: u64,
+    ) -> Plan {
+        let body = req.body(bytes);
         let keep = if req.close { End::Close } else { End::KeepAlive };
         if let Some(s) = self.cfg.faults.status.filter(|s| n % s.every.max(1) == 0) {
             let msg = format!("injected fault: status {}", s.status);
@@ -123,9 +137,12 @@ impl Handler {
                     self.created_unix_s,
                     &text,
                 );
-                Plan { pieces: render(&reply).pieces, deadlines: None, end: End::KeepAlive }
+                Plan::unpaced(render(&reply).pieces, End::KeepAlive)
             }
-            StubKind::Variable => self.variable(route, body, start),
+            StubKind::Variable => match self.variable(route, req, bytes, start) {
+                Ok(p) => p,
+                Err(msg) => return Plan::now(error_response(400, &msg, !req.close), keep),
+            },
         };
         plan.end = keep;
         fault::rewrite(&self.cfg.faults, &mut plan, n);
@@ -144,9 +161,7 @@ impl Handler {
             None => prompt.clone(),
             Some(table) => match table.get(&prompt) {
                 Some(Some(answer)) => answer.clone(),
-                Some(None) => {
-                    return Ok(Plan { pieces: Vec::new(), deadlines: None, end: End::Stall })
-                }
+                Some(None) => return Ok(Plan::unpaced(Vec::new(), End::Stall)),
                 None => return Err(format!("no answer for prompt {prompt:?} in the answers file")),
             },
         };
@@ -157,11 +172,81 @@ impl Handler {
         let mut reply =
             base_reply(&self.cfg, route, stream, usage, model, self.created_unix_s, &text);
         reply.prompt_tokens = prompt.chars().count() as u64;
-        Ok(Plan { pieces: render(&reply).pieces, deadlines: None, end: End::KeepAlive })
+        Ok(Plan::unpaced(render(&reply).pieces, End::KeepAlive))
     }
 
-    fn variable(&mut self, route: Route, body: &[u8], received: Instant) -> Plan {
+    /// The variable stub's answer: a lognormal output length and timing; with the prefix
+    /// cache, a chat request's TTFT also pays for its uncached prompt tokens, and it may be
+    /// answered with a tool call. `Err` is a body the prefix cache cannot read (HTTP 400).
+    fn variable(
+        &mut self,
+        route: Route,
+        req: &Request,
+        bytes: &[u8],
+        received: Instant,
+    ) -> Result<Plan, String> {
+        let body = req.body(bytes);
         let (stream, usage) = self.finders.flags(body, self.cfg.stream_default);
+        let osl = self.output_len();
+        let text = "x".repeat(osl);
+        let turn = match (&self.cfg.variable.prefix_cache, route) {
+            (Some(pc), Route::Chat) => {
+                let session = header_value(&bytes[..req.head_len], &pc.session_header);
+                Some(ChatTurn::parse(body, session)?)
+            }
+            _ => None,
+        };
+        let served = turn.and_then(|t| self.serve_turn(t, &text));
+        let t = self.timing(received, osl, served.as_ref().map(|s| s.uncached_s));
+        let mut reply = base_reply(
+            &self.cfg,
+            route,
+            stream,
+            usage,
+            "variable-resp",
+            self.created_unix_s,
+            &text,
+        );
+        let rendered = match &served {
+            None => render(&reply),
+            Some(s) => {
+                reply.prompt_tokens = s.lookup.prompt_tokens;
+                match &s.tool_call {
+                    Some((id, name)) => render_tool_call(&reply, ToolCall { id, name }),
+                    None => render(&reply),
+                }
+            }
+        };
+        let deadlines = if stream {
+            let pace =
+                Pace { ttft_s: t.ttft_s, tpot_s: t.tpot_s, every: self.cfg.stream_interval.max(1) };
+            stream_deadlines(&rendered, t.start, pace, route == Route::Generate)
+        } else {
+            vec![t.start + Duration::from_secs_f64(t.total_s.max(t.ttft_s))]
+        };
+        let mut plan = Plan {
+            pieces: rendered.pieces,
+            deadlines: Some(deadlines),
+            end: End::KeepAlive,
+            cache: None,
+        };
+        if let Some(s) = served {
+            s.mark(&mut plan, received);
+        }
+        Ok(plan)
+    }
+
+    /// The variable stub's output length: lognormal, clamped.
+    fn output_len(&mut self) -> usize {
+        let v = &self.cfg.variable;
+        let max = v.output_len_max.unwrap_or((2.0 * v.output_len_mean) as usize);
+        (self.rng.lognormal(v.output_len_mean, v.output_len_spread).round() as usize)
+            .clamp(v.output_len_min, max.max(v.output_len_min))
+    }
+
+    /// When a variable answer of `osl` characters starts, and its TTFT, TPOT and total time;
+    /// `cache_s` (the prefix cache's cost of the uncached prompt) adds to the TTFT.
+    fn timing(&mut self, received: Instant, osl: usize, cache_s: Option<f64>) -> Timing {
         let v = &self.cfg.variable;
         let workers = self.cfg.workers.max(1) as f64;
         let mut start = received;
@@ -171,10 +256,8 @@ impl Handler {
             self.rate_next = Some(slot + Duration::from_secs_f64(workers / v.response_rate_mean));
             start = slot;
         }
-        let max = v.output_len_max.unwrap_or((2.0 * v.output_len_mean) as usize);
-        let osl = (self.rng.lognormal(v.output_len_mean, v.output_len_spread).round() as usize)
-            .clamp(v.output_len_min, max.max(v.output_len_min));
-        let ttft_s = self.rng.lognormal(v.first_chunk_latency_s, v.first_chunk_spread);
+        let ttft_s = self.rng.lognormal(v.first_chunk_latency_s, v.first_chunk_spread)
+            + cache_s.unwrap_or(0.0);
         let (tpot_s, total_s) = if v.response_rate_mean > 0.0 {
             let rate = self.rng.lognormal(v.response_rate_mean, v.response_rate_spread);
             let total = if rate > 0.0 { 1.0 / rate } else { 0.0 };
@@ -184,26 +267,68 @@ impl Handler {
         } else {
             (0.0, 0.0)
         };
-        let ttft_s =
-            if v.response_rate_mean > 0.0 || v.inter_token_latency_ms > 0.0 { ttft_s } else { 0.0 };
-        let text = "x".repeat(osl);
-        let reply = base_reply(
-            &self.cfg,
-            route,
-            stream,
-            usage,
-            "variable-resp",
-            self.created_unix_s,
-            &text,
-        );
-        let rendered = render(&reply);
-        let deadlines = if stream {
-            let pace = Pace { ttft_s, tpot_s, every: self.cfg.stream_interval.max(1) };
-            stream_deadlines(&rendered, start, pace, route == Route::Generate)
-        } else {
-            vec![start + Duration::from_secs_f64(total_s.max(ttft_s))]
+        let timed =
+            v.response_rate_mean > 0.0 || v.inter_token_latency_ms > 0.0 || cache_s.is_some();
+        Timing { start, ttft_s: if timed { ttft_s } else { 0.0 }, tpot_s, total_s }
+    }
+
+    /// Serves a chat turn through the prefix cache, whose answer is `text` or a tool call;
+    /// `None` when the stub has no prefix cache.
+    fn serve_turn(&self, turn: ChatTurn, text: &str) -> Option<Served> {
+        let cfg = self.cfg.variable.prefix_cache.as_ref()?;
+        let cache = self.prefix_cache.as_ref()?;
+        let answer = MessageParts::answer(text, turn.tool.as_deref()).id();
+        // A poisoned lock only means another worker panicked mid-request; the cache's own
+        // state is updated in one call and stays consistent.
+        let lookup =
+            cache.lock().unwrap_or_else(|e| e.into_inner()).serve(turn.key, &turn.prompt, answer);
+        let uncached = lookup.prompt_tokens - lookup.cached_tokens;
+        Some(Served {
+            lookup,
+            uncached_s: uncached as f64 * cfg.uncached_token_us / 1e6,
+            tool_call: turn.tool.map(|name| (format!("call_{}", lookup.number), name)),
+        })
+    }
+}
+
+/// A variable answer's timing.
+#[derive(Debug, Clone, Copy)]
+struct Timing {
+    start: Instant,
+    ttft_s: f64,
+    tpot_s: f64,
+    total_s: f64,
+}
+
+/// A chat turn the prefix cache served.
+struct Served {
+    lookup: Lookup,
+    /// TTFT the uncached prompt tokens cost.
+    uncached_s: f64,
+    /// (id, function name) when the answer is a tool call.
+    tool_call: Option<(String, String)>,
+}
+
+impl Served {
+    /// Records the cache's decision in a planned answer: in `plan.cache` (for the send log)
+    /// and as headers after its status line, `x-stub-prompt-tokens`, `x-stub-cached-tokens`
+    /// and `x-stub-ttft-ns` (from the request being whole to the first byte's deadline).
+    fn mark(self, plan: &mut Plan, received: Instant) {
+        let first = plan.deadlines.as_ref().and_then(|d| d.first()).copied();
+        let o = CacheOutcome {
+            prompt_tokens: self.lookup.prompt_tokens,
+            cached_tokens: self.lookup.cached_tokens,
+            ttft_ns: first.map_or(0, |d| d.saturating_duration_since(received).as_nanos() as u64),
+            tool_call: self.tool_call.is_some(),
         };
-        Plan { pieces: rendered.pieces, deadlines: Some(deadlines), end: End::KeepAlive }
+        let headers = format!(
+            "x-stub-prompt-tokens: {}\r\nx-stub-cached-tokens: {}\r\nx-stub-ttft-ns: {}\r\n",
+            o.prompt_tokens, o.cached_tokens, o.ttft_ns
+        );
+        if let Some(head) = plan.pieces.first_mut() {
+            insert_headers(head, &headers);
+        }
+        plan.cache = Some(o);
     }
 }
 
@@ -266,20 +391,6 @@ fn echo_input(route: Route, v: &Value) -> Result<String, String> {
     }
 }
 
-/// A message's content as text: a string, or the `text` parts of a parts list joined.
-fn content_text(content: &Value) -> String {
-    match content {
-        Value::String(s) => s.clone(),
-        Value::Array(parts) => parts
-            .iter()
-            .filter_map(|p| p.get("text").and_then(Value::as_str))
-            .collect::<Vec<_>>()
-            .concat(),
-        Value::Null => String::new(),
-        other => other.to_string(),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -295,6 +406,7 @@ mod tests {
             rng: Rng::new(0),
             served: 0,
             rate_next: None,
+            prefix_cache: None,
         }
     }
 
@@ -307,7 +419,7 @@ mod tests {
         let crate::http::Frame::Complete(req) = frame_request(raw.as_bytes()) else {
             panic!("not framed")
         };
-        let plan = h.plan(&req, req.body(raw.as_bytes()), Instant::now());
+        let plan = h.plan(&req, raw.as_bytes(), Instant::now());
         String::from_utf8(plan.pieces.concat()).unwrap()
     }
 
@@ -363,6 +475,7 @@ mod tests {
             rng: Rng::new(0),
             served: 0,
             rate_next: None,
+            prefix_cache: None,
         };
         for route in Route::ALL {
             let path = match route {
@@ -379,7 +492,7 @@ mod tests {
                 let crate::http::Frame::Complete(req) = frame_request(raw.as_bytes()) else {
                     panic!("not framed")
                 };
-                let plan = h.plan(&req, req.body(raw.as_bytes()), Instant::now());
+                let plan = h.plan(&req, raw.as_bytes(), Instant::now());
                 assert_eq!(plan.pieces.concat(), table.get(route, stream, usage), "{path}");
             }
         }

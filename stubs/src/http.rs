@@ -125,6 +125,15 @@ pub fn frame_request(buf: &[u8]) -> Frame {
     })
 }
 
+/// The value of header `name` (case-insensitive) in a request head framed by
+/// `frame_request`; `None` when absent.
+pub fn header_value<'a>(head: &'a [u8], name: &str) -> Option<&'a [u8]> {
+    let mut headers = [httparse::EMPTY_HEADER; HEADER_COUNT_MAX];
+    let mut req = httparse::Request::new(&mut headers);
+    req.parse(head).ok()?;
+    req.headers.iter().find(|h| h.name.eq_ignore_ascii_case(name)).map(|h| h.value)
+}
+
 fn parse_content_length(value: &[u8]) -> Option<usize> {
     let text = std::str::from_utf8(value).ok()?.trim();
     if text.is_empty() || !text.bytes().all(|b| b.is_ascii_digit()) {
@@ -227,6 +236,13 @@ mod tests {
         ] {
             assert!(matches!(frame_request(bad), Frame::Bad(_)), "{bad:?}");
         }
+    }
+
+    #[test]
+    fn finds_a_header_value_by_its_name_in_any_case() {
+        let head = b"POST /v1/chat/completions HTTP/1.1\r\nx-session-id: conv-7\r\n\r\n";
+        assert_eq!(header_value(head, "X-Session-ID"), Some(&b"conv-7"[..]));
+        assert_eq!(header_value(head, "X-Other"), None);
     }
 
     #[test]

@@ -4,6 +4,8 @@
 
 use std::time::Instant;
 
+use crate::prefix_cache::CacheOutcome;
+
 /// How a connection continues after a response.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum End {
@@ -24,10 +26,17 @@ pub struct Plan {
     pub deadlines: Option<Vec<Instant>>,
     /// What happens after the last piece.
     pub end: End,
+    /// What the prefix cache decided (`--prefix-cache` chat requests), for the send log.
+    pub cache: Option<CacheOutcome>,
 }
 
 impl Plan {
     pub(crate) fn now(bytes: Vec<u8>, end: End) -> Self {
-        Self { pieces: vec![bytes], deadlines: None, end }
+        Self::unpaced(vec![bytes], end)
+    }
+
+    /// Pieces written at once.
+    pub(crate) fn unpaced(pieces: Vec<Vec<u8>>, end: End) -> Self {
+        Self { pieces, deadlines: None, end, cache: None }
     }
 }

@@ -9,7 +9,7 @@ use crate::http::Route;
 
 /// Bytes of one unconditionally malformed SSE frame (fault mode).
 pub const MALFORMED_FRAME: &[u8] = b"data: {\"choices\":[{\n\n";
-const SSE_HEAD: &str = "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n\
+pub(crate) const SSE_HEAD: &str = "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n\
 Cache-Control: no-cache\r\nTransfer-Encoding: chunked\r\nConnection: keep-alive\r\n\r\n";
 
 /// What to answer one request with.
@@ -119,8 +119,15 @@ pub fn chunk(data: &[u8]) -> Vec<u8> {
     out
 }
 
-fn sse(json: &str) -> String {
+pub(crate) fn sse(json: &str) -> String {
     format!("data: {json}\n\n")
+}
+
+/// Adds header lines (each ending `\r\n`) to a response head, after its status line.
+pub(crate) fn insert_headers(head: &mut Vec<u8>, lines: &str) {
+    if let Some(line_end) = memchr::memmem::find(head, b"\r\n") {
+        head.splice(line_end + 2..line_end + 2, lines.bytes());
+    }
 }
 
 /// A complete JSON response with head.
@@ -192,10 +199,15 @@ fn count(n: u64, fault: Option<UsageFault>) -> String {
 
 /// The usage object, or `None` when the usage fault removes it.
 fn usage_json(reply: &Reply<'_>) -> Option<String> {
+    usage_json_with(reply, completion_tokens(reply))
+}
+
+/// The usage object with `completion` tokens (an answer whose output is not `reply.text`).
+pub(crate) fn usage_json_with(reply: &Reply<'_>, completion: u64) -> Option<String> {
     if reply.usage_fault == Some(UsageFault::Missing) {
         return None;
     }
-    let (p, c) = (reply.prompt_tokens, completion_tokens(reply));
+    let (p, c) = (reply.prompt_tokens, completion);
     let f = reply.usage_fault;
     Some(format!(
         "{{\"prompt_tokens\":{},\"completion_tokens\":{},\"total_tokens\":{}}}",
@@ -205,7 +217,7 @@ fn usage_json(reply: &Reply<'_>) -> Option<String> {
     ))
 }
 
-fn head_fields(reply: &Reply<'_>, object: &str) -> String {
+pub(crate) fn head_fields(reply: &Reply<'_>, object: &str) -> String {
     format!(
         "{{\"id\":\"r\",\"object\":\"{object}\",\"created\":{},\"model\":{}",
         reply.created_unix_s,
@@ -213,7 +225,7 @@ fn head_fields(reply: &Reply<'_>, object: &str) -> String {
     )
 }
 
-fn chunk_prefix(reply: &Reply<'_>) -> String {
+pub(crate) fn chunk_prefix(reply: &Reply<'_>) -> String {
     match reply.route {
         Route::Completions => head_fields(reply, "text_completion"),
         _ => head_fields(reply, "chat.completion.chunk"),

@@ -13,6 +13,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use crate::config::{StubConfig, StubKind};
 use crate::handler::Precompiled;
 use crate::listen::bind_listeners;
+use crate::prefix_cache::PrefixCache;
 use crate::shared::{Counters, Shared, StubTotals};
 
 /// Raises this process's RLIMIT_NOFILE soft limit to its hard limit: a stub holds one
@@ -76,6 +77,7 @@ impl StubServer {
             .then(|| Precompiled::build(&cfg, created_unix_s));
         // Made once per server: every worker serves the same certificate.
         let tls = if cfg.tls { Some(crate::tls::StubTls::generate()?) } else { None };
+        let prefix_cache = PrefixCache::for_server(&cfg);
         let mut wake_senders = Vec::with_capacity(workers);
         let mut wake_receivers = Vec::with_capacity(workers);
         for _ in 0..workers {
@@ -93,6 +95,7 @@ impl StubServer {
             stop: AtomicBool::new(false),
             wake: Mutex::new(wake_senders),
             peers: Mutex::new(BTreeSet::new()),
+            prefix_cache,
         });
         let mut threads = Vec::with_capacity(workers + 1);
         let (ready_tx, ready_rx) = std::sync::mpsc::channel();

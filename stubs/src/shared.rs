@@ -10,6 +10,7 @@ use std::sync::Mutex;
 
 use crate::config::StubConfig;
 use crate::handler::Precompiled;
+use crate::prefix_cache::{PrefixCacheTotals, SharedPrefixCache};
 
 /// Per-worker counters, each on its own cache line so workers never share one.
 #[derive(Debug, Default)]
@@ -43,6 +44,8 @@ pub struct Shared {
     /// The distinct addresses connections came from, the first `PEER_ADDRESSES_MAX` of them
     /// (noted once per accepted connection, never per request).
     pub peers: Mutex<BTreeSet<IpAddr>>,
+    /// The variable stub's prefix cache (`VariableConfig::prefix_cache`), one for all workers.
+    pub prefix_cache: Option<SharedPrefixCache>,
 }
 
 /// Distinct client addresses a server remembers (what `peer_addresses` reports).
@@ -66,6 +69,10 @@ impl Shared {
             requests: sum(|c| &c.requests),
             connections: sum(|c| &c.accepted),
             peers: peers.iter().copied().collect(),
+            prefix_cache: self
+                .prefix_cache
+                .as_ref()
+                .map(|c| c.lock().unwrap_or_else(|e| e.into_inner()).totals()),
         }
     }
 }
@@ -79,6 +86,8 @@ pub struct StubTotals {
     pub connections: u64,
     /// The distinct addresses they came from (at most `PEER_ADDRESSES_MAX`), in order.
     pub peers: Vec<IpAddr>,
+    /// The prefix cache's counts, when the stub has one.
+    pub prefix_cache: Option<PrefixCacheTotals>,
 }
 
 impl std::fmt::Display for StubTotals {

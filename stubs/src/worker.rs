@@ -68,6 +68,7 @@ pub fn run(
             finders: FlagFinders::default(),
             served: 0,
             rate_next: None,
+            prefix_cache: shared.prefix_cache.clone(),
         };
         let ctx = Rc::new(Ctx {
             shared: shared.clone(),
@@ -184,10 +185,10 @@ async fn serve<S: AsyncReadRent + AsyncWriteRent>(mut stream: S, ctx: Rc<Ctx>) {
                 // delay, by the one clock both read.
                 let received_ns = monotonic_ns();
                 let start = Instant::now();
-                let plan = ctx.handler.borrow_mut().plan(&req, body, start);
+                let plan = ctx.handler.borrow_mut().plan(&req, &rbuf[used..], start);
                 let sent = ctx.handler.borrow().cfg.send_log.clone().map(|log| {
-                    let body = body.to_vec();
-                    (log, SentResponse { body, received_ns, written_ns: Vec::new() })
+                    let (body, prefix_cache) = (body.to_vec(), plan.cache);
+                    (log, SentResponse { body, received_ns, written_ns: Vec::new(), prefix_cache })
                 });
                 (out, end) = match write_plan(&mut stream, out, plan, &ctx, &req, sent).await {
                     Some(v) => v,

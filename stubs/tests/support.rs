@@ -29,6 +29,17 @@ pub fn post(path: &str, body: &str) -> Vec<u8> {
     .into_bytes()
 }
 
+/// A POST with extra header lines.
+pub fn post_with_headers(path: &str, headers: &[(&str, &str)], body: &str) -> Vec<u8> {
+    let extra: String =
+        headers.iter().map(|(name, value)| format!("{name}: {value}\r\n")).collect();
+    format!(
+        "POST {path} HTTP/1.1\r\nHost: x\r\n{extra}Content-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    )
+    .into_bytes()
+}
+
 /// One response as it came off the wire.
 #[derive(Debug)]
 pub struct Response {
@@ -48,6 +59,13 @@ impl Response {
     }
     pub fn json(&self) -> serde_json::Value {
         serde_json::from_slice(&self.body).unwrap()
+    }
+    /// The value of header `name` (case-insensitive).
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.head.split("\r\n").find_map(|line| {
+            let (n, v) = line.split_once(':')?;
+            n.eq_ignore_ascii_case(name).then(|| v.trim())
+        })
     }
 }
 

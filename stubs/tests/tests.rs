@@ -5,5 +5,6 @@ mod support;
 
 mod faults;
 mod golden;
+mod prefix_cache;
 mod server;
 mod tls;
