@@ -836,6 +836,12 @@ async fn serve(shared: &Rc<Shared>, slot: usize, conn: &mut Option<Conn>, index:
         // Closed-loop patterns leave the issue stamp to the worker: the sample is issued when
         // its request is written, not when it was queued behind busy connections.
         let mut job = job;
+        // An agentic conversation's first turn waits out its own tool delay too, as the
+        // reference delays every turn it issues by its row's `delay_seconds`.
+        if !tool_delay(shared, slot, job.row).await {
+            shared.queue.borrow_mut().push_front(job);
+            return;
+        }
         if job.issued_ns == 0 {
             job.issued_ns = monotonic_ns();
             note_issued(shared, job.sample_id, job.row, job.issued_ns);
@@ -888,7 +894,8 @@ async fn run_turns(shared: &Rc<Shared>, slot: usize, conn: &mut Conn, first: Job
 /// Waits out the tool delay before the turn of dataset row `row` (`inject_tool_delay`);
 /// returns false when the worker aborted during it.
 async fn tool_delay(shared: &Rc<Shared>, slot: usize, row: u32) -> bool {
-    let delay_ns = shared.spec.turn_delays_ns.as_ref().map_or(0, |d| d[row as usize]);
+    let delay_ns = shared.spec.turn_delays_ns.as_ref().and_then(|d| d.get(row as usize).copied());
+    let delay_ns = delay_ns.unwrap_or(0);
     if delay_ns == 0 {
         return !shared.aborting.get();
     }
