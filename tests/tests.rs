@@ -63,6 +63,7 @@ mod datasets {
 /// The code and its map stay in shape: function lengths, `unsafe`, docs/ARCHITECTURE.md.
 mod tidy {
     mod architecture;
+    mod circles;
     mod code;
     mod source;
 }

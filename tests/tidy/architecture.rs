@@ -2,31 +2,11 @@
 //! every source file named in its crate's section (itself or a folder above it), and no
 //! source path in the map that does not exist.
 
-use super::source::{root, rust_files};
+use super::source::{crate_dirs, root, rust_files};
 
 fn architecture() -> String {
     let path = root().join("docs/ARCHITECTURE.md");
     std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
-}
-
-/// The workspace's packages by directory (with a trailing `/`): the root package is `src/`
-/// (its tests `tests/`), every member its own folder.
-fn crate_dirs() -> Vec<String> {
-    let manifest = std::fs::read_to_string(root().join("Cargo.toml")).expect("Cargo.toml");
-    let members = manifest
-        .split("members = [")
-        .nth(1)
-        .and_then(|rest| rest.split(']').next())
-        .expect("the workspace lists its members");
-    let mut dirs = vec!["src/".to_string(), "tests/".to_string()];
-    dirs.extend(
-        members
-            .split(',')
-            .map(|m| m.trim().trim_matches('"'))
-            .filter(|m| !m.is_empty())
-            .map(|m| format!("{m}/")),
-    );
-    dirs
 }
 
 /// The text of the `## ` section whose heading names `` `dir` ``, up to the next `## `.
