@@ -494,7 +494,9 @@ fn a_loop_of_three_files_is_one_circle_and_a_chain_none() {
 
 #[test]
 fn test_items_are_not_imports() {
-    let code = "use crate::a;\n#[cfg(test)]\nmod tests {\n use crate::b;\n}\n#[cfg(test)]\nuse crate::c;\n#[cfg(test)]\nfn f(_: [u8; 2]) { crate::d::f() }\nuse crate::e;";
+    let code = "use crate::a;\n#[cfg(test)]\nmod tests {\n use crate::b;\n}\n\
+                #[cfg(test)]\nuse crate::c;\n\
+                #[cfg(test)]\nfn f(_: [u8; 2]) { crate::d::f() }\nuse crate::e;";
     let (uses, _) = use_items(&without_test_items(code));
     let names: Vec<&str> = uses.iter().map(|u| u.name.as_str()).collect();
     assert_eq!(names, ["a", "e"]);
