@@ -68,14 +68,15 @@ impl Shared {
         self
     }
 
-    /// Counts the record of dataset row `row` from worker `w`: the last turn of a conversation
-    /// frees the worker's place for the next one.
-    pub(crate) fn note_turn(&self, w: usize, row: u32) {
+    /// Counts a record of dataset row `row` received from worker `w`; in an agentic run the
+    /// last turn of a conversation first frees the worker's place for the next one.
+    pub(crate) fn note_received(&self, w: usize, row: u32) {
         if let Some((plan, counts)) = &self.conversations {
             if plan.ends_conversation(row) {
                 counts.finished_at[w].fetch_add(1, Ordering::Release);
             }
         }
+        self.received_from[w].fetch_add(1, Ordering::Release);
     }
 
     /// This run's phases by sample id, counted as records arrive.

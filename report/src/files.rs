@@ -60,10 +60,17 @@ pub fn write_shard(
         eprintln!("{warning}");
     }
     if let Some(file) = crate::shard_file(plan, clock) {
-        if let Err(e) = crate::write_shard_file(dir, &file) {
+        if let Err(e) = write_shard_file(dir, &file) {
             unwritten.push(("shard.json", io_reason(&e)));
         }
     }
+}
+
+/// Writes `shard.json` into `dir` (atomically, as every report file).
+pub fn write_shard_file(dir: &OpenDir, file: &crate::ShardFile) -> std::io::Result<()> {
+    let mut bytes = serde_json::to_vec_pretty(file).map_err(std::io::Error::other)?;
+    bytes.push(b'\n');
+    dir.write_atomic("shard.json", &bytes)
 }
 
 /// Why a write failed, in the words users search for: a full disk and a file-size limit

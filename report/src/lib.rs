@@ -37,8 +37,8 @@ pub use run_info::{
 };
 pub use sample_idx_map::{idx_phases, in_issue_order, write_sample_idx_map};
 pub use shard::{
-    late_start_warning, shard_file, write_shard_file, FailureCounts, SampleIds, ShardFile,
-    ShardInfo, SHARD_FILE_FORMAT,
+    late_start_warning, shard_file, FailureCounts, SampleIds, ShardFile, ShardInfo,
+    SHARD_FILE_FORMAT,
 };
 pub use summary::{is_complete, result_summary, ChunkBlocks, ResultSummary, SeriesSummary};
 pub use text::{console_summary, report_txt, with_accuracy_block};

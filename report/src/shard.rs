@@ -153,13 +153,6 @@ pub fn shard_file(
     })
 }
 
-/// Writes `shard.json` into `dir` (atomically, as every report file).
-pub fn write_shard_file(dir: &super::OpenDir, file: &ShardFile) -> std::io::Result<()> {
-    let mut bytes = serde_json::to_vec_pretty(file).map_err(std::io::Error::other)?;
-    bytes.push(b'\n');
-    dir.write_atomic("shard.json", &bytes)
-}
-
 /// A shard whose performance phase started this late against `--start-at` gets a warning:
 /// the others did not wait for it, and a merge may refuse the skew.
 pub const START_LATE_WARNING_NS: i64 = 10_000_000;

@@ -9,8 +9,6 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 
-use crate::config::{StubConfig, StubKind};
-
 /// One message of a prompt as the cache sees it: its identity (a hash of its role, text, tool
 /// calls and tool-call id) and its prompt tokens (`chat_turn::message_tokens`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -103,17 +101,6 @@ impl PrefixCache {
             held_tokens: 0,
             clock: 0,
             totals: PrefixCacheTotals::default(),
-        }
-    }
-
-    /// The cache a server's workers share, when its configuration asks for one (the variable
-    /// stub with `VariableConfig::prefix_cache`).
-    pub(crate) fn for_server(cfg: &StubConfig) -> Option<SharedPrefixCache> {
-        match (cfg.kind, &cfg.variable.prefix_cache) {
-            (StubKind::Variable, Some(pc)) => {
-                Some(Arc::new(Mutex::new(PrefixCache::new(pc.cache_tokens))))
-            }
-            _ => None,
         }
     }
 

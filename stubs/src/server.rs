@@ -77,7 +77,7 @@ impl StubServer {
             .then(|| Precompiled::build(&cfg, created_unix_s));
         // Made once per server: every worker serves the same certificate.
         let tls = if cfg.tls { Some(crate::tls::StubTls::generate()?) } else { None };
-        let prefix_cache = PrefixCache::for_server(&cfg);
+        let prefix_cache = shared_prefix_cache(&cfg);
         let mut wake_senders = Vec::with_capacity(workers);
         let mut wake_receivers = Vec::with_capacity(workers);
         for _ in 0..workers {
@@ -267,5 +267,16 @@ fn stats_loop(shared: &Shared) {
             (bytes - last_bytes) as f64 / secs / 1e6
         );
         (last_requests, last_bytes, last) = (requests, bytes, now);
+    }
+}
+
+/// The cache a server's workers share, when its configuration asks for one (the variable stub
+/// with `VariableConfig::prefix_cache`).
+fn shared_prefix_cache(cfg: &StubConfig) -> Option<crate::prefix_cache::SharedPrefixCache> {
+    match (cfg.kind, &cfg.variable.prefix_cache) {
+        (StubKind::Variable, Some(pc)) => {
+            Some(Arc::new(Mutex::new(PrefixCache::new(pc.cache_tokens))))
+        }
+        _ => None,
     }
 }

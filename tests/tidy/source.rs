@@ -36,6 +36,26 @@ fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
     }
 }
 
+/// The workspace's packages by directory (with a trailing `/`): the root package is `src/`
+/// (its tests `tests/`), every member its own folder.
+pub fn crate_dirs() -> Vec<String> {
+    let manifest = std::fs::read_to_string(root().join("Cargo.toml")).expect("Cargo.toml");
+    let members = manifest
+        .split("members = [")
+        .nth(1)
+        .and_then(|rest| rest.split(']').next())
+        .expect("the workspace lists its members");
+    let mut dirs = vec!["src/".to_string(), "tests/".to_string()];
+    dirs.extend(
+        members
+            .split(',')
+            .map(|m| m.trim().trim_matches('"'))
+            .filter(|m| !m.is_empty())
+            .map(|m| format!("{m}/")),
+    );
+    dirs
+}
+
 pub fn read(rel: &str) -> String {
     let path = root().join(rel);
     std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
@@ -60,7 +80,9 @@ pub fn code_only(text: &str) -> String {
             b'\'' => char_end(b, i),
             _ => i + 1,
         };
-        if end > i + 1 || matches!(b[i], b'"') {
+        // A literal or comment spans at least two bytes (a string at least its two quotes);
+        // a lone byte (`r`, `b`, a lifetime's quote) is code.
+        if end > i + 1 {
             for c in &mut out[i..end] {
                 if *c != b'\n' {
                     *c = b' ';

@@ -98,8 +98,7 @@ impl State {
         let h = &rec.header;
         // Before the totals a drain's waiter reads: a phase's count is never behind them.
         self.input_shared.phases.note(h.sample_id);
-        self.input_shared.note_turn(w, h.row);
-        self.input_shared.received_from[w].fetch_add(1, Ordering::Release);
+        self.input_shared.note_received(w, h.row);
         self.input_shared.records_total.fetch_add(1, Ordering::Release);
         let failure = FailureKind::from_u8(h.failure).unwrap_or(FailureKind::Malformed);
         let tracked = h.sample_id >= self.warmup_samples && h.sample_id < self.tracked_end;

@@ -5,6 +5,7 @@
 //! compare, and which token basis to trust.
 
 mod client;
+mod console;
 mod report;
 mod verdict;
 
@@ -19,11 +20,12 @@ use loadgen_worker::request::{
 use crate::cli::ProbeArgs;
 use crate::error::AppError;
 use crate::plan::{parse_endpoint, register_secrets, resolve_auth, resolve_tls, EndpointUrl};
-use crate::redact::{escape_controls, redact, redact_json, redact_url, Secret};
+use crate::redact::{redact_json, redact_url, Secret};
 use crate::tokenizer::Tokenizer;
 use crate::yaml::{ApiTypeName, BenchType, Config};
 
 use client::{exchange, Exchange, Target};
+pub use console::{Console, Streams};
 pub use report::EndpointReport;
 use verdict::{StreamTry, StreamUsage};
 
@@ -43,34 +45,6 @@ struct Setup {
     headers: Vec<(String, String)>,
     tls: Option<Arc<rustls::ClientConfig>>,
     tokenizer: Option<Tokenizer>,
-}
-
-/// Where the probe's lines go: stdout, or stderr when stdout carries the JSON.
-#[derive(Clone, Copy)]
-pub struct Console {
-    json: bool,
-    verbose: bool,
-}
-
-impl Console {
-    /// Prints one line: secrets hidden, and the server's control characters (in answers and
-    /// errors) escaped.
-    pub fn line(&self, text: &str) {
-        let text = redact(&escape_controls(text));
-        if self.json {
-            eprintln!("{text}");
-        } else {
-            println!("{text}");
-        }
-    }
-
-    /// With `-v`: the body of a request about to be sent, on stderr.
-    fn request(&self, what: &str, request: &[u8]) {
-        if self.verbose {
-            let body = request.split(|&b| b == b'\n').next_back().unwrap_or_default();
-            eprintln!("{}", redact(&format!("{what} request: {}", String::from_utf8_lossy(body))));
-        }
-    }
 }
 
 /// Runs the probe; exit 0 when every endpoint answered at least half its requests. `-v`
@@ -269,12 +243,4 @@ fn stream_phase(setup: &Setup, args: &ProbeArgs, requests: &Requests, out: Conso
         all.push(send(ask));
     }
     Streams { usage, first_status: all[0].status, exchanges: all }
-}
-
-/// What the streaming requests got.
-pub struct Streams {
-    pub usage: StreamUsage,
-    /// The status of the first stream (the one that asked for usage).
-    pub first_status: u16,
-    pub exchanges: Vec<Exchange>,
 }
