@@ -3,6 +3,7 @@
 //! datasets (`random` generated here, the others read from local caches), and the built-in
 //! synthetic dataset.
 
+pub mod agentic;
 mod arrow_folder;
 mod column_names;
 mod columnar;
