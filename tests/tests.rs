@@ -16,6 +16,7 @@ mod cli {
 /// Benchmark runs end to end: load patterns, events, requests, timing, faults, accuracy.
 mod run {
     mod accuracy_run;
+    mod agentic;
     mod chunk_timing;
     mod e2e;
     mod event_order;

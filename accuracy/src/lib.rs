@@ -84,7 +84,7 @@ const REFUSED_SCORERS: &[(&str, &str)] = &[
     ("swe_bench_scorer", "it runs the SWE-bench harness, which builds and tests repositories in Docker"),
     ("vbench", "it scores generated video with the VBench Python framework and its models"),
     ("bfcl_v4", "it scores function calls with the Berkeley Function Calling Leaderboard's bfcl-eval Python package"),
-    ("agentic_inference_inline", "it drives multi-turn agentic sessions with the reference's agentic dataset runtime"),
+    ("agentic_inference_inline", "its inline scoring of an agentic run's tool calls against the recorded ones is not built yet (the agentic run itself is: leave accuracy_config out to measure it)"),
     ("legacy_mlperf_deepseek_r1", "it needs the LiveCodeBench execution service and the MLPerf DeepSeek-R1 Python evaluation"),
 ];
 

@@ -57,6 +57,14 @@ pub fn load_dataset_spec_with(
     load_file_dataset(spec)
 }
 
+/// The conversations of an agentic dataset file (`datasets[].agentic_inference`), read and
+/// checked as the reference reads and checks them.
+pub fn load_agentic_conversations(
+    spec: &DatasetSpec,
+) -> Result<agentic::AgenticConversations, AppError> {
+    agentic::build_conversations(&file::read_agentic_records(spec)?, &spec.path)
+}
+
 /// True when `spec` names one of the reference's predefined datasets (no file of its own).
 pub fn is_predefined(spec: &DatasetSpec) -> bool {
     predefined::predefined_name(spec).is_some()

@@ -9,7 +9,8 @@ use std::process::Output;
 use crate::support::{assets, bin, report_dir, show, stderr, summary};
 
 /// Fixtures a run here does, with the samples each issues.
-const RUNNABLE: [(&str, u64); 7] = [
+const RUNNABLE: [(&str, u64); 8] = [
+    ("agentic_run.yaml", 11),
     ("generation_override.yaml", 10),
     ("top_level.yaml", 50),
     ("settings_full.yaml", 40),
@@ -261,7 +262,7 @@ fn the_reference_cross_field_rules_are_errors() {
             "turn-timeout",
             "type: online\nmodel_params: {name: m}\ndatasets:\n  - path: a.jsonl\n    \
              agentic_inference: {turn_timeout_s: 0}\nsettings:\n  load_pattern: {type: \
-             agentic_inference}\n",
+             agentic_inference, target_concurrency: 2}\n",
             "datasets[0].agentic_inference: turn_timeout_s 0",
         ),
         (

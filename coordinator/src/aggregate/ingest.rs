@@ -191,7 +191,11 @@ impl State {
             self.events.recv_first(id, h.first_chunk_ns);
         }
         if failed {
-            self.events.error(id, h.complete_ns, &String::from_utf8_lossy(rec.error));
+            let kind = FailureKind::from_u8(h.failure).unwrap_or(FailureKind::Malformed);
+            let agentic = self.input_shared.conversations.is_some();
+            let message = String::from_utf8_lossy(rec.error);
+            let topic = "error.generic";
+            self.events.error_data(topic, id, h.complete_ns, error_type(kind, agentic), &message);
         }
         let finish = FinishReason::from_u8(h.finish).and_then(FinishKind::from_wire);
         self.events.complete(&CompleteEvent {
@@ -355,5 +359,16 @@ fn output_text(bytes: &[u8]) -> Cow<'_, str> {
     match std::str::from_utf8(bytes) {
         Ok(text) => Cow::Borrowed(text),
         Err(_) => String::from_utf8_lossy(bytes),
+    }
+}
+
+/// The `ErrorData` type of a failed sample's `error.generic` line: the reference's agentic
+/// strategy names a turn past its timeout `TurnTimeout` and the turns it then skips
+/// `TurnAbortedByPriorFailure`; every other failure is `error`.
+pub(crate) fn error_type(kind: FailureKind, agentic: bool) -> &'static str {
+    match (kind, agentic) {
+        (FailureKind::TurnAborted, _) => "TurnAbortedByPriorFailure",
+        (FailureKind::Timeout, true) => "TurnTimeout",
+        _ => "error",
     }
 }

@@ -5,6 +5,7 @@ use std::path::Path;
 
 use serde_json::{Map, Value};
 
+use super::agentic::AgenticRecord;
 use super::column_names::{self, ColumnNames, KeysInto};
 use super::mapping::{build_row, column_mapping, column_names};
 use super::open::{for_each_line, read_text};
@@ -57,6 +58,29 @@ pub(super) fn read_records(
         column_names::check_column_count(&spec.path, record.len())?;
     }
     Ok(records)
+}
+
+/// Every row of an agentic conversation dataset, in file order: JSON Lines and JSON keep each
+/// object's keys in the file's order (`AgenticRecord`); CSV, Parquet and Arrow rows come
+/// through the raw records, whose nested objects can only come sorted by key.
+pub(super) fn read_agentic_records(spec: &DatasetSpec) -> Result<Vec<AgenticRecord>, AppError> {
+    let path = &spec.path;
+    match detect_format(spec)? {
+        Format::Jsonl => {
+            let mut out = Vec::new();
+            for_each_line(spec, usize::MAX, |line_no, line| {
+                let record = AgenticRecord::parse(line)
+                    .map_err(|e| AppError::Input(format!("dataset {path} line {line_no}: {e}")))?;
+                out.push(record);
+                Ok(())
+            })?;
+            Ok(out)
+        }
+        Format::Json => serde_json::from_str(&read_text(spec)?).map_err(|e| {
+            AppError::Input(format!("dataset {path}: {e}; give a JSON array of rows"))
+        }),
+        _ => Ok(read_records(spec, usize::MAX)?.iter().map(AgenticRecord::from_map).collect()),
+    }
 }
 
 pub(super) fn records_to_rows(

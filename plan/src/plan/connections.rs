@@ -95,7 +95,9 @@ pub(super) fn resolve_connections(
     let (workers, max_connections) =
         resolve_workers(config, pattern, host.cores.len(), host.fd_hard_limit)?;
     let client = &config.settings.client;
-    if let (LoadPattern::Concurrency { n }, given @ 1..) = (pattern, client.max_connections) {
+    if let (LoadPattern::Concurrency { n } | LoadPattern::Agentic { n }, given @ 1..) =
+        (pattern, client.max_connections)
+    {
         if (given as u64) < n {
             return Err(AppError::Input(format!(
                 "--max-connections {given} is below --concurrency {n}: a closed loop of {n} \
@@ -190,8 +192,9 @@ pub(super) fn resolve_workers(
             )))
         }
     };
-    if let LoadPattern::Concurrency { n } = pattern {
-        // A closed loop of N holds exactly N connections, one per sample in flight.
+    if let LoadPattern::Concurrency { n } | LoadPattern::Agentic { n } = pattern {
+        // A closed loop of N holds exactly N connections, one per sample in flight; an
+        // agentic run one per conversation in flight.
         let n = n as usize;
         return Ok((workers.clamp(1, n), n));
     }

@@ -15,6 +15,7 @@ use crate::tokenizer::Tokenizer;
 use crate::yaml::{ApiTypeName, BenchType, Config, LoadPatternKind, ModelParams, Runtime};
 
 mod accuracy;
+mod agentic;
 mod connections;
 mod dataset;
 mod endpoints;
@@ -31,6 +32,7 @@ mod specs;
 mod tokens;
 
 pub use accuracy::*;
+pub use agentic::{instance_id, instances, AgenticPlan, Instance, AGENTIC_ROWS_MAX};
 pub use connections::*;
 use dataset::*;
 pub use endpoints::*;
@@ -147,6 +149,9 @@ pub struct Plan {
     pub shard: Option<ShardPlan>,
     /// `--start-at` as Unix ns: the performance phase starts at that wall-clock instant.
     pub start_at_unix_ns: Option<u64>,
+    /// An agentic run's conversations (`LoadPattern::Agentic`): `dataset` holds one row per
+    /// turn of each instance, and `num_samples` is their count.
+    pub agentic: Option<AgenticPlan>,
 }
 
 impl Plan {
@@ -217,7 +222,8 @@ pub fn resolve_plan(
     let api_name = config.endpoint_config.api_type;
     let token_count_source = resolve_token_source(&config, api_name, request.streaming, notes)?;
     check_extra_body_n(&request.extra, token_count_source)?;
-    let (dataset, dataset_is_synthetic) = resolve_dataset(&mut config, verbose, notes)?;
+    let (dataset, dataset_is_synthetic, agentic) =
+        performance_dataset(&mut config, &request, verbose, notes)?;
     check_rows_n(&dataset, token_count_source)?;
     notes.extend(unsent_columns_note(&dataset, request.api));
     let tokenizer = resolve_tokenizer(&config, &request.model, verbose, notes)?;
@@ -234,14 +240,9 @@ pub fn resolve_plan(
     }
     let accuracy_only = accuracy.mode == TestMode::Acc;
     let runtime = &config.settings.runtime;
-    let plan_samples = performance_samples(&config, dataset.rows.len() as u64, accuracy_only);
+    let plan_samples = performance_samples(&config, &dataset, agentic.is_some(), accuracy_only);
     if let Some((s, _)) = &shard {
-        let refusals = ShardRefusals {
-            accuracy: accuracy.mode != TestMode::Perf,
-            no_events: config.events == Some(false),
-            endpoints: endpoints.len(),
-        };
-        check_shard_plan(*s, plan_samples, refusals)?;
+        check_shard_plan(*s, plan_samples, shard_refusals(&config, &accuracy, endpoints.len()))?;
     }
     let warmup = if accuracy_only {
         accuracy_only_warmup(&config.settings.warmup)
@@ -249,6 +250,8 @@ pub fn resolve_plan(
         resolve_warmup(&config, &dataset, notes)?
     };
     let config_yaml = config.to_redacted_yaml()?;
+    let request_timeout_ns =
+        agentic::turn_timeout(resolve_request_timeout(config.timeout)?, agentic.as_ref());
     let seeds = (runtime.scheduler_random_seed, warmup.random_seed);
     let samples = (plan_samples, warmup.samples);
     let shard = shard.map(|f| shard_plan(f, &config_yaml, samples, seeds, load_pattern));
@@ -267,7 +270,7 @@ pub fn resolve_plan(
             "drain",
         )?,
         token_pool,
-        request_timeout_ns: resolve_request_timeout(config.timeout)?,
+        request_timeout_ns,
         connections,
         warmup,
         early_stopping: config.settings.early_stopping.enabled,
@@ -287,10 +290,10 @@ pub fn resolve_plan(
         accuracy,
         shard,
         start_at_unix_ns,
+        agentic,
     })
 }
 
-/// The performance phase's samples of the whole plan (a shard issues its share).
 /// An accuracy-only run has no warm-up; its report still records the configured warm-up
 /// settings (seed included), as the reference's `run_config` copies them from the config.
 fn accuracy_only_warmup(w: &crate::yaml::WarmupConfig) -> Warmup {
@@ -303,9 +306,47 @@ fn accuracy_only_warmup(w: &crate::yaml::WarmupConfig) -> Warmup {
     }
 }
 
-fn performance_samples(config: &Config, rows: u64, accuracy_only: bool) -> u64 {
-    if accuracy_only {
+/// What a shard of this plan must not have: accuracy phases, no event log, several endpoints.
+fn shard_refusals(config: &Config, accuracy: &AccuracyPlan, endpoints: usize) -> ShardRefusals {
+    ShardRefusals {
+        accuracy: accuracy.mode != TestMode::Perf,
+        no_events: config.events == Some(false),
+        endpoints,
+    }
+}
+
+/// The performance dataset: an agentic run's conversations (one row per turn of each
+/// instance), else the dataset as given (or the synthetic one); an accuracy-only run loads
+/// none.
+fn performance_dataset(
+    config: &mut Config,
+    request: &RequestOptions,
+    verbose: u8,
+    notes: &mut Vec<String>,
+) -> Result<(Dataset, bool, Option<AgenticPlan>), AppError> {
+    match agentic::agentic_spec(config) {
+        Some((spec, settings)) if config.test_mode != Some(TestMode::Acc) => {
+            let (dataset, plan) = agentic::resolve_agentic(spec, settings, request)?;
+            agentic::check_agentic_run(config, notes)?;
+            Ok((dataset, false, Some(plan)))
+        }
+        _ => {
+            let (dataset, synthetic) = resolve_dataset(config, verbose, notes)?;
+            Ok((dataset, synthetic, None))
+        }
+    }
+}
+
+/// The performance phase's samples of the whole plan (a shard issues its share): an agentic
+/// run's every turn of every instance (the reference stops it by its trajectories, never by a
+/// sample count).
+fn performance_samples(config: &Config, dataset: &Dataset, agentic: bool, acc_only: bool) -> u64 {
+    let rows = dataset.rows.len() as u64;
+    if acc_only {
         return 0;
+    }
+    if agentic {
+        return rows;
     }
     let runtime = &config.settings.runtime;
     samples_to_issue(

@@ -64,9 +64,6 @@ pub(super) fn dataset_refusals(i: usize, d: &crate::dataset::DatasetSpec) -> Vec
              accuracy_config.eval_method",
         );
     }
-    if d.agentic_inference.is_some() {
-        push("agentic_inference", "multi-turn agentic conversations");
-    }
     if d.agentic_inference.as_ref().is_some_and(|a| a.stop_issuing_on_first_user_complete) {
         push(
             "agentic_inference.stop_issuing_on_first_user_complete",

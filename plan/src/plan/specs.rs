@@ -71,7 +71,7 @@ impl Plan {
             workers,
             cpu_plan,
             pattern: self.load_pattern,
-            conversations: None,
+            conversations: self.agentic.as_ref().map(|a| a.conversations.clone()),
             num_samples: self.num_samples,
             warmup: WarmupSpec {
                 rows: warmup_rows,
@@ -186,10 +186,7 @@ pub fn request_tables(
         // What every request shares (the head with its headers, the body's model) is kept
         // once per table, not once per row.
         let mut table = RequestTable::with_shared(&head, &shared_body);
-        for (i, row) in plan.dataset.rows.iter().enumerate() {
-            let body = row_request_body(plan, i, prompt_of(row, plan.request.api))?;
-            table.push_body(&body).map_err(shared_error)?;
-        }
+        push_performance_rows(plan, &mut table)?;
         for (i, prompt) in salted {
             let row = &plan.dataset.rows[*i as usize];
             let text = Prompt::Text { system: row.system.as_deref(), user: prompt };
@@ -211,6 +208,26 @@ pub fn request_tables(
         tables.push(Arc::new(table));
     }
     Ok(tables)
+}
+
+/// The performance dataset's rows into `table`: an agentic run's turns with their messages as
+/// the reference writes them and their routing headers, any other run's rows by their prompt.
+fn push_performance_rows(plan: &Plan, table: &mut RequestTable) -> Result<(), AppError> {
+    if let Some(agentic) = &plan.agentic {
+        for i in 0..plan.dataset.rows.len() {
+            let body = agentic.turn_body(&plan.request, i)?;
+            let headers = agentic.turn_headers(i);
+            let headers: Vec<(&str, &str)> =
+                headers.iter().map(|(n, v)| (n.as_str(), v.as_str())).collect();
+            table.push_body_with_headers(&body, &headers).map_err(shared_error)?;
+        }
+        return Ok(());
+    }
+    for (i, row) in plan.dataset.rows.iter().enumerate() {
+        let body = row_request_body(plan, i, prompt_of(row, plan.request.api))?;
+        table.push_body(&body).map_err(shared_error)?;
+    }
+    Ok(())
 }
 
 /// The headers of endpoint `e`'s requests: its own Basic auth, else the run's authorization,
@@ -425,7 +442,7 @@ pub fn worker_specs(
                 force_epoll: c.force_epoll,
                 max_output_bytes: MAX_OUTPUT_BYTES,
                 request_timeout_ns: plan.request_timeout_ns,
-                turn_delays_ns: None,
+                turn_delays_ns: plan.agentic.as_ref().and_then(|a| a.turn_delays_ns.clone()),
                 in_flight: None,
                 synthetic: null.then(|| SyntheticResponse::stub_like(plan.request.streaming)),
             }
