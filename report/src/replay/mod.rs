@@ -296,6 +296,7 @@ impl<'a> Replay<'a> {
             n_chunks: c.chunks.as_ref().map(|ch| ch.n_chunks),
             chunk_reads: c.chunks.as_ref().map(|ch| ch.chunk_reads),
             client_wait_ns: c.client_wait_ns,
+            dataset_row: None,
         });
         if let Some(chunks) = &c.chunks {
             self.out.chunk_delta_ns.extend_from_slice(&chunks.gaps_ns);
