@@ -455,6 +455,9 @@ pub fn report_txt(s: &ResultSummary, info: &RunInfo) -> String {
     chunk_sections(&mut out, s);
     failure_section(&mut out, s);
     endpoint_section(&mut out, s);
+    if let Some(agentic) = &s.agentic {
+        crate::agentic::text::agentic_section(&mut out, agentic, s.primary.basis);
+    }
     let _ = writeln!(out, "----------------- End of Report -----------------");
     out
 }
@@ -536,6 +539,9 @@ pub fn console_summary(s: &ResultSummary, info: &RunInfo, report_dir: &Path) -> 
     }
     if info.abandoned > 0 {
         let _ = writeln!(out, "WARNING: {} samples were abandoned in flight", info.abandoned);
+    }
+    if let Some(agentic) = &s.agentic {
+        let _ = writeln!(out, "{}", crate::agentic::text::agentic_line(agentic));
     }
     if let Some(line) = one_read_line(s) {
         let _ = writeln!(out, "{line}");

@@ -141,6 +141,7 @@ fn empty_summary() -> ResultSummary {
         chunks: None,
         client_wait: ClientWaitBlocks::default(),
         reference_only: true,
+        agentic: None,
     }
 }
 
@@ -232,6 +233,7 @@ impl Keys {
             "connection_pool" => s.client_wait.pool = map.next_value()?,
             "client_wait_warning" => s.client_wait.warning = map.next_value()?,
             "shards" => s.shards = map.next_value()?,
+            "agentic" => s.agentic = map.next_value::<super::agentic::ReadAgentic>()?.0,
             _ => return Ok(false),
         }
         Ok(true)
