@@ -598,7 +598,7 @@ fn agentic_line(event: &str, ms: f64, id: u64, label: Option<(&str, u32)>, rest:
 /// `b` of turns 1, 3 and 5, one after another, each turn's TTFT half the one before (what a
 /// prefix cache does: later turns pay only for their new tokens). `labelled: false` writes the
 /// same samples without their conversations.
-fn agentic_run(name: &str, labelled: bool) -> PathBuf {
+pub(super) fn agentic_run(name: &str, labelled: bool) -> PathBuf {
     let dir = report_dir(name);
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
@@ -626,7 +626,7 @@ fn agentic_run(name: &str, labelled: bool) -> PathBuf {
 }
 
 /// `plot` or `report` of `dir` from the project's root (the config names its files from there).
-fn from_root(command: &str, dir: &Path, args: &[&str]) -> (Option<i32>, String) {
+pub(super) fn from_root(command: &str, dir: &Path, args: &[&str]) -> (Option<i32>, String) {
     let mut cmd = bin();
     cmd.current_dir(crate::support::root()).arg(command).arg(dir).args(args);
     let out = cmd.output().expect("the binary runs");
