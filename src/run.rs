@@ -309,11 +309,7 @@ fn finish_run(
 ) -> Result<i32, AppError> {
     let mut agg = output.aggregate;
     if plan.verbose > 0 {
-        let samples = agg.counters.total_samples_completed + agg.counters.abandoned;
-        eprintln!("coordinator threads, CPU over the run ({samples} samples):");
-        for line in loadgen_coordinator::thread_cpu::per_sample_lines(&output.thread_cpu, samples) {
-            eprintln!("{line}");
-        }
+        print_thread_cpu(&agg.counters, &output.thread_cpu);
     }
     // The rows are copied into the table's columns and freed before the metrics sort their
     // copies: a long run's peak memory is the table's, not both. They go in completion order
@@ -352,6 +348,10 @@ fn finish_run(
     };
     let snapshot = final_snapshot(&table, &agg.counters, &opts, state);
     let mut info = run_info(plan, embedded, interrupted, incomplete_reason, agg.counters.abandoned);
+    let conversations = plan.agentic.as_ref().map(|a| &*a.conversations);
+    let turns_left = &agg.unrecorded_turns;
+    info.agentic =
+        loadgen_report::agentic::agentic_of_run(&table, conversations, turns_left, &opts);
     info.issue_lag = issue_lag(plan, &output.issue_lags, &waits);
     drop(waits);
     info.client_wait = Some(client_wait_info(plan, &snapshot, &table));
@@ -422,6 +422,18 @@ fn finish_run(
         return Err(AppError::Execution(format!("{why} (report in {})", dir.display())));
     }
     Ok(0)
+}
+
+/// `-v`: each coordinator thread's CPU over the run, per sample.
+fn print_thread_cpu(
+    counters: &loadgen_coordinator::metrics::RunCounters,
+    thread_cpu: &[loadgen_coordinator::thread_cpu::ThreadCpu],
+) {
+    let samples = counters.total_samples_completed + counters.abandoned;
+    eprintln!("coordinator threads, CPU over the run ({samples} samples):");
+    for line in loadgen_coordinator::thread_cpu::per_sample_lines(thread_cpu, samples) {
+        eprintln!("{line}");
+    }
 }
 
 /// Forks the embedded max-throughput stub and returns its pid and URL. Must run before any

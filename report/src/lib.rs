@@ -6,6 +6,7 @@
 //! path.
 
 pub mod accuracy;
+pub mod agentic;
 mod client_wait;
 pub mod dir;
 pub mod early_stop;

@@ -108,6 +108,10 @@ pub struct RunInfo {
     /// A rebuilt log's samples whose first chunk is stamped after their completion (a
     /// line of report.txt); `None` for a run's own report.
     pub mixed_clocks: Option<MixedClocks>,
+    /// An agentic run's conversations and turns (`agentic` in the summary, report.txt's
+    /// `Agentic` section): `agentic::agentic_of_run` for a run, the replay's labels in a
+    /// rebuild; `None` for a run without conversations.
+    pub agentic: Option<crate::agentic::AgenticSummary>,
 }
 
 /// A log whose first-chunk stamps follow some completions (the reference stamps a completion in
@@ -247,6 +251,7 @@ pub fn run_info(
         endpoints: Vec::new(),
         shards: Vec::new(),
         mixed_clocks: None,
+        agentic: None,
     }
 }
 

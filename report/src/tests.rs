@@ -67,6 +67,7 @@ fn info(primary: TokenCountSource) -> RunInfo {
         endpoints: Vec::new(),
         shards: Vec::new(),
         mixed_clocks: None,
+        agentic: None,
     }
 }
 
@@ -762,6 +763,7 @@ fn full_summary() -> ResultSummary {
         issue_lag_p99_ns: Some(17),
         issue_lag_max_ns: None,
     }];
+    info.agentic = Some(crate::agentic::tests::sample_agentic());
     result_summary(&snapshot(&split, TokenCountSource::Server), &info)
 }
 
@@ -784,6 +786,8 @@ fn a_summary_read_back_holds_what_it_wrote_and_writes_the_same_bytes() {
     assert_eq!(read.issue_lag, summary.issue_lag);
     assert_eq!(read.failure_kinds, summary.failure_kinds);
     assert_eq!(read.shards, summary.shards);
+    assert_eq!(read.agentic, summary.agentic);
+    assert!(read.agentic.is_some());
     assert_eq!(read.osl_paired, summary.osl_paired);
     assert_eq!(read.load_pattern, summary.load_pattern);
     assert_eq!(read.warmup, summary.warmup);

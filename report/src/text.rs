@@ -455,6 +455,9 @@ pub fn report_txt(s: &ResultSummary, info: &RunInfo) -> String {
     chunk_sections(&mut out, s);
     failure_section(&mut out, s);
     endpoint_section(&mut out, s);
+    if let Some(agentic) = &s.agentic {
+        crate::agentic::text::agentic_section(&mut out, agentic, s.primary.basis);
+    }
     let _ = writeln!(out, "----------------- End of Report -----------------");
     out
 }
@@ -534,12 +537,7 @@ pub fn console_summary(s: &ResultSummary, info: &RunInfo, report_dir: &Path) -> 
             let _ = writeln!(out, "  {line}");
         }
     }
-    if info.abandoned > 0 {
-        let _ = writeln!(out, "WARNING: {} samples were abandoned in flight", info.abandoned);
-    }
-    if let Some(line) = one_read_line(s) {
-        let _ = writeln!(out, "{line}");
-    }
+    abandoned_agentic_one_read_lines(&mut out, s, info);
     if let Some(lag) = &s.issue_lag {
         let _ = writeln!(
             out,
@@ -577,6 +575,20 @@ pub fn console_summary(s: &ResultSummary, info: &RunInfo, report_dir: &Path) -> 
     let _ = writeln!(out, "{}", basis_line(s));
     let _ = writeln!(out, "Report: {}", report_dir.display());
     out
+}
+
+/// The console's lines on abandoned samples, an agentic run's conversations and streams that
+/// came in one read.
+fn abandoned_agentic_one_read_lines(out: &mut String, s: &ResultSummary, info: &RunInfo) {
+    if info.abandoned > 0 {
+        let _ = writeln!(out, "WARNING: {} samples were abandoned in flight", info.abandoned);
+    }
+    if let Some(agentic) = &s.agentic {
+        let _ = writeln!(out, "{}", crate::agentic::text::agentic_line(agentic));
+    }
+    if let Some(line) = one_read_line(s) {
+        let _ = writeln!(out, "{line}");
+    }
 }
 
 /// `Duration: X seconds`, `QPS: X`, `TPS: X` (`N/A` where there is none), as the reference's

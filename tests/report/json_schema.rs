@@ -125,6 +125,20 @@ fn every_golden_summary_and_snapshot_holds_its_schema() {
     }
 }
 
+#[test]
+fn an_agentic_run_s_summary_holds_its_schema() {
+    let dir = super::plot::agentic_run("schema-agentic", true);
+    let (code, stderr) = super::plot::from_root("report", &dir, &[]);
+    assert_eq!(code, Some(0), "{stderr}");
+    let mut summary = read_json(&dir.join("performance/result_summary.json"));
+    assert!(summary["agentic"]["by_turn"][0]["ttft"].is_object(), "the block is written");
+    // A hand-written log without the run's summary is counted by the rebuild (`rebuild`),
+    // which a run's own summary never says.
+    assert_eq!(summary["client_token_counting"], "rebuild");
+    summary["client_token_counting"] = Value::Null;
+    assert_valid(&validator(SUMMARY_SCHEMA), &summary, "an agentic run's summary");
+}
+
 /// `flags` split at spaces (only for literal flags: paths may hold spaces, they go apart).
 fn words(flags: &str) -> Vec<String> {
     flags.split_whitespace().map(str::to_string).collect()

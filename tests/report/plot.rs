@@ -579,3 +579,128 @@ fn a_run_of_days_gets_a_bounded_number_of_points_not_one_a_second() {
     assert!((3_599..=3_600).contains(&points), "{points} points");
     assert!(texts(&doc).iter().any(|t| t.contains("one point per 144 s")), "{:?}", texts(&doc));
 }
+
+/// One line of a hand-written log: `event` at `ms` (from a base), sample `id`'s, with its
+/// conversation and turn (`None`: a run without conversations), `data` and the rest.
+fn agentic_line(event: &str, ms: f64, id: u64, label: Option<(&str, u32)>, rest: &str) -> String {
+    let ts = 5_000_000_000_000u64 + (ms * 1e6) as u64;
+    let label = match label {
+        Some((c, t)) => format!(r#""conversation_id":"{c}","turn":{t}"#),
+        None => r#""conversation_id":"","turn":null"#.to_string(),
+    };
+    let uuid = if id == u64::MAX { String::new() } else { format!("{id:032x}") };
+    format!(
+        r#"{{"event_type":"{event}","timestamp_ns":{ts},"sample_uuid":"{uuid}",{label}{rest}}}"#
+    )
+}
+
+/// A hand-written agentic run (the reference fixture's config.yaml): conversations `a` and
+/// `b` of turns 1, 3 and 5, one after another, each turn's TTFT half the one before (what a
+/// prefix cache does: later turns pay only for their new tokens). `labelled: false` writes the
+/// same samples without their conversations.
+pub(super) fn agentic_run(name: &str, labelled: bool) -> PathBuf {
+    let dir = report_dir(name);
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let config = crate::support::assets().join("reference_run/config.yaml");
+    std::fs::copy(config, dir.join("config.yaml")).unwrap();
+    let session = |event, ms| agentic_line(event, ms, u64::MAX, None, r#","data":null"#);
+    let mut lines = vec![session("session.started", 0.0)];
+    lines.push(session("session.start_performance_tracking", 0.5));
+    let mut at = 1.0;
+    for (c, conversation) in ["a", "b"].into_iter().enumerate() {
+        for (k, turn) in [1u32, 3, 5].into_iter().enumerate() {
+            let id = (c * 3 + k) as u64;
+            let label = labelled.then_some((conversation, turn));
+            let ttft = 40.0 / f64::from(1 << k) + c as f64;
+            let out = r#","data":["TextModelOutput",["ab","cde"],null,null],"finish_reason":"stop","worker_id":0,"prompt_tokens":10,"completion_tokens":4"#;
+            lines.push(agentic_line("sample.issued", at, id, label, r#","data":null"#));
+            lines.push(agentic_line("sample.recv_first", at + ttft, id, label, r#","data":null"#));
+            lines.push(agentic_line("sample.complete", at + ttft + 10.0, id, label, out));
+            at += ttft + 10.0;
+        }
+    }
+    lines.push(session("session.ended", at + 1.0));
+    std::fs::write(dir.join("events.jsonl"), lines.join("\n") + "\n").unwrap();
+    dir
+}
+
+/// `plot` or `report` of `dir` from the project's root (the config names its files from there).
+pub(super) fn from_root(command: &str, dir: &Path, args: &[&str]) -> (Option<i32>, String) {
+    let mut cmd = bin();
+    cmd.current_dir(crate::support::root()).arg(command).arg(dir).args(args);
+    let out = cmd.output().expect("the binary runs");
+    show(&out);
+    (out.status.code(), String::from_utf8_lossy(&out.stderr).into_owned())
+}
+
+#[test]
+fn an_agentic_run_is_plotted_ttft_by_turn_and_a_run_without_conversations_skips_it() {
+    let dir = agentic_run("plot-agentic", true);
+    let (code, stderr) = from_root("plot", &dir, &["--format", "both"]);
+    assert_eq!(code, Some(0), "{stderr}");
+    let text = svg(&dir.join("plots/ttft_by_turn.svg"));
+    let doc = roxmltree::Document::parse(&text).unwrap();
+    let labels = texts(&doc);
+    for label in ["turn", "TTFT (ms)", "p50", "p90", "p99", "1", "3", "5"] {
+        assert!(labels.iter().any(|t| t == label), "{label:?} in {labels:?}");
+    }
+    for colour in [MEDIAN, MEAN, CURVE] {
+        assert_eq!(count(&doc, "circle", "fill", colour), 3, "a point a turn number");
+        // Later turns are faster: each line falls (SVG y grows downwards).
+        let ys: Vec<f64> = curve_points(&doc, colour).iter().map(|p| p.1).collect();
+        assert!(ys.len() == 3 && ys[0] < ys[1] && ys[1] < ys[2], "{colour}: {ys:?}");
+    }
+    assert!(text.contains("6 turns with a first chunk over 3 turn numbers"), "{text:.300}");
+    let (w, h, colours) = png_facts(&dir.join("plots/ttft_by_turn.png"));
+    assert_eq!((w, h), (900, 480));
+    assert!(colours > 20, "ttft_by_turn.png is drawn: {colours} colours");
+    // The same samples without their conversations: no picture, and why.
+    let plain = agentic_run("plot-agentic-plain", false);
+    let (code, stderr) = from_root("plot", &plain, &["--format", "svg"]);
+    assert_eq!(code, Some(0), "{stderr}");
+    assert!(!plain.join("plots/ttft_by_turn.svg").exists());
+    let note = "note: skipped ttft_by_turn: the run has no conversations";
+    assert!(stderr.contains(note), "{note:?} in {stderr}");
+}
+
+#[test]
+fn report_dir_of_an_agentic_run_writes_its_agentic_block() {
+    let dir = agentic_run("report-agentic", true);
+    let out = dir.with_extension("out");
+    let _ = std::fs::remove_dir_all(&out);
+    let (code, stderr) = from_root("report", &dir, &["--out", out.to_str().unwrap()]);
+    assert_eq!(code, Some(0), "{stderr}");
+    let s = crate::support::summary(&out);
+    let text = std::fs::read_to_string(out.join("performance/result_summary.json")).unwrap();
+    let last_key = text.lines().rfind(|l| l.starts_with("  \"")).unwrap_or_default();
+    assert_eq!(last_key, r#"  "agentic": {"#, "the last key");
+    let a = &s["agentic"];
+    assert_eq!(a["dropped_turns"], 0);
+    assert_eq!(
+        (a["conversations"]["started"].as_u64(), a["conversations"]["completed"].as_u64()),
+        (Some(2), Some(2))
+    );
+    assert_eq!(a["turns"]["issued"], 6);
+    let turns: Vec<u64> =
+        a["by_turn"].as_array().unwrap().iter().map(|t| t["turn"].as_u64().unwrap()).collect();
+    assert_eq!(turns, [1, 3, 5]);
+    // Turn 3's TTFTs are 20 and 21 ms.
+    assert_eq!(a["by_turn"][1]["ttft"]["min"], 20_000_000);
+    assert_eq!(a["by_turn"][1]["ttft"]["max"], 21_000_000);
+    let report = std::fs::read_to_string(out.join("report.txt")).unwrap();
+    assert!(report.contains("----------------- Agentic -----------------\nConversations: 2 started, 2 completed, 0 failed, 0 abandoned\n"), "{report}");
+    // Rebuilt again from the rebuild's own files: the same bytes.
+    let again = dir.with_extension("again");
+    let _ = std::fs::remove_dir_all(&again);
+    std::fs::copy(dir.join("events.jsonl"), out.join("events.jsonl")).unwrap();
+    std::fs::copy(dir.join("config.yaml"), out.join("config.yaml")).unwrap();
+    let (code, stderr) = from_root("report", &out, &["--out", again.to_str().unwrap()]);
+    assert_eq!(code, Some(0), "{stderr}");
+    let summary = |d: &Path| std::fs::read(d.join("performance/result_summary.json")).unwrap();
+    assert_eq!(summary(&again), summary(&out), "a rebuilt summary rebuilds to its own bytes");
+    let plain = agentic_run("report-plain", false);
+    let (code, stderr) = from_root("report", &plain, &[]);
+    assert_eq!(code, Some(0), "{stderr}");
+    assert!(crate::support::summary(&plain).get("agentic").is_none(), "no conversations");
+}

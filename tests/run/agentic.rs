@@ -147,6 +147,25 @@ fn conversations_run_turn_after_turn_two_at_a_time_and_the_stub_sees_their_prefi
         assert!(list[1].issued_ns >= list[0].complete_ns + 20_000_000, "{id}: {list:?}");
     }
     assert_eq!(most_at_once(&conversations), 2, "target_concurrency 2");
+    // The summary's agentic block says the same from the run's own table.
+    let agentic = &s["agentic"];
+    assert_eq!(agentic["dropped_turns"].as_u64(), Some(0));
+    assert_eq!(agentic["conversations"]["started"].as_u64(), Some(5));
+    assert_eq!(agentic["conversations"]["completed"].as_u64(), Some(5));
+    assert_eq!(agentic["turns"]["succeeded"].as_u64(), Some(11));
+    let by_turn: Vec<(u64, u64)> = agentic["by_turn"]
+        .as_array()
+        .expect("by_turn")
+        .iter()
+        .map(|t| (t["turn"].as_u64().unwrap(), t["n_samples"].as_u64().unwrap()))
+        .collect();
+    assert_eq!(by_turn, [(1, 5), (3, 4), (5, 2)], "5 first turns, 4 thirds, c1's two fifths");
+    // `report DIR` rebuilds the same block from events.jsonl's conversation and turn fields.
+    let rebuilt = dir.with_extension("rebuilt");
+    let _ = std::fs::remove_dir_all(&rebuilt);
+    let out = run(["report", &dir.display().to_string(), "--out", &rebuilt.display().to_string()]);
+    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(summary(&rebuilt)["agentic"], s["agentic"]);
     // The stub, by its own record: each conversation's first turn found nothing cached under
     // its X-Session-ID (a repeat's too, though its messages equal the first pass's), and every
     // later turn found its earlier messages cached.
@@ -195,4 +214,8 @@ fn a_turn_past_its_timeout_fails_and_the_rest_of_its_conversation_is_aborted() {
     assert_eq!(kinds["timeout"]["count"].as_u64(), Some(3));
     assert_eq!(kinds["turn_aborted"]["count"].as_u64(), Some(3), "c1's 2 later turns, c2's 1");
     assert_eq!(s["n_samples_failed"].as_u64(), Some(6));
+    let agentic = &s["agentic"];
+    assert_eq!(agentic["dropped_turns"].as_u64(), Some(3));
+    assert_eq!(agentic["conversations"]["failed"].as_u64(), Some(3));
+    assert_eq!(agentic["turns"]["failed_by_kind"]["turn_aborted"].as_u64(), Some(3));
 }

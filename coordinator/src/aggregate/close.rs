@@ -125,6 +125,7 @@ impl State {
             timed_out,
             sample_rows: self.sample_rows,
             reaped: self.reaped,
+            unrecorded_turns: self.unrecorded_turns,
         }
     }
 
@@ -151,8 +152,11 @@ impl State {
         for c in std::mem::take(&mut self.cancelled) {
             self.log_issued(c.sample_id, c.row, c.issued_ns);
             self.log_abandoned(c.sample_id, c.cancelled_ns, cause);
+            self.note_unrecorded(c.sample_id, c.row, false);
         }
         for o in &s.synthesized {
+            let died = o.outcome == Synthesized::WorkerDied;
+            self.note_unrecorded(o.sample_id, o.issued.row, died);
             let message = format!(
                 "worker {} died with the request in flight; no response was recorded",
                 o.issued.worker
@@ -165,6 +169,15 @@ impl State {
                 self.note_failure(FailureKind::WorkerDied, message.as_bytes());
             }
             self.log_synthesized(o, ended_ns, &message);
+        }
+    }
+
+    /// Lists a tracked turn of an agentic run that has no row (abandoned, or its worker died),
+    /// for the report's conversations.
+    fn note_unrecorded(&mut self, sample_id: u64, row: u32, worker_died: bool) {
+        let tracked = (self.warmup_samples..self.tracked_end).contains(&sample_id);
+        if self.agentic && tracked {
+            self.unrecorded_turns.push(super::UnrecordedTurn { row, worker_died });
         }
     }
 

@@ -108,6 +108,20 @@ pub struct AggregatorOutput {
     pub sample_rows: Vec<(u64, u32)>,
     /// Workers the aggregator already reaped: their pids may belong to others by now.
     pub reaped: Vec<bool>,
+    /// An agentic run's tracked turns that have no row: abandoned at the run's end, or lost
+    /// with their worker (`worker_died`); empty in every other run.
+    pub unrecorded_turns: Vec<UnrecordedTurn>,
+}
+
+/// A tracked turn of an agentic run without a row in the table, so the report still counts it
+/// in its conversation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct UnrecordedTurn {
+    /// Its dataset row (== its sample id: an agentic run has no warm-up).
+    pub row: u32,
+    /// Its worker died with it in flight (a `worker_died` failure); else it was abandoned in
+    /// flight (the cap, an interrupt, the drain timeout).
+    pub worker_died: bool,
 }
 
 /// A tracked sample whose worker cancelled it at an abort: its terminal event waits for the
@@ -122,6 +136,10 @@ struct CancelledSample {
 
 struct State {
     input_shared: Arc<Shared>,
+    /// An agentic run (`Shared::conversations`): rows carry their dataset row, and the turns
+    /// without one are listed at the end.
+    agentic: bool,
+    unrecorded_turns: Vec<UnrecordedTurn>,
     rows: Vec<SampleRow>,
     chunk_delta_ns: Vec<u64>,
     counters: RunCounters,
@@ -247,6 +265,8 @@ impl State {
     fn new(input: AggregatorInput, workers: usize, live: LiveStats) -> State {
         let expected = input.warmup_samples.saturating_add(input.expected_samples);
         State {
+            agentic: input.shared.conversations.is_some(),
+            unrecorded_turns: Vec::new(),
             input_shared: input.shared,
             rows: Vec::with_capacity(input.expected_samples.min(1 << 24) as usize),
             chunk_delta_ns: Vec::new(),

@@ -11,6 +11,7 @@ use nix::sys::signal::{kill, Signal};
 
 use super::events::EventLog;
 use super::{run, AggregatorInput, AggregatorOutput, Control, Shared, Status};
+use crate::conversation::{ConversationPlan, ConversationSpan};
 use crate::fork::{fork_child, kill_and_reap};
 use crate::settle::IssueLog;
 
@@ -23,6 +24,17 @@ fn aggregate(
     die: bool,
     feed: impl FnOnce(&mut RecordProducer),
 ) -> AggregatorOutput {
+    aggregate_run(issued, table, die, None, feed)
+}
+
+/// `aggregate` of an agentic run when `plan` is given.
+fn aggregate_run(
+    issued: u64,
+    table: InFlightTable,
+    die: bool,
+    plan: Option<Arc<ConversationPlan>>,
+    feed: impl FnOnce(&mut RecordProducer),
+) -> AggregatorOutput {
     let bell = Doorbell::create().unwrap();
     let sizes = RingSizes { issue_slots: 16, record_bytes: 64 * 1024 };
     let rings = WorkerRings::create_with(0, sizes, &bell, &bell).unwrap();
@@ -33,7 +45,7 @@ fn aggregate(
         unsafe { libc::pause() };
     })
     .unwrap();
-    let shared = Arc::new(Shared::new(1));
+    let shared = Arc::new(Shared::new(1).with_conversations(plan));
     let (control, control_rx) = unbounded();
     let (status_tx, status) = bounded(4);
     let input = AggregatorInput {
@@ -61,7 +73,7 @@ fn aggregate(
     control.send(Control::Tracking { tracking_start_ns: 2 }).unwrap();
     feed(&mut producer);
     let mut log = IssueLog::with_capacity(issued, 0);
-    (0..issued).for_each(|id| log.push(id, 0, 0, 10 + id));
+    (0..issued).for_each(|id| log.push(id, 0, id as u32, 10 + id));
     shared.issued_to[0].store(issued, std::sync::atomic::Ordering::Release);
     if die {
         let _ = kill(stand_in, Signal::SIGKILL);
@@ -101,6 +113,29 @@ fn re_sent_requests_are_counted_and_unanswered_samples_abandoned() {
     assert_eq!((c.tracked_samples_issued, c.tracked_samples_completed), (4, 2));
     assert_eq!(c.abandoned, 2, "the cancelled one and the one never answered");
     assert!(out.warnings.iter().all(|w| !w.contains("does not add up")), "{:?}", out.warnings);
+    assert!(out.rows.iter().all(|r| r.dataset_row.is_none()), "no conversations: no rows named");
+    assert!(out.unrecorded_turns.is_empty());
+}
+
+#[test]
+fn an_agentic_run_s_rows_name_their_dataset_rows_and_its_turns_without_one_are_listed() {
+    // Two conversations of two turns: rows (== sample ids) 0, 1 and 2, 3.
+    let spans = vec![
+        ConversationSpan { first_row: 0, turns: 2 },
+        ConversationSpan { first_row: 2, turns: 2 },
+    ];
+    let plan = ConversationPlan::new(spans, vec!["a".into(), "b".into()], vec![1, 3, 1, 3]);
+    let table = InFlightTable::create(0, 2).unwrap();
+    let turn = |id: u64, failure| RecordHeader { row: id as u32, ..header(id, failure, 0) };
+    let out = aggregate_run(4, table, false, Some(Arc::new(plan)), |p| {
+        p.push_record(&turn(1, FailureKind::None), b"a", b"");
+        p.push_record(&turn(0, FailureKind::Timeout), b"", b"timed out");
+        p.push_record(&turn(2, FailureKind::Cancelled), b"", b"cancelled by abort");
+    });
+    let rows: Vec<_> = out.rows.iter().map(|r| r.dataset_row).collect();
+    assert_eq!(rows, [Some(1), Some(0)], "in the order the records came");
+    let unrecorded = |row| super::UnrecordedTurn { row, worker_died: false };
+    assert_eq!(out.unrecorded_turns, [unrecorded(2), unrecorded(3)], "cancelled, then unanswered");
 }
 
 #[test]

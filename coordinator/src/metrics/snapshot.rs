@@ -264,12 +264,16 @@ fn run_jobs(jobs: Vec<Job<'_>>) -> Vec<SeriesStat> {
     done.into_iter().map(|(_, stat)| stat).collect()
 }
 
-fn latency_ns(table: &SampleTable) -> Vec<u64> {
+/// Each row's latency (complete − issued; a failure's is its time to error), in table order:
+/// the `sample_latency_ns` series' values.
+pub fn latency_ns(table: &SampleTable) -> Vec<u64> {
     let ends = table.complete_ns.iter();
     table.issued_ns.iter().zip(ends).map(|(&issued, &end)| end.saturating_sub(issued)).collect()
 }
 
-fn ttft_ns(table: &SampleTable) -> Vec<u64> {
+/// The TTFT (first chunk − issued) of each row that got a first chunk, in table order: the
+/// `ttft_ns` series' values.
+pub fn ttft_ns(table: &SampleTable) -> Vec<u64> {
     let mut out = Vec::with_capacity(table.len());
     for i in 0..table.len() {
         let first = table.first_chunk_ns[i];

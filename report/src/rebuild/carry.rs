@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use loadgen_coordinator::metrics::TokenCountSource;
+use loadgen_coordinator::metrics::{SampleRow, TokenCountSource};
 use loadgen_wire::FailureKind;
 
 use crate::replay::Replayed;
@@ -108,7 +108,12 @@ impl Carried {
     /// The failure kinds, and each failed row's kind: the summary's kinds dealt over the
     /// failed rows in order (only the counts matter), per endpoint in a run of several;
     /// without a summary, the log's error types name them.
+    ///
+    /// An agentic run's dropped turns are told by their place (`agentic::mark_dropped_turns`:
+    /// a failed turn after a failed turn of its conversation) before the rest is dealt, so the
+    /// report's per-turn figures leave out the same turns as the run's.
     pub fn failures(&self, replayed: &mut Replayed, endpoints: usize) -> Vec<FailureKindCount> {
+        let marked = crate::agentic::mark_dropped_turns(&mut replayed.rows, &replayed.turn_labels);
         let Some(kinds) = &self.failure_kinds else {
             return replayed
                 .errors
@@ -127,8 +132,16 @@ impl Carried {
             }
             None => vec![kinds.iter().map(|k| (k.kind.as_str(), k.count)).collect()],
         };
+        let mut counts = counts;
+        let aborted = FailureKind::TurnAborted.as_str();
+        let mut left = marked;
+        for (_, n) in counts.iter_mut().flatten().filter(|(k, _)| *k == aborted) {
+            let taken = left.min(*n);
+            (*n, left) = (*n - taken, left - taken);
+        }
         let mut codes: Vec<_> = counts.iter().map(|c| failure_codes(c)).collect();
-        for row in replayed.rows.iter_mut().filter(|r| r.failed) {
+        let unmarked = |r: &&mut SampleRow| r.failure != FailureKind::TurnAborted as u8;
+        for row in replayed.rows.iter_mut().filter(|r| r.failed).filter(unmarked) {
             let e = if per_endpoint.is_some() { usize::from(row.endpoint) } else { 0 };
             let code = codes.get_mut(e).and_then(|c| c.next());
             row.failure = code.unwrap_or(FailureKind::Malformed as u8);
@@ -318,6 +331,7 @@ impl Carried {
             endpoints: Vec::new(),
             shards: Vec::new(),
             mixed_clocks: replayed.mixed_clocks(),
+            agentic: None,
         }
     }
 

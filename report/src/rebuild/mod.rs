@@ -246,6 +246,12 @@ pub fn rebuild(run: &RunDir, primary: TokenCountSource) -> Result<Rebuilt, AppEr
     };
     let snapshot = final_snapshot(&table, &replayed.counters, &opts, state);
     let mut info = run.carried.run_info(&run.config, primary, &replayed, failures, has_tokenizer);
+    info.agentic = crate::agentic::agentic_summary(
+        &table,
+        &replayed.turn_labels,
+        &replayed.unrecorded_turns,
+        &opts,
+    );
     let stats = endpoint_stats(&table, urls.len());
     info.endpoints =
         urls.iter().zip(stats).map(|(url, stat)| EndpointInfo { url: url.clone(), stat }).collect();

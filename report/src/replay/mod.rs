@@ -18,6 +18,7 @@ use serde_json::value::RawValue;
 use serde_json::Value;
 
 use self::read::{Complete, Event, LineError, Output, SessionKind};
+use crate::agentic::{ConversationIds, TurnLabel, Unrecorded};
 use crate::MixedClocks;
 use loadgen_plan::dataset::{Row, PROMPT_BYTES_MAX};
 use loadgen_plan::tokenizer::Tokenizer;
@@ -76,6 +77,11 @@ pub struct Replayed {
     /// their completion: a log written with two clocks (`MixedClocks`).
     pub first_chunk_rows: u64,
     pub first_chunk_after_complete: u64,
+    /// An agentic run's rows' conversations and turns (their lines' `conversation_id` and
+    /// `turn`), one per row; empty when no tracked line named a conversation.
+    pub turn_labels: Vec<Option<TurnLabel>>,
+    /// An agentic run's tracked turns without a row: abandoned, or lost with their worker.
+    pub unrecorded_turns: Vec<(TurnLabel, Unrecorded)>,
 }
 
 impl Replayed {
@@ -96,6 +102,7 @@ struct Pending {
     isl_client: Option<u32>,
     error_seen: bool,
     worker_died: bool,
+    label: Option<TurnLabel>,
 }
 
 /// The replay's state, fed one event at a time.
@@ -114,6 +121,8 @@ pub struct Replay<'a> {
     failed_rows: UuidMap<usize>,
     /// Rows that turned out to be a dead worker's synthesized failures: counted, not rows.
     dropped: HashSet<usize>,
+    /// An agentic run's conversation ids, as the labels' indices.
+    conversation_ids: ConversationIds,
     out: Replayed,
 }
 
@@ -132,6 +141,7 @@ impl<'a> Replay<'a> {
             pending: UuidMap::default(),
             failed_rows: UuidMap::default(),
             dropped: HashSet::new(),
+            conversation_ids: ConversationIds::default(),
             out: Replayed::default(),
         }
     }
@@ -140,8 +150,12 @@ impl<'a> Replay<'a> {
     pub fn apply(&mut self, event: Event<'_>, line: u64) -> Result<(), LineError> {
         match event {
             Event::Session { kind, timestamp_ns } => self.session(kind, timestamp_ns),
-            Event::Issued { uuid, timestamp_ns, prompt } => {
-                self.issued(uuid, timestamp_ns, prompt, line)?
+            Event::Issued { uuid, timestamp_ns, prompt, label } => {
+                let label = label.map(|(id, turn)| TurnLabel {
+                    conversation: self.conversation_ids.intern(&id),
+                    turn,
+                });
+                self.issued(uuid, timestamp_ns, prompt, label, line)?
             }
             Event::RecvFirst { uuid, timestamp_ns } => {
                 if let Some(p) = self.pending.get_mut(&uuid) {
@@ -155,8 +169,9 @@ impl<'a> Replay<'a> {
             }
             Event::Error { uuid: None, .. } => {}
             Event::Abandoned { uuid: Some(uuid), .. } => {
-                if self.pending.remove(&uuid).is_some() {
+                if let Some(p) = self.pending.remove(&uuid) {
                     self.out.counters.abandoned += 1;
+                    self.unrecorded(p.label, Unrecorded::Abandoned);
                 }
             }
             Event::Abandoned { uuid: None, .. } => {}
@@ -185,6 +200,7 @@ impl<'a> Replay<'a> {
         uuid: u128,
         ts: u64,
         prompt: Option<&RawValue>,
+        label: Option<TurnLabel>,
         line: u64,
     ) -> Result<(), LineError> {
         // Outside tracking (the reference's warm-up, the accuracy phases) a sample gets no
@@ -206,6 +222,7 @@ impl<'a> Replay<'a> {
             isl_client,
             error_seen: false,
             worker_died: false,
+            label,
         };
         self.pending.insert(uuid, pending);
         Ok(())
@@ -262,6 +279,7 @@ impl<'a> Replay<'a> {
         }
         if p.worker_died {
             // The run synthesized this sample's lines at the end: it has no row.
+            self.unrecorded(p.label, Unrecorded::WorkerDied);
             return;
         }
         // The last event of a sample: its completion, or a first chunk the reference's other
@@ -296,12 +314,31 @@ impl<'a> Replay<'a> {
             n_chunks: c.chunks.as_ref().map(|ch| ch.n_chunks),
             chunk_reads: c.chunks.as_ref().map(|ch| ch.chunk_reads),
             client_wait_ns: c.client_wait_ns,
+            dataset_row: None,
         });
+        self.label_row(slot, p.label);
         if let Some(chunks) = &c.chunks {
             self.out.chunk_delta_ns.extend_from_slice(&chunks.gaps_ns);
         }
         // Queued after its row exists: a full batch is counted at once, into the rows.
         self.queue_output(&c, &p, failed, slot);
+    }
+
+    /// Lists a tracked turn without a row.
+    fn unrecorded(&mut self, label: Option<TurnLabel>, how: Unrecorded) {
+        if let Some(label) = label {
+            self.out.unrecorded_turns.push((label, how));
+        }
+    }
+
+    /// Row `slot`'s label, once some row has one (the list stays empty in a run without
+    /// conversations).
+    fn label_row(&mut self, slot: usize, label: Option<TurnLabel>) {
+        let labels = &mut self.out.turn_labels;
+        if label.is_some() || !labels.is_empty() {
+            labels.resize(slot, None);
+            labels.push(label);
+        }
     }
 
     /// Queues a successful output for counting, as the run's token pool gets a record's
@@ -362,9 +399,27 @@ impl<'a> Replay<'a> {
         self.batch = emptied;
     }
 
+    /// The labels of the dropped rows become unrecorded turns (their worker died).
+    fn drop_labels(&mut self, dropped: &HashSet<usize>) {
+        if self.out.turn_labels.is_empty() {
+            return;
+        }
+        let labels = std::mem::take(&mut self.out.turn_labels);
+        for (i, label) in labels.into_iter().enumerate() {
+            if dropped.contains(&i) {
+                self.unrecorded(label, Unrecorded::WorkerDied);
+            } else {
+                self.out.turn_labels.push(label);
+            }
+        }
+    }
+
     /// The rows and counters, once every line is read.
     pub fn finish(mut self) -> Replayed {
         self.count_batch();
+        if !self.out.turn_labels.is_empty() {
+            self.out.turn_labels.resize(self.out.rows.len(), None);
+        }
         if !self.dropped.is_empty() {
             let dropped = std::mem::take(&mut self.dropped);
             let rows = std::mem::take(&mut self.out.rows);
@@ -374,6 +429,7 @@ impl<'a> Replay<'a> {
                 .filter(|(i, _)| !dropped.contains(i))
                 .map(|(_, r)| r)
                 .collect();
+            self.drop_labels(&dropped);
         }
         let c = &mut self.out.counters;
         c.total_samples_issued = c.tracked_samples_issued;

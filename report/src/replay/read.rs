@@ -57,6 +57,8 @@ pub enum Event<'a> {
         uuid: u128,
         timestamp_ns: u64,
         prompt: Option<&'a RawValue>,
+        /// The sample's conversation id and turn, an agentic run's (`None`: `""` and `null`).
+        label: Option<(Cow<'a, str>, u32)>,
     },
     RecvFirst {
         uuid: u128,
@@ -184,6 +186,10 @@ struct RawEvent<'a> {
     #[serde(borrow, default)]
     sample_uuid: Cow<'a, str>,
     #[serde(borrow, default)]
+    conversation_id: Cow<'a, str>,
+    #[serde(default)]
+    turn: Option<u32>,
+    #[serde(borrow, default)]
     data: Option<&'a RawValue>,
     #[serde(borrow, default)]
     finish_reason: Option<Cow<'a, str>>,
@@ -268,7 +274,10 @@ pub fn parse_line(bytes: &[u8], line: u64) -> Result<Event<'_>, LineError> {
         "session.start_performance_tracking" => session(SessionKind::StartTracking, ts),
         "session.stop_performance_tracking" => session(SessionKind::StopTracking, ts),
         "sample.issued" => {
-            Event::Issued { uuid: sample_uuid(&raw, line)?, timestamp_ns: ts, prompt: raw.data }
+            let uuid = sample_uuid(&raw, line)?;
+            let label = raw.turn.filter(|_| !raw.conversation_id.is_empty());
+            let label = label.map(|turn| (raw.conversation_id, turn));
+            Event::Issued { uuid, timestamp_ns: ts, prompt: raw.data, label }
         }
         "sample.recv_first" => {
             Event::RecvFirst { uuid: sample_uuid(&raw, line)?, timestamp_ns: ts }

@@ -6,6 +6,8 @@
 //! `early-stopping` and perf's roofline alike. Its series are the file's blocks
 //! (`series::SeriesSummary`), so a summary read back writes the same bytes.
 
+mod agentic;
+mod in_order;
 mod read;
 mod series;
 mod write;
@@ -21,6 +23,8 @@ use loadgen_coordinator::metrics::{
     EndpointStat, FinishKind, OslPaired, RunState, SeriesStat, Snapshot, TokenCountSource,
     UsageTally,
 };
+
+use crate::agentic::AgenticSummary;
 
 use super::{
     ClientTokenCounting, ClientWaitInfo, FailureKindCount, IssueLag, LoadPatternInfo, RunInfo,
@@ -118,6 +122,9 @@ pub struct ResultSummary {
     /// Read back from a file without our additions (no `token_count_source`): a summary the
     /// reference wrote, whose additions are unknown rather than empty. Not written.
     pub reference_only: bool,
+    /// An agentic run's conversations and turns (`agentic`, the last key); `None`, and not
+    /// written, for a run without conversations.
+    pub agentic: Option<AgenticSummary>,
 }
 
 /// `osl_paired`: the mean per-sample client − server OSL, Σ client / Σ server (`None` when the
@@ -334,6 +341,7 @@ pub fn result_summary(snap: &Snapshot, info: &RunInfo) -> ResultSummary {
         chunks: chunk_blocks(snap),
         client_wait: client_wait_blocks(snap, info),
         reference_only: false,
+        agentic: info.agentic.clone(),
     }
 }
 

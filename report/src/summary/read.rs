@@ -7,13 +7,13 @@
 //! bytes.
 
 use std::fmt;
-use std::marker::PhantomData;
 
 use serde::de::{self, Deserializer, IgnoredAny, MapAccess, Visitor};
 use serde::Deserialize;
 
 use loadgen_coordinator::metrics::{FinishKind, TokenCountSource, UsageTally};
 
+use super::in_order::InOrder;
 use super::series::{ReadBlock, SeriesSummary};
 use super::{BasisBlocks, ChunkBlocks, ClientWaitBlocks, EndpointSummary, ResultSummary};
 use crate::{ClientTokenCounting, FailureCounts, FailureKindCount, LoadPatternInfo, WarmupInfo};
@@ -141,6 +141,7 @@ fn empty_summary() -> ResultSummary {
         chunks: None,
         client_wait: ClientWaitBlocks::default(),
         reference_only: true,
+        agentic: None,
     }
 }
 
@@ -232,6 +233,7 @@ impl Keys {
             "connection_pool" => s.client_wait.pool = map.next_value()?,
             "client_wait_warning" => s.client_wait.warning = map.next_value()?,
             "shards" => s.shards = map.next_value()?,
+            "agentic" => s.agentic = map.next_value::<super::agentic::ReadAgentic>()?.0,
             _ => return Ok(false),
         }
         Ok(true)
@@ -409,35 +411,6 @@ impl From<Warmup> for WarmupInfo {
             drain: w.drain,
             warmup_random_seed: w.warmup_random_seed,
         }
-    }
-}
-
-/// A JSON map's entries in the file's order (a map read into a sorted map would lose it).
-pub struct InOrder<V>(pub Vec<(String, V)>);
-
-impl<V> Default for InOrder<V> {
-    fn default() -> Self {
-        InOrder(Vec::new())
-    }
-}
-
-impl<'de, V: Deserialize<'de>> Deserialize<'de> for InOrder<V> {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct Entries<V>(PhantomData<V>);
-        impl<'de, V: Deserialize<'de>> Visitor<'de> for Entries<V> {
-            type Value = InOrder<V>;
-            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("a map")
-            }
-            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<InOrder<V>, A::Error> {
-                let mut out = Vec::with_capacity(map.size_hint().unwrap_or(0));
-                while let Some(entry) = map.next_entry::<String, V>()? {
-                    out.push(entry);
-                }
-                Ok(InOrder(out))
-            }
-        }
-        d.deserialize_map(Entries(PhantomData))
     }
 }
 

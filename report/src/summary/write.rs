@@ -170,6 +170,10 @@ impl ResultSummary {
         if !self.shards.is_empty() {
             map.serialize_entry("shards", &self.shards)?;
         }
+        if let Some(agentic) = &self.agentic {
+            let json = super::agentic::AgenticJson { agentic, primary };
+            map.serialize_entry("agentic", &json)?;
+        }
         Ok(())
     }
 

@@ -86,6 +86,18 @@ pub struct Bars {
     pub caption: String,
 }
 
+/// Values per turn number of an agentic run's conversations: one line per percentile.
+#[derive(Debug, Clone)]
+pub struct PerTurn {
+    pub title: String,
+    pub y_label: String,
+    /// The turn numbers that have values, ascending: the x axis's ticks.
+    pub turns: Vec<u32>,
+    /// (turn number, value) points of each line.
+    pub lines: Vec<Line>,
+    pub caption: String,
+}
+
 /// A picture to write.
 #[derive(Debug, Clone)]
 pub enum Picture {
@@ -93,13 +105,14 @@ pub enum Picture {
     Timeline(Timeline),
     Scatter(Scatter),
     Bars(Bars),
+    PerTurn(PerTurn),
 }
 
 /// Pixel size of a picture of this kind.
 pub fn size_of(picture: &Picture) -> (u32, u32) {
     match picture {
         Picture::Distribution(_) => (1200, 480),
-        Picture::Timeline(_) | Picture::Scatter(_) => (900, 480),
+        Picture::Timeline(_) | Picture::Scatter(_) | Picture::PerTurn(_) => (900, 480),
         Picture::Bars(b) => ((300 + 90 * b.bars.len() as u32).clamp(700, 1600), 480),
     }
 }
@@ -140,6 +153,7 @@ pub fn draw<DB: DrawingBackend>(picture: &Picture, root: &DrawingArea<DB, Shift>
         Picture::Timeline(t) => (&t.title, &t.caption),
         Picture::Scatter(s) => (&s.title, &s.caption),
         Picture::Bars(b) => (&b.title, &b.caption),
+        Picture::PerTurn(t) => (&t.title, &t.caption),
     };
     let note = match picture {
         Picture::Distribution(d) => d.caption_note.as_deref(),
@@ -159,6 +173,7 @@ pub fn draw<DB: DrawingBackend>(picture: &Picture, root: &DrawingArea<DB, Shift>
         Picture::Timeline(t) => draw_timeline(t, &body),
         Picture::Scatter(s) => draw_scatter(s, &body),
         Picture::Bars(b) => draw_bars(b, &body),
+        Picture::PerTurn(t) => draw_per_turn(t, &body),
     }
 }
 
@@ -336,6 +351,44 @@ fn draw_timeline<DB: DrawingBackend>(t: &Timeline, area: &DrawingArea<DB, Shift>
     chart
         .configure_mesh()
         .x_desc("seconds since the start")
+        .y_desc(t.y_label.as_str())
+        .y_label_formatter(&|v| tick(*v))
+        .draw()?;
+    for line in &t.lines {
+        let color = line.color;
+        chart.draw_series(LineSeries::new(drawable(&line.points), color.stroke_width(2)))?;
+        chart.draw_series(drawable(&line.points).map(|p| Circle::new(p, 3, color.filled())))?;
+    }
+    Ok(())
+}
+
+/// Lines over turn numbers: the x axis runs half a turn past the first and last, ticked at
+/// each turn number the picture has.
+fn draw_per_turn<DB: DrawingBackend>(t: &PerTurn, area: &DrawingArea<DB, Shift>) -> Drawn<DB> {
+    let (legend, area) = area.split_vertically(LEGEND_STRIP_PX);
+    let entries: Vec<(&str, Swatch)> =
+        t.lines.iter().map(|l| (l.label.as_str(), Swatch::Line(l.color))).collect();
+    draw_legend(&legend, &entries)?;
+    let first = t.turns.first().copied().unwrap_or(1) as f64;
+    let last = t.turns.last().copied().unwrap_or(1) as f64;
+    let y_max = t.lines.iter().flat_map(|l| drawable(&l.points).map(|p| p.1)).fold(0.0, f64::max);
+    let y_max = if y_max > 0.0 { y_max * 1.1 } else { 1.0 };
+    let mut chart = ChartBuilder::on(&area)
+        .margin(12)
+        .x_label_area_size(40)
+        .y_label_area_size(70)
+        .build_cartesian_2d(axis(first - 0.5, last + 0.5), axis(0.0, y_max))?;
+    let turn_at = |x: &f64| {
+        let whole = (x - x.round()).abs() < 1e-9;
+        let turn = t.turns.iter().find(|&&turn| whole && f64::from(turn) == x.round());
+        turn.map_or_else(String::new, |turn| turn.to_string())
+    };
+    chart
+        .configure_mesh()
+        .disable_x_mesh()
+        .x_labels((last - first) as usize + 2)
+        .x_label_formatter(&turn_at)
+        .x_desc("turn")
         .y_desc(t.y_label.as_str())
         .y_label_formatter(&|v| tick(*v))
         .draw()?;

@@ -40,6 +40,12 @@ pub fn run(request: &PlotRequest) -> Result<i32, AppError> {
         tokenizer_named: run.config.model_params.tokenizer_name.is_some(),
     };
     let tracking_start_ns = replayed.replayed.counters.tracking_start_ns;
+    let agentic = crate::report::agentic::agentic_summary(
+        &replayed.table,
+        &replayed.replayed.turn_labels,
+        &replayed.replayed.unrecorded_turns,
+        &run.metrics_options(basis, replayed.has_tokenizer),
+    );
     let series = series::run_series(
         &replayed.table,
         facts.streaming,
@@ -62,6 +68,10 @@ pub fn run(request: &PlotRequest) -> Result<i32, AppError> {
     match pictures::osl_scatter(&series) {
         Ok(picture) => plan.pictures.push(("osl_client_vs_server", picture)),
         Err(why) => plan.skipped.push(format!("osl_client_vs_server: {why}")),
+    }
+    match pictures::ttft_by_turn(agentic.as_ref(), facts.streaming) {
+        Ok(picture) => plan.pictures.push(("ttft_by_turn", picture)),
+        Err(why) => plan.skipped.push(format!("ttft_by_turn: {why}")),
     }
     accuracy(&run.dir, &mut plan);
     for note in &plan.skipped {

@@ -10,7 +10,8 @@ use loadgen_coordinator::metrics::TokenCountSource;
 
 use crate::report::ChunkBlocks;
 
-use super::chart::{palette, Bars, Distribution, Line, Picture, Scatter, Timeline};
+use super::chart::{palette, Bars, Distribution, Line, PerTurn, Picture, Scatter, Timeline};
+use crate::report::agentic::AgenticSummary;
 use crate::report::plot_data::bins::{self, HISTOGRAM_BINS};
 use crate::report::plot_data::series::RunSeries;
 
@@ -315,6 +316,52 @@ pub fn osl_scatter(s: &RunSeries) -> Result<Picture, String> {
     }))
 }
 
+/// Grid indices (`PERCENTILE_KEYS`) of p50, p90 and p99.
+const P50: usize = 7;
+const P90: usize = 4;
+const P99: usize = 1;
+
+/// TTFT by turn number of an agentic run: p50, p90 and p99 of each turn number's TTFT (the
+/// summary's `agentic.by_turn[].ttft`), so what a prefix cache saves on later turns shows as
+/// their TTFT falling below the first's.
+pub fn ttft_by_turn(agentic: Option<&AgenticSummary>, streaming: bool) -> Result<Picture, String> {
+    let agentic = agentic.ok_or("the run has no conversations (not agentic_inference)")?;
+    if !streaming {
+        return Err("the run did not stream, so it has no first-chunk times".into());
+    }
+    let turns: Vec<(u32, &crate::report::SeriesSummary)> =
+        agentic.by_turn.iter().filter_map(|t| Some((t.turn, t.ttft.as_ref()?))).collect();
+    if turns.is_empty() {
+        return Err("no turn got a first content chunk".into());
+    }
+    let max_ns = turns.iter().map(|(_, b)| b.percentiles[P99]).fold(0.0, f64::max);
+    let (unit, per) = bins::axis_time_unit(max_ns);
+    let line = |label: &str, color, index: usize| Line {
+        label: label.to_string(),
+        color,
+        points: turns
+            .iter()
+            .map(|(turn, b)| (f64::from(*turn), b.percentiles[index] / per))
+            .collect(),
+    };
+    let n: u64 = turns.iter().map(|(_, b)| b.count).sum();
+    Ok(Picture::PerTurn(PerTurn {
+        title: "TTFT by turn: time to first token of each turn of the conversations".into(),
+        y_label: format!("TTFT ({unit})"),
+        turns: turns.iter().map(|(turn, _)| *turn).collect(),
+        lines: vec![
+            line("p50", palette::MEDIAN, P50),
+            line("p90", palette::MEAN, P90),
+            line("p99", palette::CURVE, P99),
+        ],
+        caption: format!(
+            "{n} turns with a first chunk over {} turn numbers; each point is one turn number's \
+             percentile (agentic.by_turn in result_summary.json)",
+            turns.len()
+        ),
+    }))
+}
+
 /// The accuracy picture's caption: the average, how ROUGE is scaled when a dataset has it,
 /// and the axis's scale.
 fn accuracy_caption(average: Option<f64>, rouge: bool, full_scale: bool) -> String {
@@ -509,6 +556,74 @@ mod tests {
             assert!((1.0..1000.0).contains(&top), "{unit}: ticks read as small numbers: {top}");
             assert!(t.caption.ends_with(&format!(" {unit}")), "{}", t.caption);
         }
+    }
+
+    /// An agentic block whose turn `n` (1, 3, 5) has TTFTs of `n` × 10, 20, …, 100 ms.
+    fn agentic() -> AgenticSummary {
+        use crate::report::agentic::{ConversationStats, TurnCounts, TurnStats};
+        use loadgen_coordinator::metrics::SeriesStat;
+        let turn = |turn: u32| {
+            let mut ttft: Vec<u64> = (1..=10).map(|k| u64::from(turn) * k * 10_000_000).collect();
+            let stat = SeriesStat::from_ints("ttft_ns", &mut ttft, false);
+            TurnStats {
+                turn,
+                n_samples: 10,
+                n_failed: 0,
+                n_dropped: 0,
+                ttft: Some((&stat).into()),
+                tpot: None,
+                tpot_partial: false,
+                tpot_other: None,
+                tpot_other_partial: false,
+                latency: None,
+            }
+        };
+        AgenticSummary {
+            dropped_turns: 0,
+            conversations: ConversationStats {
+                started: 10,
+                completed: 10,
+                failed: 0,
+                abandoned: 0,
+                turns_per_conversation: None,
+                duration_ns: None,
+            },
+            turns: TurnCounts {
+                issued: 30,
+                succeeded: 30,
+                failed: 0,
+                dropped: 0,
+                abandoned: 0,
+                failed_by_kind: Vec::new(),
+            },
+            by_turn: vec![turn(1), turn(3), turn(5)],
+        }
+    }
+
+    #[test]
+    fn ttft_by_turn_draws_each_turn_number_s_percentiles() {
+        let Ok(Picture::PerTurn(p)) = ttft_by_turn(Some(&agentic()), true) else {
+            panic!("a picture per turn")
+        };
+        assert_eq!(p.turns, [1, 3, 5]);
+        assert_eq!(p.y_label, "TTFT (ms)");
+        let labels: Vec<_> = p.lines.iter().map(|l| l.label.as_str()).collect();
+        assert_eq!(labels, ["p50", "p90", "p99"]);
+        // "Lower" percentiles of 10 values: p50 is the 5th, p90 and p99 the 9th.
+        assert_eq!(p.lines[0].points, [(1.0, 50.0), (3.0, 150.0), (5.0, 250.0)]);
+        assert_eq!(p.lines[1].points[2], (5.0, 450.0));
+        assert_eq!(p.lines[2].points[0], (1.0, 90.0));
+        assert!(p.caption.starts_with("30 turns with a first chunk over 3 turn numbers"));
+    }
+
+    #[test]
+    fn ttft_by_turn_is_skipped_with_a_reason_without_conversations_or_first_chunks() {
+        let why = |r: Result<Picture, String>| r.err().unwrap_or_default();
+        assert!(why(ttft_by_turn(None, true)).contains("no conversations"));
+        assert!(why(ttft_by_turn(Some(&agentic()), false)).contains("did not stream"));
+        let mut none = agentic();
+        none.by_turn.iter_mut().for_each(|t| t.ttft = None);
+        assert_eq!(why(ttft_by_turn(Some(&none), true)), "no turn got a first content chunk");
     }
 
     #[test]
