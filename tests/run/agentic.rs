@@ -147,43 +147,11 @@ fn conversations_run_turn_after_turn_two_at_a_time_and_the_stub_sees_their_prefi
         assert!(list[1].issued_ns >= list[0].complete_ns + 20_000_000, "{id}: {list:?}");
     }
     assert_eq!(most_at_once(&conversations), 2, "target_concurrency 2");
-    // The summary's agentic block says the same from the run's own table.
-    let agentic = &s["agentic"];
-    assert_eq!(agentic["dropped_turns"].as_u64(), Some(0));
-    assert_eq!(agentic["conversations"]["started"].as_u64(), Some(5));
-    assert_eq!(agentic["conversations"]["completed"].as_u64(), Some(5));
-    assert_eq!(agentic["turns"]["succeeded"].as_u64(), Some(11));
-    let by_turn: Vec<(u64, u64)> = agentic["by_turn"]
-        .as_array()
-        .expect("by_turn")
-        .iter()
-        .map(|t| (t["turn"].as_u64().unwrap(), t["n_samples"].as_u64().unwrap()))
-        .collect();
-    assert_eq!(by_turn, [(1, 5), (3, 4), (5, 2)], "5 first turns, 4 thirds, c1's two fifths");
-    // `report DIR` rebuilds the same block from events.jsonl's conversation and turn fields.
-    let rebuilt = dir.with_extension("rebuilt");
-    let _ = std::fs::remove_dir_all(&rebuilt);
-    let out = run(["report", &dir.display().to_string(), "--out", &rebuilt.display().to_string()]);
-    assert_eq!(out.status.code(), Some(0));
-    assert_eq!(summary(&rebuilt)["agentic"], s["agentic"]);
+    check_agentic_block(&s, &dir);
     // The stub, by its own record: each conversation's first turn found nothing cached under
     // its X-Session-ID (a repeat's too, though its messages equal the first pass's), and every
     // later turn found its earlier messages cached.
-    let sent = std::mem::take(&mut *log.lock().unwrap());
-    assert_eq!(sent.len(), 11, "one request per turn");
-    let mut first_turns = 0;
-    for response in &sent {
-        let cache = response.prefix_cache.expect("a chat request gets a cache decision");
-        let body: Value = serde_json::from_slice(&response.body).expect("the body is JSON");
-        let messages = body["messages"].as_array().expect("messages").len();
-        if messages <= 2 {
-            first_turns += 1;
-            assert_eq!(cache.cached_tokens, 0, "a first turn: {body}");
-        } else {
-            assert!(cache.cached_tokens > 0 && cache.cached_tokens < cache.prompt_tokens, "{body}");
-        }
-    }
-    assert_eq!(first_turns, 5);
+    check_cache_reuse(&std::mem::take(&mut *log.lock().unwrap()));
 }
 
 #[test]
@@ -218,4 +186,45 @@ fn a_turn_past_its_timeout_fails_and_the_rest_of_its_conversation_is_aborted() {
     assert_eq!(agentic["dropped_turns"].as_u64(), Some(3));
     assert_eq!(agentic["conversations"]["failed"].as_u64(), Some(3));
     assert_eq!(agentic["turns"]["failed_by_kind"]["turn_aborted"].as_u64(), Some(3));
+}
+
+/// The summary's agentic block, from the run's own table, and as `report DIR` rebuilds it
+/// from events.jsonl.
+fn check_agentic_block(s: &Value, dir: &Path) {
+    let agentic = &s["agentic"];
+    assert_eq!(agentic["dropped_turns"].as_u64(), Some(0));
+    assert_eq!(agentic["conversations"]["started"].as_u64(), Some(5));
+    assert_eq!(agentic["conversations"]["completed"].as_u64(), Some(5));
+    assert_eq!(agentic["turns"]["succeeded"].as_u64(), Some(11));
+    let by_turn: Vec<(u64, u64)> = agentic["by_turn"]
+        .as_array()
+        .expect("by_turn")
+        .iter()
+        .map(|t| (t["turn"].as_u64().unwrap(), t["n_samples"].as_u64().unwrap()))
+        .collect();
+    assert_eq!(by_turn, [(1, 5), (3, 4), (5, 2)], "5 first turns, 4 thirds, c1's two fifths");
+    // `report DIR` rebuilds the same block from events.jsonl's conversation and turn fields.
+    let rebuilt = dir.with_extension("rebuilt");
+    let _ = std::fs::remove_dir_all(&rebuilt);
+    let out = run(["report", &dir.display().to_string(), "--out", &rebuilt.display().to_string()]);
+    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(summary(&rebuilt)["agentic"], s["agentic"]);
+}
+
+/// The stub's own record of what it had cached for each of the run's requests.
+fn check_cache_reuse(sent: &[loadgen_stubs::SentResponse]) {
+    assert_eq!(sent.len(), 11, "one request per turn");
+    let mut first_turns = 0;
+    for response in sent {
+        let cache = response.prefix_cache.expect("a chat request gets a cache decision");
+        let body: Value = serde_json::from_slice(&response.body).expect("the body is JSON");
+        let messages = body["messages"].as_array().expect("messages").len();
+        if messages <= 2 {
+            first_turns += 1;
+            assert_eq!(cache.cached_tokens, 0, "a first turn: {body}");
+        } else {
+            assert!(cache.cached_tokens > 0 && cache.cached_tokens < cache.prompt_tokens, "{body}");
+        }
+    }
+    assert_eq!(first_turns, 5);
 }
