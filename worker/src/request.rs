@@ -123,6 +123,9 @@ pub struct RowParams<'a> {
     /// The row's own request columns, sent where its API carries them (`row_request_keys`);
     /// chat's `name` goes on the user message.
     pub columns: &'a [(String, serde_json::Value)],
+    /// Write `"stream"` on a chat body even when not streaming (`"stream":false`), as the
+    /// reference's agentic samples carry it.
+    pub stream_key: bool,
 }
 
 /// Dataset columns the reference forwards into each request, per API (its adapters'
@@ -429,7 +432,7 @@ fn chat_body(out: &mut Vec<u8>, b: Body<'_>, prompt: Prompt<'_>) -> Result<(), R
         }
     }
     b.field(out, "max_completion_tokens", &b.max_tokens())?;
-    openai_tail(out, b, false)
+    openai_tail(out, b, b.row.stream_key)
 }
 
 /// `[{system}, {user}]`: the user content a string or a parts list, the row's `name` on it.
@@ -1039,6 +1042,15 @@ mod tests {
                 table.total_bytes()
             );
         }
+    }
+
+    #[test]
+    fn an_agentic_row_says_stream_false_where_other_rows_leave_it_out() {
+        let o = opts(ApiType::OpenAiChat, false, false);
+        let plain = row_body(&o, HELLO, RowParams::default());
+        assert!(!plain.contains("\"stream\""), "{plain}");
+        let agentic = row_body(&o, HELLO, RowParams { stream_key: true, ..Default::default() });
+        assert!(agentic.ends_with(",\"stream\":false}"), "{agentic}");
     }
 
     #[test]

@@ -285,6 +285,8 @@ impl AgenticPlan {
             n,
             max_output_tokens: Some(u32::try_from(max_tokens).unwrap_or(u32::MAX)),
             columns: &columns,
+            // The reference pre-bakes `stream` into every agentic sample, false included.
+            stream_key: true,
         };
         request::body_json_row(&opts, Prompt::RawMessages(&messages), params).map_err(|e| {
             AppError::Input(format!(

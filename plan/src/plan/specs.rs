@@ -261,7 +261,8 @@ fn row_body(
     max_output_tokens: Option<u32>,
     prompt: Prompt<'_>,
 ) -> Result<Vec<u8>, String> {
-    let params = RowParams { n: row.n, max_output_tokens, columns: &row.request_columns };
+    let params =
+        RowParams { n: row.n, max_output_tokens, columns: &row.request_columns, stream_key: false };
     request::body_json_row(opts, prompt, params).map_err(|e| e.to_string())
 }
 
