@@ -70,6 +70,12 @@ pub(super) fn dataset_refusals(i: usize, d: &crate::dataset::DatasetSpec) -> Vec
             "ending the replay when the first conversation slot runs out of trajectories",
         );
     }
+    let eval_method = d.accuracy_config.as_ref().and_then(|a| a.get("eval_method"));
+    if let Some(Err(loadgen_accuracy::AccuracyError::Refused { why, .. })) =
+        eval_method.and_then(serde_json::Value::as_str).map(loadgen_accuracy::scorer)
+    {
+        push("accuracy_config.eval_method", why);
+    }
     for target in d.parser.iter().flat_map(|p| p.other.keys()) {
         if !crate::dataset::PARSER_TARGETS.contains(&target.as_str()) {
             push(&format!("parser.{target}"), "a column this tool does not read");
