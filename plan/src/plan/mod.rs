@@ -21,6 +21,7 @@ mod dataset;
 mod endpoints;
 mod headers;
 mod host;
+mod profiling;
 mod reference;
 mod refusals;
 mod request;
@@ -37,6 +38,7 @@ pub use connections::*;
 use dataset::*;
 pub use endpoints::*;
 pub use host::Host;
+pub use profiling::{check_profiling, derive_urls, ProfilerEngine, ProfilingPlan};
 pub use reference::*;
 pub use refusals::*;
 use request::*;
@@ -152,6 +154,9 @@ pub struct Plan {
     /// An agentic run's conversations (`LoadPattern::Agentic`): `dataset` holds one row per
     /// turn of each instance, and `num_samples` is their count.
     pub agentic: Option<AgenticPlan>,
+    /// `settings.profiling`: the server's profiler, triggered around the performance phase;
+    /// `None` = no engine set.
+    pub profiling: Option<ProfilingPlan>,
 }
 
 impl Plan {
@@ -215,6 +220,7 @@ pub fn resolve_plan(
     let load_pattern = sharded(resolve_load_pattern(&config)?, shard.as_ref())?;
     check_sample_counts(&config)?;
     let endpoints = parse_endpoints(&config)?;
+    let profiling = profiling::resolve_profiling(&config)?;
     note_v1_suffix(&config, notes);
     let (authorization, headers) = resolve_auth(&mut config, &endpoints, notes)?;
     let tls_verify = resolve_tls(&config, &endpoints, notes)?;
@@ -291,6 +297,7 @@ pub fn resolve_plan(
         shard,
         start_at_unix_ns,
         agentic,
+        profiling,
     })
 }
 

@@ -104,6 +104,8 @@ impl Plan {
             events_file: None,
             live,
             redact: Some(crate::redact::redact),
+            // The binary sets it when it profiles the server (`settings.profiling`).
+            on_performance_start: None,
         })
     }
 }
