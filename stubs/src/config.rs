@@ -279,6 +279,24 @@ pub struct StubConfig {
     /// `None` answer is never sent (the request stalls), a prompt not in the table gets HTTP
     /// 500. `None` echoes as usual.
     pub answers: Option<AnswerTable>,
+    /// Where every stub appends each profiler trigger it answers (`POST /start_profile`,
+    /// `POST /stop_profile`, vLLM's), for tests that check when a client profiled the server;
+    /// `None` records nothing.
+    pub profile_log: Option<ProfileLog>,
+    /// The status the profiler triggers get: 200 (vLLM started with a profiler), or another,
+    /// answered as an error (404: vLLM started without one).
+    pub profile_status: u16,
+}
+
+/// The profiler triggers a stub answered, in order, shared with the test that reads them.
+pub type ProfileLog = std::sync::Arc<std::sync::Mutex<Vec<ProfileHit>>>;
+
+/// One profiler trigger as the stub saw it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ProfileHit {
+    pub action: crate::http::ProfileAction,
+    /// When the request was whole (CLOCK_MONOTONIC, as `SentResponse::received_ns`).
+    pub received_ns: u64,
 }
 
 /// Prompt → answer, read from a JSON object file (`load_answers`).
@@ -352,6 +370,8 @@ impl StubConfig {
             send_log: None,
             tls: false,
             answers: None,
+            profile_log: None,
+            profile_status: 200,
         }
     }
 }

@@ -211,6 +211,7 @@ pub(super) const MODEL_PARAMS_KEYS: [&str; 17] = [
 /// the same `Config` fields (`cli::SpellingFlags`), so both are judged here alike.
 pub fn check_reference_only(config: &Config) -> Result<Vec<String>, AppError> {
     check_reference_bounds(config)?;
+    check_profiling(config)?;
     let s = &config.settings;
     let (c, d) = (&s.client, crate::yaml::Client::default());
     let stop = "workers stop when the coordinator closes their rings";
