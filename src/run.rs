@@ -294,7 +294,7 @@ fn run_with_endpoints(
     spec.on_performance_start =
         profiler.clone().map(|c| -> PhaseHook { Box::new(move || c.borrow_mut().start()) });
     let output = loadgen_coordinator::run(spec, run_worker);
-    let profiling = profiler.and_then(|c| Rc::into_inner(c)).map(|c| {
+    let profiling = profiler.and_then(Rc::into_inner).map(|c| {
         let mut c = c.into_inner();
         c.stop(output.is_ok());
         c.record()

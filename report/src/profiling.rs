@@ -1,13 +1,10 @@
-//! Server profiling's record: `profiling.json` (the reference's `{engine, starts, stops}`
-//! payload) and report.txt's `Profiling` section, written after the rest as the reference
-//! appends it.
+//! Server profiling's record: `profiling.json`'s shape (the reference's `{engine, starts,
+//! stops}` payload) and report.txt's `Profiling` section, written after the rest as the
+//! reference appends it. The binary writes the file; the rebuild reads it back (`carry`).
 
 use std::fmt::Write as _;
-use std::path::Path;
 
 use serde::{Deserialize, Serialize};
-
-use crate::OpenDir;
 
 /// The file beside report.txt that holds the record.
 pub const PROFILING_FILE: &str = "profiling.json";
@@ -81,18 +78,6 @@ pub fn profiling_section(out: &mut String, p: &ProfilingRecord) {
          --profiler-config.delay_iterations and --profiler-config.max_iterations.\n\
          Trace artifact path is in server stdout."
     );
-}
-
-/// Writes `profiling.json` (2-space indent, as the reference's `json.dumps(indent=2)`).
-pub fn write_profiling(dir: &OpenDir, p: &ProfilingRecord) -> std::io::Result<()> {
-    let bytes = loadgen_py::json::to_python_json(p).map_err(std::io::Error::other)?;
-    dir.write_atomic(PROFILING_FILE, &bytes)
-}
-
-/// A finished run's `profiling.json`, when it has one that reads.
-pub fn read_profiling(dir: &Path) -> Option<ProfilingRecord> {
-    let text = crate::read_existing(&dir.join(PROFILING_FILE)).ok()?;
-    serde_json::from_str(&text).ok()
 }
 
 #[cfg(test)]

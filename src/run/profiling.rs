@@ -8,7 +8,7 @@ use std::net::TcpStream;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use loadgen_report::profiling::{render_status, ProfileCall, ProfilingRecord};
+use loadgen_report::profiling::{render_status, ProfileCall, ProfilingRecord, PROFILING_FILE};
 use loadgen_wire::monotonic_ns;
 use loadgen_worker::http::tls::{client_config, Verify};
 use loadgen_worker::request::Endpoint;
@@ -175,11 +175,15 @@ fn io_text(e: std::io::Error) -> String {
     format!("{kind:?}: {e}")
 }
 
-/// Writes the run's `profiling.json` beside report.txt; a failure is a warning, as the
-/// reference's (the measured report is already written).
+/// Writes the run's `profiling.json` beside report.txt (2-space indent, as the reference's
+/// `json.dumps(indent=2)`); a failure is a warning, as the reference's (the measured report
+/// is already written).
 pub fn write_profiling_json(dir: &crate::report::OpenDir, record: &ProfilingRecord) {
-    if let Err(e) = loadgen_report::profiling::write_profiling(dir, record) {
-        eprintln!("warning: cannot write profiling.json: {e}");
+    let written = loadgen_py::json::to_python_json(record)
+        .map_err(std::io::Error::other)
+        .and_then(|bytes| dir.write_atomic(PROFILING_FILE, &bytes));
+    if let Err(e) = written {
+        eprintln!("warning: cannot write {PROFILING_FILE}: {e}");
     }
 }
 

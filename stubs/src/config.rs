@@ -270,7 +270,8 @@ pub struct StubConfig {
     /// Where every stub appends, per paced or fault-rendered response (not the max-throughput
     /// stub's precompiled bytes), when it had the request and when it wrote each piece (its own
     /// stamps, CLOCK_MONOTONIC as the client's), for tests that compare a client's timing with
-    /// the server's rather than with the configured delays; `None` records nothing.
+    /// the server's rather than with the configured delays (a profiler trigger's entry has an
+    /// empty body); `None` records nothing.
     pub send_log: Option<SendLog>,
     /// Serve TLS (`https://`) with a certificate made at start for `localhost`, `127.0.0.1` and
     /// `::1`, signed by a throwaway CA (`StubServer::ca_pem`).

@@ -186,9 +186,7 @@ async fn serve<S: AsyncReadRent + AsyncWriteRent>(mut stream: S, ctx: Rc<Ctx>) {
                 let received_ns = monotonic_ns();
                 let start = Instant::now();
                 let plan = ctx.handler.borrow_mut().plan(&req, &rbuf[used..], start);
-                let send_log = ctx.handler.borrow().cfg.send_log.clone();
-                // The send log holds the inference answers; profiler triggers have their own.
-                let sent = send_log.filter(|_| req.profile.is_none()).map(|log| {
+                let sent = ctx.handler.borrow().cfg.send_log.clone().map(|log| {
                     let (body, prefix_cache) = (body.to_vec(), plan.cache);
                     (log, SentResponse { body, received_ns, written_ns: Vec::new(), prefix_cache })
                 });

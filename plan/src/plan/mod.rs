@@ -220,7 +220,6 @@ pub fn resolve_plan(
     let load_pattern = sharded(resolve_load_pattern(&config)?, shard.as_ref())?;
     check_sample_counts(&config)?;
     let endpoints = parse_endpoints(&config)?;
-    let profiling = profiling::resolve_profiling(&config)?;
     note_v1_suffix(&config, notes);
     let (authorization, headers) = resolve_auth(&mut config, &endpoints, notes)?;
     let tls_verify = resolve_tls(&config, &endpoints, notes)?;
@@ -256,6 +255,8 @@ pub fn resolve_plan(
         resolve_warmup(&config, &dataset, notes)?
     };
     let config_yaml = config.to_redacted_yaml()?;
+    let drain_timeout_ms =
+        resolve_drain_timeout_ms(config.settings.drain.performance_timeout_s, "drain")?;
     let request_timeout_ns =
         agentic::turn_timeout(resolve_request_timeout(config.timeout)?, agentic.as_ref());
     let seeds = (runtime.scheduler_random_seed, warmup.random_seed);
@@ -271,10 +272,7 @@ pub fn resolve_plan(
         row_output_tokens: draw_output_tokens(&config, dataset.rows.len())?,
         num_samples: shard.as_ref().map_or(plan_samples, |s| sample_share(plan_samples, s.shard)),
         max_duration_ms: check_durations(runtime)?,
-        drain_timeout_ms: resolve_drain_timeout_ms(
-            config.settings.drain.performance_timeout_s,
-            "drain",
-        )?,
+        drain_timeout_ms,
         token_pool,
         request_timeout_ns,
         connections,
@@ -297,7 +295,7 @@ pub fn resolve_plan(
         shard,
         start_at_unix_ns,
         agentic,
-        profiling,
+        profiling: profiling::resolve_profiling(&config)?,
     })
 }
 

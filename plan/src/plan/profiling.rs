@@ -99,12 +99,12 @@ pub(super) fn resolve_profiling(config: &Config) -> Result<Option<ProfilingPlan>
         Some(urls) if !urls.is_empty() => urls.clone(),
         _ => config.endpoint_config.endpoints.iter().map(|e| e.trim().to_string()).collect(),
     };
-    if bases.iter().any(|b| b == super::NULL_ENDPOINT) {
+    let null = super::endpoints::NULL_ENDPOINT;
+    if bases.iter().any(|b| b == null) {
         return Err(AppError::Input(format!(
-            "settings.profiling.engine {}: endpoint {} has no server to profile; give \
+            "settings.profiling.engine {}: endpoint {null} has no server to profile; give \
              --profile-urls or leave --profile out",
             engine.as_str(),
-            super::NULL_ENDPOINT
         )));
     }
     Ok(Some(ProfilingPlan { engine, bases }))

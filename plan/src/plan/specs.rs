@@ -104,8 +104,7 @@ impl Plan {
             events_file: None,
             live,
             redact: Some(crate::redact::redact),
-            // The binary sets it when it profiles the server (`settings.profiling`).
-            on_performance_start: None,
+            on_performance_start: None, // the binary's, when it profiles the server
         })
     }
 }

@@ -60,7 +60,7 @@ impl Carried {
             snapshot_totals: snapshot_totals(dir),
             accuracy_results: crate::read_existing(&dir.join("accuracy/accuracy_results.json"))
                 .ok(),
-            profiling: crate::profiling::read_profiling(dir),
+            profiling: read_profiling(dir),
             ..Carried::default()
         };
         let Some(s) = summary else {
@@ -354,4 +354,10 @@ impl Carried {
             _ => ClientTokenCounting::Rebuilt,
         }
     }
+}
+
+/// The run's `profiling.json`, when it has one that reads (report.txt's `Profiling` section).
+fn read_profiling(dir: &Path) -> Option<crate::profiling::ProfilingRecord> {
+    let text = crate::read_existing(&dir.join(crate::profiling::PROFILING_FILE)).ok()?;
+    serde_json::from_str(&text).ok()
 }
