@@ -810,10 +810,12 @@ pub struct SpellingFlags {
     )]
     pub min_required_connections: Option<i64>,
 
-    /// Profile the named engine around the performance phase (not supported yet).
+    /// Profile the named inference engine around the performance phase: vllm (POST
+    /// /start_profile when it starts, /stop_profile after the run).
     #[arg(long = "profile", visible_alias = "engine", help_heading = "Profiling")]
     pub profile: Option<String>,
-    /// URLs for the profiler triggers (not supported yet).
+    /// URLs the profiler triggers are derived from (default: the endpoints; a trailing /v1 is
+    /// dropped, the engine's paths appended).
     #[arg(long = "profile-urls", visible_alias = "urls", value_delimiter = ',',
           action = ArgAction::Append, help_heading = "Profiling")]
     pub profile_urls: Vec<String>,
@@ -1092,8 +1094,6 @@ mod spelling_tests {
     }
     use Expect::{Note, Plan as Resolves, Refused};
 
-    const NOT_YET: &str = "is not supported yet";
-
     #[rustfmt::skip]
     fn cases() -> Vec<(&'static [&'static str], &'static str, Expect)> {
         vec![
@@ -1179,14 +1179,12 @@ mod spelling_tests {
              Resolves(|p| p.tls_verify == loadgen_worker::http::tls::Verify::Insecure)),
             (&["--client.insecure"], "client:\n    insecure: true",
              Resolves(|p| p.tls_verify == loadgen_worker::http::tls::Verify::Insecure)),
-            (&["--profile", "vllm"], "profiling:\n    engine: vllm",
-             Refused("settings.profiling.engine (--profile, --engine) is not supported yet")),
-            (&["--engine", "vllm"], "profiling:\n    engine: vllm", Refused(NOT_YET)),
-            (&["--profile-urls", "http://127.0.0.1:9"],
-             "profiling:\n    urls: ['http://127.0.0.1:9']",
-             Refused("settings.profiling.urls (--profile-urls, --urls) is not supported yet")),
-            (&["--urls", "http://127.0.0.1:9"], "profiling:\n    urls: ['http://127.0.0.1:9']",
-             Refused(NOT_YET)),
+            (&["--profile", "vllm"], "profiling:\n    engine: vllm", Resolves(|p| p.profiling.is_some())),
+            (&["--engine", "vllm"], "profiling:\n    engine: vllm", Resolves(|p| p.profiling.is_some())),
+            (&["--profile", "sglang"], "profiling:\n    engine: sglang", Refused("\"sglang\" is not an")),
+            (&["--profile-urls", "http://a:9"], "profiling:\n    urls: ['http://a:9']",
+             Resolves(|p| p.profiling.is_none())),
+            (&["--urls", "a:9"], "profiling:\n    urls: ['a:9']", Refused("--urls) \"a:9\" has no scheme")),
             (&["--client.auto-warmup-budget-fraction", "1.5"],
              "client:\n    auto_warmup_budget_fraction: 1.5",
              Refused("settings.client.auto_warmup_budget_fraction \

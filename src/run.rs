@@ -1,19 +1,25 @@
 //! Benchmark execution: from a validated plan to a finished report directory and an exit code.
 
+mod profiling;
+
+use std::cell::RefCell;
 use std::io::{Read, Write};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use loadgen_coordinator::cpu::{cores_available, CpuPlan};
 use loadgen_coordinator::fork::{fork_child, kill_and_reap};
 use loadgen_coordinator::metrics::{final_snapshot, MetricsOptions, RunState, SampleTable};
-use loadgen_coordinator::{LoadPattern, RunEnd, RunError};
+use loadgen_coordinator::{LoadPattern, PhaseHook, RunEnd, RunError};
+use loadgen_report::profiling::ProfilingRecord;
 use loadgen_worker::request::Endpoint;
 use loadgen_worker::run_worker;
 
 use crate::error::AppError;
 use crate::plan::{unix_now_ns, Plan, ViewFacts, FD_HEADROOM, PROGRESS_INTERVAL_ENV};
 use crate::redact::redact;
+use profiling::ProfileController;
 
 use crate::report::{
     add_failures, client_wait_info, client_waits_in_issue_order, console_summary, in_issue_order,
@@ -279,7 +285,21 @@ fn run_with_endpoints(
             ))
         })?);
     }
-    let output = loadgen_coordinator::run(spec, run_worker).map_err(|e| match e {
+    // The profiler's triggers: start when the performance phase starts, stop once the run's
+    // phases are over (whether it ended well or not), as the reference's.
+    let profiler = plan.profiling.as_ref().map(|p| {
+        let embedded_url = urls.first().map_or("", String::as_str);
+        Rc::new(RefCell::new(ProfileController::new(p, embedded_url, plan.tls_verify.clone())))
+    });
+    spec.on_performance_start =
+        profiler.clone().map(|c| -> PhaseHook { Box::new(move || c.borrow_mut().start()) });
+    let output = loadgen_coordinator::run(spec, run_worker);
+    let profiling = profiler.and_then(Rc::into_inner).map(|c| {
+        let mut c = c.into_inner();
+        c.stop(output.is_ok());
+        c.record()
+    });
+    let output = output.map_err(|e| match e {
         // The worker's message names the endpoint it could not reach.
         RunError::WorkerSetup { .. } => {
             AppError::Setup(format!("{e}; check that the server is up and reachable"))
@@ -297,36 +317,21 @@ fn run_with_endpoints(
     let null = plan.endpoints.iter().any(crate::plan::EndpointUrl::is_null);
     let shown: Vec<String> =
         if null { vec!["null://".to_string()] } else { urls.iter().map(|u| redact(u)).collect() };
-    finish_run(plan, dir.open_dir(), output, embedded, &shown)
+    finish_run(plan, dir.open_dir(), output, (embedded, profiling), &shown)
 }
 
 fn finish_run(
     plan: &Plan,
     out_dir: &OpenDir,
     output: loadgen_coordinator::RunOutput,
-    embedded: bool,
+    (embedded, profiling): (bool, Option<ProfilingRecord>),
     endpoint_urls: &[String],
 ) -> Result<i32, AppError> {
     let mut agg = output.aggregate;
     if plan.verbose > 0 {
         print_thread_cpu(&agg.counters, &output.thread_cpu);
     }
-    // The rows are copied into the table's columns and freed before the metrics sort their
-    // copies: a long run's peak memory is the table's, not both. They go in completion order
-    // (ties in arrival order), the order of events.jsonl's `sample.complete` lines, so
-    // `report DIR` sums the float series (TPOT) in the same order and rebuilds them exactly.
-    let rows = std::mem::take(&mut agg.rows);
-    let waits = client_waits_in_issue_order(&rows, &agg.sample_rows, &output.issue_lags);
-    let issued_ns: Vec<u64> = rows.iter().map(|r| r.issued_ns).collect();
-    agg.sample_rows = in_issue_order(&agg.sample_rows, &issued_ns);
-    let mut order: Vec<u32> = (0..rows.len() as u32).collect();
-    order.sort_by_key(|&i| rows[i as usize].complete_ns);
-    let mut table = SampleTable::with_capacity(rows.len());
-    for &i in &order {
-        table.push(&rows[i as usize]);
-    }
-    drop((rows, order));
-    table.set_chunk_delta_ns(std::mem::take(&mut agg.chunk_delta_ns));
+    let (table, waits) = sample_table(&mut agg, &output.issue_lags);
     let interrupted = output.end == RunEnd::Interrupted;
     let capped = output.end == RunEnd::Capped;
     let primary = plan.token_count_source;
@@ -359,6 +364,7 @@ fn finish_run(
         eprintln!("warning: {warning}");
     }
     add_failures(&mut info, &agg);
+    info.profiling = profiling;
     let stats = loadgen_coordinator::metrics::endpoint_stats(&table, endpoint_urls.len());
     info.endpoints = endpoint_urls
         .iter()
@@ -369,6 +375,9 @@ fn finish_run(
     let dir = &plan.report_dir;
     let written = (&snapshot, &summary, &info);
     let mut unwritten = write_all_files(plan, out_dir, written, &agg, &output.phases);
+    if let Some(record) = &info.profiling {
+        profiling::write_profiling_json(out_dir, record);
+    }
     write_shard(plan, out_dir, &output.clock, &mut unwritten);
     let (block, accuracy_error) = write_accuracy(
         plan,
@@ -422,6 +431,31 @@ fn finish_run(
         return Err(AppError::Execution(format!("{why} (report in {})", dir.display())));
     }
     Ok(0)
+}
+
+/// The run's rows as the metrics' table, and each sample's client wait in issue order; the
+/// aggregate's sample rows are put in issue order too. The rows are copied into the table's
+/// columns and freed before the metrics sort their copies: a long run's peak memory is the
+/// table's, not both. They go in completion order (ties in arrival order), the order of
+/// events.jsonl's `sample.complete` lines, so `report DIR` sums the float series (TPOT) in the
+/// same order and rebuilds them exactly.
+fn sample_table(
+    agg: &mut loadgen_coordinator::aggregate::AggregatorOutput,
+    issue_lags: &loadgen_coordinator::schedule::IssueLags,
+) -> (SampleTable, Vec<Option<u64>>) {
+    let rows = std::mem::take(&mut agg.rows);
+    let waits = client_waits_in_issue_order(&rows, &agg.sample_rows, issue_lags);
+    let issued_ns: Vec<u64> = rows.iter().map(|r| r.issued_ns).collect();
+    agg.sample_rows = in_issue_order(&agg.sample_rows, &issued_ns);
+    let mut order: Vec<u32> = (0..rows.len() as u32).collect();
+    order.sort_by_key(|&i| rows[i as usize].complete_ns);
+    let mut table = SampleTable::with_capacity(rows.len());
+    for &i in &order {
+        table.push(&rows[i as usize]);
+    }
+    drop((rows, order));
+    table.set_chunk_delta_ns(std::mem::take(&mut agg.chunk_delta_ns));
+    (table, waits)
 }
 
 /// `-v`: each coordinator thread's CPU over the run, per sample.

@@ -23,6 +23,7 @@ mod run {
     mod fault_matrix;
     mod live_view;
     mod null_endpoint;
+    mod profiling;
     mod request_params;
     mod run_control;
     mod timing;

@@ -16,5 +16,5 @@ pub mod shared;
 pub mod thread_cpu;
 
 pub use metrics::TokenCountSource;
-pub use run::{interrupted, run, RunEnd, RunError, RunOutput, RunSpec, WorkerMain};
+pub use run::{interrupted, run, PhaseHook, RunEnd, RunError, RunOutput, RunSpec, WorkerMain};
 pub use schedule::LoadPattern;

@@ -82,7 +82,16 @@ pub struct RunSpec<W> {
     /// Hides secrets in the error messages written into events.jsonl (the binary's
     /// `redact::redact`), should an endpoint echo an API key or credentials in one.
     pub redact: Option<crate::aggregate::events::Redact>,
+    /// Called once on the scheduler's thread when the performance phase starts: after the
+    /// warm-up (and its drain), before `start_at`'s wait and the first tracked sample; not
+    /// called when there is no performance phase or the warm-up was cut short. The binary
+    /// triggers the server's profiler here (`settings.profiling`), as the reference's
+    /// `on_phase_start` does; tracking starts when it returns.
+    pub on_performance_start: Option<PhaseHook>,
 }
+
+/// A callback at a phase boundary (`RunSpec::on_performance_start`).
+pub type PhaseHook = Box<dyn FnOnce()>;
 
 /// A worker process's body, given by the binary (`loadgen_worker::run_worker`): runs one
 /// worker's spec on its ends of the rings and returns the process's exit code. Called once
@@ -208,8 +217,9 @@ pub fn run<W: WorkerRole>(
     }
     let scheduler_cpu_start_ns = crate::thread_cpu::thread_cpu_ns();
     let mut clock = ClockAnchor::default();
+    let on_performance_start = spec.on_performance_start.take();
     let (end, drain_timed_out, issue_lags, phases) =
-        issue_and_drain(&spec, &mut started, &mut clock);
+        issue_and_drain(&spec, &mut started, &mut clock, on_performance_start);
     let scheduler_cpu_ns = crate::thread_cpu::thread_cpu_ns() - scheduler_cpu_start_ns;
     let Started { pids, aggregator, watcher, .. } = started;
     let joined = aggregator.join();
@@ -344,9 +354,14 @@ fn issue_and_drain<W>(
     spec: &RunSpec<W>,
     st: &mut Started,
     clock: &mut ClockAnchor,
+    on_performance_start: Option<PhaseHook>,
 ) -> (RunEnd, bool, IssueLags, Vec<PhaseOutcome>) {
     let _ = st.control.send(Control::Start { session_start_ns: monotonic_ns() });
     let warm_up_end = warm_up(spec, st);
+    let performs = warm_up_end.is_none() && has_performance_phase(spec.num_samples);
+    if let Some(hook) = on_performance_start.filter(|_| performs && !interrupted()) {
+        hook();
+    }
     // The performance phase draws its own order, as the reference's phases do: a warm-up
     // never shifts which rows the tracked samples use. A shard takes every step-th row.
     let (first, step) = spec.order_stride;

@@ -14,6 +14,7 @@ mod files;
 mod issue_lag;
 pub mod merge;
 pub mod plot_data;
+pub mod profiling;
 pub mod rebuild;
 pub mod replay;
 mod reserve;

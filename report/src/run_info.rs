@@ -112,6 +112,9 @@ pub struct RunInfo {
     /// `Agentic` section): `agentic::agentic_of_run` for a run, the replay's labels in a
     /// rebuild; `None` for a run without conversations.
     pub agentic: Option<crate::agentic::AgenticSummary>,
+    /// Server profiling's calls (`profiling.json`, report.txt's `Profiling` section); `None`
+    /// when no engine was set.
+    pub profiling: Option<crate::profiling::ProfilingRecord>,
 }
 
 /// A log whose first-chunk stamps follow some completions (the reference stamps a completion in
@@ -252,6 +255,7 @@ pub fn run_info(
         shards: Vec::new(),
         mixed_clocks: None,
         agentic: None,
+        profiling: None,
     }
 }
 

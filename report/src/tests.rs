@@ -68,6 +68,7 @@ fn info(primary: TokenCountSource) -> RunInfo {
         shards: Vec::new(),
         mixed_clocks: None,
         agentic: None,
+        profiling: None,
     }
 }
 

@@ -459,6 +459,10 @@ pub fn report_txt(s: &ResultSummary, info: &RunInfo) -> String {
         crate::agentic::text::agentic_section(&mut out, agentic, s.primary.basis);
     }
     let _ = writeln!(out, "----------------- End of Report -----------------");
+    // After the report, as the reference appends it to report.txt.
+    if let Some(p) = &info.profiling {
+        crate::profiling::profiling_section(&mut out, p);
+    }
     out
 }
 

@@ -23,16 +23,7 @@ pub fn io_uring_available() -> Result<(), String> {
 /// Local time as `YYYYMMDD_HHMMSS` (the reference's report directory suffix).
 pub fn local_timestamp() -> String {
     let secs = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
-    let t = secs as libc::time_t;
-    // SAFETY: `libc::tm` is a plain C struct of integers (and, on glibc, a pointer that
-    // localtime_r sets); all-zero bytes are a valid value of it.
-    let mut tm: libc::tm = unsafe { std::mem::zeroed() };
-    // SAFETY: both pointers refer to live locals for the duration of the call; localtime_r
-    // is the re-entrant form and writes only into `tm`.
-    let ok = unsafe { !libc::localtime_r(&t, &mut tm).is_null() };
-    if !ok {
-        return utc_timestamp(secs);
-    }
+    let Some(tm) = local_tm(secs) else { return utc_timestamp(secs) };
     format!(
         "{:04}{:02}{:02}_{:02}{:02}{:02}",
         tm.tm_year + 1900,
@@ -42,6 +33,47 @@ pub fn local_timestamp() -> String {
         tm.tm_min,
         tm.tm_sec
     )
+}
+
+/// Local time now as `YYYY-MM-DDTHH:MM:SS.mmm`, no zone (Python's
+/// `datetime.now().isoformat(timespec="milliseconds")`, which the reference stamps profiling
+/// calls with); UTC where the local time cannot be read.
+pub fn local_iso_millis() -> String {
+    let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default();
+    let (secs, millis) = (now.as_secs(), now.subsec_millis());
+    let Some(tm) = local_tm(secs) else {
+        let t = utc_timestamp(secs);
+        return format!(
+            "{}-{}-{}T{}:{}:{}.{millis:03}",
+            &t[0..4],
+            &t[4..6],
+            &t[6..8],
+            &t[9..11],
+            &t[11..13],
+            &t[13..15]
+        );
+    };
+    format!(
+        "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.{millis:03}",
+        tm.tm_year + 1900,
+        tm.tm_mon + 1,
+        tm.tm_mday,
+        tm.tm_hour,
+        tm.tm_min,
+        tm.tm_sec
+    )
+}
+
+/// The broken-down local time of Unix second `secs`; `None` when libc cannot convert it.
+fn local_tm(secs: u64) -> Option<libc::tm> {
+    let t = secs as libc::time_t;
+    // SAFETY: `libc::tm` is a plain C struct of integers (and, on glibc, a pointer that
+    // localtime_r sets); all-zero bytes are a valid value of it.
+    let mut tm: libc::tm = unsafe { std::mem::zeroed() };
+    // SAFETY: both pointers refer to live locals for the duration of the call; localtime_r
+    // is the re-entrant form and writes only into `tm`.
+    let ok = unsafe { !libc::localtime_r(&t, &mut tm).is_null() };
+    ok.then_some(tm)
 }
 
 /// UTC `YYYYMMDD_HHMMSS` from Unix seconds (days-to-civil, Howard Hinnant's algorithm).
@@ -74,6 +106,14 @@ mod tests {
         assert_eq!(utc_timestamp(0), "19700101_000000");
         assert_eq!(utc_timestamp(951_782_400), "20000229_000000");
         assert_eq!(utc_timestamp(1_796_000_000), "20261130_005320");
+    }
+
+    #[test]
+    fn local_iso_millis_has_pythons_isoformat_shape() {
+        let t = local_iso_millis();
+        assert_eq!(t.len(), "2026-01-01T00:00:00.000".len(), "{t}");
+        let shape: String = t.chars().map(|c| if c.is_ascii_digit() { '9' } else { c }).collect();
+        assert_eq!(shape, "9999-99-99T99:99:99.999", "{t}");
     }
 
     #[test]

@@ -270,7 +270,8 @@ pub struct StubConfig {
     /// Where every stub appends, per paced or fault-rendered response (not the max-throughput
     /// stub's precompiled bytes), when it had the request and when it wrote each piece (its own
     /// stamps, CLOCK_MONOTONIC as the client's), for tests that compare a client's timing with
-    /// the server's rather than with the configured delays; `None` records nothing.
+    /// the server's rather than with the configured delays (a profiler trigger's entry has an
+    /// empty body); `None` records nothing.
     pub send_log: Option<SendLog>,
     /// Serve TLS (`https://`) with a certificate made at start for `localhost`, `127.0.0.1` and
     /// `::1`, signed by a throwaway CA (`StubServer::ca_pem`).
@@ -279,6 +280,24 @@ pub struct StubConfig {
     /// `None` answer is never sent (the request stalls), a prompt not in the table gets HTTP
     /// 500. `None` echoes as usual.
     pub answers: Option<AnswerTable>,
+    /// Where every stub appends each profiler trigger it answers (`POST /start_profile`,
+    /// `POST /stop_profile`, vLLM's), for tests that check when a client profiled the server;
+    /// `None` records nothing.
+    pub profile_log: Option<ProfileLog>,
+    /// The status the profiler triggers get: 200 (vLLM started with a profiler), or another,
+    /// answered as an error (404: vLLM started without one).
+    pub profile_status: u16,
+}
+
+/// The profiler triggers a stub answered, in order, shared with the test that reads them.
+pub type ProfileLog = std::sync::Arc<std::sync::Mutex<Vec<ProfileHit>>>;
+
+/// One profiler trigger as the stub saw it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ProfileHit {
+    pub action: crate::http::ProfileAction,
+    /// When the request was whole (CLOCK_MONOTONIC, as `SentResponse::received_ns`).
+    pub received_ns: u64,
 }
 
 /// Prompt → answer, read from a JSON object file (`load_answers`).
@@ -352,6 +371,8 @@ impl StubConfig {
             send_log: None,
             tls: false,
             answers: None,
+            profile_log: None,
+            profile_status: 200,
         }
     }
 }

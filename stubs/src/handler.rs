@@ -6,12 +6,12 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 use crate::chat_turn::{content_text, ChatTurn, MessageParts};
-use crate::config::{StubConfig, StubKind};
+use crate::config::{ProfileHit, StubConfig, StubKind};
 use crate::fault;
-use crate::http::{header_value, FlagFinders, Request, Route};
+use crate::http::{header_value, FlagFinders, ProfileAction, Request, Route};
 use crate::plan::{End, Plan};
 use crate::prefix_cache::{CacheOutcome, Lookup, SharedPrefixCache};
-use crate::render::{error_response, insert_headers, render, Rendered, Reply};
+use crate::render::{error_response, insert_headers, json_response, render, Rendered, Reply};
 use crate::tool_call::{render_tool_call, ToolCall};
 use crate::variable::Rng;
 
@@ -88,6 +88,9 @@ impl Handler {
     /// Answers a request framed (`frame_request`) from the start of `bytes`. `start` is when
     /// it was fully received.
     pub fn plan(&mut self, req: &Request, bytes: &[u8], start: Instant) -> Plan {
+        if let Some(action) = req.profile {
+            return self.profile(action, req);
+        }
         let Some(route) = req.route else {
             let keep = if req.close { End::Close } else { End::KeepAlive };
             let msg = format!("no route for {}", req.target);
@@ -98,6 +101,21 @@ impl Handler {
         let mut plan = self.answer(route, req, bytes, start, n);
         fault::decorate(&self.cfg.faults, &mut plan, n, start);
         plan
+    }
+
+    /// A profiler trigger: noted in the profile log, answered `profile_status` with an empty
+    /// JSON object (vLLM's 200 has no body of note), outside the fault counter.
+    fn profile(&self, action: ProfileAction, req: &Request) -> Plan {
+        if let Some(log) = &self.cfg.profile_log {
+            let hit = ProfileHit { action, received_ns: crate::config::monotonic_ns() };
+            log.lock().unwrap_or_else(|e| e.into_inner()).push(hit);
+        }
+        let keep = if req.close { End::Close } else { End::KeepAlive };
+        let bytes = match self.cfg.profile_status {
+            200 => json_response(200, "OK", "{}", !req.close),
+            status => error_response(status, "profiling is not enabled", !req.close),
+        };
+        Plan::now(bytes, keep)
     }
 
     /// The answer to routed request `n` with its body and connection faults (the status fault

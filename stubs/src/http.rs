@@ -38,11 +38,31 @@ impl Route {
     }
 }
 
+/// A profiler trigger (vLLM's `POST /start_profile` and `POST /stop_profile`), answered apart
+/// from the inference routes: no fault, no pacing, not counted toward `every`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ProfileAction {
+    Start,
+    Stop,
+}
+
+impl ProfileAction {
+    fn from_path(method: &str, path: &str) -> Option<ProfileAction> {
+        match (method, path.split('?').next().unwrap_or(path)) {
+            ("POST", "/start_profile") => Some(ProfileAction::Start),
+            ("POST", "/stop_profile") => Some(ProfileAction::Stop),
+            _ => None,
+        }
+    }
+}
+
 /// One complete request found at the start of a buffer.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Request {
-    /// The route, or `None` for an unknown method/path (answered 404).
+    /// The route, or `None` for an unknown method/path (answered 404) or a profiler trigger.
     pub route: Option<Route>,
+    /// A profiler trigger (`route` is then `None`).
+    pub profile: Option<ProfileAction>,
     /// Method and path, for the 404 message; empty when the route is known (no allocation on
     /// the hot path).
     pub target: String,
@@ -116,8 +136,10 @@ pub fn frame_request(buf: &[u8]) -> Frame {
     let method = req.method.unwrap_or("");
     let path = req.path.unwrap_or("");
     let route = Route::from_path(method, path);
+    let profile = ProfileAction::from_path(method, path);
     Frame::Complete(Request {
         route,
+        profile,
         target: if route.is_none() { format!("{method} {path}") } else { String::new() },
         head_len,
         body_len,
@@ -255,6 +277,14 @@ mod tests {
         };
         assert_eq!(route(get), None);
         assert_eq!(route(gen), Some(Route::Generate));
+        let profile = |b: &[u8]| match frame_request(b) {
+            Frame::Complete(r) => (r.route, r.profile),
+            other => panic!("unexpected {other:?}"),
+        };
+        let start = profile(b"POST /start_profile HTTP/1.1\r\ncontent-length: 0\r\n\r\n");
+        assert_eq!(start, (None, Some(ProfileAction::Start)));
+        assert_eq!(profile(b"POST /stop_profile HTTP/1.1\r\n\r\n").1, Some(ProfileAction::Stop));
+        assert_eq!(profile(b"GET /stop_profile HTTP/1.1\r\n\r\n").1, None);
     }
 
     #[test]

@@ -25,9 +25,10 @@ mod worker;
 pub use chat_turn::{message_tokens, prompt_tokens, text_tokens};
 pub use config::{
     load_answers, monotonic_ns, AnswerTable, BodyLog, DelayFault, FaultConfig, PrefixCacheConfig,
-    SendLog, SentResponse, StatusFault, StubConfig, StubKind, TruncateFault, TruncateFraming,
-    UsageFault, VariableConfig,
+    ProfileHit, ProfileLog, SendLog, SentResponse, StatusFault, StubConfig, StubKind,
+    TruncateFault, TruncateFraming, UsageFault, VariableConfig,
 };
+pub use http::ProfileAction;
 pub use prefix_cache::{CacheOutcome, PrefixCacheTotals};
 pub use server::{StopHandle, StubServer};
 pub use shared::{StubTotals, PEER_ADDRESSES_MAX};

@@ -21,6 +21,7 @@ mod dataset;
 mod endpoints;
 mod headers;
 mod host;
+mod profiling;
 mod reference;
 mod refusals;
 mod request;
@@ -37,6 +38,7 @@ pub use connections::*;
 use dataset::*;
 pub use endpoints::*;
 pub use host::Host;
+pub use profiling::{check_profiling, derive_urls, ProfilerEngine, ProfilingPlan};
 pub use reference::*;
 pub use refusals::*;
 use request::*;
@@ -152,6 +154,9 @@ pub struct Plan {
     /// An agentic run's conversations (`LoadPattern::Agentic`): `dataset` holds one row per
     /// turn of each instance, and `num_samples` is their count.
     pub agentic: Option<AgenticPlan>,
+    /// `settings.profiling`: the server's profiler, triggered around the performance phase;
+    /// `None` = no engine set.
+    pub profiling: Option<ProfilingPlan>,
 }
 
 impl Plan {
@@ -250,6 +255,8 @@ pub fn resolve_plan(
         resolve_warmup(&config, &dataset, notes)?
     };
     let config_yaml = config.to_redacted_yaml()?;
+    let drain_timeout_ms =
+        resolve_drain_timeout_ms(config.settings.drain.performance_timeout_s, "drain")?;
     let request_timeout_ns =
         agentic::turn_timeout(resolve_request_timeout(config.timeout)?, agentic.as_ref());
     let seeds = (runtime.scheduler_random_seed, warmup.random_seed);
@@ -265,10 +272,7 @@ pub fn resolve_plan(
         row_output_tokens: draw_output_tokens(&config, dataset.rows.len())?,
         num_samples: shard.as_ref().map_or(plan_samples, |s| sample_share(plan_samples, s.shard)),
         max_duration_ms: check_durations(runtime)?,
-        drain_timeout_ms: resolve_drain_timeout_ms(
-            config.settings.drain.performance_timeout_s,
-            "drain",
-        )?,
+        drain_timeout_ms,
         token_pool,
         request_timeout_ns,
         connections,
@@ -291,6 +295,7 @@ pub fn resolve_plan(
         shard,
         start_at_unix_ns,
         agentic,
+        profiling: profiling::resolve_profiling(&config)?,
     })
 }
 

@@ -26,6 +26,7 @@ pub fn check_config(config: &Config, notes: &mut Vec<String>) -> Result<(), AppE
     resolve_warmup_connections(config.settings.client.warmup_connections)?;
     check_token_pool(config)?;
     check_reference_bounds(config)?;
+    check_profiling(config)?;
     Ok(())
 }
 
@@ -205,11 +206,12 @@ pub(super) const MODEL_PARAMS_KEYS: [&str; 17] = [
 
 /// The reference's settings that have no counterpart to drive here. Those that only tune the
 /// reference's own machinery (its ZMQ transport, Python workers, service start-up) change no
-/// result: each value other than the reference's default gives one note. Those whose
-/// feature is missing are refused, naming the key and its flags. Flags and YAML keys land on
+/// result: each value other than the reference's default gives one note (after the
+/// reference's bounds, which are errors on any file). Flags and YAML keys land on
 /// the same `Config` fields (`cli::SpellingFlags`), so both are judged here alike.
 pub fn check_reference_only(config: &Config) -> Result<Vec<String>, AppError> {
-    refuse_missing_features(config)?;
+    check_reference_bounds(config)?;
+    check_profiling(config)?;
     let s = &config.settings;
     let (c, d) = (&s.client, crate::yaml::Client::default());
     let stop = "workers stop when the coordinator closes their rings";

@@ -44,7 +44,6 @@ pub fn run_refusals(config: &Config) -> Vec<String> {
     if config.audit.is_some() {
         out.push("audit is not supported yet: compliance audits after the run".into());
     }
-    out.extend(missing_feature(config));
     out
 }
 
@@ -90,30 +89,4 @@ pub(super) fn refuse_unsupported(config: &Config) -> Result<(), AppError> {
         Some(why) => Err(AppError::Input(format!("{why}; leave it out to run here"))),
         None => Ok(()),
     }
-}
-
-/// Refuses the reference's settings whose feature does not exist here yet (after its
-/// bounds, which are errors on any file).
-pub(super) fn refuse_missing_features(config: &Config) -> Result<(), AppError> {
-    check_reference_bounds(config)?;
-    match missing_feature(config) {
-        Some(why) => Err(AppError::Input(format!("{why}; leave it out"))),
-        None => Ok(()),
-    }
-}
-
-/// The first of the reference's settings whose feature does not exist here yet, as a
-/// refusal's text (no error prefix: `run_refusals` lists it, and a run's error adds its own).
-fn missing_feature(config: &Config) -> Option<String> {
-    let p = &config.settings.profiling;
-    let refusal = |key: &str, flags: &str, what: &str| {
-        format!("settings.{key} ({flags}) is not supported yet: {what}")
-    };
-    if let Some(engine) = &p.engine {
-        let what = format!("server profiling ({engine:?})");
-        return Some(refusal("profiling.engine", "--profile, --engine", &what));
-    }
-    p.urls
-        .is_some()
-        .then(|| refusal("profiling.urls", "--profile-urls, --urls", "server profiling"))
 }

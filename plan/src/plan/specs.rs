@@ -104,6 +104,7 @@ impl Plan {
             events_file: None,
             live,
             redact: Some(crate::redact::redact),
+            on_performance_start: None, // the binary's, when it profiles the server
         })
     }
 }

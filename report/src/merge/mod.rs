@@ -190,6 +190,8 @@ fn merged_carried(shards: &[Shard], order: &[usize], timeline: &Timeline) -> Car
         client_token_counting: first.client_token_counting,
         live_threads: first.live_threads,
         accuracy_results: None,
+        // Each shard's profiling.json stays in its own directory: the calls are per host.
+        profiling: None,
     }
 }
 

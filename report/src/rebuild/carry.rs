@@ -44,6 +44,8 @@ pub struct Carried {
     pub live_threads: Option<usize>,
     /// The run's accuracy/accuracy_results.json, when it has one.
     pub accuracy_results: Option<String>,
+    /// The run's profiling.json (report.txt's `Profiling` section), when it has one.
+    pub profiling: Option<crate::profiling::ProfilingRecord>,
 }
 
 /// Reasons `result_summary` derives again from the rebuilt snapshot (they follow the basis),
@@ -58,6 +60,7 @@ impl Carried {
             snapshot_totals: snapshot_totals(dir),
             accuracy_results: crate::read_existing(&dir.join("accuracy/accuracy_results.json"))
                 .ok(),
+            profiling: read_profiling(dir),
             ..Carried::default()
         };
         let Some(s) = summary else {
@@ -332,6 +335,7 @@ impl Carried {
             shards: Vec::new(),
             mixed_clocks: replayed.mixed_clocks(),
             agentic: None,
+            profiling: c.profiling.clone(),
         }
     }
 
@@ -350,4 +354,10 @@ impl Carried {
             _ => ClientTokenCounting::Rebuilt,
         }
     }
+}
+
+/// The run's `profiling.json`, when it has one that reads (report.txt's `Profiling` section).
+fn read_profiling(dir: &Path) -> Option<crate::profiling::ProfilingRecord> {
+    let text = crate::read_existing(&dir.join(crate::profiling::PROFILING_FILE)).ok()?;
+    serde_json::from_str(&text).ok()
 }
