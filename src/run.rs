@@ -331,7 +331,7 @@ fn finish_run(
     if plan.verbose > 0 {
         print_thread_cpu(&agg.counters, &output.thread_cpu);
     }
-    let (table, waits) = sample_table(&mut agg, &output.issue_lags);
+    let (table, waits) = sample_table(&mut agg, &output.issue_lags, plan.agentic.is_some());
     let interrupted = output.end == RunEnd::Interrupted;
     let capped = output.end == RunEnd::Capped;
     let primary = plan.token_count_source;
@@ -439,11 +439,16 @@ fn finish_run(
 /// table's, not both. They go in completion order (ties in arrival order), the order of
 /// events.jsonl's `sample.complete` lines, so `report DIR` sums the float series (TPOT) in the
 /// same order and rebuilds them exactly.
+/// An agentic run's table names each row's dataset row (`sample_rows` is parallel to the rows
+/// until it is put in issue order), which names its conversation and turn.
 fn sample_table(
     agg: &mut loadgen_coordinator::aggregate::AggregatorOutput,
     issue_lags: &loadgen_coordinator::schedule::IssueLags,
+    agentic: bool,
 ) -> (SampleTable, Vec<Option<u64>>) {
     let rows = std::mem::take(&mut agg.rows);
+    let dataset_rows: Option<Vec<u32>> =
+        agentic.then(|| agg.sample_rows.iter().map(|&(_, row)| row).collect());
     let waits = client_waits_in_issue_order(&rows, &agg.sample_rows, issue_lags);
     let issued_ns: Vec<u64> = rows.iter().map(|r| r.issued_ns).collect();
     agg.sample_rows = in_issue_order(&agg.sample_rows, &issued_ns);
@@ -452,6 +457,9 @@ fn sample_table(
     let mut table = SampleTable::with_capacity(rows.len());
     for &i in &order {
         table.push(&rows[i as usize]);
+    }
+    if let Some(dataset_rows) = dataset_rows {
+        table.set_dataset_rows(order.iter().map(|&i| dataset_rows[i as usize]).collect());
     }
     drop((rows, order));
     table.set_chunk_delta_ns(std::mem::take(&mut agg.chunk_delta_ns));

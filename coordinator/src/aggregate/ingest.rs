@@ -248,7 +248,6 @@ impl State {
             n_chunks: chunks.map(|t| t.n_chunks),
             chunk_reads: chunks.map(|t| t.chunk_reads),
             client_wait_ns: h.client_wait_ns(),
-            dataset_row: self.agentic.then_some(h.row),
         });
         if let Some(pool) = &mut self.tokens {
             if !failed && !output.is_empty() {

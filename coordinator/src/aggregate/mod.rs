@@ -136,8 +136,8 @@ struct CancelledSample {
 
 struct State {
     input_shared: Arc<Shared>,
-    /// An agentic run (`Shared::conversations`): rows carry their dataset row, and the turns
-    /// without one are listed at the end.
+    /// An agentic run (`Shared::conversations`): the turns without a row are listed at the
+    /// end (each row's dataset row is in `sample_rows`).
     agentic: bool,
     unrecorded_turns: Vec<UnrecordedTurn>,
     rows: Vec<SampleRow>,

@@ -113,7 +113,6 @@ fn re_sent_requests_are_counted_and_unanswered_samples_abandoned() {
     assert_eq!((c.tracked_samples_issued, c.tracked_samples_completed), (4, 2));
     assert_eq!(c.abandoned, 2, "the cancelled one and the one never answered");
     assert!(out.warnings.iter().all(|w| !w.contains("does not add up")), "{:?}", out.warnings);
-    assert!(out.rows.iter().all(|r| r.dataset_row.is_none()), "no conversations: no rows named");
     assert!(out.unrecorded_turns.is_empty());
 }
 
@@ -132,8 +131,8 @@ fn an_agentic_run_s_rows_name_their_dataset_rows_and_its_turns_without_one_are_l
         p.push_record(&turn(0, FailureKind::Timeout), b"", b"timed out");
         p.push_record(&turn(2, FailureKind::Cancelled), b"", b"cancelled by abort");
     });
-    let rows: Vec<_> = out.rows.iter().map(|r| r.dataset_row).collect();
-    assert_eq!(rows, [Some(1), Some(0)], "in the order the records came");
+    // Each row's (sample id, dataset row), in the order the records came.
+    assert_eq!(out.sample_rows, [(1, 1), (0, 0)]);
     let unrecorded = |row| super::UnrecordedTurn { row, worker_died: false };
     assert_eq!(out.unrecorded_turns, [unrecorded(2), unrecorded(3)], "cancelled, then unanswered");
 }

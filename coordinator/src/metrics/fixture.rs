@@ -71,7 +71,6 @@ fn synthetic_row(i: usize, rng: &mut Rng, spec: &FixtureSpec) -> SampleRow {
         n_chunks: Some(osl),
         chunk_reads: Some(if i % 4 == 3 { 1 } else { osl }),
         client_wait_ns: Some((i as u64 * 7_919) % 50_000),
-        dataset_row: None,
     }
 }
 

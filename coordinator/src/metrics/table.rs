@@ -3,7 +3,7 @@
 //! The aggregator pushes a [`SampleRow`] once a sample's record and its client
 //! tokenization have both arrived; the final snapshot is computed from the table
 //! alone. Optional values are stored with a sentinel so a row costs 48 bytes (4 more in an
-//! agentic run, whose rows also name their dataset row).
+//! agentic run, whose rows also name their dataset row: `set_dataset_rows`).
 
 /// Why a sample's generation stopped, as the endpoint reported it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -130,9 +130,6 @@ pub struct SampleRow {
     /// Its wait inside the client between the issue stamp and the request's write (queued for
     /// a free connection or a connect); `None` when the request was never written.
     pub client_wait_ns: Option<u64>,
-    /// Its dataset row, in an agentic run only (which names its conversation and turn,
-    /// `ConversationPlan::label`); `None` in every other run, whose table keeps no such column.
-    pub dataset_row: Option<u32>,
 }
 
 /// Struct-of-arrays store of tracked samples.
@@ -153,7 +150,7 @@ pub struct SampleTable {
     pub(crate) n_chunks: Vec<u32>,
     pub(crate) chunk_reads: Vec<u32>,
     pub(crate) client_wait_ns: Vec<u64>,
-    /// Each row's dataset row, in an agentic run (`SampleRow::dataset_row`); empty otherwise.
+    /// Each row's dataset row, in an agentic run (`set_dataset_rows`); empty otherwise.
     pub(crate) dataset_row: Vec<u32>,
     /// Every gap between consecutive chunks of the tracked streamed samples (the reference's
     /// `chunk_delta_ns`: the first chunk of a sample starts no gap); sorted once the run sets it.
@@ -218,11 +215,13 @@ impl SampleTable {
         self.n_chunks.push(count_or_none(row.n_chunks));
         self.chunk_reads.push(count_or_none(row.chunk_reads));
         self.client_wait_ns.push(row.client_wait_ns.map_or(NS_NONE, |v| v.min(NS_NONE - 1)));
-        if let Some(dataset_row) = row.dataset_row {
-            // Only an agentic run's rows carry one, and then every row does: the column stays
-            // empty (and costs nothing) in every other run.
-            self.dataset_row.resize(self.issued_ns.len() - 1, COUNT_NONE);
-            self.dataset_row.push(dataset_row);
+    }
+
+    /// Gives every row its dataset row, in table order (an agentic run's, which name each
+    /// row's conversation and turn); `rows` has one entry per row, else it is not kept.
+    pub fn set_dataset_rows(&mut self, rows: Vec<u32>) {
+        if rows.len() == self.len() {
+            self.dataset_row = rows;
         }
     }
 
@@ -279,7 +278,6 @@ impl SampleTable {
             n_chunks: some_count(self.n_chunks[i]),
             chunk_reads: some_count(self.chunk_reads[i]),
             client_wait_ns: (self.client_wait_ns[i] != NS_NONE).then_some(self.client_wait_ns[i]),
-            dataset_row: self.dataset_row.get(i).copied().and_then(some_count),
         }
     }
 }
@@ -357,7 +355,6 @@ mod tests {
                 n_chunks: Some(7),
                 chunk_reads: Some(1),
                 client_wait_ns: Some(3),
-                dataset_row: None,
             },
             SampleRow {
                 issued_ns: 1,
@@ -381,11 +378,13 @@ mod tests {
     #[test]
     fn an_agentic_run_s_rows_keep_their_dataset_rows_in_table_order() {
         let mut table = SampleTable::with_capacity(3);
-        for row in [4, 0, 9] {
-            table.push(&SampleRow { dataset_row: Some(row), ..SampleRow::default() });
+        for _ in 0..3 {
+            table.push(&SampleRow::default());
         }
+        table.set_dataset_rows(vec![4, 0]);
+        assert_eq!(table.dataset_rows(), None, "one short: not kept");
+        table.set_dataset_rows(vec![4, 0, 9]);
         assert_eq!(table.dataset_rows(), Some(&[4, 0, 9][..]));
-        assert_eq!(table.row(2).dataset_row, Some(9));
         table.push(&SampleRow::default());
         assert_eq!(table.dataset_rows(), None, "a row without one: no whole column");
     }

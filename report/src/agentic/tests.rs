@@ -35,34 +35,37 @@ fn opts() -> MetricsOptions {
 }
 
 /// A streamed success: issued, first chunk, completed, `tokens` completion tokens.
-fn ok(row: u32, issued: u64, first: u64, complete: u64, tokens: u32) -> SampleRow {
-    SampleRow {
+fn ok(row: u32, issued: u64, first: u64, complete: u64, tokens: u32) -> Row {
+    let sample = SampleRow {
         issued_ns: issued,
         first_chunk_ns: Some(first),
         complete_ns: complete,
         finish: Some(FinishKind::Stop),
         prompt_tokens: Some(10),
         completion_tokens: Some(tokens),
-        dataset_row: Some(row),
         ..SampleRow::default()
-    }
+    };
+    (row, sample)
 }
 
-fn failed(row: u32, issued: u64, complete: u64, kind: FailureKind) -> SampleRow {
-    SampleRow {
+fn failed(row: u32, issued: u64, complete: u64, kind: FailureKind) -> Row {
+    let sample = SampleRow {
         issued_ns: issued,
         complete_ns: complete,
         failed: true,
         output_empty: true,
         failure: kind as u8,
-        dataset_row: Some(row),
         ..SampleRow::default()
-    }
+    };
+    (row, sample)
 }
+
+/// A table row with the dataset row it sent (== its sample id in an agentic run).
+type Row = (u32, SampleRow);
 
 /// The run's table, in completion order: b's turn 3 times out at 2600 and its turn 5 is
 /// dropped at once.
-fn rows() -> Vec<SampleRow> {
+fn rows() -> Vec<Row> {
     vec![
         ok(0, 1_000, 1_100, 1_500, 5),
         ok(3, 1_010, 1_200, 1_600, 3),
@@ -73,11 +76,12 @@ fn rows() -> Vec<SampleRow> {
     ]
 }
 
-fn table_of(rows: &[SampleRow]) -> SampleTable {
+fn table_of(rows: &[Row]) -> SampleTable {
     let mut table = SampleTable::with_capacity(rows.len());
-    for row in rows {
+    for (_, row) in rows {
         table.push(row);
     }
+    table.set_dataset_rows(rows.iter().map(|r| r.0).collect());
     table
 }
 
@@ -138,8 +142,8 @@ fn a_run_without_conversations_has_no_agentic_block() {
 #[test]
 fn turns_without_a_row_are_counted_in_their_conversations() {
     // `a` loses its turn 5 in flight at an interrupt; `b`'s turn 3 is lost with its worker.
-    let rows: Vec<SampleRow> = rows().into_iter().filter(|r| r.dataset_row < Some(2)).collect();
-    let rows: Vec<SampleRow> = rows.into_iter().chain([ok(3, 1_010, 1_200, 1_600, 3)]).collect();
+    let rows: Vec<Row> = rows().into_iter().filter(|r| r.0 < 2).collect();
+    let rows: Vec<Row> = rows.into_iter().chain([ok(3, 1_010, 1_200, 1_600, 3)]).collect();
     let unrecorded = [
         UnrecordedTurn { row: 2, worker_died: false },
         UnrecordedTurn { row: 4, worker_died: true },
@@ -198,7 +202,8 @@ fn rebuilt(events: &str, kinds: Option<Vec<FailureKindCount>>) -> Option<Agentic
     let mut replayed = replay.finish();
     let carried = Carried { failure_kinds: kinds, ..Carried::default() };
     carried.failures(&mut replayed, 1);
-    let table = table_of(&replayed.rows);
+    let mut table = SampleTable::with_capacity(replayed.rows.len());
+    replayed.rows.iter().for_each(|row| table.push(row));
     agentic_summary(&table, &replayed.turn_labels, &replayed.unrecorded_turns, &opts())
 }
 
@@ -254,7 +259,7 @@ fn abandoned_and_dead_worker_turns_rebuild_as_the_run_lists_them() {
     let end = r#"{"event_type":"session.ended""#;
     let log = cut.replace(end, &format!("{abandoned}{end}"));
     let from_log = rebuilt(&log, Some(vec![kind("timeout"), kind("turn_aborted")])).unwrap();
-    let rows: Vec<SampleRow> = rows().into_iter().filter(|r| r.dataset_row != Some(2)).collect();
+    let rows: Vec<Row> = rows().into_iter().filter(|r| r.0 != 2).collect();
     let unrecorded = [UnrecordedTurn { row: 2, worker_died: false }];
     let run = agentic_of_run(&table_of(&rows), Some(&plan()), &unrecorded, &opts()).unwrap();
     assert_eq!(from_log, run);

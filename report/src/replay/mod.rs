@@ -314,7 +314,6 @@ impl<'a> Replay<'a> {
             n_chunks: c.chunks.as_ref().map(|ch| ch.n_chunks),
             chunk_reads: c.chunks.as_ref().map(|ch| ch.chunk_reads),
             client_wait_ns: c.client_wait_ns,
-            dataset_row: None,
         });
         self.label_row(slot, p.label);
         if let Some(chunks) = &c.chunks {
