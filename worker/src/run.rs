@@ -837,8 +837,10 @@ async fn serve(shared: &Rc<Shared>, slot: usize, conn: &mut Option<Conn>, index:
         // its request is written, not when it was queued behind busy connections.
         let mut job = job;
         // An agentic conversation's first turn waits out its own tool delay too, as the
-        // reference delays every turn it issues by its row's `delay_seconds`.
-        if !tool_delay(shared, slot, job.row).await {
+        // reference delays every turn it issues by its row's `delay_seconds` (other runs have
+        // no delays and skip the call).
+        let has_delays = shared.spec.turn_delays_ns.is_some();
+        if has_delays && !tool_delay(shared, slot, job.row).await {
             shared.queue.borrow_mut().push_front(job);
             return;
         }
