@@ -69,16 +69,21 @@ pub(super) fn dataset_refusals(i: usize, d: &crate::dataset::DatasetSpec) -> Vec
             "ending the replay when the first conversation slot runs out of trajectories",
         );
     }
-    let eval_method = d.accuracy_config.as_ref().and_then(|a| a.get("eval_method"));
-    if let Some(Err(loadgen_accuracy::AccuracyError::Refused { why, .. })) =
-        eval_method.and_then(serde_json::Value::as_str).map(loadgen_accuracy::scorer)
-    {
-        push("accuracy_config.eval_method", why);
-    }
     for target in d.parser.iter().flat_map(|p| p.other.keys()) {
         if !crate::dataset::PARSER_TARGETS.contains(&target.as_str()) {
             push(&format!("parser.{target}"), "a column this tool does not read");
         }
+    }
+    let eval_method = d.accuracy_config.as_ref().and_then(|a| a.get("eval_method"));
+    let scorer = eval_method.and_then(serde_json::Value::as_str);
+    if let Some((name_of, Err(loadgen_accuracy::AccuracyError::Refused { why, .. }))) =
+        scorer.map(|s| (s, loadgen_accuracy::scorer(s)))
+    {
+        out.push(format!(
+            "datasets[{i}].accuracy_config.eval_method (dataset {name}): {name_of:?} is not \
+             supported yet: {why}; remove this dataset from datasets: (or --dataset) to run the \
+             others"
+        ));
     }
     out
 }
