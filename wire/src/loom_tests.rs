@@ -122,6 +122,9 @@ fn worker_issue_loop(rx: &mut IssueRx<ModelBell>, wake: &ModelSocket) -> (Vec<u6
             Some(IssueCmd::Issue { sample_id, .. }) => taken.push(sample_id),
             Some(IssueCmd::Stop) => return (taken, false),
             Some(IssueCmd::Abort) => panic!("no Abort command is pushed in these models"),
+            Some(IssueCmd::Conversation { first_sample_id, turns, .. }) => {
+                taken.extend((0..u64::from(turns)).map(|k| first_sample_id + k));
+            }
             None => {
                 if rx.prepare_sleep() {
                     wake.read();
