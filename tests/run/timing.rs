@@ -251,12 +251,15 @@ fn timing_fidelity_at_high_load() {
     // Against the configured delays this needed 2.5%: the stub's 2,800 timer wake-ups a second
     // fire late by about a millisecond on a shared 2-core machine (TTFT medians of 100.5-102.7
     // ms for 100 ms). Against the stub's own stamps that lateness cancels, so the client's
-    // bound is the low-load one.
+    // bound is the low-load one, plus half: at 200 QPS the worker sleeps between samples and
+    // is woken for each (a socket byte), and on the 2-core VM the TTFT error's median sat at
+    // 1.03-1.34 ms for 100 ms in two of three clean-clone runs, with the engine of 207aaf8 as
+    // with today's (stop 34): 1% failed about one run in two, on either.
     timing_fidelity(
         &["--load-pattern", "poisson", "--target-qps", "200"],
         "600",
         "fidelity-high",
-        0.01,
+        0.015,
     );
 }
 
