@@ -191,47 +191,21 @@ impl Issuer {
     /// Issues one sample to the next worker with room, round robin; waits while all are full.
     /// Returns the issue time stamped at hand-over.
     pub fn issue(&mut self, sample_id: u64, row: u32) -> Result<u64, IssueEnd> {
-        let n = self.producers.len();
-        loop {
-            let epoch = self.space.epoch();
-            let mut any_alive = false;
-            let mut any_room = false;
-            for k in 0..n {
-                let w = (self.next_worker + k) % n;
-                if !self.alive(w) {
-                    continue;
-                }
-                any_alive = true;
-                if !self.has_room(w) {
-                    continue;
-                }
-                any_room = true;
-                // Count first: the aggregator may see the record before try_push returns.
-                self.shared.issued_to[w].fetch_add(1, Ordering::AcqRel);
-                let issued_ns = if self.closed_loop_caps.is_some() { 0 } else { monotonic_ns() };
-                let cmd = IssueCmd::Issue { sample_id, row, issued_ns };
-                if self.producers[w].try_push(cmd) {
-                    self.log.push(sample_id, w, row, issued_ns);
-                    self.note_issue(sample_id, row, issued_ns);
-                    self.next_worker = w + 1;
-                    self.issued += 1;
-                    return Ok(issued_ns);
-                }
-                self.shared.issued_to[w].fetch_sub(1, Ordering::AcqRel);
+        let mut issued_ns = 0;
+        self.place(|me, w| {
+            // Count first: the aggregator may see the record before try_push returns.
+            me.shared.issued_to[w].fetch_add(1, Ordering::AcqRel);
+            issued_ns = if me.closed_loop_caps.is_some() { 0 } else { monotonic_ns() };
+            if me.producers[w].try_push(IssueCmd::Issue { sample_id, row, issued_ns }) {
+                me.log.push(sample_id, w, row, issued_ns);
+                me.note_issue(sample_id, row, issued_ns);
+                return true;
             }
-            if !any_alive {
-                return Err(IssueEnd::NoWorkers);
-            }
-            if self.must_stop() {
-                return Err(IssueEnd::Stopped);
-            }
-            self.flush_notices();
-            if any_room {
-                self.space.wait(epoch, SCHEDULER_POLL);
-            } else {
-                self.wait_for_answers();
-            }
-        }
+            me.shared.issued_to[w].fetch_sub(1, Ordering::AcqRel);
+            false
+        })?;
+        self.issued += 1;
+        Ok(issued_ns)
     }
 
     /// Hands conversation `span` to the next worker with a free place, its turns sample ids
@@ -242,8 +216,19 @@ impl Issuer {
         first_sample_id: u64,
         span: ConversationSpan,
     ) -> Result<(), IssueEnd> {
+        self.place(|me, w| me.try_hand_conversation(w, first_sample_id, span))?;
+        self.issued += u64::from(span.turns);
+        Ok(())
+    }
+
+    /// The one placement loop of `issue` and `issue_conversation`: offers the next live worker
+    /// with room, round robin, to `try_hand` (true once it pushed), and waits while every
+    /// worker is full or its ring has no space. Returns the worker that took it.
+    fn place(
+        &mut self,
+        mut try_hand: impl FnMut(&mut Issuer, usize) -> bool,
+    ) -> Result<usize, IssueEnd> {
         let n = self.producers.len();
-        let turns = u64::from(span.turns);
         loop {
             let epoch = self.space.epoch();
             let mut any_alive = false;
@@ -258,10 +243,9 @@ impl Issuer {
                     continue;
                 }
                 any_room = true;
-                if self.try_hand_conversation(w, first_sample_id, span) {
+                if try_hand(self, w) {
                     self.next_worker = w + 1;
-                    self.issued += turns;
-                    return Ok(());
+                    return Ok(w);
                 }
             }
             if !any_alive {
@@ -270,6 +254,7 @@ impl Issuer {
             if self.must_stop() {
                 return Err(IssueEnd::Stopped);
             }
+            self.flush_notices();
             if any_room {
                 self.space.wait(epoch, SCHEDULER_POLL);
             } else {
