@@ -2,6 +2,7 @@
 //! and the name registry an `accuracy_config` resolves through (issue 15). Pure code: the
 //! plan resolves the names through it and the binary's report scores a finished run with it.
 
+pub mod agentic_inline;
 mod error;
 pub mod extract;
 pub mod funcall;
@@ -73,10 +74,18 @@ pub enum Scorer {
     StringMatch,
     Rouge,
     ShopifyCategoryF1,
+    /// Scores an agentic run's own turns against its dataset's recorded assistant turns
+    /// (`agentic_inline`); it has no per-sample form.
+    AgenticInferenceInline,
 }
 
-const SCORERS: [Scorer; 4] =
-    [Scorer::PassAt1, Scorer::StringMatch, Scorer::Rouge, Scorer::ShopifyCategoryF1];
+const SCORERS: [Scorer; 5] = [
+    Scorer::PassAt1,
+    Scorer::StringMatch,
+    Scorer::Rouge,
+    Scorer::ShopifyCategoryF1,
+    Scorer::AgenticInferenceInline,
+];
 
 /// Scorers the reference has that need a service or framework outside this tool.
 const REFUSED_SCORERS: &[(&str, &str)] = &[
@@ -84,7 +93,6 @@ const REFUSED_SCORERS: &[(&str, &str)] = &[
     ("swe_bench_scorer", "it runs the SWE-bench harness, which builds and tests repositories in Docker"),
     ("vbench", "it scores generated video with the VBench Python framework and its models"),
     ("bfcl_v4", "it scores function calls with the Berkeley Function Calling Leaderboard's bfcl-eval Python package"),
-    ("agentic_inference_inline", "its inline scoring of an agentic run's tool calls against the recorded ones is not built yet (the agentic run itself is: leave accuracy_config out to measure it)"),
     ("legacy_mlperf_deepseek_r1", "it needs the LiveCodeBench execution service and the MLPerf DeepSeek-R1 Python evaluation"),
 ];
 
@@ -96,6 +104,7 @@ impl Scorer {
             Scorer::StringMatch => "string_match",
             Scorer::Rouge => "rouge",
             Scorer::ShopifyCategoryF1 => "shopify_category_f1",
+            Scorer::AgenticInferenceInline => "agentic_inference_inline",
         }
     }
 

@@ -79,6 +79,7 @@ impl Scorer {
             }
             Scorer::Rouge => score_rouge(completed),
             Scorer::ShopifyCategoryF1 => score_shopify(completed, unit_samples),
+            Scorer::AgenticInferenceInline => Err(AccuracyError::WholeConversations),
         }
     }
 

@@ -309,6 +309,8 @@ fn event_log(c: &mut Criterion) {
                         output: Some(&output),
                         streamed: false,
                         first_chunk_len: None,
+                        reasoning_len: 0,
+                        tool_calls_len: 0,
                         finish_reason: Some("stop"),
                         worker_id: 0,
                         prompt_tokens: Some(10),

@@ -65,6 +65,14 @@ pub fn load_agentic_conversations(
     agentic::build_conversations(&file::read_agentic_records(spec)?, &spec.path)
 }
 
+/// The recorded assistant turns of an agentic dataset (the `agentic_inference_inline`
+/// scorer's ground truth).
+pub fn agentic_expected_turns(
+    spec: &DatasetSpec,
+) -> Result<Vec<loadgen_accuracy::agentic_inline::ExpectedTurn>, AppError> {
+    Ok(agentic::expected_turns(&file::read_agentic_records(spec)?))
+}
+
 /// True when `spec` names one of the reference's predefined datasets (no file of its own).
 pub fn is_predefined(spec: &DatasetSpec) -> bool {
     predefined::predefined_name(spec).is_some()

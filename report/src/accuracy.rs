@@ -7,14 +7,17 @@ use std::collections::{HashMap, HashSet};
 use std::io::BufRead;
 use std::path::Path;
 
+use loadgen_accuracy::agentic_inline::{self, ExpectedTurn, InlineScores};
 use loadgen_accuracy::{Extractor, Sample, ScoreValue, Scorer};
 use loadgen_coordinator::metrics::usage::{classify_usage, count_from_json, UsageClass};
 use loadgen_coordinator::metrics::{basis_key, Num, SeriesStat, SummaryBlock, TokenCountSource};
 use loadgen_py::float_repr::repr as python_float_repr;
 use loadgen_py::json::to_python_json;
 use serde::ser::{SerializeMap, Serializer};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
 use serde_json::Value;
+use std::borrow::Cow;
 
 use loadgen_plan::error::AppError;
 
@@ -47,6 +50,10 @@ pub struct ScoringJob<'a> {
     pub ground_truth_column: Option<&'a str>,
     /// The ground truth of each dataset row.
     pub ground_truth: &'a [String],
+    /// `agentic_inference_inline`'s ground truth (the recorded assistant turns), and the
+    /// dataset's client turns (its `unit_samples`).
+    pub expected_turns: &'a [ExpectedTurn],
+    pub agentic_turns: u64,
     pub num_repeats: u64,
     /// `unit × repeats`, or for the performance entry its phase's issued count.
     pub total_samples: u64,
@@ -102,25 +109,25 @@ pub fn read_sample_idx_map(dir: &Path) -> Result<PhaseMap, AppError> {
 }
 
 /// The reference's `str(TextModelOutput)`: reasoning, then output (each a string or a list
-/// of chunks), then the tool calls as JSON.
-fn output_text(data: &Value) -> String {
-    let Value::Array(items) = data else { return String::new() };
-    let mut out = String::new();
-    let mut push = |v: Option<&Value>| match v {
-        Some(Value::String(s)) => out.push_str(s),
-        Some(Value::Array(chunks)) => {
-            chunks.iter().filter_map(Value::as_str).for_each(|c| out.push_str(c))
-        }
-        _ => {}
-    };
-    push(items.get(2));
-    push(items.get(1));
-    if let Some(calls @ Value::Array(list)) = items.get(3) {
-        if !list.is_empty() {
-            out.push_str(&calls.to_string());
-        }
-    }
-    out
+/// of chunks), then the tool calls as one compact JSON array (streamed delta lists merged).
+fn output_text(data: &RawValue) -> Result<String, String> {
+    let output = crate::replay::read::model_output(data)?;
+    let mut text = String::new();
+    output.push_text(&mut text);
+    Ok(text)
+}
+
+/// A `sample.complete` line's fields the scorers read.
+#[derive(Deserialize)]
+struct CompleteLine<'a> {
+    #[serde(borrow, default)]
+    sample_uuid: Cow<'a, str>,
+    #[serde(borrow, default)]
+    data: Option<&'a RawValue>,
+    #[serde(default)]
+    prompt_tokens: Option<Value>,
+    #[serde(default)]
+    completion_tokens: Option<Value>,
 }
 
 /// The `sample.complete` lines of events.jsonl for `wanted` uuids, in file order. A line that
@@ -148,18 +155,20 @@ fn read_completes(dir: &Path, wanted: &HashSet<&str>) -> Result<Vec<Completed>, 
         if !line.starts_with("{\"event_type\":\"sample.complete\"") {
             continue;
         }
-        let rec: Value = serde_json::from_str(&line).map_err(|e| bad(e.to_string()))?;
-        let uuid = rec.get("sample_uuid").and_then(Value::as_str).unwrap_or_default();
-        if !wanted.contains(uuid) {
+        let rec: CompleteLine<'_> = serde_json::from_str(&line).map_err(|e| bad(e.to_string()))?;
+        if !wanted.contains(rec.sample_uuid.as_ref()) {
             continue;
         }
-        let data = rec.get("data").unwrap_or(&Value::Null);
+        let text = match rec.data {
+            Some(data) => output_text(data).map_err(bad)?,
+            None => String::new(),
+        };
         out.push(Completed {
-            uuid: uuid.to_string(),
-            text: output_text(data),
-            success: !data.is_null(),
-            prompt_tokens: count_from_json(rec.get("prompt_tokens")).ok(),
-            completion_tokens: count_from_json(rec.get("completion_tokens")).ok(),
+            uuid: rec.sample_uuid.into_owned(),
+            text,
+            success: rec.data.is_some(),
+            prompt_tokens: count_from_json(rec.prompt_tokens.as_ref()).ok(),
+            completion_tokens: count_from_json(rec.completion_tokens.as_ref()).ok(),
         });
     }
     Ok(out)
@@ -202,6 +211,8 @@ pub struct AccuracyEntry {
     pub osl_tokenize_s: Option<f64>,
     /// Successful samples whose usage was missing (the usage rule).
     pub n_missing_usage: u64,
+    /// `agentic_inference_inline`'s scores.json (written beside the summary).
+    pub inline_scores: Option<InlineScores>,
 }
 
 /// Everything `accuracy_results.json` holds.
@@ -227,6 +238,10 @@ pub fn score_run(
     let completes = read_completes(dir, &wanted)?;
     let mut entries = Vec::with_capacity(jobs.len());
     for job in jobs {
+        if job.scorer == Scorer::AgenticInferenceInline {
+            entries.push(score_inline(dir, job)?);
+            continue;
+        }
         let issued = map.get(job.dataset_name).map(Vec::as_slice).unwrap_or_default();
         entries.push(score_job(job, issued, &completes, counter)?);
     }
@@ -285,6 +300,32 @@ fn score_job(
         osl_server: accuracy.then_some(osl_server),
         osl_tokenize_s,
         n_missing_usage: if accuracy { n_missing_usage } else { 0 },
+        inline_scores: None,
+    })
+}
+
+/// `agentic_inference_inline`: the run's issued turns scored against the expected ones; the
+/// entry carries scores.json's content for the caller to write.
+fn score_inline(dir: &Path, job: &ScoringJob<'_>) -> Result<AccuracyEntry, AppError> {
+    let issued = crate::agentic::inline::read_issued_turns(dir)?;
+    let (scores, _repeats) = agentic_inline::score(job.expected_turns, &issued);
+    Ok(AccuracyEntry {
+        dataset_name: job.dataset_name.to_string(),
+        extractor: None,
+        ground_truth_column: job.ground_truth_column.map(str::to_string),
+        score: ScoreValue::Number(scores.score),
+        unit_samples: job.agentic_turns,
+        num_repeats: job.num_repeats,
+        total_samples: job.total_samples,
+        duration_s: round3(job.duration_s.max(0.0)),
+        complete: true,
+        dataset_type: job.dataset_type,
+        response_counts: None,
+        osl_client: None,
+        osl_server: None,
+        osl_tokenize_s: None,
+        n_missing_usage: 0,
+        inline_scores: Some(scores),
     })
 }
 
@@ -678,6 +719,8 @@ mod tests {
             extractor: Some(Extractor::Abcd),
             ground_truth_column: None,
             ground_truth: truth,
+            expected_turns: &[],
+            agentic_turns: 0,
             num_repeats: 1,
             total_samples,
             duration_s,
@@ -797,11 +840,16 @@ mod tests {
 
     #[test]
     fn a_streamed_output_is_its_chunks_joined_after_the_reasoning() {
-        let data: Value =
-            serde_json::json!(["TextModelOutput", ["The ans", "wer is B"], "think ", null]);
-        assert_eq!(output_text(&data), "think The answer is B");
-        assert_eq!(output_text(&serde_json::json!(["TextModelOutput", "x", null, null])), "x");
-        assert_eq!(output_text(&Value::Null), "");
+        let text =
+            |data: &str| output_text(&RawValue::from_string(data.to_string()).unwrap()).unwrap();
+        assert_eq!(
+            text(r#"["TextModelOutput",["The ans","wer is B"],"think ",null]"#),
+            "think The answer is B"
+        );
+        assert_eq!(text(r#"["TextModelOutput","x",null,null]"#), "x");
+        // Tool calls come last, as written (key order kept).
+        let calls = r#"[{"id":"c","type":"function","function":{"name":"f","arguments":"{}"}}]"#;
+        assert_eq!(text(&format!(r#"["TextModelOutput","",null,{calls}]"#)), calls);
     }
 
     #[test]

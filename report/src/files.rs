@@ -122,6 +122,12 @@ pub fn write_accuracy(
     if let Err(e) = crate::accuracy::write_accuracy_results(dir, &results) {
         unwritten.push(("accuracy/accuracy_results.json", io_reason(&e)));
     }
+    for scores in results.entries.iter().filter_map(|e| e.inline_scores.as_ref()) {
+        let bytes = loadgen_py::json::to_python_json(scores).map_err(std::io::Error::other);
+        if let Err(e) = bytes.and_then(|b| dir.write_atomic("scores.json", &b)) {
+            unwritten.push(("scores.json", io_reason(&e)));
+        }
+    }
     (Some(block), error)
 }
 
@@ -149,6 +155,8 @@ fn score_accuracy(
             extractor: s.extractor,
             ground_truth_column: s.ground_truth_column.as_deref(),
             ground_truth: &s.ground_truth,
+            expected_turns: &s.expected_turns,
+            agentic_turns: 0,
             num_repeats: u64::from(s.num_repeats),
             total_samples: d.dataset.rows.len() as u64 * u64::from(s.num_repeats),
             duration_s: duration_ns as f64 / 1e9,
@@ -162,6 +170,8 @@ fn score_accuracy(
             extractor: s.extractor,
             ground_truth_column: s.ground_truth_column.as_deref(),
             ground_truth: &s.ground_truth,
+            expected_turns: &s.expected_turns,
+            agentic_turns: plan.agentic.as_ref().map_or(0, |a| a.client_turns()),
             num_repeats: 1,
             total_samples: summary.n_samples_issued,
             duration_s: summary.duration_ns.unwrap_or(0) as f64 / 1e9,

@@ -154,6 +154,10 @@ pub struct RecordHeader {
     /// Bytes of `output` that came in the first content chunk; equal to `output.len()` when the
     /// adapter gives no TPOT (SGLang, non-streaming).
     pub first_chunk_len: u32,
+    /// Bytes at the head of `output` that are reasoning (`reasoning_content` / `reasoning`).
+    pub reasoning_len: u32,
+    /// Bytes at the tail of `output` that are the tool calls' JSON array.
+    pub tool_calls_len: u32,
     pub prompt_tokens: Option<u32>,
     pub completion_tokens: Option<u32>,
     pub http_status: u16,
@@ -166,9 +170,9 @@ pub struct RecordHeader {
     /// before any byte of the response came back (counted as `requests_resent`).
     pub resent: u8,
     /// Which of the run's endpoints the sample went to (its index in the run's endpoint list;
-    /// `NO_ENDPOINT`, 255, when it reached none). It fills the header's last padding byte, so
-    /// the head stays 72 bytes; a per-(worker, slot) table in the aggregator would cost a
-    /// lookup per record and a second source of truth.
+    /// `NO_ENDPOINT`, 255, when it reached none). It fills the header's last padding byte; a
+    /// per-(worker, slot) table in the aggregator would cost a lookup per record and a second
+    /// source of truth.
     pub endpoint: u8,
 }
 
@@ -182,7 +186,7 @@ pub const NO_ENDPOINT: u8 = u8::MAX;
 /// Size of a serialized header inside a record frame; a multiple of 8 so the bytes after it stay
 /// aligned.
 pub const RECORD_HEADER_BYTES: usize = std::mem::size_of::<ArchivedRecordHeader>();
-const _: () = assert!(RECORD_HEADER_BYTES == 72);
+const _: () = assert!(RECORD_HEADER_BYTES == 80);
 const _: () = assert!(std::mem::align_of::<ArchivedRecordHeader>() <= 8);
 
 impl RecordHeader {
@@ -238,6 +242,8 @@ impl RecordHeader {
             sent_ns: archived.sent_ns.to_native(),
             row: archived.row.to_native(),
             first_chunk_len: archived.first_chunk_len.to_native(),
+            reasoning_len: archived.reasoning_len.to_native(),
+            tool_calls_len: archived.tool_calls_len.to_native(),
             prompt_tokens: archived.prompt_tokens.as_ref().map(|v| v.to_native()),
             completion_tokens: archived.completion_tokens.as_ref().map(|v| v.to_native()),
             http_status: archived.http_status.to_native(),
@@ -254,7 +260,8 @@ impl RecordHeader {
 #[derive(Clone, Copy, Debug)]
 pub struct RecordView<'a> {
     pub header: RecordHeader,
-    /// Reasoning + content + tool-call JSON, as the reference's `str(TextModelOutput)`.
+    /// Reasoning ‖ content ‖ tool-call JSON, as the reference's `str(TextModelOutput)`; the
+    /// header's `reasoning_len` and `tool_calls_len` split it (`parts`).
     pub output: &'a [u8],
     /// For example "HTTP 404: <body>" or "connection refused"; empty on success.
     pub error: &'a [u8],
@@ -263,9 +270,46 @@ pub struct RecordView<'a> {
     pub chunk_timing: &'a [u8],
 }
 
+/// A record's output cut into the reference's `TextModelOutput` parts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct OutputParts<'a> {
+    pub reasoning: &'a [u8],
+    pub content: &'a [u8],
+    pub tool_calls: &'a [u8],
+}
+
+impl RecordHeader {
+    /// `output` (this record's) cut at the header's split; lengths past the output are clamped.
+    pub fn output_parts<'a>(&self, output: &'a [u8]) -> OutputParts<'a> {
+        let reasoning_end = (self.reasoning_len as usize).min(output.len());
+        let tools_start =
+            output.len().saturating_sub(self.tool_calls_len as usize).max(reasoning_end);
+        OutputParts {
+            reasoning: &output[..reasoning_end],
+            content: &output[reasoning_end..tools_start],
+            tool_calls: &output[tools_start..],
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn output_parts_split_at_the_header() {
+        let h = RecordHeader { reasoning_len: 2, tool_calls_len: 3, ..Default::default() };
+        let parts = h.output_parts(b"rrccc[1]");
+        assert_eq!(
+            (parts.reasoning, parts.content, parts.tool_calls),
+            (&b"rr"[..], &b"ccc"[..], &b"[1]"[..])
+        );
+        let parts = h.output_parts(b"r");
+        assert_eq!(
+            (parts.reasoning, parts.content, parts.tool_calls),
+            (&b"r"[..], &b""[..], &b""[..])
+        );
+    }
 
     #[test]
     fn header_roundtrips_through_archive() {
@@ -277,6 +321,8 @@ mod tests {
             sent_ns: 15,
             row: 7,
             first_chunk_len: 5,
+            reasoning_len: 2,
+            tool_calls_len: 9,
             prompt_tokens: Some(12),
             completion_tokens: None,
             http_status: 200,

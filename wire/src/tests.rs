@@ -36,6 +36,8 @@ fn header(sample_id: u64) -> RecordHeader {
         sent_ns: sample_id,
         row: (sample_id % 1000) as u32,
         first_chunk_len: 1,
+        reasoning_len: 0,
+        tool_calls_len: 0,
         prompt_tokens: Some(sample_id as u32),
         completion_tokens: (sample_id % 3 == 0).then_some(7),
         http_status: 200,

@@ -1032,6 +1032,8 @@ fn base_header(
         sent_ns: if sent_ns == 0 { 0 } else { sent_ns.clamp(job.issued_ns, complete_ns) },
         row: job.row,
         first_chunk_len: 0,
+        reasoning_len: 0,
+        tool_calls_len: 0,
         prompt_tokens: None,
         completion_tokens: None,
         http_status: outcome.http_status,
@@ -1080,6 +1082,8 @@ fn push_result(shared: &Shared, job: Job, conn: &Conn, outcome: Outcome) {
         header.first_chunk_ns = acc.first_chunk_ns.clamp(from_ns, header.complete_ns);
     }
     header.first_chunk_len = acc.first_chunk_len.min(acc.output.len()) as u32;
+    header.reasoning_len = acc.reasoning_len as u32;
+    header.tool_calls_len = acc.tool_calls_len as u32;
     header.prompt_tokens = acc.usage.prompt_tokens;
     header.completion_tokens = acc.usage.completion_tokens;
     header.finish = acc.finish as u8;

@@ -60,6 +60,8 @@ impl SyntheticResponse {
             sent_ns: now_ns,
             row,
             first_chunk_len: self.first_chunk_len,
+            reasoning_len: 0,
+            tool_calls_len: 0,
             prompt_tokens: self.prompt_tokens,
             completion_tokens: self.completion_tokens,
             http_status: 200,

@@ -195,6 +195,8 @@ impl State {
                     output: None,
                     streamed: self.streaming,
                     first_chunk_len: None,
+                    reasoning_len: 0,
+                    tool_calls_len: 0,
                     finish_reason: None,
                     worker_id: o.issued.worker,
                     prompt_tokens: None,

@@ -204,6 +204,8 @@ impl State {
             output: (!failed).then_some(output),
             streamed: self.streaming,
             first_chunk_len: Some(h.first_chunk_len as usize),
+            reasoning_len: h.reasoning_len as usize,
+            tool_calls_len: h.tool_calls_len as usize,
             finish_reason: finish.map(|f| f.as_str()),
             worker_id: h.worker_id,
             prompt_tokens: h.prompt_tokens,

@@ -11,6 +11,8 @@ pub fn header(id: u64) -> RecordHeader {
         complete_ns: 3_000 + id,
         sent_ns: 1_500,
         first_chunk_len: 10,
+        reasoning_len: 0,
+        tool_calls_len: 0,
         prompt_tokens: Some(12),
         completion_tokens: Some(160),
         http_status: 200,

@@ -6,6 +6,7 @@
 //! Pure: the caller reads the file into `AgenticRecord`s (a JSON Lines line each, keeping its
 //! objects' key order) and hands them in file order to `build_conversations`.
 
+mod expected;
 mod json;
 mod messages;
 mod record;
@@ -26,6 +27,7 @@ use messages::History;
 use request::{turn_request, Inherited};
 use validate::{At, Group};
 
+pub use expected::expected_turns;
 pub use record::AgenticRecord;
 pub use request::{MaxTokens, AGENTIC_REQUEST_COLUMNS};
 pub use salt::salt_tag;

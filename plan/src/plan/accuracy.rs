@@ -20,6 +20,8 @@ pub struct Scoring {
     pub ground_truth_column: Option<String>,
     /// The ground truth of each dataset row, as text.
     pub ground_truth: Vec<String>,
+    /// `agentic_inference_inline`'s ground truth: the dataset's recorded assistant turns.
+    pub expected_turns: Vec<loadgen_accuracy::agentic_inline::ExpectedTurn>,
     pub num_repeats: u32,
 }
 
@@ -102,7 +104,21 @@ pub(super) fn resolve_accuracy(
             continue;
         }
         let name = spec.display_name();
+        if skipped_in_perf_mode(mode, spec) {
+            notes.push(format!(
+                "dataset {name} is skipped: its scorer swe_bench_scorer evaluates outside the \
+                 endpoint run, which the reference (and this tool) skips in --mode perf; --mode \
+                 acc or both would refuse it here (it needs the SWE-bench service)"
+            ));
+            continue;
+        }
         let mut scoring = resolve_scoring(spec, &name)?;
+        if scoring.scorer == Scorer::AgenticInferenceInline {
+            return Err(AppError::Input(format!(
+                "dataset {name}: agentic_inference_inline scores a performance dataset's own \
+                 agentic turns; give it on the agentic performance dataset, not an accuracy one"
+            )));
+        }
         let (dataset, values) =
             crate::dataset::load_dataset_and_column(spec, scoring.column(), notes)?;
         scoring.ground_truth =
@@ -117,9 +133,13 @@ pub(super) fn resolve_accuracy(
         (Some(spec), Some(rows)) if mode != TestMode::Acc && spec.accuracy_config.is_some() => {
             let name = spec.display_name();
             let mut scoring = resolve_scoring(spec, &name)?;
-            let values = crate::dataset::read_column(spec, scoring.column())?;
-            scoring.ground_truth =
-                ground_truth_text(values, &name, scoring.column(), rows.rows.len())?;
+            if scoring.scorer == Scorer::AgenticInferenceInline {
+                scoring.expected_turns = inline_ground_truth(spec, &name)?;
+            } else {
+                let values = crate::dataset::read_column(spec, scoring.column())?;
+                scoring.ground_truth =
+                    ground_truth_text(values, &name, scoring.column(), rows.rows.len())?;
+            }
             if scoring.num_repeats != 1 {
                 return Err(AppError::Input(format!(
                     "dataset {}: a performance dataset's accuracy_config.num_repeats must be 1, \
@@ -178,6 +198,13 @@ fn resolve_scoring(spec: &DatasetSpec, name: &str) -> Result<Scoring, AppError> 
         ))
     })?;
     let extractor = match text("extractor")? {
+        Some(_) if scorer == Scorer::AgenticInferenceInline => {
+            return Err(bad(format!(
+                "scorer {method:?} does not use an extractor (it scores the turns' tool calls \
+                 and intents itself); leave accuracy_config.extractor out"
+            )))
+        }
+        None if scorer == Scorer::AgenticInferenceInline => None,
         Some(e) => Some(accuracy::extractor(&e).map_err(|e| bad(format!("accuracy_config: {e}")))?),
         None => {
             return Err(bad(format!(
@@ -198,7 +225,39 @@ fn resolve_scoring(spec: &DatasetSpec, name: &str) -> Result<Scoring, AppError> 
         }
     }
     let ground_truth_column = text("ground_truth")?;
-    Ok(Scoring { scorer, extractor, ground_truth_column, ground_truth: Vec::new(), num_repeats })
+    Ok(Scoring {
+        scorer,
+        extractor,
+        ground_truth_column,
+        ground_truth: Vec::new(),
+        expected_turns: Vec::new(),
+        num_repeats,
+    })
+}
+
+/// The recorded assistant turns `agentic_inference_inline` scores against; the dataset must be
+/// an agentic one (the reference's scorer requires an `AgenticInferenceDataset`).
+fn inline_ground_truth(
+    spec: &DatasetSpec,
+    name: &str,
+) -> Result<Vec<loadgen_accuracy::agentic_inline::ExpectedTurn>, AppError> {
+    if spec.agentic_inference.is_none() {
+        return Err(AppError::Input(format!(
+            "dataset {name}: agentic_inference_inline scores an agentic run's turns; give the \
+             dataset an agentic_inference: block (and load_pattern type agentic_inference), or \
+             choose another eval_method"
+        )));
+    }
+    crate::dataset::agentic_expected_turns(spec)
+}
+
+/// An accuracy dataset a `--mode perf` run skips, as the reference does: its scorer owns an
+/// evaluation outside the endpoint run (`SKIP_ENDPOINT_PHASE`: swe_bench_scorer).
+pub(super) fn skipped_in_perf_mode(mode: TestMode, spec: &DatasetSpec) -> bool {
+    let method = spec.accuracy_config.as_ref().and_then(|a| a.get("eval_method"));
+    mode == TestMode::Perf
+        && spec.kind == DatasetKind::Accuracy
+        && method.and_then(Value::as_str) == Some("swe_bench_scorer")
 }
 
 /// `num_repeats`: a whole number ≥ 1 (1 when unset); the command line gives it as text.

@@ -265,6 +265,11 @@ fn conversation_plan(source: &AgenticConversations, instances: &[Instance]) -> C
 }
 
 impl AgenticPlan {
+    /// The dataset's client turns (the reference's `num_samples()` of an agentic dataset).
+    pub fn client_turns(&self) -> u64 {
+        self.source.conversations.iter().map(|c| c.turns.len() as u64).sum()
+    }
+
     /// Row `row`'s request body under the run's `opts`: its messages as the reference writes
     /// them, the row's own sampling keys over the run's, its output length, its columns.
     pub fn turn_body(&self, opts: &RequestOptions, row: usize) -> Result<Vec<u8>, AppError> {

@@ -32,8 +32,11 @@ pub fn run_refusals(config: &Config) -> Vec<String> {
             perf.join(", ")
         ));
     }
+    let mode = config.test_mode.unwrap_or_default();
     for (i, d) in config.datasets.iter().enumerate() {
-        out.extend(dataset_refusals(i, d));
+        if !super::accuracy::skipped_in_perf_mode(mode, d) {
+            out.extend(dataset_refusals(i, d));
+        }
     }
     if let Some(r) = &config.submission_ref {
         out.push(format!(

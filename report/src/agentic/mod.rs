@@ -10,6 +10,7 @@
 //! `latency_ns`, `client_tokens`, `server_tokens`) on that turn's rows in table order, so a run
 //! and its rebuild write the same bytes.
 
+pub mod inline;
 pub(crate) mod text;
 
 #[cfg(test)]

@@ -9,6 +9,7 @@
 
 pub mod read;
 pub mod stamps;
+mod tool_calls;
 
 use std::collections::{HashMap, HashSet};
 use std::hash::{BuildHasherDefault, Hasher};
@@ -17,7 +18,7 @@ use loadgen_coordinator::metrics::{FinishKind, RunCounters, SampleRow};
 use serde_json::value::RawValue;
 use serde_json::Value;
 
-use self::read::{Complete, Event, LineError, Output, SessionKind};
+use self::read::{Complete, Event, LineError, ModelOutput, SessionKind};
 use crate::agentic::{ConversationIds, TurnLabel, Unrecorded};
 use crate::MixedClocks;
 use loadgen_plan::dataset::{Row, PROMPT_BYTES_MAX};
@@ -293,7 +294,7 @@ impl<'a> Replay<'a> {
             self.out.first_chunk_after_complete += u64::from(first_after_complete);
         }
         self.out.endpoint_lines += u64::from(c.endpoint.is_some());
-        let output_empty = c.output.as_ref().is_none_or(Output::is_empty);
+        let output_empty = c.output.as_ref().is_none_or(ModelOutput::is_empty);
         if failed && !p.error_seen {
             self.failed_rows.insert(c.uuid, slot);
         }
@@ -348,10 +349,7 @@ impl<'a> Replay<'a> {
             return;
         }
         let start = self.batch.text.len();
-        match output {
-            Output::Text(text) => self.batch.text.push_str(text),
-            Output::Chunks(chunks) => chunks.iter().for_each(|c| self.batch.text.push_str(c)),
-        }
+        output.push_text(&mut self.batch.text);
         let len = self.batch.text.len() - start;
         // No TPOT for a sample whose first chunk is stamped after its completion (MixedClocks).
         let tpot_from = match (p.first_chunk_ns, output.first_chunk_len()) {

@@ -110,7 +110,7 @@ pub struct Complete<'a> {
     pub uuid: u128,
     pub timestamp_ns: u64,
     /// `None` when `data` is null: the sample failed.
-    pub output: Option<Output<'a>>,
+    pub output: Option<ModelOutput<'a>>,
     pub finish_reason: Option<Cow<'a, str>>,
     pub prompt_tokens: Option<u32>,
     pub completion_tokens: Option<u32>,
@@ -142,7 +142,6 @@ pub enum Output<'a> {
 
 impl Output<'_> {
     /// The whole output text.
-    #[cfg(test)]
     pub fn whole(&self) -> Cow<'_, str> {
         match self {
             Output::Text(text) => Cow::Borrowed(text.as_ref()),
@@ -167,13 +166,105 @@ impl Output<'_> {
         }
     }
 
-    /// Where the text after the first chunk begins (bytes of `whole`), for a streamed output
-    /// with more than the first chunk.
-    pub fn first_chunk_len(&self) -> Option<usize> {
+    /// Bytes of the first chunk of a streamed part (0 when it has none); `None` when not
+    /// streamed.
+    fn first_chunk(&self) -> Option<usize> {
         match self {
-            Output::Chunks(chunks) if chunks.len() > 1 => Some(chunks[0].len()),
-            _ => None,
+            Output::Chunks(chunks) => Some(chunks.first().map_or(0, |c| c.len())),
+            Output::Text(_) => None,
         }
+    }
+
+    fn push_to(&self, out: &mut String) {
+        match self {
+            Output::Text(text) => out.push_str(text),
+            Output::Chunks(chunks) => chunks.iter().for_each(|c| out.push_str(c)),
+        }
+    }
+}
+
+/// A `TextModelOutput`: its output, its reasoning, and its tool calls as one compact JSON
+/// array (a streamed log's chunk lists merged as the reference's `merge_tool_calls`).
+#[derive(Debug)]
+pub struct ModelOutput<'a> {
+    pub output: Output<'a>,
+    pub reasoning: Option<Output<'a>>,
+    pub tool_calls: Option<Cow<'a, str>>,
+}
+
+impl ModelOutput<'_> {
+    /// Bytes of the reference's `str(TextModelOutput)`.
+    pub fn len(&self) -> usize {
+        let reasoning = self.reasoning.as_ref().map_or(0, Output::len);
+        self.output.len() + reasoning + self.tool_calls.as_ref().map_or(0, |t| t.len())
+    }
+
+    /// No output, reasoning or tool call at all.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Appends the reference's `str(TextModelOutput)`: reasoning, output, tool-call JSON (the
+    /// text a run counts).
+    pub fn push_text(&self, out: &mut String) {
+        if let Some(reasoning) = &self.reasoning {
+            reasoning.push_to(out);
+        }
+        self.output.push_to(out);
+        if let Some(calls) = &self.tool_calls {
+            out.push_str(calls);
+        }
+    }
+
+    /// The whole text (`push_text`).
+    #[cfg(test)]
+    pub fn whole(&self) -> String {
+        let mut out = String::new();
+        self.push_text(&mut out);
+        out
+    }
+
+    /// Where the text after the reference's first chunk begins (bytes of `push_text`'s text):
+    /// the first reasoning chunk when there is reasoning, else the first output chunk; `None`
+    /// when not streamed.
+    pub fn first_chunk_len(&self) -> Option<usize> {
+        match &self.reasoning {
+            Some(reasoning) if !reasoning.is_empty() => reasoning.first_chunk(),
+            _ => self.output.first_chunk(),
+        }
+    }
+}
+
+/// `data` of a `sample.complete` line: `["TextModelOutput", output, reasoning?, tool_calls?]`
+/// (the reference's array form; trailing defaults may be left out).
+struct DataParts<'a> {
+    tag: Cow<'a, str>,
+    output: Output<'a>,
+    reasoning: Option<Output<'a>>,
+    tool_calls: Option<&'a RawValue>,
+}
+
+impl<'de: 'a, 'a> Deserialize<'de> for DataParts<'a> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct PartsVisitor;
+        impl<'de> Visitor<'de> for PartsVisitor {
+            type Value = DataParts<'de>;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("[\"TextModelOutput\", output, reasoning, tool_calls]")
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+                let missing = |what| de::Error::custom(format!("no {what}"));
+                let tag: Cow<'de, str> = seq.next_element()?.ok_or_else(|| missing("tag"))?;
+                let output = seq.next_element()?.unwrap_or(Output::Text(Cow::Borrowed("")));
+                let reasoning = seq.next_element::<Option<Output<'de>>>()?.flatten();
+                let tool_calls = seq.next_element::<Option<&'de RawValue>>()?.flatten();
+                if seq.next_element::<de::IgnoredAny>()?.is_some() {
+                    return Err(de::Error::custom("more than four elements"));
+                }
+                Ok(DataParts { tag, output, reasoning, tool_calls })
+            }
+        }
+        deserializer.deserialize_seq(PartsVisitor)
     }
 }
 
@@ -302,20 +393,7 @@ fn complete<'a>(raw: RawEvent<'a>, line: u64) -> Result<Complete<'a>, LineError>
     let output = match raw.data {
         None => None,
         Some(data) => {
-            let (tag, output, _reasoning, _tools): (
-                Cow<'_, str>,
-                Output<'_>,
-                &RawValue,
-                &RawValue,
-            ) = serde_json::from_str(data.get()).map_err(|e| {
-                bad(line, format!("sample.complete data is not a TextModelOutput ({e})"))
-            })?;
-            if tag != "TextModelOutput" {
-                return Err(bad(
-                    line,
-                    format!("sample.complete data is {tag:?}, not TextModelOutput"),
-                ));
-            }
+            let output = model_output(data).map_err(|why| bad(line, why))?;
             check_output_len(&output, line)?;
             Some(output)
         }
@@ -333,8 +411,23 @@ fn complete<'a>(raw: RawEvent<'a>, line: u64) -> Result<Complete<'a>, LineError>
     })
 }
 
+/// A `sample.complete` line's non-null `data`: the reference's `TextModelOutput` array.
+pub fn model_output(data: &RawValue) -> Result<ModelOutput<'_>, String> {
+    let parts: DataParts<'_> = serde_json::from_str(data.get())
+        .map_err(|e| format!("sample.complete data is not a TextModelOutput ({e})"))?;
+    if parts.tag != "TextModelOutput" {
+        return Err(format!("sample.complete data is {:?}, not TextModelOutput", parts.tag));
+    }
+    let tool_calls = match parts.tool_calls {
+        Some(raw) => super::tool_calls::calls_json(raw)
+            .map_err(|why| format!("sample.complete data's tool calls: {why}"))?,
+        None => None,
+    };
+    Ok(ModelOutput { output: parts.output, reasoning: parts.reasoning, tool_calls })
+}
+
 /// An output no longer than a run logs ([`LOGGED_OUTPUT_BYTES_MAX`]).
-fn check_output_len(output: &Output<'_>, line: u64) -> Result<(), LineError> {
+fn check_output_len(output: &ModelOutput<'_>, line: u64) -> Result<(), LineError> {
     let len = output.len();
     if len > LOGGED_OUTPUT_BYTES_MAX {
         return Err(bad(
@@ -530,6 +623,7 @@ mod tests {
         let output = c.output.unwrap();
         assert_eq!(output.whole(), "Provide");
         assert_eq!(output.first_chunk_len(), Some(3));
+        assert!(output.reasoning.is_none() && output.tool_calls.is_none());
         assert_eq!(c.finish_reason.as_deref(), Some("stop"));
         assert_eq!((c.prompt_tokens, c.completion_tokens), (Some(3), Some(16)));
     }

@@ -6,6 +6,7 @@ use loadgen_wire::{ChunkTimes, FinishReason};
 
 use super::fields::{ErrorField, ErrorInfo, UnwrappedError};
 use super::scan::ScanHead;
+use super::tool_calls::ToolCalls;
 use super::usage::UsageState;
 use crate::request::ApiType;
 
@@ -13,12 +14,26 @@ use crate::request::ApiType;
 #[derive(Debug)]
 pub struct Accumulator {
     pub api: ApiType,
-    /// Reasoning + content + tool-call text, cut at `max_output_bytes`.
+    /// The content while the response is read; once it ends (`compose`), the reference's
+    /// `str(TextModelOutput)`: reasoning ‖ content ‖ the tool calls' JSON array, cut at
+    /// `max_output_bytes`.
     pub output: Vec<u8>,
+    /// Reasoning text while the response is read (moved into `output` at its end).
+    pub reasoning: Vec<u8>,
+    /// The response's tool calls (written into `output` at its end).
+    pub tool_calls: ToolCalls,
+    /// Once composed: bytes of `output` that are reasoning (its head) and tool-call JSON (its
+    /// tail).
+    pub reasoning_len: usize,
+    pub tool_calls_len: usize,
     /// When the first content-bearing frame was parsed (0 = none yet).
     pub first_chunk_ns: u64,
-    /// Bytes of `output` that came with the first content-bearing frame.
+    /// Bytes of `output` that are the reference's first chunk: the first reasoning chunk when
+    /// there is reasoning, else the first content chunk (the text after it is TPOT's).
     pub first_chunk_len: usize,
+    /// The first reasoning and content chunks' bytes, kept until the response ends.
+    first_reasoning_chunk_len: usize,
+    first_content_chunk_len: usize,
     /// Every content-bearing frame's count, read and gap (a streamed response's chunk timing).
     pub chunks: ChunkTimes,
     pub finish: FinishReason,
@@ -44,8 +59,14 @@ impl Accumulator {
         Accumulator {
             api,
             output: Vec::with_capacity(max_output_bytes.min(16 * 1024)),
+            reasoning: Vec::new(),
+            tool_calls: ToolCalls::default(),
+            reasoning_len: 0,
+            tool_calls_len: 0,
             first_chunk_ns: 0,
             first_chunk_len: 0,
+            first_reasoning_chunk_len: 0,
+            first_content_chunk_len: 0,
             chunks: ChunkTimes::with_capacity(CHUNK_GAP_BYTES_RESERVED),
             finish: FinishReason::None,
             usage: UsageState::default(),
@@ -66,9 +87,8 @@ impl Accumulator {
 
     /// Clears everything for the next response, keeping the buffer's capacity.
     pub fn reset(&mut self) {
-        self.output.clear();
+        self.clear_output();
         self.first_chunk_ns = 0;
-        self.first_chunk_len = 0;
         self.chunks.reset();
         self.finish = FinishReason::None;
         self.usage = UsageState::default();
@@ -105,13 +125,49 @@ impl Accumulator {
         true
     }
 
-    /// Appends text, cutting at the limit.
+    /// Drops the response's output (a failed sample keeps none): content, reasoning, tool
+    /// calls and their split.
+    pub fn clear_output(&mut self) {
+        self.output.clear();
+        self.reasoning.clear();
+        self.tool_calls.clear();
+        self.reasoning_len = 0;
+        self.tool_calls_len = 0;
+        self.first_chunk_len = 0;
+        self.first_reasoning_chunk_len = 0;
+        self.first_content_chunk_len = 0;
+    }
+
+    /// Bytes the output may still take before the limit.
+    fn room(&self) -> usize {
+        self.max_output_bytes.saturating_sub(self.output.len() + self.reasoning.len())
+    }
+
+    /// Appends content text, cutting at the limit; the first piece is the first content chunk.
     pub(crate) fn append(&mut self, text: &[u8]) {
-        let room = self.max_output_bytes.saturating_sub(self.output.len());
+        let room = self.room();
         if text.len() > room {
             self.truncated = true;
         }
+        let was_empty = self.output.is_empty();
         self.output.extend_from_slice(&text[..text.len().min(room)]);
+        if was_empty {
+            self.first_content_chunk_len = self.output.len();
+        }
+    }
+
+    /// Appends reasoning text, cutting at the limit; the first piece is the first reasoning
+    /// chunk.
+    pub(crate) fn append_reasoning(&mut self, text: &[u8]) {
+        let room = self.room();
+        if text.len() > room {
+            self.truncated = true;
+        }
+        let was_empty = self.reasoning.is_empty();
+        self.reasoning.extend_from_slice(&text[..text.len().min(room)]);
+        if was_empty {
+            self.first_reasoning_chunk_len = self.reasoning.len();
+        }
     }
 
     /// Replaces the output (SGLang's cumulative text).
@@ -120,13 +176,42 @@ impl Accumulator {
         self.append(text);
     }
 
-    /// Stamps a content-bearing frame: the first one's time and length, and every one's gap
-    /// from the one before (one clock read a frame).
+    /// Ends the response's output: `output` becomes reasoning ‖ content ‖ tool-call JSON (the
+    /// reference's `str(TextModelOutput)`), with the split kept and the first chunk's bytes
+    /// set as the reference's first chunk (`streamed`; else the whole output, no TPOT). Tool
+    /// calls that do not fit the limit are dropped whole and the output counts as cut.
+    pub(crate) fn compose(&mut self, streamed: bool) {
+        self.reasoning_len = self.reasoning.len();
+        self.first_chunk_len = if self.reasoning.is_empty() {
+            self.first_content_chunk_len
+        } else {
+            self.first_reasoning_chunk_len
+        };
+        if !self.reasoning.is_empty() {
+            self.reasoning.extend_from_slice(&self.output);
+            std::mem::swap(&mut self.reasoning, &mut self.output);
+            self.reasoning.clear();
+        }
+        let before = self.output.len();
+        if !self.tool_calls.is_empty() {
+            self.tool_calls.write_json(&mut self.output);
+            if self.output.len() > self.max_output_bytes {
+                self.output.truncate(before);
+                self.truncated = true;
+            }
+        }
+        self.tool_calls_len = self.output.len() - before;
+        if !streamed {
+            self.first_chunk_len = self.output.len();
+        }
+    }
+
+    /// Stamps a content-bearing frame: the first one's time, and every one's gap from the one
+    /// before (one clock read a frame).
     pub(crate) fn mark_chunk(&mut self, now_ns: fn() -> u64) {
         let at_ns = now_ns();
         if self.first_chunk_ns == 0 {
             self.first_chunk_ns = at_ns;
-            self.first_chunk_len = self.output.len();
         }
         self.chunks.mark(at_ns);
     }

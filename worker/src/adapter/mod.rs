@@ -9,6 +9,7 @@ mod fields;
 pub mod openai;
 mod scan;
 pub mod sglang;
+mod tool_calls;
 pub mod usage;
 
 pub use accumulator::{Accumulator, ERROR_QUOTE_BYTES, MALFORMED_QUOTE_BYTES};
@@ -36,10 +37,9 @@ impl Accumulator {
 
     /// Ends a streaming response.
     pub fn finish_stream(&mut self) {
-        if self.api == ApiType::Sglang || self.first_chunk_ns == 0 {
-            // No TPOT for SGLang (cumulative text) or without a content chunk.
-            self.first_chunk_len = self.output.len();
-        }
+        // No TPOT for SGLang (cumulative text) or without a content chunk.
+        let tpot = self.api != ApiType::Sglang && self.first_chunk_ns != 0;
+        self.compose(tpot);
     }
 
     /// A whole non-streaming body; `false` when it does not decode (the sample is malformed).
@@ -50,7 +50,7 @@ impl Accumulator {
             ApiType::Sglang => sglang::on_body(self, json),
         };
         self.first_chunk_ns = 0;
-        self.first_chunk_len = self.output.len();
+        self.compose(false);
         self.chunks.reset();
         ok
     }

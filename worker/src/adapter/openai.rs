@@ -5,6 +5,7 @@ use std::borrow::Cow;
 
 use loadgen_wire::FinishReason;
 use serde::Deserialize;
+use serde_json::value::RawValue;
 
 use super::accumulator::Accumulator;
 use super::fields::{ErrorField, FinishField, First, MaybeStr, UnwrappedError};
@@ -55,46 +56,38 @@ pub(crate) struct Delta<'a> {
     pub reasoning_content: Option<Cow<'a, str>>,
     #[serde(borrow, default)]
     pub reasoning: Option<Cow<'a, str>>,
+    /// Kept raw: a delta's list is merged (`ToolCalls::merge_delta`), a body's kept whole.
     #[serde(borrow, default)]
-    pub tool_calls: First<ToolCall<'a>>,
-}
-
-#[derive(Deserialize)]
-pub(crate) struct ToolCall<'a> {
-    #[serde(borrow, default, deserialize_with = "nullable")]
-    pub function: Option<ToolFunction<'a>>,
-}
-
-#[derive(Deserialize)]
-pub(crate) struct ToolFunction<'a> {
-    #[serde(borrow, default)]
-    pub name: Option<Cow<'a, str>>,
-    #[serde(borrow, default)]
-    pub arguments: Option<Cow<'a, str>>,
+    pub tool_calls: Option<&'a RawValue>,
 }
 
 fn non_empty<'s>(text: &'s Option<Cow<'_, str>>) -> Option<&'s str> {
     text.as_deref().filter(|t| !t.is_empty())
 }
 
-/// Applies the reference accumulator's order to one delta: content, else reasoning, else
-/// tool-call text. Returns whether the delta carried any of them.
-fn apply_delta(acc: &mut Accumulator, delta: &Delta<'_>) -> bool {
+/// Applies the reference accumulator's order to one delta: its tool calls merged, then its
+/// content, else its reasoning, else (a pure tool-call delta) a first chunk of no text when
+/// none came yet. Returns whether the delta is a chunk; `None` when its `tool_calls` is not a
+/// list of calls (the frame does not decode).
+fn apply_delta(acc: &mut Accumulator, delta: &Delta<'_>) -> Option<bool> {
+    let has_calls = match delta.tool_calls {
+        Some(raw) => {
+            if !acc.tool_calls.merge_delta(raw) {
+                return None;
+            }
+            raw.get() != "null" && raw.get() != "[]"
+        }
+        None => false,
+    };
     if let Some(content) = non_empty(&delta.content) {
         acc.append(content.as_bytes());
-        return true;
+        return Some(true);
     }
     if let Some(reasoning) = non_empty(&delta.reasoning_content).or(non_empty(&delta.reasoning)) {
-        acc.append(reasoning.as_bytes());
-        return true;
+        acc.append_reasoning(reasoning.as_bytes());
+        return Some(true);
     }
-    if let Some(function) = delta.tool_calls.0.as_ref().and_then(|call| call.function.as_ref()) {
-        for part in [&function.name, &function.arguments].into_iter().flatten() {
-            acc.append(part.as_bytes());
-        }
-        return true;
-    }
-    false
+    Some(has_calls && acc.first_chunk_ns == 0)
 }
 
 /// One streaming frame (chat deltas or completions `text`); `false` when it does not decode.
@@ -133,7 +126,10 @@ fn on_frame_serde(acc: &mut Accumulator, json: &[u8], now_ns: fn() -> u64) -> bo
     }
     if let Some(choice) = &frame.choices.0 {
         let content = match (&choice.delta, non_empty(&choice.text)) {
-            (Some(delta), _) => apply_delta(acc, delta),
+            (Some(delta), _) => match apply_delta(acc, delta) {
+                Some(chunk) => chunk,
+                None => return false,
+            },
             (None, Some(text)) => {
                 acc.append(text.as_bytes());
                 true
@@ -194,14 +190,17 @@ fn on_body_serde(acc: &mut Accumulator, json: &[u8]) -> bool {
     }
     let Some(choice) = &frame.choices.0 else { return false };
     if let Some(message) = &choice.message {
-        for part in [&message.reasoning_content, &message.reasoning, &message.content] {
-            if let Some(text) = non_empty(part) {
-                acc.append(text.as_bytes());
-            }
+        if let Some(reasoning) =
+            non_empty(&message.reasoning_content).or(non_empty(&message.reasoning))
+        {
+            acc.append_reasoning(reasoning.as_bytes());
         }
-        if let Some(function) = message.tool_calls.0.as_ref().and_then(|c| c.function.as_ref()) {
-            for part in [&function.name, &function.arguments].into_iter().flatten() {
-                acc.append(part.as_bytes());
+        if let Some(content) = non_empty(&message.content) {
+            acc.append(content.as_bytes());
+        }
+        if let Some(raw) = message.tool_calls {
+            if !acc.tool_calls.set_whole(raw) {
+                return false;
             }
         }
     }
@@ -300,7 +299,7 @@ mod tests {
     }
 
     #[test]
-    fn reasoning_and_tool_calls_count_as_content() {
+    fn reasoning_content_and_tool_calls_compose_as_the_references_str() {
         let acc = run(
             ApiType::OpenAiChat,
             &[
@@ -309,8 +308,36 @@ mod tests {
                 r#"{"choices":[{"delta":{"tool_calls":[{"index":0,"function":{"name":"f","arguments":"{}"}}]}}]}"#,
             ],
         );
-        assert_eq!(acc.output, b"thinkansf{}");
-        assert_eq!(acc.first_chunk_len, 5);
+        let calls = r#"[{"type":"function","function":{"arguments":"{}","name":"f"}}]"#;
+        assert_eq!(String::from_utf8_lossy(&acc.output), format!("thinkans{calls}"));
+        assert_eq!(
+            (acc.first_chunk_len, acc.reasoning_len, acc.tool_calls_len),
+            (5, 5, calls.len())
+        );
+        // A response that opens with a pure tool-call delta: that delta is the first chunk
+        // (of no text), later tool-call deltas are no chunks.
+        let acc = run(
+            ApiType::OpenAiChat,
+            &[
+                r#"{"choices":[{"delta":{"tool_calls":[{"index":0,"id":"c","function":{"name":"f","arguments":""}}]}}]}"#,
+                r#"{"choices":[{"delta":{"tool_calls":[{"index":0,"function":{"arguments":"{}"}}]}}]}"#,
+                r#"{"choices":[{"delta":{},"finish_reason":"tool_calls"}]}"#,
+            ],
+        );
+        let calls = r#"[{"type":"function","function":{"arguments":"{}","name":"f"},"id":"c"}]"#;
+        assert_eq!(String::from_utf8_lossy(&acc.output), calls);
+        assert_eq!((acc.first_chunk_ns, acc.first_chunk_len, acc.chunks.n_chunks()), (42, 0, 1));
+        assert_eq!((acc.reasoning_len, acc.tool_calls_len), (0, calls.len()));
+        // A body: reasoning, content, then the server's own list, compacted.
+        let mut acc = Accumulator::new(ApiType::OpenAiChat, 1 << 10);
+        let body = br#"{"choices":[{"message":{"content":"a","reasoning_content":"r","tool_calls":[ {"id":"x","type":"function","function":{"name":"g","arguments":"{}"}} ]},"finish_reason":"tool_calls"}]}"#;
+        assert!(acc.on_body(body));
+        let calls = r#"[{"id":"x","type":"function","function":{"name":"g","arguments":"{}"}}]"#;
+        assert_eq!(String::from_utf8_lossy(&acc.output), format!("ra{calls}"));
+        assert_eq!(
+            (acc.first_chunk_len, acc.reasoning_len, acc.tool_calls_len),
+            (acc.output.len(), 1, calls.len())
+        );
     }
 
     #[test]
@@ -704,6 +731,7 @@ mod tests {
                 ApiType::OpenAiChat => on_body_serde(&mut slow, &json),
                 _ => crate::adapter::completions::on_body_serde(&mut slow, &json),
             };
+            slow.compose(false);
             let shown = String::from_utf8_lossy(&json);
             assert_eq!(fast_ok, slow_ok, "case {case}: {shown}");
             assert_eq!(fast.output, slow.output, "case {case}: {shown}");

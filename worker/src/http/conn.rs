@@ -560,8 +560,7 @@ impl Conn {
         self.stream = None;
         self.read_buf.clear();
         self.read_start = 0;
-        self.acc.output.clear();
-        self.acc.first_chunk_len = 0;
+        self.acc.clear_output();
         Outcome { failure: kind, http_status, complete_ns: now_ns(), resent: false }
     }
 
@@ -710,8 +709,7 @@ impl Conn {
         };
         if failure != FailureKind::None {
             // A failed sample carries no output, as every other failure.
-            self.acc.output.clear();
-            self.acc.first_chunk_len = 0;
+            self.acc.clear_output();
         }
         // Bytes after a complete response belong to nobody (no pipelining): drop them.
         self.read_buf.clear();
@@ -770,8 +768,7 @@ impl Conn {
         if status != 200 {
             let quote = &body[..body.len().min(ERROR_BODY_QUOTE_BYTES)];
             let _ = write!(error, "HTTP {status}: {}", String::from_utf8_lossy(quote));
-            acc.output.clear();
-            acc.first_chunk_len = 0;
+            acc.clear_output();
             return FailureKind::HttpStatus;
         }
         if body.len() >= *max_body_bytes {

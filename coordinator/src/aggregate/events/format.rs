@@ -58,6 +58,10 @@ pub struct Complete {
     /// Where a streamed output's first chunk ends (in bytes of the output, at a char boundary);
     /// `None` writes the output as one string.
     pub first_chunk_end: Option<u32>,
+    /// Bytes at the output's head that are reasoning, and at its tail that are the tool calls'
+    /// JSON array (both at char boundaries).
+    pub reasoning_len: u32,
+    pub tool_calls_len: u32,
     pub finish_reason: Option<&'static str>,
     pub worker_id: u16,
     pub prompt_tokens: Option<u32>,
@@ -222,32 +226,15 @@ fn head(
     }
 }
 
-/// A streamed output is written as the reference's `[first_chunk, rest]` list, a non-streamed
-/// one as a string.
+/// The data is the reference's `TextModelOutput` as its accumulators build it: streamed, the
+/// content as a `[first_chunk, rest]` list, or (with reasoning) the content as one string and
+/// the reasoning as that list; not streamed, each as one string; the tool calls as their JSON
+/// array (null when none).
 fn complete(out: &mut Vec<u8>, ctx: &FormatContext, batch: &Batch, c: &Complete) {
     head(out, ctx, "sample.complete", c.timestamp_ns, Some(c.sample_id));
     match &c.output {
         None => out.extend_from_slice(b"null"),
-        Some(span) => {
-            let text = batch.str_at(span);
-            out.extend_from_slice(b"[\"TextModelOutput\",");
-            match c.first_chunk_end {
-                Some(split) => {
-                    let split = (split as usize).min(text.len());
-                    out.push(b'[');
-                    if !text.is_empty() {
-                        push_json_str(out, &text[..split]);
-                        if split < text.len() {
-                            out.push(b',');
-                            push_json_str(out, &text[split..]);
-                        }
-                    }
-                    out.push(b']');
-                }
-                None => push_json_str(out, text),
-            }
-            out.extend_from_slice(b",null,null]");
-        }
+        Some(span) => text_model_output(out, batch.str_at(span), c),
     }
     if let Some(reason) = c.finish_reason {
         out.extend_from_slice(b",\"finish_reason\":\"");
@@ -303,6 +290,54 @@ pub fn push_uuid(out: &mut Vec<u8>, sample_id: u64) {
     for shift in (0..16).rev() {
         out.push(HEX[((sample_id >> (shift * 4)) & 0xf) as usize]);
     }
+}
+
+/// `["TextModelOutput", output, reasoning, tool_calls]` of a successful sample's `text`.
+fn text_model_output(out: &mut Vec<u8>, text: &str, c: &Complete) {
+    let reasoning_end = (c.reasoning_len as usize).min(text.len());
+    let tools_start = text.len().saturating_sub(c.tool_calls_len as usize).max(reasoning_end);
+    let (reasoning, content, tools) =
+        (&text[..reasoning_end], &text[reasoning_end..tools_start], &text[tools_start..]);
+    out.extend_from_slice(b"[\"TextModelOutput\",");
+    match c.first_chunk_end {
+        Some(split) if reasoning.is_empty() => push_chunks(out, content, split as usize),
+        Some(split) => {
+            push_json_str(out, content);
+            out.push(b',');
+            push_chunks(out, reasoning, split as usize);
+        }
+        None => {
+            push_json_str(out, content);
+            out.push(b',');
+            match reasoning.is_empty() {
+                true => out.extend_from_slice(b"null"),
+                false => push_json_str(out, reasoning),
+            }
+        }
+    }
+    if c.first_chunk_end.is_some() && reasoning.is_empty() {
+        out.extend_from_slice(b",null");
+    }
+    out.push(b',');
+    match tools.is_empty() {
+        true => out.extend_from_slice(b"null"),
+        false => out.extend_from_slice(tools.as_bytes()),
+    }
+    out.push(b']');
+}
+
+/// A streamed part as the reference's list: `[]`, `[first]` or `[first, rest]`.
+fn push_chunks(out: &mut Vec<u8>, text: &str, split: usize) {
+    let split = split.min(text.len());
+    out.push(b'[');
+    if !text.is_empty() {
+        push_json_str(out, &text[..split]);
+        if split < text.len() {
+            out.push(b',');
+            push_json_str(out, &text[split..]);
+        }
+    }
+    out.push(b']');
 }
 
 /// Appends `n` in decimal without allocating.

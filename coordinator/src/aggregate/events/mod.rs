@@ -61,6 +61,9 @@ pub struct CompleteEvent<'a> {
     pub output: Option<&'a str>,
     pub streamed: bool,
     pub first_chunk_len: Option<usize>,
+    /// Bytes of `output` that are reasoning (its head) and tool-call JSON (its tail).
+    pub reasoning_len: usize,
+    pub tool_calls_len: usize,
     pub finish_reason: Option<&'static str>,
     pub worker_id: u16,
     pub prompt_tokens: Option<u32>,
@@ -199,6 +202,15 @@ impl EventLog {
             }
             _ => None,
         };
+        // The split at char boundaries (a lossy decode may have moved them).
+        let (reasoning_len, tool_calls_len) = match c.output {
+            Some(text) => {
+                let r = floor_char_boundary(text, c.reasoning_len);
+                let from = text.len().saturating_sub(c.tool_calls_len);
+                (r as u32, (text.len() - floor_char_boundary(text, from).max(r)) as u32)
+            }
+            None => (0, 0),
+        };
         let bucket = self.order.bucket_mut(c.timestamp_ns);
         let output = c.output.map(|text| bucket.push_text(text.as_bytes()));
         let chunks = c.chunks.map(|line| Chunks {
@@ -211,6 +223,8 @@ impl EventLog {
             timestamp_ns: c.timestamp_ns,
             output,
             first_chunk_end,
+            reasoning_len,
+            tool_calls_len,
             finish_reason: c.finish_reason,
             worker_id: c.worker_id,
             prompt_tokens: c.prompt_tokens,
@@ -342,6 +356,8 @@ mod tests {
             output: Some("Provide examples"),
             streamed: true,
             first_chunk_len: Some(7),
+            reasoning_len: 0,
+            tool_calls_len: 0,
             finish_reason: Some("stop"),
             worker_id: 1,
             prompt_tokens: None,
@@ -374,6 +390,50 @@ mod tests {
             r#""worker_id":1,"completion_tokens":16,"n_chunks":3,"chunk_reads":2,"chunk_delta_ns":[0,1500000]}"#
         ));
         assert!(got[4].ends_with(r#""worker_id":1,"client_wait_ns":1234}"#), "the wait comes last");
+    }
+
+    #[test]
+    fn reasoning_and_tool_calls_are_the_text_model_outputs_own_fields() {
+        let calls = r#"[{"type":"function","function":{"arguments":"{}","name":"f"}}]"#;
+        let whole = format!("thinkmoreans{calls}");
+        let base = CompleteEvent {
+            sample_id: 1,
+            timestamp_ns: 9,
+            output: Some(&whole),
+            streamed: true,
+            first_chunk_len: Some(5),
+            reasoning_len: 9,
+            tool_calls_len: calls.len(),
+            finish_reason: None,
+            worker_id: 0,
+            prompt_tokens: None,
+            completion_tokens: None,
+            chunks: None,
+            endpoint: 0,
+            client_wait_ns: None,
+        };
+        let content_only = "ans";
+        let text = lines(|ev| {
+            ev.complete(&base);
+            ev.complete(&CompleteEvent { streamed: false, ..base });
+            ev.complete(&CompleteEvent { output: Some(calls), reasoning_len: 0, ..base });
+            ev.complete(&CompleteEvent {
+                output: Some(content_only),
+                reasoning_len: 0,
+                tool_calls_len: 0,
+                streamed: false,
+                ..base
+            });
+        });
+        let data: Vec<&str> = text
+            .lines()
+            .map(|l| &l[l.find(r#""data":"#).unwrap() + 7..l.rfind(r#","worker_id""#).unwrap()])
+            .collect();
+        assert_eq!(data[0], format!(r#"["TextModelOutput","ans",["think","more"],{calls}]"#));
+        assert_eq!(data[1], format!(r#"["TextModelOutput","ans","thinkmore",{calls}]"#));
+        // A pure tool-call response: no text chunk, the calls alone.
+        assert_eq!(data[2], format!(r#"["TextModelOutput",[],null,{calls}]"#));
+        assert_eq!(data[3], r#"["TextModelOutput","ans",null,null]"#);
     }
 
     #[test]
@@ -490,6 +550,8 @@ mod tests {
             output: None,
             streamed: false,
             first_chunk_len: None,
+            reasoning_len: 0,
+            tool_calls_len: 0,
             finish_reason: None,
             worker_id: 0,
             prompt_tokens: None,
