@@ -87,17 +87,15 @@ pub(super) fn check_mode_datasets(config: &Config) -> Result<(), AppError> {
     Ok(())
 }
 
-/// Resolves the accuracy datasets (each with its own request options, from `top_level`
-/// `model_params` and its override, on the run's `base` options) and the performance
-/// dataset's own scoring; what loading the datasets has to say goes into `notes`.
-pub(super) fn resolve_accuracy(
+/// The accuracy datasets, in the configuration's order (a `--mode perf` run skips those scored
+/// outside the endpoint run, with a note).
+fn accuracy_datasets(
     config: &Config,
-    perf: Option<&Dataset>,
+    mode: TestMode,
     top_level: &ModelParams,
     base: &RequestOptions,
     notes: &mut Vec<String>,
-) -> Result<AccuracyPlan, AppError> {
-    let mode = config.test_mode.unwrap_or_default();
+) -> Result<Vec<AccuracyDataset>, AppError> {
     let mut datasets = Vec::new();
     for (i, spec) in config.datasets.iter().enumerate() {
         if spec.kind != DatasetKind::Accuracy {
@@ -128,6 +126,21 @@ pub(super) fn resolve_accuracy(
             accuracy_request(config, top_level, i, base, dataset.rows.len())?;
         datasets.push(AccuracyDataset { name, dataset, request, row_output_tokens, scoring });
     }
+    Ok(datasets)
+}
+
+/// Resolves the accuracy datasets (each with its own request options, from `top_level`
+/// `model_params` and its override, on the run's `base` options) and the performance
+/// dataset's own scoring; what loading the datasets has to say goes into `notes`.
+pub(super) fn resolve_accuracy(
+    config: &Config,
+    perf: Option<&Dataset>,
+    top_level: &ModelParams,
+    base: &RequestOptions,
+    notes: &mut Vec<String>,
+) -> Result<AccuracyPlan, AppError> {
+    let mode = config.test_mode.unwrap_or_default();
+    let datasets = accuracy_datasets(config, mode, top_level, base, notes)?;
     let perf_spec = config.datasets.iter().find(|d| d.kind == DatasetKind::Performance);
     let performance = match (perf_spec, perf) {
         (Some(spec), Some(rows)) if mode != TestMode::Acc && spec.accuracy_config.is_some() => {

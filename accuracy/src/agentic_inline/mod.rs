@@ -395,5 +395,4 @@ fn alias(executable: &str) -> Option<&'static str> {
 }
 
 #[cfg(test)]
-#[path = "agentic_inline_tests.rs"]
 mod tests;
