@@ -17,6 +17,7 @@ mod cli {
 mod run {
     mod accuracy_run;
     mod agentic;
+    mod agentic_edges;
     mod agentic_reference;
     mod chunk_timing;
     mod e2e;

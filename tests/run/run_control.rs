@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use crate::support::{
     alive, bin, check_accounting, children_of, dataset, report_dir, run, show, signal, stub,
-    summary,
+    summary, wait_for,
 };
 use loadgen_stubs::{StubKind, StubServer};
 
@@ -42,16 +42,6 @@ fn finish(child: Child) -> Output {
     let out = child.wait_with_output().expect("the run ends");
     show(&out);
     out
-}
-
-/// Waits (bounded) until `cond` holds; the condition is the synchronisation, not the clock.
-fn wait_for(what: &str, limit: Duration, mut cond: impl FnMut() -> bool) {
-    let deadline = Instant::now() + limit;
-    while !cond() {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        std::thread::yield_now();
-        std::thread::sleep(Duration::from_millis(5));
-    }
 }
 
 /// Events of the run: (issued_ns, complete_ns) per tracked sample.

@@ -168,6 +168,17 @@ where
     out
 }
 
+/// Waits (bounded) until `cond` holds; the condition is the synchronisation, not the clock.
+pub fn wait_for(what: &str, limit: Duration, mut cond: impl FnMut() -> bool) {
+    let deadline = Instant::now() + limit;
+    while !cond() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::yield_now();
+        // Polling the condition is the only way to learn it; the slice only paces the poll.
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
 /// Waits up to `limit` for `child` to exit; past that kills it, reaps it and returns `None`.
 pub fn wait_bounded(child: &mut Child, limit: Duration) -> Option<ExitStatus> {
     let deadline = Instant::now() + limit;

@@ -108,12 +108,18 @@ pub struct TurnCounts {
 #[derive(Debug, Clone, PartialEq)]
 pub struct TurnStats {
     pub turn: u32,
+    /// Turns of this number issued: `n_samples + n_dropped + n_abandoned`, plus those on the
+    /// wire in a worker that died (counted in `n_failed` too, with no row).
+    pub n_issued: u64,
     /// Turns of this number that were sent and completed, failures included.
     pub n_samples: u64,
     /// Those of them that failed.
     pub n_failed: u64,
     /// Turns of this number dropped (never sent).
     pub n_dropped: u64,
+    /// Turns of this number still in flight when the run ended (a cap, an interrupt): issued,
+    /// never completed.
+    pub n_abandoned: u64,
     pub ttft: Option<SeriesSummary>,
     /// TPOT on the primary basis, and whether it is partial (server basis, missing usage).
     pub tpot: Option<SeriesSummary>,
@@ -181,7 +187,7 @@ pub fn agentic_summary(
         dropped_turns: turns.dropped,
         conversations,
         turns,
-        by_turn: by_turn(table, labels, opts),
+        by_turn: by_turn(table, labels, unrecorded, opts),
     })
 }
 
@@ -330,17 +336,31 @@ fn float_block(name: &str, values: &mut [f64]) -> Option<SeriesSummary> {
 }
 
 /// Each turn number's figures, ascending: its rows, in table order, go through the
-/// metrics' own series functions.
+/// metrics' own series functions; its turns without a row are counted.
 pub fn by_turn(
     table: &SampleTable,
     labels: &[Option<TurnLabel>],
+    unrecorded: &[(TurnLabel, Unrecorded)],
     opts: &MetricsOptions,
 ) -> Vec<TurnStats> {
     let mut rows_of: BTreeMap<u32, Vec<usize>> = BTreeMap::new();
     for (i, label) in labelled(table, labels) {
         rows_of.entry(label.turn).or_default().push(i);
     }
-    rows_of.into_iter().map(|(turn, rows)| turn_stats(table, turn, &rows, opts)).collect()
+    for (label, _) in unrecorded {
+        rows_of.entry(label.turn).or_default();
+    }
+    let mut stats: Vec<TurnStats> =
+        rows_of.into_iter().map(|(turn, rows)| turn_stats(table, turn, &rows, opts)).collect();
+    for (label, how) in unrecorded {
+        let Some(s) = stats.iter_mut().find(|s| s.turn == label.turn) else { continue };
+        s.n_issued += 1;
+        match how {
+            Unrecorded::Abandoned => s.n_abandoned += 1,
+            Unrecorded::WorkerDied => s.n_failed += 1,
+        }
+    }
+    stats
 }
 
 /// The figures of turn number `turn`, whose rows are `rows` (in table order).
@@ -366,9 +386,11 @@ fn turn_stats(table: &SampleTable, turn: u32, rows: &[usize], opts: &MetricsOpti
     let primary_is_server = opts.primary == TokenCountSource::Server;
     TurnStats {
         turn,
+        n_issued: sent.len() as u64 + n_dropped,
         n_samples: sent.len() as u64,
         n_failed,
         n_dropped,
+        n_abandoned: 0,
         ttft: int_block("ttft_ns", &mut ttft_ns(&sent)),
         tpot: float_block("tpot_ns", &mut primary),
         tpot_partial: primary_is_server && server_partial,

@@ -86,11 +86,13 @@ fn turn_rows(out: &mut String, a: &AgenticSummary, basis: TokenCountSource) {
     );
     let _ = writeln!(
         out,
-        "  {:>5} {:>7} {:>7} {:>7} {:>10} {:>10} {:>10} {:>10} {:>11} {:>11}",
+        "  {:>5} {:>7} {:>7} {:>7} {:>7} {:>9} {:>10} {:>10} {:>10} {:>10} {:>11} {:>11}",
         "turn",
+        "issued",
         "n",
         "failed",
         "dropped",
+        "abandoned",
         "TTFT p50",
         "TTFT p99",
         "TPOT p50",
@@ -102,11 +104,13 @@ fn turn_rows(out: &mut String, a: &AgenticSummary, basis: TokenCountSource) {
         let (ttft, tpot, latency) = (s.ttft.as_ref(), s.tpot.as_ref(), s.latency.as_ref());
         let _ = writeln!(
             out,
-            "  {:>5} {:>7} {:>7} {:>7} {:>10} {:>10} {:>10} {:>10} {:>11} {:>11}",
+            "  {:>5} {:>7} {:>7} {:>7} {:>7} {:>9} {:>10} {:>10} {:>10} {:>10} {:>11} {:>11}",
             s.turn,
+            s.n_issued,
             s.n_samples,
             s.n_failed,
             s.n_dropped,
+            s.n_abandoned,
             ms(ttft, P50),
             ms(ttft, P99),
             ms(tpot, P50),

@@ -75,11 +75,13 @@ struct Turn<'a> {
 impl Serialize for Turn<'_> {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         let s = self.stats;
-        let mut map = serializer.serialize_map(Some(9))?;
+        let mut map = serializer.serialize_map(Some(11))?;
         map.serialize_entry("turn", &s.turn)?;
+        map.serialize_entry("n_issued", &s.n_issued)?;
         map.serialize_entry("n_samples", &s.n_samples)?;
         map.serialize_entry("n_failed", &s.n_failed)?;
         map.serialize_entry("n_dropped", &s.n_dropped)?;
+        map.serialize_entry("n_abandoned", &s.n_abandoned)?;
         map.serialize_entry("ttft", &block(s.ttft.as_ref(), false))?;
         map.serialize_entry("tpot", &block(s.tpot.as_ref(), s.tpot_partial))?;
         let other = block(s.tpot_other.as_ref(), s.tpot_other_partial);
@@ -195,9 +197,11 @@ impl<'de> Visitor<'de> for TurnVisitor {
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<ReadTurn, A::Error> {
         let mut s = TurnStats {
             turn: 0,
+            n_issued: 0,
             n_samples: 0,
             n_failed: 0,
             n_dropped: 0,
+            n_abandoned: 0,
             ttft: None,
             tpot: None,
             tpot_partial: false,
@@ -212,6 +216,8 @@ impl<'de> Visitor<'de> for TurnVisitor {
                 "n_samples" => s.n_samples = map.next_value()?,
                 "n_failed" => s.n_failed = map.next_value()?,
                 "n_dropped" => s.n_dropped = map.next_value()?,
+                "n_issued" => s.n_issued = map.next_value()?,
+                "n_abandoned" => s.n_abandoned = map.next_value()?,
                 "ttft" => s.ttft = block(&mut map)?.0,
                 "tpot" => (s.tpot, s.tpot_partial) = block(&mut map)?,
                 "tpot_client" | "tpot_server" => {
