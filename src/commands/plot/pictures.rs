@@ -567,9 +567,11 @@ mod tests {
             let stat = SeriesStat::from_ints("ttft_ns", &mut ttft, false);
             TurnStats {
                 turn,
+                n_issued: 10,
                 n_samples: 10,
                 n_failed: 0,
                 n_dropped: 0,
+                n_abandoned: 0,
                 ttft: Some((&stat).into()),
                 tpot: None,
                 tpot_partial: false,
