@@ -19,6 +19,7 @@ mod run {
     mod agentic;
     mod agentic_edges;
     mod agentic_reference;
+    mod agentic_turns;
     mod chunk_timing;
     mod e2e;
     mod event_order;
