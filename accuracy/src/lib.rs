@@ -2,6 +2,7 @@
 //! and the name registry an `accuracy_config` resolves through (issue 15). Pure code: the
 //! plan resolves the names through it and the binary's report scores a finished run with it.
 
+pub mod bfcl;
 mod error;
 pub mod extract;
 pub mod funcall;
@@ -18,6 +19,7 @@ mod tests;
 
 pub use error::AccuracyError;
 pub use loadgen_py::string::{is_space as py_is_space, strip as py_strip};
+pub use bfcl::Breakdown;
 pub use score::{RougeReport, Sample, ScoreValue, Scored};
 
 /// An answer extractor (`accuracy_config.extractor`).
@@ -73,17 +75,22 @@ pub enum Scorer {
     StringMatch,
     Rouge,
     ShopifyCategoryF1,
+    BfclV4,
 }
 
-const SCORERS: [Scorer; 4] =
-    [Scorer::PassAt1, Scorer::StringMatch, Scorer::Rouge, Scorer::ShopifyCategoryF1];
+const SCORERS: [Scorer; 5] = [
+    Scorer::PassAt1,
+    Scorer::StringMatch,
+    Scorer::Rouge,
+    Scorer::ShopifyCategoryF1,
+    Scorer::BfclV4,
+];
 
 /// Scorers the reference has that need a service or framework outside this tool.
 const REFUSED_SCORERS: &[(&str, &str)] = &[
     ("code_bench_scorer", "it runs the generated code in the LiveCodeBench execution service (a container the reference drives over a websocket)"),
     ("swe_bench_scorer", "it runs the SWE-bench harness, which builds and tests repositories in Docker"),
     ("vbench", "it scores generated video with the VBench Python framework and its models"),
-    ("bfcl_v4", "it scores function calls with the Berkeley Function Calling Leaderboard's bfcl-eval Python package"),
     ("agentic_inference_inline", "its inline scoring of an agentic run's tool calls against the recorded ones is not built yet (the agentic run itself is: leave accuracy_config out to measure it)"),
     ("legacy_mlperf_deepseek_r1", "it needs the LiveCodeBench execution service and the MLPerf DeepSeek-R1 Python evaluation"),
 ];
@@ -96,6 +103,16 @@ impl Scorer {
             Scorer::StringMatch => "string_match",
             Scorer::Rouge => "rouge",
             Scorer::ShopifyCategoryF1 => "shopify_category_f1",
+            Scorer::BfclV4 => "bfcl_v4",
+        }
+    }
+
+    /// The dataset columns besides the ground truth that the scorer reads for each row, in
+    /// the order `Sample::columns` holds them.
+    pub fn extra_columns(self) -> &'static [&'static str] {
+        match self {
+            Scorer::BfclV4 => &["subset", "func_description"],
+            _ => &[],
         }
     }
 

@@ -190,7 +190,7 @@ fn python_code_extractor_matches_the_reference_including_no_block() {
 fn samples<'a>(rows: &[(&'a str, &'a str)]) -> Vec<Sample<'a>> {
     rows.iter()
         .enumerate()
-        .map(|(index, (output, ground_truth))| Sample { index, output, ground_truth })
+        .map(|(index, (output, ground_truth))| Sample { index, output, ground_truth, columns: &[] })
         .collect()
 }
 
@@ -348,7 +348,6 @@ fn registry_names_unknown_and_refused_names_and_says_why() {
     for name in [
         "swe_bench_scorer",
         "vbench",
-        "bfcl_v4",
         "agentic_inference_inline",
         "legacy_mlperf_deepseek_r1",
     ] {
