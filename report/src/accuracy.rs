@@ -7,7 +7,7 @@ use std::collections::{HashMap, HashSet};
 use std::io::BufRead;
 use std::path::Path;
 
-use loadgen_accuracy::{Extractor, Sample, ScoreValue, Scorer};
+use loadgen_accuracy::{Breakdown, Extractor, Sample, ScoreValue, Scorer};
 use loadgen_coordinator::metrics::usage::{classify_usage, count_from_json, UsageClass};
 use loadgen_coordinator::metrics::{basis_key, Num, SeriesStat, SummaryBlock, TokenCountSource};
 use loadgen_py::float_repr::repr as python_float_repr;
@@ -47,6 +47,8 @@ pub struct ScoringJob<'a> {
     pub ground_truth_column: Option<&'a str>,
     /// The ground truth of each dataset row.
     pub ground_truth: &'a [String],
+    /// Each row's values of the scorer's `extra_columns` (empty when it reads none).
+    pub row_columns: &'a [Vec<String>],
     pub num_repeats: u64,
     /// `unit × repeats`, or for the performance entry its phase's issued count.
     pub total_samples: u64,
@@ -194,6 +196,8 @@ pub struct AccuracyEntry {
     pub duration_s: f64,
     pub complete: bool,
     pub dataset_type: DatasetType,
+    /// The scorer's per-subset breakdown (`bfcl_v4`).
+    pub breakdown: Option<Breakdown>,
     /// Accuracy datasets only (as the reference).
     pub response_counts: Option<ResponseCounts>,
     /// Client-token lengths (`None` without a tokenizer) and server-usage lengths.
@@ -243,6 +247,7 @@ fn score_job(
     let mine: Vec<&Completed> =
         completes.iter().filter(|c| index.contains_key(c.uuid.as_str())).collect();
     let unit_samples = job.ground_truth.len();
+    let columns = |row: usize| job.row_columns.get(row).map_or(&[][..], Vec::as_slice);
     let mut samples = Vec::with_capacity(mine.len());
     for c in &mine {
         let row = index[c.uuid.as_str()];
@@ -253,11 +258,14 @@ fn score_job(
                 job.dataset_name, c.uuid
             ))
         })?;
-        samples.push(Sample { index: row, output: &c.text, ground_truth });
+        samples.push(Sample { index: row, output: &c.text, ground_truth, columns: columns(row) });
     }
+    let done: HashSet<&str> = mine.iter().map(|c| c.uuid.as_str()).collect();
+    let missing: Vec<&[String]> =
+        issued.iter().filter(|(u, _)| !done.contains(u.as_str())).map(|(_, r)| columns(*r)).collect();
     let scored = job
         .scorer
-        .score(job.extractor, &samples, issued.len(), unit_samples)
+        .score_with_missing(job.extractor, &samples, (issued.len(), &missing), unit_samples)
         .map_err(|e| AppError::Execution(format!("dataset {}: {e}", job.dataset_name)))?;
     let accuracy = job.dataset_type == DatasetType::Accuracy;
     let (osl_client, osl_tokenize_s) = match counter.filter(|_| accuracy) {
@@ -280,6 +288,7 @@ fn score_job(
         duration_s: round3(job.duration_s.max(0.0)),
         complete: true,
         dataset_type: job.dataset_type,
+        breakdown: scored.breakdown,
         response_counts: accuracy.then(|| response_counts(issued.len(), &mine)),
         osl_client,
         osl_server: accuracy.then_some(osl_server),
@@ -385,6 +394,37 @@ impl Serialize for ScoreJson<'_> {
     }
 }
 
+/// A `{name: value}` map in the given order.
+struct Ordered<'a>(&'a [(String, f64)]);
+
+impl Serialize for Ordered<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let mut m = serializer.serialize_map(Some(self.0.len()))?;
+        for (k, v) in self.0 {
+            m.serialize_entry(k, v)?;
+        }
+        m.end()
+    }
+}
+
+/// The reference's BFCL `breakdown` block, in its key order.
+struct BreakdownJson<'a>(&'a Breakdown);
+
+impl Serialize for BreakdownJson<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let b = self.0;
+        let mut m = serializer.serialize_map(Some(7))?;
+        m.serialize_entry("overall_accuracy", &b.overall_accuracy)?;
+        m.serialize_entry("normalized_single_turn_score", &b.normalized_single_turn_score)?;
+        m.serialize_entry("category_scores", &Ordered(&b.category_scores))?;
+        m.serialize_entry("subset_scores", &Ordered(&b.subset_scores))?;
+        m.serialize_entry("unscored_subsets", &Ordered(&b.unscored_subsets))?;
+        m.serialize_entry("total_samples", &b.total_samples)?;
+        m.serialize_entry("issued_samples", &b.issued_samples)?;
+        m.end()
+    }
+}
+
 struct EntryJson<'a>(&'a AccuracyEntry, TokenCountSource);
 
 impl Serialize for EntryJson<'_> {
@@ -401,6 +441,9 @@ impl Serialize for EntryJson<'_> {
         m.serialize_entry("duration_s", &e.duration_s)?;
         m.serialize_entry("complete", &e.complete)?;
         m.serialize_entry("dataset_type", e.dataset_type.as_str())?;
+        if let Some(b) = &e.breakdown {
+            m.serialize_entry("breakdown", &BreakdownJson(b))?;
+        }
         if e.dataset_type != DatasetType::Accuracy {
             return m.end();
         }
@@ -678,6 +721,7 @@ mod tests {
             extractor: Some(Extractor::Abcd),
             ground_truth_column: None,
             ground_truth: truth,
+            row_columns: &[],
             num_repeats: 1,
             total_samples,
             duration_s,
