@@ -10,6 +10,7 @@ pub mod porter;
 pub mod pyargs;
 pub mod pyvalue;
 pub mod rouge;
+mod sample;
 pub mod score;
 
 #[cfg(test)]
@@ -17,10 +18,11 @@ mod rouge_fixture;
 #[cfg(test)]
 mod tests;
 
+pub use bfcl::Breakdown;
 pub use error::AccuracyError;
 pub use loadgen_py::string::{is_space as py_is_space, strip as py_strip};
-pub use bfcl::Breakdown;
-pub use score::{RougeReport, Sample, ScoreValue, Scored};
+pub use sample::Sample;
+pub use score::{RougeReport, ScoreValue, Scored};
 
 /// An answer extractor (`accuracy_config.extractor`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

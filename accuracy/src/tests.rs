@@ -345,12 +345,9 @@ fn registry_names_unknown_and_refused_names_and_says_why() {
         err.contains("code_bench_scorer") && err.contains("LiveCodeBench execution service"),
         "{err}"
     );
-    for name in [
-        "swe_bench_scorer",
-        "vbench",
-        "agentic_inference_inline",
-        "legacy_mlperf_deepseek_r1",
-    ] {
+    for name in
+        ["swe_bench_scorer", "vbench", "agentic_inference_inline", "legacy_mlperf_deepseek_r1"]
+    {
         assert!(matches!(scorer(name), Err(AccuracyError::Refused { .. })), "{name}");
     }
 }

@@ -261,8 +261,11 @@ fn score_job(
         samples.push(Sample { index: row, output: &c.text, ground_truth, columns: columns(row) });
     }
     let done: HashSet<&str> = mine.iter().map(|c| c.uuid.as_str()).collect();
-    let missing: Vec<&[String]> =
-        issued.iter().filter(|(u, _)| !done.contains(u.as_str())).map(|(_, r)| columns(*r)).collect();
+    let missing: Vec<&[String]> = issued
+        .iter()
+        .filter(|(u, _)| !done.contains(u.as_str()))
+        .map(|(_, r)| columns(*r))
+        .collect();
     let scored = job
         .scorer
         .score_with_missing(job.extractor, &samples, (issued.len(), &missing), unit_samples)
@@ -807,6 +810,59 @@ mod tests {
             }
         }
         assert!(accuracy_block_from_json("{}", TokenCountSource::Client).is_err());
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// A BFCL run's log as the worker writes a tool call into `str(TextModelOutput)`'s last
+    /// element: the call is scored without the prose before it, a failed sample counts 0 and
+    /// a sample that never completed counts 0 in its row's subset.
+    #[test]
+    fn a_bfcl_run_is_scored_from_its_tool_calls_by_subset() {
+        let dir = std::env::temp_dir().join(format!("llm-loadgen-acc-bfcl-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let map = r#"{"bfcl": {"b1": 0, "b2": 1, "b3": 2, "b4": 1}}"#;
+        std::fs::write(dir.join("sample_idx_map.json"), map).unwrap();
+        let call = r#"[{"id":"call_1","type":"function","function":{"name":"f","arguments":"{\"x\": 1}"}}]"#;
+        let lines = [
+            complete("b1", &format!(r#"["TextModelOutput","Sure.",null,{call}]"#), ""),
+            complete("b2", &format!(r#"["TextModelOutput","",null,{call}]"#), ""),
+            complete("b3", "null", ""),
+        ];
+        std::fs::write(dir.join("events.jsonl"), lines.join("\n") + "\n").unwrap();
+        let f = r#"[{"name": "f", "parameters": {"type": "dict", "properties": {"x": {"type": "integer", "description": "x"}}, "required": ["x"]}}]"#;
+        let truth = [r#"[{"f": {"x": [1]}}]"#.to_string(), "[]".into(), "[]".into()];
+        let columns: Vec<Vec<String>> = ["simple_python", "irrelevance", "live_simple"]
+            .iter()
+            .map(|s| vec![s.to_string(), f.to_string()])
+            .collect();
+        let job = ScoringJob {
+            dataset_name: "bfcl",
+            dataset_type: DatasetType::Accuracy,
+            scorer: Scorer::BfclV4,
+            extractor: Some(Extractor::FunctionCall),
+            ground_truth_column: Some("ground_truth"),
+            ground_truth: &truth,
+            row_columns: &columns,
+            num_repeats: 1,
+            total_samples: 3,
+            duration_s: 0.0,
+        };
+        let r = score_run(&dir, &[job], TokenCountSource::Client, None).unwrap();
+        let e = &r.entries[0];
+        // b1 right; b2 called a tool on an irrelevance row; b3 (live_simple, empty truth,
+        // no call) right; b4 never completed: an irrelevance 0.
+        assert_eq!(e.score, ScoreValue::Number(Some(0.5)));
+        let b = e.breakdown.as_ref().unwrap();
+        let subsets: Vec<(&str, f64)> =
+            b.subset_scores.iter().map(|(s, v)| (s.as_str(), *v)).collect();
+        assert_eq!(
+            subsets,
+            [("simple_python", 100.0), ("irrelevance", 0.0), ("live_simple", 100.0)]
+        );
+        assert_eq!((b.total_samples, b.issued_samples), (3, 4));
+        let text = String::from_utf8(to_python_json(&r).unwrap()).unwrap();
+        assert!(text.contains("\"breakdown\": {\n        \"overall_accuracy\": 50.0,"), "{text}");
         let _ = std::fs::remove_dir_all(&dir);
     }
 

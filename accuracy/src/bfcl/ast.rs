@@ -34,7 +34,7 @@ fn list<'a>(v: Option<&'a PyValue>, what: &str) -> Result<&'a [PyValue], Raised>
     }
 }
 
-fn str_of<'a>(v: Option<&'a PyValue>, what: &str) -> Result<String, Raised> {
+fn str_of(v: Option<&PyValue>, what: &str) -> Result<String, Raised> {
     match v {
         Some(PyValue::Str(u)) => Ok(text(u)),
         _ => Err(format!("{what} is not a string")),
@@ -329,9 +329,10 @@ fn as_items(v: &PyValue) -> Option<Vec<PyValue>> {
 fn list_check(value: &PyValue, allowed: &[PyValue]) -> bool {
     let PyValue::List(values) = value else { return false };
     let values = PyValue::List(values.iter().map(standardize_value).collect());
-    allowed.iter().filter_map(as_items).any(|items| {
-        py_eq(&PyValue::List(items.iter().map(standardize_value).collect()), &values)
-    })
+    allowed
+        .iter()
+        .filter_map(as_items)
+        .any(|items| py_eq(&PyValue::List(items.iter().map(standardize_value).collect()), &values))
 }
 
 fn dict_check(value: &PyValue, allowed: &[PyValue]) -> bool {

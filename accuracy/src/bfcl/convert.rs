@@ -41,7 +41,10 @@ pattern!(array_re, r"new\s+\w+\[\]\s*\{(.*?)\}");
 pattern!(hashmap_re, r"(?s)new\s+HashMap<.*?>\s*\(\)\s*\{\s*\{?\s*(.*?)\s*\}?\s*\}");
 pattern!(put_re, r#"put\("(.*?)",\s*(.*?)\)"#);
 pattern!(empty_map_re, r"new\s+HashMap<.*?>\s*\(\)");
-pattern!(js_2d_re, r"^(?:\[\s*\[.*?\]\s*(,\s*\[.*?\]\s*)*\]|\bnew\s+Array\(\s*\[.*?\]\s*(,\s*\[.*?\]\s*)*\))");
+pattern!(
+    js_2d_re,
+    r"^(?:\[\s*\[.*?\]\s*(,\s*\[.*?\]\s*)*\]|\bnew\s+Array\(\s*\[.*?\]\s*(,\s*\[.*?\]\s*)*\))"
+);
 pattern!(js_inner_re, r"\[(.*?)\]");
 pattern!(js_array_re, r"^(?:\[(.*?)\]|\bnew\s+Array\((.*?)\))");
 pattern!(js_dict_re, r"^\{(.*?)\}");
@@ -111,7 +114,9 @@ pub fn java(value: &str, expected: &str, nested: Option<&str>) -> Result<PyValue
             let body = value.trim_end_matches('\n');
             number(py_float(strip_last(body)).map(PyValue::Float), value)
         }
-        "double" if double_re().is_match(value) => number(py_float(value).map(PyValue::Float), value),
+        "double" if double_re().is_match(value) => {
+            number(py_float(value).map(PyValue::Float), value)
+        }
         "long" if long_re().is_match(value) => {
             number(py_int(strip_last(value.trim_end_matches('\n'))), value)
         }
@@ -335,9 +340,19 @@ mod tests {
             ("new int[]{1, 2, 3}", "Array", None, "[1, 2, 3]"),
             ("new int[] { }", "Array", Some("integer"), "[]"),
             ("new ArrayList<>(Arrays.asList(\"a\", \"b\"))", "ArrayList", None, "[\"a\", \"b\"]"),
-            ("new ArrayList<Float>() {{ add(1.0f); add(2.0f); }}", "ArrayList", Some("float"), "[1.0, 2.0]"),
+            (
+                "new ArrayList<Float>() {{ add(1.0f); add(2.0f); }}",
+                "ArrayList",
+                Some("float"),
+                "[1.0, 2.0]",
+            ),
             ("new ArrayList<>()", "ArrayList", None, "[]"),
-            ("new HashMap<String, Object>() {{ put(\"k1\", 1); put(\"k2\", \"v\"); }}", "HashMap", None, "{\"k1\": 1, \"k2\": \"v\"}"),
+            (
+                "new HashMap<String, Object>() {{ put(\"k1\", 1); put(\"k2\", \"v\"); }}",
+                "HashMap",
+                None,
+                "{\"k1\": 1, \"k2\": \"v\"}",
+            ),
             ("new HashMap<>() {{ }}", "HashMap", None, "{}"),
             ("new long[]{1L, 2, 3L}", "Array", Some("long"), "[1, \"2\", 3]"),
             ("3e3F", "float", None, "3000.0"),
@@ -362,7 +377,12 @@ mod tests {
             ("new Array(4, 5, 6)", "array", Some("integer"), "[4, 5, 6]"),
             ("[\"hello\", \"world\"]", "array", Some("String"), "[\"hello\", \"world\"]"),
             (" [ [ 1, 2 ], [ 3,   4], [5, 6]]", "array", Some("array"), "[[1, 2], [3, 4], [5, 6]]"),
-            ("{'key1': 123, 'key2': 'value', 'key3': false}", "dict", None, "{\"key1\": 123, \"key2\": \"value\", \"key3\": false}"),
+            (
+                "{'key1': 123, 'key2': 'value', 'key3': false}",
+                "dict",
+                None,
+                "{\"key1\": 123, \"key2\": \"value\", \"key3\": false}",
+            ),
             ("{}", "dict", None, "{}"),
             ("[]", "array", None, "[]"),
         ];

@@ -19,7 +19,14 @@ use super::{AccuracyError, Extractor, Sample};
 pub const CATEGORIES: [(&str, &[&str]); 3] = [
     (
         "non_live",
-        &["simple_python", "simple_java", "simple_javascript", "multiple", "parallel", "parallel_multiple"],
+        &[
+            "simple_python",
+            "simple_java",
+            "simple_javascript",
+            "multiple",
+            "parallel",
+            "parallel_multiple",
+        ],
     ),
     ("live", &["live_simple", "live_multiple", "live_parallel", "live_parallel_multiple"]),
     ("hallucination", &["irrelevance", "live_irrelevance"]),
@@ -111,7 +118,9 @@ fn checker_calls(extracted: &PyValue) -> Vec<Call> {
         let Some(name) = value::get(entries, "name") else { continue };
         let args = match value::get(entries, "arguments") {
             None => PyValue::Dict(Vec::new()),
-            Some(PyValue::Str(u)) => json_loads(&value::text(u)).unwrap_or(PyValue::Dict(Vec::new())),
+            Some(PyValue::Str(u)) => {
+                json_loads(&value::text(u)).unwrap_or(PyValue::Dict(Vec::new()))
+            }
             Some(other) => other.clone(),
         };
         calls.push((name.clone(), args));
@@ -120,7 +129,12 @@ fn checker_calls(extracted: &PyValue) -> Vec<Call> {
 }
 
 /// `_score_ast`: 1 or 0; `Err` where the reference raises, as text.
-fn score_ast(extracted: &str, ground_truth: &str, functions: &str, subset: &str) -> Result<f64, String> {
+fn score_ast(
+    extracted: &str,
+    ground_truth: &str,
+    functions: &str,
+    subset: &str,
+) -> Result<f64, String> {
     let output = json_loads(extracted).unwrap_or(PyValue::List(Vec::new()));
     let has_calls = truthy(&output);
     let Some(expected) = json_loads(ground_truth) else { return Ok(0.0) };
@@ -156,8 +170,9 @@ fn score_sample(extractor: Option<Extractor>, sample: &Sample<'_>) -> Result<f64
         Some(e) => e.extract(output)?.unwrap_or_else(|| "[]".to_string()),
         None => output.to_string(),
     };
-    score_ast(&extracted, sample.ground_truth, functions, subset)
-        .map_err(|why| AccuracyError::BfclRaises { sample: sample.index, subset: subset.into(), why })
+    score_ast(&extracted, sample.ground_truth, functions, subset).map_err(|why| {
+        AccuracyError::BfclRaises { sample: sample.index, subset: subset.into(), why }
+    })
 }
 
 /// The scores of each subset, in the order the subsets first appear.
@@ -196,9 +211,14 @@ fn categories(by_subset: &BySubset) -> Vec<(String, f64)> {
             "non_live" => {
                 let simple: Vec<f64> =
                     SIMPLE_AST_SUBSETS.iter().filter_map(|s| result(s)).map(|r| r.0).collect();
-                let mut top: Vec<f64> = if simple.is_empty() { vec![] } else { vec![mean(&simple)] };
+                let mut top: Vec<f64> =
+                    if simple.is_empty() { vec![] } else { vec![mean(&simple)] };
                 top.extend(
-                    present.iter().filter(|s| !SIMPLE_AST_SUBSETS.contains(s)).filter_map(|s| result(s)).map(|r| r.0),
+                    present
+                        .iter()
+                        .filter(|s| !SIMPLE_AST_SUBSETS.contains(s))
+                        .filter_map(|s| result(s))
+                        .map(|r| r.0),
                 );
                 mean(&top)
             }

@@ -11,7 +11,9 @@ const WEATHER_TRUTH: &str =
 /// A native tool call as `str(TextModelOutput)` ends with it.
 fn call(name: &str, args: &str) -> String {
     let args = serde_json::to_string(args).unwrap();
-    format!(r#"[{{"id":"call_1","type":"function","function":{{"name":"{name}","arguments":{args}}}}}]"#)
+    format!(
+        r#"[{{"id":"call_1","type":"function","function":{{"name":"{name}","arguments":{args}}}}}]"#
+    )
 }
 
 fn ast_score(subset: &str, functions: &str, truth: &str, output: &str) -> f64 {

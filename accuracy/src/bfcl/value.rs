@@ -52,7 +52,9 @@ fn num_eq(a: &Num<'_>, b: &Num<'_>) -> bool {
         (Num::Float(x), Num::Float(y)) => x == y || (x.is_nan() && y.is_nan()),
         (Num::Int(i), Num::Float(f)) | (Num::Float(f), Num::Int(i)) => {
             // Python compares an int and a float exactly.
-            f.is_finite() && f.fract() == 0.0 && canonical_int(&format!("{f:.0}")) == canonical_int(i)
+            f.is_finite()
+                && f.fract() == 0.0
+                && canonical_int(&format!("{f:.0}")) == canonical_int(i)
         }
     }
 }

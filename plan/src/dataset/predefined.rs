@@ -416,7 +416,7 @@ fn load_cached(
     preset: Option<&str>,
 ) -> Result<(Vec<Row>, Vec<Record>), AppError> {
     if id == "bfcl_v4" {
-        return bfcl::load(spec, preset);
+        return bfcl::load(spec, preset, Path::new(DATASETS_DIR));
     }
     let Some(c) = CACHED_IDS.iter().find(|c| c.id == id) else {
         return Err(AppError::Input(format!("predefined dataset {id} cannot be read here")));

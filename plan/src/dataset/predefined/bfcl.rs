@@ -10,7 +10,7 @@ use loadgen_accuracy::pyvalue::{dump, json_loads, PyValue};
 use serde_json::{Map, Value};
 
 use super::bfcl_tools::{convert_to_tools, messages};
-use super::{read_table, Record, DATASETS_DIR};
+use crate::dataset::file::read_records;
 use crate::dataset::spec::DatasetSpec;
 use crate::error::AppError;
 use crate::row::Row;
@@ -39,11 +39,26 @@ const MULTI_TURN: [&str; 4] =
 pub const CATEGORY_MAP: [(&str, &[&str]); 3] = [
     (
         "non_live",
-        &["simple_python", "simple_java", "simple_javascript", "multiple", "parallel", "parallel_multiple"],
+        &[
+            "simple_python",
+            "simple_java",
+            "simple_javascript",
+            "multiple",
+            "parallel",
+            "parallel_multiple",
+        ],
     ),
     ("live", &["live_simple", "live_multiple", "live_parallel", "live_parallel_multiple"]),
     ("hallucination", &["irrelevance", "live_irrelevance"]),
 ];
+
+/// One table record: its columns by name.
+type Record = Map<String, Value>;
+
+fn read_table(path: &Path) -> Result<Vec<Record>, AppError> {
+    let spec = DatasetSpec { path: path.display().to_string(), ..DatasetSpec::default() };
+    read_records(&spec, usize::MAX)
+}
 
 const KEYS: [&str; 6] =
     ["categories", "subsets", "sample_pct", "category_sample_pct", "subset_floor", "max_samples"];
@@ -142,15 +157,17 @@ fn category_pcts(value: &Value) -> Result<Vec<(String, f64)>, AppError> {
     Ok(out)
 }
 
-fn params(spec: &DatasetSpec) -> Result<Params, AppError> {
-    let mut p = Params { datasets_dir: PathBuf::from(DATASETS_DIR), ..Params::default() };
+fn params(spec: &DatasetSpec, default_dir: &Path) -> Result<Params, AppError> {
+    let mut p = Params { datasets_dir: default_dir.to_path_buf(), ..Params::default() };
     let (mut categories, mut subsets) = (None, None);
     for (key, value) in spec.generate_params.iter().flatten() {
         match key.as_str() {
             "datasets_dir" => {
                 p.datasets_dir = value.as_str().ok_or_else(|| bad(key, value, "a folder"))?.into()
             }
-            "force_regenerate" => p.force = value.as_bool().ok_or_else(|| bad(key, value, "true or false"))?,
+            "force_regenerate" => {
+                p.force = value.as_bool().ok_or_else(|| bad(key, value, "true or false"))?
+            }
             "categories" => categories = Some(strings(key, value)?),
             "subsets" => subsets = Some(strings(key, value)?),
             "sample_pct" => p.sample_pct = Some(percentage(key, value)?),
@@ -273,7 +290,9 @@ fn load_subset(raw: &Path, subset: &str) -> Result<Vec<Record>, AppError> {
              read it from the bfcl-eval package); copy bfcl-eval's data/BFCL_v4_{subset}.json \
              and data/possible_answer/ there, or put the reference's cached table at {}",
             file.display(),
-            raw.parent().map_or(PathBuf::new(), |p| p.join("bfcl_v4_single_turn.parquet")).display()
+            raw.parent()
+                .map_or(PathBuf::new(), |p| p.join("bfcl_v4_single_turn.parquet"))
+                .display()
         )));
     }
     let answers_file = raw.join("possible_answer").join(format!("BFCL_v4_{subset}.json"));
@@ -294,7 +313,11 @@ fn load_subset(raw: &Path, subset: &str) -> Result<Vec<Record>, AppError> {
         let PyValue::Dict(mut entries) = sample else { continue };
         let id = text(get(&entries, "id"));
         if let Some((_, truth)) = answers.iter().find(|(i, _)| *i == id) {
-            loadgen_accuracy::pyvalue::dict_insert(&mut entries, PyValue::str("ground_truth"), truth.clone());
+            loadgen_accuracy::pyvalue::dict_insert(
+                &mut entries,
+                PyValue::str("ground_truth"),
+                truth.clone(),
+            );
         }
         out.extend(process_sample(&entries, subset)?);
     }
@@ -313,7 +336,10 @@ fn table(p: &Params, path: &str) -> Result<Vec<Record>, AppError> {
             for column in ["messages", "tools"] {
                 if let Some(Value::String(s)) = r.get(column) {
                     let v = serde_json::from_str(s).map_err(|e| {
-                        AppError::Input(format!("{}: a {column} cell is not JSON ({e})", cached.display()))
+                        AppError::Input(format!(
+                            "{}: a {column} cell is not JSON ({e})",
+                            cached.display()
+                        ))
                     })?;
                     r.insert(column.into(), v);
                 }
@@ -336,9 +362,10 @@ fn subset_of(r: &Record) -> &str {
 /// `_resolve_subset_pct`: the subset's category rate, else `sample_pct`.
 fn subset_pct(p: &Params, subset: &str) -> Option<f64> {
     let category = CATEGORY_MAP.iter().find(|(_, s)| s.contains(&subset)).map(|(c, _)| *c);
-    let by_category = p.category_sample_pct.as_ref().and_then(|pcts| {
-        pcts.iter().find(|(c, _)| Some(c.as_str()) == category).map(|(_, v)| *v)
-    });
+    let by_category = p
+        .category_sample_pct
+        .as_ref()
+        .and_then(|pcts| pcts.iter().find(|(c, _)| Some(c.as_str()) == category).map(|(_, v)| *v));
     by_category.or(p.sample_pct)
 }
 
@@ -389,8 +416,13 @@ fn preset_row(r: &Record) -> Row {
     Row { messages: r.get("messages").cloned(), request_columns, ..Row::default() }
 }
 
-/// `bfcl_v4::function_calling`'s rows and the table records they were made from.
-pub(super) fn load(spec: &DatasetSpec, preset: Option<&str>) -> Result<(Vec<Row>, Vec<Record>), AppError> {
+/// `bfcl_v4::function_calling`'s rows and the table records they were made from;
+/// `default_dir` is the cache folder when `generate_params.datasets_dir` is not given.
+pub(super) fn load(
+    spec: &DatasetSpec,
+    preset: Option<&str>,
+    default_dir: &Path,
+) -> Result<(Vec<Row>, Vec<Record>), AppError> {
     match preset {
         Some("function_calling") => {}
         Some(other) => {
@@ -406,7 +438,7 @@ pub(super) fn load(spec: &DatasetSpec, preset: Option<&str>) -> Result<(Vec<Row>
             ))
         }
     }
-    let p = params(spec)?;
+    let p = params(spec, default_dir)?;
     if p.subsets.is_empty() {
         return Err(AppError::Input(
             "dataset bfcl_v4: generate_params selects no subsets; name at least one".into(),

@@ -131,7 +131,9 @@ pub(super) fn messages(question: &PyValue) -> Result<PyValue, String> {
     for turn in turns {
         let PyValue::List(msgs) = turn else { return Err("a turn is not a list".into()) };
         for msg in msgs {
-            let PyValue::Dict(entries) = msg else { return Err("a message is not an object".into()) };
+            let PyValue::Dict(entries) = msg else {
+                return Err("a message is not an object".into());
+            };
             let role = get(entries, "role").cloned().ok_or("a message has no role")?;
             let content = match get(entries, "content") {
                 Some(c) if truthy(c) => c.clone(),
@@ -176,8 +178,10 @@ mod tests {
         let tools = convert_to_tools(&functions).unwrap();
         let want = r#"[{"type": "function", "function": {"name": "math_area", "description": "Area.", "parameters": {"type": "object", "properties": {"r": {"type": "number", "description": "Radius. This is a float type value.", "format": "float"}, "xs": {"type": "array", "items": {"type": "array"}}, "m": {"type": "object", "description": "M."}, "k": {"description": "K.", "type": "string"}}, "required": ["r"]}}}]"#;
         assert_eq!(dumps(&tools), want);
-        let bad = json_loads(r#"[{"name": "f", "parameters": {"properties": {"x": {"type": "float"}}}}]"#)
-            .unwrap();
+        let bad = json_loads(
+            r#"[{"name": "f", "parameters": {"properties": {"x": {"type": "float"}}}}]"#,
+        )
+        .unwrap();
         assert!(convert_to_tools(&bad).unwrap_err().contains("no description"));
     }
 

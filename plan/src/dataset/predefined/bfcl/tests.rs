@@ -3,6 +3,8 @@
 
 use super::*;
 
+const DEFAULT: &str = "dataset_cache";
+
 fn fixture_dir() -> String {
     format!("{}/../tests/assets/datasets", env!("CARGO_MANIFEST_DIR"))
 }
@@ -29,7 +31,7 @@ fn counts(records: &[Record]) -> Vec<(String, usize)> {
 }
 
 fn load_counts(params: Value) -> Vec<(String, usize)> {
-    counts(&load(&spec(params), Some("function_calling")).unwrap().1)
+    counts(&load(&spec(params), Some("function_calling"), Path::new(DEFAULT)).unwrap().1)
 }
 
 #[test]
@@ -41,7 +43,7 @@ fn the_edge_example_block_keeps_small_subsets_whole_and_samples_the_rest_by_cate
     });
     let got = load_counts(params.clone());
     let want = [
-        ("irrelevance", 3), // 30 rows > 25: int(30 * 10 / 100)
+        ("irrelevance", 3),      // 30 rows > 25: int(30 * 10 / 100)
         ("live_irrelevance", 2), // int(2.6)
         ("live_multiple", 2),
         ("live_parallel", 1),
@@ -57,7 +59,12 @@ fn the_edge_example_block_keeps_small_subsets_whole_and_samples_the_rest_by_cate
     let want: Vec<(String, usize)> = want.iter().map(|(s, n)| (s.to_string(), *n)).collect();
     assert_eq!(got, want, "grouped by subset name; live_relevance is in no category");
     assert_eq!(load_counts(params), want, "the same rows every time");
-    let (rows, records) = load(&spec(serde_json::json!({"subsets": ["irrelevance"], "sample_pct": 10})), Some("function_calling")).unwrap();
+    let (rows, records) = load(
+        &spec(serde_json::json!({"subsets": ["irrelevance"], "sample_pct": 10})),
+        Some("function_calling"),
+        Path::new(DEFAULT),
+    )
+    .unwrap();
     let ids: Vec<&str> = records.iter().map(|r| r["sample_id"].as_str().unwrap()).collect();
     assert_eq!(ids, ["irrelevance_0", "irrelevance_1", "irrelevance_2"], "the first rows");
     assert_eq!(rows.len(), 3);
@@ -79,11 +86,18 @@ fn without_sampling_keys_every_selected_row_is_kept_in_table_order() {
 
 #[test]
 fn a_row_sends_its_messages_tools_and_tool_choice_and_keeps_its_truth_for_the_scorer() {
-    let (rows, records) =
-        load(&spec(serde_json::json!({"subsets": ["live_simple"]})), Some("function_calling")).unwrap();
+    let (rows, records) = load(
+        &spec(serde_json::json!({"subsets": ["live_simple"]})),
+        Some("function_calling"),
+        Path::new(DEFAULT),
+    )
+    .unwrap();
     let row = &rows[0];
     let messages = row.messages.as_ref().unwrap();
-    assert_eq!(messages[0], serde_json::json!({"role": "system", "content": "You are an assistant."}));
+    assert_eq!(
+        messages[0],
+        serde_json::json!({"role": "system", "content": "You are an assistant."})
+    );
     assert_eq!(messages[1]["content"], "List my files.");
     let tools = row.request_column("tools").unwrap();
     assert_eq!(tools[0]["type"], "function");
@@ -94,8 +108,12 @@ fn a_row_sends_its_messages_tools_and_tool_choice_and_keeps_its_truth_for_the_sc
     assert_eq!(r["ground_truth"], r#"[{"files.list": {"path": ["", "/"]}}]"#);
     assert!(r["func_description"].as_str().unwrap().starts_with(r#"[{"name": "files.list", "#));
     assert_eq!(r["subset"], "live_simple");
-    let (_, irrelevant) =
-        load(&spec(serde_json::json!({"subsets": ["irrelevance"]})), Some("function_calling")).unwrap();
+    let (_, irrelevant) = load(
+        &spec(serde_json::json!({"subsets": ["irrelevance"]})),
+        Some("function_calling"),
+        Path::new(DEFAULT),
+    )
+    .unwrap();
     assert_eq!(irrelevant[0]["ground_truth"], "[]", "no possible answer");
 }
 
@@ -125,19 +143,26 @@ fn the_cached_table_is_read_before_the_raw_files() {
     w.write(&batch).unwrap();
     w.close().unwrap();
     let dir_s = dir.display().to_string();
-    let (rows, records) =
-        load(&spec(serde_json::json!({"datasets_dir": dir_s})), Some("function_calling")).unwrap();
+    let (rows, records) = load(
+        &spec(serde_json::json!({"datasets_dir": dir_s})),
+        Some("function_calling"),
+        Path::new(DEFAULT),
+    )
+    .unwrap();
     assert_eq!(records[0]["sample_id"], "cached_0");
     assert_eq!(rows[0].messages.as_ref().unwrap()[0]["content"], "hi");
     let forced = serde_json::json!({"datasets_dir": dir_s, "force_regenerate": true});
-    let err = load(&spec(forced), Some("function_calling")).unwrap_err().to_string();
+    let err =
+        load(&spec(forced), Some("function_calling"), Path::new(DEFAULT)).unwrap_err().to_string();
     assert!(err.contains("BFCL_v4_simple_python.json is missing"), "{err}");
     let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
 fn keys_categories_and_subsets_it_cannot_honour_are_refused_by_name() {
-    let err = |params: Value| load(&spec(params), Some("function_calling")).unwrap_err().to_string();
+    let err = |params: Value| {
+        load(&spec(params), Some("function_calling"), Path::new(DEFAULT)).unwrap_err().to_string()
+    };
     let cases = [
         (serde_json::json!({"categories": ["agentic"]}), "unknown category \"agentic\""),
         (serde_json::json!({"categories": ["multi_turn"]}), "multi-turn"),
@@ -154,6 +179,7 @@ fn keys_categories_and_subsets_it_cannot_honour_are_refused_by_name() {
         let e = err(params.clone());
         assert!(e.contains(want), "{params}: {e}");
     }
-    let no_preset = load(&spec(serde_json::json!({})), None).unwrap_err().to_string();
+    let no_preset =
+        load(&spec(serde_json::json!({})), None, Path::new(DEFAULT)).unwrap_err().to_string();
     assert!(no_preset.contains("bfcl_v4::function_calling"), "{no_preset}");
 }
