@@ -35,22 +35,8 @@ pub const SINGLE_TURN_SUBSETS: [&str; 13] = [
 const MULTI_TURN: [&str; 4] =
     ["multi_turn_base", "multi_turn_miss_func", "multi_turn_miss_param", "multi_turn_long_context"];
 
-/// The reference's `CATEGORY_MAP` (single-turn categories).
-pub const CATEGORY_MAP: [(&str, &[&str]); 3] = [
-    (
-        "non_live",
-        &[
-            "simple_python",
-            "simple_java",
-            "simple_javascript",
-            "multiple",
-            "parallel",
-            "parallel_multiple",
-        ],
-    ),
-    ("live", &["live_simple", "live_multiple", "live_parallel", "live_parallel_multiple"]),
-    ("hallucination", &["irrelevance", "live_irrelevance"]),
-];
+/// The reference's `CATEGORY_MAP` (single-turn categories), as its scorer groups them.
+use loadgen_accuracy::bfcl::CATEGORIES as CATEGORY_MAP;
 
 /// One table record: its columns by name.
 type Record = Map<String, Value>;

@@ -183,3 +183,62 @@ fn keys_categories_and_subsets_it_cannot_honour_are_refused_by_name() {
         load(&spec(serde_json::json!({})), None, Path::new(DEFAULT)).unwrap_err().to_string();
     assert!(no_preset.contains("bfcl_v4::function_calling"), "{no_preset}");
 }
+
+/// The scores tests/run's end-to-end BFCL test expects once tool calls reach the scorer as
+/// the reference's `str(TextModelOutput)` ends with them: every row of the edge example's
+/// sample answered with a call of its first tool and no arguments, as the stub answers.
+#[test]
+fn the_fixture_scores_as_worked_out_when_every_answer_calls_the_first_tool() {
+    use loadgen_accuracy::{Extractor, Sample, ScoreValue, Scorer};
+    let params = serde_json::json!({
+        "categories": ["non_live", "live", "hallucination"],
+        "category_sample_pct": {"non_live": 62, "live": 10, "hallucination": 10},
+        "subset_floor": 25,
+    });
+    let (rows, records) =
+        load(&spec(params), Some("function_calling"), Path::new(DEFAULT)).unwrap();
+    let outputs: Vec<String> = rows
+        .iter()
+        .map(|r| {
+            let name = r.request_column("tools").unwrap()[0]["function"]["name"].as_str().unwrap();
+            format!(
+                r#"[{{"id":"call_0","type":"function","function":{{"name":"{name}","arguments":"{{}}"}}}}]"#
+            )
+        })
+        .collect();
+    let text = |r: &Record, c: &str| r[c].as_str().unwrap().to_string();
+    let columns: Vec<Vec<String>> =
+        records.iter().map(|r| vec![text(r, "subset"), text(r, "func_description")]).collect();
+    let truths: Vec<String> = records.iter().map(|r| text(r, "ground_truth")).collect();
+    let samples: Vec<Sample<'_>> = (0..rows.len())
+        .map(|i| Sample {
+            index: i,
+            output: &outputs[i],
+            ground_truth: &truths[i],
+            columns: &columns[i],
+        })
+        .collect();
+    let scored = Scorer::BfclV4.score(Some(Extractor::FunctionCall), &samples, 23, 23).unwrap();
+    assert_eq!(scored.score, ScoreValue::Number(Some(9.0 / 23.0)));
+    let b = scored.breakdown.unwrap();
+    assert_eq!((b.overall_accuracy, b.normalized_single_turn_score), (39.13, 29.63));
+    let cats: Vec<f64> = b.category_scores.iter().map(|c| c.1).collect();
+    assert_eq!(cats, [38.89, 50.0, 0.0]);
+    let by: std::collections::BTreeMap<&str, f64> =
+        b.subset_scores.iter().map(|(s, v)| (s.as_str(), *v)).collect();
+    let want = [
+        ("irrelevance", 0.0),
+        ("live_irrelevance", 0.0),
+        ("live_multiple", 100.0),
+        ("live_parallel", 0.0),
+        ("live_parallel_multiple", 0.0),
+        ("live_simple", 50.0),
+        ("multiple", 50.0),
+        ("parallel", 50.0),
+        ("parallel_multiple", 0.0),
+        ("simple_java", 50.0),
+        ("simple_javascript", 50.0),
+        ("simple_python", 66.67),
+    ];
+    assert_eq!(by.into_iter().collect::<Vec<_>>(), want);
+}
