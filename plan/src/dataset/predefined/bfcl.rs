@@ -6,6 +6,8 @@
 
 use std::path::{Path, PathBuf};
 
+// The reference's `CATEGORY_MAP` (single-turn categories), as its scorer groups them.
+use loadgen_accuracy::bfcl::CATEGORIES as CATEGORY_MAP;
 use loadgen_accuracy::pyvalue::{dump, json_loads, PyValue};
 use serde_json::{Map, Value};
 
@@ -34,9 +36,6 @@ pub const SINGLE_TURN_SUBSETS: [&str; 13] = [
 
 const MULTI_TURN: [&str; 4] =
     ["multi_turn_base", "multi_turn_miss_func", "multi_turn_miss_param", "multi_turn_long_context"];
-
-/// The reference's `CATEGORY_MAP` (single-turn categories), as its scorer groups them.
-use loadgen_accuracy::bfcl::CATEGORIES as CATEGORY_MAP;
 
 /// One table record: its columns by name.
 type Record = Map<String, Value>;
