@@ -138,7 +138,7 @@ fn simple(
         return Ok(false);
     }
     let PyValue::Dict(args) = &call.1 else {
-        return Err(format!("the arguments of {name} are not a JSON object"));
+        return non_dict_arguments(&name, &call.1, required);
     };
     if required.iter().any(|p| !args.iter().any(|(k, _)| py_eq(k, p))) {
         return Ok(false);
@@ -159,6 +159,26 @@ fn simple(
         args.iter().any(|(k, _)| py_eq(k, p))
             || matches!(values, PyValue::List(v) if py_in(&PyValue::str(""), v))
     }))
+}
+
+/// Arguments that are not an object: the checker tests `param in arguments` for each
+/// required parameter (a list's items, a string's substrings), so a missing one is a wrong
+/// call; past that it calls `.items()`, which raises.
+fn non_dict_arguments(name: &str, args: &PyValue, required: &[PyValue]) -> Result<bool, Raised> {
+    let raises = || format!("the arguments of {name} are not a JSON object");
+    for p in required {
+        let found = match (args, p) {
+            (PyValue::List(items), _) => py_in(p, items),
+            (PyValue::Str(hay), PyValue::Str(needle)) => {
+                needle.is_empty() || hay.windows(needle.len()).any(|w| w == needle.as_slice())
+            }
+            _ => return Err(raises()),
+        };
+        if !found {
+            return Ok(false);
+        }
+    }
+    Err(raises())
 }
 
 /// A parameter's declared type: `(type, converted, nested converted)`, and the value after the

@@ -218,3 +218,19 @@ fn aggregation_is_per_category_as_the_reference_computes_it() {
     let (zero, z) = score(Some(Extractor::FunctionCall), &[], &["irrelevance"]).unwrap();
     assert_eq!((zero, z), (0.0, Breakdown::zero(1)));
 }
+
+#[test]
+fn arguments_that_are_no_object_are_wrong_when_a_required_parameter_is_missing_else_raise() {
+    let cols = ["simple_python".to_string(), WEATHER.to_string()];
+    let extracted = |args: &str| format!(r#"[{{"name": "weather_get", "arguments": {args}}}]"#);
+    let score = |args: &str| {
+        let out = extracted(args);
+        let sample = Sample { index: 3, output: &out, ground_truth: WEATHER_TRUTH, columns: &cols };
+        score_sample(Some(Extractor::Identity), &sample)
+    };
+    assert_eq!(score("[1, 2]").unwrap(), 0.0, "city not in the list");
+    // A string argument that is itself JSON text of a string.
+    assert_eq!(score(r#""\"no town\"""#).unwrap(), 0.0, "city not in the string");
+    let err = score(r#""\"my city\"""#).unwrap_err().to_string();
+    assert!(err.contains("sample 3") && err.contains("not a JSON object"), "{err}");
+}
