@@ -15,7 +15,7 @@ pub enum AccuracyError {
     EmptyDataset { scorer: &'static str },
     #[error("function_call_extractor: the call {call}(...) in a response has {what}, which needs Python's ast to print as the reference does; this build reads literals and dotted names only")]
     UnsupportedCall { call: String, what: String },
-    #[error("bfcl_v4: sample {sample} ({subset}): bfcl-eval's checker raises here ({why}), so the reference fails too; check the dataset's func_description and ground_truth")]
+    #[error("bfcl_v4: sample {sample} ({subset}): bfcl-eval's checker raises on it ({why}), so the reference's scoring fails here too; check that row's func_description and ground_truth, and its response")]
     BfclRaises { sample: usize, subset: String, why: String },
     #[error("string_match: the extractor found no answer in a response (sample {sample}); the reference fails on this too — use identity_extractor, or pass_at_1 which scores it 0")]
     NoAnswer { sample: usize },
