@@ -17,6 +17,8 @@ pub enum AccuracyError {
     UnsupportedCall { call: String, what: String },
     #[error("agentic_inference_inline scores whole conversations (agentic_inline::score), not one output at a time")]
     WholeConversations,
+    #[error("bfcl_v4: sample {sample} ({subset}): bfcl-eval's checker raises on it ({why}), so the reference's scoring fails here too; check that row's func_description and ground_truth, and its response")]
+    BfclRaises { sample: usize, subset: String, why: String },
     #[error("string_match: the extractor found no answer in a response (sample {sample}); the reference fails on this too — use identity_extractor, or pass_at_1 which scores it 0")]
     NoAnswer { sample: usize },
 }

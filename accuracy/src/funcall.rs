@@ -174,6 +174,11 @@ fn from_text(text: &str) -> Result<Option<String>, AccuracyError> {
     Ok((!calls.is_empty()).then(|| dumps(calls)))
 }
 
+/// Whether `text` is serialized OpenAI `tool_calls` (the reference's `has_native_tool_calls`).
+pub fn has_tool_calls(text: &str) -> bool {
+    json_loads(text).is_some_and(|data| from_tool_calls(&data).is_some())
+}
+
 /// The extractor: `None` for an empty text or no call found; an error names a text-form call
 /// whose arguments need more of Python than literals and dotted names.
 pub fn function_call(text: &str) -> Result<Option<String>, AccuracyError> {

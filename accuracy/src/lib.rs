@@ -3,6 +3,7 @@
 //! plan resolves the names through it and the binary's report scores a finished run with it.
 
 pub mod agentic_inline;
+pub mod bfcl;
 mod error;
 pub mod extract;
 pub mod funcall;
@@ -10,6 +11,7 @@ pub mod porter;
 pub mod pyargs;
 pub mod pyvalue;
 pub mod rouge;
+mod sample;
 pub mod score;
 
 #[cfg(test)]
@@ -17,9 +19,11 @@ mod rouge_fixture;
 #[cfg(test)]
 mod tests;
 
+pub use bfcl::Breakdown;
 pub use error::AccuracyError;
 pub use loadgen_py::string::{is_space as py_is_space, strip as py_strip};
-pub use score::{RougeReport, Sample, ScoreValue, Scored};
+pub use sample::Sample;
+pub use score::{RougeReport, ScoreValue, Scored};
 
 /// An answer extractor (`accuracy_config.extractor`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -77,14 +81,16 @@ pub enum Scorer {
     /// Scores an agentic run's own turns against its dataset's recorded assistant turns
     /// (`agentic_inline`); it has no per-sample form.
     AgenticInferenceInline,
+    BfclV4,
 }
 
-const SCORERS: [Scorer; 5] = [
+const SCORERS: [Scorer; 6] = [
     Scorer::PassAt1,
     Scorer::StringMatch,
     Scorer::Rouge,
     Scorer::ShopifyCategoryF1,
     Scorer::AgenticInferenceInline,
+    Scorer::BfclV4,
 ];
 
 /// Scorers the reference has that need a service or framework outside this tool.
@@ -92,7 +98,6 @@ const REFUSED_SCORERS: &[(&str, &str)] = &[
     ("code_bench_scorer", "it runs the generated code in the LiveCodeBench execution service (a container the reference drives over a websocket)"),
     ("swe_bench_scorer", "it runs the SWE-bench harness, which builds and tests repositories in Docker"),
     ("vbench", "it scores generated video with the VBench Python framework and its models"),
-    ("bfcl_v4", "it scores function calls with the Berkeley Function Calling Leaderboard's bfcl-eval Python package"),
     ("legacy_mlperf_deepseek_r1", "it needs the LiveCodeBench execution service and the MLPerf DeepSeek-R1 Python evaluation"),
 ];
 
@@ -105,6 +110,16 @@ impl Scorer {
             Scorer::Rouge => "rouge",
             Scorer::ShopifyCategoryF1 => "shopify_category_f1",
             Scorer::AgenticInferenceInline => "agentic_inference_inline",
+            Scorer::BfclV4 => "bfcl_v4",
+        }
+    }
+
+    /// The dataset columns besides the ground truth that the scorer reads for each row, in
+    /// the order `Sample::columns` holds them.
+    pub fn extra_columns(self) -> &'static [&'static str] {
+        match self {
+            Scorer::BfclV4 => &["subset", "func_description"],
+            _ => &[],
         }
     }
 

@@ -4,18 +4,7 @@
 use serde_json::Value;
 
 use super::rouge::{self, percent_string};
-use super::{py_strip, AccuracyError, Extractor, Scorer};
-
-/// One completed response and its row's ground truth. A response with no text is `""`, as the
-/// reference reads a COMPLETE event without output; an issued sample with no COMPLETE event is
-/// not a `Sample` at all and counts only through `issued`.
-#[derive(Debug, Clone, Copy)]
-pub struct Sample<'a> {
-    /// The dataset row (`sample_index`), for error messages.
-    pub index: usize,
-    pub output: &'a str,
-    pub ground_truth: &'a str,
-}
+use super::{bfcl, py_strip, AccuracyError, Breakdown, Extractor, Sample, Scorer};
 
 /// The reference's ROUGE result: each F-measure mean as `f"{round(mean * 100, 4)}"`, the
 /// character count of the scored predictions, and how many were scored.
@@ -42,6 +31,8 @@ pub enum ScoreValue {
 pub struct Scored {
     pub score: ScoreValue,
     pub n_repeats: usize,
+    /// The per-subset breakdown a scorer attaches to its entry (`bfcl_v4`).
+    pub breakdown: Option<Breakdown>,
 }
 
 /// `pass_at_1`: 1 when the extracted answer equals the ground truth exactly; no answer is 0.
@@ -73,7 +64,31 @@ impl Scorer {
         issued: usize,
         unit_samples: usize,
     ) -> Result<Scored, AccuracyError> {
+        self.score_with_missing(extractor, completed, (issued, &[]), unit_samples)
+    }
+
+    /// `score`, told `missing`: the `extra_columns` of each issued sample that never completed
+    /// (`bfcl_v4` counts each as a 0 in its row's subset).
+    pub fn score_with_missing(
+        self,
+        extractor: Option<Extractor>,
+        completed: &[Sample<'_>],
+        (issued, missing): (usize, &[&[String]]),
+        unit_samples: usize,
+    ) -> Result<Scored, AccuracyError> {
         match self {
+            Scorer::BfclV4 => {
+                let subsets: Vec<&str> =
+                    missing.iter().map(|c| c.first().map_or("", String::as_str)).collect();
+                let (overall, breakdown) = bfcl::score(extractor, completed, &subsets)?;
+                let scored = breakdown.issued_samples;
+                let n_repeats = if scored == 0 { 1 } else { (scored / unit_samples.max(1)).max(1) };
+                Ok(Scored {
+                    score: ScoreValue::Number(Some(overall)),
+                    n_repeats,
+                    breakdown: Some(breakdown),
+                })
+            }
             Scorer::PassAt1 | Scorer::StringMatch => {
                 self.score_per_sample(extractor, completed, issued, unit_samples)
             }
@@ -93,7 +108,7 @@ impl Scorer {
         unit_samples: usize,
     ) -> Result<Scored, AccuracyError> {
         if issued == 0 {
-            return Ok(Scored { score: ScoreValue::Number(None), n_repeats: 0 });
+            return Ok(Scored { score: ScoreValue::Number(None), n_repeats: 0, breakdown: None });
         }
         if unit_samples == 0 {
             return Err(AccuracyError::EmptyDataset { scorer: self.name() });
@@ -115,7 +130,7 @@ impl Scorer {
         }
         let mean = rouge::numpy_sum(&scores) / issued as f64;
         let score = if completed.is_empty() { Some(0.0) } else { mean.is_finite().then_some(mean) };
-        Ok(Scored { score: ScoreValue::Number(score), n_repeats })
+        Ok(Scored { score: ScoreValue::Number(score), n_repeats, breakdown: None })
     }
 }
 
@@ -147,7 +162,7 @@ fn score_rouge(completed: &[Sample<'_>]) -> Result<Scored, AccuracyError> {
         gen_len: gen_len.to_string(),
         gen_num: completed.len(),
     };
-    Ok(Scored { score: ScoreValue::Rouge(report), n_repeats: 1 })
+    Ok(Scored { score: ScoreValue::Rouge(report), n_repeats: 1, breakdown: None })
 }
 
 /// The reference's `postprocess_text`: strip, then one sentence a line (`nltk.sent_tokenize`).
@@ -245,5 +260,6 @@ fn score_shopify(completed: &[Sample<'_>], unit_samples: usize) -> Result<Scored
     let hp = if predicted_len > 0 { hits as f64 / predicted_len as f64 } else { 0.0 };
     let hr = if true_len > 0 { hits as f64 / true_len as f64 } else { 0.0 };
     let f1 = if hp + hr == 0.0 { 0.0 } else { 2.0 * (hp * hr) / (hp + hr) };
-    Ok(Scored { score: ScoreValue::Number(Some(f1)), n_repeats: completed.len() / unit_samples })
+    let n_repeats = completed.len() / unit_samples;
+    Ok(Scored { score: ScoreValue::Number(Some(f1)), n_repeats, breakdown: None })
 }

@@ -190,7 +190,7 @@ fn python_code_extractor_matches_the_reference_including_no_block() {
 fn samples<'a>(rows: &[(&'a str, &'a str)]) -> Vec<Sample<'a>> {
     rows.iter()
         .enumerate()
-        .map(|(index, (output, ground_truth))| Sample { index, output, ground_truth })
+        .map(|(index, (output, ground_truth))| Sample { index, output, ground_truth, columns: &[] })
         .collect()
 }
 
@@ -347,7 +347,7 @@ fn registry_names_unknown_and_refused_names_and_says_why() {
         err.contains("code_bench_scorer") && err.contains("LiveCodeBench execution service"),
         "{err}"
     );
-    for name in ["swe_bench_scorer", "vbench", "bfcl_v4", "legacy_mlperf_deepseek_r1"] {
+    for name in ["swe_bench_scorer", "vbench", "legacy_mlperf_deepseek_r1"] {
         assert!(matches!(scorer(name), Err(AccuracyError::Refused { .. })), "{name}");
     }
 }

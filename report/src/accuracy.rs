@@ -8,7 +8,7 @@ use std::io::BufRead;
 use std::path::Path;
 
 use loadgen_accuracy::agentic_inline::{self, ExpectedTurn, InlineScores};
-use loadgen_accuracy::{Extractor, Sample, ScoreValue, Scorer};
+use loadgen_accuracy::{Breakdown, Extractor, Sample, ScoreValue, Scorer};
 use loadgen_coordinator::metrics::usage::{classify_usage, count_from_json, UsageClass};
 use loadgen_coordinator::metrics::{basis_key, Num, SeriesStat, SummaryBlock, TokenCountSource};
 use loadgen_py::float_repr::repr as python_float_repr;
@@ -54,6 +54,8 @@ pub struct ScoringJob<'a> {
     /// dataset's client turns (its `unit_samples`).
     pub expected_turns: &'a [ExpectedTurn],
     pub agentic_turns: u64,
+    /// Each row's values of the scorer's `extra_columns` (empty when it reads none).
+    pub row_columns: &'a [Vec<String>],
     pub num_repeats: u64,
     /// `unit × repeats`, or for the performance entry its phase's issued count.
     pub total_samples: u64,
@@ -203,6 +205,8 @@ pub struct AccuracyEntry {
     pub duration_s: f64,
     pub complete: bool,
     pub dataset_type: DatasetType,
+    /// The scorer's per-subset breakdown (`bfcl_v4`).
+    pub breakdown: Option<Breakdown>,
     /// Accuracy datasets only (as the reference).
     pub response_counts: Option<ResponseCounts>,
     /// Client-token lengths (`None` without a tokenizer) and server-usage lengths.
@@ -258,6 +262,7 @@ fn score_job(
     let mine: Vec<&Completed> =
         completes.iter().filter(|c| index.contains_key(c.uuid.as_str())).collect();
     let unit_samples = job.ground_truth.len();
+    let columns = |row: usize| job.row_columns.get(row).map_or(&[][..], Vec::as_slice);
     let mut samples = Vec::with_capacity(mine.len());
     for c in &mine {
         let row = index[c.uuid.as_str()];
@@ -268,11 +273,17 @@ fn score_job(
                 job.dataset_name, c.uuid
             ))
         })?;
-        samples.push(Sample { index: row, output: &c.text, ground_truth });
+        samples.push(Sample { index: row, output: &c.text, ground_truth, columns: columns(row) });
     }
+    let done: HashSet<&str> = mine.iter().map(|c| c.uuid.as_str()).collect();
+    let missing: Vec<&[String]> = issued
+        .iter()
+        .filter(|(u, _)| !done.contains(u.as_str()))
+        .map(|(_, r)| columns(*r))
+        .collect();
     let scored = job
         .scorer
-        .score(job.extractor, &samples, issued.len(), unit_samples)
+        .score_with_missing(job.extractor, &samples, (issued.len(), &missing), unit_samples)
         .map_err(|e| AppError::Execution(format!("dataset {}: {e}", job.dataset_name)))?;
     let accuracy = job.dataset_type == DatasetType::Accuracy;
     let (osl_client, osl_tokenize_s) = match counter.filter(|_| accuracy) {
@@ -295,6 +306,7 @@ fn score_job(
         duration_s: round3(job.duration_s.max(0.0)),
         complete: true,
         dataset_type: job.dataset_type,
+        breakdown: scored.breakdown,
         response_counts: accuracy.then(|| response_counts(issued.len(), &mine)),
         osl_client,
         osl_server: accuracy.then_some(osl_server),
@@ -326,6 +338,7 @@ fn score_inline(dir: &Path, job: &ScoringJob<'_>) -> Result<AccuracyEntry, AppEr
         osl_tokenize_s: None,
         n_missing_usage: 0,
         inline_scores: Some(scores),
+        breakdown: None,
     })
 }
 
@@ -426,6 +439,37 @@ impl Serialize for ScoreJson<'_> {
     }
 }
 
+/// A `{name: value}` map in the given order.
+struct Ordered<'a>(&'a [(String, f64)]);
+
+impl Serialize for Ordered<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let mut m = serializer.serialize_map(Some(self.0.len()))?;
+        for (k, v) in self.0 {
+            m.serialize_entry(k, v)?;
+        }
+        m.end()
+    }
+}
+
+/// The reference's BFCL `breakdown` block, in its key order.
+struct BreakdownJson<'a>(&'a Breakdown);
+
+impl Serialize for BreakdownJson<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let b = self.0;
+        let mut m = serializer.serialize_map(Some(7))?;
+        m.serialize_entry("overall_accuracy", &b.overall_accuracy)?;
+        m.serialize_entry("normalized_single_turn_score", &b.normalized_single_turn_score)?;
+        m.serialize_entry("category_scores", &Ordered(&b.category_scores))?;
+        m.serialize_entry("subset_scores", &Ordered(&b.subset_scores))?;
+        m.serialize_entry("unscored_subsets", &Ordered(&b.unscored_subsets))?;
+        m.serialize_entry("total_samples", &b.total_samples)?;
+        m.serialize_entry("issued_samples", &b.issued_samples)?;
+        m.end()
+    }
+}
+
 struct EntryJson<'a>(&'a AccuracyEntry, TokenCountSource);
 
 impl Serialize for EntryJson<'_> {
@@ -442,6 +486,9 @@ impl Serialize for EntryJson<'_> {
         m.serialize_entry("duration_s", &e.duration_s)?;
         m.serialize_entry("complete", &e.complete)?;
         m.serialize_entry("dataset_type", e.dataset_type.as_str())?;
+        if let Some(b) = &e.breakdown {
+            m.serialize_entry("breakdown", &BreakdownJson(b))?;
+        }
         if e.dataset_type != DatasetType::Accuracy {
             return m.end();
         }
@@ -721,6 +768,7 @@ mod tests {
             ground_truth: truth,
             expected_turns: &[],
             agentic_turns: 0,
+            row_columns: &[],
             num_repeats: 1,
             total_samples,
             duration_s,
@@ -806,6 +854,61 @@ mod tests {
             }
         }
         assert!(accuracy_block_from_json("{}", TokenCountSource::Client).is_err());
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// A BFCL run's log as the worker writes a tool call into `str(TextModelOutput)`'s last
+    /// element: the call is scored without the prose before it, a failed sample counts 0 and
+    /// a sample that never completed counts 0 in its row's subset.
+    #[test]
+    fn a_bfcl_run_is_scored_from_its_tool_calls_by_subset() {
+        let dir = std::env::temp_dir().join(format!("llm-loadgen-acc-bfcl-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let map = r#"{"bfcl": {"b1": 0, "b2": 1, "b3": 2, "b4": 1}}"#;
+        std::fs::write(dir.join("sample_idx_map.json"), map).unwrap();
+        let call = r#"[{"id":"call_1","type":"function","function":{"name":"f","arguments":"{\"x\": 1}"}}]"#;
+        let lines = [
+            complete("b1", &format!(r#"["TextModelOutput","Sure.",null,{call}]"#), ""),
+            complete("b2", &format!(r#"["TextModelOutput","",null,{call}]"#), ""),
+            complete("b3", "null", ""),
+        ];
+        std::fs::write(dir.join("events.jsonl"), lines.join("\n") + "\n").unwrap();
+        let f = r#"[{"name": "f", "parameters": {"type": "dict", "properties": {"x": {"type": "integer", "description": "x"}}, "required": ["x"]}}]"#;
+        let truth = [r#"[{"f": {"x": [1]}}]"#.to_string(), "[]".into(), "[]".into()];
+        let columns: Vec<Vec<String>> = ["simple_python", "irrelevance", "live_simple"]
+            .iter()
+            .map(|s| vec![s.to_string(), f.to_string()])
+            .collect();
+        let job = ScoringJob {
+            dataset_name: "bfcl",
+            dataset_type: DatasetType::Accuracy,
+            scorer: Scorer::BfclV4,
+            extractor: Some(Extractor::FunctionCall),
+            ground_truth_column: Some("ground_truth"),
+            ground_truth: &truth,
+            row_columns: &columns,
+            expected_turns: &[],
+            agentic_turns: 0,
+            num_repeats: 1,
+            total_samples: 3,
+            duration_s: 0.0,
+        };
+        let r = score_run(&dir, &[job], TokenCountSource::Client, None).unwrap();
+        let e = &r.entries[0];
+        // b1 right; b2 called a tool on an irrelevance row; b3 (live_simple, empty truth,
+        // no call) right; b4 never completed: an irrelevance 0.
+        assert_eq!(e.score, ScoreValue::Number(Some(0.5)));
+        let b = e.breakdown.as_ref().unwrap();
+        let subsets: Vec<(&str, f64)> =
+            b.subset_scores.iter().map(|(s, v)| (s.as_str(), *v)).collect();
+        assert_eq!(
+            subsets,
+            [("simple_python", 100.0), ("irrelevance", 0.0), ("live_simple", 100.0)]
+        );
+        assert_eq!((b.total_samples, b.issued_samples), (3, 4));
+        let text = String::from_utf8(to_python_json(&r).unwrap()).unwrap();
+        assert!(text.contains("\"breakdown\": {\n        \"overall_accuracy\": 50.0,"), "{text}");
         let _ = std::fs::remove_dir_all(&dir);
     }
 

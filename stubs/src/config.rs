@@ -261,8 +261,8 @@ pub struct StubConfig {
     pub pin_cores: Option<Vec<usize>>,
     /// The `created` field of every response; `None` uses the server's start time.
     pub created_unix_s: Option<u64>,
-    /// Where the echo stub appends every request body it answers (tests that check the bytes
-    /// a client sent); `None` records nothing.
+    /// Where the echo and variable stubs append every request body they answer (tests that
+    /// check the bytes a client sent); `None` records nothing.
     pub body_log: Option<BodyLog>,
     /// Where every stub appends each request's head (request line and headers), for tests
     /// that check the headers a client sent; `None` records nothing.

@@ -204,6 +204,9 @@ impl Handler {
         received: Instant,
     ) -> Result<Plan, String> {
         let body = req.body(bytes);
+        if let Some(log) = &self.cfg.body_log {
+            log.lock().unwrap_or_else(|e| e.into_inner()).push(body.to_vec());
+        }
         let (stream, usage) = self.finders.flags(body, self.cfg.stream_default);
         let osl = self.output_len();
         let text = "x".repeat(osl);

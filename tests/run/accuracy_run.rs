@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use crate::support::{assets, char_tokenizer, idx_map, report_dir, run, stub, Scratch};
-use loadgen_stubs::{load_answers, DelayFault, StubKind, StubServer};
+use loadgen_stubs::{load_answers, DelayFault, PrefixCacheConfig, StubKind, StubServer};
 use serde_json::Value;
 
 fn fixture(name: &str) -> String {
@@ -398,6 +398,7 @@ fn shape_config(name: &str, url: &str, dir: &Path) -> PathBuf {
     let text = text
         .replace("@STUB@", url)
         .replace("@ASSETS@", &fixture(""))
+        .replace("@DATASETS@", &assets().join("datasets").display().to_string())
         .replace("@REPORT@", &dir.display().to_string());
     let path = dir.with_extension("yaml");
     std::fs::write(&path, text).unwrap();
@@ -1019,4 +1020,86 @@ fn a_late_performance_sample_answered_in_an_accuracy_phase_is_counted() {
     assert_eq!((&s["n_samples_completed"], &s["n_samples_abandoned"]), (&2.into(), &0.into()));
     assert!(abandon_reasons(&dir).is_empty());
     assert_eq!(entry(&results(&dir), "capitals")["score"].as_f64(), Some(0.5));
+}
+
+/// The stub answering every request that offers tools with a call of its first tool, with no
+/// arguments (`--prefix-cache`), keeping the request bodies.
+fn tool_call_stub() -> (StubServer, loadgen_stubs::BodyLog) {
+    let bodies = loadgen_stubs::BodyLog::default();
+    let server = stub(StubKind::Variable, |c| {
+        c.variable.first_chunk_latency_s = 0.0005;
+        c.variable.first_chunk_spread = 0.0;
+        c.variable.prefix_cache = Some(PrefixCacheConfig::default());
+        c.body_log = Some(bodies.clone());
+    });
+    (server, bodies)
+}
+
+/// `(overall, normalized, [non_live, live, hallucination], subset scores)` a reader works out
+/// for the fixture's 23 sampled rows when every answer is a call of the first tool with `{}`:
+/// 9 right, the calls reaching the scorer at the end of the reference's `str(TextModelOutput)`.
+/// See tests/assets/datasets/bfcl_v4.
+fn bfcl_expected() -> (f64, f64, [f64; 3], Vec<(&'static str, f64)>) {
+    let subsets = vec![
+        ("simple_python", 66.67),
+        ("simple_java", 50.0),
+        ("simple_javascript", 50.0),
+        ("multiple", 50.0),
+        ("parallel", 50.0),
+        ("parallel_multiple", 0.0),
+        ("live_simple", 50.0),
+        ("live_multiple", 100.0),
+        ("live_parallel", 0.0),
+        ("live_parallel_multiple", 0.0),
+        ("irrelevance", 0.0),
+        ("live_irrelevance", 0.0),
+    ];
+    // non_live: mean(mean(2/3, 1/2, 1/2), 1/2, 1/2, 0); live: (1 + 2 + 0 + 0) / 6.
+    (39.13, 29.63, [38.89, 50.0, 0.0], subsets)
+}
+
+/// The BFCL v4 dataset block of the reference's edge-agentic example, as written, on the
+/// project's fixture: its sampling keeps 23 rows (irrelevance 3 of 30, live_irrelevance 2 of
+/// 26, the rest whole under subset_floor), each request carries its tools and tool_choice,
+/// and the entry's score and breakdown are the ones worked out by hand.
+#[test]
+fn the_edge_example_bfcl_block_runs_and_scores_by_subset_and_category() {
+    let (server, bodies) = tool_call_stub();
+    let dir = report_dir("acc-bfcl");
+    let config = shape_config("edge_bfcl_shape", &server.url(), &dir);
+    let out = run(["benchmark", "from-config", "-c", &config.display().to_string()]);
+    assert_eq!(out.status.code(), Some(0));
+    let (overall, normalized, categories, subsets) = bfcl_expected();
+    let r = results(&dir);
+    let e = entry(&r, "bfcl_v4::function_calling");
+    assert_eq!((e["unit_samples"].as_u64(), e["total_samples"].as_u64()), (Some(23), Some(23)));
+    assert_eq!(e["extractor"], "FunctionCallExtractor");
+    let b = &e["breakdown"];
+    assert_eq!(b["overall_accuracy"].as_f64(), Some(overall), "{b}");
+    assert!((e["score"].as_f64().unwrap() * 100.0 - overall).abs() < 0.005, "{e}");
+    assert_eq!(b["normalized_single_turn_score"].as_f64(), Some(normalized), "{b}");
+    for (category, want) in ["non_live", "live", "hallucination"].iter().zip(categories) {
+        assert_eq!(b["category_scores"][category].as_f64(), Some(want), "{category}: {b}");
+    }
+    assert_eq!(keys(&b["subset_scores"]).len(), subsets.len(), "{b}");
+    for (subset, want) in subsets {
+        assert_eq!(b["subset_scores"][subset].as_f64(), Some(want), "{subset}: {b}");
+    }
+    assert_eq!((b["total_samples"].as_u64(), b["issued_samples"].as_u64()), (Some(23), Some(23)));
+    assert_eq!(b["unscored_subsets"], serde_json::json!({}), "live_relevance is in no category");
+    let text = std::fs::read_to_string(dir.join("accuracy/accuracy_results.json")).unwrap();
+    assert_key_order(&text, "\"dataset_type\"", &["breakdown", "response_counts"]);
+    let report = std::fs::read_to_string(dir.join("report.txt")).unwrap();
+    assert!(report.contains("  bfcl_v4::function_calling: 0."), "{report}");
+    let logged = bodies.lock().unwrap();
+    let tooled: Vec<Value> = logged
+        .iter()
+        .filter_map(|b| serde_json::from_slice::<Value>(b).ok())
+        .filter(|b| b.get("tools").is_some())
+        .collect();
+    assert_eq!(tooled.len(), 23, "every BFCL request offers its tools");
+    assert!(tooled.iter().all(|b| b["tool_choice"] == "auto"));
+    let names: Vec<&str> =
+        tooled.iter().filter_map(|b| b["tools"][0]["function"]["name"].as_str()).collect();
+    assert!(names.contains(&"math_pi_digits"), "dotted names sent with _: {names:?}");
 }

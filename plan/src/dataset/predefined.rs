@@ -1,6 +1,6 @@
 //! The reference's predefined datasets (`name: <id>` or `<id>::<preset>`): `random` is
 //! generated from the tokenizer; `aime25`, `gpqa`, `cnn_dailymail`, `open_orca` and the two
-//! Shopify product catalogues (multimodal, `shopify.rs`) are read from the files the
+//! Shopify product catalogues (multimodal, `shopify.rs`) and BFCL v4 (`bfcl.rs`) are read from the files the
 //! reference's loaders write (`dataset_cache/…`), from its `hf_cache` folders or from the local
 //! Hugging Face datasets cache, with the reference's processing and presets. Nothing is ever
 //! downloaded; the other ids are refused by name.
@@ -10,6 +10,8 @@ use std::path::{Path, PathBuf};
 use loadgen_py::random::PyRandom;
 use serde_json::{Map, Value};
 
+mod bfcl;
+mod bfcl_tools;
 mod cell;
 mod shopify;
 
@@ -37,14 +39,13 @@ pub const PREDEFINED_IDS: [&str; 12] = [
 ];
 
 /// Ids whose rows need what this tool does not do, and why.
-const REFUSED_IDS: [(&str, &str); 5] = [
+const REFUSED_IDS: [(&str, &str); 4] = [
     (
         "livecodebench",
         "it is scored by code_bench_scorer, which runs the generated code in LiveCodeBench's \
          external execution service, and this tool calls no external scoring service; remove \
          this dataset from datasets: to run the others",
     ),
-    ("bfcl_v4", "its rows carry tool definitions and multi-turn function calls"),
     ("swe_bench", "it is accuracy only (agentic software-engineering tasks)"),
     ("legacy_mlperf_deepseek_r1", "its loader joins MLPerf's local source files and templates"),
     ("agentic_inference_conversations", "multi-turn agentic conversations"),
@@ -221,6 +222,7 @@ pub fn predefined_column(spec: &DatasetSpec, column: &str) -> Result<Vec<Option<
 fn preset_columns(id: &str, preset: Option<&str>) -> Vec<&'static str> {
     match (id, preset) {
         ("open_orca", _) => vec!["prompt", "system"],
+        ("bfcl_v4", _) => vec!["messages", "tools", "tool_choice"],
         ("cnn_dailymail", Some("llama3_8b")) => vec!["prompt", "chat_template"],
         (id, Some("q3vl")) if id.starts_with("shopify_product_catalogue") => {
             vec!["prompt", "system"]
@@ -413,6 +415,9 @@ fn load_cached(
     id: &str,
     preset: Option<&str>,
 ) -> Result<(Vec<Row>, Vec<Record>), AppError> {
+    if id == "bfcl_v4" {
+        return bfcl::load(spec, preset, Path::new(DATASETS_DIR));
+    }
     let Some(c) = CACHED_IDS.iter().find(|c| c.id == id) else {
         return Err(AppError::Input(format!("predefined dataset {id} cannot be read here")));
     };
@@ -1201,8 +1206,9 @@ mod tests {
         let keys = |s: &DatasetSpec| -> Vec<String> {
             predefined_refusals(s).into_iter().map(|(k, w)| format!("{k}: {w}")).collect()
         };
-        let bfcl = keys(&spec("bfcl_v4", serde_json::Value::Null));
-        assert!(bfcl[0].starts_with("name: predefined dataset bfcl_v4"), "{bfcl:?}");
+        let swe = keys(&spec("swe_bench", serde_json::Value::Null));
+        assert!(swe[0].starts_with("name: predefined dataset swe_bench"), "{swe:?}");
+        assert!(keys(&spec("bfcl_v4::function_calling", serde_json::Value::Null)).is_empty());
         assert!(keys(&spec("cnn_dailymail::llama3_8b", serde_json::Value::Null)).is_empty());
         assert!(keys(&spec("shopify_product_catalogue::q3vl", serde_json::Value::Null)).is_empty());
         let lcb = keys(&spec("livecodebench::gptoss", serde_json::Value::Null));

@@ -22,6 +22,9 @@ pub struct Scoring {
     pub ground_truth: Vec<String>,
     /// `agentic_inference_inline`'s ground truth: the dataset's recorded assistant turns.
     pub expected_turns: Vec<loadgen_accuracy::agentic_inline::ExpectedTurn>,
+    /// Each row's values of the scorer's `extra_columns` (`bfcl_v4`: subset and
+    /// func_description), as text; empty when the scorer reads none.
+    pub row_columns: Vec<Vec<String>>,
     pub num_repeats: u32,
 }
 
@@ -121,6 +124,7 @@ fn accuracy_datasets(
             crate::dataset::load_dataset_and_column(spec, scoring.column(), notes)?;
         scoring.ground_truth =
             ground_truth_text(values, &name, scoring.column(), dataset.rows.len())?;
+        scoring.row_columns = extra_columns(spec, &name, scoring.scorer, dataset.rows.len())?;
         // Its merged params were checked as model_params is (check_generation_overrides).
         let (request, row_output_tokens) =
             accuracy_request(config, top_level, i, base, dataset.rows.len())?;
@@ -152,6 +156,7 @@ pub(super) fn resolve_accuracy(
                 let values = crate::dataset::read_column(spec, scoring.column())?;
                 scoring.ground_truth =
                     ground_truth_text(values, &name, scoring.column(), rows.rows.len())?;
+                scoring.row_columns = extra_columns(spec, &name, scoring.scorer, rows.rows.len())?;
             }
             if scoring.num_repeats != 1 {
                 return Err(AppError::Input(format!(
@@ -244,6 +249,7 @@ fn resolve_scoring(spec: &DatasetSpec, name: &str) -> Result<Scoring, AppError> 
         ground_truth_column,
         ground_truth: Vec::new(),
         expected_turns: Vec::new(),
+        row_columns: Vec::new(),
         num_repeats,
     })
 }
@@ -271,6 +277,34 @@ pub(super) fn skipped_in_perf_mode(mode: TestMode, spec: &DatasetSpec) -> bool {
     mode == TestMode::Perf
         && spec.kind == DatasetKind::Accuracy
         && method.and_then(Value::as_str) == Some("swe_bench_scorer")
+}
+
+/// The scorer's `extra_columns` of every row, row by row; a row without one is refused.
+fn extra_columns(
+    spec: &DatasetSpec,
+    name: &str,
+    scorer: Scorer,
+    rows: usize,
+) -> Result<Vec<Vec<String>>, AppError> {
+    let columns = scorer.extra_columns();
+    if columns.is_empty() {
+        return Ok(Vec::new());
+    }
+    let mut out = vec![Vec::with_capacity(columns.len()); rows];
+    for column in columns {
+        let values = crate::dataset::read_column(spec, column)?;
+        let texts = ground_truth_text(values, name, column, rows).map_err(|_| {
+            AppError::Input(format!(
+                "dataset {name}: scorer {} reads column {column:?} of every row, and a row has \
+                 none; use the dataset the scorer is for",
+                scorer.name()
+            ))
+        })?;
+        for (row, text) in out.iter_mut().zip(texts) {
+            row.push(text);
+        }
+    }
+    Ok(out)
 }
 
 /// `num_repeats`: a whole number ≥ 1 (1 when unset); the command line gives it as text.
