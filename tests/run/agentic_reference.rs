@@ -1,7 +1,8 @@
-//! The reference's agentic example files run here (issue 27): the project's copies of their
-//! shapes (`tests/assets/configs/reference_agentic/`), with only the model, the dataset path,
-//! the endpoint and the report directory filled in (and the kimi file's variables set), run
-//! against the stub and exit 0; their `agentic_inference_inline` scores follow the recorded
+//! The reference's three agentic example files run here (issue 27): the project's copies of
+//! their shapes (`tests/assets/configs/reference_agentic/`: kimi, qwen, the edge full run),
+//! with only the model, the tokenizer, the dataset path, the endpoint and the report directory
+//! filled in (and the kimi file's variables set), run against the stub and exit 0; the edge
+//! run's BFCL gate reads the reference's cache folder under the working directory; their `agentic_inference_inline` scores follow the recorded
 //! turns; their SWE-bench dataset is skipped in the default `--mode perf`, as the reference
 //! skips it.
 
@@ -82,6 +83,60 @@ fn the_reference_agentic_examples_run_against_the_prefix_cache_stub() {
         );
     }
     server.stop();
+}
+
+#[test]
+fn the_reference_edge_example_runs_its_agentic_replay_and_its_bfcl_gate() {
+    // The BFCL dataset is read from dataset_cache/ under the working directory, as the
+    // reference reads it: the run starts in a folder whose cache is the project's fixture.
+    let cwd = tmp_dir().join("edge-cwd");
+    let _ = std::fs::remove_dir_all(&cwd);
+    std::fs::create_dir_all(cwd.join("dataset_cache")).unwrap();
+    std::os::unix::fs::symlink(
+        assets().join("datasets/bfcl_v4"),
+        cwd.join("dataset_cache/bfcl_v4"),
+    )
+    .expect("the cache link is made");
+    let server = stub(StubKind::Variable, |c| {
+        c.variable.first_chunk_latency_s = 0.001;
+        c.variable.output_len_mean = 8.0;
+        c.variable.prefix_cache = Some(PrefixCacheConfig::default());
+    });
+    let dataset = assets().join("datasets/agentic_small.jsonl").display().to_string();
+    let dir = report_dir("edge");
+    let config =
+        fill("online_edge_full_run.yaml", &server.url(), &dataset, &dir).replace("@TOKENIZER@", "");
+    let text = std::fs::read_to_string(&config)
+        .unwrap()
+        .replace("@TOKENIZER@", &assets().join("tokenizers/char").display().to_string());
+    std::fs::write(&config, text).unwrap();
+    let out = bin()
+        .args(["benchmark", "from-config", "--config", &config])
+        .current_dir(&cwd)
+        .output()
+        .expect("the binary runs");
+    show(&out);
+    server.stop();
+    assert_eq!(out.status.code(), Some(0));
+    // 20 trajectories of the 3 conversations (3, 2, 1 client turns): 7 passes of c1 and c2,
+    // 6 of c3.
+    let s = summary(&dir);
+    assert_eq!(
+        (s["n_samples_issued"].as_u64(), s["n_samples_failed"].as_u64()),
+        (Some(41), Some(0))
+    );
+    let results = std::fs::read_to_string(dir.join("accuracy/accuracy_results.json")).unwrap();
+    let results: Value = serde_json::from_str(&results).unwrap();
+    let names: Vec<&str> = results["accuracy_scores"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["dataset_name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["bfcl_v4::function_calling", "performance"]);
+    assert_eq!(results["accuracy_scores"][0]["total_samples"].as_u64(), Some(23));
+    let issued = scores(&dir)["turns"]["issued"].as_u64();
+    assert_eq!(issued, Some(21), "c1's turns 1 and 3 and c2's turn 1 expect an answer, 7 times");
 }
 
 #[test]
