@@ -95,6 +95,7 @@ fn dispatch(cli: Cli) -> Result<i32, AppError> {
             Ok(0)
         }
         Command::Compare(args) => commands::compare::run(&args.dirs, args.json),
+        Command::Check(args) => commands::check::run(&args.dirs, &args.ruleset, &args.model),
         Command::Completions { shell } => commands::completions::completions(shell),
         Command::Man { out_dir } => commands::completions::man(out_dir.as_deref()),
     }
