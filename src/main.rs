@@ -64,14 +64,7 @@ fn dispatch(cli: Cli) -> Result<i32, AppError> {
                 }
             };
             let host = plan::Host::read(commands::sys::local_timestamp());
-            let mut notes = Vec::new();
-            let plan = plan::resolve_plan(config, cli.verbose, &host, &mut notes);
-            commands::print_notes(&notes);
-            let plan = plan?;
-            if plan.verbose > 0 {
-                eprintln!("{}", redact::redact(&plan.summary()));
-            }
-            run::run_benchmark(plan)
+            run::audit::run_config(config, cli.verbose, &host)
         }
         Command::Init { template, output } => commands::init::run(&template, output.as_deref()),
         Command::ValidateYaml { config } => commands::validate_yaml::run(&config),

@@ -95,3 +95,116 @@ fn check_refuses_what_it_cannot_check_with_exit_2() {
         String::from_utf8_lossy(&out.stderr).contains("Ruleset 'mlperf-x' not found in registry")
     );
 }
+
+/// A concurrency-2 submission of 20 rows of the 1k dataset against `url` with an `audit:`
+/// block whose extra keys are `extra`.
+fn audited(name: &str, url: &str, dir: &Path, extra: &str) -> String {
+    let path = tmp_dir().join(format!("{name}.yaml"));
+    let text = format!(
+        "type: submission\nbenchmark_mode: online\nmodel_params: {{name: test-model, \
+         max_new_tokens: 8}}\ndatasets:\n  - path: {}\n    parser: {{prompt: text_input}}\n\
+         settings:\n  warmup: {{enabled: false}}\n  runtime: {{n_samples_to_issue: 20}}\n  \
+         load_pattern: {{type: concurrency, target_concurrency: 2}}\nendpoint_config:\n  \
+         endpoints: [\"{url}\"]\nreport_dir: {}\naudit:\n  test: output_caching_test\n  \
+         samples: 20\n  sample_index: 3\n{extra}",
+        assets().join("datasets/dummy_1k.jsonl").display(),
+        dir.display()
+    );
+    std::fs::write(&path, text).expect("the config is written");
+    path.display().to_string()
+}
+
+/// The audit's verdict files under `dir/audit`: the record's `passed` and the verify line.
+fn verdict(dir: &Path) -> (serde_json::Value, String) {
+    let base = dir.join("audit");
+    let record =
+        std::fs::read_to_string(base.join("audit_output_caching_test.json")).expect("the record");
+    let verify =
+        std::fs::read_to_string(base.join("verify_OUTPUT_CACHING_TEST.txt")).expect("verify");
+    (serde_json::from_str(&record).expect("the record is JSON"), verify)
+}
+
+#[test]
+fn the_output_caching_audit_passes_against_an_honest_server_after_the_run() {
+    // Every answer takes the same time whatever was asked before.
+    let server = stub(StubKind::Variable, |c| {
+        c.variable.first_chunk_latency_s = 0.005;
+        c.variable.first_chunk_spread = 0.0;
+        c.variable.inter_token_latency_ms = 0.5;
+        c.variable.output_len_mean = 8.0;
+        c.variable.output_len_spread = 0.0;
+    });
+    let dir = report_dir("audit-honest");
+    let out = run([
+        "benchmark",
+        "from-config",
+        "-c",
+        &audited("honest", &server.url(), &dir, "  threshold: 0.5\n"),
+    ]);
+    server.stop();
+    assert_eq!(out.status.code(), Some(0));
+    // The main run, then the reference phase and the audit phase, each a run of its own.
+    assert_eq!(summary(&dir)["n_samples_issued"].as_u64(), Some(20));
+    for phase in ["reference", "output_caching"] {
+        let phase_dir = dir.join("audit").join(phase);
+        assert_eq!(summary(&phase_dir)["n_samples_completed"].as_u64(), Some(20), "{phase}");
+        let config = std::fs::read_to_string(phase_dir.join("config.yaml")).expect("config.yaml");
+        assert!(!config.contains("audit:"), "a phase runs without the audit: {config}");
+    }
+    let idx =
+        std::fs::read_to_string(dir.join("audit/output_caching/sample_idx_map.json")).unwrap();
+    let idx: serde_json::Value = serde_json::from_str(&idx).unwrap();
+    let rows = idx["performance"].as_object().expect("the performance phase");
+    assert!(rows.values().all(|r| r.as_u64() == Some(3)), "every sample is row 3: {rows:?}");
+    let (record, verify) = verdict(&dir);
+    assert_eq!(verify, "Performance check pass: True\n");
+    assert_eq!(record["passed"], true);
+    assert_eq!(
+        (record["ref_requested"].as_u64(), record["audit_completed"].as_u64()),
+        (Some(20), Some(20))
+    );
+    assert!(record["reason"].as_str().unwrap().contains(" < ref_qps * (1 + 50%) = "), "{record}");
+}
+
+#[test]
+fn the_output_caching_audit_fails_against_a_server_that_answers_a_repeat_from_its_cache() {
+    // A prompt not cached costs 1 ms per 4 bytes; a repeated one is answered at once.
+    let server = stub(StubKind::Variable, |c| {
+        c.variable.first_chunk_latency_s = 0.001;
+        c.variable.first_chunk_spread = 0.0;
+        c.variable.output_len_mean = 8.0;
+        c.variable.output_len_spread = 0.0;
+        let cache = PrefixCacheConfig { uncached_token_us: 1000.0, ..Default::default() };
+        c.variable.prefix_cache = Some(cache);
+    });
+    let dir = report_dir("audit-cached");
+    let out = run([
+        "benchmark",
+        "from-config",
+        "-c",
+        &audited("cached", &server.url(), &dir, "  only: true\n"),
+    ]);
+    server.stop();
+    assert_eq!(out.status.code(), Some(1), "the reference's exit code for a failed audit");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("Compliance audit output_caching_test FAILED: audit_qps="), "{stderr}");
+    assert!(!dir.join("performance").exists(), "audit.only skips the main run");
+    let (record, verify) = verdict(&dir);
+    assert_eq!(verify, "Performance check pass: False\n");
+    assert_eq!(record["passed"], false);
+    assert!(record["audit_qps"].as_f64() > record["ref_qps"].as_f64(), "{record}");
+}
+
+#[test]
+fn an_audit_that_cannot_measure_the_server_is_refused_before_anything_runs() {
+    let dir = report_dir("audit-poisson");
+    let cfg = audited("poisson", "http://127.0.0.1:9", &dir, "");
+    let text = std::fs::read_to_string(&cfg)
+        .unwrap()
+        .replace("{type: concurrency, target_concurrency: 2}", "{type: poisson, target_qps: 5}");
+    std::fs::write(&cfg, text).unwrap();
+    let out = run(["benchmark", "from-config", "-c", &cfg]);
+    assert_eq!(out.status.code(), Some(3));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("would mask a caching-induced speedup"));
+    assert!(!dir.join("audit").exists());
+}

@@ -162,6 +162,9 @@ pub struct Plan {
     /// `settings.profiling`: the server's profiler, triggered around the performance phase;
     /// `None` = no engine set.
     pub profiling: Option<ProfilingPlan>,
+    /// An audit phase's one dataset row (`audit.sample_index`): `dataset` holds that row
+    /// alone, and sample_idx_map.json names it by this index.
+    pub audit_row: Option<u64>,
 }
 
 impl Plan {
@@ -214,7 +217,6 @@ pub fn resolve_plan(
     host: &Host,
     notes: &mut Vec<String>,
 ) -> Result<Plan, AppError> {
-    register_secrets(&config.endpoint_config);
     prepare_config(&mut config, notes)?;
     let top_level_params = apply_generation_override(&mut config)?;
     notes.extend(check_reference_only(&config)?);
@@ -299,12 +301,15 @@ pub fn resolve_plan(
         start_at_unix_ns,
         agentic,
         profiling: profiling::resolve_profiling(&config)?,
+        audit_row: config.audit_row,
     })
 }
 
-/// What comes before the settings are resolved: the refusals, a submission's rules and
-/// pinned seeds, the audit's ranges, and the mode's changes to the configuration.
+/// What comes before the settings are resolved: the secrets registered for redaction, the
+/// refusals, a submission's rules and pinned seeds, the audit's ranges, and the mode's changes
+/// to the configuration.
 fn prepare_config(config: &mut Config, notes: &mut Vec<String>) -> Result<(), AppError> {
+    register_secrets(&config.endpoint_config);
     refuse_unsupported(config)?;
     apply_submission(config, notes)?;
     check_audit(config)?;
