@@ -208,3 +208,47 @@ fn an_audit_that_cannot_measure_the_server_is_refused_before_anything_runs() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("would mask a caching-induced speedup"));
     assert!(!dir.join("audit").exists());
 }
+
+/// The reference's online Llama-2-70B submission example, in shape: it runs as an online
+/// Poisson run, then scores its accuracy dataset (a submission's `--mode both`), with its own
+/// seeds (it names no ruleset); `check` under its round names the model's gate as not
+/// applicable, as the reference's checker does.
+#[test]
+fn the_reference_submission_example_shape_runs_both_phases() {
+    let server = stub(StubKind::Echo, |_| {});
+    let dir = report_dir("llama2-shape");
+    let text =
+        std::fs::read_to_string(assets().join("submission/online_llama2_70b_orca_shape.yaml"))
+            .expect("the shape fixture")
+            .replace("@STUB@", &server.url())
+            .replace("@ASSETS@", &assets().join("accuracy_runs").display().to_string())
+            .replace("@REPORT@", &dir.display().to_string());
+    let path = tmp_dir().join("llama2-shape.yaml");
+    std::fs::write(&path, text).unwrap();
+    let out = run(["benchmark", "from-config", "-c", &path.display().to_string()]);
+    server.stop();
+    assert_eq!(out.status.code(), Some(0));
+    let s = summary(&dir);
+    assert_eq!(s["n_samples_issued"].as_u64(), Some(12), "1 s at 10 QPS, whole passes of 2 rows");
+    let results =
+        std::fs::read_to_string(dir.join("accuracy/accuracy_results.json")).expect("scored");
+    assert!(results.contains("open_orca_shape"), "{results}");
+    let config = std::fs::read_to_string(dir.join("config.yaml")).unwrap();
+    assert!(config.contains("type: submission") && config.contains("scheduler_random_seed: 42"));
+    let out = run([
+        "check",
+        &dir.display().to_string(),
+        "--ruleset",
+        "mlcommons-current",
+        "--model",
+        "llama2-70b",
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("  [PASS] temperature==0: model_params.temperature=0.0"), "{text}");
+    assert!(text.contains("  [FAIL] single_stream: num_workers=4 max_connections=-1"), "{text}");
+    assert!(
+        text.contains("  [FAIL] scorer_output_present"),
+        "ROUGE has no per-subset breakdown: {text}"
+    );
+}
