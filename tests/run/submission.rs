@@ -151,11 +151,15 @@ fn the_output_caching_audit_passes_against_an_honest_server_after_the_run() {
         let config = std::fs::read_to_string(phase_dir.join("config.yaml")).expect("config.yaml");
         assert!(!config.contains("audit:"), "a phase runs without the audit: {config}");
     }
-    let idx =
-        std::fs::read_to_string(dir.join("audit/output_caching/sample_idx_map.json")).unwrap();
-    let idx: serde_json::Value = serde_json::from_str(&idx).unwrap();
-    let rows = idx["performance"].as_object().expect("the performance phase");
-    assert!(rows.values().all(|r| r.as_u64() == Some(3)), "every sample is row 3: {rows:?}");
+    let rows = |phase: &str| -> Vec<u64> {
+        let path = dir.join("audit").join(phase).join("sample_idx_map.json");
+        let idx: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+        idx["performance"].as_object().unwrap().values().filter_map(|r| r.as_u64()).collect()
+    };
+    let distinct: std::collections::BTreeSet<u64> = rows("reference").into_iter().collect();
+    assert_eq!(distinct.len(), 20, "the reference phase's samples are distinct rows");
+    assert_eq!(rows("output_caching"), [3; 20], "every audit sample is row 3");
     let (record, verify) = verdict(&dir);
     assert_eq!(verify, "Performance check pass: True\n");
     assert_eq!(record["passed"], true);
