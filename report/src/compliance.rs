@@ -7,7 +7,7 @@
 use std::path::Path;
 
 use loadgen_plan::plan::ruleset::{ruleset, Model};
-use loadgen_plan::plan::{check_config, scenario};
+use loadgen_plan::plan::{apply_submission, check_config, scenario};
 use loadgen_plan::yaml::Config;
 use loadgen_py::float_repr::repr;
 use serde_json::Value;
@@ -249,14 +249,16 @@ fn read_json(path: &Path) -> Option<Value> {
     serde_json::from_slice(&std::fs::read(path).ok()?).ok()
 }
 
-/// The config lock on the run's config.yaml, read through the schema and the reference's
-/// cross-field rules.
+/// The config lock on the run's config.yaml, read through the schema, a submission's ruleset
+/// and the reference's cross-field rules.
 fn config_checks(dir: &Path) -> Vec<Check> {
     let path = dir.join("config.yaml");
     if !path.exists() {
         return vec![check("config_present", false, format!("missing {}", path.display()))];
     }
-    let config = Config::from_yaml_file(&path).and_then(|c| {
+    // As the reference's schema loads it: a submission_ref's ruleset pins its seeds again.
+    let config = Config::from_yaml_file(&path).and_then(|mut c| {
+        apply_submission(&mut c, &mut Vec::new())?;
         check_config(&c, &mut Vec::new())?;
         Ok(c)
     });

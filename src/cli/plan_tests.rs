@@ -145,6 +145,13 @@ fn flags_and_aliases_reach_the_plan() {
     assert_eq!(plan.request.min_output_tokens, Some(4));
     assert!(!plan.request.streaming && !plan.request.stream_include_usage);
     assert_eq!(plan.token_count_source, TokenCountSource::Server);
+    // Off the reference's own behaviour, the two keys its schema lacks are recorded.
+    assert!(plan.config_yaml.contains("\n  token_count_source: server\n"), "{}", plan.config_yaml);
+    assert!(
+        plan.config_yaml.contains("\n    stream_include_usage: false\n"),
+        "{}",
+        plan.config_yaml
+    );
     assert_eq!((plan.num_samples, plan.max_duration_ms), (99, Some(12_000)));
     assert_eq!(plan.drain_timeout_ms, 1_500);
     assert!(!plan.connections.cpu_affinity && !plan.early_stopping);
