@@ -72,6 +72,11 @@ pub enum Command {
     /// The headline figures of two or more finished runs side by side, with ratios to the
     /// first (from each DIR/performance/result_summary.json).
     Compare(CompareArgs),
+    /// The compliance check of finished runs, as the reference's scripts/check_compliance.py:
+    /// the config lock, the accuracy gate against the ruleset's targets and the run's
+    /// validity, one PASS/FAIL line each; exit 0 when every check of every DIR passes, 1 when
+    /// one fails.
+    Check(CheckArgs),
     /// A shell completion script, on stdout (e.g. `llm-loadgen completions bash >
     /// /etc/bash_completion.d/llm-loadgen`).
     Completions {
@@ -86,6 +91,20 @@ pub enum Command {
         #[arg(long = "out-dir", value_name = "DIR")]
         out_dir: Option<PathBuf>,
     },
+}
+
+/// `check` arguments.
+#[derive(Debug, Args)]
+pub struct CheckArgs {
+    /// Report directories of finished runs (each holds config.yaml and the scorer output).
+    #[arg(value_name = "DIR", required = true)]
+    pub dirs: Vec<PathBuf>,
+    /// The registered ruleset to check against.
+    #[arg(long = "ruleset", default_value = loadgen_report::compliance::DEFAULT_RULESET)]
+    pub ruleset: String,
+    /// The model within the ruleset.
+    #[arg(long = "model", default_value = loadgen_report::compliance::DEFAULT_MODEL)]
+    pub model: String,
 }
 
 /// `compare` arguments.

@@ -64,14 +64,7 @@ fn dispatch(cli: Cli) -> Result<i32, AppError> {
                 }
             };
             let host = plan::Host::read(commands::sys::local_timestamp());
-            let mut notes = Vec::new();
-            let plan = plan::resolve_plan(config, cli.verbose, &host, &mut notes);
-            commands::print_notes(&notes);
-            let plan = plan?;
-            if plan.verbose > 0 {
-                eprintln!("{}", redact::redact(&plan.summary()));
-            }
-            run::run_benchmark(plan)
+            run::audit::run_config(config, cli.verbose, &host)
         }
         Command::Init { template, output } => commands::init::run(&template, output.as_deref()),
         Command::ValidateYaml { config } => commands::validate_yaml::run(&config),
@@ -95,6 +88,7 @@ fn dispatch(cli: Cli) -> Result<i32, AppError> {
             Ok(0)
         }
         Command::Compare(args) => commands::compare::run(&args.dirs, args.json),
+        Command::Check(args) => commands::check::run(&args.dirs, &args.ruleset, &args.model),
         Command::Completions { shell } => commands::completions::completions(shell),
         Command::Man { out_dir } => commands::completions::man(out_dir.as_deref()),
     }

@@ -1,5 +1,6 @@
 //! Benchmark execution: from a validated plan to a finished report directory and an exit code.
 
+pub mod audit;
 mod profiling;
 
 use std::cell::RefCell;
@@ -175,7 +176,13 @@ fn print_console_and_json(
 }
 
 /// Runs the benchmark the plan describes and writes its report directory. Returns the exit code.
-pub fn run_benchmark(mut plan: Plan) -> Result<i32, AppError> {
+pub fn run_benchmark(plan: Plan) -> Result<i32, AppError> {
+    run_benchmark_in(plan).map(|(code, _)| code)
+}
+
+/// `run_benchmark`, with the report directory the run took (a fresh one when the default name
+/// existed).
+pub fn run_benchmark_in(mut plan: Plan) -> Result<(i32, std::path::PathBuf), AppError> {
     let embedded = plan.endpoints.is_empty();
     let null = plan.endpoints.iter().any(crate::plan::EndpointUrl::is_null);
     let cores = cores_available();
@@ -229,7 +236,7 @@ pub fn run_benchmark(mut plan: Plan) -> Result<i32, AppError> {
     if let Some(pid) = stub {
         kill_and_reap(pid);
     }
-    result
+    result.map(|code| (code, plan.report_dir.clone()))
 }
 
 /// Claims the plan's report directory (`ReportDir::claim`) and, when the default name was
@@ -299,7 +306,7 @@ fn run_with_endpoints(
         c.stop(output.is_ok());
         c.record()
     });
-    let output = output.map_err(|e| match e {
+    let mut output = output.map_err(|e| match e {
         // The worker's message names the endpoint it could not reach.
         RunError::WorkerSetup { .. } => {
             AppError::Setup(format!("{e}; check that the server is up and reachable"))
@@ -313,6 +320,7 @@ fn run_with_endpoints(
         other => AppError::Setup(other.to_string()),
     })?;
     drop(reserve);
+    name_audit_row(&mut output.aggregate.sample_rows, plan.audit_row);
     // The URLs as the report names them: no userinfo, and the null endpoint as given.
     let null = plan.endpoints.iter().any(crate::plan::EndpointUrl::is_null);
     let shown: Vec<String> =
@@ -464,6 +472,14 @@ fn sample_table(
     drop((rows, order));
     table.set_chunk_delta_ns(std::mem::take(&mut agg.chunk_delta_ns));
     (table, waits)
+}
+
+/// The audit phase's dataset is its one row (`audit.sample_index`): sample_idx_map.json names
+/// the dataset row it is, as the reference's does.
+fn name_audit_row(sample_rows: &mut [(u64, u32)], audit_row: Option<u64>) {
+    if let Some(row) = audit_row.and_then(|r| u32::try_from(r).ok()) {
+        sample_rows.iter_mut().for_each(|(_, r)| *r = row);
+    }
 }
 
 /// `-v`: each coordinator thread's CPU over the run, per sample.

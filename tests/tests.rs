@@ -29,6 +29,7 @@ mod run {
     mod profiling;
     mod request_params;
     mod run_control;
+    mod submission;
     mod timing;
     mod warmup;
 }

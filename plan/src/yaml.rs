@@ -64,7 +64,7 @@ pub struct Config {
     #[serde(default = "yes", deserialize_with = "lax::boolean")]
     pub enable_cpu_affinity: bool,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub audit: Option<YamlValue>,
+    pub audit: Option<AuditConfig>,
     /// `--source-addresses`, as given: a flag only (the reference has no such key), so YAML
     /// never sets it and config.yaml never shows it.
     #[serde(skip)]
@@ -81,6 +81,10 @@ pub struct Config {
     /// YAML never sets them and config.yaml never shows them (`plan::shard`).
     #[serde(skip)]
     pub shard: ShardArgs,
+    /// An audit phase's one dataset row (`plan::audit_phase_config`): never YAML, never
+    /// written.
+    #[serde(skip)]
+    pub audit_row: Option<u64>,
 }
 
 /// `submission_ref:` (the reference's `SubmissionReference`): the model and the ruleset a
@@ -92,6 +96,46 @@ pub struct SubmissionRef {
     pub model: String,
     #[serde(deserialize_with = "lax::string_stripped")]
     pub ruleset: String,
+}
+
+/// `audit:` (the reference's `OutputCachingTestConfig`, MLPerf TEST04): a reference phase of
+/// `samples` distinct samples, then an audit phase repeating row `sample_index`
+/// `audit_samples` times; ranges are checked by `plan::check_audit`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AuditConfig {
+    #[serde(deserialize_with = "lax::choice")]
+    pub test: AuditTest,
+    /// Run only the audit, not the main benchmark.
+    #[serde(default, deserialize_with = "lax::boolean")]
+    pub only: bool,
+    #[serde(deserialize_with = "lax::int")]
+    pub samples: u64,
+    #[serde(default, deserialize_with = "lax::opt_int")]
+    pub audit_samples: Option<u64>,
+    #[serde(default, deserialize_with = "lax::int")]
+    pub sample_index: u64,
+    #[serde(default = "default_audit_threshold", deserialize_with = "lax::float")]
+    pub threshold: f64,
+}
+
+fn default_audit_threshold() -> f64 {
+    0.10
+}
+
+/// `audit.test:` the registered audit tests.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AuditTest {
+    OutputCachingTest,
+}
+
+impl AuditTest {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AuditTest::OutputCachingTest => "output_caching_test",
+        }
+    }
 }
 
 /// `type:` of a configuration.
@@ -289,8 +333,14 @@ pub struct Settings {
     pub early_stopping: EarlyStopping,
     #[serde(deserialize_with = "lax::float")]
     pub service_ready_timeout_s: f64,
-    #[serde(deserialize_with = "lax::choice")]
+    /// Not a reference key: written into config.yaml only when not client (the reference's
+    /// basis), so the reference's schema reads a client-basis run's config.yaml.
+    #[serde(deserialize_with = "lax::choice", skip_serializing_if = "is_client")]
     pub token_count_source: TokenCountSource,
+}
+
+fn is_client(source: &TokenCountSource) -> bool {
+    *source == TokenCountSource::Client
 }
 
 impl Default for Settings {
@@ -463,7 +513,9 @@ pub struct Client {
     pub min_required_connections: i64,
     #[serde(deserialize_with = "lax::string")]
     pub worker_gc_mode: String,
-    #[serde(deserialize_with = "lax::boolean")]
+    /// Not a reference key: written into config.yaml only when off (the reference always asks
+    /// for usage), so the reference's schema reads the config.yaml of a run that left it on.
+    #[serde(deserialize_with = "lax::boolean", skip_serializing_if = "is_true")]
     pub stream_include_usage: bool,
     /// Synced from `endpoint_config.api_type` by the reference; accepted, not written.
     #[serde(skip_serializing, deserialize_with = "lax::opt_choice")]
@@ -687,6 +739,10 @@ impl ApiTypeName {
 fn default_version() -> String {
     "1.0".to_string()
 }
+fn is_true(value: &bool) -> bool {
+    *value
+}
+
 fn yes() -> bool {
     true
 }
@@ -714,6 +770,7 @@ impl Config {
             chat_template: None,
             test_mode: None,
             shard: ShardArgs::default(),
+            audit_row: None,
         }
     }
 

@@ -8,6 +8,7 @@
 pub mod accuracy;
 pub mod agentic;
 mod client_wait;
+pub mod compliance;
 pub mod dir;
 pub mod early_stop;
 mod files;

@@ -385,11 +385,12 @@ fn config_yaml_is_the_resolved_config_with_secrets_redacted() {
         "    type: max_throughput",
         "    num_workers: 1",
         "report_dir: /tmp/obs",
-        "  token_count_source: client",
-        "    stream_include_usage: true",
     ] {
         assert!(yaml.lines().any(|l| l == line), "missing {line:?} in:\n{yaml}");
     }
+    // Keys the reference's schema lacks are left out at the reference's own behaviour, so
+    // its checker reads this file.
+    assert!(!yaml.contains("token_count_source") && !yaml.contains("stream_include_usage"));
     // The file reads back through the schema to the same plan inputs.
     let back = Config::from_yaml_str(yaml, "config.yaml").unwrap();
     assert_eq!(back.settings.runtime.n_samples_to_issue, Some(200));
@@ -440,8 +441,7 @@ fn config_yaml_keys_follow_the_reference_schema() {
                      high_water_mark linger immediate";
     let client_tail = "stream_all_chunks worker_initialization_timeout \
                        worker_graceful_shutdown_wait worker_force_kill_timeout insecure \
-                       max_idle_time min_required_connections worker_gc_mode \
-                       stream_include_usage";
+                       max_idle_time min_required_connections worker_gc_mode";
     let mut want: Vec<String> = Vec::new();
     let mut add = |prefix: &str, keys: &str| {
         want.extend(keys.split_whitespace().map(|k| format!("{prefix}{k}")));
@@ -476,7 +476,7 @@ fn config_yaml_keys_follow_the_reference_schema() {
     add("settings.", "warmup");
     add("settings.warmup.", "enabled salt drain warmup_random_seed");
     add("settings.", "profiling early_stopping settings.early_stopping.enabled");
-    add("settings.", "service_ready_timeout_s token_count_source");
+    add("settings.", "service_ready_timeout_s");
     add("", "endpoint_config");
     add("endpoint_config.", "endpoints api_type");
     add("", "report_dir verbose enable_cpu_affinity");
@@ -747,4 +747,14 @@ fn config_yaml_names_the_report_dir_a_run_took_instead_of_the_taken_default() {
     );
     let given = plan_of(&["offline", "--report-dir", "/tmp/x"]).unwrap();
     assert!(!given.report_dir_default);
+}
+
+/// Off the reference's own behaviour (client basis, usage asked for), the two keys its schema
+/// lacks are recorded in config.yaml.
+#[test]
+fn a_server_basis_and_usage_off_are_recorded_in_config_yaml() {
+    let args = ["offline", "--token-count-source", "server", "--no-stream-include-usage"];
+    let yaml = plan_of(&args).unwrap().config_yaml;
+    assert!(yaml.contains("\n  token_count_source: server\n"), "{yaml}");
+    assert!(yaml.contains("\n    stream_include_usage: false\n"), "{yaml}");
 }

@@ -1,6 +1,8 @@
 //! Commands that are not a benchmark run: `init`, `validate-yaml`, `info`, `probe`, `compare`,
-//! `completions`, `man`, and the post-run tools `report`, `merge`, `early-stopping` and `plot`.
+//! `completions`, `man`, and the post-run tools `report`, `merge`, `early-stopping`, `plot` and
+//! `check`.
 
+pub mod check;
 pub mod compare;
 pub mod completions;
 pub mod early_stopping;

@@ -27,6 +27,7 @@ const COMMANDS: &[&[&str]] = &[
     &["stub", "max-throughput"],
     &["stub", "variable"],
     &["compare"],
+    &["check"],
     &["completions"],
     &["man"],
 ];
@@ -132,6 +133,7 @@ fn the_flag_scanner_finds_flags_and_aliases_only() {
 /// Flags docs/CLI.md names that are not the binary's, each with whose it is.
 const FOREIGN_FLAGS: &[(&str, &str)] = &[
     ("--confidence", "the reference's early-stopping script, named as not offered"),
+    ("--ctx-size", "the edge server (llama-server), quoted by the compliance check"),
     ("--FLAG", "a placeholder for any flag"),
     ("--enable-x", "the pattern of a switch pair"),
     ("--no-x", "the pattern of a switch pair"),
@@ -139,6 +141,7 @@ const FOREIGN_FLAGS: &[(&str, &str)] = &[
     ("--profiler-config.delay_iterations", "vLLM's server (server profiling)"),
     ("--profiler-config.max_iterations", "vLLM's server (server profiling)"),
     ("--profiler-config.profiler", "vLLM's server (server profiling)"),
+    ("--reasoning", "the edge server (llama-server), quoted by the compliance check"),
     ("--release", "cargo"),
     ("--roofline-client-workers", "loadgen-perf"),
     ("--summary", "the reference's early-stopping script"),

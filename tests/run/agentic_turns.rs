@@ -12,7 +12,7 @@ use std::sync::{Arc, Mutex};
 use loadgen_stubs::{PrefixCacheConfig, SentResponse, StubKind};
 use serde_json::Value;
 
-use crate::support::{assets, report_dir, run, stub, summary, tmp_dir};
+use crate::support::{alone, assets, report_dir, run, stub, summary, tmp_dir};
 
 /// Microseconds the stub charges per uncached prompt token, and its fixed first-chunk delay:
 /// large enough that a busy machine's wake-up delays stay well inside 5%.
@@ -63,6 +63,8 @@ fn stub_ttft_by_turn(sent: &[SentResponse]) -> BTreeMap<u64, Vec<f64>> {
 
 #[test]
 fn ttft_by_turn_is_what_the_stub_charges_for_its_uncached_tokens() {
+    // A timing test: no other test's processes share the cores meanwhile.
+    let _alone = alone();
     let log = Arc::new(Mutex::new(Vec::new()));
     let server = stub(StubKind::Variable, |c| {
         c.variable.first_chunk_latency_s = FIRST_CHUNK_S;

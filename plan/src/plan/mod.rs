@@ -16,6 +16,7 @@ use crate::yaml::{ApiTypeName, BenchType, Config, LoadPatternKind, ModelParams, 
 
 mod accuracy;
 mod agentic;
+mod audit;
 mod connections;
 mod dataset;
 mod endpoints;
@@ -27,13 +28,16 @@ mod refusals;
 mod request;
 #[cfg(test)]
 mod resolve_tests;
+pub mod ruleset;
 mod run_length;
 mod shard;
 mod specs;
+mod submission;
 mod tokens;
 
 pub use accuracy::*;
 pub use agentic::{instance_id, instances, AgenticPlan, Instance, AGENTIC_ROWS_MAX};
+pub use audit::*;
 pub use connections::*;
 use dataset::*;
 pub use endpoints::*;
@@ -49,6 +53,7 @@ pub use specs::{
     check_endpoint_count, request_tables, worker_specs, ViewFacts, MAX_OUTPUT_BYTES,
     PROGRESS_INTERVAL_ENV,
 };
+pub use submission::{apply_submission, run_kind, scenario, submission_ruleset};
 pub use tokens::*;
 
 /// Warm-up phase settings: samples issued before tracking starts (the reference's warm-up
@@ -157,6 +162,9 @@ pub struct Plan {
     /// `settings.profiling`: the server's profiler, triggered around the performance phase;
     /// `None` = no engine set.
     pub profiling: Option<ProfilingPlan>,
+    /// An audit phase's one dataset row (`audit.sample_index`): `dataset` holds that row
+    /// alone, and sample_idx_map.json names it by this index.
+    pub audit_row: Option<u64>,
 }
 
 impl Plan {
@@ -209,10 +217,7 @@ pub fn resolve_plan(
     host: &Host,
     notes: &mut Vec<String>,
 ) -> Result<Plan, AppError> {
-    register_secrets(&config.endpoint_config);
-    refuse_unsupported(&config)?;
-    apply_accuracy_only(&mut config);
-    check_mode_datasets(&config)?;
+    prepare_config(&mut config, notes)?;
     let top_level_params = apply_generation_override(&mut config)?;
     notes.extend(check_reference_only(&config)?);
     let env = |k: &str| std::env::var(k).ok();
@@ -296,7 +301,20 @@ pub fn resolve_plan(
         start_at_unix_ns,
         agentic,
         profiling: profiling::resolve_profiling(&config)?,
+        audit_row: config.audit_row,
     })
+}
+
+/// What comes before the settings are resolved: the secrets registered for redaction, the
+/// refusals, a submission's rules and pinned seeds, the audit's ranges, and the mode's changes
+/// to the configuration.
+fn prepare_config(config: &mut Config, notes: &mut Vec<String>) -> Result<(), AppError> {
+    register_secrets(&config.endpoint_config);
+    refuse_unsupported(config)?;
+    apply_submission(config, notes)?;
+    check_audit(config)?;
+    apply_accuracy_only(config);
+    check_mode_datasets(config)
 }
 
 /// An accuracy-only run has no warm-up; its report still records the configured warm-up
@@ -336,7 +354,8 @@ fn performance_dataset(
             Ok((dataset, false, Some(plan)))
         }
         _ => {
-            let (dataset, synthetic) = resolve_dataset(config, verbose, notes)?;
+            let (mut dataset, synthetic) = resolve_dataset(config, verbose, notes)?;
+            keep_audit_row(&mut dataset, config.audit_row)?;
             Ok((dataset, synthetic, None))
         }
     }

@@ -10,6 +10,10 @@ use super::*;
 /// (videogen's client basis) goes into `notes`.
 pub fn check_config(config: &Config, notes: &mut Vec<String>) -> Result<(), AppError> {
     let pattern = check_pattern_as_reference(config)?.unwrap_or(LoadPattern::Offline);
+    if let Some(rules) = submission_ruleset(config, notes)? {
+        let name = config.submission_ref.as_ref().map_or("", |r| r.ruleset.as_str());
+        notes.extend(submission::round_notes(config, rules, name));
+    }
     check_datasets_as_reference(config)?;
     let endpoints = parse_endpoints(config)?;
     resolve_model(config, &endpoints)?;
@@ -27,6 +31,7 @@ pub fn check_config(config: &Config, notes: &mut Vec<String>) -> Result<(), AppE
     check_token_pool(config)?;
     check_reference_bounds(config)?;
     check_profiling(config)?;
+    check_audit(config)?;
     Ok(())
 }
 
@@ -35,21 +40,8 @@ pub fn check_config(config: &Config, notes: &mut Vec<String>) -> Result<(), AppE
 /// performance dataset with an `agentic_inference` block and the other way round. Returns the
 /// pattern a run would use where one exists here.
 pub(super) fn check_pattern_as_reference(config: &Config) -> Result<Option<LoadPattern>, AppError> {
-    let mode = match (config.kind, config.benchmark_mode) {
-        (BenchType::Submission, None) => {
-            return Err(AppError::Input(
-                "type submission needs benchmark_mode (offline or online)".into(),
-            ))
-        }
-        (BenchType::Submission, Some(mode @ (BenchType::Offline | BenchType::Online))) => mode,
-        (BenchType::Submission, Some(other)) => {
-            return Err(AppError::Input(format!(
-                "benchmark_mode {:?} is not valid; give offline or online",
-                other.as_str()
-            )))
-        }
-        (kind, _) => kind,
-    };
+    submission::check_benchmark_mode(config)?;
+    let mode = run_kind(config);
     let lp = &config.settings.load_pattern;
     let agentic = |perf: bool| {
         config
@@ -86,9 +78,7 @@ pub(super) fn check_pattern_as_reference(config: &Config) -> Result<Option<LoadP
     if mode == BenchType::Eval {
         return Ok(None);
     }
-    let mut as_run = config.clone();
-    as_run.kind = mode;
-    resolve_load_pattern(&as_run).map(Some)
+    resolve_load_pattern(config).map(Some)
 }
 
 /// The reference's rules on `datasets:`: no two with one (name, type); a dataset without a

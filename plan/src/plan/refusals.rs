@@ -6,7 +6,7 @@ use super::*;
 /// key path; `validate-yaml` lists them, a run refuses the first (`refuse_unsupported`).
 pub fn run_refusals(config: &Config) -> Vec<String> {
     let mut out = Vec::new();
-    if matches!(config.kind, BenchType::Eval | BenchType::Submission) {
+    if config.kind == BenchType::Eval {
         out.push(format!(
             "type: {} is not supported yet (use offline or online)",
             config.kind.as_str()
@@ -37,15 +37,6 @@ pub fn run_refusals(config: &Config) -> Vec<String> {
         if !super::accuracy::skipped_in_perf_mode(mode, d) {
             out.extend(dataset_refusals(i, d));
         }
-    }
-    if let Some(r) = &config.submission_ref {
-        out.push(format!(
-            "submission_ref (ruleset {:?}) is not supported yet: rulesets and their pinned seeds",
-            r.ruleset
-        ));
-    }
-    if config.audit.is_some() {
-        out.push("audit is not supported yet: compliance audits after the run".into());
     }
     out
 }

@@ -6,6 +6,7 @@ use loadgen_py::random::PyRandom;
 use loadgen_worker::request::{ApiType, RequestOptions, Sampling};
 
 use super::endpoints::{resolve_model, EndpointUrl};
+use super::submission::run_kind;
 use crate::dataset::DatasetKind;
 use crate::error::AppError;
 use crate::yaml::{
@@ -85,7 +86,7 @@ pub(super) fn resolve_streaming(config: &Config) -> bool {
     match config.model_params.streaming {
         Streaming::On => true,
         Streaming::Off => false,
-        Streaming::Auto => config.kind == BenchType::Online,
+        Streaming::Auto => run_kind(config) == BenchType::Online,
     }
 }
 

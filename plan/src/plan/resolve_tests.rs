@@ -222,9 +222,12 @@ fn validate_yaml_accepts_what_the_reference_does_and_lists_what_a_run_refuses() 
     let config = Config::from_yaml_str(text, "t.yaml").unwrap();
     check_config(&config, &mut Vec::new()).unwrap();
     let notes = run_refusals(&config).join("\n");
-    assert!(notes.contains("type: submission"), "{notes}");
+    assert!(!notes.contains("type: submission"), "a submission runs here: {notes}");
     assert!(!notes.contains("profiling"), "profiling runs here: {notes}");
-    assert_eq!(resolve_plan(config, 0).unwrap_err().exit_code(), 2);
+    let eval = Config::from_yaml_str("type: eval\nmodel_params: {name: m}\n", "t.yaml").unwrap();
+    check_config(&eval, &mut Vec::new()).unwrap();
+    assert!(run_refusals(&eval).join("\n").contains("type: eval"));
+    assert_eq!(resolve_plan(eval, 0).unwrap_err().exit_code(), 2);
 }
 
 #[test]

@@ -40,7 +40,8 @@ pub fn samples_to_issue(
 
 pub(super) fn resolve_load_pattern(config: &Config) -> Result<LoadPattern, AppError> {
     let lp = &config.settings.load_pattern;
-    match config.kind {
+    let kind = run_kind(config);
+    match kind {
         BenchType::Offline | BenchType::Online => {}
         other => {
             return Err(AppError::Input(format!(
@@ -58,7 +59,7 @@ pub(super) fn resolve_load_pattern(config: &Config) -> Result<LoadPattern, AppEr
         return Err(AppError::Input("target concurrency must be above 0, got 0".into()));
     }
     let contradiction = |msg: String| Err(AppError::Setup(msg));
-    match (config.kind, lp.kind) {
+    match (kind, lp.kind) {
         (BenchType::Offline, LoadPatternKind::MaxThroughput) => {
             if let Some(c) = lp.target_concurrency {
                 return contradiction(format!(
