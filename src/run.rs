@@ -353,6 +353,8 @@ fn finish_run(
     };
     let snapshot = final_snapshot(&table, &agg.counters, &opts, state);
     let mut info = run_info(plan, embedded, interrupted, incomplete_reason, agg.counters.abandoned);
+    // The binary's commit (build.rs); the report crate is built without it.
+    info.git_sha = option_env!("LLM_LOADGEN_GIT_SHA").map(str::to_string);
     let conversations = plan.agentic.as_ref().map(|a| &*a.conversations);
     let turns_left = &agg.unrecorded_turns;
     info.agentic =
