@@ -53,7 +53,7 @@ settings:
 
 const TAIL: &str = "  client:
     num_workers: -1  # worker processes (-1 = one per core, less the coordinator's)
-    max_connections: -1  # connections across all workers (-1 = 32 per worker)
+    max_connections: -1  # connections across all workers (-1 = auto: 32 per worker offline, target_concurrency for concurrency, up to 16384 for poisson)
     stream_include_usage: true  # ask streaming openai requests for usage (stream_options)
   warmup:
     enabled: false  # issue warm-up samples before tracking starts
@@ -146,6 +146,7 @@ pub fn run(name: &str, output: Option<&Path>) -> Result<i32, AppError> {
 mod tests {
     use super::*;
     use crate::yaml::{Config, LoadPatternKind};
+    use loadgen_coordinator::LoadPattern;
     use std::sync::Arc;
 
     /// A scratch folder of this test process, removed first.
@@ -256,6 +257,29 @@ mod tests {
         assert!(text.contains("7000 samples, about 700 s"));
         assert_eq!(online.num_samples, 7000);
         assert_eq!(online.dataset.rows.len(), 1000, "init wrote this one (1000 prompts)");
+        // Connections' auto rule, the report directory's default, pinning and the headline
+        // basis as the comments say.
+        let c = &online.connections;
+        let auto = "(-1 = auto: 32 per worker offline, target_concurrency for concurrency, up \
+                    to 16384 for poisson)";
+        assert!(text.contains(auto), "{text}");
+        assert!(c.max_connections <= 16384 && c.max_connections > 32 * c.workers, "poisson");
+        let offline = crate::cli::resolve_plan(config("offline", &dir, |t| t), 0).unwrap();
+        let o = &offline.connections;
+        assert_eq!(o.max_connections, 32 * o.workers, "offline");
+        let closed = crate::cli::resolve_plan(config("concurrency", &dir, |t| t), 0).unwrap();
+        assert_eq!(closed.connections.max_connections, 32, "target_concurrency: 32");
+        assert!(text.contains("(default /tmp/reports_YYYYMMDD_HHMMSS)"));
+        assert!(online.report_dir.display().to_string().starts_with("/tmp/reports_"));
+        assert!(
+            text.contains("enable_cpu_affinity: true  # pin workers to cores") && c.cpu_affinity
+        );
+        assert!(text.contains("token_count_source: client  # headline token counts: client"));
+        assert_eq!(online.token_count_source, loadgen_coordinator::TokenCountSource::Client);
+        assert!(
+            online.request.stream_include_usage && online.early_stopping && !online.warmup.enabled
+        );
+        assert!(matches!(online.load_pattern, LoadPattern::Poisson { seed: 42, .. }));
         let accuracy = text.replace("type: performance ", "type: accuracy ");
         let c = Config::from_yaml_str(&accuracy, "acc").unwrap();
         assert_eq!(c.datasets[0].kind, crate::dataset::DatasetKind::Accuracy);
