@@ -3,7 +3,7 @@
 
 use std::path::PathBuf;
 
-use clap::{ArgAction, Args, Parser, Subcommand, ValueEnum};
+use clap::{ArgAction, Args, CommandFactory, FromArgMatches, Parser, Subcommand, ValueEnum};
 use loadgen_coordinator::TokenCountSource;
 
 use crate::dataset::DatasetSpec;
@@ -13,9 +13,56 @@ use crate::yaml::{
     Streaming, TestMode,
 };
 
+/// The exit codes of every command, one row each: `--help`'s "Exit status" and the man
+/// page's EXIT STATUS section are written from this table, and a test holds it to
+/// `AppError::exit_code`.
+pub const EXIT_CODES: [(i32, &str); 6] = [
+    (0, "success; some samples may have failed, and the summary counts them"),
+    (
+        1,
+        "usage error: a flag, argument or subcommand that cannot be understood; or a failed \
+         compliance check (`check`) or output-caching audit",
+    ),
+    (2, "bad input: a dataset, a YAML file, a value out of range"),
+    (3, "setup error: cannot connect, bad tokenizer, contradictory settings"),
+    (
+        4,
+        "execution error: nothing succeeded, a report incomplete under the primary token \
+         basis, a report file that could not be written, a worker that died, probe below \
+         half success (each named on stderr)",
+    ),
+    (130, "interrupted by Ctrl-C or SIGTERM; the reports are written and marked interrupted"),
+];
+
+/// `--help`'s closing section: the exit codes, from `EXIT_CODES`.
+pub fn exit_status_help() -> String {
+    let mut text = String::from("Exit status:\n");
+    for (code, meaning) in EXIT_CODES {
+        text.push_str(&format!("  {code:<4} {meaning}\n"));
+    }
+    text
+}
+
+/// The command line's definition as users see it: the derive's, with the exit codes closing
+/// every command's `--help`.
+pub fn command() -> clap::Command {
+    with_exit_status(Cli::command(), &exit_status_help())
+}
+
+fn with_exit_status(cmd: clap::Command, text: &str) -> clap::Command {
+    cmd.after_help(text.to_string()).mut_subcommands(|sub| with_exit_status(sub, text))
+}
+
+/// Parses the process's arguments against `command()`.
+pub fn try_parse() -> Result<Cli, clap::Error> {
+    let matches = command().try_get_matches()?;
+    Cli::from_arg_matches(&matches)
+}
+
 /// A load generator for LLM inference endpoints.
 #[derive(Debug, Parser)]
-#[command(name = "llm-loadgen", version, about, propagate_version = true)]
+// The version line names the commit the binary was built from (build.rs).
+#[command(name = "llm-loadgen", version = env!("LLM_LOADGEN_VERSION"), about, propagate_version = true)]
 pub struct Cli {
     /// More output: -v info, -vv debug (the CPU plan, per-phase timings).
     #[arg(short = 'v', long = "verbose", action = ArgAction::Count, global = true)]
@@ -487,7 +534,11 @@ pub struct BenchFlags {
         help_heading = "Run length"
     )]
     pub num_samples: Option<u64>,
-    /// Sizes the sample count: 600s, 10m, 600000ms or plain ms [default: 600000].
+    /// Sizes the sample count, not the wall time: ceil(QPS x duration x 1.1) samples (QPS:
+    /// --target-qps, else 10), rounded up to whole passes of the dataset; 0 = the dataset
+    /// once. The run ends when those samples are done, so it can take longer (a small dataset
+    /// repeated, a slow server) or shorter; the summary's "Run length" line says which
+    /// applied. 600s, 10m, 600000ms or plain ms [default: 600000].
     #[arg(long = "duration", visible_alias = "runtime.min-duration-ms",
           value_parser = parse_duration_ms, help_heading = "Run length")]
     pub duration_ms: Option<u64>,
@@ -1070,6 +1121,26 @@ mod specs_tests;
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The table `--help` and the man page print is the one the errors exit with.
+    #[test]
+    fn the_exit_code_table_is_every_code_the_binary_exits_with() {
+        let errors = [
+            AppError::Usage(String::new()),
+            AppError::Input(String::new()),
+            AppError::Setup(String::new()),
+            AppError::Execution(String::new()),
+            AppError::Interrupted,
+        ];
+        let mut codes: Vec<i32> = errors.iter().map(AppError::exit_code).collect();
+        codes.insert(0, 0);
+        let table: Vec<i32> = EXIT_CODES.iter().map(|(code, _)| *code).collect();
+        assert_eq!(table, codes);
+        let help = exit_status_help();
+        for (code, meaning) in EXIT_CODES {
+            assert!(help.contains(&format!("  {code:<4} {meaning}\n")), "{help}");
+        }
+    }
 
     #[test]
     fn paired_flags_take_the_last_one() {

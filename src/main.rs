@@ -4,7 +4,6 @@ mod cli;
 mod commands;
 mod run;
 
-use clap::Parser;
 // The plan's modules under their old names, so `crate::plan::…` keeps resolving in the binary.
 use loadgen_plan::{dataset, error, plan, redact, tokenizer, yaml};
 // The report crate under its old name, so `crate::report::…` keeps resolving in the binary.
@@ -25,7 +24,7 @@ fn main() {
 }
 
 fn real_main() -> i32 {
-    let cli = match Cli::try_parse() {
+    let cli = match cli::try_parse() {
         Ok(cli) => cli,
         Err(err) => {
             // Usage errors exit 1 as the reference's do (clap's own default is 2);
@@ -60,7 +59,9 @@ fn dispatch(cli: Cli) -> Result<i32, AppError> {
                     with_flags(Config::defaults(BenchType::Online), &flags)?
                 }
                 BenchmarkCommand::FromConfig(args) => {
-                    with_flags(Config::from_yaml_file(&args.config)?, &args.flags)?
+                    let mut config = Config::from_yaml_file(&args.config)?;
+                    datasets_beside(&mut config, &args.config);
+                    with_flags(config, &args.flags)?
                 }
             };
             let host = plan::Host::read(commands::sys::local_timestamp());
@@ -91,6 +92,24 @@ fn dispatch(cli: Cli) -> Result<i32, AppError> {
         Command::Check(args) => commands::check::run(&args.dirs, &args.ruleset, &args.model),
         Command::Completions { shell } => commands::completions::completions(shell),
         Command::Man { out_dir } => commands::completions::man(out_dir.as_deref()),
+    }
+}
+
+/// A YAML's relative dataset path that is not found from the current folder (where the
+/// reference reads it) but is beside the YAML file: read from there, so a config runs as
+/// written from any folder (`init` writes its prompts beside its template). A path found in
+/// neither stays as written, and its error names the current folder.
+fn datasets_beside(config: &mut Config, yaml: &std::path::Path) {
+    let Some(folder) = yaml.parent() else { return };
+    for spec in &mut config.datasets {
+        let path = std::path::Path::new(&spec.path);
+        if spec.path.is_empty() || path.is_absolute() || path.exists() {
+            continue;
+        }
+        let beside = folder.join(path);
+        if beside.exists() {
+            spec.path = beside.display().to_string();
+        }
     }
 }
 

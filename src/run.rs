@@ -328,6 +328,58 @@ fn run_with_endpoints(
     finish_run(plan, dir.open_dir(), output, (embedded, profiling), &shown)
 }
 
+/// The console summary of a finished run: the report's, with the line on what sized the run
+/// after its `Samples:` line, the accuracy block, and the cap when the run hit it.
+fn console_text(
+    plan: &Plan,
+    (summary, info): (&crate::report::ResultSummary, &crate::report::RunInfo),
+    accuracy_block: Option<&str>,
+    capped: bool,
+) -> String {
+    let console = console_summary(summary, info, &plan.report_dir);
+    let mut console = with_line_after(&console, "Samples: ", &run_length_line(plan));
+    if let Some(block) = accuracy_block {
+        console = with_accuracy_block(&console, block);
+    }
+    if capped {
+        let cap_ms = plan.max_duration_ms.unwrap_or(0);
+        console.push_str(&format!(
+            "The run hit --runtime.max-duration-ms ({cap_ms} ms): what was still in flight \
+             there was abandoned ({} samples)\n",
+            info.abandoned
+        ));
+    }
+    console
+}
+
+/// What sized the run and how long it was meant to take; a shard says its share.
+fn run_length_line(plan: &Plan) -> String {
+    let line = plan.sample_count.describe(&plan.load_pattern);
+    match &plan.shard {
+        Some(_) => format!("{line} (this shard issues {} of them)", plan.num_samples),
+        None => line,
+    }
+}
+
+/// `text` with `line` after its first line that starts with `prefix` (at the end when none).
+fn with_line_after(text: &str, prefix: &str, line: &str) -> String {
+    let mut out = String::with_capacity(text.len() + line.len() + 1);
+    let mut placed = false;
+    for each in text.split_inclusive('\n') {
+        out.push_str(each);
+        if !placed && each.starts_with(prefix) {
+            out.push_str(line);
+            out.push('\n');
+            placed = true;
+        }
+    }
+    if !placed {
+        out.push_str(line);
+        out.push('\n');
+    }
+    out
+}
+
 fn finish_run(
     plan: &Plan,
     out_dir: &OpenDir,
@@ -361,6 +413,8 @@ fn finish_run(
     };
     let snapshot = final_snapshot(&table, &agg.counters, &opts, state);
     let mut info = run_info(plan, embedded, interrupted, incomplete_reason, agg.counters.abandoned);
+    // The binary's commit (build.rs); the report crate is built without it.
+    info.git_sha = option_env!("LLM_LOADGEN_GIT_SHA").map(str::to_string);
     let conversations = plan.agentic.as_ref().map(|a| &*a.conversations);
     let turns_left = &agg.unrecorded_turns;
     info.agentic =
@@ -397,18 +451,7 @@ fn finish_run(
     );
     // The console summary is printed whatever happened to the files: it may be all that
     // is left of the run.
-    let mut console = console_summary(&summary, &info, dir);
-    if let Some(block) = &block {
-        console = with_accuracy_block(&console, block);
-    }
-    if capped {
-        let cap_ms = plan.max_duration_ms.unwrap_or(0);
-        console.push_str(&format!(
-            "The run hit --runtime.max-duration-ms ({cap_ms} ms): what was still in flight \
-             there was abandoned ({} samples)\n",
-            agg.counters.abandoned
-        ));
-    }
+    let console = console_text(plan, (&summary, &info), block.as_deref(), capped);
     print_console_and_json(&redact(&console), &summary, dir)?;
     let unwritten_error = unwritten_message(dir, &unwritten);
     if interrupted {

@@ -11,6 +11,7 @@ mod cli {
     mod docs_tidy;
     mod flag_spellings;
     mod json_output;
+    mod newcomer;
 }
 
 /// Benchmark runs end to end: load patterns, events, requests, timing, faults, accuracy.

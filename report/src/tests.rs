@@ -669,7 +669,10 @@ fn summary_without_tokenizer(streaming: bool) -> (ResultSummary, RunInfo) {
 fn without_a_tokenizer_the_headline_says_its_basis_is_empty_and_shows_the_server_figures() {
     let (summary, info) = summary_without_tokenizer(true);
     let console = console_summary(&summary, &info, Path::new("/tmp/r"));
-    assert!(console.contains("\nTPS: N/A\n"), "the reference's line is kept: {console}");
+    // The reference's `TPS: N/A`, then why, and where the figure is.
+    let tps = "\nTPS: N/A (client basis: the run had no client tokenizer; TPS (server) ";
+    assert!(console.contains(tps), "{console}");
+    assert!(console.contains(" is on the Token basis line below)\n"), "{console}");
     let line = console.lines().find(|l| l.starts_with("Token basis: ")).unwrap();
     let want = "Token basis: client has no token counts (the run had no client tokenizer), so TPS \
                 above is N/A; the server basis has them: TPS (server): ";
@@ -702,8 +705,8 @@ fn without_a_tokenizer_the_headline_says_its_basis_is_empty_and_shows_the_server
 fn a_run_that_did_not_stream_says_why_it_has_no_ttft() {
     let (summary, info) = summary_without_tokenizer(false);
     let console = console_summary(&summary, &info, Path::new("/tmp/r"));
-    let want = "TTFT p50/p99: N/A (the run did not stream; TTFT needs --streaming on), latency \
-                p50/p99: ";
+    let want = "TTFT p50/p99: N/A (the run did not stream: offline runs stream only with \
+                --streaming on, and TTFT needs a stream), latency p50/p99: ";
     assert!(console.contains(want), "{console}");
     let line = console.lines().find(|l| l.starts_with("Token basis: ")).unwrap();
     assert!(!line.contains("TPOT"), "no TPOT without streaming: {line}");

@@ -500,9 +500,27 @@ fn headline_gap(s: &ResultSummary) -> Option<HeadlineGap> {
     })
 }
 
+/// The console's TPS when the headline has none: N/A, why, and where the other basis's
+/// figure is.
+fn tps_absent(s: &ResultSummary) -> String {
+    match headline_gap(s) {
+        Some(gap) => format!(
+            "N/A ({} basis: {}; TPS ({}) {} is on the Token basis line below)",
+            s.primary.basis,
+            gap.why,
+            s.other.basis,
+            fixed2(s.other.tps)
+        ),
+        None => "N/A".to_string(),
+    }
+}
+
 /// TTFT p50 / p99 for the console, or N/A with why it is absent.
-fn ttft_figures(s: &ResultSummary) -> String {
+fn ttft_figures(s: &ResultSummary, info: &RunInfo) -> String {
     match s.ttft.as_ref() {
+        None if info.load_pattern.kind == "max_throughput" => "N/A (the run did not stream: \
+            offline runs stream only with --streaming on, and TTFT needs a stream)"
+            .to_string(),
         None => "N/A (the run did not stream; TTFT needs --streaming on)".to_string(),
         Some(t) if t.count == 0 => "N/A (no sample got a first content chunk)".to_string(),
         Some(t) => format!("{} / {} ms", ms(Some(t), 7), ms(Some(t), 1)),
@@ -566,13 +584,16 @@ pub fn console_summary(s: &ResultSummary, info: &RunInfo, report_dir: &Path) -> 
             sent.percentiles[1] / 1e6,
         );
     }
-    // The reference's lines, as its own log scrapers read them (`Duration: X seconds`).
-    rate_lines(&mut out, s);
+    // The reference's lines, as its own log scrapers read them (`Duration: X seconds`); an
+    // absent TPS says why and where the figure is.
+    let mut rates = String::new();
+    rate_lines(&mut rates, s);
+    out.push_str(&rates.replace("\nTPS: N/A\n", &format!("\nTPS: {}\n", tps_absent(s))));
     // Grid index 1 is p99.0, index 7 is p50.0.
     let _ = writeln!(
         out,
         "TTFT p50/p99: {}, latency p50/p99: {} / {} ms",
-        ttft_figures(s),
+        ttft_figures(s, info),
         ms(s.latency.as_ref(), 7),
         ms(s.latency.as_ref(), 1)
     );

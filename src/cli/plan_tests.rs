@@ -43,6 +43,40 @@ fn sample_count_follows_the_reference_rule() {
     assert_eq!(plan.num_samples, 1_000);
 }
 
+/// The summary's "Run length" line names what sized the run, from which settings, and how
+/// long it was meant to take; the count it explains is the plan's.
+#[test]
+fn the_run_length_line_says_what_sized_the_run() {
+    let poisson = LoadPattern::Poisson { target_qps: 50.0, seed: 42 };
+    // The issue's case: 50 QPS for 10 s on 1,000 rows issues 1,000, about 20 s.
+    let counted = sample_count(None, 10_000, Some(50.0), 1_000);
+    assert_eq!(counted.n, 1_000);
+    let line = counted.describe(&poisson);
+    for want in [
+        "Run length: 1000 samples, from --duration 10 s (settings.runtime.min_duration_ms), which \
+         sizes the count, not the time: 50 QPS (--target-qps) x 10 s x 1.1 = 550, rounded up \
+         to whole passes of the 1000-row dataset (1 pass)",
+        "at 50 QPS, meant to take about 20.0 s",
+        "--num-samples N issues exactly N",
+    ] {
+        assert!(line.contains(want), "{want:?} not in {line}");
+    }
+    let line = sample_count(Some(500), 10_000, Some(50.0), 1_000).describe(&poisson);
+    assert!(line.starts_with("Run length: 500 samples, from --num-samples"), "{line}");
+    assert!(line.contains("meant to take about 10.0 s"), "{line}");
+    let line = sample_count(None, 0, None, 1_000).describe(&LoadPattern::Offline);
+    assert!(line.contains("the 1000-row dataset once (--duration 0)"), "{line}");
+    assert!(line.contains("the server's speed sets the time"), "{line}");
+    let plan = plan_of(&["offline", "--dataset", &dummy()]).unwrap();
+    assert_eq!(plan.sample_count.n, plan.num_samples);
+    let line = plan.sample_count.describe(&plan.load_pattern);
+    assert!(line.contains("10 QPS (the sizing rate used when no --target-qps is set)"), "{line}");
+    assert!(
+        line.contains("rounded up to whole passes of the 1000-row dataset (7 passes)"),
+        "{line}"
+    );
+}
+
 #[test]
 fn defaults_resolve_like_the_reference() {
     let plan = plan_of(&["offline"]).unwrap();

@@ -20,7 +20,7 @@ pub fn info_text() -> String {
     let line = |out: &mut String, key: &str, value: String| {
         let _ = writeln!(out, "{key:<22}{value}");
     };
-    line(&mut out, "llm-loadgen:", env!("CARGO_PKG_VERSION").to_string());
+    line(&mut out, "llm-loadgen:", env!("LLM_LOADGEN_VERSION").to_string());
     line(&mut out, "kernel:", read_trimmed("/proc/sys/kernel/osrelease"));
     line(&mut out, "cpu model:", cpu_model());
     line(&mut out, "cpus online:", online_cpus());

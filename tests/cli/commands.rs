@@ -36,10 +36,10 @@ fn usage_errors_exit_1_with_clap_message() {
 fn help_and_version_exit_0() {
     let out = run(["--version"]);
     assert_eq!(out.status.code(), Some(0));
-    assert_eq!(
-        String::from_utf8_lossy(&out.stdout).trim(),
-        format!("llm-loadgen {}", env!("CARGO_PKG_VERSION"))
-    );
+    // The version, then the commit (tests/cli/newcomer.rs checks which).
+    let version = String::from_utf8_lossy(&out.stdout);
+    let want = format!("llm-loadgen {} (commit ", env!("CARGO_PKG_VERSION"));
+    assert!(version.starts_with(&want), "{version}");
     let out = run(["benchmark", "online", "--help"]);
     assert_eq!(out.status.code(), Some(0));
     let help = String::from_utf8_lossy(&out.stdout);

@@ -6,10 +6,28 @@ use crate::error::AppError;
 pub(super) fn open_dataset(spec: &DatasetSpec) -> Result<std::fs::File, AppError> {
     match std::fs::File::open(&spec.path) {
         Ok(file) => Ok(file),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            Err(AppError::Input(format!("dataset file not found: {}", spec.path)))
-        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(AppError::Input(format!(
+            "dataset file not found: {}{}",
+            spec.path,
+            relative_to(spec)
+        ))),
         Err(e) => Err(AppError::Setup(format!("cannot read dataset {}: {e}", spec.path))),
+    }
+}
+
+/// For a relative path, what it was relative to: the current folder (a YAML's folder was
+/// tried too, by the binary, before this).
+fn relative_to(spec: &DatasetSpec) -> String {
+    if std::path::Path::new(&spec.path).is_absolute() {
+        return String::new();
+    }
+    match std::env::current_dir() {
+        Ok(dir) => format!(
+            " (relative to the current folder {}; a config's dataset is also looked for beside \
+             the config file)",
+            dir.display()
+        ),
+        Err(_) => " (relative to the current folder)".to_string(),
     }
 }
 

@@ -118,6 +118,8 @@ pub struct Plan {
     pub tokenizer: Option<Tokenizer>,
     /// Samples to issue in the performance phase (anchor §3.5).
     pub num_samples: u64,
+    /// The whole plan's performance samples and what sized them (the summary says so).
+    pub sample_count: SampleCount,
     /// Wall-time cap of the performance phase; in-flight samples are abandoned at it.
     pub max_duration_ms: Option<u64>,
     /// How long to wait for in-flight samples after the last issue.
@@ -249,10 +251,9 @@ pub fn resolve_plan(
         check_extra_body_n(&d.request.extra, token_count_source)?;
     }
     let accuracy_only = accuracy.mode == TestMode::Acc;
-    let runtime = &config.settings.runtime;
-    let plan_samples = performance_samples(&config, &dataset, agentic.is_some(), accuracy_only);
+    let counted = performance_samples(&config, &dataset, agentic.is_some(), accuracy_only);
     if let Some((s, _)) = &shard {
-        check_shard_plan(*s, plan_samples, shard_refusals(&config, &accuracy, endpoints.len()))?;
+        check_shard_plan(*s, counted.n, shard_refusals(&config, &accuracy, endpoints.len()))?;
     }
     let warmup = if accuracy_only {
         accuracy_only_warmup(&config.settings.warmup)
@@ -264,8 +265,8 @@ pub fn resolve_plan(
         resolve_drain_timeout_ms(config.settings.drain.performance_timeout_s, "drain")?;
     let request_timeout_ns =
         agentic::turn_timeout(resolve_request_timeout(config.timeout)?, agentic.as_ref());
-    let seeds = (runtime.scheduler_random_seed, warmup.random_seed);
-    let samples = (plan_samples, warmup.samples);
+    let seeds = (config.settings.runtime.scheduler_random_seed, warmup.random_seed);
+    let samples = (counted.n, warmup.samples);
     let shard = shard.map(|f| shard_plan(f, &config_yaml, samples, seeds, load_pattern));
     Ok(Plan {
         load_pattern,
@@ -275,8 +276,9 @@ pub fn resolve_plan(
         tls_verify,
         request,
         row_output_tokens: draw_output_tokens(&config, dataset.rows.len())?,
-        num_samples: shard.as_ref().map_or(plan_samples, |s| sample_share(plan_samples, s.shard)),
-        max_duration_ms: check_durations(runtime)?,
+        num_samples: shard.as_ref().map_or(counted.n, |s| sample_share(counted.n, s.shard)),
+        sample_count: counted,
+        max_duration_ms: check_durations(&config.settings.runtime)?,
         drain_timeout_ms,
         token_pool,
         request_timeout_ns,
@@ -287,8 +289,8 @@ pub fn resolve_plan(
         report_dir_default,
         events: config.events.unwrap_or(true),
         token_count_source,
-        scheduler_seed: runtime.scheduler_random_seed,
-        dataloader_seed: runtime.dataloader_random_seed,
+        scheduler_seed: config.settings.runtime.scheduler_random_seed,
+        dataloader_seed: config.settings.runtime.dataloader_random_seed,
         legacy_loadgen_qps: matches!(load_pattern, LoadPattern::Poisson { .. })
             && config.settings.load_pattern.use_legacy_loadgen_qps_metrics,
         verbose: verbose.max(u8::from(config.verbose)),
@@ -364,16 +366,21 @@ fn performance_dataset(
 /// The performance phase's samples of the whole plan (a shard issues its share): an agentic
 /// run's every turn of every instance (the reference stops it by its trajectories, never by a
 /// sample count).
-fn performance_samples(config: &Config, dataset: &Dataset, agentic: bool, acc_only: bool) -> u64 {
+fn performance_samples(
+    config: &Config,
+    dataset: &Dataset,
+    agentic: bool,
+    acc_only: bool,
+) -> SampleCount {
     let rows = dataset.rows.len() as u64;
     if acc_only {
-        return 0;
+        return SampleCount { n: 0, dataset_rows: rows, sizing: Sizing::AccuracyOnly };
     }
     if agentic {
-        return rows;
+        return SampleCount { n: rows, dataset_rows: rows, sizing: Sizing::AllTurns };
     }
     let runtime = &config.settings.runtime;
-    samples_to_issue(
+    sample_count(
         runtime.n_samples_to_issue,
         runtime.min_duration_ms,
         config.settings.load_pattern.target_qps,

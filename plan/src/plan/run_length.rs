@@ -26,16 +26,104 @@ pub fn samples_to_issue(
     target_qps: Option<f64>,
     dataset_rows: u64,
 ) -> u64 {
+    sample_count(n_samples_to_issue, min_duration_ms, target_qps, dataset_rows).n
+}
+
+/// What decided a performance phase's sample count (the summary's "Run length" line).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Sizing {
+    /// `--num-samples` / `settings.runtime.n_samples_to_issue`.
+    Explicit,
+    /// A zero minimum duration: the dataset once.
+    DatasetOnce,
+    /// `ceil(qps × min_duration × 1.1)` = `wanted`, rounded up to whole passes of the dataset;
+    /// `qps_given` is false when the reference's sizing rate of 10 stood in for none.
+    Duration { min_duration_ms: u64, qps: f64, qps_given: bool, wanted: u64 },
+    /// Every turn of an agentic dataset (its conversations end the run).
+    AllTurns,
+    /// An accuracy-only run: no performance phase.
+    AccuracyOnly,
+}
+
+/// The performance phase's sample count (the whole plan's; a shard issues its share), the
+/// dataset's rows and what sized it: one resolution step, so what the summary says sized a
+/// run is what did.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct SampleCount {
+    pub n: u64,
+    pub dataset_rows: u64,
+    pub sizing: Sizing,
+}
+
+/// `samples_to_issue`, with what decided it.
+pub fn sample_count(
+    n_samples_to_issue: Option<u64>,
+    min_duration_ms: u64,
+    target_qps: Option<f64>,
+    dataset_rows: u64,
+) -> SampleCount {
+    let count = |n, sizing| SampleCount { n, dataset_rows, sizing };
     if let Some(n) = n_samples_to_issue {
-        return n;
+        return count(n, Sizing::Explicit);
     }
     let rows = dataset_rows.max(1);
     if min_duration_ms == 0 {
-        return rows;
+        return count(rows, Sizing::DatasetOnce);
     }
     let qps = target_qps.unwrap_or(SAMPLE_SIZING_QPS_DEFAULT);
     let wanted = (qps * (min_duration_ms as f64 / 1000.0) * 1.1).ceil().max(1.0) as u64;
-    wanted.div_ceil(rows) * rows
+    let qps_given = target_qps.is_some();
+    count(
+        wanted.div_ceil(rows) * rows,
+        Sizing::Duration { min_duration_ms, qps, qps_given, wanted },
+    )
+}
+
+impl SampleCount {
+    /// The summary's line on what sized the run, from which settings, and how long it was
+    /// meant to take under `pattern`.
+    pub fn describe(&self, pattern: &LoadPattern) -> String {
+        let (n, rows) = (self.n, self.dataset_rows);
+        let why = match self.sizing {
+            Sizing::Explicit => "--num-samples (settings.runtime.n_samples_to_issue)".to_string(),
+            Sizing::DatasetOnce => format!("the {rows}-row dataset once (--duration 0)"),
+            Sizing::AllTurns => return format!("Run length: {n} turns, every turn of the agentic dataset; its conversations end the run"),
+            Sizing::AccuracyOnly => return "Run length: no performance samples (accuracy datasets only)".to_string(),
+            Sizing::Duration { min_duration_ms, qps, qps_given, wanted } => {
+                let rate = if qps_given { "--target-qps" } else { "the sizing rate used when no --target-qps is set" };
+                let passes = if wanted == n {
+                    String::new()
+                } else {
+                    let passes = n / rows.max(1);
+                    let plural = if passes == 1 { "" } else { "es" };
+                    format!(", rounded up to whole passes of the {rows}-row dataset ({passes} pass{plural})")
+                };
+                format!(
+                    "--duration {} (settings.runtime.min_duration_ms), which sizes the count, \
+                     not the time: {qps} QPS ({rate}) x {} x 1.1 = {wanted}{passes}",
+                    seconds(min_duration_ms),
+                    seconds(min_duration_ms)
+                )
+            }
+        };
+        let time = match pattern {
+            LoadPattern::Poisson { target_qps, .. } => {
+                format!("at {target_qps} QPS, meant to take about {:.1} s", n as f64 / target_qps)
+            }
+            LoadPattern::Offline => {
+                "max_throughput issues them all at once, so the server's speed sets the time".into()
+            }
+            LoadPattern::Concurrency { n: c } | LoadPattern::Agentic { n: c } => {
+                format!("{c} in flight at a time, so the server's speed sets the time")
+            }
+        };
+        format!("Run length: {n} samples, from {why}; {time}; --num-samples N issues exactly N")
+    }
+}
+
+/// `ms` as seconds for a sentence: `10 s`, `0.5 s`.
+fn seconds(ms: u64) -> String {
+    format!("{} s", ms as f64 / 1000.0)
 }
 
 pub(super) fn resolve_load_pattern(config: &Config) -> Result<LoadPattern, AppError> {
