@@ -297,8 +297,32 @@ fn note_error(effect: &mut Effect, frame: &Value, json: &[u8]) -> bool {
     true
 }
 
+/// A chat stream as the reference's accumulator keeps it: content and reasoning apart, each
+/// with its first chunk; at the end the output is reasoning ‖ content and the first chunk is
+/// the first reasoning chunk when there is reasoning, else the first content chunk.
+#[derive(Default)]
+struct Stream {
+    effect: Effect,
+    content: Vec<u8>,
+    reasoning: Vec<u8>,
+    first_content: usize,
+    first_reasoning: usize,
+    any_chunk: bool,
+}
+
+impl Stream {
+    fn ended(mut self) -> Effect {
+        let first =
+            if self.reasoning.is_empty() { self.first_content } else { self.first_reasoning };
+        self.effect.first_chunk = self.any_chunk.then_some(first);
+        self.effect.output = [self.reasoning, self.content].concat();
+        self.effect
+    }
+}
+
 /// One chat streaming frame, read through `Value`.
-fn reference_frame(effect: &mut Effect, json: &[u8]) {
+fn reference_frame(stream: &mut Stream, json: &[u8]) {
+    let effect = &mut stream.effect;
     let Ok(frame) = serde_json::from_slice::<Value>(json) else {
         effect.malformed += 1;
         return;
@@ -308,15 +332,26 @@ fn reference_frame(effect: &mut Effect, json: &[u8]) {
     }
     if let Some(choice) = frame.get("choices").and_then(|c| c.get(0)) {
         let delta = choice.get("delta").filter(|d| d.is_object());
-        let text = match delta {
-            Some(d) => non_empty(&d["content"])
-                .or_else(|| non_empty(&d["reasoning_content"]))
-                .or_else(|| non_empty(&d["reasoning"])),
-            None => non_empty(&choice["text"]),
+        let (text, is_reasoning) = match delta {
+            Some(d) => match non_empty(&d["content"]) {
+                Some(text) => (Some(text), false),
+                None => (
+                    non_empty(&d["reasoning_content"]).or_else(|| non_empty(&d["reasoning"])),
+                    true,
+                ),
+            },
+            None => (non_empty(&choice["text"]), false),
         };
         if let Some(text) = text {
-            effect.output.extend_from_slice(text.as_bytes());
-            effect.first_chunk.get_or_insert(effect.output.len());
+            let (part, first) = match is_reasoning {
+                true => (&mut stream.reasoning, &mut stream.first_reasoning),
+                false => (&mut stream.content, &mut stream.first_content),
+            };
+            if part.is_empty() {
+                *first = text.len();
+            }
+            part.extend_from_slice(text.as_bytes());
+            stream.any_chunk = true;
         }
         if let Some(reason) = finish_of(choice.get("finish_reason")) {
             effect.finish = Some(reason);
@@ -340,10 +375,12 @@ fn reference_body(json: &[u8]) -> Effect {
         return effect;
     };
     if let Some(message) = choice.get("message").filter(|m| m.is_object()) {
-        for key in ["reasoning_content", "reasoning", "content"] {
-            if let Some(text) = non_empty(&message[key]) {
-                effect.output.extend_from_slice(text.as_bytes());
-            }
+        // The reference's message: its reasoning (`reasoning_content`, else `reasoning`), then
+        // its content.
+        let reasoning =
+            non_empty(&message["reasoning_content"]).or_else(|| non_empty(&message["reasoning"]));
+        for text in [reasoning, non_empty(&message["content"])].into_iter().flatten() {
+            effect.output.extend_from_slice(text.as_bytes());
         }
     }
     effect.finish = finish_of(choice.get("finish_reason"));
@@ -357,11 +394,13 @@ proptest! {
     #[test]
     fn stream_frames_decode_as_serde_json_value_reads_them(frames in prop::collection::vec(json(frame()), 1..5)) {
         let mut acc = Accumulator::new(ApiType::OpenAiChat, 1 << 16);
-        let mut want = Effect::default();
+        let mut want = Stream::default();
         for json in &frames {
             acc.on_sse_frame(json, clock);
             reference_frame(&mut want, json);
         }
+        acc.finish_stream();
+        let want = want.ended();
         let shown: Vec<_> = frames.iter().map(|f| String::from_utf8_lossy(f).into_owned()).collect();
         prop_assert_eq!(of(&acc), want, "{:?}", shown);
     }
@@ -405,12 +444,13 @@ fn frame_corpus_decodes_as_the_reference() {
         let path = entry.unwrap().path();
         let text = std::fs::read(&path).unwrap();
         let mut acc = Accumulator::new(ApiType::OpenAiChat, 1 << 16);
-        let mut want = Effect::default();
+        let mut want = Stream::default();
         for line in text.split(|b| *b == b'\n').filter(|l| !l.is_empty()) {
             acc.on_sse_frame(line, clock);
             reference_frame(&mut want, line);
         }
-        assert_eq!(of(&acc), want, "{}", path.display());
+        acc.finish_stream();
+        assert_eq!(of(&acc), want.ended(), "{}", path.display());
         seen += 1;
     }
     assert!(seen >= 3, "the corpus is in {}", dir.display());
