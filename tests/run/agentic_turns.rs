@@ -94,6 +94,18 @@ fn ttft_by_turn_is_what_the_stub_charges_for_its_uncached_tokens() {
         assert!((got - want_avg).abs() <= 0.05 * want_avg, "turn {turn}: {got} vs {want_avg}");
     }
     check_recomputed(&dir, by_turn);
+    // `report DIR` counts the same tool-call and content texts from the log: the same blocks
+    // and the same client OSL and TPOT.
+    let again = tmp_dir().join("turns-again");
+    let _ = std::fs::remove_dir_all(&again);
+    let out = run(["report", &dir.display().to_string(), "--out", &again.display().to_string()]);
+    assert_eq!(out.status.code(), Some(0));
+    let rebuilt = summary(&again);
+    assert_eq!(rebuilt["agentic"], s["agentic"]);
+    for key in ["output_sequence_lengths", "tpot", "tps"] {
+        assert!(!s[key].is_null(), "{key} is in the run's summary");
+        assert_eq!(rebuilt[key], s[key], "{key}");
+    }
 }
 
 /// One sample as events.jsonl tells it.
