@@ -197,6 +197,7 @@ fn worker_qps(streaming: bool, connections: u32, samples: u64) -> f64 {
         turn_delays_ns: None,
         in_flight: None,
         synthetic: None,
+        video_fallback_dir: None,
     };
     let ready = Doorbell::create().unwrap();
     let space = Doorbell::create().unwrap();
