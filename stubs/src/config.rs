@@ -11,6 +11,8 @@ pub enum StubKind {
     MaxThroughput,
     /// Lognormal output lengths and timings (TTFT, per-token delays, or a response rate).
     Variable,
+    /// Answers `POST /v1/videos/generations` only (`crate::video`).
+    Video,
 }
 
 /// Distribution and timing settings of the variable stub (reference §7.3).
@@ -287,6 +289,8 @@ pub struct StubConfig {
     /// The status the profiler triggers get: 200 (vLLM started with a profiler), or another,
     /// answered as an error (404: vLLM started without one).
     pub profile_status: u16,
+    /// The video stub's answers and delay (`StubKind::Video`).
+    pub video: crate::video::VideoConfig,
 }
 
 /// The profiler triggers a stub answered, in order, shared with the test that reads them.
@@ -373,6 +377,7 @@ impl StubConfig {
             answers: None,
             profile_log: None,
             profile_status: 200,
+            video: crate::video::VideoConfig::default(),
         }
     }
 }
