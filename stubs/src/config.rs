@@ -15,6 +15,27 @@ pub enum StubKind {
     Video,
 }
 
+/// The video stub's settings.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct VideoConfig {
+    /// Time from a whole request to its answer (a video takes minutes on a real server).
+    pub delay: std::time::Duration,
+    /// Answer raw mp4 bytes (`Content-Type: video/mp4`), whatever the request asks.
+    pub raw_mp4: bool,
+    /// The directory the `video_path` answers name (nothing is written there).
+    pub video_dir: String,
+}
+
+impl Default for VideoConfig {
+    fn default() -> Self {
+        VideoConfig {
+            delay: std::time::Duration::ZERO,
+            raw_mp4: false,
+            video_dir: "/tmp/videos".into(),
+        }
+    }
+}
+
 /// Distribution and timing settings of the variable stub (reference §7.3).
 #[derive(Debug, Clone, PartialEq)]
 pub struct VariableConfig {
@@ -290,7 +311,7 @@ pub struct StubConfig {
     /// answered as an error (404: vLLM started without one).
     pub profile_status: u16,
     /// The video stub's answers and delay (`StubKind::Video`).
-    pub video: crate::video::VideoConfig,
+    pub video: VideoConfig,
 }
 
 /// The profiler triggers a stub answered, in order, shared with the test that reads them.
@@ -377,7 +398,7 @@ impl StubConfig {
             answers: None,
             profile_log: None,
             profile_status: 200,
-            video: crate::video::VideoConfig::default(),
+            video: VideoConfig::default(),
         }
     }
 }

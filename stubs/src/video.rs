@@ -5,29 +5,13 @@
 //! a client's three ways of reading the answer can each be tested.
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use serde_json::Value;
 
+pub use crate::config::VideoConfig;
 use crate::plan::{End, Plan};
 use crate::render::{json_response, json_str};
-
-/// The video stub's settings.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct VideoConfig {
-    /// Time from a whole request to its answer (a video takes minutes on a real server).
-    pub delay: Duration,
-    /// Answer raw mp4 bytes (`Content-Type: video/mp4`), whatever the request asks.
-    pub raw_mp4: bool,
-    /// The directory the `video_path` answers name (nothing is written there).
-    pub video_dir: String,
-}
-
-impl Default for VideoConfig {
-    fn default() -> Self {
-        VideoConfig { delay: Duration::ZERO, raw_mp4: false, video_dir: "/tmp/videos".into() }
-    }
-}
 
 /// A 32-byte mp4: an ISO BMFF `ftyp` box (the signature at bytes 4..8) and an empty `free` box.
 pub const TINY_MP4: &[u8] = b"\x00\x00\x00\x18ftypisom\x00\x00\x02\x00isomiso2\x00\x00\x00\x08free";
@@ -84,6 +68,8 @@ pub fn answer(
 
 #[cfg(test)]
 mod tests {
+    use std::time::Duration;
+
     use super::*;
 
     fn body_of(plan: &Plan) -> String {

@@ -3,7 +3,8 @@
 //! endpoint, dataset and report directory filled in) runs against `stub video` and exits 0
 //! with latency and QPS and no token figures; the stub sees the reference's request bodies;
 //! a raw mp4 answer is written under `INFERENCE_ENDPOINT_VIDEOGEN_FALLBACK_DIR`, and fails by
-//! name without it; the accuracy shape's vbench dataset is refused by name.
+//! name without it; the accuracy shape's vbench dataset is refused by name, and the
+//! submission shape runs its performance phase and TEST04 audit with that dataset left out.
 
 use std::path::Path;
 use std::time::Duration;
@@ -160,4 +161,40 @@ fn a_misspelt_column_and_the_vbench_dataset_are_refused_by_name() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("\"vbench\" is not supported yet"), "{stderr}");
     assert!(stderr.contains("VBench"), "{stderr}");
+}
+
+/// 150 prompts of the tool's own words (the submission's phases issue 144 distinct samples).
+fn many_prompts() -> String {
+    let path = tmp_dir().join("videogen-150.jsonl");
+    let rows: String = (0..150)
+        .map(|i| format!("{{\"prompt\": \"tide pool scene {i}, a crab crossing wet stones\"}}\n"))
+        .collect();
+    std::fs::write(&path, rows).expect("the prompts are written");
+    path.display().to_string()
+}
+
+#[test]
+fn the_wan22_submission_shape_runs_its_phases_with_the_vbench_dataset_left_out() {
+    let server = stub(StubKind::Video, |c| c.video.delay = Duration::from_millis(5));
+    let dir = report_dir("videogen-submission");
+    let config = fill("offline_wan22_submission.yaml", &server.url(), &dir);
+    let text = std::fs::read_to_string(&config).unwrap().replace(
+        assets().join("datasets/video_prompts.jsonl").display().to_string().as_str(),
+        &many_prompts(),
+    );
+    let out = bin().args(["validate-yaml", "-c", &config]).output().expect("the binary runs");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(stderr.contains("\"vbench\" is not supported yet"), "{stderr}");
+    let (head, rest) = text.split_once("  # vbench-start").expect("the vbench marker");
+    let tail = rest.split_once("  # vbench-end").expect("the vbench end marker").1;
+    std::fs::write(&config, format!("{head}{tail}")).unwrap();
+    let out = run_config(&config, None);
+    server.stop();
+    // The audit's verdict compares two phases' QPS on a shared machine: PASS (0) or FAIL (1)
+    // are both its answer; anything else is not.
+    assert!(matches!(out.status.code(), Some(0 | 1)), "{:?}", out.status);
+    assert_eq!(summary(&dir)["n_samples_failed"].as_u64(), Some(0));
+    assert_eq!(summary(&dir)["n_samples_issued"].as_u64(), Some(144));
+    assert!(dir.join("audit/verify_OUTPUT_CACHING_TEST.txt").is_file());
 }

@@ -935,9 +935,8 @@ async fn exchange_job(shared: &Rc<Shared>, slot: usize, conn: &mut Conn, job: Jo
     let endpoint = usize::from(conn.endpoint());
     let request = shared.spec.endpoints[endpoint].requests.row_bytes(job.row as usize);
     let timeout_ns = shared.spec.request_timeout_ns;
-    // Not written yet: an abort during the connect leaves no write stamp of this sample.
-    conn.sent_ns = 0;
-    conn.acc.sample_id = job.sample_id;
+    // Not written yet (an abort in the connect leaves no stamp); raw videos take its uuid.
+    (conn.sent_ns, conn.acc.sample_id) = (0, job.sample_id);
     let ended = {
         let s = shared.clone();
         let aborted = shared.abort.until(slot, move || s.aborting.get());
