@@ -1248,4 +1248,24 @@ mod tests {
         let sglang = row_body(&opts(ApiType::Sglang, false, false), Prompt::TokenIds(&[1]), row);
         assert!(!sglang.contains("stop") && !sglang.contains("tools"), "{sglang}");
     }
+
+    #[test]
+    fn a_video_row_is_its_prompt_and_fields_on_the_video_route_with_no_shared_start() {
+        let o = opts(ApiType::Videogen, false, false);
+        assert!(body_prefix(&o).unwrap().is_empty());
+        let columns = [("seed".to_string(), serde_json::json!(3))];
+        let row = RowParams { columns: &columns, ..RowParams::default() };
+        let body = row_body(&o, HELLO, row);
+        assert!(body.starts_with(r#"{"prompt":"Hello there","size":"720x1280","#), "{body}");
+        assert!(body.contains(r#","seed":3,"#) && !body.contains("model"), "{body}");
+        let ep = Endpoint::parse("http://127.0.0.1:8000").unwrap();
+        let head = String::from_utf8(http_head(&ep, ApiType::Videogen, &Default::default(), false))
+            .unwrap();
+        assert!(head.starts_with("POST /v1/videos/generations HTTP/1.1\r\n"), "{head}");
+        assert!(head.contains("Accept: application/json"), "{head}");
+        let sys = Prompt::Text { system: Some("s"), user: "u" };
+        assert!(body_json(&o, sys).is_err());
+        let err = body_json(&opts(ApiType::Videogen, true, false), HELLO).unwrap_err();
+        assert!(err.to_string().contains("non-streaming"), "{err}");
+    }
 }

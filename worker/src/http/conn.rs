@@ -1031,6 +1031,27 @@ mod tests {
     }
 
     #[test]
+    fn a_video_answer_of_megabytes_fits_its_cap_and_its_buffer_is_given_back() {
+        let mut conn = Conn::new("127.0.0.1:9".parse().unwrap(), ApiType::Videogen, 1 << 10);
+        assert_eq!(conn.max_body_bytes, VIDEO_RESPONSE_BODY_BYTES);
+        let payload = "A".repeat(3 << 20);
+        let body = format!("{{\"video_id\":\"v\",\"video_bytes\":\"{payload}\"}}");
+        let head = format!("HTTP/1.1 200 OK\r\nContent-Length: {}\r\n\r\n", body.len());
+        let wire = [head.as_bytes(), body.as_bytes()].concat();
+        let outcome = parse_in_two_reads(&mut conn, &wire, wire.len() / 2);
+        assert_eq!(outcome.failure, FailureKind::None, "{}", String::from_utf8_lossy(&conn.error));
+        assert!(conn.acc.output.is_empty());
+        conn.reset_response();
+        assert!(conn.body.capacity() <= BODY_KEEP_BYTES);
+        let bad = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n[]";
+        assert_eq!(parse_in_two_reads(&mut conn, bad, 5).failure, FailureKind::Malformed);
+        assert_eq!(
+            String::from_utf8_lossy(&conn.error),
+            "malformed response body (2 bytes): the body is JSON but not an object"
+        );
+    }
+
+    #[test]
     fn a_malformed_frame_fails_the_sample_as_malformed_frame_at_every_split() {
         // The stub's malformed frame between whole ones: the stream still ends with its
         // finish_reason and [DONE], but a frame's content is lost.
