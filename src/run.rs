@@ -209,10 +209,12 @@ pub fn run_benchmark_in(mut plan: Plan) -> Result<(i32, std::path::PathBuf), App
     // The embedded stub is a child process, forked while we are still single-threaded.
     let mut stub = None;
     let urls: Vec<String> = if embedded {
-        let (pid, url) = start_embedded_stub(&cpu_plan, plan.request.streaming)?;
-        say(&format!(
-            "no --endpoints given: benchmarking the embedded max-throughput stub at {url}"
-        ));
+        let (pid, url) = start_embedded_stub(&cpu_plan, &plan.request)?;
+        let which = match plan.request.api {
+            loadgen_worker::request::ApiType::Videogen => "video",
+            _ => "max-throughput",
+        };
+        say(&format!("no --endpoints given: benchmarking the embedded {which} stub at {url}"));
         stub = Some(pid);
         vec![url]
     } else if null {
@@ -223,7 +225,8 @@ pub fn run_benchmark_in(mut plan: Plan) -> Result<(i32, std::path::PathBuf), App
     } else {
         plan.endpoints.iter().map(|e| e.url.clone()).collect()
     };
-    if embedded && plan.tokenizer.is_none() {
+    let video = plan.request.api == loadgen_worker::request::ApiType::Videogen;
+    if embedded && plan.tokenizer.is_none() && !video {
         say("no --tokenizer given: client token counts are off; the stub's usage gives the server basis");
     }
     if plan.dataset_is_synthetic {
@@ -537,12 +540,17 @@ fn print_thread_cpu(
     }
 }
 
-/// Forks the embedded max-throughput stub and returns its pid and URL. Must run before any
-/// thread exists in this process.
+/// Forks the embedded max-throughput stub (the video stub for a videogen run) and returns its
+/// pid and URL. Must run before any thread exists in this process.
 fn start_embedded_stub(
     cpu_plan: &CpuPlan,
-    streaming: bool,
+    request: &loadgen_worker::request::RequestOptions,
 ) -> Result<(nix::unistd::Pid, String), AppError> {
+    let streaming = request.streaming;
+    let kind = match request.api {
+        loadgen_worker::request::ApiType::Videogen => loadgen_stubs::StubKind::Video,
+        _ => loadgen_stubs::StubKind::MaxThroughput,
+    };
     let (read_fd, write_fd) = nix::unistd::pipe()
         .map_err(|e| AppError::Setup(format!("cannot start the embedded stub: {e}")))?;
     let cores = cpu_plan.stub_cores.clone();
@@ -555,7 +563,7 @@ fn start_embedded_stub(
             libc::close(read_raw);
             OwnedFd::from_raw_fd(write_raw)
         };
-        let mut cfg = loadgen_stubs::StubConfig::new(loadgen_stubs::StubKind::MaxThroughput);
+        let mut cfg = loadgen_stubs::StubConfig::new(kind);
         cfg.workers = workers;
         cfg.stream_default = streaming;
         cfg.pin_cores = if cores.is_empty() { None } else { Some(cores) };

@@ -32,6 +32,7 @@ mod run {
     mod run_control;
     mod submission;
     mod timing;
+    mod videogen;
     mod warmup;
 }
 

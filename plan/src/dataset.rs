@@ -18,6 +18,7 @@ mod parquet_file;
 mod predefined;
 mod random_prompts;
 mod spec;
+mod videogen;
 
 use serde_json::Value;
 
@@ -27,6 +28,7 @@ use file::{load_file_dataset, read_records};
 pub use mapping::string_bytes;
 pub use open::utf8_text;
 pub use spec::*;
+pub use videogen::load_videogen_dataset;
 
 /// Loads a dataset from its command-line form `PATH[,parser.prompt=COL,…]`.
 #[allow(dead_code, reason = "library-style entry point; the plan loads through DatasetSpec")]

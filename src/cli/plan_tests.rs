@@ -6,6 +6,7 @@ use std::path::PathBuf;
 
 use loadgen_coordinator::cpu::{cores_available, default_worker_count};
 use loadgen_coordinator::{LoadPattern, TokenCountSource};
+use loadgen_worker::request::ApiType;
 
 use super::{config_from_args, resolve_plan};
 use crate::error::AppError;
@@ -351,9 +352,16 @@ fn opt_out_is_fine_unless_streaming_openai_under_server() {
     ] {
         plan_of(args).unwrap();
     }
-    let err = plan_of(&["offline", "--api-type", "videogen"]).unwrap_err();
-    assert_eq!(err.exit_code(), 2, "{err}");
-    assert!(err.to_string().contains("endpoint_config.api_type videogen is not supported yet"));
+    let video = plan_of(&["offline", "--api-type", "videogen"]).unwrap();
+    assert_eq!((video.request.api, video.request.streaming), (ApiType::Videogen, false));
+    for (flag, value) in [("--streaming", "on"), ("--temperature", "0.5")] {
+        let err = plan_of(&["offline", "--api-type", "videogen", flag, value]).unwrap_err();
+        assert_eq!(err.exit_code(), 2, "{err}");
+        let key = flag.trim_start_matches("--");
+        let want = format!("model_params.{key}");
+        assert!(err.to_string().contains(&want), "{err}");
+        assert!(err.to_string().contains("not supported with api_type videogen"), "{err}");
+    }
 }
 
 #[test]

@@ -12,7 +12,8 @@ pub const TEMPLATE_NAMES: [&str; 3] = ["offline", "online", "concurrency"];
 /// The dataset formats the `path:` comment names (each loads; tests below).
 pub const DATASET_FORMATS: &str = ".jsonl, .json, .csv, .parquet or a save_to_disk folder";
 
-/// The `api_type` values the comment names (each resolves; videogen is refused by name).
+/// The `api_type` values the comment names (each resolves; videogen, which needs a video
+/// prompts file rather than the template's, is left to docs/CLI.md).
 pub const API_TYPES: [&str; 3] = ["openai", "openai_completions", "sglang"];
 
 const HEADER: &str = "\

@@ -1,4 +1,4 @@
-//! The `llm-loadgen stub echo|max-throughput|variable` command: flags as the reference's stub
+//! The `llm-loadgen stub echo|max-throughput|variable|video` command: flags as the reference's stub
 //! servers, plus fault modes; serves until SIGINT or SIGTERM.
 
 use std::io::Write as _;
@@ -24,6 +24,9 @@ pub enum StubCommand {
     /// Lognormal output lengths, TTFT and per-token delays, or a response rate; with
     /// --prefix-cache, a server whose TTFT pays for the prompt tokens it has not cached.
     Variable(VariableArgs),
+    /// trtllm-serve's POST /v1/videos/generations: after --delay-ms, a video path, a base64
+    /// video when the request asks response_format video_bytes, or raw mp4 bytes (--raw-mp4).
+    Video(VideoArgs),
 }
 
 /// Flags every stub takes.
@@ -173,6 +176,29 @@ pub struct EchoArgs {
     /// (null: never answer; a prompt not in the file gets HTTP 400)
     #[arg(long, value_name = "FILE")]
     pub answers: Option<std::path::PathBuf>,
+}
+
+/// `stub video` flags.
+#[derive(Debug, Clone, Args)]
+pub struct VideoArgs {
+    /// Address to listen on.
+    #[arg(long, default_value = "127.0.0.1")]
+    pub host: IpAddr,
+    /// Port to listen on (0 picks a free one).
+    #[arg(long, default_value_t = 12345)]
+    pub port: u16,
+    /// Worker threads (one SO_REUSEPORT listener and io_uring loop each).
+    #[arg(long = "num-workers", short = 'w', default_value_t = 1)]
+    pub num_workers: usize,
+    /// Milliseconds from a whole request to its answer.
+    #[arg(long, value_name = "MS", default_value_t = 0)]
+    pub delay_ms: u64,
+    /// Answer the raw bytes of a tiny mp4 (Content-Type: video/mp4) instead of JSON.
+    #[arg(long)]
+    pub raw_mp4: bool,
+    /// The directory the video_path answers name (nothing is written there).
+    #[arg(long, value_name = "DIR", default_value = "/tmp/videos")]
+    pub video_dir: String,
 }
 
 /// `stub max-throughput` flags.
@@ -411,6 +437,18 @@ pub fn config(cmd: &StubCommand) -> anyhow::Result<StubConfig> {
             v.prefix_cache = a.prefix_cache()?;
             cfg
         }
+        StubCommand::Video(a) => {
+            let mut cfg = StubConfig::new(StubKind::Video);
+            cfg.host = a.host;
+            cfg.port = a.port;
+            cfg.workers = a.num_workers.max(1);
+            cfg.video = crate::video::VideoConfig {
+                delay: std::time::Duration::from_millis(a.delay_ms),
+                raw_mp4: a.raw_mp4,
+                video_dir: a.video_dir.clone(),
+            };
+            cfg
+        }
     })
 }
 
@@ -420,6 +458,7 @@ fn tls_cert_out(cmd: &StubCommand) -> Option<&std::path::Path> {
         StubCommand::Echo(a) => &a.common,
         StubCommand::MaxThroughput(a) => &a.common,
         StubCommand::Variable(a) => &a.common,
+        StubCommand::Video(_) => return None,
     };
     common.tls_cert_out.as_deref()
 }

@@ -11,6 +11,29 @@ pub enum StubKind {
     MaxThroughput,
     /// Lognormal output lengths and timings (TTFT, per-token delays, or a response rate).
     Variable,
+    /// Answers `POST /v1/videos/generations` only (`crate::video`).
+    Video,
+}
+
+/// The video stub's settings.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct VideoConfig {
+    /// Time from a whole request to its answer (a video takes minutes on a real server).
+    pub delay: std::time::Duration,
+    /// Answer raw mp4 bytes (`Content-Type: video/mp4`), whatever the request asks.
+    pub raw_mp4: bool,
+    /// The directory the `video_path` answers name (nothing is written there).
+    pub video_dir: String,
+}
+
+impl Default for VideoConfig {
+    fn default() -> Self {
+        VideoConfig {
+            delay: std::time::Duration::ZERO,
+            raw_mp4: false,
+            video_dir: "/tmp/videos".into(),
+        }
+    }
 }
 
 /// Distribution and timing settings of the variable stub (reference §7.3).
@@ -287,6 +310,8 @@ pub struct StubConfig {
     /// The status the profiler triggers get: 200 (vLLM started with a profiler), or another,
     /// answered as an error (404: vLLM started without one).
     pub profile_status: u16,
+    /// The video stub's answers and delay (`StubKind::Video`).
+    pub video: VideoConfig,
 }
 
 /// The profiler triggers a stub answered, in order, shared with the test that reads them.
@@ -373,6 +398,7 @@ impl StubConfig {
             answers: None,
             profile_log: None,
             profile_status: 200,
+            video: VideoConfig::default(),
         }
     }
 }

@@ -91,6 +91,9 @@ impl Handler {
         if let Some(action) = req.profile {
             return self.profile(action, req);
         }
+        if self.cfg.kind == StubKind::Video {
+            return self.video(req, bytes, start);
+        }
         let Some(route) = req.route else {
             let keep = if req.close { End::Close } else { End::KeepAlive };
             let msg = format!("no route for {}", req.target);
@@ -101,6 +104,23 @@ impl Handler {
         let mut plan = self.answer(route, req, bytes, start, n);
         fault::decorate(&self.cfg.faults, &mut plan, n, start);
         plan
+    }
+
+    /// The video stub's answer (`crate::video`), its body recorded in the body log; any other
+    /// route is answered 404.
+    fn video(&mut self, req: &Request, bytes: &[u8], start: Instant) -> Plan {
+        let keep = if req.close { End::Close } else { End::KeepAlive };
+        if !req.video {
+            let msg = "the video stub answers POST /v1/videos/generations only";
+            return Plan::now(error_response(404, msg, !req.close), keep);
+        }
+        self.served += 1;
+        let body = req.body(bytes);
+        if let Some(log) = &self.cfg.body_log {
+            log.lock().unwrap_or_else(|e| e.into_inner()).push(body.to_vec());
+        }
+        crate::video::answer(&self.cfg.video, body, start, keep)
+            .unwrap_or_else(|msg| Plan::now(error_response(400, &msg, !req.close), keep))
     }
 
     /// A profiler trigger: noted in the profile log, answered `profile_status` with an empty
@@ -161,6 +181,8 @@ impl Handler {
                 Ok(p) => p,
                 Err(msg) => return Plan::now(error_response(400, &msg, !req.close), keep),
             },
+            // `plan` hands every video stub request to `video`.
+            StubKind::Video => return self.video(req, bytes, start),
         };
         plan.end = keep;
         fault::rewrite(&self.cfg.faults, &mut plan, n);

@@ -63,6 +63,8 @@ pub struct Request {
     pub route: Option<Route>,
     /// A profiler trigger (`route` is then `None`).
     pub profile: Option<ProfileAction>,
+    /// `POST /v1/videos/generations` (`route` is then `None`), which the video stub answers.
+    pub video: bool,
     /// Method and path, for the 404 message; empty when the route is known (no allocation on
     /// the hot path).
     pub target: String,
@@ -137,9 +139,11 @@ pub fn frame_request(buf: &[u8]) -> Frame {
     let path = req.path.unwrap_or("");
     let route = Route::from_path(method, path);
     let profile = ProfileAction::from_path(method, path);
+    let video = method == "POST" && path.split('?').next() == Some("/v1/videos/generations");
     Frame::Complete(Request {
         route,
         profile,
+        video,
         target: if route.is_none() { format!("{method} {path}") } else { String::new() },
         head_len,
         body_len,

@@ -1,5 +1,5 @@
 //! loadgen-stubs: stub servers (echo, max-throughput, variable, and the variable stub's
-//! prefix-cache mode) that speak the endpoint protocols.
+//! prefix-cache mode, and the video generation stub) that speak the endpoint protocols.
 //!
 //! Start one in-process with [`StubServer::start`] on 127.0.0.1 port 0, read its
 //! [`StubServer::url`], and [`StubServer::stop`] it (dropping it does the same). The
@@ -20,6 +20,7 @@ mod shared;
 pub mod tls;
 pub mod tool_call;
 pub mod variable;
+pub mod video;
 mod worker;
 
 pub use chat_turn::{message_tokens, prompt_tokens, text_tokens};

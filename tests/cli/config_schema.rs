@@ -284,12 +284,16 @@ fn the_reference_cross_field_rules_are_errors() {
 }
 
 #[test]
-fn a_videogen_file_is_valid_with_a_note_that_a_run_stops_at_start() {
+fn a_videogen_file_is_valid_and_its_text_generation_keys_are_named() {
     let text =
         "type: offline\nmodel_params: {name: wan22}\nendpoint_config:\n  api_type: videogen\n";
     let out = validate_text("videogen", text);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
-    assert!(stderr(&out).contains("endpoint_config.api_type videogen is not supported yet"));
+    assert!(!stderr(&out).contains("not supported"), "{}", stderr(&out));
+    let text = "type: offline\nmodel_params: {name: wan22, top_p: 0.9}\nendpoint_config:\n  \
+                api_type: videogen\n";
+    let out = validate_text("videogen-top-p", text);
+    assert!(stderr(&out).contains("model_params.top_p is not supported with api_type videogen"));
 }
 
 /// A file the reference runs, with values its pydantic schema coerces (lax mode: `"0.5"` for a

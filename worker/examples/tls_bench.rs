@@ -80,6 +80,7 @@ fn spec(endpoint: Endpoint, streaming: bool, connections: u32, core: Option<usiz
         turn_delays_ns: None,
         in_flight: None,
         synthetic: None,
+        video_fallback_dir: None,
     }
 }
 

@@ -176,13 +176,14 @@ fn memchr_find(hay: &[u8], needle: &[u8]) -> Option<usize> {
 }
 
 /// Samples per second through one worker with `connections` keep-alive connections.
-fn worker_qps(streaming: bool, connections: u32, samples: u64) -> f64 {
-    let addr = start_server(canned_response(streaming));
-    let endpoint = Endpoint::parse(&format!("http://{addr}")).unwrap();
-    let opts = RequestOptions::basic(ApiType::OpenAiChat, "m", streaming, 160);
-    let prompt = [Prompt::Text { system: None, user: "hello" }];
-    let table = RequestTable::build(&endpoint, &opts, None, prompt).unwrap();
-    let spec = WorkerSpec {
+/// One worker on `connections` connections to the canned server.
+fn bench_spec(
+    endpoint: Endpoint,
+    table: RequestTable,
+    streaming: bool,
+    connections: u32,
+) -> WorkerSpec {
+    WorkerSpec {
         worker_id: 0,
         core: None,
         endpoints: vec![WorkerEndpoint::new(endpoint, Arc::new(table))],
@@ -197,7 +198,17 @@ fn worker_qps(streaming: bool, connections: u32, samples: u64) -> f64 {
         turn_delays_ns: None,
         in_flight: None,
         synthetic: None,
-    };
+        video_fallback_dir: None,
+    }
+}
+
+fn worker_qps(streaming: bool, connections: u32, samples: u64) -> f64 {
+    let addr = start_server(canned_response(streaming));
+    let endpoint = Endpoint::parse(&format!("http://{addr}")).unwrap();
+    let opts = RequestOptions::basic(ApiType::OpenAiChat, "m", streaming, 160);
+    let prompt = [Prompt::Text { system: None, user: "hello" }];
+    let table = RequestTable::build(&endpoint, &opts, None, prompt).unwrap();
+    let spec = bench_spec(endpoint, table, streaming, connections);
     let ready = Doorbell::create().unwrap();
     let space = Doorbell::create().unwrap();
     let sizes = RingSizes { issue_slots: 4096, record_bytes: 4 << 20 };

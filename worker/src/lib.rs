@@ -6,6 +6,7 @@ pub mod http;
 pub mod request;
 mod run;
 pub mod synthetic;
+pub mod video_request;
 
 pub use exit::{EXIT_COORDINATOR_GONE, EXIT_OK, EXIT_SETUP_FAILED};
 pub use run::{

@@ -14,6 +14,8 @@ pub enum ApiType {
     OpenAiCompletions,
     /// SGLang's native `/generate`
     Sglang,
+    /// trtllm-serve's video generation, `/v1/videos/generations` (non-streaming)
+    Videogen,
 }
 
 impl ApiType {
@@ -23,6 +25,7 @@ impl ApiType {
             ApiType::OpenAiChat => "/v1/chat/completions",
             ApiType::OpenAiCompletions => "/v1/completions",
             ApiType::Sglang => "/generate",
+            ApiType::Videogen => "/v1/videos/generations",
         }
     }
 }
@@ -36,6 +39,9 @@ pub enum RequestError {
     Resolve { host: String, source: std::io::Error },
     #[error("{api:?} requests cannot carry {what}")]
     UnsupportedPrompt { api: ApiType, what: &'static str },
+    /// A videogen row column that is not a request field, or a value of the wrong kind.
+    #[error("{0}")]
+    VideoColumn(String),
     #[error("cannot encode request json: {0}")]
     Json(#[from] serde_json::Error),
     /// A body that does not start as every body of its table does (a bug, never the input).
@@ -138,6 +144,7 @@ pub fn row_request_keys(api: ApiType) -> &'static [&'static str] {
         }
         ApiType::OpenAiCompletions => &["stop"],
         ApiType::Sglang => &[],
+        ApiType::Videogen => &crate::video_request::VIDEO_COLUMNS,
     }
 }
 
@@ -293,6 +300,7 @@ pub fn body_json_row(
         ApiType::OpenAiChat => chat_body(&mut out, b, prompt)?,
         ApiType::OpenAiCompletions => completions_body(&mut out, b, prompt)?,
         ApiType::Sglang => sglang_body(&mut out, b, prompt)?,
+        ApiType::Videogen => video_body(&mut out, b, prompt)?,
     }
     Ok(out)
 }
@@ -408,7 +416,7 @@ fn extras(out: &mut Vec<u8>, opts: &RequestOptions) -> Result<(), RequestError> 
 /// body starts with the prompt. `RequestTable` keeps it once instead of in every row.
 pub fn body_prefix(opts: &RequestOptions) -> Result<Vec<u8>, RequestError> {
     let mut out = Vec::new();
-    if opts.api != ApiType::Sglang {
+    if !matches!(opts.api, ApiType::Sglang | ApiType::Videogen) {
         model_prefix(&mut out, opts)?;
     }
     Ok(out)
@@ -528,6 +536,32 @@ fn sglang_body(out: &mut Vec<u8>, b: Body<'_>, prompt: Prompt<'_>) -> Result<(),
     extras(out, opts)?;
     out.push(b'}');
     Ok(())
+}
+
+/// A video generation body: the prompt and the row's request fields over their defaults
+/// (`video_request`); the run's model and sampling keys are not part of this API's body.
+fn video_body(out: &mut Vec<u8>, b: Body<'_>, prompt: Prompt<'_>) -> Result<(), RequestError> {
+    let api = b.opts.api;
+    let user = match prompt {
+        Prompt::Text { system: None, user } => user,
+        Prompt::Text { system: Some(_), .. } => {
+            return Err(RequestError::UnsupportedPrompt { api, what: "a system prompt" })
+        }
+        Prompt::TokenIds(_) => {
+            return Err(RequestError::UnsupportedPrompt { api, what: "token ids" })
+        }
+        Prompt::Messages(_) | Prompt::RawMessages(_) => {
+            return Err(RequestError::UnsupportedPrompt { api, what: "chat messages" })
+        }
+        Prompt::Parts { .. } => {
+            return Err(RequestError::UnsupportedPrompt { api, what: MULTIMODAL })
+        }
+    };
+    if b.opts.streaming {
+        let why = "api type videogen is non-streaming; set model_params.streaming off";
+        return Err(RequestError::VideoColumn(why.into()));
+    }
+    crate::video_request::write_body(out, user, b.row.columns).map_err(RequestError::VideoColumn)
 }
 
 /// Keys the reference leaves out of SGLang requests (it drops them silently); SGLang's
@@ -1213,5 +1247,25 @@ mod tests {
         assert!(!completions.contains("tools") && !completions.contains("Bob"), "{completions}");
         let sglang = row_body(&opts(ApiType::Sglang, false, false), Prompt::TokenIds(&[1]), row);
         assert!(!sglang.contains("stop") && !sglang.contains("tools"), "{sglang}");
+    }
+
+    #[test]
+    fn a_video_row_is_its_prompt_and_fields_on_the_video_route_with_no_shared_start() {
+        let o = opts(ApiType::Videogen, false, false);
+        assert!(body_prefix(&o).unwrap().is_empty());
+        let columns = [("seed".to_string(), serde_json::json!(3))];
+        let row = RowParams { columns: &columns, ..RowParams::default() };
+        let body = row_body(&o, HELLO, row);
+        assert!(body.starts_with(r#"{"prompt":"Hello there","size":"720x1280","#), "{body}");
+        assert!(body.contains(r#","seed":3,"#) && !body.contains("model"), "{body}");
+        let ep = Endpoint::parse("http://127.0.0.1:8000").unwrap();
+        let head = String::from_utf8(http_head(&ep, ApiType::Videogen, &Default::default(), false))
+            .unwrap();
+        assert!(head.starts_with("POST /v1/videos/generations HTTP/1.1\r\n"), "{head}");
+        assert!(head.contains("Accept: application/json"), "{head}");
+        let sys = Prompt::Text { system: Some("s"), user: "u" };
+        assert!(body_json(&o, sys).is_err());
+        let err = body_json(&opts(ApiType::Videogen, true, false), HELLO).unwrap_err();
+        assert!(err.to_string().contains("non-streaming"), "{err}");
     }
 }

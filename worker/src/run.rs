@@ -87,6 +87,9 @@ pub struct WorkerSpec {
     /// The null endpoint (`null://`): no connection is opened and every sample is answered
     /// at once with this response, so a run measures the coordinator alone.
     pub synthetic: Option<crate::synthetic::SyntheticResponse>,
+    /// Where a videogen run writes videos answered as raw bytes
+    /// (`INFERENCE_ENDPOINT_VIDEOGEN_FALLBACK_DIR`, read by the plan); `None` fails them.
+    pub video_fallback_dir: Option<std::path::PathBuf>,
 }
 
 impl WorkerSpec {
@@ -550,6 +553,7 @@ fn new_slot_conn(spec: &WorkerSpec, tls: &[Option<Rc<TlsClient>>], index: usize)
     conn.set_bind_before_connect(ordinal >= ep.bind_from_slot as usize);
     conn.set_source_address((!sources.is_empty()).then(|| sources[ordinal % sources.len()]));
     conn.set_tls(tls[e].clone());
+    conn.acc.video_fallback_dir = spec.video_fallback_dir.clone();
     conn
 }
 
@@ -931,8 +935,8 @@ async fn exchange_job(shared: &Rc<Shared>, slot: usize, conn: &mut Conn, job: Jo
     let endpoint = usize::from(conn.endpoint());
     let request = shared.spec.endpoints[endpoint].requests.row_bytes(job.row as usize);
     let timeout_ns = shared.spec.request_timeout_ns;
-    // Not written yet: an abort during the connect leaves no write stamp of this sample.
-    conn.sent_ns = 0;
+    // Not written yet (an abort in the connect leaves no stamp); raw videos take its uuid.
+    (conn.sent_ns, conn.acc.sample_id) = (0, job.sample_id);
     let ended = {
         let s = shared.clone();
         let aborted = shared.abort.until(slot, move || s.aborting.get());

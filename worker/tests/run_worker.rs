@@ -287,6 +287,7 @@ fn spec(
         turn_delays_ns: None,
         in_flight: None,
         synthetic: None,
+        video_fallback_dir: None,
     }
 }
 

@@ -48,7 +48,11 @@ pub(super) fn resolve_dataset(
         return Ok((synthetic_dataset(), true));
     };
     let started = std::time::Instant::now();
-    let dataset = load_dataset_spec_with(spec, run_tokenizer.as_deref(), notes)?;
+    let dataset = match config.endpoint_config.api_type {
+        // A video request's fields come from the row's columns, checked as they load.
+        crate::yaml::ApiTypeName::Videogen => crate::dataset::load_videogen_dataset(spec)?,
+        _ => load_dataset_spec_with(spec, run_tokenizer.as_deref(), notes)?,
+    };
     if verbose > 0 {
         let load_s = started.elapsed().as_secs_f64();
         notes.push(format!("dataset: {} rows loaded in {load_s:.3} s", dataset.rows.len()));
@@ -90,6 +94,7 @@ pub(super) fn unsent_columns_note(dataset: &Dataset, api: ApiType) -> Option<Str
         ApiType::OpenAiChat => "openai",
         ApiType::OpenAiCompletions => "openai_completions",
         ApiType::Sglang => "sglang",
+        ApiType::Videogen => "videogen",
     };
     Some(format!(
         "note: dataset column(s) {} are not sent with --api-type {name}, as the reference \

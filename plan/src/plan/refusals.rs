@@ -13,11 +13,7 @@ pub fn run_refusals(config: &Config) -> Vec<String> {
         ));
     }
     if config.endpoint_config.api_type == ApiTypeName::Videogen {
-        out.push(
-            "endpoint_config.api_type videogen is not supported yet: video generation \
-             requests (use openai, openai_completions or sglang)"
-                .into(),
-        );
+        out.extend(videogen_refusals(config));
     }
     let perf: Vec<String> = config
         .datasets
@@ -64,7 +60,8 @@ pub(super) fn dataset_refusals(i: usize, d: &crate::dataset::DatasetSpec) -> Vec
         );
     }
     for target in d.parser.iter().flat_map(|p| p.other.keys()) {
-        if !crate::dataset::PARSER_TARGETS.contains(&target.as_str()) {
+        let video = loadgen_worker::video_request::VIDEO_COLUMNS.contains(&target.as_str());
+        if !crate::dataset::PARSER_TARGETS.contains(&target.as_str()) && !video {
             push(&format!("parser.{target}"), "a column this tool does not read");
         }
     }
@@ -78,6 +75,68 @@ pub(super) fn dataset_refusals(i: usize, d: &crate::dataset::DatasetSpec) -> Vec
              supported yet: {why}; remove this dataset from datasets: (or --dataset) to run the \
              others"
         ));
+    }
+    out
+}
+
+/// The `model_params` keys a text API sends that a video request has no place for.
+fn unsent_video_keys(mp: &ModelParams) -> Vec<&'static str> {
+    let set = [
+        ("temperature", mp.temperature.is_some()),
+        ("seed", mp.seed.is_some()),
+        ("top_k", mp.top_k.is_some()),
+        ("top_p", mp.top_p.is_some()),
+        ("repetition_penalty", mp.repetition_penalty.is_some()),
+        ("presence_penalty", mp.presence_penalty.is_some()),
+        ("frequency_penalty", mp.frequency_penalty.is_some()),
+        ("chat_template_kwargs", mp.chat_template_kwargs.is_some()),
+        ("min_new_tokens", mp.min_new_tokens != 1),
+        ("skip_special_tokens", !mp.skip_special_tokens),
+        ("osl_distribution", mp.osl_distribution.is_some()),
+        ("ignore_eos", mp.ignore_eos),
+        ("extra_body", mp.extra_body.is_some()),
+    ];
+    set.into_iter().filter(|(_, on)| *on).map(|(key, _)| key).collect()
+}
+
+/// What `api_type: videogen` cannot do: stream (the reference's adapter refuses it), send the
+/// text APIs' generation keys (its body is the prompt and the row's video fields), read a
+/// predefined dataset, or score an accuracy dataset (only vbench scores videos).
+pub(super) fn videogen_refusals(config: &Config) -> Vec<String> {
+    let mut out = Vec::new();
+    let mp = &config.model_params;
+    if mp.streaming == crate::yaml::Streaming::On {
+        out.push(
+            "model_params.streaming on is not supported with api_type videogen: the video \
+             endpoint does not stream (the reference's adapter refuses it); set it off"
+                .into(),
+        );
+    }
+    let fields = loadgen_worker::video_request::VIDEO_COLUMNS.join(", ");
+    for key in unsent_video_keys(mp) {
+        out.push(format!(
+            "model_params.{key} is not supported with api_type videogen: a video request \
+             carries the prompt and the fields a dataset row gives ({fields}), not the text \
+             APIs' generation keys; give a dataset column instead"
+        ));
+    }
+    for (i, d) in config.datasets.iter().enumerate() {
+        let name = d.display_name();
+        if d.kind == DatasetKind::Performance && crate::dataset::is_predefined(d) {
+            out.push(format!(
+                "datasets[{i}] (dataset {name}) is not supported with api_type videogen: a \
+                 predefined dataset has no video request fields; give a prompts file (a \
+                 prompt column and any of {fields})"
+            ));
+        }
+        let scorer = d.accuracy_config.as_ref().and_then(|a| a.get("eval_method"));
+        let vbench = scorer.and_then(serde_json::Value::as_str) == Some("vbench");
+        if d.kind == DatasetKind::Accuracy && !vbench {
+            out.push(format!(
+                "datasets[{i}] (dataset {name}) is not supported with api_type videogen: its \
+                 outputs are video paths, which only the vbench scorer reads"
+            ));
+        }
     }
     out
 }

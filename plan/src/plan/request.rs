@@ -82,7 +82,12 @@ pub(super) fn deep_merge(base: &mut serde_json::Value, over: serde_json::Value) 
     }
 }
 
+/// Whether requests stream: `auto` streams an online run, except a video run (the video
+/// endpoint does not stream; `on` with it is one of `run_refusals`).
 pub(super) fn resolve_streaming(config: &Config) -> bool {
+    if config.endpoint_config.api_type == ApiTypeName::Videogen {
+        return false;
+    }
     match config.model_params.streaming {
         Streaming::On => true,
         Streaming::Off => false,
@@ -172,19 +177,14 @@ pub(super) fn accuracy_request(
     Ok((request, draw_output_tokens(&c, rows)?))
 }
 
-/// The protocol the workers speak for the schema's `api_type`; videogen has none here (it is
-/// one of `run_refusals`, so a run stops before this).
+/// The protocol the workers speak for the schema's `api_type`.
 pub(super) fn protocol_of(name: ApiTypeName) -> Result<ApiType, AppError> {
-    match name {
-        ApiTypeName::Openai => Ok(ApiType::OpenAiChat),
-        ApiTypeName::OpenaiCompletions => Ok(ApiType::OpenAiCompletions),
-        ApiTypeName::Sglang => Ok(ApiType::Sglang),
-        ApiTypeName::Videogen => Err(AppError::Input(
-            "endpoint_config.api_type videogen is not supported yet; use openai, \
-             openai_completions or sglang"
-                .into(),
-        )),
-    }
+    Ok(match name {
+        ApiTypeName::Openai => ApiType::OpenAiChat,
+        ApiTypeName::OpenaiCompletions => ApiType::OpenAiCompletions,
+        ApiTypeName::Sglang => ApiType::Sglang,
+        ApiTypeName::Videogen => ApiType::Videogen,
+    })
 }
 
 pub(super) fn check_completions_only(

@@ -447,10 +447,19 @@ pub fn worker_specs(
                 turn_delays_ns: plan.agentic.as_ref().and_then(|a| a.turn_delays_ns.clone()),
                 in_flight: None,
                 synthetic: null.then(|| SyntheticResponse::stub_like(plan.request.streaming)),
+                video_fallback_dir: video_fallback_dir(plan.request.api),
             }
         })
         .collect();
     Ok(specs)
+}
+
+/// Where a videogen run's workers write videos answered as raw bytes: the reference's
+/// `INFERENCE_ENDPOINT_VIDEOGEN_FALLBACK_DIR` (unset or empty: such answers fail, naming it).
+fn video_fallback_dir(api: request::ApiType) -> Option<std::path::PathBuf> {
+    use loadgen_worker::adapter::videogen::FALLBACK_DIR_ENV;
+    let dir = std::env::var_os(FALLBACK_DIR_ENV).filter(|d| !d.is_empty())?;
+    (api == request::ApiType::Videogen).then(|| dir.into())
 }
 
 /// The endpoint of each worker's slot 0: the run's connections are numbered worker by worker,

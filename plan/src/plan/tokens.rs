@@ -56,6 +56,12 @@ pub(super) fn resolve_token_source(
     if api_type == ApiTypeName::Videogen {
         let note = "info: api type videogen reports no token usage; token count source is client";
         notes.push(note.to_string());
+        notes.push(format!(
+            "info: api type videogen sends the prompt and the dataset's video fields only: \
+             model_params.name and max_new_tokens ({}) are not in its requests, as in the \
+             reference",
+            config.model_params.max_new_tokens
+        ));
         return Ok(TokenCountSource::Client);
     }
     let opted_out = !config.settings.client.stream_include_usage;
@@ -102,6 +108,14 @@ pub(super) fn load_tokenizer(
 ) -> Result<Option<Tokenizer>, AppError> {
     if let Some(spec) = &config.model_params.tokenizer_name {
         return Tokenizer::load(spec).map(Some);
+    }
+    if config.endpoint_config.api_type == ApiTypeName::Videogen {
+        notes.push(format!(
+            "info: api type videogen: no tokenizer is looked up for model {model:?} (the output \
+             is a video path), so ISL, OSL and TPOT are not reported; --tokenizer PATH counts \
+             the prompt and path text"
+        ));
+        return Ok(None);
     }
     let embedded = config.endpoint_config.endpoints.is_empty();
     match Tokenizer::load(model) {

@@ -50,6 +50,12 @@ pub struct Accumulator {
     /// The first error's message (else its frame), quoted up to `ERROR_QUOTE_BYTES`.
     pub error_message: Vec<u8>,
     max_output_bytes: usize,
+    /// The sample being answered (set before each exchange): a video answered as raw bytes is
+    /// written under its uuid.
+    pub sample_id: u64,
+    /// Where raw video answers are written (`INFERENCE_ENDPOINT_VIDEOGEN_FALLBACK_DIR`);
+    /// `None` fails such an answer.
+    pub video_fallback_dir: Option<std::path::PathBuf>,
     /// The SSE scanner's frame head, kept across frames and responses (a byte cache).
     pub(super) scan_head: ScanHead,
 }
@@ -76,6 +82,8 @@ impl Accumulator {
             stream_error: false,
             error_message: Vec::with_capacity(ERROR_QUOTE_BYTES),
             max_output_bytes,
+            sample_id: 0,
+            video_fallback_dir: None,
             scan_head: ScanHead::with_capacity(256),
         }
     }

@@ -11,13 +11,14 @@ mod scan;
 pub mod sglang;
 mod tool_calls;
 pub mod usage;
+pub mod videogen;
 
 pub use accumulator::{Accumulator, ERROR_QUOTE_BYTES, MALFORMED_QUOTE_BYTES};
 
 use crate::request::ApiType;
 use accumulator::cut_at_char;
 
-/// Each frame or body goes to its API's adapter.
+/// Each frame or body goes to its API's adapter (a video answer may be raw mp4 bytes, not JSON).
 impl Accumulator {
     /// One SSE `data:` payload of a streaming response.
     pub fn on_sse_frame(&mut self, json: &[u8], now_ns: fn() -> u64) {
@@ -26,6 +27,8 @@ impl Accumulator {
                 openai::on_frame(self, json, now_ns)
             }
             ApiType::Sglang => sglang::on_frame(self, json, now_ns),
+            // The video endpoint does not stream: an SSE answer is not its shape.
+            ApiType::Videogen => false,
         };
         if !ok {
             if self.malformed_frames == 0 {
@@ -48,6 +51,7 @@ impl Accumulator {
             ApiType::OpenAiChat => openai::on_body(self, json),
             ApiType::OpenAiCompletions => completions::on_body(self, json),
             ApiType::Sglang => sglang::on_body(self, json),
+            ApiType::Videogen => videogen::on_body(self, json),
         };
         self.first_chunk_ns = 0;
         self.compose(false);

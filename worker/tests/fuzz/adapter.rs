@@ -425,7 +425,8 @@ proptest! {
 
     #[test]
     fn arbitrary_bytes_never_panic_the_decoders(bytes in prop::collection::vec(any::<u8>(), 0..256)) {
-        for api in [ApiType::OpenAiChat, ApiType::OpenAiCompletions, ApiType::Sglang] {
+        let apis = [ApiType::OpenAiChat, ApiType::OpenAiCompletions, ApiType::Sglang, ApiType::Videogen];
+        for api in apis {
             let mut acc = Accumulator::new(api, 64);
             acc.on_sse_frame(&bytes, clock);
             acc.on_body(&bytes);
