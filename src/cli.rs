@@ -633,6 +633,10 @@ pub struct BenchFlags {
     pub early_stopping: bool,
     #[arg(long = "no-early-stopping", overrides_with = "early_stopping", help_heading = "Report")]
     pub no_early_stopping: bool,
+    /// Service-level objectives judged per sample, e.g. ttft_p99=500ms,tpot_p99=50ms: goodput
+    /// (samples/s that met every one) and the share that met each.
+    #[arg(long = "slo", value_name = "NAME=BOUND[,...]", help_heading = "Report")]
+    pub slo: Option<String>,
     /// Report directory [default: /tmp/reports_YYYYMMDD_HHMMSS].
     #[arg(long = "report-dir", help_heading = "Report")]
     pub report_dir: Option<PathBuf>,
@@ -999,12 +1003,11 @@ impl BenchFlags {
         replace(&mut s.warmup.drain, pick(self.warmup_drain, self.spellings.no_warmup_drain));
         replace(&mut s.early_stopping.enabled, pick(self.early_stopping, self.no_early_stopping));
         replace(&mut s.token_count_source, self.token_count_source);
+        set(&mut s.slo, self.slo.clone());
         replace(&mut config.enable_cpu_affinity, pick(self.cpu_affinity, self.no_cpu_affinity));
         set(&mut config.report_dir, self.report_dir.as_ref().map(|p| p.display().to_string()));
         set(&mut config.timeout, self.timeout);
-        if self.no_events {
-            config.events = Some(false);
-        }
+        set(&mut config.events, self.no_events.then_some(false));
         if !self.source_addresses.is_empty() {
             config.source_addresses = self.source_addresses.clone();
         }

@@ -13,6 +13,7 @@ use loadgen_coordinator::cpu::{cores_available, CpuPlan};
 use loadgen_coordinator::fork::{fork_child, kill_and_reap};
 use loadgen_coordinator::metrics::{final_snapshot, MetricsOptions, RunState, SampleTable};
 use loadgen_coordinator::{LoadPattern, PhaseHook, RunEnd, RunError};
+use loadgen_report::goodput::goodput_of_run;
 use loadgen_report::profiling::ProfilingRecord;
 use loadgen_worker::request::Endpoint;
 use loadgen_worker::run_worker;
@@ -368,6 +369,8 @@ fn finish_run(
     info.issue_lag = issue_lag(plan, &output.issue_lags, &waits);
     drop(waits);
     info.client_wait = Some(client_wait_info(plan, &snapshot, &table));
+    let has_tokenizer = plan.tokenizer.is_some();
+    info.goodput = goodput_of_run(&table, &plan.slo, primary, has_tokenizer);
     for warning in run_warnings(&snapshot, &info) {
         eprintln!("warning: {warning}");
     }
@@ -402,12 +405,7 @@ fn finish_run(
         console = with_accuracy_block(&console, block);
     }
     if capped {
-        let cap_ms = plan.max_duration_ms.unwrap_or(0);
-        console.push_str(&format!(
-            "The run hit --runtime.max-duration-ms ({cap_ms} ms): what was still in flight \
-             there was abandoned ({} samples)\n",
-            agg.counters.abandoned
-        ));
+        console.push_str(&capped_note(plan, agg.counters.abandoned));
     }
     print_console_and_json(&redact(&console), &summary, dir)?;
     let unwritten_error = unwritten_message(dir, &unwritten);
@@ -439,6 +437,15 @@ fn finish_run(
         return Err(AppError::Execution(format!("{why} (report in {})", dir.display())));
     }
     Ok(0)
+}
+
+/// The console's note on a run that hit its max duration.
+fn capped_note(plan: &Plan, abandoned: u64) -> String {
+    let cap_ms = plan.max_duration_ms.unwrap_or(0);
+    format!(
+        "The run hit --runtime.max-duration-ms ({cap_ms} ms): what was still in flight there \
+         was abandoned ({abandoned} samples)\n"
+    )
 }
 
 /// The run's rows as the metrics' table, and each sample's client wait in issue order; the

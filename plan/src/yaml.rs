@@ -337,6 +337,14 @@ pub struct Settings {
     /// basis), so the reference's schema reads a client-basis run's config.yaml.
     #[serde(deserialize_with = "lax::choice", skip_serializing_if = "is_client")]
     pub token_count_source: TokenCountSource,
+    /// Not a reference key: service-level objectives, `ttft_p99=500ms,tpot_p99=50ms` (`--slo`,
+    /// `plan::slo`); written into config.yaml only when set, so `report DIR` judges the same.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "lax::opt_string"
+    )]
+    pub slo: Option<String>,
 }
 
 fn is_client(source: &TokenCountSource) -> bool {
@@ -355,6 +363,7 @@ impl Default for Settings {
             early_stopping: EarlyStopping::default(),
             service_ready_timeout_s: 30.0,
             token_count_source: TokenCountSource::Client,
+            slo: None,
         }
     }
 }

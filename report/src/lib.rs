@@ -12,6 +12,7 @@ pub mod compliance;
 pub mod dir;
 pub mod early_stop;
 mod files;
+pub mod goodput;
 mod issue_lag;
 pub mod merge;
 pub mod plot_data;

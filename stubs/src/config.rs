@@ -345,6 +345,17 @@ pub struct SentResponse {
     pub prefix_cache: Option<crate::prefix_cache::CacheOutcome>,
 }
 
+impl SentResponse {
+    /// A response about to be written: its request, when that was whole, nothing written yet.
+    pub fn received(
+        body: Vec<u8>,
+        received_ns: u64,
+        prefix_cache: Option<crate::prefix_cache::CacheOutcome>,
+    ) -> SentResponse {
+        SentResponse { body, received_ns, slot_ns: None, written_ns: Vec::new(), prefix_cache }
+    }
+}
+
 /// CLOCK_MONOTONIC in nanoseconds (what `Instant` reads on Linux, as a number).
 pub fn monotonic_ns() -> u64 {
     let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };

@@ -187,17 +187,7 @@ async fn serve<S: AsyncReadRent + AsyncWriteRent>(mut stream: S, ctx: Rc<Ctx>) {
                 let start = Instant::now();
                 let plan = ctx.handler.borrow_mut().plan(&req, &rbuf[used..], start);
                 let sent = ctx.handler.borrow().cfg.send_log.clone().map(|log| {
-                    let (body, prefix_cache) = (body.to_vec(), plan.cache);
-                    (
-                        log,
-                        SentResponse {
-                            body,
-                            received_ns,
-                            slot_ns: None,
-                            written_ns: Vec::new(),
-                            prefix_cache,
-                        },
-                    )
+                    (log, SentResponse::received(body.to_vec(), received_ns, plan.cache))
                 });
                 (out, end) = match write_plan(&mut stream, out, plan, &ctx, &req, sent).await {
                     Some(v) => v,
