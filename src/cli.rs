@@ -64,6 +64,10 @@ pub enum Command {
     /// QPS, in-flight samples and Poisson issue lag over time, client against server OSL,
     /// accuracy scores.
     Plot(PlotArgs),
+    /// A series of benchmark runs over Poisson rates or concurrency levels (or an automatic
+    /// plan), one report directory each under --report-dir, then the knee and the highest rate
+    /// whose --slo objectives held: sweep.json and sweep.txt.
+    Sweep(Box<SweepArgs>),
     /// Stub servers (echo, max-throughput, variable) for local testing.
     Stub {
         #[command(subcommand)]
@@ -105,6 +109,38 @@ pub struct CheckArgs {
     /// The model within the ruleset.
     #[arg(long = "model", default_value = loadgen_report::compliance::DEFAULT_MODEL)]
     pub model: String,
+}
+
+/// `sweep` arguments: what to sweep, then every benchmark flag (the points' base).
+#[derive(Debug, Args)]
+pub struct SweepArgs {
+    /// Poisson rates (samples/s), one point each, in the order given, e.g. 10,20,40.
+    #[arg(
+        long = "rates",
+        value_delimiter = ',',
+        value_name = "QPS[,QPS...]",
+        help_heading = "Sweep"
+    )]
+    pub rates: Vec<f64>,
+    /// Concurrency levels, one closed-loop point each, e.g. 1,4,16.
+    #[arg(
+        long = "concurrencies",
+        value_delimiter = ',',
+        value_name = "N[,N...]",
+        conflicts_with = "rates",
+        help_heading = "Sweep"
+    )]
+    pub concurrencies: Vec<u32>,
+    /// The automatic plan: a synchronous run (concurrency 1) and a max-throughput run bound
+    /// the range, then N Poisson rates between them, then two more around the knee.
+    #[arg(long = "auto", value_name = "N", conflicts_with_all = ["rates", "concurrencies"],
+          help_heading = "Sweep")]
+    pub auto: Option<usize>,
+    /// A YAML file in the reference's schema as every point's base; flags override it.
+    #[arg(short = 'c', long = "config", help_heading = "Sweep")]
+    pub config: Option<PathBuf>,
+    #[command(flatten)]
+    pub flags: Box<BenchFlags>,
 }
 
 /// `compare` arguments.

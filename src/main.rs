@@ -83,6 +83,7 @@ fn dispatch(cli: Cli) -> Result<i32, AppError> {
             format: args.format,
             token_count_source: args.token_count_source,
         }),
+        Command::Sweep(args) => commands::sweep::run(&args, cli.verbose),
         Command::Stub { cmd } => {
             loadgen_stubs::cli::run(*cmd).map_err(|e| AppError::Setup(format!("stub: {e:#}")))?;
             Ok(0)

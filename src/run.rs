@@ -148,6 +148,11 @@ fn say(line: &str) {
     }
 }
 
+/// `say`, for the commands that run benchmarks in a series (`sweep`).
+pub fn say_line(line: &str) {
+    say(line);
+}
+
 /// `--json`'s object: the summary as result_summary.json holds it, then where the report is.
 #[derive(serde::Serialize)]
 struct JsonOutput<'a> {

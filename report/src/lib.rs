@@ -24,6 +24,7 @@ mod run_info;
 mod sample_idx_map;
 mod shard;
 mod summary;
+pub mod sweep;
 mod text;
 mod write;
 
