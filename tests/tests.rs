@@ -30,6 +30,7 @@ mod run {
     mod request_params;
     mod run_control;
     mod submission;
+    mod sweep;
     mod sweep_goodput;
     mod timing;
     mod warmup;

@@ -1,0 +1,127 @@
+//! `llm-loadgen sweep` against the slotted stub, whose knee is known: N slots of a fixed
+//! service time saturate at N / service time. The truth is the stub's own stamps (each
+//! response's time from taking its slot to its last write), not its configured delays.
+
+use std::path::Path;
+use std::process::Stdio;
+use std::time::Duration;
+
+use serde_json::Value;
+
+use crate::support::{alone, bin, read_json, report_dir, signal, stub, wait_for, wait_output};
+use loadgen_stubs::{SendLog, StubKind, StubServer};
+
+const SLOTS: usize = 4;
+/// TTFT 10 ms, then 9 more one-character events 1 ms apart: 19 ms of service.
+const CONFIGURED_SERVICE_S: f64 = 0.019;
+
+fn slotted(log: Option<SendLog>) -> StubServer {
+    stub(StubKind::Variable, |c| {
+        c.stream_interval = 1;
+        c.variable.output_len_mean = 10.0;
+        c.variable.output_len_spread = 0.0;
+        c.variable.first_chunk_latency_s = 0.01;
+        c.variable.first_chunk_spread = 0.0;
+        c.variable.inter_token_latency_ms = 1.0;
+        c.variable.max_concurrency = SLOTS;
+        c.send_log = log;
+    })
+}
+
+fn sweep_args(url: &str, dir: &Path, rates: &str, samples: u32) -> Vec<String> {
+    let line = format!(
+        "sweep --rates {rates} --endpoints {url} --model m --streaming on --num-samples \
+         {samples} --workers 1 --quiet --report-dir {}",
+        dir.display()
+    );
+    line.split_whitespace().map(String::from).collect()
+}
+
+/// The capacity the stub's own stamps imply: slots over the mean time a request held a slot.
+fn implied_capacity(log: &SendLog) -> f64 {
+    let sent = log.lock().unwrap();
+    let held_s: Vec<f64> = sent
+        .iter()
+        .map(|r| (*r.written_ns.last().unwrap() - r.slot_ns.unwrap()) as f64 / 1e9)
+        .collect();
+    SLOTS as f64 / (held_s.iter().sum::<f64>() / held_s.len() as f64)
+}
+
+#[test]
+fn a_sweep_finds_the_slotted_stubs_knee_and_the_highest_rate_meeting_a_ttft_objective() {
+    let _alone = alone();
+    let log = SendLog::default();
+    let server = slotted(Some(log.clone()));
+    let configured = SLOTS as f64 / CONFIGURED_SERVICE_S;
+    let factors = [0.3, 0.6, 0.8, 0.9, 1.25, 1.6];
+    let rates: Vec<String> = factors.iter().map(|f| format!("{:.0}", f * configured)).collect();
+    let dir = report_dir("sweep-knee");
+    let mut args = sweep_args(&server.url(), &dir, &rates.join(","), 150);
+    args.extend(["--slo".to_string(), "ttft_p90=40ms".to_string()]);
+    let out = crate::support::run(&args);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    server.stop();
+    let capacity = implied_capacity(&log);
+    let sweep = read_json(&dir.join("sweep.json"));
+    assert_eq!(sweep["complete"], true);
+    assert_eq!(sweep["points"].as_array().unwrap().len(), factors.len());
+    let knee = sweep["knee"]["rate"].as_f64().unwrap();
+    assert!(sweep["knee"]["reached"].as_bool().unwrap(), "{sweep}");
+    assert!((knee - capacity).abs() <= 0.1 * capacity, "knee {knee} vs the stub's {capacity}");
+    // The last rate under the capacity, and the highest that met the objective: one step.
+    let under = rates.iter().filter(|r| r.parse::<f64>().unwrap() < capacity).count() - 1;
+    let passing = sweep["highest_passing"]["point"].as_u64().expect("a rate met it") as usize;
+    assert!(passing.abs_diff(under) <= 1, "highest passing point {passing}, last under {under}");
+    for point in sweep["points"].as_array().unwrap() {
+        let summary =
+            dir.join(point["dir"].as_str().unwrap()).join("performance/result_summary.json");
+        assert!(summary.is_file(), "{}", summary.display());
+    }
+    let txt = std::fs::read_to_string(dir.join("sweep.txt")).unwrap();
+    assert!(txt.contains("Knee: ") && txt.contains("Highest rate meeting every objective: "));
+}
+
+#[test]
+fn an_interrupted_sweep_keeps_its_finished_points_and_says_where_it_stopped() {
+    let server = slotted(None);
+    let dir = report_dir("sweep-interrupted");
+    // A short point, then long ones: the interrupt comes during the second.
+    let args = sweep_args(&server.url(), &dir, "1000,20,20,20", 300);
+    let child = bin().args(&args).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+    // Once the second point is measuring (an interrupt while a run's workers start is a case
+    // of the coordinator's own, tested with the benchmark).
+    // The first point's 300 requests, then some of the second's, by the stub's count.
+    wait_for("the second point to measure", Duration::from_secs(60), || {
+        server.requests_total() >= 305
+    });
+    assert!(signal(child.id() as i32, libc::SIGINT), "kill(2)");
+    let out = wait_output(child, "the interrupted sweep", Duration::from_secs(60));
+    assert_eq!(out.status.code(), Some(130));
+    server.stop();
+    let sweep: Value = read_json(&dir.join("sweep.json"));
+    assert_eq!(sweep["complete"], false);
+    assert_eq!(sweep["stopped"]["at_point"], 1, "{sweep}");
+    assert_eq!(sweep["stopped"]["reason"], "interrupted");
+    assert_eq!(sweep["points"].as_array().unwrap().len(), 1);
+    assert!(dir.join("point-0-poisson-1000/performance/result_summary.json").is_file());
+    let txt = std::fs::read_to_string(dir.join("sweep.txt")).unwrap();
+    assert!(txt.contains("Stopped at point 1: interrupted"), "{txt}");
+}
+
+#[test]
+fn sweep_flags_that_set_a_load_are_refused() {
+    let dir = report_dir("sweep-refused");
+    for extra in [&["--target-qps", "5"][..], &["--concurrency", "2"], &[]] {
+        let mut args = vec!["sweep", "--endpoints", "null://", "--model", "m", "--report-dir"];
+        let d = dir.display().to_string();
+        args.push(&d);
+        if !extra.is_empty() {
+            args.extend(["--rates", "1,2"]);
+        }
+        args.extend(extra);
+        let out = crate::support::run(&args);
+        assert_eq!(out.status.code(), Some(1), "{extra:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains("--rates"), "{extra:?}: {err}");
+    }
+}
