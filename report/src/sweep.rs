@@ -145,17 +145,41 @@ pub struct Knee {
     pub reached: bool,
 }
 
-/// The knee of points run at offered rates (`offered` and `qps` set): points by offered rate;
-/// a point *follows* when its throughput is at least `FOLLOW_FRACTION` of its offered rate and
-/// its latency p50 within `FLOOR_FACTOR` of the lowest p50 of the sweep. The knee is the first
-/// point that does not follow after one that does; its rate is the median throughput of the
-/// points from there on, which saturate at the server's capacity. `None` with no rated point.
-pub fn knee(points: &[Point]) -> Option<Knee> {
-    let mut rated: Vec<(&Point, f64, f64)> = points
+/// The rate each point was asked for, in samples per second: a Poisson point's rate; a
+/// concurrency point's concurrency times the throughput per slot of the lowest concurrency
+/// (throughput that scales linearly); a max-throughput point's is unbounded (it never follows).
+/// With Poisson points, only they and the max-throughput point count (the automatic plan's
+/// synchronous run is a bound, not a rate).
+fn expected_rates(points: &[Point]) -> Vec<(&Point, f64, f64)> {
+    let poisson = points.iter().any(|pt| pt.load_pattern == "poisson");
+    let per_slot = points
         .iter()
-        .filter_map(|pt| Some((pt, pt.offered?, pt.qps?)))
-        .filter(|&(_, offered, qps)| offered > 0.0 && qps > 0.0)
-        .collect();
+        .filter(|pt| pt.load_pattern == "concurrency")
+        .filter_map(|pt| Some((pt.offered?, pt.qps?)))
+        .min_by(|a, b| a.0.total_cmp(&b.0))
+        .map_or(1.0, |(c, q)| q / c);
+    points
+        .iter()
+        .filter_map(|pt| {
+            let expected = match pt.load_pattern.as_str() {
+                "max_throughput" => f64::INFINITY,
+                "concurrency" if poisson => return None,
+                "concurrency" => pt.offered? * per_slot,
+                _ => pt.offered?,
+            };
+            Some((pt, expected, pt.qps?))
+        })
+        .filter(|&(_, expected, qps)| expected > 0.0 && qps > 0.0)
+        .collect()
+}
+
+/// The knee of a sweep's points, by the rate each was asked for (`expected_rates`): a point
+/// *follows* when its throughput is at least `FOLLOW_FRACTION` of that rate and its latency
+/// p50 within `FLOOR_FACTOR` of the lowest p50 of the sweep. The knee is the first point that
+/// does not follow; its rate is the median throughput of the points from there on, which
+/// saturate at the server's capacity. `None` with no such point.
+pub fn knee(points: &[Point]) -> Option<Knee> {
+    let mut rated = expected_rates(points);
     rated.sort_by(|a, b| a.1.total_cmp(&b.1));
     let floor = rated.iter().filter_map(|(pt, ..)| pt.latency_p50_ns).fold(f64::INFINITY, f64::min);
     let follows = |pt: &Point, offered: f64, qps: f64| {
@@ -183,11 +207,14 @@ pub fn knee(points: &[Point]) -> Option<Knee> {
 }
 
 /// The highest offered rate whose objectives all held, with the point's index and whether
-/// every objective also held at 99 % confidence; `None` when none held (or no `--slo`).
+/// every objective also held at 99 % confidence; `None` when none held (or no `--slo`). With
+/// Poisson points only they count (a concurrency is not a rate).
 pub fn highest_passing(points: &[Point]) -> Option<(f64, usize, bool)> {
+    let poisson = points.iter().any(|pt| pt.load_pattern == "poisson");
     points
         .iter()
         .filter(|pt| pt.slo_held == Some(true) && pt.exit_code == 0)
+        .filter(|pt| !poisson || pt.load_pattern == "poisson")
         .filter_map(|pt| Some((pt.offered?, pt.index, pt.objectives.iter().all(|o| o.held_99))))
         .max_by(|a, b| a.0.total_cmp(&b.0))
 }
@@ -330,6 +357,35 @@ mod tests {
         assert_eq!((k.rate, k.first_saturated_index), (19.9, None));
         assert_eq!(highest_passing(&points), None);
         assert_eq!(knee(&points[2..]), None);
+    }
+
+    #[test]
+    fn concurrency_points_follow_while_throughput_scales_and_max_throughput_never_follows() {
+        let at = |i: usize, pattern: &str, offered: Option<f64>, qps: f64, p50: f64| Point {
+            load_pattern: pattern.into(),
+            offered,
+            ..point(i, 0.0, qps, p50, None)
+        };
+        // 34 QPS a slot, up to 4 slots; 8 saturates at the server's 135.
+        let closed = [
+            at(0, "concurrency", Some(1.0), 34.0, 29.0),
+            at(1, "concurrency", Some(2.0), 67.0, 29.0),
+            at(2, "concurrency", Some(4.0), 132.0, 29.5),
+            at(3, "concurrency", Some(8.0), 135.0, 58.0),
+        ];
+        let k = knee(&closed).unwrap();
+        assert_eq!((k.first_saturated_index, k.rate), (Some(3), 135.0));
+        // The automatic plan: its synchronous run is left out, its max-throughput run is the
+        // point past every Poisson rate.
+        let auto = [
+            at(0, "concurrency", Some(1.0), 34.0, 29.0),
+            at(1, "max_throughput", None, 134.0, 560.0),
+            at(2, "poisson", Some(60.0), 59.6, 29.5),
+            at(3, "poisson", Some(110.0), 105.0, 32.5),
+        ];
+        let k = knee(&auto).unwrap();
+        assert_eq!((k.last_following_index, k.first_saturated_index), (Some(3), Some(1)));
+        assert_eq!(k.rate, 134.0);
     }
 
     #[test]

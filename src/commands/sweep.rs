@@ -245,7 +245,9 @@ impl Sweep {
             (1..=n).map(|i| Offer::Poisson(round3(low + step * i as f64))).collect();
         self.run_offers(&rates)?;
         let refine = knee(&self.points).filter(|k| k.reached).and_then(|k| {
-            let at = |i: Option<usize>| i.and_then(|i| self.points[i].offered);
+            // The max-throughput point has no rate: its throughput bounds the range.
+            let at =
+                |i: Option<usize>| i.and_then(|i| self.points[i].offered.or(self.points[i].qps));
             Some((at(k.last_following_index).unwrap_or(low), at(k.first_saturated_index)?))
         });
         if let Some((lo, hi)) = refine {
