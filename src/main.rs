@@ -63,6 +63,13 @@ fn dispatch(cli: Cli) -> Result<i32, AppError> {
                     with_flags(Config::from_yaml_file(&args.config)?, &args.flags)?
                 }
             };
+            if config.sweep.is_some() {
+                return Err(AppError::Usage(
+                    "the config's sweep: section is for llm-loadgen sweep -c FILE; a benchmark \
+                     runs one load (drop the section)"
+                        .into(),
+                ));
+            }
             let host = plan::Host::read(commands::sys::local_timestamp());
             run::audit::run_config(config, cli.verbose, &host)
         }

@@ -65,6 +65,10 @@ pub struct Config {
     pub enable_cpu_affinity: bool,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub audit: Option<AuditConfig>,
+    /// Not a reference key: `sweep:`, the points `llm-loadgen sweep -c FILE` runs (its flags
+    /// override it); a benchmark refuses it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sweep: Option<SweepSection>,
     /// `--source-addresses`, as given: a flag only (the reference has no such key), so YAML
     /// never sets it and config.yaml never shows it.
     #[serde(skip)]
@@ -85,6 +89,19 @@ pub struct Config {
     /// written.
     #[serde(skip)]
     pub audit_row: Option<u64>,
+}
+
+/// `sweep:` (beyond the reference): one of `rates` (Poisson, samples/s), `concurrencies` or
+/// `auto` (the automatic plan's Poisson points between its bounds).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SweepSection {
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub rates: Vec<f64>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub concurrencies: Vec<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub auto: Option<usize>,
 }
 
 /// `submission_ref:` (the reference's `SubmissionReference`): the model and the ruleset a
@@ -775,6 +792,7 @@ impl Config {
             verbose: false,
             enable_cpu_affinity: true,
             audit: None,
+            sweep: None,
             source_addresses: Vec::new(),
             chat_template: None,
             test_mode: None,

@@ -15,7 +15,7 @@ use crate::error::AppError;
 use crate::report::sweep::{
     highest_passing, knee, table_line, verdict_lines, Knee, Point, TABLE_HEADER,
 };
-use crate::yaml::{BenchType, Config, LoadPatternKind, Streaming};
+use crate::yaml::{BenchType, Config, LoadPatternKind, Streaming, SweepSection};
 
 /// One point's load.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -57,6 +57,8 @@ impl Offer {
             }
         }
         config.report_dir = Some(dir.display().to_string());
+        // A point is a plain run: its config.yaml holds no sweep.
+        config.sweep = None;
         config
     }
 }
@@ -116,23 +118,12 @@ pub fn run(args: &SweepArgs, verbose: u8) -> Result<i32, AppError> {
             dir.display()
         ))
     })?;
-    let mode = if args.auto.is_some() {
-        "auto"
-    } else if args.rates.is_empty() {
-        "concurrencies"
-    } else {
-        "rates"
-    };
+    let (mode, offers, auto) = what_to_sweep(args, base.sweep.as_ref())?;
     crate::run::set_quiet(args.flags.quiet);
     let host = crate::plan::Host::read(super::sys::local_timestamp());
     let mut sweep =
         Sweep { dir, mode, base, verbose, host, started: Instant::now(), points: Vec::new() };
-    let offers: Vec<Offer> = if args.rates.is_empty() {
-        args.concurrencies.iter().map(|&n| Offer::Concurrency(n)).collect()
-    } else {
-        args.rates.iter().map(|&q| Offer::Poisson(q)).collect()
-    };
-    match args.auto {
+    match auto {
         Some(n) => sweep.run_auto(n)?,
         None => sweep.run_offers(&offers)?,
     }
@@ -159,17 +150,6 @@ fn base_config(args: &SweepArgs) -> Result<Config, AppError> {
                 .into(),
         ));
     }
-    if args.rates.is_empty() && args.concurrencies.is_empty() && args.auto.is_none() {
-        return Err(AppError::Usage(
-            "sweep needs --rates R1,R2,…, --concurrencies C1,C2,… or --auto N".into(),
-        ));
-    }
-    if let Some(bad) = args.rates.iter().find(|q| !(q.is_finite() && **q > 0.0)) {
-        return Err(AppError::Input(format!("sweep --rates {bad}: every rate must be above 0")));
-    }
-    if args.concurrencies.contains(&0) || args.auto == Some(0) {
-        return Err(AppError::Input("sweep --concurrencies and --auto take counts above 0".into()));
-    }
     let mut config = match &args.config {
         Some(path) => Config::from_yaml_file(path)?,
         None => Config::defaults(BenchType::Online),
@@ -177,6 +157,51 @@ fn base_config(args: &SweepArgs) -> Result<Config, AppError> {
     f.apply(&mut config)?;
     config.kind = BenchType::Online;
     Ok(config)
+}
+
+/// The sweep's mode and points: the flags', else the YAML's `sweep:` section's.
+fn what_to_sweep(
+    args: &SweepArgs,
+    yaml: Option<&SweepSection>,
+) -> Result<(&'static str, Vec<Offer>, Option<usize>), AppError> {
+    let flags = SweepSection {
+        rates: args.rates.clone(),
+        concurrencies: args.concurrencies.clone(),
+        auto: args.auto,
+    };
+    let given =
+        |s: &SweepSection| !s.rates.is_empty() || !s.concurrencies.is_empty() || s.auto.is_some();
+    let s =
+        match yaml {
+            _ if given(&flags) => flags,
+            Some(section) if given(section) => section.clone(),
+            _ => return Err(AppError::Usage(
+                "sweep needs --rates R1,R2,…, --concurrencies C1,C2,… or --auto N (or a sweep: \
+                 section in the -c FILE)"
+                    .into(),
+            )),
+        };
+    let kinds = usize::from(!s.rates.is_empty())
+        + usize::from(!s.concurrencies.is_empty())
+        + usize::from(s.auto.is_some());
+    if kinds > 1 {
+        return Err(AppError::Input(
+            "sweep: give one of rates, concurrencies and auto, not several".into(),
+        ));
+    }
+    if let Some(bad) = s.rates.iter().find(|q| !(q.is_finite() && **q > 0.0)) {
+        return Err(AppError::Input(format!("sweep rates {bad}: every rate must be above 0")));
+    }
+    if s.concurrencies.contains(&0) || s.auto == Some(0) {
+        return Err(AppError::Input("sweep concurrencies and auto take counts above 0".into()));
+    }
+    Ok(if let Some(n) = s.auto {
+        ("auto", Vec::new(), Some(n))
+    } else if s.rates.is_empty() {
+        ("concurrencies", s.concurrencies.iter().map(|&n| Offer::Concurrency(n)).collect(), None)
+    } else {
+        ("rates", s.rates.iter().map(|&q| Offer::Poisson(q)).collect(), None)
+    })
 }
 
 impl Sweep {

@@ -125,3 +125,42 @@ fn sweep_flags_that_set_a_load_are_refused() {
         assert!(err.contains("--rates"), "{extra:?}: {err}");
     }
 }
+
+#[test]
+fn a_yaml_sweep_section_runs_its_points_and_a_benchmark_refuses_it() {
+    let server = slotted(None);
+    let dir = report_dir("sweep-yaml");
+    std::fs::create_dir_all(&dir).unwrap();
+    let yaml = dir.join("sweep.yaml");
+    std::fs::write(
+        &yaml,
+        "type: online\nmodel_params:\n  name: m\n  streaming: \"on\"\nsettings:\n  slo: \
+         latency_p99=2s\n  runtime:\n    n_samples_to_issue: 30\nsweep:\n  rates: [50, 100]\n",
+    )
+    .unwrap();
+    let (yaml_arg, url) = (yaml.display().to_string(), server.url());
+    let out_dir = dir.join("out").display().to_string();
+    let args = ["sweep", "-c", &yaml_arg, "--endpoints", &url, "--quiet", "--report-dir", &out_dir];
+    let out = crate::support::run(args);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let sweep = read_json(&dir.join("out/sweep.json"));
+    assert_eq!(
+        (sweep["mode"].as_str(), sweep["slo"].as_str()),
+        (Some("rates"), Some("latency_p99=2s"))
+    );
+    let offered: Vec<f64> = sweep["points"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["offered"].as_f64().unwrap())
+        .collect();
+    assert_eq!(offered, [50.0, 100.0]);
+    let point_yaml =
+        std::fs::read_to_string(dir.join("out/point-0-poisson-50/config.yaml")).unwrap();
+    assert!(!point_yaml.contains("sweep:") && point_yaml.contains("slo:"), "{point_yaml}");
+    let bench = ["benchmark", "from-config", "-c", &yaml_arg, "--endpoints", &url];
+    let refused = crate::support::run(bench);
+    assert_eq!(refused.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("sweep:"));
+    server.stop();
+}
