@@ -79,6 +79,11 @@ fn a_sweep_finds_the_slotted_stubs_knee_and_the_highest_rate_meeting_a_ttft_obje
     }
     let txt = std::fs::read_to_string(dir.join("sweep.txt")).unwrap();
     assert!(txt.contains("Knee: ") && txt.contains("Highest rate meeting every objective: "));
+    let plot = crate::support::run(["plot", dir.to_str().unwrap(), "--format", "svg"]);
+    assert!(plot.status.success(), "{}", String::from_utf8_lossy(&plot.stderr));
+    for name in ["sweep_throughput", "sweep_ttft", "sweep_latency"] {
+        assert!(dir.join(format!("plots/{name}.svg")).is_file(), "{name}");
+    }
 }
 
 #[test]
