@@ -127,8 +127,15 @@ pub fn run(args: &SweepArgs, verbose: u8) -> Result<i32, AppError> {
         Some(n) => sweep.run_auto(n)?,
         None => sweep.run_offers(&offers)?,
     }
-    sweep.write(None)?;
-    super::print_stdout(&verdict_lines(&sweep.points))?;
+    let (wall_s, measured_s) = sweep.write(None)?;
+    let outside = if wall_s > 0.0 { 100.0 * (wall_s - measured_s).max(0.0) / wall_s } else { 0.0 };
+    let note = format!(
+        "Sweep: {} points in {wall_s:.2} s, {measured_s:.2} s of them measured ({outside:.1}% \
+         outside the points' measured phases); {}\n",
+        sweep.points.len(),
+        sweep.dir.join("sweep.json").display()
+    );
+    super::print_stdout(&(verdict_lines(&sweep.points) + &note))?;
     Ok(0)
 }
 
@@ -285,8 +292,8 @@ impl Sweep {
         Ok(())
     }
 
-    /// Rewrites sweep.json and sweep.txt with the points so far.
-    fn write(&self, stopped: Option<Stopped>) -> Result<(), AppError> {
+    /// Rewrites sweep.json and sweep.txt with the points so far; the wall and measured seconds.
+    fn write(&self, stopped: Option<Stopped>) -> Result<(f64, f64), AppError> {
         let wall_s = self.started.elapsed().as_secs_f64();
         let measured_s: f64 =
             self.points.iter().filter_map(|p| p.duration_ns).map(|ns| ns as f64 / 1e9).sum();
@@ -324,7 +331,7 @@ impl Sweep {
                 AppError::Execution(format!("cannot write {}: {e}", path.display()))
             })?;
         }
-        Ok(())
+        Ok((wall_s, measured_s))
     }
 }
 
