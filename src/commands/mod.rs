@@ -13,6 +13,7 @@ pub mod plot;
 pub mod probe;
 pub mod report;
 pub mod sweep;
+pub mod sweep_compare;
 pub mod sys;
 pub mod validate_yaml;
 

@@ -169,3 +169,49 @@ fn a_yaml_sweep_section_runs_its_points_and_a_benchmark_refuses_it() {
     assert!(String::from_utf8_lossy(&refused.stderr).contains("sweep:"));
     server.stop();
 }
+
+/// A sweep.json of points (offered, qps) with a knee, as `sweep` writes it.
+fn sweep_json(points: &[(f64, f64)], knee: f64, passing: f64) -> String {
+    let points: Vec<Value> = points
+        .iter()
+        .enumerate()
+        .map(|(i, &(offered, qps))| {
+            serde_json::json!({"index": i, "dir": format!("point-{i}"), "load_pattern": "poisson",
+                "offered": offered, "exit_code": 0, "n_samples_completed": 10,
+                "n_samples_failed": 0, "duration_ns": 1, "qps": qps, "ttft_p50_ns": null,
+                "ttft_p99_ns": 2e6, "tpot_p50_ns": null, "tpot_p99_ns": null,
+                "latency_p50_ns": null, "latency_p99_ns": 3e6, "goodput_qps": qps,
+                "slo_held": true, "objectives": []})
+        })
+        .collect();
+    serde_json::json!({"points": points, "knee": {"rate": knee, "reached": true},
+        "highest_passing": {"rate": passing}})
+    .to_string()
+}
+
+#[test]
+fn compare_of_two_sweeps_sets_their_knees_and_rates_side_by_side() {
+    let dir = report_dir("sweep-compare");
+    let (a, b) = (dir.join("a"), dir.join("b"));
+    for (d, text) in [
+        (&a, sweep_json(&[(10.0, 10.0), (20.0, 18.0)], 18.0, 10.0)),
+        (&b, sweep_json(&[(20.0, 20.0), (40.0, 36.0)], 36.0, 20.0)),
+    ] {
+        std::fs::create_dir_all(d).unwrap();
+        std::fs::write(d.join("sweep.json"), text).unwrap();
+    }
+    let out = crate::support::run(["compare", a.to_str().unwrap(), b.to_str().unwrap(), "--json"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let c: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(c["sweeps"][1]["knee_ratio"], 2.0);
+    assert_eq!(c["sweeps"][1]["highest_passing_ratio"], 2.0);
+    let offered: Vec<f64> = c["by_offered"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["offered"].as_f64().unwrap())
+        .collect();
+    assert_eq!(offered, [10.0, 20.0, 40.0]);
+    assert_eq!(c["by_offered"][1]["qps"], serde_json::json!([18.0, 20.0]));
+    assert_eq!(c["by_offered"][0]["qps"], serde_json::json!([10.0, null]));
+}
