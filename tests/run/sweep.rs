@@ -163,6 +163,10 @@ fn a_yaml_sweep_section_runs_its_points_and_a_benchmark_refuses_it() {
     let point_yaml =
         std::fs::read_to_string(dir.join("out/point-0-poisson-50/config.yaml")).unwrap();
     assert!(!point_yaml.contains("sweep:") && point_yaml.contains("slo:"), "{point_yaml}");
+    // A point is a run: `report` rebuilds it.
+    let point = dir.join("out/point-1-poisson-100");
+    let rebuilt = crate::support::run(["report", point.to_str().unwrap()]);
+    assert!(rebuilt.status.success(), "{}", String::from_utf8_lossy(&rebuilt.stderr));
     let bench = ["benchmark", "from-config", "-c", &yaml_arg, "--endpoints", &url];
     let refused = crate::support::run(bench);
     assert_eq!(refused.status.code(), Some(1));
@@ -214,4 +218,32 @@ fn compare_of_two_sweeps_sets_their_knees_and_rates_side_by_side() {
     assert_eq!(offered, [10.0, 20.0, 40.0]);
     assert_eq!(c["by_offered"][1]["qps"], serde_json::json!([18.0, 20.0]));
     assert_eq!(c["by_offered"][0]["qps"], serde_json::json!([10.0, null]));
+}
+
+#[test]
+fn the_automatic_plan_bounds_its_rates_by_a_synchronous_and_a_max_throughput_run() {
+    let server = slotted(None);
+    let dir = report_dir("sweep-auto");
+    let mut args = sweep_args(&server.url(), &dir, "1", 60);
+    let at = args.iter().position(|a| a == "--rates").unwrap();
+    args.splice(at..at + 2, ["--auto".to_string(), "2".to_string()]);
+    let out = crate::support::run(&args);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    server.stop();
+    let sweep = read_json(&dir.join("sweep.json"));
+    assert_eq!(sweep["mode"], "auto");
+    let points = sweep["points"].as_array().unwrap();
+    let patterns: Vec<&str> = points.iter().map(|p| p["load_pattern"].as_str().unwrap()).collect();
+    // Two rates between the bounds, then two around the knee: the max-throughput run is past
+    // every rate, so the knee is reached.
+    assert_eq!(
+        patterns,
+        ["concurrency", "max_throughput", "poisson", "poisson", "poisson", "poisson"]
+    );
+    let (low, high) = (points[0]["qps"].as_f64().unwrap(), points[1]["qps"].as_f64().unwrap());
+    for p in &points[2..] {
+        let rate = p["offered"].as_f64().unwrap();
+        assert!(low < rate && rate < high, "{rate} outside ({low}, {high})");
+    }
+    assert_eq!(sweep["knee"]["reached"], true);
 }

@@ -213,6 +213,30 @@ mod tests {
     }
 
     #[test]
+    fn goodput_falls_as_the_objectives_tighten() {
+        let mut table = SampleTable::with_capacity(50);
+        for i in 0..50 {
+            table.push(&row(5 + i, 100 + 2 * i, 10, 11));
+        }
+        let good = |ttft_ms: u64, latency_ms: u64| {
+            let o = [
+                objective(SloMetric::Ttft, 90.0, ttft_ms),
+                objective(SloMetric::Latency, 90.0, latency_ms),
+            ];
+            goodput(&table, &o, TokenCountSource::Client).n_good
+        };
+        let loosest = good(1_000, 1_000);
+        assert_eq!(loosest, 50);
+        let mut last = loosest;
+        for (ttft, latency) in [(40, 1_000), (40, 150), (20, 150), (20, 120), (5, 120), (4, 120)] {
+            let now = good(ttft, latency);
+            assert!(now <= last, "({ttft}, {latency}) ms: {now} > {last}");
+            last = now;
+        }
+        assert_eq!(last, 0, "no sample meets a TTFT bound under every TTFT");
+    }
+
+    #[test]
     fn a_stream_without_later_tokens_meets_tpot_and_one_without_counts_does_not() {
         let mut table = SampleTable::with_capacity(2);
         table.push(&row(10, 10, 0, 1));
