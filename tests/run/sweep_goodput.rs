@@ -144,4 +144,16 @@ fn a_ttft_objective_without_streaming_is_refused_naming_it() {
     assert_eq!(ran.status.code(), Some(2));
     let stderr = String::from_utf8_lossy(&ran.stderr);
     assert!(stderr.contains("ttft_p99") && stderr.contains("--streaming on"), "{stderr}");
+    // validate-yaml judges settings.slo as a run does.
+    std::fs::create_dir_all(&dir).unwrap();
+    let yaml = dir.join("slo.yaml");
+    std::fs::write(
+        &yaml,
+        "type: online\nmodel_params:\n  name: m\n  streaming: \"off\"\nsettings:\n  slo: \
+         ttft_p99=1s\n  load_pattern:\n    type: poisson\n    target_qps: 5\n",
+    )
+    .unwrap();
+    let out = run(["validate-yaml", "-c", yaml.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("ttft_p99"));
 }
