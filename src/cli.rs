@@ -111,6 +111,10 @@ pub enum Command {
     /// QPS, in-flight samples and Poisson issue lag over time, client against server OSL,
     /// accuracy scores.
     Plot(PlotArgs),
+    /// A series of benchmark runs over Poisson rates or concurrency levels (or an automatic
+    /// plan), one report directory each under --report-dir, then the knee and the highest rate
+    /// whose --slo objectives held: sweep.json and sweep.txt.
+    Sweep(Box<SweepArgs>),
     /// Stub servers (echo, max-throughput, variable) for local testing.
     Stub {
         #[command(subcommand)]
@@ -152,6 +156,38 @@ pub struct CheckArgs {
     /// The model within the ruleset.
     #[arg(long = "model", default_value = loadgen_report::compliance::DEFAULT_MODEL)]
     pub model: String,
+}
+
+/// `sweep` arguments: what to sweep, then every benchmark flag (the points' base).
+#[derive(Debug, Args)]
+pub struct SweepArgs {
+    /// Poisson rates (samples/s), one point each, in the order given, e.g. 10,20,40.
+    #[arg(
+        long = "rates",
+        value_delimiter = ',',
+        value_name = "QPS[,QPS...]",
+        help_heading = "Sweep"
+    )]
+    pub rates: Vec<f64>,
+    /// Concurrency levels, one closed-loop point each, e.g. 1,4,16.
+    #[arg(
+        long = "concurrencies",
+        value_delimiter = ',',
+        value_name = "N[,N...]",
+        conflicts_with = "rates",
+        help_heading = "Sweep"
+    )]
+    pub concurrencies: Vec<u32>,
+    /// The automatic plan: a synchronous run (concurrency 1) and a max-throughput run bound
+    /// the range, then N Poisson rates between them, then two more around the knee.
+    #[arg(long = "auto", value_name = "N", conflicts_with_all = ["rates", "concurrencies"],
+          help_heading = "Sweep")]
+    pub auto: Option<usize>,
+    /// A YAML file in the reference's schema as every point's base; flags override it.
+    #[arg(short = 'c', long = "config", help_heading = "Sweep")]
+    pub config: Option<PathBuf>,
+    #[command(flatten)]
+    pub flags: Box<BenchFlags>,
 }
 
 /// `compare` arguments.
@@ -684,6 +720,10 @@ pub struct BenchFlags {
     pub early_stopping: bool,
     #[arg(long = "no-early-stopping", overrides_with = "early_stopping", help_heading = "Report")]
     pub no_early_stopping: bool,
+    /// Service-level objectives judged per sample, e.g. ttft_p99=500ms,tpot_p99=50ms: goodput
+    /// (samples/s that met every one) and the share that met each.
+    #[arg(long = "slo", value_name = "NAME=BOUND[,...]", help_heading = "Report")]
+    pub slo: Option<String>,
     /// Report directory [default: /tmp/reports_YYYYMMDD_HHMMSS].
     #[arg(long = "report-dir", help_heading = "Report")]
     pub report_dir: Option<PathBuf>,
@@ -1050,12 +1090,11 @@ impl BenchFlags {
         replace(&mut s.warmup.drain, pick(self.warmup_drain, self.spellings.no_warmup_drain));
         replace(&mut s.early_stopping.enabled, pick(self.early_stopping, self.no_early_stopping));
         replace(&mut s.token_count_source, self.token_count_source);
+        set(&mut s.slo, self.slo.clone());
         replace(&mut config.enable_cpu_affinity, pick(self.cpu_affinity, self.no_cpu_affinity));
         set(&mut config.report_dir, self.report_dir.as_ref().map(|p| p.display().to_string()));
         set(&mut config.timeout, self.timeout);
-        if self.no_events {
-            config.events = Some(false);
-        }
+        set(&mut config.events, self.no_events.then_some(false));
         if !self.source_addresses.is_empty() {
             config.source_addresses = self.source_addresses.clone();
         }

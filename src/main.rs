@@ -64,6 +64,13 @@ fn dispatch(cli: Cli) -> Result<i32, AppError> {
                     with_flags(config, &args.flags)?
                 }
             };
+            if config.sweep.is_some() {
+                return Err(AppError::Usage(
+                    "the config's sweep: section is for llm-loadgen sweep -c FILE; a benchmark \
+                     runs one load (drop the section)"
+                        .into(),
+                ));
+            }
             let host = plan::Host::read(commands::sys::local_timestamp());
             run::audit::run_config(config, cli.verbose, &host)
         }
@@ -84,6 +91,7 @@ fn dispatch(cli: Cli) -> Result<i32, AppError> {
             format: args.format,
             token_count_source: args.token_count_source,
         }),
+        Command::Sweep(args) => commands::sweep::run(&args, cli.verbose),
         Command::Stub { cmd } => {
             loadgen_stubs::cli::run(*cmd).map_err(|e| AppError::Setup(format!("stub: {e:#}")))?;
             Ok(0)

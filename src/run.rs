@@ -12,7 +12,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use loadgen_coordinator::cpu::{cores_available, CpuPlan};
 use loadgen_coordinator::fork::{fork_child, kill_and_reap};
 use loadgen_coordinator::metrics::{final_snapshot, MetricsOptions, RunState, SampleTable};
-use loadgen_coordinator::{LoadPattern, PhaseHook, RunEnd, RunError};
+use loadgen_coordinator::{PhaseHook, RunEnd, RunError};
+use loadgen_report::goodput::goodput_of_run;
 use loadgen_report::profiling::ProfilingRecord;
 use loadgen_worker::request::Endpoint;
 use loadgen_worker::run_worker;
@@ -145,6 +146,11 @@ fn say(line: &str) {
     } else {
         println!("{line}");
     }
+}
+
+/// `say`, for the commands that run benchmarks in a series (`sweep`).
+pub fn say_line(line: &str) {
+    say(line);
 }
 
 /// `--json`'s object: the summary as result_summary.json holds it, then where the report is.
@@ -345,12 +351,7 @@ fn console_text(
         console = with_accuracy_block(&console, block);
     }
     if capped {
-        let cap_ms = plan.max_duration_ms.unwrap_or(0);
-        console.push_str(&format!(
-            "The run hit --runtime.max-duration-ms ({cap_ms} ms): what was still in flight \
-             there was abandoned ({} samples)\n",
-            info.abandoned
-        ));
+        console.push_str(&capped_note(plan, info.abandoned));
     }
     console
 }
@@ -402,8 +403,7 @@ fn finish_run(
         streaming: plan.request.streaming,
         early_stopping: plan.early_stopping,
         primary,
-        legacy_loadgen_qps: plan.legacy_loadgen_qps
-            && matches!(plan.load_pattern, LoadPattern::Poisson { .. }),
+        legacy_loadgen_qps: plan.legacy_loadgen_qps,
         has_tokenizer: plan.tokenizer.is_some(),
     };
     let incomplete_reason = incomplete_reason(&agg, output.drain_timed_out, capped);
@@ -425,6 +425,7 @@ fn finish_run(
     info.issue_lag = issue_lag(plan, &output.issue_lags, &waits);
     drop(waits);
     info.client_wait = Some(client_wait_info(plan, &snapshot, &table));
+    info.goodput = goodput_of_run(&table, &plan.slo, primary, opts.has_tokenizer);
     for warning in run_warnings(&snapshot, &info) {
         eprintln!("warning: {warning}");
     }
@@ -485,6 +486,15 @@ fn finish_run(
         return Err(AppError::Execution(format!("{why} (report in {})", dir.display())));
     }
     Ok(0)
+}
+
+/// The console's note on a run that hit its max duration.
+fn capped_note(plan: &Plan, abandoned: u64) -> String {
+    let cap_ms = plan.max_duration_ms.unwrap_or(0);
+    format!(
+        "The run hit --runtime.max-duration-ms ({cap_ms} ms): what was still in flight there \
+         was abandoned ({abandoned} samples)\n"
+    )
 }
 
 /// The run's rows as the metrics' table, and each sample's client wait in issue order; the

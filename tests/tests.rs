@@ -31,6 +31,8 @@ mod run {
     mod request_params;
     mod run_control;
     mod submission;
+    mod sweep;
+    mod sweep_goodput;
     mod timing;
     mod videogen;
     mod warmup;

@@ -65,6 +65,10 @@ pub struct Config {
     pub enable_cpu_affinity: bool,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub audit: Option<AuditConfig>,
+    /// Not a reference key: `sweep:`, the points `llm-loadgen sweep -c FILE` runs (its flags
+    /// override it); a benchmark refuses it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sweep: Option<SweepSection>,
     /// `--source-addresses`, as given: a flag only (the reference has no such key), so YAML
     /// never sets it and config.yaml never shows it.
     #[serde(skip)]
@@ -85,6 +89,19 @@ pub struct Config {
     /// written.
     #[serde(skip)]
     pub audit_row: Option<u64>,
+}
+
+/// `sweep:` (beyond the reference): one of `rates` (Poisson, samples/s), `concurrencies` or
+/// `auto` (the automatic plan's Poisson points between its bounds).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SweepSection {
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub rates: Vec<f64>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub concurrencies: Vec<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub auto: Option<usize>,
 }
 
 /// `submission_ref:` (the reference's `SubmissionReference`): the model and the ruleset a
@@ -337,6 +354,14 @@ pub struct Settings {
     /// basis), so the reference's schema reads a client-basis run's config.yaml.
     #[serde(deserialize_with = "lax::choice", skip_serializing_if = "is_client")]
     pub token_count_source: TokenCountSource,
+    /// Not a reference key: service-level objectives, `ttft_p99=500ms,tpot_p99=50ms` (`--slo`,
+    /// `plan::slo`); written into config.yaml only when set, so `report DIR` judges the same.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "lax::opt_string"
+    )]
+    pub slo: Option<String>,
 }
 
 fn is_client(source: &TokenCountSource) -> bool {
@@ -355,6 +380,7 @@ impl Default for Settings {
             early_stopping: EarlyStopping::default(),
             service_ready_timeout_s: 30.0,
             token_count_source: TokenCountSource::Client,
+            slo: None,
         }
     }
 }
@@ -766,6 +792,7 @@ impl Config {
             verbose: false,
             enable_cpu_affinity: true,
             audit: None,
+            sweep: None,
             source_addresses: Vec::new(),
             chat_template: None,
             test_mode: None,

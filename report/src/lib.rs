@@ -12,6 +12,7 @@ pub mod compliance;
 pub mod dir;
 pub mod early_stop;
 mod files;
+pub mod goodput;
 mod issue_lag;
 pub mod merge;
 pub mod plot_data;
@@ -23,6 +24,7 @@ mod run_info;
 mod sample_idx_map;
 mod shard;
 mod summary;
+pub mod sweep;
 mod text;
 mod write;
 

@@ -115,6 +115,10 @@ pub struct RunInfo {
     /// Server profiling's calls (`profiling.json`, report.txt's `Profiling` section); `None`
     /// when no engine was set.
     pub profiling: Option<crate::profiling::ProfilingRecord>,
+    /// The run's goodput under its `--slo` objectives (`crate::goodput::goodput_of_run`):
+    /// (primary basis, other basis), each `None` when that basis cannot judge them; `None`
+    /// without objectives.
+    pub goodput: Option<crate::goodput::GoodputPair>,
 }
 
 /// A log whose first-chunk stamps follow some completions (the reference stamps a completion in
@@ -256,6 +260,7 @@ pub fn run_info(
         mixed_clocks: None,
         agentic: None,
         profiling: None,
+        goodput: None,
     }
 }
 

@@ -69,6 +69,7 @@ fn info(primary: TokenCountSource) -> RunInfo {
         mixed_clocks: None,
         agentic: None,
         profiling: None,
+        goodput: None,
     }
 }
 

@@ -458,6 +458,10 @@ pub fn report_txt(s: &ResultSummary, info: &RunInfo) -> String {
     if let Some(agentic) = &s.agentic {
         crate::agentic::text::agentic_section(&mut out, agentic, s.primary.basis);
     }
+    if let Some((primary, other)) = &s.goodput {
+        let blocks: Vec<_> = [primary, other].into_iter().flatten().collect();
+        crate::goodput::goodput_section(&mut out, &blocks);
+    }
     let _ = writeln!(out, "----------------- End of Report -----------------");
     // After the report, as the reference appends it to report.txt.
     if let Some(p) = &info.profiling {
@@ -598,6 +602,9 @@ pub fn console_summary(s: &ResultSummary, info: &RunInfo, report_dir: &Path) -> 
         ms(s.latency.as_ref(), 1)
     );
     let _ = writeln!(out, "{}", basis_line(s));
+    if let Some((Some(goodput), _)) = &s.goodput {
+        let _ = writeln!(out, "{}", goodput.line());
+    }
     let _ = writeln!(out, "Report: {}", report_dir.display());
     out
 }

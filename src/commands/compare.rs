@@ -86,6 +86,9 @@ pub fn run(dirs: &[PathBuf], json: bool) -> Result<i32, AppError> {
     if let Some(why) = too_few_runs(dirs) {
         return Err(AppError::Usage(why));
     }
+    if dirs.iter().all(|d| super::sweep_compare::is_sweep(d)) {
+        return super::sweep_compare::run(dirs, json);
+    }
     let runs = dirs.iter().map(|d| read_run(d)).collect::<Result<Vec<_>, _>>()?;
     let comparison = compare(&runs)?;
     let text = if json {

@@ -1,6 +1,6 @@
 //! Commands that are not a benchmark run: `init`, `validate-yaml`, `info`, `probe`, `compare`,
-//! `completions`, `man`, and the post-run tools `report`, `merge`, `early-stopping`, `plot` and
-//! `check`.
+//! `completions`, `man`, `sweep` (benchmark runs in a series), and the post-run tools
+//! `report`, `merge`, `early-stopping`, `plot` and `check`.
 
 pub mod check;
 pub mod compare;
@@ -12,6 +12,8 @@ pub mod merge;
 pub mod plot;
 pub mod probe;
 pub mod report;
+pub mod sweep;
+pub mod sweep_compare;
 pub mod sys;
 pub mod validate_yaml;
 

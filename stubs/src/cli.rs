@@ -249,6 +249,10 @@ pub struct VariableArgs {
     /// Requests in service at once over the server (0 = unlimited).
     #[arg(long, default_value_t = 0)]
     pub max_concurrency: usize,
+    /// A server with N slots and one first-in, first-out queue: one worker, N requests in
+    /// service at once, so throughput saturates at N / service time (a known knee).
+    #[arg(long, value_name = "N", conflicts_with = "max_concurrency")]
+    pub slots: Option<usize>,
     /// Seed of worker 0's generator (worker i uses seed + i).
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
@@ -435,6 +439,9 @@ pub fn config(cmd: &StubCommand) -> anyhow::Result<StubConfig> {
             v.max_concurrency = a.max_concurrency;
             v.seed = a.seed;
             v.prefix_cache = a.prefix_cache()?;
+            if let Some(slots) = a.slots {
+                slotted(&mut cfg, slots, a.common.num_workers)?;
+            }
             cfg
         }
         StubCommand::Video(a) => {
@@ -450,6 +457,22 @@ pub fn config(cmd: &StubCommand) -> anyhow::Result<StubConfig> {
             cfg
         }
     })
+}
+
+/// The slotted mode: one worker (so the queue is the server's), `slots` requests in service.
+fn slotted(cfg: &mut StubConfig, slots: usize, workers: Option<usize>) -> anyhow::Result<()> {
+    if slots == 0 {
+        anyhow::bail!("--slots 0: a slotted stub needs at least one slot");
+    }
+    if let Some(w) = workers.filter(|&w| w != 1) {
+        anyhow::bail!(
+            "--slots runs one worker (its queue is the server's), not --num-workers {w}: drop \
+             --num-workers or use --max-concurrency"
+        );
+    }
+    cfg.workers = 1;
+    cfg.variable.max_concurrency = slots;
+    Ok(())
 }
 
 /// The `--tls-cert-out` file of the command, if any.
@@ -553,6 +576,16 @@ mod tests {
         assert_eq!(cfg.variable.first_chunk_latency_s, 0.1);
         assert_eq!(cfg.variable.max_concurrency, 8);
         assert_eq!(parse("echo").unwrap().workers, 1);
+    }
+
+    #[test]
+    fn slots_run_one_worker_with_that_many_in_service_and_refuse_more_workers() {
+        let cfg = parse("variable --slots 4 --first-chunk-latency 0.01").unwrap();
+        assert_eq!((cfg.workers, cfg.variable.max_concurrency), (1, 4));
+        let err = parse("variable --slots 4 -w 2").unwrap_err().to_string();
+        assert!(err.contains("--num-workers 2"), "{err}");
+        assert!(parse("variable --slots 0").unwrap_err().to_string().contains("--slots 0"));
+        assert!(parse("variable --slots 2 --max-concurrency 3").is_err());
     }
 
     #[test]

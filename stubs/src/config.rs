@@ -60,6 +60,8 @@ pub struct VariableConfig {
     /// Coefficient of variation of the time to the first chunk.
     pub first_chunk_spread: f64,
     /// Requests in service at once over the whole server (0 = unlimited); split across workers.
+    /// With one worker this is the slotted stub (`stub variable --slots N`): N slots and one
+    /// first-in, first-out queue, so throughput saturates at N / service time.
     pub max_concurrency: usize,
     /// Seed of worker 0's generator; worker i uses `seed + i`.
     pub seed: u64,
@@ -355,14 +357,28 @@ pub type SendLog = std::sync::Arc<std::sync::Mutex<Vec<SentResponse>>>;
 pub struct SentResponse {
     /// The request's body (a test finds the sample by its prompt).
     pub body: Vec<u8>,
-    /// When the request was whole: the response's clock starts here.
+    /// When the request was whole: the response's clock starts here, or at `slot_ns`.
     pub received_ns: u64,
+    /// Under `--max-concurrency` / `--slots`: when the request left the queue and took its
+    /// slot (its deadlines count from here); `None` without a limit.
+    pub slot_ns: Option<u64>,
     /// Per piece of the response (a stream's head, each content event, its tail), just before
     /// the write that carried it: its bytes could not reach the client earlier.
     /// Pieces written together share a stamp (a stream's head goes with its first event).
     pub written_ns: Vec<u64>,
     /// What the prefix cache decided for this request (`--prefix-cache` chat requests only).
     pub prefix_cache: Option<crate::prefix_cache::CacheOutcome>,
+}
+
+impl SentResponse {
+    /// A response about to be written: its request, when that was whole, nothing written yet.
+    pub fn received(
+        body: Vec<u8>,
+        received_ns: u64,
+        prefix_cache: Option<crate::prefix_cache::CacheOutcome>,
+    ) -> SentResponse {
+        SentResponse { body, received_ns, slot_ns: None, written_ns: Vec::new(), prefix_cache }
+    }
 }
 
 /// CLOCK_MONOTONIC in nanoseconds (what `Instant` reads on Linux, as a number).

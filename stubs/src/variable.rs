@@ -4,6 +4,7 @@
 use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
 use std::future::poll_fn;
+use std::rc::Rc;
 use std::task::{Poll, Waker};
 use std::time::{Duration, Instant};
 
@@ -122,11 +123,21 @@ impl OneShotTimer {
     }
 }
 
-/// A single-thread counting semaphore (the worker's share of `--max-concurrency`).
+/// A single-thread counting semaphore (the worker's share of `--max-concurrency`, or the
+/// server's `--slots`), strictly first in, first out: a released permit passes straight to the
+/// oldest waiter, so a request arriving later never overtakes one already queued, and a waiter
+/// that goes away (its connection closed) leaves the queue or hands its permit on.
 #[derive(Debug)]
 pub struct LocalSemaphore {
     permits: Cell<usize>,
-    waiters: RefCell<VecDeque<Waker>>,
+    waiters: RefCell<VecDeque<Rc<Waiter>>>,
+}
+
+/// One queued acquire: granted once a permit was handed to it.
+#[derive(Debug, Default)]
+struct Waiter {
+    granted: Cell<bool>,
+    waker: RefCell<Option<Waker>>,
 }
 
 impl LocalSemaphore {
@@ -135,20 +146,61 @@ impl LocalSemaphore {
         Self { permits: Cell::new(permits), waiters: RefCell::new(VecDeque::new()) }
     }
 
-    /// Waits for a permit; it is returned when the guard drops.
+    /// Waits for a permit, behind every earlier waiter; it is returned when the guard drops.
     pub async fn acquire(&self) -> Permit<'_> {
+        let left = self.permits.get();
+        if left > 0 && self.waiters.borrow().is_empty() {
+            self.permits.set(left - 1);
+            return Permit { sem: self };
+        }
+        let waiter = Rc::new(Waiter::default());
+        self.waiters.borrow_mut().push_back(waiter.clone());
+        let mut queued = Queued { sem: self, waiter: Some(waiter) };
         poll_fn(|cx| {
-            let left = self.permits.get();
-            if left > 0 {
-                self.permits.set(left - 1);
+            let w = queued.waiter.as_ref().expect("polled after completion");
+            if w.granted.get() {
                 Poll::Ready(())
             } else {
-                self.waiters.borrow_mut().push_back(cx.waker().clone());
+                *w.waker.borrow_mut() = Some(cx.waker().clone());
                 Poll::Pending
             }
         })
         .await;
+        // The permit now belongs to the guard: the queue entry must not release it again.
+        queued.waiter = None;
         Permit { sem: self }
+    }
+
+    /// Hands a permit to the oldest waiter, or back to the pool when none waits.
+    fn release(&self) {
+        let next = self.waiters.borrow_mut().pop_front();
+        match next {
+            Some(w) => {
+                w.granted.set(true);
+                if let Some(waker) = w.waker.borrow_mut().take() {
+                    waker.wake();
+                }
+            }
+            None => self.permits.set(self.permits.get() + 1),
+        }
+    }
+}
+
+/// A waiter's place in the queue while it waits; dropped early (the request went away), it
+/// leaves the queue, or passes on a permit it was handed but never used.
+struct Queued<'a> {
+    sem: &'a LocalSemaphore,
+    waiter: Option<Rc<Waiter>>,
+}
+
+impl Drop for Queued<'_> {
+    fn drop(&mut self) {
+        let Some(w) = self.waiter.take() else { return };
+        if w.granted.get() {
+            self.sem.release();
+        } else {
+            self.sem.waiters.borrow_mut().retain(|q| !Rc::ptr_eq(q, &w));
+        }
     }
 }
 
@@ -160,10 +212,7 @@ pub struct Permit<'a> {
 
 impl Drop for Permit<'_> {
     fn drop(&mut self) {
-        self.sem.permits.set(self.sem.permits.get() + 1);
-        if let Some(w) = self.sem.waiters.borrow_mut().pop_front() {
-            w.wake();
-        }
+        self.sem.release();
     }
 }
 
@@ -185,5 +234,28 @@ mod tests {
         let (mut a, mut b) = (Rng::new(7), Rng::new(7));
         assert!((0..100).all(|_| a.next_u64() == b.next_u64()));
         assert_ne!(Rng::new(7).next_u64(), Rng::new(8).next_u64());
+    }
+
+    #[test]
+    fn permits_go_to_waiters_first_in_first_out_and_a_gone_waiter_passes_its_turn() {
+        use std::future::Future;
+        use std::pin::pin;
+        use std::task::Context;
+        let sem = LocalSemaphore::new(1);
+        let mut cx = Context::from_waker(Waker::noop());
+        let first = pin!(sem.acquire());
+        let Poll::Ready(held) = first.poll(&mut cx) else { panic!("a free permit waits") };
+        let (mut a, mut b) = (Box::pin(sem.acquire()), Box::pin(sem.acquire()));
+        assert!(a.as_mut().poll(&mut cx).is_pending());
+        assert!(b.as_mut().poll(&mut cx).is_pending());
+        drop(held);
+        // A newcomer does not overtake the queue.
+        assert!(Box::pin(sem.acquire()).as_mut().poll(&mut cx).is_pending());
+        drop(a);
+        // `a` was handed the permit and went away: it passes to `b`.
+        let Poll::Ready(held) = b.as_mut().poll(&mut cx) else { panic!("b was skipped") };
+        assert_eq!(sem.permits.get(), 0);
+        drop(held);
+        assert_eq!(sem.permits.get(), 1);
     }
 }

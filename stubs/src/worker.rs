@@ -187,8 +187,7 @@ async fn serve<S: AsyncReadRent + AsyncWriteRent>(mut stream: S, ctx: Rc<Ctx>) {
                 let start = Instant::now();
                 let plan = ctx.handler.borrow_mut().plan(&req, &rbuf[used..], start);
                 let sent = ctx.handler.borrow().cfg.send_log.clone().map(|log| {
-                    let (body, prefix_cache) = (body.to_vec(), plan.cache);
-                    (log, SentResponse { body, received_ns, written_ns: Vec::new(), prefix_cache })
+                    (log, SentResponse::received(body.to_vec(), received_ns, plan.cache))
                 });
                 (out, end) = match write_plan(&mut stream, out, plan, &ctx, &req, sent).await {
                     Some(v) => v,
@@ -246,12 +245,15 @@ async fn write_plan<S: AsyncWriteRent>(
     mut sent: Option<(SendLog, SentResponse)>,
 ) -> Option<(Vec<u8>, End)> {
     let queued_at = Instant::now();
-    let _permit = match (&ctx.limit, req.route) {
+    let permit = match (&ctx.limit, req.route) {
         (Some(sem), Some(_)) if ctx.shared.cfg.kind == StubKind::Variable => {
             Some(sem.acquire().await)
         }
         _ => None,
     };
+    if let (Some(_), Some((_, response))) = (&permit, &mut sent) {
+        response.slot_ns = Some(monotonic_ns());
+    }
     let counters = &ctx.shared.counters[ctx.index];
     // A request's clock starts when it gets its permit: shift its deadlines by the wait.
     let queued = queued_at.elapsed();

@@ -244,6 +244,46 @@ fn variable_stub_max_concurrency_queues_requests() {
 }
 
 #[test]
+fn slotted_stub_serves_n_at_once_first_in_first_out_by_its_own_stamps() {
+    let log = loadgen_stubs::SendLog::default();
+    let server = start(StubKind::Variable, |c| {
+        c.stream_interval = 2;
+        c.variable.output_len_mean = 6.0;
+        c.variable.output_len_spread = 0.0;
+        c.variable.first_chunk_latency_s = 0.01;
+        c.variable.first_chunk_spread = 0.0;
+        c.variable.inter_token_latency_ms = 1.0;
+        c.variable.max_concurrency = 2;
+        c.send_log = Some(log.clone());
+    });
+    let mut conns: Vec<Conn> = (0..6).map(|_| Conn::new(server.addr())).collect();
+    for (i, c) in conns.iter_mut().enumerate() {
+        c.send(&post(CHAT, &format!(r#"{{"stream":true,"n_{i}":0}}"#)));
+    }
+    for c in &mut conns {
+        assert_eq!(c.read_response().unwrap().status, 200);
+    }
+    server.stop();
+    let mut sent = log.lock().unwrap().clone();
+    assert_eq!(sent.len(), 6);
+    sent.sort_by_key(|r| r.received_ns);
+    // (slot, done) per request, in arrival order.
+    let spans: Vec<(u64, u64)> =
+        sent.iter().map(|r| (r.slot_ns.unwrap(), *r.written_ns.last().unwrap())).collect();
+    for (i, &(slot, _)) in spans.iter().enumerate() {
+        let busy = spans.iter().filter(|&&(s, d)| s <= slot && d > slot).count();
+        assert!(busy <= 2, "request {i} took a slot while {busy} were in service: {spans:?}");
+    }
+    // First in, first out: slots are taken in arrival order, and the third waits for a slot.
+    assert!(spans.windows(2).all(|w| w[0].0 <= w[1].0), "{spans:?}");
+    let waited_ns = spans[2].0 - sent[2].received_ns;
+    let first_done_ns = spans[0].1.min(spans[1].1);
+    assert!(spans[2].0 >= first_done_ns, "{spans:?}");
+    // Service time is the TTFT plus two more events of 2 ms: at least 10 ms of queueing.
+    assert!(waited_ns >= 10_000_000, "third request waited {waited_ns} ns");
+}
+
+#[test]
 fn variable_stub_output_lengths_follow_the_distribution() {
     let server = start(StubKind::Variable, |c| {
         c.variable.output_len_mean = 100.0;

@@ -27,6 +27,7 @@ const COMMANDS: &[&[&str]] = &[
     &["stub", "max-throughput"],
     &["stub", "variable"],
     &["compare"],
+    &["sweep"],
     &["check"],
     &["completions"],
     &["man"],

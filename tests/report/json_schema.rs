@@ -184,10 +184,11 @@ fn a_server_primary_run_holds_the_schema_with_the_client_blocks_suffixed() {
     let server = stub(StubKind::Echo, |_| {});
     let mut args = stub_args(&server.url(), "--num-samples 200 --streaming on --tokenizer");
     args.push(char_tokenizer());
-    args.extend(words("--token-count-source server"));
+    args.extend(words("--token-count-source server --slo ttft_p99=1s,tpot_p50=1ms"));
     let s = run_and_check("server-primary", args, 0);
     assert_eq!(s["token_count_source"], "server");
     assert!(s["tpot_client"].is_object() && s.get("tpot_server").is_none());
+    assert!(s["goodput"].is_object() && s["goodput_client"].is_object(), "under --slo");
 }
 
 #[test]

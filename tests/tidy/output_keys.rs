@@ -66,6 +66,7 @@ fn streaming_run() -> PathBuf {
         .tokenizer()
         .streaming(true)
         .args(["--token-count-source", "server"])
+        .args(["--slo", "ttft_p99=1s,tpot_p99=1s,latency_p99=2s"])
         .run();
     assert_eq!(out.status.code(), Some(0), "the streaming run");
     dir

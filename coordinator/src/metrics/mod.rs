@@ -4,6 +4,7 @@ pub mod basis;
 pub mod early_stop;
 pub mod endpoints;
 pub mod fixture;
+pub mod goodput;
 pub mod series;
 pub mod snapshot;
 pub mod stats;
@@ -13,6 +14,7 @@ pub mod usage;
 
 pub use basis::{basis_key, TokenCountSource};
 pub use endpoints::{endpoint_stats, EndpointStat};
+pub use goodput::{goodput, Goodput, Objective, ObjectiveOutcome, SloMetric};
 pub use series::{Num, SeriesStat, SummaryBlock};
 pub use snapshot::{final_snapshot, CounterStat, MetricsOptions, RunState, Snapshot};
 pub use table::{FinishKind, RunCounters, SampleRow, SampleTable};

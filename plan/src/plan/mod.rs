@@ -31,6 +31,7 @@ mod resolve_tests;
 pub mod ruleset;
 mod run_length;
 mod shard;
+pub mod slo;
 mod specs;
 mod submission;
 mod tokens;
@@ -167,6 +168,9 @@ pub struct Plan {
     /// An audit phase's one dataset row (`audit.sample_index`): `dataset` holds that row
     /// alone, and sample_idx_map.json names it by this index.
     pub audit_row: Option<u64>,
+    /// `--slo` / `settings.slo`: the objectives each sample is judged against (goodput);
+    /// empty = none.
+    pub slo: Vec<loadgen_coordinator::metrics::Objective>,
 }
 
 impl Plan {
@@ -274,6 +278,7 @@ pub fn resolve_plan(
         authorization,
         headers,
         tls_verify,
+        slo: slo::resolve_slo(config.settings.slo.as_deref(), request.streaming)?,
         request,
         row_output_tokens: draw_output_tokens(&config, dataset.rows.len())?,
         num_samples: shard.as_ref().map_or(counted.n, |s| sample_share(counted.n, s.shard)),
@@ -291,8 +296,7 @@ pub fn resolve_plan(
         token_count_source,
         scheduler_seed: config.settings.runtime.scheduler_random_seed,
         dataloader_seed: config.settings.runtime.dataloader_random_seed,
-        legacy_loadgen_qps: matches!(load_pattern, LoadPattern::Poisson { .. })
-            && config.settings.load_pattern.use_legacy_loadgen_qps_metrics,
+        legacy_loadgen_qps: legacy_qps(&config, load_pattern),
         verbose: verbose.max(u8::from(config.verbose)),
         dataset,
         dataset_is_synthetic,
@@ -305,6 +309,12 @@ pub fn resolve_plan(
         profiling: profiling::resolve_profiling(&config)?,
         audit_row: config.audit_row,
     })
+}
+
+/// Whether QPS uses the LoadGen window: Poisson runs that ask for it.
+fn legacy_qps(config: &Config, load_pattern: LoadPattern) -> bool {
+    matches!(load_pattern, LoadPattern::Poisson { .. })
+        && config.settings.load_pattern.use_legacy_loadgen_qps_metrics
 }
 
 /// What comes before the settings are resolved: the secrets registered for redaction, the

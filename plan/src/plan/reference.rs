@@ -32,6 +32,7 @@ pub fn check_config(config: &Config, notes: &mut Vec<String>) -> Result<(), AppE
     check_reference_bounds(config)?;
     check_profiling(config)?;
     check_audit(config)?;
+    super::slo::resolve_slo(config.settings.slo.as_deref(), resolve_streaming(config))?;
     Ok(())
 }
 

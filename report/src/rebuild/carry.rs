@@ -336,6 +336,7 @@ impl Carried {
             mixed_clocks: replayed.mixed_clocks(),
             agentic: None,
             profiling: c.profiling.clone(),
+            goodput: None,
         }
     }
 

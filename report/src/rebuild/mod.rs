@@ -252,6 +252,9 @@ pub fn rebuild(run: &RunDir, primary: TokenCountSource) -> Result<Rebuilt, AppEr
         &replayed.unrecorded_turns,
         &opts,
     );
+    let objectives =
+        loadgen_plan::plan::slo::resolve_slo(run.config.settings.slo.as_deref(), true)?;
+    info.goodput = crate::goodput::goodput_of_run(&table, &objectives, primary, has_tokenizer);
     let stats = endpoint_stats(&table, urls.len());
     info.endpoints =
         urls.iter().zip(stats).map(|(url, stat)| EndpointInfo { url: url.clone(), stat }).collect();

@@ -25,6 +25,7 @@ use loadgen_coordinator::metrics::{
 };
 
 use crate::agentic::AgenticSummary;
+use crate::goodput::GoodputSummary;
 
 use super::{
     ClientTokenCounting, ClientWaitInfo, FailureKindCount, IssueLag, LoadPatternInfo, RunInfo,
@@ -125,6 +126,10 @@ pub struct ResultSummary {
     /// An agentic run's conversations and turns (`agentic`, the last key); `None`, and not
     /// written, for a run without conversations.
     pub agentic: Option<AgenticSummary>,
+    /// Under `--slo`: goodput on the primary basis (`goodput`) and on the other
+    /// (`goodput_<other>`, `None` when that basis cannot judge the objectives); both `None`,
+    /// and not written, without objectives.
+    pub goodput: Option<(Option<GoodputSummary>, Option<GoodputSummary>)>,
 }
 
 /// `osl_paired`: the mean per-sample client − server OSL, Σ client / Σ server (`None` when the
@@ -342,6 +347,10 @@ pub fn result_summary(snap: &Snapshot, info: &RunInfo) -> ResultSummary {
         client_wait: client_wait_blocks(snap, info),
         reference_only: false,
         agentic: info.agentic.clone(),
+        goodput: info.goodput.as_ref().map(|(primary, other)| {
+            let of = |g: &Option<_>| g.as_ref().map(|g| GoodputSummary::of(g, duration_ns));
+            (of(primary), of(other))
+        }),
     }
 }
 

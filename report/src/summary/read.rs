@@ -142,6 +142,7 @@ fn empty_summary() -> ResultSummary {
         client_wait: ClientWaitBlocks::default(),
         reference_only: true,
         agentic: None,
+        goodput: None,
     }
 }
 
@@ -234,6 +235,10 @@ impl Keys {
             "client_wait_warning" => s.client_wait.warning = map.next_value()?,
             "shards" => s.shards = map.next_value()?,
             "agentic" => s.agentic = map.next_value::<super::agentic::ReadAgentic>()?.0,
+            "goodput" => s.goodput.get_or_insert((None, None)).0 = map.next_value()?,
+            "goodput_client" | "goodput_server" => {
+                s.goodput.get_or_insert((None, None)).1 = map.next_value()?;
+            }
             _ => return Ok(false),
         }
         Ok(true)

@@ -174,6 +174,10 @@ impl ResultSummary {
             let json = super::agentic::AgenticJson { agentic, primary };
             map.serialize_entry("agentic", &json)?;
         }
+        if let Some((primary_goodput, other_goodput)) = &self.goodput {
+            map.serialize_entry("goodput", primary_goodput)?;
+            map.serialize_entry(&key("goodput"), other_goodput)?;
+        }
         Ok(())
     }
 

@@ -98,6 +98,29 @@ pub struct PerTurn {
     pub caption: String,
 }
 
+/// Lines over a numeric x axis (a sweep's points), with guide lines across the chart: a
+/// vertical one at an x (the knee), a horizontal one at a y (an objective's bound).
+#[derive(Debug, Clone)]
+pub struct Curves {
+    pub title: String,
+    pub x_label: String,
+    pub y_label: String,
+    pub lines: Vec<Line>,
+    /// (label, colour, `Some(x)` vertical / `None` then horizontal at `y`, y).
+    pub guides: Vec<Guide>,
+    pub caption: String,
+}
+
+/// A guide line of `Curves`.
+#[derive(Debug, Clone)]
+pub struct Guide {
+    pub label: String,
+    pub color: RGBColor,
+    /// Vertical at this x, or horizontal at `y`.
+    pub x: Option<f64>,
+    pub y: f64,
+}
+
 /// A picture to write.
 #[derive(Debug, Clone)]
 pub enum Picture {
@@ -106,6 +129,7 @@ pub enum Picture {
     Scatter(Scatter),
     Bars(Bars),
     PerTurn(PerTurn),
+    Curves(Curves),
 }
 
 /// Pixel size of a picture of this kind.
@@ -113,6 +137,7 @@ pub fn size_of(picture: &Picture) -> (u32, u32) {
     match picture {
         Picture::Distribution(_) => (1200, 480),
         Picture::Timeline(_) | Picture::Scatter(_) | Picture::PerTurn(_) => (900, 480),
+        Picture::Curves(_) => (900, 520),
         Picture::Bars(b) => ((300 + 90 * b.bars.len() as u32).clamp(700, 1600), 480),
     }
 }
@@ -154,6 +179,7 @@ pub fn draw<DB: DrawingBackend>(picture: &Picture, root: &DrawingArea<DB, Shift>
         Picture::Scatter(s) => (&s.title, &s.caption),
         Picture::Bars(b) => (&b.title, &b.caption),
         Picture::PerTurn(t) => (&t.title, &t.caption),
+        Picture::Curves(c) => (&c.title, &c.caption),
     };
     let note = match picture {
         Picture::Distribution(d) => d.caption_note.as_deref(),
@@ -174,6 +200,7 @@ pub fn draw<DB: DrawingBackend>(picture: &Picture, root: &DrawingArea<DB, Shift>
         Picture::Scatter(s) => draw_scatter(s, &body),
         Picture::Bars(b) => draw_bars(b, &body),
         Picture::PerTurn(t) => draw_per_turn(t, &body),
+        Picture::Curves(c) => draw_curves(c, &body),
     }
 }
 
@@ -393,6 +420,50 @@ fn draw_per_turn<DB: DrawingBackend>(t: &PerTurn, area: &DrawingArea<DB, Shift>)
         .y_label_formatter(&|v| tick(*v))
         .draw()?;
     for line in &t.lines {
+        let color = line.color;
+        chart.draw_series(LineSeries::new(drawable(&line.points), color.stroke_width(2)))?;
+        chart.draw_series(drawable(&line.points).map(|p| Circle::new(p, 3, color.filled())))?;
+    }
+    Ok(())
+}
+
+fn draw_curves<DB: DrawingBackend>(c: &Curves, area: &DrawingArea<DB, Shift>) -> Drawn<DB> {
+    let (legend, area) = area.split_vertically(LEGEND_STRIP_PX);
+    let entries: Vec<(&str, Swatch)> = c
+        .lines
+        .iter()
+        .map(|l| (l.label.as_str(), Swatch::Line(l.color)))
+        .chain(c.guides.iter().map(|g| (g.label.as_str(), Swatch::Line(g.color))))
+        .collect();
+    draw_legend(&legend, &entries)?;
+    let points = || c.lines.iter().flat_map(|l| drawable(&l.points));
+    let guide_x = c.guides.iter().filter_map(|g| g.x).filter(|x| x.is_finite());
+    let guide_y = c.guides.iter().filter(|g| g.x.is_none()).map(|g| g.y);
+    let x_max = points().map(|p| p.0).chain(guide_x).fold(0.0, f64::max);
+    let y_max = points().map(|p| p.1).chain(guide_y.filter(|y| y.is_finite())).fold(0.0, f64::max);
+    let (x_top, y_top) =
+        (if x_max > 0.0 { x_max * 1.05 } else { 1.0 }, if y_max > 0.0 { y_max * 1.1 } else { 1.0 });
+    let mut chart = ChartBuilder::on(&area)
+        .margin(12)
+        .x_label_area_size(40)
+        .y_label_area_size(70)
+        .build_cartesian_2d(axis(0.0, x_top), axis(0.0, y_top))?;
+    chart
+        .configure_mesh()
+        .x_desc(c.x_label.as_str())
+        .y_desc(c.y_label.as_str())
+        .x_label_formatter(&|v| tick(*v))
+        .y_label_formatter(&|v| tick(*v))
+        .draw()?;
+    for g in &c.guides {
+        let ends = match g.x {
+            Some(x) => vec![(x, 0.0), (x, y_top)],
+            None => vec![(0.0, g.y), (x_top, g.y)],
+        };
+        let ends: Vec<(f64, f64)> = drawable(&ends).collect();
+        chart.draw_series(std::iter::once(PathElement::new(ends, g.color.stroke_width(1))))?;
+    }
+    for line in &c.lines {
         let color = line.color;
         chart.draw_series(LineSeries::new(drawable(&line.points), color.stroke_width(2)))?;
         chart.draw_series(drawable(&line.points).map(|p| Circle::new(p, 3, color.filled())))?;

@@ -9,6 +9,7 @@
 mod chart;
 mod pictures;
 mod render;
+mod sweep;
 
 use std::path::{Path, PathBuf};
 
@@ -30,6 +31,13 @@ pub struct PlotRequest {
 
 /// `plot DIR [--out OUT] [--format svg|png|both] [--token-count-source B]`.
 pub fn run(request: &PlotRequest) -> Result<i32, AppError> {
+    // A sweep's directory: its curves, from sweep.json (each point's own directory is a run).
+    if request.dir.join("sweep.json").is_file() && !request.dir.join("events.jsonl").exists() {
+        let plan =
+            pictures::Plan { pictures: sweep::pictures(&request.dir)?, ..Default::default() };
+        let out = request.out.clone().unwrap_or_else(|| request.dir.join("plots"));
+        return write_all(&plan, &out, request.format);
+    }
     let run = RunDir::load(&request.dir)?;
     let basis = run.basis(request.token_count_source)?;
     let replayed = rebuild::replay_table(&run, |_| {})?;
