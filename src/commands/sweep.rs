@@ -254,9 +254,14 @@ impl Sweep {
         self.points.push(Point::of_summary(index, &name, offer.value(), code, &summary));
         self.write(None)?;
         let point = &self.points[index];
-        // The table under the points' own summaries: its header once, then a line a point.
-        let header = if index == 0 { format!("{TABLE_HEADER}\n") } else { String::new() };
-        crate::run::say_line(&format!("{header}{}", table_line(point)));
+        // The sweep's table so far under the point's own summary (its header, then a line a
+        // finished point): the console's last lines are always the whole sweep up to now.
+        let mut table = String::from(TABLE_HEADER);
+        for p in &self.points {
+            table.push('\n');
+            table.push_str(&table_line(p));
+        }
+        crate::run::say_line(&table);
         Ok(point)
     }
 
