@@ -4,76 +4,59 @@
 //! `sample.complete` lines joined by `sample_uuid` give the answers; a null `data` is a turn
 //! without output).
 
-use std::borrow::Cow;
 use std::collections::HashMap;
-use std::io::BufRead;
 use std::path::Path;
 
 use loadgen_accuracy::agentic_inline::{IssuedTurn, ModelTurn};
 use loadgen_plan::error::AppError;
-use serde::Deserialize;
-use serde_json::value::RawValue;
 
-use crate::replay::read::model_output;
+use crate::replay::read::{self, Event, ModelOutput};
 
-/// The fields of an event line the scorer reads.
-#[derive(Deserialize)]
-struct TurnLine<'a> {
-    #[serde(borrow)]
-    event_type: Cow<'a, str>,
-    #[serde(borrow, default)]
-    sample_uuid: Cow<'a, str>,
-    #[serde(borrow, default)]
-    conversation_id: Cow<'a, str>,
-    #[serde(default)]
-    turn: Option<u32>,
-    #[serde(borrow, default)]
-    data: Option<&'a RawValue>,
-}
-
-/// Every issued turn of `dir`'s events.jsonl with its answer, in file order.
+/// Every issued turn of `dir`'s events.jsonl with its answer, in file order; the log is read
+/// by the replay's own line parser (`read::for_each_event`), under its checks.
 pub fn read_issued_turns(dir: &Path) -> Result<Vec<IssuedTurn>, AppError> {
     let path = dir.join("events.jsonl");
-    let file = std::fs::File::open(&path).map_err(|e| {
+    let failed = |why: String| {
         AppError::Execution(format!(
-            "cannot read {}: {e}; agentic_inference_inline cannot be scored",
+            "{} ({why}); agentic_inference_inline cannot be scored",
             path.display()
         ))
+    };
+    let reader = read::open(&path).map_err(|e| failed(format!("cannot read it: {e}")))?;
+    let mut issued: Vec<(u128, IssuedTurn)> = Vec::new();
+    let mut answers: HashMap<u128, ModelTurn> = HashMap::new();
+    read::for_each_event(reader, |event, line| {
+        match event {
+            Event::Issued { uuid, label: Some((id, turn)), .. } => {
+                let (conversation_id, repeat) = split_repeat(&id);
+                let t = IssuedTurn {
+                    conversation_id: conversation_id.into(),
+                    repeat,
+                    turn,
+                    output: None,
+                };
+                issued.push((uuid, t));
+            }
+            // A later line with an answer wins over one without, as the reference keeps it.
+            Event::Complete(c) => {
+                if let Some(output) = &c.output {
+                    let answer =
+                        model_turn(output).map_err(|what| read::LineError { line, what })?;
+                    answers.insert(c.uuid, answer);
+                }
+            }
+            _ => {}
+        }
+        Ok(())
+    })
+    .map_err(|e| match e {
+        read::ReadError::Io(e) => failed(e.to_string()),
+        read::ReadError::Line(e) => failed(e.to_string()),
     })?;
-    let mut issued: Vec<(String, IssuedTurn)> = Vec::new();
-    let mut answers: HashMap<String, Option<ModelTurn>> = HashMap::new();
-    for (i, line) in std::io::BufReader::new(file).lines().enumerate() {
-        let bad =
-            |why: String| AppError::Execution(format!("{} line {}: {why}", path.display(), i + 1));
-        let line = line.map_err(|e| bad(e.to_string()))?;
-        let wanted = line.starts_with(r#"{"event_type":"sample.issued""#)
-            || line.starts_with(r#"{"event_type":"sample.complete""#);
-        if !wanted {
-            continue;
-        }
-        let rec: TurnLine<'_> = serde_json::from_str(&line).map_err(|e| bad(e.to_string()))?;
-        let Some(turn) = rec.turn.filter(|_| !rec.conversation_id.is_empty()) else { continue };
-        if rec.event_type == "sample.issued" {
-            let (conversation_id, repeat) = split_repeat(&rec.conversation_id);
-            let t =
-                IssuedTurn { conversation_id: conversation_id.into(), repeat, turn, output: None };
-            issued.push((rec.sample_uuid.into_owned(), t));
-            continue;
-        }
-        let answer = match rec.data {
-            Some(data) => Some(model_turn(data).map_err(bad)?),
-            None => None,
-        };
-        // A later line with an answer wins over one without, as the reference keeps it.
-        let slot = answers.entry(rec.sample_uuid.into_owned()).or_insert(None);
-        if answer.is_some() {
-            *slot = answer;
-        }
-    }
     Ok(issued
         .into_iter()
         .map(|(uuid, mut t)| {
-            t.output = answers.remove(&uuid).flatten();
+            t.output = answers.remove(&uuid);
             t
         })
         .collect())
@@ -93,8 +76,7 @@ fn split_repeat(id: &str) -> (&str, u64) {
 }
 
 /// The answer's content, reasoning and merged tool calls (`as_message_parts`).
-fn model_turn(data: &RawValue) -> Result<ModelTurn, String> {
-    let output = model_output(data)?;
+fn model_turn(output: &ModelOutput<'_>) -> Result<ModelTurn, String> {
     let tool_calls = match &output.tool_calls {
         Some(json) => {
             Some(serde_json::from_str(json).map_err(|e| format!("tool calls do not parse: {e}"))?)
@@ -131,12 +113,12 @@ mod tests {
             r#"[{"type":"function","function":{"arguments":"{\"cmd\":\"ls\"}","name":"bash"}}]"#;
         let lines = [
             r#"{"event_type":"session.started","timestamp_ns":1,"sample_uuid":"","conversation_id":"","turn":null,"data":null}"#.to_string(),
-            r#"{"event_type":"sample.issued","timestamp_ns":2,"sample_uuid":"a","conversation_id":"c1__repeat_2","turn":1,"data":null}"#.to_string(),
-            r#"{"event_type":"sample.issued","timestamp_ns":2,"sample_uuid":"b","conversation_id":"c1__repeat_2","turn":3,"data":null}"#.to_string(),
-            format!(r#"{{"event_type":"sample.complete","timestamp_ns":3,"sample_uuid":"a","conversation_id":"c1__repeat_2","turn":1,"data":["TextModelOutput","hi",["th","ink"],{calls}]}}"#),
-            r#"{"event_type":"sample.complete","timestamp_ns":4,"sample_uuid":"b","conversation_id":"c1__repeat_2","turn":3,"data":null}"#.to_string(),
+            r#"{"event_type":"sample.issued","timestamp_ns":2,"sample_uuid":"0000000000000000000000000000000a","conversation_id":"c1__repeat_2","turn":1,"data":null}"#.to_string(),
+            r#"{"event_type":"sample.issued","timestamp_ns":2,"sample_uuid":"0000000000000000000000000000000b","conversation_id":"c1__repeat_2","turn":3,"data":null}"#.to_string(),
+            format!(r#"{{"event_type":"sample.complete","timestamp_ns":3,"sample_uuid":"0000000000000000000000000000000a","conversation_id":"c1__repeat_2","turn":1,"data":["TextModelOutput","hi",["th","ink"],{calls}]}}"#),
+            r#"{"event_type":"sample.complete","timestamp_ns":4,"sample_uuid":"0000000000000000000000000000000b","conversation_id":"c1__repeat_2","turn":3,"data":null}"#.to_string(),
         ];
-        std::fs::write(dir.join("events.jsonl"), lines.join("\n")).unwrap();
+        std::fs::write(dir.join("events.jsonl"), lines.join("\n") + "\n").unwrap();
         let turns = read_issued_turns(&dir).unwrap();
         std::fs::remove_dir_all(&dir).unwrap();
         assert_eq!(turns.len(), 2);
