@@ -23,6 +23,19 @@ impl PyValue {
         PyValue::Str(text.encode_utf16().collect())
     }
 
+    /// Python truthiness (`if value:`, `value or default`).
+    pub fn is_truthy(&self) -> bool {
+        match self {
+            PyValue::None => false,
+            PyValue::Bool(b) => *b,
+            PyValue::Int(d) => d != "0",
+            PyValue::Float(f) => *f != 0.0,
+            PyValue::Str(u) => !u.is_empty(),
+            PyValue::List(l) => !l.is_empty(),
+            PyValue::Dict(d) => !d.is_empty(),
+        }
+    }
+
     /// Python dict-key equality: `1 == 1.0 == True`, strings by content.
     fn key_eq(&self, other: &PyValue) -> bool {
         match (self.as_number(), other.as_number()) {

@@ -35,6 +35,24 @@ pub const CATEGORIES: [(&str, &[&str]); 3] = [
 /// Single-turn subsets in no category: scored, reported apart, left out of the aggregates.
 pub const UNSCORED_SUBSETS: [&str; 1] = ["live_relevance"];
 
+/// The single-turn subsets, in the order the reference builds its table: the categories' in
+/// order, then the unscored ones.
+pub const SINGLE_TURN_SUBSETS: [&str; 13] = [
+    "simple_python",
+    "simple_java",
+    "simple_javascript",
+    "multiple",
+    "parallel",
+    "parallel_multiple",
+    "live_simple",
+    "live_multiple",
+    "live_parallel",
+    "live_parallel_multiple",
+    "irrelevance",
+    "live_irrelevance",
+    "live_relevance",
+];
+
 const SIMPLE_AST_SUBSETS: [&str; 3] = ["simple_python", "simple_java", "simple_javascript"];
 
 /// The per-subset and per-category accuracy the reference writes as an entry's `breakdown`
@@ -87,19 +105,6 @@ pub fn scoring_text(output: &str) -> &str {
     output
 }
 
-/// Python truthiness.
-fn truthy(v: &PyValue) -> bool {
-    match v {
-        PyValue::None => false,
-        PyValue::Bool(b) => *b,
-        PyValue::Int(d) => d != "0",
-        PyValue::Float(f) => *f != 0.0,
-        PyValue::Str(u) => !u.is_empty(),
-        PyValue::List(l) => !l.is_empty(),
-        PyValue::Dict(d) => !d.is_empty(),
-    }
-}
-
 fn language(subset: &str) -> Language {
     match subset {
         "simple_java" => Language::Java,
@@ -136,9 +141,9 @@ fn score_ast(
     subset: &str,
 ) -> Result<f64, String> {
     let output = json_loads(extracted).unwrap_or(PyValue::List(Vec::new()));
-    let has_calls = truthy(&output);
+    let has_calls = output.is_truthy();
     let Some(expected) = json_loads(ground_truth) else { return Ok(0.0) };
-    if !truthy(&expected) {
+    if !expected.is_truthy() {
         return Ok(if has_calls { 0.0 } else { 1.0 });
     }
     let PyValue::List(possible) = &expected else {

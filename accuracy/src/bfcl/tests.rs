@@ -234,3 +234,10 @@ fn arguments_that_are_no_object_are_wrong_when_a_required_parameter_is_missing_e
     let err = score(r#""\"my city\"""#).unwrap_err().to_string();
     assert!(err.contains("sample 3") && err.contains("not a JSON object"), "{err}");
 }
+
+#[test]
+fn the_single_turn_subsets_are_the_categories_then_the_unscored() {
+    let mut listed: Vec<&str> = CATEGORIES.iter().flat_map(|(_, s)| s.iter().copied()).collect();
+    listed.extend(UNSCORED_SUBSETS);
+    assert_eq!(listed, SINGLE_TURN_SUBSETS);
+}

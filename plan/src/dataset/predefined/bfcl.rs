@@ -17,22 +17,7 @@ use crate::dataset::spec::DatasetSpec;
 use crate::error::AppError;
 use crate::row::Row;
 
-/// The single-turn subsets, in the order the reference builds its table.
-pub const SINGLE_TURN_SUBSETS: [&str; 13] = [
-    "simple_python",
-    "simple_java",
-    "simple_javascript",
-    "multiple",
-    "parallel",
-    "parallel_multiple",
-    "live_simple",
-    "live_multiple",
-    "live_parallel",
-    "live_parallel_multiple",
-    "irrelevance",
-    "live_irrelevance",
-    "live_relevance",
-];
+pub use loadgen_accuracy::bfcl::SINGLE_TURN_SUBSETS;
 
 const MULTI_TURN: [&str; 4] =
     ["multi_turn_base", "multi_turn_miss_func", "multi_turn_miss_param", "multi_turn_long_context"];
@@ -216,15 +201,6 @@ fn text(v: Option<&PyValue>) -> String {
     }
 }
 
-fn truthy(v: &PyValue) -> bool {
-    !matches!(v, PyValue::None | PyValue::Bool(false))
-        && !matches!(v, PyValue::List(l) if l.is_empty())
-        && !matches!(v, PyValue::Dict(d) if d.is_empty())
-        && !matches!(v, PyValue::Str(s) if s.is_empty())
-        && !matches!(v, PyValue::Int(d) if d == "0")
-        && !matches!(v, PyValue::Float(f) if *f == 0.0)
-}
-
 fn json_lines(path: &Path) -> Result<Vec<PyValue>, AppError> {
     let body = std::fs::read_to_string(path)
         .map_err(|e| AppError::Input(format!("cannot read {}: {e}", path.display())))?;
@@ -246,7 +222,7 @@ fn process_sample(sample: &[(PyValue, PyValue)], subset: &str) -> Result<Option<
     let id = text(get(sample, "id"));
     let empty = PyValue::List(Vec::new());
     let question = get(sample, "question").unwrap_or(&empty);
-    if !truthy(question) {
+    if !question.is_truthy() {
         return Ok(None);
     }
     let functions = get(sample, "function").unwrap_or(&empty);
@@ -258,7 +234,7 @@ fn process_sample(sample: &[(PyValue, PyValue)], subset: &str) -> Result<Option<
     r.insert("messages".into(), to_json(&messages, "question", &id)?);
     r.insert("tools".into(), to_json(&tools, "function", &id)?);
     r.insert("tool_choice".into(), Value::from("auto"));
-    let truth = if truthy(ground_truth) { dumps(ground_truth) } else { "[]".to_string() };
+    let truth = if ground_truth.is_truthy() { dumps(ground_truth) } else { "[]".to_string() };
     r.insert("ground_truth".into(), Value::from(truth));
     r.insert("func_description".into(), Value::from(dumps(functions)));
     r.insert("subset".into(), Value::from(subset));

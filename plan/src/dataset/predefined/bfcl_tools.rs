@@ -136,26 +136,13 @@ pub(super) fn messages(question: &PyValue) -> Result<PyValue, String> {
             };
             let role = get(entries, "role").cloned().ok_or("a message has no role")?;
             let content = match get(entries, "content") {
-                Some(c) if truthy(c) => c.clone(),
+                Some(c) if c.is_truthy() => c.clone(),
                 _ => PyValue::str(""),
             };
             out.push(PyValue::Dict(vec![(key("role"), role), (key("content"), content)]));
         }
     }
     Ok(PyValue::List(out))
-}
-
-/// Python truthiness (`msg.get("content") or ""`).
-fn truthy(v: &PyValue) -> bool {
-    match v {
-        PyValue::None => false,
-        PyValue::Bool(b) => *b,
-        PyValue::Int(d) => d != "0",
-        PyValue::Float(f) => *f != 0.0,
-        PyValue::Str(u) => !u.is_empty(),
-        PyValue::List(l) => !l.is_empty(),
-        PyValue::Dict(d) => !d.is_empty(),
-    }
 }
 
 #[cfg(test)]
