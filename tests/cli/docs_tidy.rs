@@ -8,7 +8,7 @@ use std::path::Path;
 use crate::support::{bin, report_dir, run, summary};
 
 /// The commands whose flags users see, as `llm-loadgen <args> --help`.
-const COMMANDS: &[&[&str]] = &[
+pub(super) const COMMANDS: &[&[&str]] = &[
     &[],
     &["benchmark"],
     &["benchmark", "offline"],
@@ -26,6 +26,7 @@ const COMMANDS: &[&[&str]] = &[
     &["stub", "echo"],
     &["stub", "max-throughput"],
     &["stub", "variable"],
+    &["stub", "video"],
     &["compare"],
     &["sweep"],
     &["check"],

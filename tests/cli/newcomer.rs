@@ -19,25 +19,10 @@ const EXIT_ROWS: [&str; 6] = [
     "  130  interrupted",
 ];
 
-/// Commands a user asks `--help` of, down to the leaves.
-const COMMANDS: &[&[&str]] = &[
-    &[],
-    &["benchmark"],
-    &["benchmark", "offline"],
-    &["benchmark", "online"],
-    &["benchmark", "from-config"],
-    &["init"],
-    &["probe"],
-    &["plot"],
-    &["compare"],
-    &["report"],
-    &["stub", "variable"],
-    &["man"],
-];
-
 #[test]
 fn every_help_and_man_page_ends_with_the_exit_codes() {
-    for &args in COMMANDS {
+    // Every command users see, down to the leaves: the list the docs' tidy test walks.
+    for &args in super::docs_tidy::COMMANDS {
         for flag in ["-h", "--help"] {
             let out = bin().args(args).arg(flag).output().unwrap();
             assert_eq!(out.status.code(), Some(0), "{args:?} {flag}");
