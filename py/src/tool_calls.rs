@@ -1,9 +1,9 @@
-//! A response's tool calls as the reference keeps them, written at the end of the response as
-//! the compact JSON array its `str(TextModelOutput)` appends: a streamed response's deltas
-//! merged by `index` (its `merge_tool_calls`: each call's last id, type and name, its argument
-//! pieces joined, calls in index order), a whole body's `tool_calls` list as the server wrote
-//! it (compacted). Buffers are kept across responses; a response without tool calls costs
-//! nothing.
+//! The reference's `merge_tool_calls` and the JSON its `str(TextModelOutput)` appends: a
+//! streamed response's tool-call deltas merged by `index` (each call's last non-empty id, type
+//! and name, its argument pieces joined, calls in index order), a whole body's `tool_calls`
+//! list as the server wrote it (compacted as msgspec re-encodes it), written as one compact
+//! array. The worker merges a response's deltas as they arrive; the report merges a logged
+//! response's delta lists the same way. Buffers are kept across uses; no tool calls, no cost.
 
 use std::borrow::Cow;
 

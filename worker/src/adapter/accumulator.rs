@@ -6,9 +6,9 @@ use loadgen_wire::{ChunkTimes, FinishReason};
 
 use super::fields::{ErrorField, ErrorInfo, UnwrappedError};
 use super::scan::ScanHead;
-use super::tool_calls::ToolCalls;
 use super::usage::UsageState;
 use crate::request::ApiType;
+use loadgen_py::tool_calls::ToolCalls;
 
 /// One response's accumulated result; buffers are reused across responses.
 #[derive(Debug)]

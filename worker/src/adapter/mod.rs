@@ -9,7 +9,6 @@ mod fields;
 pub mod openai;
 mod scan;
 pub mod sglang;
-mod tool_calls;
 pub mod usage;
 pub mod videogen;
 
