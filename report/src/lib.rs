@@ -25,6 +25,7 @@ mod sample_idx_map;
 mod shard;
 mod summary;
 pub mod sweep;
+pub mod sweep_compare;
 mod text;
 mod write;
 
