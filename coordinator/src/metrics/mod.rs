@@ -1,10 +1,12 @@
 //! Metrics from the per-sample table to the final snapshot, under both token bases.
 
 pub mod basis;
+pub mod column;
 pub mod early_stop;
 pub mod endpoints;
 pub mod fixture;
 pub mod goodput;
+pub mod select;
 pub mod series;
 pub mod snapshot;
 pub mod stats;

@@ -146,6 +146,53 @@ impl SeriesStat {
         stat
     }
 
+    /// An integer series from its rollups and selected values (a column in a file:
+    /// `select::int_column_stat`).
+    pub(crate) fn from_rollups(
+        name: &str,
+        count: u64,
+        (total, sum_sq): (Num, u128),
+        picked: super::select::Picked,
+    ) -> SeriesStat {
+        let total_int = match total {
+            Num::Int(t) => t.unsigned_abs(),
+            Num::Float(t) => t as u128,
+        };
+        SeriesStat {
+            name: name.to_string(),
+            count,
+            total,
+            min: Num::Int(i128::from(picked.min_key)),
+            max: Num::Int(i128::from(picked.max_key)),
+            sum_sq: Num::Float(sum_sq as f64),
+            percentiles: picked.percentiles,
+            early_stopping: picked.early_stopping,
+            histogram: picked.histogram,
+            total_sq_over_n: total_sq_over_n_int(total_int, u128::from(count)),
+        }
+    }
+
+    /// A float series from its rollups (summed in the column's order) and selected values.
+    pub(crate) fn from_float_rollups(
+        name: &str,
+        count: u64,
+        (total, sum_sq): (f64, f64),
+        picked: super::select::Picked,
+    ) -> SeriesStat {
+        SeriesStat {
+            name: name.to_string(),
+            count,
+            total: Num::Float(total),
+            min: Num::Float(picked.min),
+            max: Num::Float(picked.max),
+            sum_sq: Num::Float(sum_sq),
+            percentiles: picked.percentiles,
+            early_stopping: picked.early_stopping,
+            histogram: picked.histogram,
+            total_sq_over_n: total * total / count as f64,
+        }
+    }
+
     fn fill_from_sorted<T: Copy>(&mut self, sorted: &[T], to_f64: impl Fn(T) -> f64, es: bool) {
         let n = sorted.len();
         for (slot, &p) in self.percentiles.iter_mut().zip(PERCENTILE_GRID.iter()) {

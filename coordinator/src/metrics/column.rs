@@ -1,0 +1,348 @@
+//! Append-only columns of plain values that stay in memory up to a budget and go to a file
+//! beyond it, so a run of any length keeps its per-sample values in bounded memory.
+//!
+//! A [`Spill`] names the directory and the budget; every column that may spill shares one and
+//! counts its resident values against it in whole chunks ([`CHUNK_VALUES`]). A column's owner
+//! calls [`Column::spill_if_over`] at chunk boundaries (a table for all its columns at once, so
+//! they spill at the same rows); its values are then written to an unlinked file in the
+//! directory (nothing is left behind, even when the process is killed) and read back chunk by
+//! chunk, in order, by [`Column::for_each_chunk`]. A column never spilled is one slice.
+
+use std::fs::File;
+use std::io::Write;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+/// Values per chunk: what a column writes or reads back at once (512 KiB of u64).
+pub const CHUNK_VALUES: usize = 1 << 16;
+
+/// A fixed-size value stored little-endian in a column file.
+pub trait Plain: Copy + Default + Send + Sync + 'static {
+    /// Its size in the file.
+    const BYTES: usize;
+    /// Writes it to `out` (exactly `BYTES` long).
+    fn put(self, out: &mut [u8]);
+    /// Reads it from `bytes` (exactly `BYTES` long).
+    fn get(bytes: &[u8]) -> Self;
+}
+
+macro_rules! plain {
+    ($($t:ty),*) => {$(
+        impl Plain for $t {
+            const BYTES: usize = std::mem::size_of::<$t>();
+            fn put(self, out: &mut [u8]) {
+                out.copy_from_slice(&self.to_le_bytes());
+            }
+            fn get(bytes: &[u8]) -> Self {
+                let mut b = [0u8; std::mem::size_of::<$t>()];
+                b.copy_from_slice(bytes);
+                <$t>::from_le_bytes(b)
+            }
+        }
+    )*};
+}
+plain!(u8, u32, u64, f64);
+
+/// Where columns spill and how many bytes of them may stay in memory, shared by a run's columns.
+#[derive(Debug)]
+pub struct Spill {
+    dir: PathBuf,
+    budget_bytes: u64,
+    resident_bytes: AtomicU64,
+    spilled_bytes: AtomicU64,
+    /// The first write or read that failed: the run reports it instead of its figures.
+    error: Mutex<Option<String>>,
+}
+
+impl Spill {
+    /// Columns spilling into `dir` (created if missing) once more than `budget_bytes` of them
+    /// are in memory.
+    pub fn new(dir: &Path, budget_bytes: u64) -> std::io::Result<Arc<Spill>> {
+        std::fs::create_dir_all(dir)?;
+        Ok(Arc::new(Spill {
+            dir: dir.to_path_buf(),
+            budget_bytes,
+            resident_bytes: AtomicU64::new(0),
+            spilled_bytes: AtomicU64::new(0),
+            error: Mutex::new(None),
+        }))
+    }
+
+    /// The directory the column files go to.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// The in-memory budget.
+    pub fn budget_bytes(&self) -> u64 {
+        self.budget_bytes
+    }
+
+    /// Bytes written to column files so far (the run's disk use).
+    pub fn spilled_bytes(&self) -> u64 {
+        self.spilled_bytes.load(Ordering::Relaxed)
+    }
+
+    /// The first failure to write or read a column file, if any.
+    pub fn error(&self) -> Option<String> {
+        self.error.lock().map_or(None, |e| e.clone())
+    }
+
+    fn over_budget(&self) -> bool {
+        self.resident_bytes.load(Ordering::Relaxed) > self.budget_bytes
+    }
+
+    fn note_error(&self, what: String) {
+        if let Ok(mut slot) = self.error.lock() {
+            slot.get_or_insert(what);
+        }
+    }
+
+    /// A new, already unlinked file in the directory.
+    fn file(&self, name: &str) -> std::io::Result<File> {
+        static SEQ: AtomicU64 = AtomicU64::new(0);
+        let seq = SEQ.fetch_add(1, Ordering::Relaxed);
+        let path = self.dir.join(format!(".{name}-{}-{seq}.col", std::process::id()));
+        let file =
+            std::fs::OpenOptions::new().read(true).write(true).create_new(true).open(&path)?;
+        std::fs::remove_file(&path)?;
+        Ok(file)
+    }
+}
+
+/// An append-only column: values in memory, the older ones in a file once it spilled.
+#[derive(Debug)]
+pub struct Column<T: Plain> {
+    name: &'static str,
+    /// The values not in the file (all of them while it never spilled).
+    mem: Vec<T>,
+    /// Values in the file, before `mem`'s.
+    on_disk: usize,
+    file: Option<File>,
+    spill: Option<Arc<Spill>>,
+    /// Bytes of `mem` counted against the spill's budget.
+    counted_bytes: u64,
+}
+
+impl<T: Plain> Column<T> {
+    /// An empty column named `name` (its file's name), spilling into `spill` when one is given.
+    pub fn new(name: &'static str, spill: Option<Arc<Spill>>) -> Column<T> {
+        Column { name, mem: Vec::new(), on_disk: 0, file: None, spill, counted_bytes: 0 }
+    }
+
+    /// An in-memory column with room for `n` values.
+    pub fn with_capacity(name: &'static str, n: usize) -> Column<T> {
+        let mut column = Column::new(name, None);
+        column.mem.reserve_exact(n);
+        column
+    }
+
+    /// Appends one value. Whoever owns the column calls `spill_if_over` at chunk boundaries.
+    #[inline]
+    pub fn push(&mut self, value: T) {
+        self.mem.push(value);
+    }
+
+    /// Appends a value and spills at a chunk boundary when the budget is spent (a column
+    /// standing alone, not one of a table's).
+    #[inline]
+    pub fn push_spilling(&mut self, value: T) {
+        self.mem.push(value);
+        if self.mem.len() % CHUNK_VALUES == 0 {
+            self.spill_if_over();
+        }
+    }
+
+    /// Number of values.
+    pub fn len(&self) -> usize {
+        self.on_disk + self.mem.len()
+    }
+
+    /// True when it holds no value.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Every value as one slice, when none is in a file.
+    pub fn as_slice(&self) -> Option<&[T]> {
+        (self.on_disk == 0).then_some(self.mem.as_slice())
+    }
+
+    /// Every value as one mutable slice, when none is in a file.
+    pub fn as_mut_slice(&mut self) -> Option<&mut [T]> {
+        (self.on_disk == 0).then_some(self.mem.as_mut_slice())
+    }
+
+    /// True once some of its values are in a file.
+    pub fn spilled(&self) -> bool {
+        self.on_disk > 0
+    }
+
+    /// Counts the values in memory against the budget and, when it is spent, writes them to
+    /// the file. Returns whether it wrote. A column whose file cannot be written keeps its
+    /// values in memory (nothing measured is lost) and the spill notes the error.
+    pub fn spill_if_over(&mut self) -> bool {
+        let Some(spill) = self.spill.clone() else { return false };
+        let bytes = (self.mem.len() * T::BYTES) as u64;
+        spill.resident_bytes.fetch_add(bytes.saturating_sub(self.counted_bytes), Ordering::Relaxed);
+        self.counted_bytes = self.counted_bytes.max(bytes);
+        if !spill.over_budget() || self.mem.is_empty() {
+            return false;
+        }
+        match self.write_out(&spill) {
+            Ok(()) => true,
+            Err(e) => {
+                spill.note_error(format!(
+                    "cannot write column {} to {}: {e}",
+                    self.name,
+                    spill.dir.display()
+                ));
+                // Kept in memory from now on.
+                self.spill = None;
+                false
+            }
+        }
+    }
+
+    fn write_out(&mut self, spill: &Spill) -> std::io::Result<()> {
+        if self.file.is_none() {
+            self.file = Some(spill.file(self.name)?);
+        }
+        let Some(file) = self.file.as_mut() else { return Ok(()) };
+        let mut bytes = vec![0u8; CHUNK_VALUES.min(self.mem.len()) * T::BYTES];
+        for part in self.mem.chunks(CHUNK_VALUES) {
+            let out = &mut bytes[..part.len() * T::BYTES];
+            for (slot, &v) in out.chunks_exact_mut(T::BYTES).zip(part) {
+                v.put(slot);
+            }
+            file.write_all(out)?;
+        }
+        let written = (self.mem.len() * T::BYTES) as u64;
+        self.on_disk += self.mem.len();
+        spill.spilled_bytes.fetch_add(written, Ordering::Relaxed);
+        spill.resident_bytes.fetch_sub(self.counted_bytes, Ordering::Relaxed);
+        self.counted_bytes = 0;
+        // A fresh buffer: the old one's pages go back to the system.
+        self.mem = Vec::with_capacity(CHUNK_VALUES);
+        Ok(())
+    }
+
+    /// Hands every value to `f`, in order, a chunk at a time (`CHUNK_VALUES` from the file,
+    /// then the values in memory as one slice). A failed read stops the walk and is noted in
+    /// the spill (`Spill::error`), which the run reports.
+    pub fn for_each_chunk(&self, mut f: impl FnMut(&[T])) {
+        let mut values: Vec<T> = Vec::new();
+        let mut at = 0;
+        while at < self.on_disk {
+            let n = CHUNK_VALUES.min(self.on_disk - at);
+            if let Err(e) = self.read_into(at, n, &mut values) {
+                if let Some(spill) = &self.spill {
+                    spill.note_error(format!("cannot read column {} back: {e}", self.name));
+                }
+                return;
+            }
+            f(&values);
+            at += n;
+        }
+        if !self.mem.is_empty() {
+            f(&self.mem);
+        }
+    }
+
+    /// Values `[at, at + n)` of the file part into `values`.
+    pub(crate) fn read_into(
+        &self,
+        at: usize,
+        n: usize,
+        values: &mut Vec<T>,
+    ) -> std::io::Result<()> {
+        let Some(file) = &self.file else { return Ok(()) };
+        let mut bytes = vec![0u8; n * T::BYTES];
+        file.read_exact_at(&mut bytes, (at * T::BYTES) as u64)?;
+        values.clear();
+        values.extend(bytes.chunks_exact(T::BYTES).map(T::get));
+        Ok(())
+    }
+
+    /// Values on disk (a prefix of the column).
+    pub(crate) fn on_disk(&self) -> usize {
+        self.on_disk
+    }
+
+    /// The values still in memory (the column's tail).
+    pub(crate) fn in_memory(&self) -> &[T] {
+        &self.mem
+    }
+
+    /// Every value, collected in memory (tests and small columns).
+    pub fn to_vec(&self) -> Vec<T> {
+        let mut out = Vec::with_capacity(self.len());
+        self.for_each_chunk(|chunk| out.extend_from_slice(chunk));
+        out
+    }
+}
+
+impl<T: Plain> Drop for Column<T> {
+    fn drop(&mut self) {
+        if let Some(spill) = &self.spill {
+            spill.resident_bytes.fetch_sub(
+                self.counted_bytes.min(spill.resident_bytes.load(Ordering::Relaxed)),
+                Ordering::Relaxed,
+            );
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn temp_dir(tag: &str) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!("loadgen-column-{tag}-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        dir
+    }
+
+    #[test]
+    fn a_column_over_its_budget_spills_and_reads_back_every_value_in_order() {
+        let dir = temp_dir("spill");
+        let spill = Spill::new(&dir, 0).unwrap();
+        let mut column: Column<u64> = Column::new("t", Some(spill.clone()));
+        let n = CHUNK_VALUES * 3 + 17;
+        (0..n as u64).for_each(|v| column.push_spilling(v * 3));
+        assert!(column.spilled());
+        assert_eq!(column.len(), n);
+        assert_eq!(column.as_slice(), None);
+        assert_eq!(column.to_vec(), (0..n as u64).map(|v| v * 3).collect::<Vec<_>>());
+        assert_eq!(spill.spilled_bytes(), (CHUNK_VALUES * 3 * 8) as u64);
+        assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 0, "files are unlinked");
+        assert_eq!(spill.error(), None);
+    }
+
+    #[test]
+    fn a_column_under_its_budget_stays_one_slice() {
+        let dir = temp_dir("fits");
+        let spill = Spill::new(&dir, 1 << 30).unwrap();
+        let mut column: Column<f64> = Column::new("f", Some(spill.clone()));
+        (0..CHUNK_VALUES * 2).for_each(|v| column.push_spilling(v as f64 / 2.0));
+        assert!(!column.spilled());
+        assert_eq!(column.as_slice().map(<[f64]>::len), Some(CHUNK_VALUES * 2));
+        assert_eq!(spill.spilled_bytes(), 0);
+        drop(column);
+        assert_eq!(spill.resident_bytes.load(Ordering::Relaxed), 0, "a dropped column uncounts");
+    }
+
+    #[test]
+    fn a_column_that_cannot_write_its_file_keeps_its_values_and_says_why() {
+        let dir = temp_dir("gone");
+        let spill = Spill::new(&dir, 0).unwrap();
+        std::fs::remove_dir(&dir).unwrap();
+        let mut column: Column<u32> = Column::new("lost", Some(spill.clone()));
+        (0..CHUNK_VALUES as u32 * 2).for_each(|v| column.push_spilling(v));
+        assert_eq!(column.to_vec().len(), CHUNK_VALUES * 2);
+        let error = spill.error().unwrap();
+        assert!(error.contains("cannot write column lost"), "{error}");
+    }
+}
