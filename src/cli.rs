@@ -730,6 +730,14 @@ pub struct BenchFlags {
     /// Write no events.jsonl (the per-sample event log); the other report files are complete.
     #[arg(long = "no-events", help_heading = "Report")]
     pub no_events: bool,
+    /// Directory for the per-sample rows past --spill-budget-mib (unlinked files: nothing is
+    /// left there) [default: the report directory].
+    #[arg(long = "spill-dir", value_name = "DIR", help_heading = "Report")]
+    pub spill_dir: Option<PathBuf>,
+    /// MiB of per-sample rows kept in memory; past it they go to files in --spill-dir, so a
+    /// run of any length stays in bounded memory (0: keep every row in memory) [default: 256].
+    #[arg(long = "spill-budget-mib", value_name = "MIB", help_heading = "Report")]
+    pub spill_budget_mib: Option<u64>,
     /// Headline token counts: client (tokenizer) or server (endpoint usage) [default: client].
     #[arg(
         long = "token-count-source",
@@ -1095,6 +1103,8 @@ impl BenchFlags {
         set(&mut config.report_dir, self.report_dir.as_ref().map(|p| p.display().to_string()));
         set(&mut config.timeout, self.timeout);
         set(&mut config.events, self.no_events.then_some(false));
+        set(&mut config.spill_dir, self.spill_dir.as_ref().map(|p| p.display().to_string()));
+        set(&mut config.spill_budget_mib, self.spill_budget_mib);
         if !self.source_addresses.is_empty() {
             config.source_addresses = self.source_addresses.clone();
         }

@@ -2,6 +2,7 @@
 
 pub mod audit;
 mod profiling;
+mod spill;
 
 use std::cell::RefCell;
 use std::io::{Read, Write};
@@ -11,6 +12,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use loadgen_coordinator::cpu::{cores_available, CpuPlan};
 use loadgen_coordinator::fork::{fork_child, kill_and_reap};
+use loadgen_coordinator::metrics::column::{Column, Spill};
+use loadgen_coordinator::metrics::spool::RowSpool;
 use loadgen_coordinator::metrics::{final_snapshot, MetricsOptions, RunState, SampleTable};
 use loadgen_coordinator::{PhaseHook, RunEnd, RunError};
 use loadgen_report::goodput::goodput_of_run;
@@ -24,10 +27,10 @@ use crate::redact::redact;
 use profiling::ProfileController;
 
 use crate::report::{
-    add_failures, client_wait_info, client_waits_in_issue_order, console_summary, in_issue_order,
-    incomplete_reason, is_complete, issue_lag, report_reserve_bytes, result_summary, run_info,
-    run_warnings, unwritten_message, with_accuracy_block, write_accuracy, write_all_files,
-    write_shard, EndpointInfo, OpenDir, ReportDir, SpaceReserve,
+    add_failures, client_wait_info, console_summary, in_issue_order, incomplete_reason,
+    is_complete, issue_lag, report_reserve_bytes, result_summary, run_info, run_warnings,
+    unwritten_message, with_accuracy_block, write_accuracy, write_all_files, write_shard,
+    EndpointInfo, OpenDir, ReportDir, SpaceReserve,
 };
 
 /// Where a null-endpoint run's request bytes are addressed (they are built, never sent).
@@ -301,6 +304,7 @@ fn run_with_endpoints(
             ))
         })?);
     }
+    spec.spill = spill::run_spill(plan, dir.path())?;
     // The profiler's triggers: start when the performance phase starts, stop once the run's
     // phases are over (whether it ended well or not), as the reference's.
     let profiler = plan.profiling.as_ref().map(|p| {
@@ -315,7 +319,7 @@ fn run_with_endpoints(
         c.stop(output.is_ok());
         c.record()
     });
-    let mut output = output.map_err(|e| match e {
+    let output = output.map_err(|e| match e {
         // The worker's message names the endpoint it could not reach.
         RunError::WorkerSetup { .. } => {
             AppError::Setup(format!("{e}; check that the server is up and reachable"))
@@ -329,7 +333,6 @@ fn run_with_endpoints(
         other => AppError::Setup(other.to_string()),
     })?;
     drop(reserve);
-    name_audit_row(&mut output.aggregate.sample_rows, plan.audit_row);
     // The URLs as the report names them: no userinfo, and the null endpoint as given.
     let null = plan.endpoints.iter().any(crate::plan::EndpointUrl::is_null);
     let shown: Vec<String> =
@@ -395,7 +398,10 @@ fn finish_run(
     if plan.verbose > 0 {
         print_thread_cpu(&agg.counters, &output.thread_cpu);
     }
-    let (table, waits) = sample_table(&mut agg, &output.issue_lags, plan.agentic.is_some());
+    let spill = agg.chunk_delta_ns.spill_handle();
+    let (table, waits, mut sample_rows) =
+        sample_table(&mut agg, &output.issue_lags, (plan.agentic.is_some(), spill));
+    name_audit_row(&mut sample_rows, plan.audit_row);
     let interrupted = output.end == RunEnd::Interrupted;
     let capped = output.end == RunEnd::Capped;
     let primary = plan.token_count_source;
@@ -415,6 +421,15 @@ fn finish_run(
         RunState::Complete
     };
     let snapshot = final_snapshot(&table, &agg.counters, &opts, state);
+    if let Some(spill) = table.spill() {
+        if let Some(why) = spill.error() {
+            eprintln!("warning: {why}");
+        }
+        if plan.verbose > 0 {
+            let mib = spill.spilled_bytes() as f64 / f64::from(1u32 << 20);
+            eprintln!("per-sample rows written to {}: {mib:.1} MiB", spill.dir().display());
+        }
+    }
     let mut info = run_info(plan, embedded, interrupted, incomplete_reason, agg.counters.abandoned);
     // The binary's commit (build.rs); the report crate is built without it.
     info.git_sha = option_env!("LLM_LOADGEN_GIT_SHA").map(str::to_string);
@@ -440,7 +455,8 @@ fn finish_run(
     let summary = result_summary(&snapshot, &info);
     let dir = &plan.report_dir;
     let written = (&snapshot, &summary, &info);
-    let mut unwritten = write_all_files(plan, out_dir, written, &agg, &output.phases);
+    let mut unwritten =
+        write_all_files(plan, out_dir, written, (&agg, &sample_rows), &output.phases);
     if let Some(record) = &info.profiling {
         profiling::write_profiling_json(out_dir, record);
     }
@@ -497,37 +513,36 @@ fn capped_note(plan: &Plan, abandoned: u64) -> String {
     )
 }
 
-/// The run's rows as the metrics' table, and each sample's client wait in issue order; the
-/// aggregate's sample rows are put in issue order too. The rows are copied into the table's
-/// columns and freed before the metrics sort their copies: a long run's peak memory is the
-/// table's, not both. They go in completion order (ties in arrival order), the order of
-/// events.jsonl's `sample.complete` lines, so `report DIR` sums the float series (TPOT) in the
-/// same order and rebuilds them exactly.
-/// An agentic run's table names each row's dataset row (`sample_rows` is parallel to the rows
-/// until it is put in issue order), which names its conversation and turn.
+/// The run's rows as the metrics' table (spilling as the run's rows did), each sample's client
+/// wait in issue order, and the `(sample id, dataset row)` pairs in issue order. The rows go
+/// in completion order (ties in arrival order), the order of events.jsonl's `sample.complete`
+/// lines, so `report DIR` sums the float series (TPOT) in the same order and rebuilds them
+/// exactly. An agentic run's table names each row's dataset row (its conversation and turn).
 fn sample_table(
     agg: &mut loadgen_coordinator::aggregate::AggregatorOutput,
     issue_lags: &loadgen_coordinator::schedule::IssueLags,
-    agentic: bool,
-) -> (SampleTable, Vec<Option<u64>>) {
-    let rows = std::mem::take(&mut agg.rows);
-    let dataset_rows: Option<Vec<u32>> =
-        agentic.then(|| agg.sample_rows.iter().map(|&(_, row)| row).collect());
-    let waits = client_waits_in_issue_order(&rows, &agg.sample_rows, issue_lags);
-    let issued_ns: Vec<u64> = rows.iter().map(|r| r.issued_ns).collect();
-    agg.sample_rows = in_issue_order(&agg.sample_rows, &issued_ns);
-    let mut order: Vec<u32> = (0..rows.len() as u32).collect();
-    order.sort_by_key(|&i| rows[i as usize].complete_ns);
-    let mut table = SampleTable::with_capacity(rows.len());
-    for &i in &order {
-        table.push(&rows[i as usize]);
-    }
-    if let Some(dataset_rows) = dataset_rows {
-        table.set_dataset_rows(order.iter().map(|&i| dataset_rows[i as usize]).collect());
-    }
-    drop((rows, order));
-    table.set_chunk_delta_ns(std::mem::take(&mut agg.chunk_delta_ns));
-    (table, waits)
+    (agentic, spill): (bool, Option<std::sync::Arc<Spill>>),
+) -> (SampleTable, Vec<Option<u64>>, Vec<(u64, u32)>) {
+    let rows = std::mem::replace(&mut agg.rows, RowSpool::new(None, 1, 0));
+    let mut table = SampleTable::new(rows.len(), spill);
+    let mut waits = vec![None; issue_lags.lags_ns.len()];
+    let (mut sample_rows, mut issued_ns) = (Vec::new(), Vec::new());
+    rows.drain_in_completion_order(|r| {
+        let at = r.sample_id.checked_sub(issue_lags.first_sample_id);
+        if let Some(slot) = at.and_then(|i| waits.get_mut(i as usize)) {
+            *slot = r.row.client_wait_ns;
+        }
+        sample_rows.push((r.sample_id, r.dataset_row));
+        issued_ns.push(r.row.issued_ns);
+        if agentic {
+            table.push_with_dataset_row(&r.row, r.dataset_row);
+        } else {
+            table.push(&r.row);
+        }
+    });
+    let chunk_delta_ns = std::mem::replace(&mut agg.chunk_delta_ns, Column::new("gaps", None));
+    table.set_chunk_delta_ns(chunk_delta_ns);
+    (table, waits, in_issue_order(&sample_rows, &issued_ns))
 }
 
 /// The audit phase's dataset is its one row (`audit.sample_index`): sample_idx_map.json names

@@ -70,6 +70,8 @@ pub struct RunSpec<W> {
     pub ready_timeout: Duration,
     pub ring_sizes: RingSizes,
     pub streaming: bool,
+    /// Where the per-sample rows go past the run's memory budget (`None`: all in memory).
+    pub spill: Option<Arc<crate::metrics::column::Spill>>,
     pub isl_client: Arc<Vec<Option<u32>>>,
     pub prompt_data_json: Arc<Vec<String>>,
     pub token_counter: Option<TokenCounter>,
@@ -714,6 +716,7 @@ fn start_aggregator<W: WorkerRole>(
             spec.pattern,
             LoadPattern::Concurrency { .. } | LoadPattern::Agentic { .. }
         ),
+        spill: spec.spill.clone(),
     };
     std::thread::Builder::new()
         .name("aggregator".into())

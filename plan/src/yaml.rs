@@ -59,6 +59,18 @@ pub struct Config {
         deserialize_with = "lax::opt_boolean"
     )]
     pub events: Option<bool>,
+    /// Where the per-sample rows go past `spill_budget_mib` (not a reference key;
+    /// `--spill-dir`); the report directory when unset.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "lax::opt_string"
+    )]
+    pub spill_dir: Option<String>,
+    /// MiB of per-sample rows kept in memory before they go to `spill_dir` (not a reference
+    /// key; `--spill-budget-mib`); 0 keeps them all in memory.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spill_budget_mib: Option<u64>,
     #[serde(default, deserialize_with = "lax::boolean")]
     pub verbose: bool,
     #[serde(default = "yes", deserialize_with = "lax::boolean")]
@@ -789,6 +801,8 @@ impl Config {
             report_dir: None,
             timeout: None,
             events: None,
+            spill_dir: None,
+            spill_budget_mib: None,
             verbose: false,
             enable_cpu_affinity: true,
             audit: None,

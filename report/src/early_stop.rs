@@ -175,7 +175,7 @@ fn series(
         TokenCountSource::Client => client_tokens(table, streaming, has_tokenizer).tpot_ns,
         TokenCountSource::Server => server_tokens(table, streaming).0.tpot_ns,
     };
-    let mut tpot: Vec<Value64> = tpot_ns.into_iter().map(Value64::Float).collect();
+    let mut tpot: Vec<Value64> = tpot_ns.to_vec().into_iter().map(Value64::Float).collect();
     let mut out = vec![("ttft", "ttft_ns", ttft), ("tpot", "tpot_ns", std::mem::take(&mut tpot))];
     out.push(("latency", "sample_latency_ns", latency));
     for (_, _, values) in &mut out {

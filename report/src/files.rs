@@ -18,7 +18,7 @@ pub fn write_all_files(
     plan: &Plan,
     dir: &OpenDir,
     (snapshot, summary, info): (&Snapshot, &ResultSummary, &RunInfo),
-    agg: &AggregatorOutput,
+    (agg, sample_rows): (&AggregatorOutput, &[(u64, u32)]),
     phases: &[PhaseOutcome],
 ) -> Vec<(&'static str, String)> {
     let mut unwritten: Vec<(&'static str, String)> = Vec::new();
@@ -41,8 +41,7 @@ pub fn write_all_files(
     }
     let perf = plan.accuracy.mode != loadgen_plan::plan::TestMode::Acc;
     let acc = idx_phases(plan, phases);
-    let idx_map =
-        |w: &mut dyn std::io::Write| write_sample_idx_map(w, &agg.sample_rows, perf, &acc);
+    let idx_map = |w: &mut dyn std::io::Write| write_sample_idx_map(w, sample_rows, perf, &acc);
     if let Err(e) = dir.write_atomic_with("sample_idx_map.json", idx_map) {
         unwritten.push(("sample_idx_map.json", io_reason(&e)));
     }

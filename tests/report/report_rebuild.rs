@@ -635,3 +635,43 @@ fn a_reference_log_with_first_chunks_after_completions_leaves_their_tpot_out_and
     assert!(String::from_utf8_lossy(&es.stdout).contains("tpot (from tpot_ns, n=24)"));
     assert!(String::from_utf8_lossy(&es.stderr).contains(sentence));
 }
+
+/// A run whose rows outgrow `--spill-budget-mib` writes them to files and reads them back: its
+/// report (percentiles, histograms, float sums in completion order) equals the in-memory
+/// rebuild of its own events.jsonl byte for byte.
+#[test]
+fn a_run_that_spilled_its_rows_to_files_rebuilds_byte_for_byte() {
+    let dir = report_dir("rebuild-spilled");
+    let dir_text = dir.display().to_string();
+    let args = [
+        "benchmark",
+        "offline",
+        "--num-samples",
+        "100000",
+        "--streaming",
+        "on",
+        "--workers",
+        "1",
+        "--spill-budget-mib",
+        "1",
+        "-v",
+        "--report-dir",
+        &dir_text,
+    ];
+    let out = run(&args);
+    assert_eq!(out.status.code(), Some(0), "the run succeeds");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let line = stderr.lines().find(|l| l.starts_with("per-sample rows written to"));
+    let mib: f64 = line
+        .and_then(|l| l.rsplit(": ").next())
+        .and_then(|v| v.trim_end_matches(" MiB").parse().ok())
+        .unwrap_or_else(|| panic!("no spill line in:\n{stderr}"));
+    assert!(mib > 5.0, "100,000 rows past a 1 MiB budget went to files: {mib} MiB");
+    let leftovers: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .filter_map(Result::ok)
+        .filter(|e| e.file_name().to_string_lossy().ends_with(".col"))
+        .collect();
+    assert!(leftovers.is_empty(), "no column file is left behind");
+    assert_round_trip(&dir);
+}

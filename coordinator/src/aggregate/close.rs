@@ -123,7 +123,6 @@ impl State {
             warnings: self.warnings,
             events_error,
             timed_out,
-            sample_rows: self.sample_rows,
             reaped: self.reaped,
             unrecorded_turns: self.unrecorded_turns,
         }

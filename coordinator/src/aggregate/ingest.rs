@@ -10,6 +10,7 @@ use super::events::{ChunkLine, CompleteEvent};
 use super::tokens::TokenResult;
 use super::{CancelledSample, Control, FailureSummary, State};
 use crate::live::Completion;
+use crate::metrics::spool::SpooledRow;
 use crate::metrics::usage::{classify_usage, UsageClass};
 use crate::metrics::{FinishKind, SampleRow};
 use crate::settle::{AbandonCause, WorkerFate};
@@ -162,23 +163,25 @@ impl State {
         }
         let output = output_text(rec.output);
         let chunks = ChunkTiming::decode(rec.chunk_timing);
-        let gaps_from = self.chunk_delta_ns.len();
+        self.gaps_ns.clear();
         if let Some(timing) = &chunks {
-            self.chunk_delta_ns.extend(timing.gaps_ns());
+            self.gaps_ns.extend(timing.gaps_ns());
         }
-        let gaps = gaps_from..self.chunk_delta_ns.len();
-        self.log_record(rec, failed, &output, chunks.map(|t| (t.n_chunks, t.chunk_reads, gaps)));
+        self.log_record(rec, failed, &output, chunks.map(|t| (t.n_chunks, t.chunk_reads)));
+        for &gap in &self.gaps_ns {
+            self.chunk_delta_ns.push_spilling(gap);
+        }
         self.push_row(rec, failed, output, chunks);
     }
 
     /// The record's lines in events.jsonl: issued, first chunk, error, complete (with the
-    /// chunk count, reads and gaps of a streamed response: `gaps` indexes `chunk_delta_ns`).
+    /// chunk count, reads and gaps of a streamed response: the gaps are `gaps_ns`).
     fn log_record(
         &mut self,
         rec: &RecordView<'_>,
         failed: bool,
         output: &str,
-        chunks: Option<(u32, u32, std::ops::Range<usize>)>,
+        chunks: Option<(u32, u32)>,
     ) {
         let h = &rec.header;
         let id = h.sample_id;
@@ -210,10 +213,10 @@ impl State {
             worker_id: h.worker_id,
             prompt_tokens: h.prompt_tokens,
             completion_tokens: h.completion_tokens,
-            chunks: chunks.map(|(n_chunks, chunk_reads, gaps)| ChunkLine {
+            chunks: chunks.map(|(n_chunks, chunk_reads)| ChunkLine {
                 n_chunks,
                 chunk_reads,
-                gaps_ns: &self.chunk_delta_ns[gaps],
+                gaps_ns: &self.gaps_ns,
             }),
             endpoint: h.endpoint,
             client_wait_ns: h.client_wait_ns(),
@@ -231,9 +234,7 @@ impl State {
         let h = &rec.header;
         let first_chunk_ns = (h.first_chunk_ns != 0).then_some(h.first_chunk_ns);
         let first_chunk_len = h.first_chunk_len as usize;
-        let slot = self.rows.len();
-        self.sample_rows.push((h.sample_id, h.row));
-        self.rows.push(SampleRow {
+        let row = SampleRow {
             issued_ns: h.issued_ns,
             first_chunk_ns,
             complete_ns: h.complete_ns,
@@ -250,7 +251,8 @@ impl State {
             n_chunks: chunks.map(|t| t.n_chunks),
             chunk_reads: chunks.map(|t| t.chunk_reads),
             client_wait_ns: h.client_wait_ns(),
-        });
+        };
+        let slot = self.rows.push(SpooledRow { row, sample_id: h.sample_id, dataset_row: h.row });
         if let Some(pool) = &mut self.tokens {
             if !failed && !output.is_empty() {
                 let tpot_from = (first_chunk_ns.is_some() && first_chunk_len < output.len())
@@ -307,7 +309,8 @@ impl State {
     }
 
     fn apply_token_result(&mut self, r: TokenResult) {
-        let row = &mut self.rows[r.slot];
+        let Some(spooled) = self.rows.get_mut(r.slot) else { return };
+        let row = &mut spooled.row;
         match r.osl {
             Ok(n) => row.osl_client = Some(n),
             Err(_) => self.counters.n_tokenizer_errors += 1,

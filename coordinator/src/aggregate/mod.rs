@@ -14,7 +14,9 @@ use loadgen_wire::{Doorbell, InFlightTable, RecordConsumer};
 use nix::unistd::Pid;
 
 use crate::live::{Board, LiveSpec, LiveStats, Phase, View};
-use crate::metrics::{RunCounters, SampleRow};
+use crate::metrics::column::{Column, Spill};
+use crate::metrics::spool::RowSpool;
+use crate::metrics::RunCounters;
 use crate::settle::{AbandonCause, IdSet, IssueLog, Tally, WorkerFate};
 use crate::shared::Shared;
 use events::EventLog;
@@ -29,6 +31,13 @@ pub const AGGREGATOR_POLL: Duration = Duration::from_millis(20);
 /// on a core the aggregator may share with a worker, so naps are few and long.
 pub const BUSY_WINDOW: Duration = Duration::from_millis(5);
 pub const BUSY_NAP: Duration = Duration::from_millis(1);
+
+/// Rows a spilled run of the row spool holds: an eighth of the budget, 1,024 to 65,536 rows.
+fn rows_per_run(spill: Option<&Spill>) -> usize {
+    let row_bytes = std::mem::size_of::<crate::metrics::spool::SpooledRow>() as u64;
+    let rows = spill.map_or(1 << 16, |s| s.budget_bytes() / 8 / row_bytes);
+    rows.clamp(1 << 10, 1 << 16) as usize
+}
 
 /// The set of answered ids reserves room for this many ids at most (32 MB); it grows past.
 pub const ANSWERED_RESERVE_IDS: u64 = 1 << 28;
@@ -81,6 +90,8 @@ pub struct AggregatorInput {
     pub live: LiveSpec,
     /// A closed loop: queued samples carry issue stamp 0 until their worker writes them.
     pub closed_loop: bool,
+    /// Where the rows and chunk gaps go past the run's memory budget (`None`: all in memory).
+    pub spill: Option<Arc<Spill>>,
 }
 
 /// Failures of one kind: how many, and the first message.
@@ -93,10 +104,12 @@ pub struct FailureSummary {
 
 /// What the aggregator hands back when the run is over.
 pub struct AggregatorOutput {
-    pub rows: Vec<SampleRow>,
-    /// The tracked streamed samples' gaps between chunks, in `rows` order (the table's
-    /// `chunk_delta_ns`).
-    pub chunk_delta_ns: Vec<u64>,
+    /// The tracked samples' rows, with their sample ids and dataset rows (in bounded memory
+    /// past the spill's budget: `RowSpool`).
+    pub rows: RowSpool,
+    /// The tracked streamed samples' gaps between chunks, in arrival order (the table's
+    /// `chunk_delta_ns`; its statistics do not depend on the order).
+    pub chunk_delta_ns: Column<u64>,
     pub counters: RunCounters,
     pub failures: Vec<FailureSummary>,
     pub dead_workers: Vec<(u16, String)>,
@@ -104,8 +117,6 @@ pub struct AggregatorOutput {
     pub events_error: Option<String>,
     /// Some worker had not ended by the finish deadline and was killed.
     pub timed_out: bool,
-    /// (sample id, dataset row) of every tracked sample, for `sample_idx_map.json`.
-    pub sample_rows: Vec<(u64, u32)>,
     /// Workers the aggregator already reaped: their pids may belong to others by now.
     pub reaped: Vec<bool>,
     /// An agentic run's tracked turns that have no row: abandoned at the run's end, or lost
@@ -140,8 +151,10 @@ struct State {
     /// end (each row's dataset row is in `sample_rows`).
     agentic: bool,
     unrecorded_turns: Vec<UnrecordedTurn>,
-    rows: Vec<SampleRow>,
-    chunk_delta_ns: Vec<u64>,
+    rows: RowSpool,
+    chunk_delta_ns: Column<u64>,
+    /// The record being ingested's gaps between chunks (logged, then added to the column).
+    gaps_ns: Vec<u64>,
     counters: RunCounters,
     failures: Vec<FailureSummary>,
     dead_workers: Vec<(u16, String)>,
@@ -164,7 +177,6 @@ struct State {
     reaped: Vec<bool>,
     in_flight: Vec<Option<InFlightTable>>,
     setup_failure: Option<(u16, String)>,
-    sample_rows: Vec<(u64, u32)>,
     /// Record outcomes and the ids they answered (one bit a sample).
     tally: Tally,
     answered: IdSet,
@@ -264,12 +276,20 @@ pub fn run(mut input: AggregatorInput) -> AggregatorOutput {
 impl State {
     fn new(input: AggregatorInput, workers: usize, live: LiveStats) -> State {
         let expected = input.warmup_samples.saturating_add(input.expected_samples);
+        // Token counts patch rows by their slot, so a run that counts them keeps its rows in
+        // memory (its outputs waiting to be counted are in memory too).
+        let live_tokens = input.tokens.is_some();
         State {
             agentic: input.shared.conversations.is_some(),
             unrecorded_turns: Vec::new(),
             input_shared: input.shared,
-            rows: Vec::with_capacity(input.expected_samples.min(1 << 24) as usize),
-            chunk_delta_ns: Vec::new(),
+            rows: RowSpool::new(
+                input.spill.clone().filter(|_| !live_tokens),
+                rows_per_run(input.spill.as_deref()),
+                input.expected_samples.min(1 << 24) as usize,
+            ),
+            chunk_delta_ns: Column::new("chunk_delta_ns", input.spill.clone()),
+            gaps_ns: Vec::new(),
             counters: RunCounters::default(),
             failures: Vec::new(),
             dead_workers: Vec::new(),
@@ -289,7 +309,6 @@ impl State {
             reaped: vec![false; workers],
             in_flight: input.in_flight,
             setup_failure: None,
-            sample_rows: Vec::new(),
             tally: Tally::default(),
             answered: IdSet::with_capacity(expected.min(ANSWERED_RESERVE_IDS)),
             issued_logged: IdSet::with_capacity(expected.min(ANSWERED_RESERVE_IDS)),

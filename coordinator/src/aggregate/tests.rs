@@ -65,6 +65,7 @@ fn aggregate_run(
         expected_samples: issued,
         live: crate::live::LiveSpec::off(),
         closed_loop: false,
+        spill: None,
     };
     let aggregator = std::thread::spawn(move || run(input));
     producer.push_ready(1);
@@ -131,10 +132,13 @@ fn an_agentic_run_s_rows_name_their_dataset_rows_and_its_turns_without_one_are_l
         p.push_record(&turn(0, FailureKind::Timeout), b"", b"timed out");
         p.push_record(&turn(2, FailureKind::Cancelled), b"", b"cancelled by abort");
     });
-    // Each row's (sample id, dataset row), in the order the records came.
-    assert_eq!(out.sample_rows, [(1, 1), (0, 0)]);
     let unrecorded = |row| super::UnrecordedTurn { row, worker_died: false };
     assert_eq!(out.unrecorded_turns, [unrecorded(2), unrecorded(3)], "cancelled, then unanswered");
+    // Each row's (sample id, dataset row).
+    let mut rows = Vec::new();
+    out.rows.drain_in_completion_order(|r| rows.push((r.sample_id, r.dataset_row)));
+    rows.sort_unstable();
+    assert_eq!(rows, [(0, 0), (1, 1)]);
 }
 
 #[test]

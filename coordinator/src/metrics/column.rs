@@ -18,6 +18,29 @@ use std::sync::{Arc, Mutex};
 /// Values per chunk: what a column writes or reads back at once (512 KiB of u64).
 pub const CHUNK_VALUES: usize = 1 << 16;
 
+/// Bytes a tracked sample may need in the spill's files: its spooled row (76), its table row
+/// (64, 68 in an agentic run) and the series the report derives from them (up to 16 of 8
+/// bytes), less what the budget keeps in memory. A streamed sample's chunk gaps add 8 bytes a
+/// chunk.
+pub const DISK_BYTES_PER_SAMPLE: u64 = 76 + 68 + 16 * 8;
+
+/// Whether a filesystem with `free_bytes` holds a run of `samples` whose first `budget_bytes`
+/// stay in memory; the error names the numbers.
+pub fn disk_check(samples: u64, budget_bytes: u64, free_bytes: u64) -> Result<(), String> {
+    let need = samples.saturating_mul(DISK_BYTES_PER_SAMPLE).saturating_sub(budget_bytes);
+    if need <= free_bytes {
+        return Ok(());
+    }
+    let gib = |b: u64| b as f64 / f64::from(1u32 << 30);
+    Err(format!(
+        "{samples} samples need up to {:.2} GiB of files ({DISK_BYTES_PER_SAMPLE} bytes a sample \
+         past the {:.2} GiB kept in memory) and only {:.2} GiB is free",
+        gib(need),
+        gib(budget_bytes),
+        gib(free_bytes)
+    ))
+}
+
 /// A fixed-size value stored little-endian in a column file.
 pub trait Plain: Copy + Default + Send + Sync + 'static {
     /// Its size in the file.
@@ -90,18 +113,27 @@ impl Spill {
         self.error.lock().map_or(None, |e| e.clone())
     }
 
-    fn over_budget(&self) -> bool {
-        self.resident_bytes.load(Ordering::Relaxed) > self.budget_bytes
+    pub(crate) fn over_budget(&self) -> bool {
+        self.over_budget_with(0)
     }
 
-    fn note_error(&self, what: String) {
+    /// Over budget counting `extra_bytes` more (a row spool's, which counts its own).
+    pub(crate) fn over_budget_with(&self, extra_bytes: u64) -> bool {
+        self.resident_bytes.load(Ordering::Relaxed).saturating_add(extra_bytes) > self.budget_bytes
+    }
+
+    pub(crate) fn note_spilled(&self, bytes: u64) {
+        self.spilled_bytes.fetch_add(bytes, Ordering::Relaxed);
+    }
+
+    pub(crate) fn note_error(&self, what: String) {
         if let Ok(mut slot) = self.error.lock() {
             slot.get_or_insert(what);
         }
     }
 
     /// A new, already unlinked file in the directory.
-    fn file(&self, name: &str) -> std::io::Result<File> {
+    pub(crate) fn file(&self, name: &str) -> std::io::Result<File> {
         static SEQ: AtomicU64 = AtomicU64::new(0);
         let seq = SEQ.fetch_add(1, Ordering::Relaxed);
         let path = self.dir.join(format!(".{name}-{}-{seq}.col", std::process::id()));
@@ -181,14 +213,27 @@ impl<T: Plain> Column<T> {
     }
 
     /// Counts the values in memory against the budget and, when it is spent, writes them to
-    /// the file. Returns whether it wrote. A column whose file cannot be written keeps its
-    /// values in memory (nothing measured is lost) and the spill notes the error.
+    /// the file. Returns whether it wrote.
     pub fn spill_if_over(&mut self) -> bool {
-        let Some(spill) = self.spill.clone() else { return false };
+        self.count_resident();
+        self.spill.as_ref().is_some_and(|s| s.over_budget()) && self.force_spill()
+    }
+
+    /// Counts the values in memory against the spill's budget (a table counts all its columns
+    /// before it decides for all of them).
+    pub(crate) fn count_resident(&mut self) {
+        let Some(spill) = &self.spill else { return };
         let bytes = (self.mem.len() * T::BYTES) as u64;
         spill.resident_bytes.fetch_add(bytes.saturating_sub(self.counted_bytes), Ordering::Relaxed);
         self.counted_bytes = self.counted_bytes.max(bytes);
-        if !spill.over_budget() || self.mem.is_empty() {
+    }
+
+    /// Writes the values in memory to the file, budget or not. A column whose file cannot be
+    /// written keeps its values in memory (nothing measured is lost), stops spilling, and the
+    /// spill notes the error; returns whether it wrote.
+    pub(crate) fn force_spill(&mut self) -> bool {
+        let Some(spill) = self.spill.clone() else { return false };
+        if self.mem.is_empty() {
             return false;
         }
         match self.write_out(&spill) {
@@ -199,11 +244,29 @@ impl<T: Plain> Column<T> {
                     self.name,
                     spill.dir.display()
                 ));
-                // Kept in memory from now on.
+                spill.resident_bytes.fetch_sub(self.counted_bytes, Ordering::Relaxed);
+                self.counted_bytes = 0;
                 self.spill = None;
                 false
             }
         }
+    }
+
+    /// The spill it writes to, if any.
+    pub fn spill_handle(&self) -> Option<Arc<Spill>> {
+        self.spill.clone()
+    }
+
+    /// Makes room for `n` more values in memory.
+    pub fn reserve(&mut self, n: usize) {
+        self.mem.reserve_exact(n);
+    }
+
+    /// An in-memory column holding `values`.
+    pub fn from_vec(name: &'static str, values: Vec<T>) -> Column<T> {
+        let mut column = Column::new(name, None);
+        column.mem = values;
+        column
     }
 
     fn write_out(&mut self, spill: &Spill) -> std::io::Result<()> {
@@ -251,19 +314,29 @@ impl<T: Plain> Column<T> {
         }
     }
 
-    /// Values `[at, at + n)` of the file part into `values`.
+    /// Values `[at, at + n)` into `values`, from the file and from memory as they lie.
     pub(crate) fn read_into(
         &self,
         at: usize,
         n: usize,
         values: &mut Vec<T>,
     ) -> std::io::Result<()> {
-        let Some(file) = &self.file else { return Ok(()) };
-        let mut bytes = vec![0u8; n * T::BYTES];
-        file.read_exact_at(&mut bytes, (at * T::BYTES) as u64)?;
         values.clear();
-        values.extend(bytes.chunks_exact(T::BYTES).map(T::get));
+        let from_file = n.min(self.on_disk.saturating_sub(at));
+        if from_file > 0 {
+            let Some(file) = &self.file else { return Ok(()) };
+            let mut bytes = vec![0u8; from_file * T::BYTES];
+            file.read_exact_at(&mut bytes, (at * T::BYTES) as u64)?;
+            values.extend(bytes.chunks_exact(T::BYTES).map(T::get));
+        }
+        let start = (at + from_file).saturating_sub(self.on_disk);
+        values.extend_from_slice(&self.mem[start..start + (n - from_file)]);
         Ok(())
+    }
+
+    /// The values from `at` on, when they are all in memory (`at` at or past the file's end).
+    pub(crate) fn tail_from(&self, at: usize) -> &[T] {
+        &self.mem[at.saturating_sub(self.on_disk).min(self.mem.len())..]
     }
 
     /// Values on disk (a prefix of the column).
@@ -319,6 +392,19 @@ mod tests {
         assert_eq!(spill.spilled_bytes(), (CHUNK_VALUES * 3 * 8) as u64);
         assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 0, "files are unlinked");
         assert_eq!(spill.error(), None);
+    }
+
+    #[test]
+    fn a_run_the_disk_cannot_hold_is_refused_with_its_numbers() {
+        let per = DISK_BYTES_PER_SAMPLE;
+        assert_eq!(disk_check(1_000, 1_000 * per, 0), Ok(()), "it all fits in memory");
+        assert_eq!(disk_check(1_000, 0, 1_000 * per), Ok(()));
+        let why = disk_check(100_000_000, 256 << 20, 1 << 30).unwrap_err();
+        assert!(why.starts_with("100000000 samples need up to 25.08 GiB"), "{why}");
+        assert!(
+            why.ends_with("past the 0.25 GiB kept in memory) and only 1.00 GiB is free"),
+            "{why}"
+        );
     }
 
     #[test]

@@ -3,6 +3,8 @@
 
 use loadgen_wire::FailureKind;
 
+use super::column::Column;
+use super::select::int_column_stat;
 use super::series::SeriesStat;
 use super::table::SampleTable;
 
@@ -30,7 +32,9 @@ impl EndpointStat {
 /// One `EndpointStat` per endpoint of the run (`endpoints` of them); a row naming no endpoint of
 /// the run (`NO_ENDPOINT`) counts under none.
 pub fn endpoint_stats(table: &SampleTable, endpoints: usize) -> Vec<EndpointStat> {
-    let mut latency: Vec<Vec<u64>> = vec![Vec::new(); endpoints];
+    let spill = table.spill().cloned();
+    let mut latency: Vec<Column<u64>> =
+        (0..endpoints).map(|_| Column::new("endpoint_latency_ns", spill.clone())).collect();
     let mut stats: Vec<EndpointStat> = (0..endpoints)
         .map(|_| EndpointStat {
             n_samples: 0,
@@ -39,21 +43,23 @@ pub fn endpoint_stats(table: &SampleTable, endpoints: usize) -> Vec<EndpointStat
             latency: None,
         })
         .collect();
-    for i in 0..table.len() {
-        let e = usize::from(table.endpoint[i]);
-        let Some(stat) = stats.get_mut(e) else { continue };
-        stat.n_samples += 1;
-        if table.flags[i] & super::table::FLAG_FAILED != 0 {
-            stat.n_samples_failed += 1;
-            // An unknown wire value reads as malformed, as the record's `failure_kind` does.
-            let kind = FailureKind::from_u8(table.failure[i]).unwrap_or(FailureKind::Malformed);
-            stat.failures[kind as usize] += 1;
+    table.for_each_chunk(|t| {
+        for i in 0..t.len() {
+            let e = usize::from(t.endpoint[i]);
+            let Some(stat) = stats.get_mut(e) else { continue };
+            stat.n_samples += 1;
+            if t.flags[i] & super::table::FLAG_FAILED != 0 {
+                stat.n_samples_failed += 1;
+                // An unknown wire value reads as malformed, as the record's `failure_kind` does.
+                let kind = FailureKind::from_u8(t.failure[i]).unwrap_or(FailureKind::Malformed);
+                stat.failures[kind as usize] += 1;
+            }
+            latency[e].push_spilling(t.complete_ns[i].saturating_sub(t.issued_ns[i]));
         }
-        latency[e].push(table.complete_ns[i].saturating_sub(table.issued_ns[i]));
-    }
+    });
     for (stat, mut values) in stats.iter_mut().zip(latency) {
         if !values.is_empty() {
-            stat.latency = Some(SeriesStat::from_ints("sample_latency_ns", &mut values, false));
+            stat.latency = Some(int_column_stat("sample_latency_ns", &mut values, false));
         }
     }
     stats

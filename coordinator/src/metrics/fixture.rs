@@ -2,6 +2,7 @@
 
 use loadgen_py::xorshift::Xorshift64Star as Rng;
 
+use super::column::Column;
 use super::table::{FinishKind, RunCounters, SampleRow, SampleTable};
 
 /// Parameters of [`synthetic_table`].
@@ -109,7 +110,7 @@ pub fn strip_usage(table: &SampleTable) -> SampleTable {
         let row = SampleRow { prompt_tokens: None, completion_tokens: None, ..table.row(i) };
         out.push(&row);
     }
-    out.set_chunk_delta_ns(table.chunk_delta_ns().to_vec());
+    out.set_chunk_delta_ns(Column::from_vec("chunk_delta_ns", table.chunk_delta_ns().to_vec()));
     out
 }
 
@@ -118,8 +119,11 @@ pub fn strip_usage(table: &SampleTable) -> SampleTable {
 /// completion.
 pub fn run_counters(table: &SampleTable) -> RunCounters {
     let n = table.len() as u64;
-    let failed = (0..table.len()).filter(|&i| table.row(i).failed).count() as u64;
-    let last = table.complete_ns.iter().copied().max().unwrap_or(0);
+    let (mut failed, mut last) = (0, 0);
+    table.for_each_row(|row| {
+        failed += u64::from(row.failed);
+        last = last.max(row.complete_ns);
+    });
     RunCounters {
         total_samples_issued: n,
         total_samples_completed: n,

@@ -4,7 +4,7 @@
 //! objective's name says how many samples must meet its bound for the objective to hold.
 
 use super::basis::TokenCountSource;
-use super::table::{SampleTable, FLAG_FAILED, FLAG_OUTPUT_EMPTY};
+use super::table::{Rows, SampleTable, FLAG_FAILED, FLAG_OUTPUT_EMPTY};
 use super::tokens::{tpot_client_ns, tpot_server_ns};
 use super::usage::{classify_usage, UsageClass};
 
@@ -89,7 +89,7 @@ impl Goodput {
 /// only tokens came in its first chunk has no TPOT), `None` when the value is unknown (no first
 /// chunk, or no token count on this basis), which never meets a bound.
 fn value_ns(
-    table: &SampleTable,
+    table: &Rows<'_>,
     i: usize,
     metric: SloMetric,
     basis: TokenCountSource,
@@ -133,22 +133,24 @@ fn value_ns(
 pub fn goodput(table: &SampleTable, objectives: &[Objective], basis: TokenCountSource) -> Goodput {
     let mut met = vec![0u64; objectives.len()];
     let mut n_good = 0;
-    for i in 0..table.len() {
-        if table.flags[i] & FLAG_FAILED != 0 {
-            continue;
+    table.for_each_chunk(|t| {
+        for i in 0..t.len() {
+            if t.flags[i] & FLAG_FAILED != 0 {
+                continue;
+            }
+            let mut all = true;
+            for (o, count) in objectives.iter().zip(&mut met) {
+                let ok = match value_ns(&t, i, o.metric, basis) {
+                    Some(None) => true,
+                    Some(Some(v)) => v <= o.bound_ns as f64,
+                    None => false,
+                };
+                *count += u64::from(ok);
+                all &= ok;
+            }
+            n_good += u64::from(all);
         }
-        let mut all = true;
-        for (o, count) in objectives.iter().zip(&mut met) {
-            let ok = match value_ns(table, i, o.metric, basis) {
-                Some(None) => true,
-                Some(Some(v)) => v <= o.bound_ns as f64,
-                None => false,
-            };
-            *count += u64::from(ok);
-            all &= ok;
-        }
-        n_good += u64::from(all);
-    }
+    });
     let n_completed = table.len() as u64;
     let objectives = objectives
         .iter()

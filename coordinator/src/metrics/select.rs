@@ -23,6 +23,11 @@ pub fn int_column_stat(name: &str, column: &mut Column<u64>, early_stopping: boo
     if let Some(values) = column.as_mut_slice() {
         return SeriesStat::from_ints(name, values, early_stopping);
     }
+    spilled_int_stat(name, column, early_stopping)
+}
+
+/// Statistics of an integer column read where it lies, never sorted in place.
+pub fn spilled_int_stat(name: &str, column: &Column<u64>, early_stopping: bool) -> SeriesStat {
     if column.is_empty() {
         return SeriesStat::empty(name, false, early_stopping);
     }

@@ -8,6 +8,8 @@ use serde::ser::{SerializeMap, SerializeStruct};
 use serde::{Serialize, Serializer};
 
 use super::basis::{basis_key, TokenCountSource};
+use super::column::Column;
+use super::select::{float_column_stat, int_column_stat, spilled_int_stat};
 use super::series::{Num, SeriesStat};
 use super::table::{FinishKind, RunCounters, SampleTable};
 use super::tokens::{client_tokens, server_tokens, OslPaired, TokenSeries, UsageTally};
@@ -198,36 +200,34 @@ pub fn final_snapshot(
 
 /// One series to compute: its name, raw values and whether it gets early stopping.
 enum Job<'a> {
-    Ints(String, Vec<u64>, bool),
-    /// Integer values the table already holds sorted: read in place, never copied.
-    SortedInts(String, &'a [u64]),
-    Floats(String, Vec<f64>, bool),
+    Ints(String, Column<u64>, bool),
+    /// Integer values the table holds (sorted, when in memory): read in place, never copied.
+    TableInts(String, &'a Column<u64>),
+    Floats(String, Column<f64>, bool),
 }
 
 impl<'a> Job<'a> {
-    /// `values` from the table, read in place when sorted (a run's chunk gaps can be the
-    /// largest column of all), else copied and sorted.
-    fn table_ints(name: &str, values: &'a [u64]) -> Job<'a> {
-        if values.is_sorted() {
-            Job::SortedInts(name.to_string(), values)
-        } else {
-            Job::ints(name, values.to_vec(), false)
-        }
+    fn table_ints(name: &str, values: &'a Column<u64>) -> Job<'a> {
+        Job::TableInts(name.to_string(), values)
     }
 
-    fn ints(name: &str, values: Vec<u64>, es: bool) -> Job<'a> {
+    fn ints(name: &str, values: Column<u64>, es: bool) -> Job<'a> {
         Job::Ints(name.to_string(), values, es)
     }
 
-    fn floats(name: &str, values: Vec<f64>, es: bool) -> Job<'a> {
+    fn floats(name: &str, values: Column<f64>, es: bool) -> Job<'a> {
         Job::Floats(name.to_string(), values, es)
     }
 
     fn run(self) -> SeriesStat {
         match self {
-            Job::Ints(name, mut values, es) => SeriesStat::from_ints(&name, &mut values, es),
-            Job::SortedInts(name, values) => SeriesStat::from_sorted_ints(&name, values, false),
-            Job::Floats(name, mut values, es) => SeriesStat::from_floats(&name, &mut values, es),
+            Job::Ints(name, mut values, es) => int_column_stat(&name, &mut values, es),
+            Job::TableInts(name, values) => match values.as_slice() {
+                Some(v) if v.is_sorted() => SeriesStat::from_sorted_ints(&name, v, false),
+                Some(v) => SeriesStat::from_ints(&name, &mut v.to_vec(), false),
+                None => spilled_int_stat(&name, values, false),
+            },
+            Job::Floats(name, mut values, es) => float_column_stat(&name, &mut values, es),
         }
     }
 }
@@ -264,62 +264,80 @@ fn run_jobs(jobs: Vec<Job<'_>>) -> Vec<SeriesStat> {
     done.into_iter().map(|(_, stat)| stat).collect()
 }
 
+/// A new series column spilling as `table`'s do.
+fn series_of(table: &SampleTable, name: &'static str) -> Column<u64> {
+    Column::new(name, table.spill().cloned())
+}
+
 /// Each row's latency (complete − issued; a failure's is its time to error), in table order:
 /// the `sample_latency_ns` series' values.
-pub fn latency_ns(table: &SampleTable) -> Vec<u64> {
-    let ends = table.complete_ns.iter();
-    table.issued_ns.iter().zip(ends).map(|(&issued, &end)| end.saturating_sub(issued)).collect()
+pub fn latency_ns(table: &SampleTable) -> Column<u64> {
+    let mut out = series_of(table, "latency_ns");
+    table.for_each_chunk(|t| {
+        for (&issued, &end) in t.issued_ns.iter().zip(t.complete_ns) {
+            out.push_spilling(end.saturating_sub(issued));
+        }
+    });
+    out
 }
 
 /// The TTFT (first chunk − issued) of each row that got a first chunk, in table order: the
 /// `ttft_ns` series' values.
-pub fn ttft_ns(table: &SampleTable) -> Vec<u64> {
-    let mut out = Vec::with_capacity(table.len());
-    for i in 0..table.len() {
-        let first = table.first_chunk_ns[i];
-        if first != u64::MAX {
-            out.push(first.saturating_sub(table.issued_ns[i]));
+pub fn ttft_ns(table: &SampleTable) -> Column<u64> {
+    let mut out = series_of(table, "ttft_ns");
+    table.for_each_chunk(|t| {
+        for (&issued, &first) in t.issued_ns.iter().zip(t.first_chunk_ns) {
+            if first != u64::MAX {
+                out.push_spilling(first.saturating_sub(issued));
+            }
         }
-    }
+    });
     out
 }
 
 /// Of every sample whose request was written: its client wait, its latency from the write
 /// and (streamed, with a first chunk) its TTFT from the write.
-fn from_write_ns(table: &SampleTable) -> (Vec<u64>, Vec<u64>, Vec<u64>) {
-    let written = table.client_wait_ns.iter().filter(|&&w| w != u64::MAX).count();
-    let (mut waits, mut latencies) = (Vec::with_capacity(written), Vec::with_capacity(written));
-    let mut ttfts = Vec::with_capacity(written);
-    for (i, &wait) in table.client_wait_ns.iter().enumerate() {
-        if wait == u64::MAX {
-            continue;
+fn from_write_ns(table: &SampleTable) -> (Column<u64>, Column<u64>, Column<u64>) {
+    let (mut waits, mut latencies) = (series_of(table, "wait"), series_of(table, "from_write"));
+    let mut ttfts = series_of(table, "ttft_from_write");
+    table.for_each_chunk(|t| {
+        for (i, &wait) in t.client_wait_ns.iter().enumerate() {
+            if wait == u64::MAX {
+                continue;
+            }
+            let sent = t.issued_ns[i].saturating_add(wait);
+            waits.push_spilling(wait);
+            latencies.push_spilling(t.complete_ns[i].saturating_sub(sent));
+            let first = t.first_chunk_ns[i];
+            if first != u64::MAX {
+                ttfts.push_spilling(first.saturating_sub(sent));
+            }
         }
-        let sent = table.issued_ns[i].saturating_add(wait);
-        waits.push(wait);
-        latencies.push(table.complete_ns[i].saturating_sub(sent));
-        let first = table.first_chunk_ns[i];
-        if first != u64::MAX {
-            ttfts.push(first.saturating_sub(sent));
-        }
-    }
+    });
     (waits, latencies, ttfts)
 }
 
 /// Each streamed sample's content chunk count (samples without a content chunk have none).
-fn chunks_per_sample(table: &SampleTable) -> Vec<u64> {
-    table.n_chunks.iter().filter(|&&n| n != u32::MAX).map(|&n| u64::from(n)).collect()
+fn chunks_per_sample(table: &SampleTable) -> Column<u64> {
+    let mut out = series_of(table, "chunks_per_sample");
+    table.for_each_chunk(|t| {
+        t.n_chunks.iter().filter(|&&n| n != u32::MAX).for_each(|&n| out.push_spilling(u64::from(n)))
+    });
+    out
 }
 
 /// Samples of two or more chunks, and those of them whose chunks all came in one socket read:
 /// a server that sends a whole stream at once (TTFT ≈ latency, TPOT ≈ 0).
 pub fn streams_in_one_read(table: &SampleTable) -> (u64, u64) {
     let mut counts = (0, 0);
-    for (&n, &reads) in table.n_chunks.iter().zip(&table.chunk_reads) {
-        if n != u32::MAX && n >= 2 {
-            counts.0 += 1;
-            counts.1 += u64::from(reads == 1);
+    table.for_each_chunk(|t| {
+        for (&n, &reads) in t.n_chunks.iter().zip(t.chunk_reads) {
+            if n != u32::MAX && n >= 2 {
+                counts.0 += 1;
+                counts.1 += u64::from(reads == 1);
+            }
         }
-    }
+    });
     counts
 }
 
@@ -334,15 +352,18 @@ fn reference_counters(table: &SampleTable, c: &RunCounters) -> Vec<CounterStat> 
         counter("tracked_samples_failed", c.tracked_samples_failed),
     ];
     let mut finish = [0u64; 6];
-    for &code in &table.finish {
-        if let Some(slot) = finish.get_mut(usize::from(code)) {
-            *slot += 1;
+    let mut last_complete = None;
+    table.for_each_chunk(|t| {
+        for &code in t.finish {
+            if let Some(slot) = finish.get_mut(usize::from(code)) {
+                *slot += 1;
+            }
         }
-    }
+        last_complete = t.complete_ns.iter().copied().chain(last_complete).max();
+    });
     for (kind, n) in FinishKind::ALL.iter().zip(finish) {
         list.push(counter(format!("tracked_finish_reason_{}", kind.as_str()), n));
     }
-    let last_complete = table.complete_ns.iter().copied().max();
     let tracked = last_complete.map_or(0, |end| end.saturating_sub(c.tracking_start_ns));
     list.push(counter("tracked_duration_ns", tracked));
     list.push(counter("legacy_loadgen_window_duration_ns", legacy_window_ns(table)));
@@ -354,16 +375,17 @@ fn reference_counters(table: &SampleTable, c: &RunCounters) -> Vec<CounterStat> 
 
 /// First tracked issue → completion of the sample issued last (MLPerf LoadGen's window).
 fn legacy_window_ns(table: &SampleTable) -> u64 {
-    let Some(first_issued) = table.issued_ns.iter().copied().min() else {
-        return 0;
-    };
+    let mut first_issued = None;
     let mut last = (0u64, 0u64);
-    for (&issued, &end) in table.issued_ns.iter().zip(&table.complete_ns) {
-        if issued >= last.0 {
-            last = (issued, end);
+    table.for_each_chunk(|t| {
+        for (&issued, &end) in t.issued_ns.iter().zip(t.complete_ns) {
+            first_issued = Some(first_issued.map_or(issued, |f: u64| f.min(issued)));
+            if issued >= last.0 {
+                last = (issued, end);
+            }
         }
-    }
-    last.1.saturating_sub(first_issued)
+    });
+    first_issued.map_or(0, |first| last.1.saturating_sub(first))
 }
 
 fn added_counters(

@@ -83,6 +83,10 @@ impl FinishKind {
     }
 }
 
+use std::sync::Arc;
+
+use super::column::{Column, Spill, CHUNK_VALUES};
+
 const FINISH_NONE: u8 = u8::MAX;
 const NS_NONE: u64 = u64::MAX;
 const COUNT_NONE: u32 = u32::MAX;
@@ -132,29 +136,118 @@ pub struct SampleRow {
     pub client_wait_ns: Option<u64>,
 }
 
-/// Struct-of-arrays store of tracked samples.
-#[derive(Debug, Clone, Default)]
-pub struct SampleTable {
-    pub(crate) issued_ns: Vec<u64>,
-    pub(crate) first_chunk_ns: Vec<u64>,
-    pub(crate) complete_ns: Vec<u64>,
-    pub(crate) flags: Vec<u8>,
-    pub(crate) finish: Vec<u8>,
-    pub(crate) isl_client: Vec<u32>,
-    pub(crate) osl_client: Vec<u32>,
-    pub(crate) tpot_tokens_client: Vec<u32>,
-    pub(crate) prompt_tokens: Vec<u32>,
-    pub(crate) completion_tokens: Vec<u32>,
-    pub(crate) failure: Vec<u8>,
-    pub(crate) endpoint: Vec<u8>,
-    pub(crate) n_chunks: Vec<u32>,
-    pub(crate) chunk_reads: Vec<u32>,
-    pub(crate) client_wait_ns: Vec<u64>,
-    /// Each row's dataset row, in an agentic run (`set_dataset_rows`); empty otherwise.
-    pub(crate) dataset_row: Vec<u32>,
-    /// Every gap between consecutive chunks of the tracked streamed samples (the reference's
-    /// `chunk_delta_ns`: the first chunk of a sample starts no gap); sorted once the run sets it.
-    pub(crate) chunk_delta_ns: Vec<u64>,
+macro_rules! table_columns {
+    ($($name:ident: $t:ty),* $(,)?) => {
+        /// Struct-of-arrays store of tracked samples: one [`Column`] per field, spilling together
+        /// (at the same rows) past the run's memory budget.
+        #[derive(Debug)]
+        pub struct SampleTable {
+            $(pub(crate) $name: Column<$t>,)*
+            /// Each row's dataset row, in an agentic run (`set_dataset_rows`); empty otherwise.
+            pub(crate) dataset_row: Column<u32>,
+            /// Every gap between consecutive chunks of the tracked streamed samples (the
+            /// reference's `chunk_delta_ns`: the first chunk of a sample starts no gap); sorted
+            /// once the run sets it, when it is in memory.
+            pub(crate) chunk_delta_ns: Column<u64>,
+            spill: Option<Arc<Spill>>,
+        }
+
+        /// A run of consecutive rows of a [`SampleTable`], one slice per column.
+        #[derive(Debug, Clone, Copy)]
+        pub struct Rows<'a> {
+            $(pub $name: &'a [$t],)*
+            /// Empty unless the table names each row's dataset row.
+            pub dataset_row: &'a [u32],
+        }
+
+        #[derive(Default)]
+        struct RowsBuf {
+            $($name: Vec<$t>,)*
+            dataset_row: Vec<u32>,
+        }
+
+        impl SampleTable {
+            /// An empty table whose columns spill into `spill` past its budget (in memory
+            /// without one), with room for `n` rows in memory.
+            pub fn new(n: usize, spill: Option<Arc<Spill>>) -> Self {
+                let n = if spill.is_some() { n.min(CHUNK_VALUES) } else { n };
+                SampleTable {
+                    $($name: {
+                        let mut c = Column::new(stringify!($name), spill.clone());
+                        c.reserve(n);
+                        c
+                    },)*
+                    dataset_row: Column::new("dataset_row", spill.clone()),
+                    chunk_delta_ns: Column::new("chunk_delta_ns", spill.clone()),
+                    spill,
+                }
+            }
+
+            fn spill_rows(&mut self) {
+                // All or none, so the columns keep the same rows in their files (a column
+                // that cannot write keeps its rows in memory: `read_rows` reads it there).
+                $(self.$name.count_resident();)*
+                self.dataset_row.count_resident();
+                if self.spill.as_ref().is_some_and(|s| s.over_budget()) {
+                    $(self.$name.force_spill();)*
+                    self.dataset_row.force_spill();
+                }
+            }
+
+            /// The rows after the table's files (its first column's), all in memory.
+            fn rows_in_memory(&self) -> Rows<'_> {
+                let at = self.on_disk_rows();
+                Rows {
+                    $($name: self.$name.tail_from(at),)*
+                    dataset_row: self.dataset_row.tail_from(at),
+                }
+            }
+
+            /// Rows in the files: those before the first row every column holds in memory.
+            fn on_disk_rows(&self) -> usize {
+                0 $(.max(self.$name.on_disk()))*
+            }
+
+            fn read_rows(&self, at: usize, n: usize, buf: &mut RowsBuf) -> std::io::Result<()> {
+                $(self.$name.read_into(at, n, &mut buf.$name)?;)*
+                buf.dataset_row.clear();
+                if !self.dataset_row.is_empty() {
+                    self.dataset_row.read_into(at, n, &mut buf.dataset_row)?;
+                }
+                Ok(())
+            }
+        }
+
+        impl RowsBuf {
+            fn rows(&self) -> Rows<'_> {
+                Rows { $($name: &self.$name,)* dataset_row: &self.dataset_row }
+            }
+        }
+    };
+}
+
+table_columns! {
+    issued_ns: u64,
+    first_chunk_ns: u64,
+    complete_ns: u64,
+    flags: u8,
+    finish: u8,
+    isl_client: u32,
+    osl_client: u32,
+    tpot_tokens_client: u32,
+    prompt_tokens: u32,
+    completion_tokens: u32,
+    failure: u8,
+    endpoint: u8,
+    n_chunks: u32,
+    chunk_reads: u32,
+    client_wait_ns: u64,
+}
+
+impl Default for SampleTable {
+    fn default() -> Self {
+        SampleTable::new(0, None)
+    }
 }
 
 fn count_or_none(value: Option<u32>) -> u32 {
@@ -167,28 +260,44 @@ fn some_count(value: u32) -> Option<u32> {
     (value != COUNT_NONE).then_some(value)
 }
 
-impl SampleTable {
-    /// An empty table with room for `n` rows.
-    pub fn with_capacity(n: usize) -> Self {
-        SampleTable {
-            issued_ns: Vec::with_capacity(n),
-            first_chunk_ns: Vec::with_capacity(n),
-            complete_ns: Vec::with_capacity(n),
-            flags: Vec::with_capacity(n),
-            finish: Vec::with_capacity(n),
-            isl_client: Vec::with_capacity(n),
-            osl_client: Vec::with_capacity(n),
-            tpot_tokens_client: Vec::with_capacity(n),
-            prompt_tokens: Vec::with_capacity(n),
-            completion_tokens: Vec::with_capacity(n),
-            failure: Vec::with_capacity(n),
-            endpoint: Vec::with_capacity(n),
-            n_chunks: Vec::with_capacity(n),
-            chunk_reads: Vec::with_capacity(n),
-            client_wait_ns: Vec::with_capacity(n),
-            dataset_row: Vec::new(),
-            chunk_delta_ns: Vec::new(),
+impl<'a> Rows<'a> {
+    /// Number of rows.
+    pub fn len(&self) -> usize {
+        self.issued_ns.len()
+    }
+
+    /// True when it has no rows.
+    pub fn is_empty(&self) -> bool {
+        self.issued_ns.is_empty()
+    }
+
+    /// Row `i` of this run of rows.
+    pub fn row(&self, i: usize) -> SampleRow {
+        SampleRow {
+            issued_ns: self.issued_ns[i],
+            first_chunk_ns: (self.first_chunk_ns[i] != NS_NONE).then_some(self.first_chunk_ns[i]),
+            complete_ns: self.complete_ns[i],
+            failed: self.flags[i] & FLAG_FAILED != 0,
+            finish: FinishKind::from_code(self.finish[i]),
+            isl_client: some_count(self.isl_client[i]),
+            osl_client: some_count(self.osl_client[i]),
+            tpot_tokens_client: some_count(self.tpot_tokens_client[i]),
+            prompt_tokens: some_count(self.prompt_tokens[i]),
+            completion_tokens: some_count(self.completion_tokens[i]),
+            output_empty: self.flags[i] & FLAG_OUTPUT_EMPTY != 0,
+            failure: self.failure[i],
+            endpoint: self.endpoint[i],
+            n_chunks: some_count(self.n_chunks[i]),
+            chunk_reads: some_count(self.chunk_reads[i]),
+            client_wait_ns: (self.client_wait_ns[i] != NS_NONE).then_some(self.client_wait_ns[i]),
         }
+    }
+}
+
+impl SampleTable {
+    /// An empty in-memory table with room for `n` rows.
+    pub fn with_capacity(n: usize) -> Self {
+        SampleTable::new(n, None)
     }
 
     /// Appends one row.
@@ -215,37 +324,50 @@ impl SampleTable {
         self.n_chunks.push(count_or_none(row.n_chunks));
         self.chunk_reads.push(count_or_none(row.chunk_reads));
         self.client_wait_ns.push(row.client_wait_ns.map_or(NS_NONE, |v| v.min(NS_NONE - 1)));
+        if self.spill.is_some() && self.issued_ns.in_memory().len() % CHUNK_VALUES == 0 {
+            self.spill_rows();
+        }
+    }
+
+    /// Appends one row of an agentic run, naming its dataset row (its conversation and turn).
+    pub fn push_with_dataset_row(&mut self, row: &SampleRow, dataset_row: u32) {
+        // Pushed first: the row's push may spill every column at once.
+        self.dataset_row.push(dataset_row);
+        self.push(row);
     }
 
     /// Gives every row its dataset row, in table order (an agentic run's, which name each
     /// row's conversation and turn); `rows` has one entry per row, else it is not kept.
     pub fn set_dataset_rows(&mut self, rows: Vec<u32>) {
-        if rows.len() == self.len() {
-            self.dataset_row = rows;
+        if rows.len() == self.len() && !self.issued_ns.spilled() {
+            self.dataset_row = Column::from_vec("dataset_row", rows);
         }
     }
 
     /// Each row's dataset row, when every row carries one (an agentic run); `None` otherwise.
-    pub fn dataset_rows(&self) -> Option<&[u32]> {
+    pub fn dataset_rows(&self) -> Option<Vec<u32>> {
         let whole = !self.dataset_row.is_empty() && self.dataset_row.len() == self.len();
-        whole.then_some(self.dataset_row.as_slice())
+        whole.then(|| self.dataset_row.to_vec())
     }
 
     /// Appends gaps between chunks to the `chunk_delta_ns` series (a sample's, after its row;
     /// or a whole run's at once, in record order).
     pub fn extend_chunk_delta_ns(&mut self, gaps_ns: &[u64]) {
-        self.chunk_delta_ns.extend_from_slice(gaps_ns);
+        gaps_ns.iter().for_each(|&g| self.chunk_delta_ns.push_spilling(g));
     }
 
-    /// Takes a run's whole `chunk_delta_ns` series, without a copy, and sorts it: only its
+    /// Takes a run's whole `chunk_delta_ns` series, sorting it when it is in memory: only its
     /// statistics are ever read, and sorted the snapshot reads it in place instead of copying it.
-    pub fn set_chunk_delta_ns(&mut self, mut gaps_ns: Vec<u64>) {
-        super::series::sort_u64(&mut gaps_ns);
+    pub fn set_chunk_delta_ns(&mut self, mut gaps_ns: Column<u64>) {
+        if let Some(values) = gaps_ns.as_mut_slice() {
+            super::series::sort_u64(values);
+        }
         self.chunk_delta_ns = gaps_ns;
     }
 
-    /// The gaps between chunks (sorted after `set_chunk_delta_ns`, else in the order added).
-    pub fn chunk_delta_ns(&self) -> &[u64] {
+    /// The gaps between chunks (sorted after `set_chunk_delta_ns` when in memory, else in the
+    /// order added).
+    pub fn chunk_delta_ns(&self) -> &Column<u64> {
         &self.chunk_delta_ns
     }
 
@@ -259,25 +381,55 @@ impl SampleTable {
         self.issued_ns.is_empty()
     }
 
-    /// Row `i` as pushed (for post-run tools and tests).
+    /// The spill its columns use, if any.
+    pub fn spill(&self) -> Option<&Arc<Spill>> {
+        self.spill.as_ref()
+    }
+
+    /// Hands every row to `f` in table order, a run of rows at a time (from the files first,
+    /// in chunks, then the rows in memory). A failed read stops the walk and is noted in the
+    /// spill (`Spill::error`), which the run reports.
+    pub fn for_each_chunk(&self, mut f: impl FnMut(Rows<'_>)) {
+        let on_disk = self.on_disk_rows();
+        let mut buf = RowsBuf::default();
+        let mut at = 0;
+        while at < on_disk {
+            let n = CHUNK_VALUES.min(on_disk - at);
+            if let Err(e) = self.read_rows(at, n, &mut buf) {
+                if let Some(spill) = &self.spill {
+                    spill.note_error(format!("cannot read the sample table back: {e}"));
+                }
+                return;
+            }
+            f(buf.rows());
+            at += n;
+        }
+        let tail = self.rows_in_memory();
+        if !tail.is_empty() {
+            f(tail);
+        }
+    }
+
+    /// Hands every row to `f`, in table order.
+    pub fn for_each_row(&self, mut f: impl FnMut(SampleRow)) {
+        self.for_each_chunk(|rows| (0..rows.len()).for_each(|i| f(rows.row(i))));
+    }
+
+    /// Row `i` as pushed (for post-run tools and tests; a spilled row is read from its file).
     pub fn row(&self, i: usize) -> SampleRow {
-        SampleRow {
-            issued_ns: self.issued_ns[i],
-            first_chunk_ns: (self.first_chunk_ns[i] != NS_NONE).then_some(self.first_chunk_ns[i]),
-            complete_ns: self.complete_ns[i],
-            failed: self.flags[i] & FLAG_FAILED != 0,
-            finish: FinishKind::from_code(self.finish[i]),
-            isl_client: some_count(self.isl_client[i]),
-            osl_client: some_count(self.osl_client[i]),
-            tpot_tokens_client: some_count(self.tpot_tokens_client[i]),
-            prompt_tokens: some_count(self.prompt_tokens[i]),
-            completion_tokens: some_count(self.completion_tokens[i]),
-            output_empty: self.flags[i] & FLAG_OUTPUT_EMPTY != 0,
-            failure: self.failure[i],
-            endpoint: self.endpoint[i],
-            n_chunks: some_count(self.n_chunks[i]),
-            chunk_reads: some_count(self.chunk_reads[i]),
-            client_wait_ns: (self.client_wait_ns[i] != NS_NONE).then_some(self.client_wait_ns[i]),
+        let on_disk = self.on_disk_rows();
+        if i >= on_disk {
+            return self.rows_in_memory().row(i - on_disk);
+        }
+        let mut buf = RowsBuf::default();
+        match self.read_rows(i, 1, &mut buf) {
+            Ok(()) => buf.rows().row(0),
+            Err(e) => {
+                if let Some(spill) = &self.spill {
+                    spill.note_error(format!("cannot read the sample table back: {e}"));
+                }
+                SampleRow::default()
+            }
         }
     }
 }
@@ -384,7 +536,7 @@ mod tests {
         table.set_dataset_rows(vec![4, 0]);
         assert_eq!(table.dataset_rows(), None, "one short: not kept");
         table.set_dataset_rows(vec![4, 0, 9]);
-        assert_eq!(table.dataset_rows(), Some(&[4, 0, 9][..]));
+        assert_eq!(table.dataset_rows(), Some(vec![4, 0, 9]));
         table.push(&SampleRow::default());
         assert_eq!(table.dataset_rows(), None, "a row without one: no whole column");
     }

@@ -1,22 +1,37 @@
 //! Token series of each basis: client tokenizer counts and server usage counts.
 
-use super::table::{SampleTable, FLAG_FAILED, FLAG_OUTPUT_EMPTY};
+use super::column::Column;
+use super::table::{Rows, SampleTable, FLAG_FAILED, FLAG_OUTPUT_EMPTY};
 use super::usage::{classify_usage, UsageClass};
 
 const NONE: u32 = u32::MAX;
 
-/// Raw values of one basis's ISL, OSL and TPOT series, in table order.
-#[derive(Debug, Clone, Default, PartialEq)]
+/// Raw values of one basis's ISL, OSL and TPOT series, in table order (spilling as the
+/// table's columns do).
+#[derive(Debug)]
 pub struct TokenSeries {
     /// Input sequence lengths.
-    pub isl: Vec<u64>,
+    pub isl: Column<u64>,
     /// Output sequence lengths.
-    pub osl: Vec<u64>,
+    pub osl: Column<u64>,
     /// Time per output token, ns (streaming only).
-    pub tpot_ns: Vec<f64>,
+    pub tpot_ns: Column<f64>,
     /// Output tokens per content chunk, over the samples with both (streaming only): 1 when
     /// each chunk carries one token, so the gaps between chunks are inter-token latencies.
-    pub tokens_per_chunk: Vec<f64>,
+    pub tokens_per_chunk: Column<f64>,
+}
+
+impl TokenSeries {
+    /// Empty series that spill as `table`'s columns do.
+    fn for_table(table: &SampleTable) -> TokenSeries {
+        let spill = table.spill().cloned();
+        TokenSeries {
+            isl: Column::new("isl", spill.clone()),
+            osl: Column::new("osl", spill.clone()),
+            tpot_ns: Column::new("tpot_ns", spill.clone()),
+            tokens_per_chunk: Column::new("tokens_per_chunk", spill),
+        }
+    }
 }
 
 /// A streamed sample's client TPOT, ns a token: the span from its first chunk to its end
@@ -99,57 +114,62 @@ impl OslPaired {
 /// Client series as the reference records them: ISL for every sample (failed ones
 /// too, it is counted at issue), OSL and TPOT for successful samples with output.
 pub fn client_tokens(table: &SampleTable, streaming: bool, has_tokenizer: bool) -> TokenSeries {
-    let mut out = TokenSeries::default();
+    let mut out = TokenSeries::for_table(table);
     if !has_tokenizer {
         return out;
     }
-    out.isl.reserve(table.len());
-    out.osl.reserve(table.len());
-    if streaming {
-        out.tpot_ns.reserve(table.len());
-    }
-    for i in 0..table.len() {
-        if table.isl_client[i] != NONE {
-            out.isl.push(u64::from(table.isl_client[i]));
+    table.for_each_chunk(|t| client_rows(&t, streaming, &mut out));
+    out
+}
+
+fn client_rows(t: &Rows<'_>, streaming: bool, out: &mut TokenSeries) {
+    for i in 0..t.len() {
+        if t.isl_client[i] != NONE {
+            out.isl.push_spilling(u64::from(t.isl_client[i]));
         }
-        if table.flags[i] & FLAG_FAILED != 0 {
+        if t.flags[i] & FLAG_FAILED != 0 {
             continue;
         }
-        if table.osl_client[i] != NONE {
-            out.osl.push(u64::from(table.osl_client[i]));
+        if t.osl_client[i] != NONE {
+            out.osl.push_spilling(u64::from(t.osl_client[i]));
         }
-        if let Some(ratio) = tokens_per_chunk(table.osl_client[i], table.n_chunks[i]) {
-            out.tokens_per_chunk.push(ratio);
+        if let Some(ratio) = tokens_per_chunk(t.osl_client[i], t.n_chunks[i]) {
+            out.tokens_per_chunk.push_spilling(ratio);
         }
-        let tokens = table.tpot_tokens_client[i];
-        let first = table.first_chunk_ns[i];
+        let tokens = t.tpot_tokens_client[i];
+        let first = t.first_chunk_ns[i];
         if streaming && first != u64::MAX && tokens != NONE {
-            let span = table.complete_ns[i].saturating_sub(first);
-            out.tpot_ns.extend(tpot_client_ns(span, tokens));
+            let span = t.complete_ns[i].saturating_sub(first);
+            if let Some(tpot) = tpot_client_ns(span, tokens) {
+                out.tpot_ns.push_spilling(tpot);
+            }
         }
     }
-    out
 }
 
 /// Server series, usage classification and the OSL pairing. Only usable samples feed
 /// the series; no server series records a value below 1; server TPOT follows LoadGen:
 /// (complete − first chunk) / (completion_tokens − 1), skipped when completion_tokens ≤ 1.
 pub fn server_tokens(table: &SampleTable, streaming: bool) -> (TokenSeries, UsageTally, OslPaired) {
-    let mut out = TokenSeries::default();
+    let mut out = TokenSeries::for_table(table);
     let mut tally = UsageTally::default();
     let mut paired = OslPaired::default();
-    out.isl.reserve(table.len());
-    out.osl.reserve(table.len());
-    if streaming {
-        out.tpot_ns.reserve(table.len());
-    }
-    for i in 0..table.len() {
-        let flags = table.flags[i];
+    table.for_each_chunk(|t| server_rows(&t, streaming, (&mut out, &mut tally, &mut paired)));
+    (out, tally, paired)
+}
+
+fn server_rows(
+    t: &Rows<'_>,
+    streaming: bool,
+    (out, tally, paired): (&mut TokenSeries, &mut UsageTally, &mut OslPaired),
+) {
+    for i in 0..t.len() {
+        let flags = t.flags[i];
         if flags & FLAG_FAILED != 0 {
             continue;
         }
-        let prompt = (table.prompt_tokens[i] != NONE).then_some(table.prompt_tokens[i]);
-        let completion = (table.completion_tokens[i] != NONE).then_some(table.completion_tokens[i]);
+        let prompt = (t.prompt_tokens[i] != NONE).then_some(t.prompt_tokens[i]);
+        let completion = (t.completion_tokens[i] != NONE).then_some(t.completion_tokens[i]);
         let (prompt, completion) =
             match classify_usage(prompt, completion, flags & FLAG_OUTPUT_EMPTY != 0) {
                 UsageClass::Usable => (prompt.unwrap_or(0), completion.unwrap_or(0)),
@@ -164,24 +184,25 @@ pub fn server_tokens(table: &SampleTable, streaming: bool) -> (TokenSeries, Usag
             };
         tally.usable += 1;
         if prompt >= 1 {
-            out.isl.push(u64::from(prompt));
+            out.isl.push_spilling(u64::from(prompt));
         }
         if completion >= 1 {
-            out.osl.push(u64::from(completion));
+            out.osl.push_spilling(u64::from(completion));
         }
-        if let Some(ratio) = tokens_per_chunk(completion, table.n_chunks[i]) {
-            out.tokens_per_chunk.push(ratio);
+        if let Some(ratio) = tokens_per_chunk(completion, t.n_chunks[i]) {
+            out.tokens_per_chunk.push_spilling(ratio);
         }
-        if table.osl_client[i] != NONE {
+        if t.osl_client[i] != NONE {
             paired.count += 1;
-            paired.client_total += u64::from(table.osl_client[i]);
+            paired.client_total += u64::from(t.osl_client[i]);
             paired.server_total += u64::from(completion);
         }
-        let first = table.first_chunk_ns[i];
+        let first = t.first_chunk_ns[i];
         if streaming && first != u64::MAX {
-            let span = table.complete_ns[i].saturating_sub(first);
-            out.tpot_ns.extend(tpot_server_ns(span, completion));
+            let span = t.complete_ns[i].saturating_sub(first);
+            if let Some(tpot) = tpot_server_ns(span, completion) {
+                out.tpot_ns.push_spilling(tpot);
+            }
         }
     }
-    (out, tally, paired)
 }

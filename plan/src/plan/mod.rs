@@ -90,6 +90,10 @@ pub struct TokenPoolSettings {
     pub drain_timeout_ms: u64,
 }
 
+/// MiB of per-sample rows a run keeps in memory before it writes them to files
+/// (`--spill-budget-mib`).
+pub const SPILL_BUDGET_MIB_DEFAULT: u64 = 256;
+
 /// One validated run plan. Built only by `resolve_plan`; every field is final, and the run
 /// reads its specs from it (`specs`) without deciding anything itself.
 #[derive(Debug, Clone)]
@@ -140,6 +144,11 @@ pub struct Plan {
     pub report_dir_default: bool,
     /// Write events.jsonl (`--no-events` turns it off).
     pub events: bool,
+    /// Where the per-sample rows go past the budget (`--spill-dir`); `None`: the report
+    /// directory.
+    pub spill_dir: Option<PathBuf>,
+    /// MiB of per-sample rows kept in memory (`--spill-budget-mib`); 0: all of them.
+    pub spill_budget_mib: u64,
     pub token_count_source: TokenCountSource,
     /// `settings.runtime.scheduler_random_seed`, as the report shows it (a Poisson pattern
     /// carries it too).
@@ -293,6 +302,8 @@ pub fn resolve_plan(
         report_dir,
         report_dir_default,
         events: config.events.unwrap_or(true),
+        spill_dir: config.spill_dir.as_ref().map(PathBuf::from),
+        spill_budget_mib: config.spill_budget_mib.unwrap_or(SPILL_BUDGET_MIB_DEFAULT),
         token_count_source,
         scheduler_seed: config.settings.runtime.scheduler_random_seed,
         dataloader_seed: config.settings.runtime.dataloader_random_seed,

@@ -102,6 +102,8 @@ impl Plan {
             token_pool,
             // The binary creates events.jsonl in the report directory it holds.
             events_file: None,
+            // The binary places it by the report directory it holds.
+            spill: None,
             live,
             redact: Some(crate::redact::redact),
             on_performance_start: None, // the binary's, when it profiles the server

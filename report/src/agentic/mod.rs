@@ -380,8 +380,8 @@ fn turn_stats(table: &SampleTable, turn: u32, rows: &[usize], opts: &MetricsOpti
     let (server, usage, _) = server_tokens(&sent, opts.streaming);
     let server_partial = usage.is_partial();
     let (mut primary, mut other) = match opts.primary {
-        TokenCountSource::Client => (client.tpot_ns, server.tpot_ns),
-        TokenCountSource::Server => (server.tpot_ns, client.tpot_ns),
+        TokenCountSource::Client => (client.tpot_ns.to_vec(), server.tpot_ns.to_vec()),
+        TokenCountSource::Server => (server.tpot_ns.to_vec(), client.tpot_ns.to_vec()),
     };
     let primary_is_server = opts.primary == TokenCountSource::Server;
     TurnStats {
@@ -391,12 +391,12 @@ fn turn_stats(table: &SampleTable, turn: u32, rows: &[usize], opts: &MetricsOpti
         n_failed,
         n_dropped,
         n_abandoned: 0,
-        ttft: int_block("ttft_ns", &mut ttft_ns(&sent)),
+        ttft: int_block("ttft_ns", &mut ttft_ns(&sent).to_vec()),
         tpot: float_block("tpot_ns", &mut primary),
         tpot_partial: primary_is_server && server_partial,
         tpot_other: float_block("tpot_ns", &mut other),
         tpot_other_partial: !primary_is_server && server_partial,
-        latency: int_block("sample_latency_ns", &mut latency_ns(&sent)),
+        latency: int_block("sample_latency_ns", &mut latency_ns(&sent).to_vec()),
     }
 }
 

@@ -55,11 +55,11 @@ pub fn run_series(
         }
     }
     s.tpot_ns = match basis {
-        TokenCountSource::Client => client_tokens(table, streaming, has_tokenizer).tpot_ns,
-        TokenCountSource::Server => server_tokens(table, streaming).0.tpot_ns,
+        TokenCountSource::Client => client_tokens(table, streaming, has_tokenizer).tpot_ns.to_vec(),
+        TokenCountSource::Server => server_tokens(table, streaming).0.tpot_ns.to_vec(),
     };
     if streaming {
-        s.itl_ns = table.chunk_delta_ns().iter().map(|&g| g as f64).collect();
+        s.itl_ns = table.chunk_delta_ns().to_vec().iter().map(|&g| g as f64).collect();
         (s.streams_multi_chunk, s.streams_in_one_read) = streams_in_one_read(table);
     }
     for v in [&mut s.ttft_ns, &mut s.tpot_ns, &mut s.itl_ns, &mut s.latency_ns] {
@@ -78,6 +78,7 @@ pub fn run_series(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use loadgen_coordinator::metrics::column::Column;
     use loadgen_coordinator::metrics::SampleRow;
 
     fn row(issued: u64, first: Option<u64>, complete: u64) -> SampleRow {
@@ -100,7 +101,7 @@ mod tests {
         table.push(&row(100, Some(150), 240));
         table.push(&row(200, Some(260), 320));
         table.push(&SampleRow { failed: true, ..row(300, None, 400) });
-        table.set_chunk_delta_ns(vec![9, 7]);
+        table.set_chunk_delta_ns(Column::from_vec("gaps", vec![9, 7]));
         let c = run_series(&table, true, true, TokenCountSource::Client, 90);
         assert_eq!(c.ttft_ns, vec![50.0, 60.0], "the failed row has no first chunk");
         assert_eq!(c.latency_ns, vec![100.0, 120.0, 140.0], "failures have a latency");

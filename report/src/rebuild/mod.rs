@@ -11,6 +11,7 @@ mod carry;
 
 use std::path::{Path, PathBuf};
 
+use loadgen_coordinator::metrics::column::Column;
 use loadgen_coordinator::metrics::{
     endpoint_stats, final_snapshot, MetricsOptions, RunState, SampleTable, Snapshot,
     TokenCountSource,
@@ -209,7 +210,10 @@ pub fn replay_table(
         table.push(row);
     }
     drop(rows);
-    table.set_chunk_delta_ns(std::mem::take(&mut replayed.chunk_delta_ns));
+    table.set_chunk_delta_ns(Column::from_vec(
+        "chunk_delta_ns",
+        std::mem::take(&mut replayed.chunk_delta_ns),
+    ));
     Ok(ReplayedTable { table, replayed, has_tokenizer: tokenizer.is_some() })
 }
 

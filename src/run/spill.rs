@@ -1,0 +1,37 @@
+//! Where a run's per-sample rows go past its memory budget, and whether the disk holds them.
+
+use std::sync::Arc;
+
+use loadgen_coordinator::metrics::column::{disk_check, Spill};
+
+use crate::plan::Plan;
+use loadgen_plan::error::AppError;
+
+/// The run's spill: files in `--spill-dir` (else the report directory) once more than
+/// `--spill-budget-mib` of rows are in memory; `None` with a budget of 0. Refuses to start,
+/// naming the numbers, when the directory's filesystem cannot hold the expected samples.
+pub fn run_spill(
+    plan: &Plan,
+    report_dir: &std::path::Path,
+) -> Result<Option<Arc<Spill>>, AppError> {
+    if plan.spill_budget_mib == 0 {
+        return Ok(None);
+    }
+    let dir = plan.spill_dir.clone().unwrap_or_else(|| report_dir.to_path_buf());
+    let spill = Spill::new(&dir, plan.spill_budget_mib << 20).map_err(|e| {
+        AppError::Setup(format!("cannot use --spill-dir {}: {e}; choose another", dir.display()))
+    })?;
+    let stat = nix::sys::statvfs::statvfs(&dir).map_err(|e| {
+        AppError::Setup(format!("cannot read free space of --spill-dir {}: {e}", dir.display()))
+    })?;
+    let free_bytes = stat.blocks_available() as u64 * stat.fragment_size() as u64;
+    let samples = plan.num_samples.saturating_add(plan.warmup.samples);
+    disk_check(samples, spill.budget_bytes(), free_bytes).map_err(|why| {
+        AppError::Setup(format!(
+            "{why} in --spill-dir {}: free space there, choose another --spill-dir, or raise \
+             --spill-budget-mib to keep more in memory",
+            dir.display()
+        ))
+    })?;
+    Ok(Some(spill))
+}
