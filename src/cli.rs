@@ -1102,9 +1102,7 @@ impl BenchFlags {
         replace(&mut config.enable_cpu_affinity, pick(self.cpu_affinity, self.no_cpu_affinity));
         set(&mut config.report_dir, self.report_dir.as_ref().map(|p| p.display().to_string()));
         set(&mut config.timeout, self.timeout);
-        set(&mut config.events, self.no_events.then_some(false));
-        set(&mut config.spill_dir, self.spill_dir.as_ref().map(|p| p.display().to_string()));
-        set(&mut config.spill_budget_mib, self.spill_budget_mib);
+        self.apply_report_files(config);
         if !self.source_addresses.is_empty() {
             config.source_addresses = self.source_addresses.clone();
         }
@@ -1114,6 +1112,13 @@ impl BenchFlags {
         set(&mut config.shard.start_at, self.start_at.clone());
         self.spellings.apply(config);
         Ok(())
+    }
+
+    /// `--no-events`, `--spill-dir`, `--spill-budget-mib`: what the run keeps in files.
+    fn apply_report_files(&self, config: &mut Config) {
+        set(&mut config.events, self.no_events.then_some(false));
+        set(&mut config.spill_dir, self.spill_dir.as_ref().map(|p| p.display().to_string()));
+        set(&mut config.spill_budget_mib, self.spill_budget_mib);
     }
 }
 

@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use loadgen_coordinator::cpu::{cores_available, CpuPlan};
 use loadgen_coordinator::fork::{fork_child, kill_and_reap};
-use loadgen_coordinator::metrics::column::{Column, Spill};
+use loadgen_coordinator::metrics::column::Column;
 use loadgen_coordinator::metrics::spool::RowSpool;
 use loadgen_coordinator::metrics::{final_snapshot, MetricsOptions, RunState, SampleTable};
 use loadgen_coordinator::{PhaseHook, RunEnd, RunError};
@@ -398,10 +398,7 @@ fn finish_run(
     if plan.verbose > 0 {
         print_thread_cpu(&agg.counters, &output.thread_cpu);
     }
-    let spill = agg.chunk_delta_ns.spill_handle();
-    let (table, waits, mut sample_rows) =
-        sample_table(&mut agg, &output.issue_lags, (plan.agentic.is_some(), spill));
-    name_audit_row(&mut sample_rows, plan.audit_row);
+    let (table, waits, sample_rows) = sample_table(&mut agg, &output.issue_lags, plan);
     let interrupted = output.end == RunEnd::Interrupted;
     let capped = output.end == RunEnd::Capped;
     let primary = plan.token_count_source;
@@ -421,15 +418,7 @@ fn finish_run(
         RunState::Complete
     };
     let snapshot = final_snapshot(&table, &agg.counters, &opts, state);
-    if let Some(spill) = table.spill() {
-        if let Some(why) = spill.error() {
-            eprintln!("warning: {why}");
-        }
-        if plan.verbose > 0 {
-            let mib = spill.spilled_bytes() as f64 / f64::from(1u32 << 20);
-            eprintln!("per-sample rows written to {}: {mib:.1} MiB", spill.dir().display());
-        }
-    }
+    spill::print_spill(plan, table.spill());
     let mut info = run_info(plan, embedded, interrupted, incomplete_reason, agg.counters.abandoned);
     // The binary's commit (build.rs); the report crate is built without it.
     info.git_sha = option_env!("LLM_LOADGEN_GIT_SHA").map(str::to_string);
@@ -446,12 +435,7 @@ fn finish_run(
     }
     add_failures(&mut info, &agg);
     info.profiling = profiling;
-    let stats = loadgen_coordinator::metrics::endpoint_stats(&table, endpoint_urls.len());
-    info.endpoints = endpoint_urls
-        .iter()
-        .zip(stats)
-        .map(|(url, stat)| EndpointInfo { url: url.clone(), stat })
-        .collect();
+    info.endpoints = endpoint_infos(&table, endpoint_urls);
     let summary = result_summary(&snapshot, &info);
     let dir = &plan.report_dir;
     let written = (&snapshot, &summary, &info);
@@ -504,6 +488,13 @@ fn finish_run(
     Ok(0)
 }
 
+/// Each endpoint's figures, named by its URL.
+fn endpoint_infos(table: &SampleTable, endpoint_urls: &[String]) -> Vec<EndpointInfo> {
+    let stats = loadgen_coordinator::metrics::endpoint_stats(table, endpoint_urls.len());
+    let urls = endpoint_urls.iter();
+    urls.zip(stats).map(|(url, stat)| EndpointInfo { url: url.clone(), stat }).collect()
+}
+
 /// The console's note on a run that hit its max duration.
 fn capped_note(plan: &Plan, abandoned: u64) -> String {
     let cap_ms = plan.max_duration_ms.unwrap_or(0);
@@ -521,10 +512,11 @@ fn capped_note(plan: &Plan, abandoned: u64) -> String {
 fn sample_table(
     agg: &mut loadgen_coordinator::aggregate::AggregatorOutput,
     issue_lags: &loadgen_coordinator::schedule::IssueLags,
-    (agentic, spill): (bool, Option<std::sync::Arc<Spill>>),
+    plan: &Plan,
 ) -> (SampleTable, Vec<Option<u64>>, Vec<(u64, u32)>) {
     let rows = std::mem::replace(&mut agg.rows, RowSpool::new(None, 1, 0));
-    let mut table = SampleTable::new(rows.len(), spill);
+    let agentic = plan.agentic.is_some();
+    let mut table = SampleTable::new(rows.len(), agg.chunk_delta_ns.spill_handle());
     let mut waits = vec![None; issue_lags.lags_ns.len()];
     let (mut sample_rows, mut issued_ns) = (Vec::new(), Vec::new());
     rows.drain_in_completion_order(|r| {
@@ -542,7 +534,9 @@ fn sample_table(
     });
     let chunk_delta_ns = std::mem::replace(&mut agg.chunk_delta_ns, Column::new("gaps", None));
     table.set_chunk_delta_ns(chunk_delta_ns);
-    (table, waits, in_issue_order(&sample_rows, &issued_ns))
+    let mut sample_rows = in_issue_order(&sample_rows, &issued_ns);
+    name_audit_row(&mut sample_rows, plan.audit_row);
+    (table, waits, sample_rows)
 }
 
 /// The audit phase's dataset is its one row (`audit.sample_index`): sample_idx_map.json names

@@ -14,11 +14,11 @@ pub fn run_spill(
     plan: &Plan,
     report_dir: &std::path::Path,
 ) -> Result<Option<Arc<Spill>>, AppError> {
-    if plan.spill_budget_mib == 0 {
+    if plan.spill.budget_mib == 0 {
         return Ok(None);
     }
-    let dir = plan.spill_dir.clone().unwrap_or_else(|| report_dir.to_path_buf());
-    let spill = Spill::new(&dir, plan.spill_budget_mib << 20).map_err(|e| {
+    let dir = plan.spill.dir.clone().unwrap_or_else(|| report_dir.to_path_buf());
+    let spill = Spill::new(&dir, plan.spill.budget_mib << 20).map_err(|e| {
         AppError::Setup(format!("cannot use --spill-dir {}: {e}; choose another", dir.display()))
     })?;
     let stat = nix::sys::statvfs::statvfs(&dir).map_err(|e| {
@@ -34,4 +34,17 @@ pub fn run_spill(
         ))
     })?;
     Ok(Some(spill))
+}
+
+/// A spill's failure, as a warning (its rows stayed in memory, so nothing measured is lost),
+/// and with `-v` how much it wrote.
+pub fn print_spill(plan: &Plan, spill: Option<&Arc<Spill>>) {
+    let Some(spill) = spill else { return };
+    if let Some(why) = spill.error() {
+        eprintln!("warning: {why}");
+    }
+    if plan.verbose > 0 {
+        let mib = spill.spilled_bytes() as f64 / f64::from(1u32 << 20);
+        eprintln!("per-sample rows written to {}: {mib:.1} MiB", spill.dir().display());
+    }
 }

@@ -163,15 +163,20 @@ impl State {
         }
         let output = output_text(rec.output);
         let chunks = ChunkTiming::decode(rec.chunk_timing);
+        self.take_gaps(chunks.as_ref());
+        self.log_record(rec, failed, &output, chunks.map(|t| (t.n_chunks, t.chunk_reads)));
+        self.push_row(rec, failed, output, chunks);
+    }
+
+    /// The record's gaps between chunks: in `gaps_ns` for its log line, and in the run's column.
+    fn take_gaps(&mut self, chunks: Option<&ChunkTiming<'_>>) {
         self.gaps_ns.clear();
-        if let Some(timing) = &chunks {
+        if let Some(timing) = chunks {
             self.gaps_ns.extend(timing.gaps_ns());
         }
-        self.log_record(rec, failed, &output, chunks.map(|t| (t.n_chunks, t.chunk_reads)));
         for &gap in &self.gaps_ns {
             self.chunk_delta_ns.push_spilling(gap);
         }
-        self.push_row(rec, failed, output, chunks);
     }
 
     /// The record's lines in events.jsonl: issued, first chunk, error, complete (with the

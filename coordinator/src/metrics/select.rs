@@ -12,7 +12,7 @@
 
 use super::column::Column;
 use super::early_stop;
-use super::series::{Num, SeriesStat, EARLY_STOPPING_COUNT};
+use super::series::{Num, Picked, SeriesStat, EARLY_STOPPING_COUNT};
 use super::stats::{self, HISTOGRAM_BUCKET_COUNT, PERCENTILE_GRID};
 
 /// Bits a selection pass fixes.
@@ -68,17 +68,6 @@ pub fn float_column_stat(name: &str, column: &mut Column<f64>, early_stopping: b
     };
     let picked = pick(column.len(), min, max, early_stopping, walk, key_float);
     SeriesStat::from_float_rollups(name, column.len() as u64, (total, sum_sq), picked)
-}
-
-/// What selection gives a series: its ordered values and histogram.
-pub(crate) struct Picked {
-    pub min: f64,
-    pub max: f64,
-    pub min_key: u64,
-    pub max_key: u64,
-    pub percentiles: [f64; 12],
-    pub early_stopping: Option<[Option<f64>; EARLY_STOPPING_COUNT]>,
-    pub histogram: Vec<([f64; 2], u64)>,
 }
 
 fn pick(

@@ -37,6 +37,17 @@ impl Serialize for Num {
     }
 }
 
+/// What selection gives a series: its ordered values and histogram.
+pub(crate) struct Picked {
+    pub min: f64,
+    pub max: f64,
+    pub min_key: u64,
+    pub max_key: u64,
+    pub percentiles: [f64; 12],
+    pub early_stopping: Option<[Option<f64>; EARLY_STOPPING_COUNT]>,
+    pub histogram: Vec<([f64; 2], u64)>,
+}
+
 /// Exact statistics of one series, as the reference's COMPLETE snapshot holds them.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SeriesStat {
@@ -152,7 +163,7 @@ impl SeriesStat {
         name: &str,
         count: u64,
         (total, sum_sq): (Num, u128),
-        picked: super::select::Picked,
+        picked: Picked,
     ) -> SeriesStat {
         let total_int = match total {
             Num::Int(t) => t.unsigned_abs(),
@@ -177,7 +188,7 @@ impl SeriesStat {
         name: &str,
         count: u64,
         (total, sum_sq): (f64, f64),
-        picked: super::select::Picked,
+        picked: Picked,
     ) -> SeriesStat {
         SeriesStat {
             name: name.to_string(),

@@ -94,6 +94,24 @@ pub struct TokenPoolSettings {
 /// (`--spill-budget-mib`).
 pub const SPILL_BUDGET_MIB_DEFAULT: u64 = 256;
 
+/// Where a run's per-sample rows go past its memory budget.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SpillSettings {
+    /// `--spill-dir`; `None`: the report directory.
+    pub dir: Option<PathBuf>,
+    /// `--spill-budget-mib`: MiB of rows kept in memory; 0: all of them.
+    pub budget_mib: u64,
+}
+
+impl SpillSettings {
+    fn of(config: &Config) -> SpillSettings {
+        SpillSettings {
+            dir: config.spill_dir.as_ref().map(PathBuf::from),
+            budget_mib: config.spill_budget_mib.unwrap_or(SPILL_BUDGET_MIB_DEFAULT),
+        }
+    }
+}
+
 /// One validated run plan. Built only by `resolve_plan`; every field is final, and the run
 /// reads its specs from it (`specs`) without deciding anything itself.
 #[derive(Debug, Clone)]
@@ -144,11 +162,8 @@ pub struct Plan {
     pub report_dir_default: bool,
     /// Write events.jsonl (`--no-events` turns it off).
     pub events: bool,
-    /// Where the per-sample rows go past the budget (`--spill-dir`); `None`: the report
-    /// directory.
-    pub spill_dir: Option<PathBuf>,
-    /// MiB of per-sample rows kept in memory (`--spill-budget-mib`); 0: all of them.
-    pub spill_budget_mib: u64,
+    /// Where the per-sample rows go past a memory budget (`--spill-dir`, `--spill-budget-mib`).
+    pub spill: SpillSettings,
     pub token_count_source: TokenCountSource,
     /// `settings.runtime.scheduler_random_seed`, as the report shows it (a Poisson pattern
     /// carries it too).
@@ -253,8 +268,7 @@ pub fn resolve_plan(
     notes.extend(unsent_columns_note(&dataset, request.api));
     let tokenizer = resolve_tokenizer(&config, &request.model, verbose, notes)?;
     notes.extend(chat_template_note(api_name, &endpoints, &dataset, tokenizer.as_ref()));
-    let report_dir_default = config.report_dir.is_none();
-    let report_dir = record_resolved(&mut config, token_count_source, &host.local_timestamp);
+    let (report_dir, report_dir_default) = record_resolved(&mut config, token_count_source, host);
     let connections = resolve_connections(&config, load_pattern, &endpoints, host)?;
     let token_pool = resolve_token_pool(&mut config, connections.workers, &host.cores)?;
     let perf_rows = (!dataset_is_synthetic).then_some(&dataset);
@@ -302,8 +316,7 @@ pub fn resolve_plan(
         report_dir,
         report_dir_default,
         events: config.events.unwrap_or(true),
-        spill_dir: config.spill_dir.as_ref().map(PathBuf::from),
-        spill_budget_mib: config.spill_budget_mib.unwrap_or(SPILL_BUDGET_MIB_DEFAULT),
+        spill: SpillSettings::of(&config),
         token_count_source,
         scheduler_seed: config.settings.runtime.scheduler_random_seed,
         dataloader_seed: config.settings.runtime.dataloader_random_seed,
@@ -412,11 +425,9 @@ fn performance_samples(
 /// Writes the values resolved from defaults back into the config, so `config.yaml` shows
 /// what the run used; returns the report directory (by default named for `local_timestamp`,
 /// `YYYYMMDD_HHMMSS`).
-fn record_resolved(
-    config: &mut Config,
-    source: TokenCountSource,
-    local_timestamp: &str,
-) -> PathBuf {
+fn record_resolved(config: &mut Config, source: TokenCountSource, host: &Host) -> (PathBuf, bool) {
+    let local_timestamp = &host.local_timestamp;
+    let report_dir_default = config.report_dir.is_none();
     let report_dir = match &config.report_dir {
         Some(dir) => PathBuf::from(dir),
         None => PathBuf::from(format!("/tmp/reports_{local_timestamp}")),
@@ -426,7 +437,7 @@ fn record_resolved(
     if config.name.is_none() {
         config.name = Some(format!("{}_benchmark", config.kind.as_str()));
     }
-    report_dir
+    (report_dir, report_dir_default)
 }
 
 /// `config.yaml`'s text with its top-level `report_dir: OLD` line naming `new` instead: the

@@ -100,10 +100,8 @@ impl Plan {
             prompt_data_json: Arc::new(prompt_data_json),
             token_counter,
             token_pool,
-            // The binary creates events.jsonl in the report directory it holds.
-            events_file: None,
-            // The binary places it by the report directory it holds.
-            spill: None,
+            events_file: None, // the binary's, by the report directory it holds
+            spill: None,       // the binary's, by the report directory it holds
             live,
             redact: Some(crate::redact::redact),
             on_performance_start: None, // the binary's, when it profiles the server
