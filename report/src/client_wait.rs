@@ -58,13 +58,12 @@ pub fn wait_is_material(snap: &Snapshot) -> bool {
 /// connection from its write (issue stamp + client wait) to its completion.
 pub fn peak_in_flight(table: &SampleTable) -> u64 {
     let mut edges: Vec<(u64, i8)> = Vec::with_capacity(table.len() * 2);
-    for i in 0..table.len() {
-        let row = table.row(i);
+    table.for_each_row(|row| {
         if let Some(wait) = row.client_wait_ns {
             edges.push((row.issued_ns.saturating_add(wait), 1));
             edges.push((row.complete_ns, -1));
         }
-    }
+    });
     // At one instant an answer frees its connection before a write takes it.
     edges.sort_unstable();
     let (mut now, mut peak) = (0i64, 0i64);

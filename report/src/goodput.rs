@@ -118,10 +118,13 @@ pub fn goodput_of_run(
     let judged = |basis: TokenCountSource| {
         let counted = match basis {
             TokenCountSource::Client => has_tokenizer,
-            TokenCountSource::Server => (0..table.len()).any(|i| {
-                let r = table.row(i);
-                !r.failed && r.prompt_tokens.is_some() && r.completion_tokens.is_some()
-            }),
+            TokenCountSource::Server => {
+                let mut any = false;
+                table.for_each_row(|r| {
+                    any |= !r.failed && r.prompt_tokens.is_some() && r.completion_tokens.is_some()
+                });
+                any
+            }
         };
         (!tpot || counted).then(|| goodput(table, objectives, basis))
     };

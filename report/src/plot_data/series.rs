@@ -37,15 +37,14 @@ pub fn run_series(
     tracking_start_ns: u64,
 ) -> RunSeries {
     let mut s = RunSeries::default();
-    for i in 0..table.len() {
-        let row = table.row(i);
+    table.for_each_row(|row| {
         s.spans_ns.push((row.issued_ns, row.complete_ns));
         s.latency_ns.push(row.complete_ns.saturating_sub(row.issued_ns) as f64);
         if let (true, Some(first)) = (streaming, row.first_chunk_ns) {
             s.ttft_ns.push(first.saturating_sub(row.issued_ns) as f64);
         }
         if row.failed {
-            continue;
+            return;
         }
         let usable = classify_usage(row.prompt_tokens, row.completion_tokens, row.output_empty)
             == UsageClass::Usable;
@@ -53,7 +52,7 @@ pub fn run_series(
         {
             s.osl_pairs.push((client, server));
         }
-    }
+    });
     s.tpot_ns = match basis {
         TokenCountSource::Client => client_tokens(table, streaming, has_tokenizer).tpot_ns.to_vec(),
         TokenCountSource::Server => server_tokens(table, streaming).0.tpot_ns.to_vec(),
