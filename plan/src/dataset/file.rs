@@ -86,8 +86,11 @@ pub(super) fn read_agentic_records(spec: &DatasetSpec) -> Result<Vec<AgenticReco
             })?;
             Ok(out)
         }
-        Format::Json => serde_json::from_reader(TextReader::open(spec)?)
-            .map_err(|e| json_file::json_error(path, e, "; give a JSON array of rows")),
+        Format::Json => {
+            let text = std::io::BufReader::with_capacity(1 << 16, TextReader::open(spec)?);
+            serde_json::from_reader(text)
+                .map_err(|e| json_file::json_error(path, e, "; give a JSON array of rows"))
+        }
         _ => Ok(read_records(spec, usize::MAX)?.iter().map(AgenticRecord::from_map).collect()),
     }
 }

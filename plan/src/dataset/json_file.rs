@@ -48,7 +48,9 @@ pub(super) fn for_each_record(
     each: Each<'_>,
 ) -> Result<usize, AppError> {
     let path = &spec.path;
-    let mut de = serde_json::Deserializer::from_reader(TextReader::open(spec)?);
+    // serde_json reads a byte at a time: `BufReader` hands each out of its buffer inline.
+    let text = std::io::BufReader::with_capacity(1 << 16, TextReader::open(spec)?);
+    let mut de = serde_json::Deserializer::from_reader(text);
     let mut pass = Pass { path, limit, keep, each, count: 0, failure: None, stopped: false };
     let result = Top(&mut pass).deserialize(&mut de).and_then(|()| de.end());
     if let Some(failure) = pass.failure {
