@@ -12,6 +12,7 @@ mod file;
 #[cfg(test)]
 mod format_tests;
 mod ipc_framing;
+mod json_file;
 mod mapping;
 mod open;
 mod parquet_file;

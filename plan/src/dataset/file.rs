@@ -1,14 +1,19 @@
-//! A dataset file read by its format: JSON Lines line by line, JSON and CSV whole, Parquet and
-//! Arrow folders by column; as rows through the column mapping, or as raw records.
+//! A dataset file read by its format: JSON Lines line by line, JSON and CSV record by record
+//! (`json_file.rs`, `csv_file.rs`), Parquet and Arrow folders by column; as rows through the
+//! column mapping, or as raw records. A row keeps only the columns the mapping reads, and no
+//! format reads past `samples=N`, so a file larger than memory loads.
 
+use std::collections::HashSet;
 use std::path::Path;
 
 use serde_json::{Map, Value};
 
 use super::agentic::AgenticRecord;
 use super::column_names::{self, ColumnNames, KeysInto};
+use super::csv_file::CsvFile;
+use super::json_file::{self, Keep};
 use super::mapping::{build_row, column_mapping, column_names};
-use super::open::{for_each_line, read_text};
+use super::open::{for_each_line, TextReader};
 use super::spec::{Dataset, DatasetSpec};
 use super::{arrow_folder, csv_file, parquet_file};
 use crate::error::AppError;
@@ -18,12 +23,10 @@ pub(super) fn load_file_dataset(spec: &DatasetSpec) -> Result<Dataset, AppError>
     let format = detect_format(spec)?;
     let limit = spec.samples.map_or(usize::MAX, |n| usize::try_from(n).unwrap_or(usize::MAX));
     let rows = match format {
-        // Read line by line and only up to `samples=N`: a file larger than memory is fine.
+        // Read a record at a time and only up to `samples=N`: a file larger than memory is fine.
         Format::Jsonl => jsonl_rows(spec, limit)?,
-        Format::Json => records_to_rows(parse_json(&read_text(spec)?, &spec.path)?, spec, limit)?,
-        Format::Csv => {
-            records_to_rows(csv_file::parse_csv(&read_text(spec)?, &spec.path)?, spec, limit)?
-        }
+        Format::Json => json_rows(spec, limit)?,
+        Format::Csv => csv_rows(spec, limit)?,
         Format::Parquet => parquet_file::parquet_rows(spec, limit)?,
         Format::Arrow => arrow_folder::arrow_rows(spec, limit)?,
     };
@@ -48,8 +51,15 @@ pub(super) fn read_records(
             })?;
             out
         }
-        Format::Json => parse_json(&read_text(spec)?, &spec.path)?,
-        Format::Csv => csv_file::parse_csv(&read_text(spec)?, &spec.path)?,
+        Format::Json => {
+            let mut out = Vec::new();
+            json_file::for_each_record(spec, limit, Keep::All, &mut |_, record| {
+                out.push(record);
+                Ok(())
+            })?;
+            out
+        }
+        Format::Csv => csv_file::csv_records(spec, limit)?,
         Format::Parquet => parquet_file::parquet_records(spec, limit)?,
         Format::Arrow => arrow_folder::arrow_records(spec, limit)?,
     };
@@ -76,29 +86,54 @@ pub(super) fn read_agentic_records(spec: &DatasetSpec) -> Result<Vec<AgenticReco
             })?;
             Ok(out)
         }
-        Format::Json => serde_json::from_str(&read_text(spec)?).map_err(|e| {
-            AppError::Input(format!("dataset {path}: {e}; give a JSON array of rows"))
-        }),
+        Format::Json => {
+            let text = std::io::BufReader::with_capacity(1 << 16, TextReader::open(spec)?);
+            serde_json::from_reader(text)
+                .map_err(|e| json_file::json_error(path, e, "; give a JSON array of rows"))
+        }
         _ => Ok(read_records(spec, usize::MAX)?.iter().map(AgenticRecord::from_map).collect()),
     }
 }
 
-pub(super) fn records_to_rows(
-    mut records: Vec<Map<String, Value>>,
-    spec: &DatasetSpec,
-    limit: usize,
-) -> Result<Vec<Row>, AppError> {
-    if records.is_empty() {
-        return Err(AppError::Input(format!("dataset {} has no rows", spec.path)));
+/// JSON in two passes, as JSON Lines: the first reads just the keys of the first `limit`
+/// records (for the column mapping), the second builds each row from its record's mapped
+/// columns, the others parsed past.
+fn json_rows(spec: &DatasetSpec, limit: usize) -> Result<Vec<Row>, AppError> {
+    let path = &spec.path;
+    let mut columns = ColumnNames::default();
+    let count =
+        json_file::for_each_record(spec, limit, Keep::Names(&mut columns), &mut |_, _| Ok(()))?;
+    if count == 0 {
+        return Err(AppError::Input(format!("dataset {path} has no rows")));
     }
-    records.truncate(limit);
-    let mapping =
-        column_mapping(spec, &column_names(records.iter().map(|r| r.keys()), &spec.path)?)?;
-    records
-        .into_iter()
-        .enumerate()
-        .map(|(i, rec)| build_row(rec, &mapping, i, &spec.path))
-        .collect()
+    let mapping = column_mapping(spec, &columns.into_vec())?;
+    let keep: HashSet<&str> = mapping.sources().collect();
+    let mut rows = Vec::new();
+    json_file::for_each_record(spec, limit, Keep::Columns(&keep), &mut |index, record| {
+        rows.push(build_row(record, &mapping, index, path)?);
+        Ok(())
+    })?;
+    Ok(rows)
+}
+
+/// CSV in one pass: the header gives the column mapping (once a first record shows the file
+/// has rows), then each record becomes a row from its mapped fields.
+fn csv_rows(spec: &DatasetSpec, limit: usize) -> Result<Vec<Row>, AppError> {
+    let path = &spec.path;
+    let mut file = CsvFile::open(spec)?;
+    let mut record = csv::StringRecord::new();
+    if !file.next_record(&mut record)? {
+        return Err(AppError::Input(format!("dataset {path} has no rows")));
+    }
+    let mapping = column_mapping(spec, &column_names([&file.column_names()], path)?)?;
+    let keep: HashSet<&str> = mapping.sources().collect();
+    let mut rows = Vec::new();
+    loop {
+        rows.push(build_row(file.to_map(&record, Some(&keep)), &mapping, rows.len(), path)?);
+        if rows.len() == limit || !file.next_record(&mut record)? {
+            return Ok(rows);
+        }
+    }
 }
 
 /// JSON Lines in two passes, so that only the finished rows are ever held: the first
@@ -167,52 +202,4 @@ pub(super) fn detect_format(spec: &DatasetSpec) -> Result<Format, AppError> {
             spec.path
         ))),
     }
-}
-
-pub(super) fn parse_json(text: &str, path: &str) -> Result<Vec<Map<String, Value>>, AppError> {
-    let value: Value =
-        serde_json::from_str(text).map_err(|e| AppError::Input(format!("dataset {path}: {e}")))?;
-    match value {
-        Value::Array(items) => items
-            .into_iter()
-            .enumerate()
-            .map(|(i, v)| match v {
-                Value::Object(map) => Ok(map),
-                _ => Err(AppError::Input(format!("dataset {path} item {i}: not a JSON object"))),
-            })
-            .collect(),
-        Value::Object(columns) => columns_to_records(columns, path),
-        _ => Err(AppError::Input(format!(
-            "dataset {path}: expected an array of objects or an object of columns"
-        ))),
-    }
-}
-
-/// Turns `{col: [v0, v1, …]}` into records, as pandas reads a column-oriented file.
-pub(super) fn columns_to_records(
-    columns: Map<String, Value>,
-    path: &str,
-) -> Result<Vec<Map<String, Value>>, AppError> {
-    let mut out: Vec<Map<String, Value>> = Vec::new();
-    for (name, col) in columns {
-        let Value::Array(values) = col else {
-            return Err(AppError::Input(format!(
-                "dataset {path}: column {name:?} is not an array"
-            )));
-        };
-        if out.is_empty() {
-            out.resize(values.len(), Map::new());
-        }
-        if values.len() != out.len() {
-            return Err(AppError::Input(format!(
-                "dataset {path}: column {name:?} has {} values, others have {}",
-                values.len(),
-                out.len()
-            )));
-        }
-        for (rec, v) in out.iter_mut().zip(values) {
-            rec.insert(name.clone(), v);
-        }
-    }
-    Ok(out)
 }

@@ -305,3 +305,147 @@ fn csv_errors_name_the_row_and_line() {
     std::fs::write(&inner, "prompt\nsay \"hi\" now\n").unwrap();
     assert_eq!(load_dataset(&inner).unwrap().rows[0].prompt.as_deref(), Some("say \"hi\" now"));
 }
+
+/// `rows` as JSON Lines, a JSON array, a JSON object of columns and CSV (every value a
+/// string, as CSV reads it).
+fn write_four_forms(dir: &Scratch, stem: &str, rows: &[Vec<(&str, String)>]) -> [String; 4] {
+    let [jsonl, array, columns, csv] =
+        ["jsonl", "json", "cols.json", "csv"].map(|ext| dir.file(&format!("{stem}.{ext}")));
+    let objects: Vec<serde_json::Value> = rows
+        .iter()
+        .map(|r| {
+            let o: serde_json::Map<String, serde_json::Value> =
+                r.iter().map(|(k, v)| (k.to_string(), v.clone().into())).collect();
+            o.into()
+        })
+        .collect();
+    let lines: Vec<String> = objects.iter().map(|o| o.to_string()).collect();
+    std::fs::write(&jsonl, lines.join("\n")).unwrap();
+    std::fs::write(&array, serde_json::Value::from(objects).to_string()).unwrap();
+    let by_column: serde_json::Map<String, serde_json::Value> = rows[0]
+        .iter()
+        .enumerate()
+        .map(|(i, (k, _))| (k.to_string(), rows.iter().map(|r| r[i].1.clone()).collect()))
+        .collect();
+    std::fs::write(&columns, serde_json::Value::from(by_column).to_string()).unwrap();
+    let quote = |v: &str| format!("\"{}\"", v.replace('"', "\"\""));
+    let mut text: Vec<String> =
+        vec![rows[0].iter().map(|(k, _)| quote(k)).collect::<Vec<_>>().join(",")];
+    text.extend(rows.iter().map(|r| r.iter().map(|(_, v)| quote(v)).collect::<Vec<_>>().join(",")));
+    std::fs::write(&csv, text.join("\r\n")).unwrap();
+    [jsonl, array, columns, csv]
+}
+
+/// JSON and CSV are read through a 1 MiB buffer a record at a time: a file of several buffers,
+/// with multi-byte characters, `""` escapes and newlines cut anywhere by the buffer's edges,
+/// gives the rows JSON Lines gives, and the raw records `read_column` reads.
+#[test]
+fn json_and_csv_read_record_by_record_give_the_rows_of_jsonl() {
+    let dir = Scratch::new("stream");
+    let unused = "é€𝄞 \"quoted\", and\nnewlines ".repeat(40);
+    let rows: Vec<Vec<(&str, String)>> = (0..3000)
+        .map(|i| {
+            vec![
+                ("prompt", format!("prompt {i} 𝄞 \"q\"")),
+                ("system", format!("sys {}", i % 7)),
+                ("blob", format!("{i} {unused}")),
+            ]
+        })
+        .collect();
+    let files = write_four_forms(&dir, "many", &rows);
+    assert!(std::fs::metadata(&files[1]).unwrap().len() > 3 << 20);
+    let want = load_dataset(&files[0]).unwrap().rows;
+    assert_eq!(want.len(), 3000);
+    assert_eq!(want[2999].prompt.as_deref(), Some("prompt 2999 𝄞 \"q\""));
+    for file in &files[1..] {
+        let spec =
+            if file.ends_with("cols.json") { format!("{file},format=json") } else { file.clone() };
+        assert_eq!(load_dataset(&spec).unwrap().rows, want, "{file}");
+        let some = load_dataset(&format!("{spec},samples=5")).unwrap().rows;
+        assert_eq!(some, want[..5], "{file}");
+        let parsed = super::DatasetSpec::parse(&format!("{spec},samples=3")).unwrap();
+        let blobs = super::read_column(&parsed, "blob").unwrap();
+        let want_blobs: Vec<_> = rows[..3].iter().map(|r| Some(r[2].1.clone().into())).collect();
+        assert_eq!(blobs, want_blobs, "{file}");
+    }
+}
+
+/// `samples=N` reads no further than row N, as JSON Lines: what follows may be malformed,
+/// and is only refused when read.
+#[test]
+fn json_and_csv_stop_reading_at_samples() {
+    let dir = Scratch::new("tail");
+    let cases: [(&str, &[u8], &str); 4] = [
+        ("a.json", b"[{\"prompt\": \"a\"}, {\"prompt\": \"b\"}, {oops", "key must be a string"),
+        ("b.json", b"[{\"prompt\": \"a\"},\n{\"prompt\": \"b\"},\n\xff]", "line 3: not UTF-8"),
+        ("c.csv", b"prompt\na\nb\n\"never closed\nx\n", "line 4: a quoted field is never closed"),
+        ("d.csv", b"prompt\na\nb\nc,d\n", "row 3 (line 4): 2 fields, header has 1"),
+    ];
+    for (name, bytes, refused) in cases {
+        let path = dir.file(name);
+        std::fs::write(&path, bytes).unwrap();
+        let rows = load_dataset(&format!("{path},samples=2")).unwrap().rows;
+        assert_eq!(prompts(&rows), [Some("a"), Some("b")], "{name}");
+        let err = load_dataset(&path).unwrap_err();
+        assert_eq!(err.exit_code(), 2, "{name}: {err}");
+        let msg = err.to_string();
+        assert!(msg.contains(&format!("dataset {path}")) && msg.contains(refused), "{name}: {msg}");
+    }
+}
+
+#[test]
+fn json_shapes_and_errors_name_the_file() {
+    let dir = Scratch::new("jsonerr");
+    let cases: [(&str, &str); 9] = [
+        ("[{\"prompt\": \"a\"}, 5]", "item 1: not a JSON object"),
+        ("[{\"prompt\": \"a\"}, [1, {\"x\": 2}]]", "item 1: not a JSON object"),
+        ("\"text\"", "expected an array of objects or an object of columns"),
+        ("{\"prompt\": [\"a\"], \"n\": 3}", "column \"n\" is not an array"),
+        ("{\"prompt\": [\"a\", \"b\"], \"n\": [1]}", "column \"n\" has 1 values, others have 2"),
+        ("[{\"prompt\": \"a\"},\n {\"prompt\": }]", "expected value at line 2 column 13"),
+        ("[{\"prompt\": \"a\"}] x", "trailing characters at line 1 column 19"),
+        ("[]", "has no rows"),
+        ("[{\"prompt\": \"a\"}", "EOF while parsing a list"),
+    ];
+    for (i, (text, needle)) in cases.into_iter().enumerate() {
+        let path = dir.file(&format!("e{i}.json"));
+        std::fs::write(&path, text).unwrap();
+        let err = load_dataset(&path).unwrap_err();
+        assert_eq!(err.exit_code(), 2, "{text}: {err}");
+        let msg = err.to_string();
+        assert!(msg.contains(&format!("dataset {path}")) && msg.contains(needle), "{msg}");
+    }
+    // An object of columns: rows dealt out from the columns, the first empty one aside.
+    let path = dir.file("cols.json");
+    std::fs::write(&path, r#"{"extra": [], "prompt": ["a", "b"], "n": [1, 2]}"#).unwrap();
+    let rows = load_dataset(&path).unwrap().rows;
+    assert_eq!(prompts(&rows), [Some("a"), Some("b")]);
+    assert_eq!(rows[1].n, Some(2));
+    // The missing-column message lists a JSON file's columns sorted, as a parsed object has them.
+    std::fs::write(&path, r#"[{"b": 1, "a": 2}, {"c": 3}]"#).unwrap();
+    let msg = load_dataset(&format!("{path},parser.prompt=z")).unwrap_err().to_string();
+    assert!(msg.contains("the file has columns: a, b, c"), "{msg}");
+}
+
+#[test]
+fn a_bad_byte_past_the_first_buffer_names_its_line() {
+    let dir = Scratch::new("utf8far");
+    let row = format!("{{\"prompt\": \"{}\"}},\n", "y".repeat(1000));
+    let mut json = b"[\n".to_vec();
+    for _ in 0..2000 {
+        json.extend_from_slice(row.as_bytes());
+    }
+    json.extend_from_slice(b"{\"prompt\": \"\xe2\x82\"}]\n");
+    let path = dir.file("far.json");
+    std::fs::write(&path, &json).unwrap();
+    let msg = load_dataset(&path).unwrap_err().to_string();
+    assert!(msg.contains(&format!("dataset {path} line 2002: not UTF-8 (byte 0xe2)")), "{msg}");
+    // A character cut off by the end of the file.
+    let csv = dir.file("cut.csv");
+    std::fs::write(&csv, b"prompt\nok\n\xf0\x9d\x84").unwrap();
+    let msg = load_dataset(&csv).unwrap_err().to_string();
+    assert!(msg.contains(&format!("dataset {csv} line 3: not UTF-8 (byte 0xf0)")), "{msg}");
+    let empty = dir.file("header.csv");
+    std::fs::write(&empty, "prompt,system\n").unwrap();
+    assert!(load_dataset(&empty).unwrap_err().to_string().contains("has no rows"));
+}
