@@ -113,9 +113,11 @@ pub struct TokenizerThreads {
     /// The live threads may run on cores the load uses (an explicit count, no spare cores):
     /// worth a note, since they compete with the workers for the CPU.
     pub compete_with_load: bool,
-    /// Threads for the end-of-run drain, when the workers are gone: one per available core.
+    /// Threads for the end-of-run drain, when the workers are gone: one per available core
+    /// (the live ones included).
     pub drain: usize,
-    /// Cores of the drain threads, in turn.
+    /// Cores of the drain threads, in turn: every available core where the plan pins, none
+    /// (unpinned) where affinity is off.
     pub drain_cores: Vec<usize>,
 }
 
@@ -127,13 +129,14 @@ pub struct TokenizerThreads {
 pub fn tokenizer_threads(requested: Option<usize>, plan: &CpuPlan) -> TokenizerThreads {
     let spare = &plan.tokenizer_cores;
     let live = requested.unwrap_or(TOKENIZER_WORKERS_DEFAULT.min(spare.len()));
-    let drain_cores = plan.cores_available.clone();
+    // The plan pins where it gave the coordinator cores; with affinity off nothing is pinned.
+    let pinned = !plan.coordinator_cores.is_empty();
     TokenizerThreads {
         live,
         live_cores: if live > 0 { spare.clone() } else { Vec::new() },
         compete_with_load: live > 0 && spare.is_empty(),
-        drain: drain_cores.len().max(1),
-        drain_cores,
+        drain: plan.cores_available.len().max(1),
+        drain_cores: if pinned { plan.cores_available.clone() } else { Vec::new() },
     }
 }
 
@@ -259,7 +262,15 @@ mod tests {
             let got = (t.live, t.live_cores.clone(), t.compete_with_load);
             assert_eq!(got, (live, cores, compete), "{requested:?} on {:?}", plan.cores_available);
             assert_eq!(t.drain, plan.cores_available.len(), "the drain uses the whole machine");
+            assert_eq!(t.drain_cores, plan.cores_available, "pinned, as the plan pins");
         }
+        let unpinned = CpuPlan::new(&[0, 1, 2, 3], 2, false, true);
+        let t = tokenizer_threads(None, &unpinned);
+        assert_eq!(
+            (t.drain, t.drain_cores),
+            (4, vec![]),
+            "affinity off: a thread a core, unpinned"
+        );
     }
 
     #[test]

@@ -251,7 +251,7 @@ impl TokenPool {
         // No more jobs: the threads end when the queue is empty.
         self.jobs.take();
         let extra = self.plan.drain_threads.max(1).saturating_sub(self.threads.len());
-        let cores = self.plan.drain_cores.clone();
+        let cores = drain_core_order(&self.plan);
         if let Err(e) = self.spawn(extra, &cores, "tokenizer-drain") {
             if self.threads.is_empty() {
                 eprintln!("warning: cannot start a tokenizer drain thread: {e}");
@@ -299,6 +299,20 @@ impl Drop for TokenPool {
     fn drop(&mut self) {
         self.close();
     }
+}
+
+/// The cores the drain threads take in turn: the plan's drain cores the live threads do not
+/// hold first, so that every core gets a counting thread before any core gets a second.
+fn drain_core_order(plan: &TokenPoolPlan) -> Vec<usize> {
+    let live = &plan.live_cores;
+    let held: Vec<usize> = if live.is_empty() {
+        Vec::new()
+    } else {
+        (0..plan.live_threads).map(|i| live[i % live.len()]).collect()
+    };
+    let (free, taken): (Vec<usize>, Vec<usize>) =
+        plan.drain_cores.iter().partition(|c| !held.contains(c));
+    free.into_iter().chain(taken).collect()
 }
 
 /// How long the end-of-run count may take: the plan's drain timeout (`None` = no limit), and
@@ -481,6 +495,20 @@ mod tests {
         for (timeout, interrupted, want) in cases {
             assert_eq!(drain_limit(timeout, interrupted), want, "{timeout:?} {interrupted}");
         }
+    }
+
+    #[test]
+    fn drain_threads_take_the_cores_the_live_threads_leave_first() {
+        let mut p = plan(2, 6);
+        p.live_cores = vec![4, 5];
+        p.drain_cores = (0..6).collect();
+        // The 4 drain threads added to the 2 live ones go on cores 0-3: one thread a core.
+        assert_eq!(drain_core_order(&p), vec![0, 1, 2, 3, 4, 5]);
+        p.live_cores = vec![1];
+        p.live_threads = 1;
+        assert_eq!(drain_core_order(&p), vec![0, 2, 3, 4, 5, 1]);
+        p.drain_cores = Vec::new();
+        assert!(drain_core_order(&p).is_empty(), "unpinned stays unpinned");
     }
 
     #[test]

@@ -7,6 +7,7 @@
 //! failed; `error.loadgen` abandons it. Client token counts come from the same tokenizer and
 //! the same counting calls as the run's.
 
+mod count;
 pub mod read;
 pub mod stamps;
 mod tool_calls;
@@ -18,6 +19,7 @@ use loadgen_coordinator::metrics::{FinishKind, RunCounters, SampleRow};
 use serde_json::value::RawValue;
 use serde_json::Value;
 
+use self::count::{CountPool, TokenBatch, TokenCount, TokenJob};
 use self::read::{Complete, Event, LineError, ModelOutput, SessionKind};
 use crate::agentic::{ConversationIds, TurnLabel, Unrecorded};
 use crate::MixedClocks;
@@ -109,10 +111,11 @@ struct Pending {
 /// The replay's state, fed one event at a time.
 pub struct Replay<'a> {
     tokenizer: Option<&'a Tokenizer>,
-    /// Outputs waiting to be counted, in batches over every core (`count_batch`).
+    /// Outputs gathered for the counting threads (`count.rs`), handed over when full.
     batch: TokenBatch,
-    /// One tokenizer copy per counting thread, so threads share no model caches.
-    counters: Vec<Tokenizer>,
+    /// One counting thread per core, counting while the log is read; `None` without a
+    /// tokenizer.
+    pool: Option<CountPool>,
     /// `sample_idx_map.json`: uuid → dataset row, so each row's prompt is counted once.
     dataset_index: UuidMap<u32>,
     isl_by_index: HashMap<u32, Option<u32>>,
@@ -128,14 +131,23 @@ pub struct Replay<'a> {
 }
 
 impl<'a> Replay<'a> {
+    /// A replay whose outputs are counted on one thread per core.
     pub fn new(tokenizer: Option<&'a Tokenizer>, dataset_index: UuidMap<u32>) -> Self {
         let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
-        let counters = tokenizer
-            .map_or_else(Vec::new, |t| (0..threads).map(|_| t.clone_for_thread()).collect());
+        Self::with_threads(tokenizer, dataset_index, threads)
+    }
+
+    /// A replay whose outputs are counted on `threads` threads (the rows are the same for
+    /// any count).
+    fn with_threads(
+        tokenizer: Option<&'a Tokenizer>,
+        dataset_index: UuidMap<u32>,
+        threads: usize,
+    ) -> Self {
         Replay {
             tokenizer,
             batch: TokenBatch::default(),
-            counters,
+            pool: tokenizer.map(|t| CountPool::start(t, threads)),
             dataset_index,
             isl_by_index: HashMap::new(),
             tracking: false,
@@ -357,32 +369,24 @@ impl<'a> Replay<'a> {
             _ => None,
         };
         self.batch.jobs.push(TokenJob { slot, start, end: self.batch.text.len(), tpot_from });
-        if self.batch.jobs.len() >= TOKEN_BATCH_JOBS || self.batch.text.len() >= TOKEN_BATCH_BYTES {
-            self.count_batch();
+        if self.batch.is_full() {
+            self.send_batch();
         }
     }
 
-    /// Counts the queued outputs on every core and writes the counts into their rows.
-    fn count_batch(&mut self) {
-        let batch = std::mem::take(&mut self.batch);
-        if batch.jobs.is_empty() || self.counters.is_empty() {
-            self.batch = batch;
-            return;
+    /// Hands the gathered outputs to the counting threads and writes the counts ready so far.
+    fn send_batch(&mut self) {
+        let Some(pool) = &mut self.pool else { return };
+        if !self.batch.jobs.is_empty() {
+            pool.send(std::mem::take(&mut self.batch));
         }
-        let per_thread = batch.jobs.len().div_ceil(self.counters.len());
-        let results: Vec<Vec<TokenCount>> = std::thread::scope(|scope| {
-            let handles: Vec<_> = batch
-                .jobs
-                .chunks(per_thread)
-                .zip(&self.counters)
-                .map(|(jobs, tok)| scope.spawn(|| count_jobs(tok, &batch.text, jobs)))
-                .collect();
-            handles
-                .into_iter()
-                .map(|h| h.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic)))
-                .collect()
-        });
-        for r in results.into_iter().flatten() {
+        let ready = pool.ready();
+        self.write_counts(ready);
+    }
+
+    /// Writes counts into their rows, in whatever order they come: each row takes its own.
+    fn write_counts(&mut self, counts: Vec<Vec<TokenCount>>) {
+        for r in counts.into_iter().flatten() {
             let row = &mut self.out.rows[r.slot];
             match r.osl {
                 Some(n) => row.osl_client = Some(n),
@@ -390,10 +394,6 @@ impl<'a> Replay<'a> {
             }
             row.tpot_tokens_client = r.tpot_tokens;
         }
-        let mut emptied = batch;
-        emptied.jobs.clear();
-        emptied.text.clear();
-        self.batch = emptied;
     }
 
     /// The labels of the dropped rows become unrecorded turns (their worker died).
@@ -413,7 +413,11 @@ impl<'a> Replay<'a> {
 
     /// The rows and counters, once every line is read.
     pub fn finish(mut self) -> Replayed {
-        self.count_batch();
+        self.send_batch();
+        if let Some(pool) = self.pool.take() {
+            let counts = pool.finish();
+            self.write_counts(counts);
+        }
         if !self.out.turn_labels.is_empty() {
             self.out.turn_labels.resize(self.out.rows.len(), None);
         }
@@ -435,48 +439,6 @@ impl<'a> Replay<'a> {
         c.total_samples_abandoned = c.abandoned;
         self.out
     }
-}
-
-/// Outputs a batch holds before it is counted: enough to keep every core busy, few enough
-/// that a batch of long outputs stays a few megabytes.
-const TOKEN_BATCH_JOBS: usize = 8192;
-const TOKEN_BATCH_BYTES: usize = 8 << 20;
-
-/// One output to count: its row, its bytes in the batch text, where its TPOT text starts.
-#[derive(Debug, Clone, Copy)]
-struct TokenJob {
-    slot: usize,
-    start: usize,
-    end: usize,
-    tpot_from: Option<usize>,
-}
-
-#[derive(Debug, Default)]
-struct TokenBatch {
-    jobs: Vec<TokenJob>,
-    text: String,
-}
-
-/// A counted output: OSL (`None`: the tokenizer failed) and the TPOT denominator.
-struct TokenCount {
-    slot: usize,
-    osl: Option<u32>,
-    tpot_tokens: Option<u32>,
-}
-
-/// Counts `jobs` as the run's token pool counts a job (`count_job`): the whole output, and
-/// the text after the first chunk when there is some.
-fn count_jobs(tok: &Tokenizer, text: &str, jobs: &[TokenJob]) -> Vec<TokenCount> {
-    jobs.iter()
-        .map(|job| {
-            let output = &text[job.start..job.end];
-            let tpot_tokens = job
-                .tpot_from
-                .and_then(|from| output.get(from..))
-                .and_then(|rest| tok.count(rest).ok());
-            TokenCount { slot: job.slot, osl: tok.count(output).ok(), tpot_tokens }
-        })
-        .collect()
 }
 
 fn tally(errors: &mut Vec<ErrorTally>, error_type: &str, message: &str) {
@@ -557,6 +519,7 @@ fn count_prompt(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::replay::count::TOKEN_BATCH_JOBS;
     use crate::replay::read::{for_each_event, ReadError};
 
     fn char_tokenizer() -> Tokenizer {
@@ -621,6 +584,50 @@ mod tests {
             } else {
                 assert_eq!((row.osl_client, row.tpot_tokens_client), (Some(5), Some(3)), "row {i}");
             }
+        }
+    }
+
+    fn replay_on(text: &str, tok: &Tokenizer, threads: usize) -> Replayed {
+        let mut r = Replay::with_threads(Some(tok), UuidMap::default(), threads);
+        for_each_event(text.as_bytes(), |e, line| r.apply(e, line)).unwrap();
+        r.finish()
+    }
+
+    /// Counting on many threads gives the rows, counters and snapshot of counting on one:
+    /// the counts land in their own rows, so every sum runs over the same rows in the same order.
+    #[test]
+    fn counting_on_many_threads_equals_counting_on_one_to_the_bit() {
+        use loadgen_coordinator::metrics::{
+            final_snapshot, MetricsOptions, RunState, SampleTable, TokenCountSource,
+        };
+        let tok = char_tokenizer();
+        // Outputs of varied lengths, so threads finish their batches out of order.
+        let mut text = log(TOKEN_BATCH_JOBS as u64 * 5 + 13);
+        for id in (0..TOKEN_BATCH_JOBS as u64 * 5).step_by(7) {
+            let from = format!("{id:032x}\",\"conversation_id\":\"\",\"turn\":null,\"data\":[\"TextModelOutput\",[\"ab\"");
+            let to = from.replace("\"ab\"", &format!("\"{}\"", "x".repeat((id % 97) as usize)));
+            text = text.replacen(&from, &to, 1);
+        }
+        let snapshot = |r: &Replayed| {
+            let mut table = SampleTable::with_capacity(r.rows.len());
+            r.rows.iter().for_each(|row| table.push(row));
+            let opts = MetricsOptions {
+                streaming: true,
+                early_stopping: false,
+                primary: TokenCountSource::Client,
+                legacy_loadgen_qps: false,
+                has_tokenizer: true,
+            };
+            // Debug prints every float to the bit (the shortest text that reads back the same).
+            format!("{:?}", final_snapshot(&table, &r.counters, &opts, RunState::Complete))
+        };
+        let one = replay_on(&text, &tok, 1);
+        assert!(one.rows.iter().any(|r| r.osl_client.is_some_and(|n| n > 40)), "varied lengths");
+        for threads in [2, 3, 8] {
+            let many = replay_on(&text, &tok, threads);
+            assert_eq!(many.rows, one.rows, "{threads} threads");
+            assert_eq!(many.counters, one.counters, "{threads} threads");
+            assert_eq!(snapshot(&many), snapshot(&one), "{threads} threads");
         }
     }
 

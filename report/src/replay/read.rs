@@ -1,7 +1,8 @@
 //! Reading `events.jsonl`: one compact JSON event a line, parsed into borrowed typed events.
 //!
-//! The file is streamed line by line through one reused buffer, so a 2,000,000-sample log is
-//! never held whole; every line is checked, and the first that is not a compact event of a
+//! The file is streamed through a few reused blocks of whole lines, parsed on one thread per
+//! core and visited in line order, so a 2,000,000-sample log is never held whole; every line
+//! is checked, and the first that is not a compact event of a
 //! known type stops the read with its line number. Keys a known event does not use are
 //! ignored, so lines that gain keys still read. The run's own limits hold here too: no line
 //! longer than a run writes ([`EVENT_LINE_BYTES_MAX`]) is held, no output longer than a run
@@ -532,45 +533,143 @@ pub enum ReadError {
     Line(LineError),
 }
 
+/// Bytes of whole lines a parsing thread takes at a time.
+const BLOCK_BYTES: usize = 4 << 20;
+
+/// Whole lines read for one parsing thread: their bytes, and where each line ends (after
+/// its newline).
+#[derive(Default)]
+struct Block {
+    bytes: Vec<u8>,
+    ends: Vec<usize>,
+    first_line: u64,
+}
+
+impl Block {
+    fn lines(&self) -> impl Iterator<Item = &[u8]> + '_ {
+        let starts = std::iter::once(0).chain(self.ends.iter().copied());
+        starts.zip(&self.ends).map(|(start, &end)| &self.bytes[start..end - 1])
+    }
+
+    fn parse(&self) -> Vec<Result<Event<'_>, LineError>> {
+        self.lines().zip(self.first_line..).map(|(body, line)| parse_line(body, line)).collect()
+    }
+}
+
+/// How filling the blocks ended: more to read, the end of the log, or an error at the line
+/// after the last one read (raised once the lines before it are visited).
+enum Filled {
+    More,
+    End,
+    Stop(ReadError),
+}
+
 /// Calls `visit` with every event of `reader` in line order. A read error, a bad line or a
 /// last line without its newline (a truncated log) stops it; so does an error from `visit`.
+/// The lines are parsed on one thread per core, a few megabytes of lines each at a time, and
+/// visited in order on the caller's thread, so `visit` sees what a line-by-line read gives,
+/// up to the same first error.
 pub fn for_each_event(
+    reader: impl BufRead,
+    visit: impl FnMut(Event<'_>, u64) -> Result<(), LineError>,
+) -> Result<u64, ReadError> {
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+    read_events(reader, visit, threads, BLOCK_BYTES)
+}
+
+/// `for_each_event` over `threads` parsing threads taking `block_bytes` of lines at a time.
+fn read_events(
     mut reader: impl BufRead,
     mut visit: impl FnMut(Event<'_>, u64) -> Result<(), LineError>,
+    threads: usize,
+    block_bytes: usize,
 ) -> Result<u64, ReadError> {
-    let mut buf = Vec::with_capacity(READ_BUFFER_BYTES);
+    let mut blocks: Vec<Block> = (0..threads.max(1)).map(|_| Block::default()).collect();
     let mut line = 0u64;
     let mut stamps = StampCheck::default();
     loop {
-        buf.clear();
-        let limit = EVENT_LINE_BYTES_MAX as u64 + 1;
-        let n = reader.by_ref().take(limit).read_until(b'\n', &mut buf).map_err(ReadError::Io)?;
-        if n == 0 {
-            break;
+        let filled = fill_blocks(&mut reader, &mut blocks, &mut line, block_bytes);
+        let parsed: Vec<Vec<Result<Event<'_>, LineError>>> = parse_blocks(&blocks);
+        for (events, block) in parsed.into_iter().zip(&blocks) {
+            for (event, n) in events.into_iter().zip(block.first_line..) {
+                let event = event.map_err(ReadError::Line)?;
+                let (kind, ts) = event.stamp();
+                stamps.check(kind, ts, n).map_err(|e| ReadError::Line(bad(e.line, e.what)))?;
+                visit(event, n).map_err(ReadError::Line)?;
+            }
         }
-        line += 1;
-        if buf.len() > EVENT_LINE_BYTES_MAX && buf.last() != Some(&b'\n') {
-            return Err(too_long(&mut reader, buf.len(), line));
+        match filled {
+            Filled::More => {}
+            Filled::End => break,
+            Filled::Stop(e) => return Err(e),
         }
-        let Some(body) = buf.strip_suffix(b"\n") else {
-            return Err(ReadError::Line(bad(
-                line,
-                format!(
-                    "the last line ends without a newline: the log is truncated (the run was \
-                     killed while writing it?): {}",
-                    preview(&buf)
-                ),
-            )));
-        };
-        let event = parse_line(body, line).map_err(ReadError::Line)?;
-        let (kind, ts) = event.stamp();
-        stamps.check(kind, ts, line).map_err(|e| ReadError::Line(bad(e.line, e.what)))?;
-        visit(event, line).map_err(ReadError::Line)?;
     }
     if line == 0 {
         return Err(ReadError::Line(bad(0, "the log is empty: no event to rebuild from")));
     }
     Ok(line)
+}
+
+/// Parses each block on a thread of its own (the first on the caller's).
+fn parse_blocks(blocks: &[Block]) -> Vec<Vec<Result<Event<'_>, LineError>>> {
+    let used = blocks.iter().take_while(|b| !b.ends.is_empty()).count();
+    if used <= 1 {
+        return blocks[..used].iter().map(Block::parse).collect();
+    }
+    std::thread::scope(|scope| {
+        let others: Vec<_> =
+            blocks[1..used].iter().map(|b| scope.spawn(move || b.parse())).collect();
+        let mut parsed = vec![blocks[0].parse()];
+        for handle in others {
+            parsed.push(handle.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic)));
+        }
+        parsed
+    })
+}
+
+/// Reads whole lines into `blocks`, `block_bytes` or so each, numbering them from `line`.
+fn fill_blocks(
+    reader: &mut impl BufRead,
+    blocks: &mut [Block],
+    line: &mut u64,
+    block_bytes: usize,
+) -> Filled {
+    for block in blocks.iter_mut() {
+        block.bytes.clear();
+        block.ends.clear();
+    }
+    for block in blocks.iter_mut() {
+        block.first_line = *line + 1;
+        while block.bytes.len() < block_bytes {
+            let start = block.bytes.len();
+            let limit = EVENT_LINE_BYTES_MAX as u64 + 1;
+            let n = match reader.by_ref().take(limit).read_until(b'\n', &mut block.bytes) {
+                Ok(n) => n,
+                Err(e) => return Filled::Stop(ReadError::Io(e)),
+            };
+            if n == 0 {
+                return Filled::End;
+            }
+            let read = &block.bytes[start..];
+            if read.len() > EVENT_LINE_BYTES_MAX && read.last() != Some(&b'\n') {
+                let len = read.len();
+                block.bytes.truncate(start);
+                return Filled::Stop(too_long(reader, len, *line + 1));
+            }
+            if read.last() != Some(&b'\n') {
+                let what = format!(
+                    "the last line ends without a newline: the log is truncated (the run was \
+                     killed while writing it?): {}",
+                    preview(read)
+                );
+                block.bytes.truncate(start);
+                return Filled::Stop(ReadError::Line(bad(*line + 1, what)));
+            }
+            *line += 1;
+            block.ends.push(block.bytes.len());
+        }
+    }
+    Filled::More
 }
 
 /// The error for line `line`, longer than [`EVENT_LINE_BYTES_MAX`]: `held` bytes of it are
@@ -680,6 +779,61 @@ mod tests {
             let err = parse_line(line.as_bytes(), 7).unwrap_err();
             assert_eq!(err.line, 7);
             assert!(err.what.contains(want), "{line:?}: {}", err.what);
+        }
+    }
+
+    /// What `visit` saw: each line's number and event, as text, up to the result.
+    fn visits(text: &str, threads: usize, block: usize, fail_at: u64) -> (Vec<String>, String) {
+        let mut seen = Vec::new();
+        let got = read_events(
+            text.as_bytes(),
+            |event, line| {
+                seen.push(format!("{line} {event:?}"));
+                if line == fail_at {
+                    return Err(bad(line, "visit refused it"));
+                }
+                Ok(())
+            },
+            threads,
+            block,
+        );
+        let got = match got {
+            Ok(n) => format!("{n} lines"),
+            Err(ReadError::Line(e)) => e.to_string(),
+            Err(ReadError::Io(e)) => e.to_string(),
+        };
+        (seen, got)
+    }
+
+    /// Lines parsed on many threads, a block at a time, are visited as a line-by-line read
+    /// visits them, up to the same first error: a bad line, a visit's error, a truncated end.
+    #[test]
+    fn parsing_on_many_threads_visits_what_one_thread_visits() {
+        let mut text = String::new();
+        for i in 0..300u64 {
+            let line =
+                COMPLETE.replace("\"timestamp_ns\":9", &format!("\"timestamp_ns\":{}", 10 + i));
+            text += &line;
+            text.push('\n');
+        }
+        let bad_line = text.replacen(COMPLETE, "{\"event_type\":\"sample.teleported\"}", 1);
+        let bad_late = {
+            let mut lines: Vec<&str> = text.lines().collect();
+            lines[250] = "{";
+            lines.join("\n") + "\n"
+        };
+        let truncated = format!("{text}{}", &COMPLETE[..40]);
+        assert_eq!(visits(&text, 3, 100, 0).1, "300 lines");
+        let (seen, err) = visits(&bad_late, 3, 100, 0);
+        assert_eq!((seen.len(), err.starts_with("events.jsonl line 251:")), (250, true), "{err}");
+        for log in [&text, &bad_line, &bad_late, &truncated] {
+            for fail_at in [0, 1, 77, 299] {
+                let one = visits(log, 1, 1 << 20, fail_at);
+                for (threads, block) in [(2, 100), (3, 1000), (4, 1)] {
+                    let many = visits(log, threads, block, fail_at);
+                    assert_eq!(many, one, "{threads} threads, {block}-byte blocks");
+                }
+            }
         }
     }
 
