@@ -449,7 +449,7 @@ fn finish_run(
         plan,
         out_dir,
         &output.phases,
-        (&summary, &info),
+        (&summary, &info, perf_issued(plan, &summary, &agg.counters, &output.phases)),
         interrupted,
         &mut unwritten,
     );
@@ -528,6 +528,21 @@ fn sample_table(
     drop((rows, order));
     table.set_chunk_delta_ns(std::mem::take(&mut agg.chunk_delta_ns));
     (table, waits)
+}
+
+/// Samples the performance phase issued: the tracked ones, and in an agentic run also the
+/// turns issued after its tracking window closed (every sample but the accuracy phases').
+fn perf_issued(
+    plan: &Plan,
+    summary: &loadgen_report::ResultSummary,
+    counters: &loadgen_coordinator::metrics::RunCounters,
+    accuracy_phases: &[loadgen_coordinator::phase::PhaseOutcome],
+) -> u64 {
+    if plan.agentic.is_none() {
+        return summary.n_samples_issued;
+    }
+    let accuracy: u64 = accuracy_phases.iter().map(|p| p.issued).sum();
+    counters.total_samples_issued.saturating_sub(accuracy)
 }
 
 /// The audit phase's dataset is its one row (`audit.sample_index`): sample_idx_map.json names
