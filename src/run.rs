@@ -449,7 +449,7 @@ fn finish_run(
         plan,
         out_dir,
         &output.phases,
-        (&summary, &info),
+        (&summary, &info, perf_issued(plan, &summary, &agg.counters, &output.phases)),
         interrupted,
         &mut unwritten,
     );
@@ -537,6 +537,21 @@ fn sample_table(
     let mut sample_rows = in_issue_order(&sample_rows, &issued_ns);
     name_audit_row(&mut sample_rows, plan.audit_row);
     (table, waits, sample_rows)
+}
+
+/// Samples the performance phase issued: the tracked ones, and in an agentic run also the
+/// turns issued after its tracking window closed (every sample but the accuracy phases').
+fn perf_issued(
+    plan: &Plan,
+    summary: &loadgen_report::ResultSummary,
+    counters: &loadgen_coordinator::metrics::RunCounters,
+    accuracy_phases: &[loadgen_coordinator::phase::PhaseOutcome],
+) -> u64 {
+    if plan.agentic.is_none() {
+        return summary.n_samples_issued;
+    }
+    let accuracy: u64 = accuracy_phases.iter().map(|p| p.issued).sum();
+    counters.total_samples_issued.saturating_sub(accuracy)
 }
 
 /// The audit phase's dataset is its one row (`audit.sample_index`): sample_idx_map.json names

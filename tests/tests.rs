@@ -21,6 +21,7 @@ mod run {
     mod agentic_edges;
     mod agentic_reference;
     mod agentic_turns;
+    mod agentic_window;
     mod chunk_timing;
     mod e2e;
     mod event_order;

@@ -262,8 +262,11 @@ fn start<W: WorkerRole>(
         rings.iter().map(|r| r.coordinator_ends()).unzip();
     let firsts = first_sample_ids(spec.warmup.samples(), spec.num_samples, &spec.accuracy);
     let phases = PhaseCounts::of_run(spec.warmup.samples(), spec.num_samples, &firsts);
+    let concurrency: u64 = spec.workers.iter().map(|w| u64::from(w.connections())).sum();
     let shared = Arc::new(
-        Shared::new(rings.len()).with_phases(phases).with_conversations(spec.conversations.clone()),
+        Shared::new(rings.len())
+            .with_phases(phases)
+            .with_conversations(spec.conversations.clone(), concurrency),
     );
     let (control, control_rx) = unbounded();
     let (status_tx, status) = bounded(4);

@@ -5,6 +5,8 @@
 
 use loadgen_wire::FailureKind;
 
+use crate::conversation::TrackingWindow;
+
 /// Bytes the issue log keeps per issued sample: a packed worker + issue stamp word (8) and the
 /// dataset row (4). A 10 M-sample run holds 120 MB of it.
 pub const ISSUE_LOG_BYTES_PER_SAMPLE: usize = 12;
@@ -234,6 +236,9 @@ pub struct SettleInput<'a> {
     pub tracked_end: u64,
     /// Why the run aborted its workers, if it did.
     pub abort: Option<AbandonCause>,
+    /// An agentic run's tracking window and the answered samples read outside it: an
+    /// unanswered sample is tracked when its issue stamp falls inside the window.
+    pub window: (TrackingWindow, &'a IdSet),
 }
 
 /// The final counts.
@@ -284,10 +289,13 @@ pub fn settle(input: &SettleInput<'_>) -> Settlement {
     let mut synthesized = Vec::new();
     for id in 0..input.log.id_end() {
         let Some(issued) = input.log.get(id) else { continue };
-        let is_tracked = id >= input.warmup_samples && id < input.tracked_end;
+        let answered = input.answered.contains(id);
+        let (window, late) = input.window;
+        let in_window = if answered { !late.contains(id) } else { window.admits(issued.issued_ns) };
+        let is_tracked = id >= input.warmup_samples && id < input.tracked_end && in_window;
         issued_total += 1;
         issued_tracked += u64::from(is_tracked);
-        if input.answered.contains(id) {
+        if answered {
             continue;
         }
         let w = usize::from(issued.worker);
@@ -381,6 +389,7 @@ mod tests {
             warmup_samples: case.warmup,
             tracked_end: u64::MAX,
             abort: case.abort,
+            window: (TrackingWindow::default(), &IdSet::default()),
         })
     }
 
@@ -564,6 +573,7 @@ mod tests {
             warmup_samples: 0,
             tracked_end: u64::MAX,
             abort: None,
+            window: (TrackingWindow::default(), &IdSet::default()),
         };
         let broken = std::panic::catch_unwind(|| settle(&input).broken);
         // Debug builds assert; release builds return the message for the run's warnings.
@@ -582,5 +592,40 @@ mod tests {
         assert_eq!(log.get(2), Some(Issued { worker: 0, row: 9, issued_ns: None }));
         assert_eq!(log.get(3), None);
         assert_eq!(log.id_end(), 3);
+    }
+
+    /// An agentic run's window: a record read outside it and an unanswered turn issued after
+    /// it (or with no stamp) are untracked; the accounting holds in both scopes.
+    #[test]
+    fn samples_issued_after_the_tracking_window_are_counted_untracked() {
+        let mut window = TrackingWindow::new(1);
+        assert_eq!(window.note_finish(100), Some(100));
+        let mut log = IssueLog::with_capacity(5, 0);
+        for (id, stamp) in [(0, 10), (1, 20), (2, 150), (3, 0), (4, 90), (5, 160)] {
+            log.push(id, 0, id as u32, stamp);
+        }
+        let (mut answered, mut late) = (IdSet::default(), IdSet::default());
+        let mut tally = Tally::default();
+        for (id, is_late) in [(0, false), (1, false), (2, true)] {
+            answered.insert(id);
+            if is_late {
+                late.insert(id);
+            }
+            tally.record(!is_late, FailureKind::None, true);
+        }
+        let s = settle(&SettleInput {
+            log: &log,
+            answered: &answered,
+            tally,
+            workers: &[done()],
+            closed_loop: false,
+            warmup_samples: 0,
+            tracked_end: u64::MAX,
+            abort: Some(AbandonCause::Cap),
+            window: (window, &late),
+        });
+        assert_eq!((s.total.issued, s.total.completed, s.total.abandoned), (6, 3, 3));
+        assert_eq!((s.tracked.issued, s.tracked.completed, s.tracked.abandoned), (3, 2, 1));
+        assert!(s.broken.is_none());
     }
 }

@@ -61,22 +61,33 @@ impl Shared {
     }
 
     /// An agentic run's shared state: the scheduler counts conversations handed out, the
-    /// aggregator those finished (`note_turn`).
-    pub fn with_conversations(mut self, plan: Option<Arc<ConversationPlan>>) -> Shared {
+    /// aggregator those finished (`note_turn`); `concurrency` conversations run at a time.
+    pub fn with_conversations(
+        mut self,
+        plan: Option<Arc<ConversationPlan>>,
+        concurrency: u64,
+    ) -> Shared {
         let workers = self.issued_to.len();
-        self.conversations = plan.map(|p| (p, ConversationCounts::new(workers)));
+        self.conversations = plan.map(|p| {
+            let counts = ConversationCounts::new(workers, p.spans().len() as u64, concurrency);
+            (p, counts)
+        });
         self
     }
 
     /// Counts a record of dataset row `row` received from worker `w`; in an agentic run the
-    /// last turn of a conversation first frees the worker's place for the next one.
-    pub(crate) fn note_received(&self, w: usize, row: u32) {
+    /// last turn of a conversation first frees the worker's place for the next one (then it
+    /// returns true).
+    pub(crate) fn note_received(&self, w: usize, row: u32) -> bool {
+        let mut finished = false;
         if let Some((plan, counts)) = &self.conversations {
             if plan.ends_conversation(row) {
                 counts.finished_at[w].fetch_add(1, Ordering::Release);
+                finished = true;
             }
         }
         self.received_from[w].fetch_add(1, Ordering::Release);
+        finished
     }
 
     /// This run's phases by sample id, counted as records arrive.

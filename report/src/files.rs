@@ -107,11 +107,11 @@ pub fn write_accuracy(
     plan: &Plan,
     dir: &OpenDir,
     phases: &[PhaseOutcome],
-    (summary, info): (&ResultSummary, &RunInfo),
+    (summary, info, perf_issued): (&ResultSummary, &RunInfo, u64),
     interrupted: bool,
     unwritten: &mut Vec<(&'static str, String)>,
 ) -> (Option<String>, Option<String>) {
-    let (accuracy, error) = score_accuracy(plan, phases, summary, interrupted);
+    let (accuracy, error) = score_accuracy(plan, phases, (summary, perf_issued), interrupted);
     let Some(results) = accuracy else { return (None, error) };
     let block = crate::accuracy::accuracy_block(&results);
     let text = with_accuracy_block(&report_txt(summary, info), &block);
@@ -131,11 +131,12 @@ pub fn write_accuracy(
 }
 
 /// Scores the plan's datasets: each accuracy dataset in order, then the performance dataset's
-/// own accuracy_config, as the reference lists them.
+/// own accuracy_config, as the reference lists them; its entry's `total_samples` is the
+/// performance phase's `perf_issued` samples, tracked or not (the reference's `issued_count`).
 fn score_accuracy(
     plan: &Plan,
     phases: &[PhaseOutcome],
-    summary: &ResultSummary,
+    (summary, perf_issued): (&ResultSummary, u64),
     interrupted: bool,
 ) -> (Option<crate::accuracy::AccuracyResults>, Option<String>) {
     use crate::accuracy::{score_run, DatasetType, ScoringJob};
@@ -174,7 +175,7 @@ fn score_accuracy(
             agentic_turns: plan.agentic.as_ref().map_or(0, |a| a.client_turns()),
             row_columns: &s.row_columns,
             num_repeats: 1,
-            total_samples: summary.n_samples_issued,
+            total_samples: perf_issued,
             duration_s: summary.duration_ns.unwrap_or(0) as f64 / 1e9,
         });
     }

@@ -4,13 +4,14 @@
 //! under their routing header; the stub's own record of what it had cached shows the reuse; a
 //! turn that fails aborts the rest of its conversation.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 
 use loadgen_stubs::{PrefixCacheConfig, StubKind};
 use serde_json::Value;
 
+use super::agentic_window::{check_window_figures, total_issued, Window};
 use crate::support::{assets, report_dir, run, stub, summary, tmp_dir};
 
 /// The project's agentic fixture: c1 (client turns 1, 3, 5; turn 3 waits 20 ms after turn 1,
@@ -122,12 +123,17 @@ fn conversations_run_turn_after_turn_two_at_a_time_and_the_stub_sees_their_prefi
         run(["benchmark", "from-config", "--config", &config("five", &server.url(), &dir, 5, "")]);
     assert_eq!(out.status.code(), Some(0));
     server.stop();
-    // c1, c2, c3, then c1 and c2 again under their repeat ids: 3 + 2 + 1 + 3 + 2 turns.
+    // c1, c2, c3, then c1 and c2 again under their repeat ids: 3 + 2 + 1 + 3 + 2 turns, all
+    // issued; tracked until the fourth conversation finished (none left to start).
     let s = summary(&dir);
+    let window = Window::read(&dir);
+    window.check_closed(5, 2);
+    let tracked = window.tracked().count() as u64;
     assert_eq!(
         (s["n_samples_issued"].as_u64(), s["n_samples_failed"].as_u64()),
-        (Some(11), Some(0))
+        (Some(tracked), Some(0))
     );
+    check_window_figures(&dir, &window, 11);
     let all = turns(&dir);
     let conversations = by_conversation(&all);
     let names: Vec<&str> = conversations.keys().map(String::as_str).collect();
@@ -147,7 +153,7 @@ fn conversations_run_turn_after_turn_two_at_a_time_and_the_stub_sees_their_prefi
         assert!(list[1].issued_ns >= list[0].complete_ns + 20_000_000, "{id}: {list:?}");
     }
     assert_eq!(most_at_once(&conversations), 2, "target_concurrency 2");
-    check_agentic_block(&s, &dir);
+    check_agentic_block(&s, &window);
     // The stub, by its own record: each conversation's first turn found nothing cached under
     // its X-Session-ID (a repeat's too, though its messages equal the first pass's), and every
     // later turn found its earlier messages cached.
@@ -177,38 +183,39 @@ fn a_turn_past_its_timeout_fails_and_the_rest_of_its_conversation_is_aborted() {
             assert_eq!(t.error.as_deref(), Some("TurnAbortedByPriorFailure"), "{id}: {t:?}");
         }
     }
+    // All 6 turns fail: 3 time out, c1's 2 later turns and c2's 1 are aborted. The tracked
+    // ones are those issued before the second conversation's finish closed the window.
+    let window = Window::read(&dir);
+    window.check_closed(3, 2);
+    let count =
+        |error: &str| window.tracked().filter(|t| t.error.as_deref() == Some(error)).count() as u64;
+    let (timeouts, aborted) = (count("TurnTimeout"), count("TurnAbortedByPriorFailure"));
+    assert!(timeouts >= 2 && aborted == 3, "{timeouts} timeouts, {aborted} aborted tracked");
+    assert_eq!(total_issued(&dir), 6);
     let s = summary(&dir);
     let kinds = &s["failure_kinds"];
-    assert_eq!(kinds["timeout"]["count"].as_u64(), Some(3));
-    assert_eq!(kinds["turn_aborted"]["count"].as_u64(), Some(3), "c1's 2 later turns, c2's 1");
-    assert_eq!(s["n_samples_failed"].as_u64(), Some(6));
+    assert_eq!(kinds["timeout"]["count"].as_u64(), Some(timeouts));
+    assert_eq!(kinds["turn_aborted"]["count"].as_u64(), Some(aborted));
+    assert_eq!(s["n_samples_failed"].as_u64(), Some(timeouts + aborted));
     let agentic = &s["agentic"];
-    assert_eq!(agentic["dropped_turns"].as_u64(), Some(3));
-    assert_eq!(agentic["conversations"]["failed"].as_u64(), Some(3));
-    assert_eq!(agentic["turns"]["failed_by_kind"]["turn_aborted"].as_u64(), Some(3));
+    assert_eq!(agentic["dropped_turns"].as_u64(), Some(aborted));
+    assert_eq!(agentic["conversations"]["failed"].as_u64(), Some(timeouts));
+    assert_eq!(agentic["turns"]["failed_by_kind"]["turn_aborted"].as_u64(), Some(aborted));
 }
 
-/// The summary's agentic block, from the run's own table, and as `report DIR` rebuilds it
-/// from events.jsonl.
-fn check_agentic_block(s: &Value, dir: &Path) {
+/// The summary's agentic block over the tracked turns (`check_window_figures` compares it with
+/// the log's and with `report DIR`'s).
+fn check_agentic_block(s: &Value, window: &Window) {
     let agentic = &s["agentic"];
+    let tracked = window.tracked().count() as u64;
+    let started: BTreeSet<&str> = window.tracked().map(|t| t.conversation.as_str()).collect();
     assert_eq!(agentic["dropped_turns"].as_u64(), Some(0));
-    assert_eq!(agentic["conversations"]["started"].as_u64(), Some(5));
-    assert_eq!(agentic["conversations"]["completed"].as_u64(), Some(5));
-    assert_eq!(agentic["turns"]["succeeded"].as_u64(), Some(11));
-    let by_turn: Vec<(u64, u64)> = agentic["by_turn"]
-        .as_array()
-        .expect("by_turn")
-        .iter()
-        .map(|t| (t["turn"].as_u64().unwrap(), t["n_samples"].as_u64().unwrap()))
-        .collect();
-    assert_eq!(by_turn, [(1, 5), (3, 4), (5, 2)], "5 first turns, 4 thirds, c1's two fifths");
-    // `report DIR` rebuilds the same block from events.jsonl's conversation and turn fields.
-    let rebuilt = dir.with_extension("rebuilt");
-    let _ = std::fs::remove_dir_all(&rebuilt);
-    let out = run(["report", &dir.display().to_string(), "--out", &rebuilt.display().to_string()]);
-    assert_eq!(out.status.code(), Some(0));
-    assert_eq!(summary(&rebuilt)["agentic"], s["agentic"]);
+    assert_eq!(agentic["conversations"]["started"].as_u64(), Some(started.len() as u64));
+    assert_eq!(agentic["conversations"]["completed"].as_u64(), Some(started.len() as u64));
+    assert_eq!(agentic["turns"]["succeeded"].as_u64(), Some(tracked));
+    // Every conversation started inside the window but perhaps the last one handed out.
+    let firsts = window.tracked_by_turn().get(&1).copied().unwrap_or_default();
+    assert!(firsts >= 4, "5 first turns, all but perhaps the last inside the window: {firsts}");
 }
 
 /// The stub's own record of what it had cached for each of the run's requests.

@@ -9,10 +9,10 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use loadgen_stubs::{PrefixCacheConfig, StatusFault, StubKind};
-use serde_json::Value;
 
+use super::agentic_window::Window;
 use crate::support::{
-    assets, bin, check_accounting, report_dir, run, signal, stub, summary, tmp_dir, wait_for,
+    assets, bin, check_terminal_events, report_dir, run, signal, stub, summary, tmp_dir, wait_for,
     wait_output,
 };
 
@@ -35,21 +35,17 @@ fn config(name: &str, url: &str, dir: &Path, trajectories: u64, runtime: &str) -
     path.display().to_string()
 }
 
-/// `sample.issued` lines per turn number.
-fn issued_per_turn(dir: &Path) -> BTreeMap<u64, u64> {
-    let text = std::fs::read_to_string(dir.join("events.jsonl")).expect("events.jsonl");
-    let mut out = BTreeMap::new();
-    for line in text.lines().filter(|l| l.contains("\"sample.issued\"")) {
-        let v: Value = serde_json::from_str(line).expect("an event line parses");
-        *out.entry(v["turn"].as_u64().expect("a turn")).or_default() += 1;
-    }
-    out
-}
-
 /// Every turn accounted, per turn number and in all; returns (dropped, abandoned).
 fn check_turns_accounted(dir: &Path) -> (u64, u64) {
-    let (issued, _, _, abandoned) = check_accounting(dir);
     let s = summary(dir);
+    let get = |key: &str| s[key].as_u64().unwrap_or_else(|| panic!("{key} in the summary"));
+    let (issued, abandoned) = (get("n_samples_issued"), get("n_samples_abandoned"));
+    assert_eq!(issued, get("n_samples_completed") + abandoned, "issued = completed + abandoned");
+    // One issued line and one terminal line a turn, tracked or not; tracked: those issued
+    // inside the window.
+    let window = Window::read(dir);
+    assert_eq!(check_terminal_events(dir), window.turns.len() as u64);
+    assert_eq!(window.tracked().count() as u64, issued, "tracked turns are the window's");
     let a = &s["agentic"];
     let mut from_turns = BTreeMap::new();
     for t in a["by_turn"].as_array().expect("by_turn") {
@@ -57,7 +53,7 @@ fn check_turns_accounted(dir: &Path) -> (u64, u64) {
         assert_eq!(n("n_issued"), n("n_samples") + n("n_dropped") + n("n_abandoned"), "{t}");
         from_turns.insert(n("turn"), n("n_issued"));
     }
-    assert_eq!(from_turns, issued_per_turn(dir), "the summary's turns are the log's");
+    assert_eq!(from_turns, window.tracked_by_turn(), "the summary's turns are the log's");
     assert_eq!(from_turns.values().sum::<u64>(), issued);
     assert_eq!(a["turns"]["issued"].as_u64(), Some(issued));
     assert_eq!(a["turns"]["abandoned"].as_u64(), Some(abandoned));

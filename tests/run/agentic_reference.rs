@@ -11,6 +11,7 @@ use std::path::Path;
 use loadgen_stubs::{PrefixCacheConfig, StubKind};
 use serde_json::Value;
 
+use super::agentic_window::{check_window_figures, Window};
 use crate::support::{assets, bin, report_dir, show, stub, summary, tmp_dir};
 
 /// `shape` with its placeholders filled, written beside the test's other files.
@@ -53,12 +54,17 @@ fn the_reference_agentic_examples_run_against_the_prefix_cache_stub() {
         assert_eq!(out.status.code(), Some(0), "{shape}");
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert!(stderr.contains("dataset swe_bench is skipped"), "{shape}: {stderr}");
-        // 6 trajectories of c1, c2, c3 (3, 2, 1 client turns), each twice.
+        // 6 trajectories of c1, c2, c3 (3, 2, 1 client turns), each twice: all 12 turns
+        // issued; 8 places for 6 conversations, so the first finish closes the window.
         let s = summary(&dir);
+        let window = Window::read(&dir);
+        window.check_closed(6, 8);
+        let tracked = window.tracked().count() as u64;
         assert_eq!(
             (s["n_samples_issued"].as_u64(), s["n_samples_failed"].as_u64()),
-            (Some(12), Some(0))
+            (Some(tracked), Some(0))
         );
+        check_window_figures(&dir, &window, 12);
         // The fixture's scorable turn is c1's turn 2 (a bash `ls`); the stub's tool call has no
         // command, so both repeats score 0; c1's turn 4 and c2's turn 2 have no ground truth.
         let sc = scores(&dir);

@@ -100,6 +100,7 @@ impl State {
             warmup_samples: self.warmup_samples,
             tracked_end: self.tracked_end,
             abort: self.abort_cause,
+            window: (self.window, &self.late),
         });
         let ended_ns = loadgen_wire::monotonic_ns();
         // Counted before the terminal events the run's end writes for old samples (late by
@@ -151,11 +152,15 @@ impl State {
         for c in std::mem::take(&mut self.cancelled) {
             self.log_issued(c.sample_id, c.row, c.issued_ns);
             self.log_abandoned(c.sample_id, c.cancelled_ns, cause);
-            self.note_unrecorded(c.sample_id, c.row, false);
+            if !self.late.contains(c.sample_id) {
+                self.note_unrecorded(c.sample_id, c.row, false);
+            }
         }
         for o in &s.synthesized {
             let died = o.outcome == Synthesized::WorkerDied;
-            self.note_unrecorded(o.sample_id, o.issued.row, died);
+            if self.window.admits(o.issued.issued_ns) {
+                self.note_unrecorded(o.sample_id, o.issued.row, died);
+            }
             let message = format!(
                 "worker {} died with the request in flight; no response was recorded",
                 o.issued.worker
@@ -164,7 +169,8 @@ impl State {
             if o.sample_id < self.warmup_samples {
                 continue;
             }
-            if o.outcome == Synthesized::WorkerDied && o.sample_id < self.tracked_end {
+            let tracked = o.sample_id < self.tracked_end && self.window.admits(o.issued.issued_ns);
+            if o.outcome == Synthesized::WorkerDied && tracked {
                 self.note_failure(FailureKind::WorkerDied, message.as_bytes());
             }
             self.log_synthesized(o, ended_ns, &message);

@@ -4,7 +4,7 @@
 use std::borrow::Cow;
 use std::sync::atomic::Ordering;
 
-use loadgen_wire::{ChunkTiming, FailureKind, FinishReason, RecordView, WorkerEvent};
+use loadgen_wire::{ChunkTiming, FailureKind, FinishReason, RecordHeader, RecordView, WorkerEvent};
 
 use super::events::{ChunkLine, CompleteEvent};
 use super::tokens::TokenResult;
@@ -90,6 +90,57 @@ impl State {
         logged
     }
 
+    /// Whether the record is tracked, and whether it is a performance sample outside an
+    /// agentic run's tracking window (`late`). Its conversation's finish, if it is its last
+    /// turn, is counted first: that finish may close the window.
+    fn scope_of(&mut self, h: &RecordHeader, finished: bool) -> (bool, bool) {
+        let performance = h.sample_id >= self.warmup_samples && h.sample_id < self.tracked_end;
+        if finished && performance {
+            self.note_conversation_finish();
+        }
+        let late = performance && !self.window.admits(Some(h.issued_ns));
+        if late {
+            self.late.insert(h.sample_id);
+        }
+        (performance && !late, late)
+    }
+
+    /// A cancelled record. Only the coordinator's Abort cancels (cap, interrupt, drain
+    /// timeout): the sample was abandoned, never completed, as the reference. A closed-loop
+    /// sample still queued then was never issued at all (the worker stamps the issue) and has
+    /// no events. The terminal event of the others (`performance`: tracked, or outside the
+    /// window) waits for the abort's cause.
+    fn on_cancelled(&mut self, h: &RecordHeader, performance: bool, accuracy: bool) {
+        if accuracy && h.issued_ns != 0 {
+            // An accuracy sample abandoned at its drain timeout was issued and never
+            // completed: the reference's log has its issued line and nothing after it.
+            self.log_issue(h.sample_id, h.row, h.issued_ns);
+        }
+        if performance && h.issued_ns != 0 {
+            self.cancelled.push(CancelledSample {
+                sample_id: h.sample_id,
+                row: h.row,
+                issued_ns: h.issued_ns,
+                cancelled_ns: h.complete_ns,
+            });
+        }
+    }
+
+    /// An agentic conversation finished (its last turn's record was read): the finish that
+    /// finds no conversation left to start closes the tracking window, stamped now, and logs
+    /// its end as the reference does (`session.stop_performance_tracking`).
+    fn note_conversation_finish(&mut self) {
+        if let Some(closed_ns) = self.window.note_finish(loadgen_wire::monotonic_ns()) {
+            if !self.tracking {
+                self.await_tracking();
+            }
+            if self.tracking && !self.tracking_stopped {
+                self.tracking_stopped = true;
+                self.events.session("session.stop_performance_tracking", closed_ns);
+            }
+        }
+    }
+
     /// The samples worker `w`'s in-flight table holds now.
     pub(super) fn sent_now(&self, w: usize) -> Vec<u64> {
         self.in_flight.get(w).and_then(Option::as_ref).map(|t| t.sent()).unwrap_or_default()
@@ -99,33 +150,17 @@ impl State {
         let h = &rec.header;
         // Before the totals a drain's waiter reads: a phase's count is never behind them.
         self.input_shared.phases.note(h.sample_id);
-        self.input_shared.note_received(w, h.row);
+        let finished = self.input_shared.note_received(w, h.row);
         self.input_shared.records_total.fetch_add(1, Ordering::Release);
         let failure = FailureKind::from_u8(h.failure).unwrap_or(FailureKind::Malformed);
-        let tracked = h.sample_id >= self.warmup_samples && h.sample_id < self.tracked_end;
+        let (tracked, late) = self.scope_of(h, finished);
         // Accuracy-phase samples (ids past the tracked range) are logged, never measured.
         let accuracy = h.sample_id >= self.tracked_end;
         self.answered.insert(h.sample_id);
         self.tally.record(tracked, failure, h.issued_ns != 0);
         self.counters.requests_resent += u64::from(h.resent);
         if failure == FailureKind::Cancelled {
-            // Only the coordinator's Abort cancels (cap, interrupt, drain timeout): the sample
-            // was abandoned, never completed, as the reference. A closed-loop sample still
-            // queued then was never issued at all (the worker stamps the issue) and has no
-            // events. The terminal event of the others waits for the abort's cause.
-            if accuracy && h.issued_ns != 0 {
-                // An accuracy sample abandoned at its drain timeout was issued and never
-                // completed: the reference's log has its issued line and nothing after it.
-                self.log_issue(h.sample_id, h.row, h.issued_ns);
-            }
-            if tracked && h.issued_ns != 0 {
-                self.cancelled.push(CancelledSample {
-                    sample_id: h.sample_id,
-                    row: h.row,
-                    issued_ns: h.issued_ns,
-                    cancelled_ns: h.complete_ns,
-                });
-            }
+            self.on_cancelled(h, tracked || late, accuracy);
             return;
         }
         // Pair assertion with the worker: its clocks are ordered.
@@ -136,6 +171,11 @@ impl State {
         self.counters.last_event_ns = self.counters.last_event_ns.max(h.complete_ns);
         if failed {
             self.counters.total_samples_failed += 1;
+        }
+        if late {
+            // A turn issued after the tracking window closed: logged in full, never measured.
+            self.log_record(rec, failed, &output_text(rec.output), None);
+            return;
         }
         if !tracked {
             if accuracy {

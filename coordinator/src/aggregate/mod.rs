@@ -13,6 +13,7 @@ use crossbeam_channel::{Receiver, Sender};
 use loadgen_wire::{Doorbell, InFlightTable, RecordConsumer};
 use nix::unistd::Pid;
 
+use crate::conversation::TrackingWindow;
 use crate::live::{Board, LiveSpec, LiveStats, Phase, View};
 use crate::metrics::column::{Column, Spill};
 use crate::metrics::spool::RowSpool;
@@ -151,6 +152,10 @@ struct State {
     /// end (each row's dataset row is in `sample_rows`).
     agentic: bool,
     unrecorded_turns: Vec<UnrecordedTurn>,
+    /// An agentic run's tracking window (never closes otherwise).
+    window: TrackingWindow,
+    /// Performance-phase samples read after the window closed and issued after it: untracked.
+    late: IdSet,
     rows: RowSpool,
     chunk_delta_ns: Column<u64>,
     /// The record being ingested's gaps between chunks (logged, then added to the column).
@@ -282,6 +287,14 @@ impl State {
         State {
             agentic: input.shared.conversations.is_some(),
             unrecorded_turns: Vec::new(),
+            window: input
+                .shared
+                .conversations
+                .as_ref()
+                .map_or_else(TrackingWindow::default, |(_, c)| {
+                    TrackingWindow::new(c.window_finish)
+                }),
+            late: IdSet::default(),
             input_shared: input.shared,
             rows: RowSpool::new(
                 input.spill.clone().filter(|_| !live_tokens),

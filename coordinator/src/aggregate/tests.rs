@@ -45,7 +45,7 @@ fn aggregate_run(
         unsafe { libc::pause() };
     })
     .unwrap();
-    let shared = Arc::new(Shared::new(1).with_conversations(plan));
+    let shared = Arc::new(Shared::new(1).with_conversations(plan, 1));
     let (control, control_rx) = unbounded();
     let (status_tx, status) = bounded(4);
     let input = AggregatorInput {
