@@ -2,7 +2,9 @@
 
 use loadgen_py::xorshift::Xorshift64Star as Rng;
 
-use super::column::Column;
+use std::sync::Arc;
+
+use super::column::{Column, Spill};
 use super::table::{FinishKind, RunCounters, SampleRow, SampleTable};
 
 /// Parameters of [`synthetic_table`].
@@ -90,8 +92,13 @@ fn synthetic_gaps(row: &SampleRow, rng: &mut Rng) -> Vec<u64> {
 
 /// A table of `spec.samples` deterministic rows.
 pub fn synthetic_table(spec: &FixtureSpec) -> SampleTable {
+    synthetic_table_in(spec, None)
+}
+
+/// The same rows in a table whose columns spill into `spill` past its budget.
+pub fn synthetic_table_in(spec: &FixtureSpec, spill: Option<Arc<Spill>>) -> SampleTable {
     let mut rng = Rng::new(spec.seed);
-    let mut table = SampleTable::with_capacity(spec.samples);
+    let mut table = SampleTable::new(spec.samples, spill);
     for i in 0..spec.samples {
         let row = synthetic_row(i, &mut rng, spec);
         table.push(&row);

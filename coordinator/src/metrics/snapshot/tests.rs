@@ -270,3 +270,31 @@ fn snapshot_round_trips_through_its_json() {
     let err = snapshot_from_json(&serde_json::json!({"state": "complete"}), false).unwrap_err();
     assert_eq!(err.to_string(), "final snapshot: metrics is missing");
 }
+
+#[test]
+fn a_table_spilled_to_files_gives_the_in_memory_snapshot_bit_for_bit() {
+    let spec = FixtureSpec {
+        samples: 150_000,
+        fail_every: 13,
+        missing_usage_every: 7,
+        ..FixtureSpec::default()
+    };
+    let dir = std::env::temp_dir().join(format!("loadgen-snapshot-spill-{}", std::process::id()));
+    let spill = crate::metrics::column::Spill::new(&dir, 0).unwrap();
+    let memory = synthetic_table(&spec);
+    let spilled = crate::metrics::fixture::synthetic_table_in(&spec, Some(spill.clone()));
+    for primary in [Client, Server] {
+        let counters = run_counters(&memory);
+        assert_eq!(counters, run_counters(&spilled));
+        let opts = options(primary);
+        let a = final_snapshot(&memory, &counters, &opts, RunState::Complete);
+        let b = final_snapshot(&spilled, &counters, &opts, RunState::Complete);
+        assert_eq!(a, b, "{primary:?}");
+    }
+    assert!(
+        spill.spilled_bytes() > 65_536 * 40,
+        "the table went to files: {}",
+        spill.spilled_bytes()
+    );
+    assert_eq!(spill.error(), None);
+}
