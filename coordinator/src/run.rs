@@ -278,7 +278,8 @@ fn start<W: WorkerRole>(
     let watcher = Watcher::start(shared.clone()).inspect_err(|_| kill_all(&pids))?;
     let accuracy: u64 = spec.accuracy.iter().map(|p| p.rows.len() as u64).sum();
     let samples = spec.warmup.samples().saturating_add(spec.num_samples).saturating_add(accuracy);
-    let log = IssueLog::with_capacity(samples.min(MAX_LOG_RESERVE_SAMPLES), monotonic_ns());
+    let reserve = samples.min(MAX_LOG_RESERVE_SAMPLES);
+    let log = IssueLog::with_spill(reserve, monotonic_ns(), spec.spill.clone());
     let mut issuer = Issuer::new(producers, shared.clone(), space_bell, log);
     issuer.send_issue_notices(notice_tx);
     let connections: Vec<u64> = spec.workers.iter().map(|w| u64::from(w.connections())).collect();

@@ -5,10 +5,13 @@
 
 use loadgen_wire::FailureKind;
 
+use std::sync::Arc;
+
 use crate::conversation::TrackingWindow;
+use crate::metrics::column::{Column, Spill, CHUNK_VALUES};
 
 /// Bytes the issue log keeps per issued sample: a packed worker + issue stamp word (8) and the
-/// dataset row (4). A 10 M-sample run holds 120 MB of it.
+/// dataset row (4), in memory up to the run's spill budget and in files past it.
 pub const ISSUE_LOG_BYTES_PER_SAMPLE: usize = 12;
 
 /// Stamp offsets from the log's base fit in 48 bits (78 hours); later stamps are clamped.
@@ -26,37 +29,71 @@ pub struct Issued {
 }
 
 /// For each issued sample (indexed by sample id): its worker, row and issue stamp. Written by the
-/// scheduler on the main thread, handed to the aggregator when issuing ends.
-#[derive(Debug, Default)]
+/// scheduler on the main thread, handed to the aggregator when issuing ends; its columns spill to
+/// files past the run's budget (`with_spill`) as the sample table's do.
+#[derive(Debug)]
 pub struct IssueLog {
     base_ns: u64,
     /// `(worker + 1) << 48 | (stamp - base + 1)`, stamp part 0 = no stamp; 0 = never issued.
-    entries: Vec<u64>,
-    rows: Vec<u32>,
+    entries: Column<u64>,
+    rows: Column<u32>,
+}
+
+impl Default for IssueLog {
+    fn default() -> Self {
+        IssueLog::with_capacity(0, 0)
+    }
 }
 
 impl IssueLog {
     /// A log with room for `samples` ids (reserved, not touched), stamps offset from `base_ns`.
     pub fn with_capacity(samples: u64, base_ns: u64) -> IssueLog {
         let n = usize::try_from(samples).unwrap_or(0);
-        IssueLog { base_ns, entries: Vec::with_capacity(n), rows: Vec::with_capacity(n) }
+        IssueLog {
+            base_ns,
+            entries: Column::with_capacity("issue_log", n),
+            rows: Column::with_capacity("issue_rows", n),
+        }
+    }
+
+    /// A log whose columns go to `spill`'s files past its budget.
+    pub fn with_spill(samples: u64, base_ns: u64, spill: Option<Arc<Spill>>) -> IssueLog {
+        let Some(spill) = spill else { return IssueLog::with_capacity(samples, base_ns) };
+        IssueLog {
+            base_ns,
+            entries: Column::new("issue_log", Some(spill.clone())),
+            rows: Column::new("issue_rows", Some(spill)),
+        }
     }
 
     /// Notes that `sample_id` went to `worker`; ids skipped since the last push stay unissued.
     pub fn push(&mut self, sample_id: u64, worker: usize, row: u32, issued_ns: u64) {
-        let index = sample_id as usize;
-        if index < self.entries.len() {
+        if sample_id < self.id_end() {
             return;
         }
-        self.entries.resize(index, 0);
-        self.rows.resize(index, 0);
+        while self.id_end() < sample_id {
+            self.push_entry(0, 0);
+        }
         let stamp = if issued_ns == 0 {
             0
         } else {
             (issued_ns.saturating_sub(self.base_ns) + 1).min(STAMP_MASK)
         };
-        self.entries.push(((worker as u64 + 1) << STAMP_BITS) | stamp);
+        self.push_entry(((worker as u64 + 1) << STAMP_BITS) | stamp, row);
+    }
+
+    fn push_entry(&mut self, entry: u64, row: u32) {
+        self.entries.push(entry);
         self.rows.push(row);
+        if self.entries.in_memory().len() % CHUNK_VALUES == 0 {
+            // Both or neither, so they keep the same ids in their files.
+            self.entries.count_resident();
+            self.rows.count_resident();
+            if self.entries.spill_handle().is_some_and(|s| s.over_budget()) {
+                self.entries.force_spill();
+                self.rows.force_spill();
+            }
+        }
     }
 
     /// One past the highest sample id logged.
@@ -64,19 +101,44 @@ impl IssueLog {
         self.entries.len() as u64
     }
 
-    /// The sample `sample_id`, if it was issued.
-    pub fn get(&self, sample_id: u64) -> Option<Issued> {
-        let index = usize::try_from(sample_id).ok()?;
-        let entry = *self.entries.get(index)?;
+    fn issued(&self, entry: u64, row: u32) -> Option<Issued> {
         if entry == 0 {
             return None;
         }
         let stamp = entry & STAMP_MASK;
         Some(Issued {
             worker: ((entry >> STAMP_BITS) - 1) as u16,
-            row: self.rows[index],
+            row,
             issued_ns: (stamp != 0).then(|| self.base_ns + stamp - 1),
         })
+    }
+
+    /// The sample `sample_id`, if it was issued.
+    pub fn get(&self, sample_id: u64) -> Option<Issued> {
+        let index = usize::try_from(sample_id).ok().filter(|&i| i < self.entries.len())?;
+        let (mut entry, mut row) = (Vec::new(), Vec::new());
+        self.entries.read_into(index, 1, &mut entry).ok()?;
+        self.rows.read_into(index, 1, &mut row).ok()?;
+        self.issued(entry[0], row[0])
+    }
+
+    /// Hands every issued sample to `f` with its id, in id order, a chunk of ids at a time.
+    pub fn for_each(&self, mut f: impl FnMut(u64, Issued)) {
+        let (mut entries, mut rows) = (Vec::new(), Vec::new());
+        let mut at = 0;
+        while at < self.entries.len() {
+            let n = CHUNK_VALUES.min(self.entries.len() - at);
+            let read = self.entries.read_into(at, n, &mut entries);
+            if read.and_then(|()| self.rows.read_into(at, n, &mut rows)).is_err() {
+                return;
+            }
+            for (i, (&entry, &row)) in entries.iter().zip(&rows).enumerate() {
+                if let Some(issued) = self.issued(entry, row) {
+                    f((at + i) as u64, issued);
+                }
+            }
+            at += n;
+        }
     }
 }
 
@@ -287,8 +349,7 @@ pub fn settle(input: &SettleInput<'_>) -> Settlement {
     let mut sent: Vec<Vec<u64>> = input.workers.iter().map(|w| w.sent.clone()).collect();
     sent.iter_mut().for_each(|s| s.sort_unstable());
     let mut synthesized = Vec::new();
-    for id in 0..input.log.id_end() {
-        let Some(issued) = input.log.get(id) else { continue };
+    input.log.for_each(|id, issued| {
         let answered = input.answered.contains(id);
         let (window, late) = input.window;
         let in_window = if answered { !late.contains(id) } else { window.admits(issued.issued_ns) };
@@ -296,7 +357,7 @@ pub fn settle(input: &SettleInput<'_>) -> Settlement {
         issued_total += 1;
         issued_tracked += u64::from(is_tracked);
         if answered {
-            continue;
+            return;
         }
         let w = usize::from(issued.worker);
         let fallback = WorkerEnd { fate: WorkerFate::Done, sent: Vec::new() };
@@ -313,7 +374,7 @@ pub fn settle(input: &SettleInput<'_>) -> Settlement {
         if let Some(outcome) = outcome {
             synthesized.push(SynthesizedOutcome { sample_id: id, issued, outcome });
         }
-    }
+    });
     total.issued = issued_total.saturating_sub(total.unsent);
     tracked.issued = issued_tracked.saturating_sub(tracked.unsent);
     let broken = check(&total, "all").or_else(|| check(&tracked, "tracked"));
@@ -592,6 +653,32 @@ mod tests {
         assert_eq!(log.get(2), Some(Issued { worker: 0, row: 9, issued_ns: None }));
         assert_eq!(log.get(3), None);
         assert_eq!(log.id_end(), 3);
+    }
+
+    #[test]
+    fn a_spilled_issue_log_walks_and_reads_as_the_in_memory_one() {
+        let dir = std::env::temp_dir().join(format!("loadgen-issue-log-{}", std::process::id()));
+        let spill = crate::metrics::column::Spill::new(&dir, 0).unwrap();
+        let mut memory = IssueLog::with_capacity(0, 1_000);
+        let mut spilled = IssueLog::with_spill(0, 1_000, Some(spill.clone()));
+        for id in (0..200_000u64).filter(|id| id % 7 != 3) {
+            let stamp = if id % 11 == 0 { 0 } else { 1_000 + id * 3 };
+            memory.push(id, (id % 5) as usize, (id * 13) as u32, stamp);
+            spilled.push(id, (id % 5) as usize, (id * 13) as u32, stamp);
+        }
+        assert!(spill.spilled_bytes() > 0, "the log went to files");
+        let walk = |log: &IssueLog| {
+            let mut out = Vec::new();
+            log.for_each(|id, issued| out.push((id, issued)));
+            out
+        };
+        let walked = walk(&memory);
+        assert_eq!(walked.len(), 200_000 - 200_000 / 7);
+        assert_eq!(walk(&spilled), walked);
+        for id in [0, 3, 10, 70_000, 199_999] {
+            assert_eq!(spilled.get(id), memory.get(id), "id {id}");
+        }
+        assert_eq!(spill.error(), None);
     }
 
     /// An agentic run's window: a record read outside it and an unanswered turn issued after
