@@ -13,6 +13,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use loadgen_coordinator::cpu::{cores_available, CpuPlan};
 use loadgen_coordinator::fork::{fork_child, kill_and_reap};
 use loadgen_coordinator::metrics::column::Column;
+use loadgen_coordinator::metrics::sort_spool::TupleSpool;
 use loadgen_coordinator::metrics::spool::RowSpool;
 use loadgen_coordinator::metrics::{final_snapshot, MetricsOptions, RunState, SampleTable};
 use loadgen_coordinator::{PhaseHook, RunEnd, RunError};
@@ -27,10 +28,10 @@ use crate::redact::redact;
 use profiling::ProfileController;
 
 use crate::report::{
-    add_failures, client_wait_info, console_summary, in_issue_order, incomplete_reason,
-    is_complete, issue_lag, report_reserve_bytes, result_summary, run_info, run_warnings,
-    unwritten_message, with_accuracy_block, write_accuracy, write_all_files, write_shard,
-    EndpointInfo, OpenDir, ReportDir, SpaceReserve,
+    add_failures, client_wait_info, console_summary, incomplete_reason, is_complete, issue_lag,
+    report_reserve_bytes, result_summary, run_info, run_warnings, unwritten_message,
+    with_accuracy_block, write_accuracy, write_all_files, write_shard, EndpointInfo, OpenDir,
+    PerfRows, ReportDir, SpaceReserve,
 };
 
 /// Where a null-endpoint run's request bytes are addressed (they are built, never sent).
@@ -410,13 +411,7 @@ fn finish_run(
         has_tokenizer: plan.tokenizer.is_some(),
     };
     let incomplete_reason = incomplete_reason(&agg, output.drain_timed_out, capped);
-    let state = if interrupted {
-        RunState::Interrupted
-    } else if incomplete_reason.is_some() {
-        RunState::Incomplete
-    } else {
-        RunState::Complete
-    };
+    let state = run_state(interrupted, incomplete_reason.is_some());
     let snapshot = final_snapshot(&table, &agg.counters, &opts, state);
     spill::print_spill(plan, table.spill());
     let mut info = run_info(plan, embedded, interrupted, incomplete_reason, agg.counters.abandoned);
@@ -439,8 +434,8 @@ fn finish_run(
     let summary = result_summary(&snapshot, &info);
     let dir = &plan.report_dir;
     let written = (&snapshot, &summary, &info);
-    let mut unwritten =
-        write_all_files(plan, out_dir, written, (&agg, &sample_rows), &output.phases);
+    let rows = perf_rows(sample_rows, plan.audit_row);
+    let mut unwritten = write_all_files(plan, out_dir, written, (&agg, rows), &output.phases);
     if let Some(record) = &info.profiling {
         profiling::write_profiling_json(out_dir, record);
     }
@@ -488,6 +483,17 @@ fn finish_run(
     Ok(0)
 }
 
+/// The snapshot's state: interrupted, else incomplete (a reason was found), else complete.
+fn run_state(interrupted: bool, incomplete: bool) -> RunState {
+    if interrupted {
+        RunState::Interrupted
+    } else if incomplete {
+        RunState::Incomplete
+    } else {
+        RunState::Complete
+    }
+}
+
 /// Each endpoint's figures, named by its URL.
 fn endpoint_infos(table: &SampleTable, endpoint_urls: &[String]) -> Vec<EndpointInfo> {
     let stats = loadgen_coordinator::metrics::endpoint_stats(table, endpoint_urls.len());
@@ -513,19 +519,19 @@ fn sample_table(
     agg: &mut loadgen_coordinator::aggregate::AggregatorOutput,
     issue_lags: &loadgen_coordinator::schedule::IssueLags,
     plan: &Plan,
-) -> (SampleTable, Vec<Option<u64>>, Vec<(u64, u32)>) {
-    let rows = std::mem::replace(&mut agg.rows, RowSpool::new(None, 1, 0));
+) -> (SampleTable, Vec<Option<u64>>, TupleSpool) {
+    let rows = std::mem::replace(&mut agg.rows, RowSpool::new(None, 0));
     let agentic = plan.agentic.is_some();
-    let mut table = SampleTable::new(rows.len(), agg.chunk_delta_ns.spill_handle());
+    let spill = agg.chunk_delta_ns.spill_handle();
+    let mut table = SampleTable::new(rows.len(), spill.clone());
     let mut waits = vec![None; issue_lags.lags_ns.len()];
-    let (mut sample_rows, mut issued_ns) = (Vec::new(), Vec::new());
+    let mut in_issue_order = TupleSpool::new("issue_order", spill);
     rows.drain_in_completion_order(|r| {
         let at = r.sample_id.checked_sub(issue_lags.first_sample_id);
         if let Some(slot) = at.and_then(|i| waits.get_mut(i as usize)) {
             *slot = r.row.client_wait_ns;
         }
-        sample_rows.push((r.sample_id, r.dataset_row));
-        issued_ns.push(r.row.issued_ns);
+        in_issue_order.push((r.row.issued_ns, r.sample_id, r.dataset_row));
         if agentic {
             table.push_with_dataset_row(&r.row, r.dataset_row);
         } else {
@@ -534,9 +540,17 @@ fn sample_table(
     });
     let chunk_delta_ns = std::mem::replace(&mut agg.chunk_delta_ns, Column::new("gaps", None));
     table.set_chunk_delta_ns(chunk_delta_ns);
-    let mut sample_rows = in_issue_order(&sample_rows, &issued_ns);
-    name_audit_row(&mut sample_rows, plan.audit_row);
-    (table, waits, sample_rows)
+    (table, waits, in_issue_order)
+}
+
+/// The performance samples of sample_idx_map.json, in issue order. The audit phase's dataset is
+/// its one row (`audit.sample_index`): the map names the dataset row it is, as the reference's
+/// does.
+fn perf_rows(in_issue_order: TupleSpool, audit_row: Option<u64>) -> PerfRows<'static> {
+    let audit_row = audit_row.and_then(|r| u32::try_from(r).ok());
+    Box::new(move |f| {
+        in_issue_order.drain_sorted(|(_, sample_id, row)| f(sample_id, audit_row.unwrap_or(row)))
+    })
 }
 
 /// Samples the performance phase issued: the tracked ones, and in an agentic run also the
@@ -552,14 +566,6 @@ fn perf_issued(
     }
     let accuracy: u64 = accuracy_phases.iter().map(|p| p.issued).sum();
     counters.total_samples_issued.saturating_sub(accuracy)
-}
-
-/// The audit phase's dataset is its one row (`audit.sample_index`): sample_idx_map.json names
-/// the dataset row it is, as the reference's does.
-fn name_audit_row(sample_rows: &mut [(u64, u32)], audit_row: Option<u64>) {
-    if let Some(row) = audit_row.and_then(|r| u32::try_from(r).ok()) {
-        sample_rows.iter_mut().for_each(|(_, r)| *r = row);
-    }
 }
 
 /// `-v`: each coordinator thread's CPU over the run, per sample.

@@ -7,6 +7,7 @@
 //! this module says when it is large enough that the headline describes the client.
 
 use loadgen_coordinator::metrics::snapshot::CLIENT_WAIT_NS;
+use loadgen_coordinator::metrics::sort_spool::TupleSpool;
 use loadgen_coordinator::metrics::{SampleTable, SeriesStat, Snapshot};
 
 use loadgen_plan::plan::Plan;
@@ -57,20 +58,20 @@ pub fn wait_is_material(snap: &Snapshot) -> bool {
 /// The most requests written and not yet answered at one time: each written sample holds a
 /// connection from its write (issue stamp + client wait) to its completion.
 pub fn peak_in_flight(table: &SampleTable) -> u64 {
-    let mut edges: Vec<(u64, i8)> = Vec::with_capacity(table.len() * 2);
+    // (instant, 1 for a write and 0 for an answer): at one instant an answer frees its
+    // connection before a write takes it. Sorted in bounded memory, as the table is kept.
+    let mut edges = TupleSpool::new("in_flight", table.spill().cloned());
     table.for_each_row(|row| {
         if let Some(wait) = row.client_wait_ns {
-            edges.push((row.issued_ns.saturating_add(wait), 1));
-            edges.push((row.complete_ns, -1));
+            edges.push((row.issued_ns.saturating_add(wait), 1, 0));
+            edges.push((row.complete_ns, 0, 0));
         }
     });
-    // At one instant an answer frees its connection before a write takes it.
-    edges.sort_unstable();
     let (mut now, mut peak) = (0i64, 0i64);
-    for (_, step) in edges {
-        now += i64::from(step);
+    edges.drain_sorted(|(_, write, _)| {
+        now += if write == 1 { 1 } else { -1 };
         peak = peak.max(now);
-    }
+    });
     peak as u64
 }
 

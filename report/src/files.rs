@@ -7,7 +7,7 @@ use loadgen_coordinator::run::PhaseOutcome;
 
 use super::{
     idx_phases, report_txt, with_accuracy_block, write_report_files, write_sample_idx_map, OpenDir,
-    ResultSummary, RunInfo,
+    PerfRows, ResultSummary, RunInfo,
 };
 use loadgen_plan::plan::Plan;
 
@@ -18,7 +18,7 @@ pub fn write_all_files(
     plan: &Plan,
     dir: &OpenDir,
     (snapshot, summary, info): (&Snapshot, &ResultSummary, &RunInfo),
-    (agg, sample_rows): (&AggregatorOutput, &[(u64, u32)]),
+    (agg, sample_rows): (&AggregatorOutput, PerfRows<'_>),
     phases: &[PhaseOutcome],
 ) -> Vec<(&'static str, String)> {
     let mut unwritten: Vec<(&'static str, String)> = Vec::new();
@@ -41,7 +41,8 @@ pub fn write_all_files(
     }
     let perf = plan.accuracy.mode != loadgen_plan::plan::TestMode::Acc;
     let acc = idx_phases(plan, phases);
-    let idx_map = |w: &mut dyn std::io::Write| write_sample_idx_map(w, sample_rows, perf, &acc);
+    let perf_rows = perf.then_some(sample_rows);
+    let idx_map = |w: &mut dyn std::io::Write| write_sample_idx_map(w, perf_rows, &acc);
     if let Err(e) = dir.write_atomic_with("sample_idx_map.json", idx_map) {
         unwritten.push(("sample_idx_map.json", io_reason(&e)));
     }

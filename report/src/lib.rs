@@ -41,7 +41,7 @@ pub use run_info::{
     add_failures, incomplete_reason, run_info, run_warnings, ClientTokenCounting, EndpointInfo,
     FailureKindCount, LoadPatternInfo, MixedClocks, RunInfo, WarmupInfo,
 };
-pub use sample_idx_map::{idx_phases, in_issue_order, write_sample_idx_map};
+pub use sample_idx_map::{idx_phases, slice_rows, write_sample_idx_map, PerfRows};
 pub use shard::{
     late_start_warning, shard_file, FailureCounts, SampleIds, ShardFile, ShardInfo,
     SHARD_FILE_FORMAT,

@@ -29,50 +29,75 @@ pub fn idx_phases(plan: &Plan, phases: &[PhaseOutcome]) -> Vec<IdxPhase> {
         .collect()
 }
 
-/// The performance samples `(sample id, dataset row)` in issue order, as the reference fills
-/// its map while it issues: by issue stamp (`issued_ns`, one per sample, in the same order),
-/// ties by sample id, the order of events.jsonl's `sample.issued` lines. The aggregator
-/// holds them in completion order.
-pub fn in_issue_order(rows: &[(u64, u32)], issued_ns: &[u64]) -> Vec<(u64, u32)> {
-    let mut order: Vec<usize> = (0..rows.len()).collect();
-    order.sort_unstable_by_key(|&i| (issued_ns.get(i).copied().unwrap_or(u64::MAX), rows[i].0));
-    order.into_iter().map(|i| rows[i]).collect()
+/// The performance samples of `sample_idx_map.json`, `(sample id, dataset row)` each, handed to
+/// the visitor in issue order, as the reference fills its map while it issues: by issue stamp,
+/// ties by sample id, the order of events.jsonl's `sample.issued` lines. A run's come from a
+/// `TupleSpool` keyed by both (in bounded memory); a merge's from a sorted list (`slice_rows`).
+pub type PerfRows<'a> = Box<dyn FnOnce(&mut dyn FnMut(u64, u32)) + 'a>;
+
+/// `rows`, in their order, as `PerfRows`.
+pub fn slice_rows(rows: &[(u64, u32)]) -> PerfRows<'_> {
+    Box::new(move |f| rows.iter().for_each(|&(id, row)| f(id, row)))
+}
+
+/// Writes the map's phases one entry at a time, keeping the first write error.
+struct PhaseWriter<'a> {
+    out: &'a mut dyn std::io::Write,
+    first_phase: bool,
+    entries: u64,
+    error: Option<std::io::Error>,
+}
+
+impl PhaseWriter<'_> {
+    fn write(&mut self, text: std::fmt::Arguments<'_>) {
+        if self.error.is_none() {
+            self.error = self.out.write_fmt(text).err();
+        }
+    }
+
+    fn begin(&mut self, name: &str) {
+        let sep = if self.first_phase { "" } else { "," };
+        self.first_phase = false;
+        self.entries = 0;
+        let name = serde_json::to_string(name).unwrap_or_default();
+        self.write(format_args!("{sep}\n  {name}: {{"));
+    }
+
+    fn entry(&mut self, sample_id: u64, row: u64) {
+        let sep = if self.entries > 0 { "," } else { "" };
+        self.entries += 1;
+        self.write(format_args!("{sep}\n    \"{}\": {row}", sample_uuid(sample_id)));
+    }
+
+    fn end(&mut self) {
+        let close = if self.entries > 0 { "\n  }" } else { "}" };
+        self.write(format_args!("{close}"));
+    }
 }
 
 /// `{"performance": {uuid: dataset_index}, <phase>: {…}}`, as the reference writes it
 /// (`msgspec.json.format(..., indent=2)`): two-space indent, one key a line, no trailing
-/// newline; an empty map is `{}`. An accuracy-only run has no `performance` phase.
+/// newline; an empty map is `{}`. An accuracy-only run has no `performance` phase (`None`).
 pub fn write_sample_idx_map(
     out: &mut dyn std::io::Write,
-    rows: &[(u64, u32)],
-    perf: bool,
+    perf_rows: Option<PerfRows<'_>>,
     phases: &[IdxPhase],
 ) -> std::io::Result<()> {
-    out.write_all(b"{")?;
-    let mut first_phase = true;
-    let mut phase = |out: &mut dyn std::io::Write,
-                     name: &str,
-                     entries: &mut dyn Iterator<Item = (u64, u64)>| {
-        let sep = if first_phase { "" } else { "," };
-        first_phase = false;
-        let name = serde_json::to_string(name).unwrap_or_default();
-        write!(out, "{sep}\n  {name}: {{")?;
-        let mut any = false;
-        for (i, (sample_id, row)) in entries.enumerate() {
-            let sep = if i > 0 { "," } else { "" };
-            write!(out, "{sep}\n    \"{}\": {row}", sample_uuid(sample_id))?;
-            any = true;
-        }
-        out.write_all(if any { b"\n  }" } else { b"}" })
-    };
-    if perf {
-        phase(out, "performance", &mut rows.iter().map(|&(id, row)| (id, u64::from(row))))?;
+    let mut w = PhaseWriter { out, first_phase: true, entries: 0, error: None };
+    w.write(format_args!("{{"));
+    if let Some(rows) = perf_rows {
+        w.begin("performance");
+        rows(&mut |id, row| w.entry(id, u64::from(row)));
+        w.end();
     }
     for p in phases {
-        let mut ids = (0..p.issued).map(|k| (p.first_sample_id + k, k % p.unit_rows.max(1)));
-        phase(out, &p.name, &mut ids)?;
+        w.begin(&p.name);
+        (0..p.issued).for_each(|k| w.entry(p.first_sample_id + k, k % p.unit_rows.max(1)));
+        w.end();
     }
-    out.write_all(if first_phase { b"}" } else { b"\n}" })
+    let close = if w.first_phase { "}" } else { "\n}" };
+    w.write(format_args!("{close}"));
+    w.error.map_or(Ok(()), Err)
 }
 
 #[cfg(test)]
@@ -83,7 +108,7 @@ mod tests {
     fn sample_idx_map_is_indented_as_the_reference_writes_it() {
         let text = |rows: &[(u64, u32)]| {
             let mut out = Vec::new();
-            write_sample_idx_map(&mut out, rows, true, &[]).unwrap();
+            write_sample_idx_map(&mut out, Some(slice_rows(rows)), &[]).unwrap();
             String::from_utf8(out).unwrap()
         };
         assert_eq!(text(&[]), "{\n  \"performance\": {}\n}");
@@ -95,14 +120,5 @@ mod tests {
         );
         let json: serde_json::Value = serde_json::from_str(&two).unwrap();
         assert_eq!(json["performance"][&b], 507);
-    }
-
-    #[test]
-    fn sample_idx_map_rows_follow_issue_order_not_completion_order() {
-        // Completion order: sample 2 answered first, then 0, then 1 and 3 issued together.
-        let rows = [(2, 20), (0, 0), (3, 30), (1, 10)];
-        let issued_ns = [300, 100, 200, 200];
-        assert_eq!(in_issue_order(&rows, &issued_ns), [(0, 0), (1, 10), (3, 30), (2, 20)]);
-        assert_eq!(in_issue_order(&[], &[]), []);
     }
 }

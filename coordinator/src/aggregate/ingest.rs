@@ -354,17 +354,20 @@ impl State {
     }
 
     fn apply_token_result(&mut self, r: TokenResult) {
-        let Some(spooled) = self.rows.get_mut(r.slot) else { return };
-        let row = &mut spooled.row;
-        match r.osl {
-            Ok(n) => row.osl_client = Some(n),
-            Err(_) => self.counters.n_tokenizer_errors += 1,
+        let mut span = None;
+        let updated = self.rows.update(r.slot, |row| {
+            if let Ok(n) = r.osl {
+                row.osl_client = Some(n);
+            }
+            row.tpot_tokens_client = r.tpot_tokens;
+            span = row.first_chunk_ns.map(|first| row.complete_ns.saturating_sub(first));
+        });
+        if !updated {
+            return;
         }
-        row.tpot_tokens_client = r.tpot_tokens;
-        if let Ok(osl) = r.osl {
-            let span = row.first_chunk_ns.map(|first| row.complete_ns.saturating_sub(first));
-            let tpot = span.zip(r.tpot_tokens);
-            self.live.record_client_tokens(osl, tpot);
+        match r.osl {
+            Ok(osl) => self.live.record_client_tokens(osl, span.zip(r.tpot_tokens)),
+            Err(_) => self.counters.n_tokenizer_errors += 1,
         }
     }
 

@@ -33,13 +33,6 @@ pub const AGGREGATOR_POLL: Duration = Duration::from_millis(20);
 pub const BUSY_WINDOW: Duration = Duration::from_millis(5);
 pub const BUSY_NAP: Duration = Duration::from_millis(1);
 
-/// Rows a spilled run of the row spool holds: an eighth of the budget, 1,024 to 65,536 rows.
-fn rows_per_run(spill: Option<&Spill>) -> usize {
-    let row_bytes = std::mem::size_of::<crate::metrics::spool::SpooledRow>() as u64;
-    let rows = spill.map_or(1 << 16, |s| s.budget_bytes() / 8 / row_bytes);
-    rows.clamp(1 << 10, 1 << 16) as usize
-}
-
 /// The set of answered ids reserves room for this many ids at most (32 MB); it grows past.
 pub const ANSWERED_RESERVE_IDS: u64 = 1 << 28;
 
@@ -298,7 +291,6 @@ impl State {
             input_shared: input.shared,
             rows: RowSpool::new(
                 input.spill.clone().filter(|_| !live_tokens),
-                rows_per_run(input.spill.as_deref()),
                 input.expected_samples.min(1 << 24) as usize,
             ),
             chunk_delta_ns: Column::new("chunk_delta_ns", input.spill.clone()),

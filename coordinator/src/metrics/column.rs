@@ -122,6 +122,15 @@ impl Spill {
         self.resident_bytes.load(Ordering::Relaxed).saturating_add(extra_bytes) > self.budget_bytes
     }
 
+    pub(crate) fn add_resident(&self, bytes: u64) {
+        self.resident_bytes.fetch_add(bytes, Ordering::Relaxed);
+    }
+
+    pub(crate) fn sub_resident(&self, bytes: u64) {
+        let now = self.resident_bytes.load(Ordering::Relaxed);
+        self.resident_bytes.fetch_sub(bytes.min(now), Ordering::Relaxed);
+    }
+
     pub(crate) fn note_spilled(&self, bytes: u64) {
         self.spilled_bytes.fetch_add(bytes, Ordering::Relaxed);
     }

@@ -9,6 +9,7 @@ pub mod goodput;
 pub mod select;
 pub mod series;
 pub mod snapshot;
+pub mod sort_spool;
 pub mod spool;
 pub mod stats;
 pub mod table;

@@ -4,12 +4,10 @@
 //! order is exactly a stable sort of the arrival order by `complete_ns`, as the in-memory path
 //! gives it, which is the order of events.jsonl's `sample.complete` lines.
 
-use std::collections::BinaryHeap;
-use std::fs::File;
-use std::io::{BufReader, Read, Seek, SeekFrom, Write};
 use std::sync::Arc;
 
 use super::column::Spill;
+use super::sort_spool::{run_records, SortSpool};
 use super::table::{FinishKind, SampleRow};
 
 /// A row with the sample it belongs to: its id and dataset row.
@@ -24,221 +22,65 @@ const ROW_BYTES: usize = 8 * 5 + 4 * 8 + 4;
 const NONE_U64: u64 = u64::MAX;
 const NONE_U32: u32 = u32::MAX;
 
-/// Rows in arrival order, some of them in sorted runs in a file.
+/// Rows in arrival order, handed over in completion order (a `SortSpool` of encoded rows keyed
+/// by `complete_ns`).
 #[derive(Debug)]
-pub struct RowSpool {
-    rows: Vec<SpooledRow>,
-    /// Rows a run holds before the spool may write it.
-    run_rows: usize,
-    /// Row count of each run in the file, in order.
-    runs: Vec<usize>,
-    file: Option<File>,
-    spill: Option<Arc<Spill>>,
+pub struct RowSpool(SortSpool);
+
+fn completion_key(b: &[u8]) -> (u64, u64) {
+    (u64::from_le_bytes(b[16..24].try_into().unwrap_or_default()), 0)
 }
 
 impl RowSpool {
-    /// A spool that writes runs of `run_rows` rows into `spill` once its budget is spent
-    /// (never without a spill), with room for `capacity` rows in memory.
-    pub fn new(spill: Option<Arc<Spill>>, run_rows: usize, capacity: usize) -> RowSpool {
-        let capacity = if spill.is_some() { capacity.min(run_rows) } else { capacity };
-        RowSpool {
-            rows: Vec::with_capacity(capacity),
-            run_rows: run_rows.max(1),
-            runs: Vec::new(),
-            file: None,
-            spill,
-        }
+    /// A spool that writes runs of rows into `spill` once its budget is spent (never without a
+    /// spill), with room for `capacity` rows in memory.
+    pub fn new(spill: Option<Arc<Spill>>, capacity: usize) -> RowSpool {
+        let run = run_records(spill.as_deref(), ROW_BYTES);
+        RowSpool(SortSpool::new(("rows", ROW_BYTES, completion_key), spill, run, capacity))
     }
 
     /// Appends a row; returns its slot among the rows in memory (valid until the next run is
     /// written: callers that patch rows later, a live tokenizer's, use a spool without spill).
     pub fn push(&mut self, row: SpooledRow) -> usize {
-        if self.rows.len() >= self.run_rows
-            && self.spill.as_ref().is_some_and(|s| s.over_budget_with(self.bytes()))
-        {
-            self.write_run();
-        }
-        self.rows.push(row);
-        self.rows.len() - 1
+        let mut packed = [0u8; ROW_BYTES];
+        encode(&row, &mut packed);
+        self.0.push(&packed)
     }
 
-    fn bytes(&self) -> u64 {
-        (self.rows.len() * std::mem::size_of::<SpooledRow>()) as u64
+    /// Changes the row in memory at `slot` (a live tokenizer's counts); false without one.
+    pub fn update(&mut self, slot: usize, f: impl FnOnce(&mut SampleRow)) -> bool {
+        let Some(bytes) = self.0.record_mut(slot) else { return false };
+        let Ok(packed) = <&mut [u8; ROW_BYTES]>::try_from(bytes) else { return false };
+        let mut row = decode(packed);
+        f(&mut row.row);
+        encode(&row, packed);
+        true
     }
 
     /// The spill its runs go to, if any.
     pub fn spill(&self) -> Option<&Arc<Spill>> {
-        self.spill.as_ref()
-    }
-
-    /// The row in memory at `slot`.
-    pub fn get_mut(&mut self, slot: usize) -> Option<&mut SpooledRow> {
-        self.rows.get_mut(slot)
+        self.0.spill()
     }
 
     /// Rows held, in memory and in the file.
     pub fn len(&self) -> usize {
-        self.rows.len() + self.runs.iter().sum::<usize>()
+        self.0.len()
     }
 
     /// True without rows.
     pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-
-    fn write_run(&mut self) {
-        let Some(spill) = self.spill.clone() else { return };
-        sort_by_completion(&mut self.rows);
-        match self.append(&spill) {
-            Ok(()) => {
-                self.runs.push(self.rows.len());
-                self.rows = Vec::with_capacity(self.run_rows);
-            }
-            Err(e) => {
-                spill.note_error(format!(
-                    "cannot write sample rows to {}: {e}",
-                    spill.dir().display()
-                ));
-                // Kept in memory from now on (still sorted within, so the merge stays exact).
-                self.spill = None;
-                self.runs.push(0);
-            }
-        }
-    }
-
-    fn append(&mut self, spill: &Spill) -> std::io::Result<()> {
-        if self.file.is_none() {
-            self.file = Some(spill.file("rows")?);
-        }
-        let Some(file) = self.file.as_mut() else { return Ok(()) };
-        file.seek(SeekFrom::End(0))?;
-        let mut out = std::io::BufWriter::with_capacity(1 << 20, file);
-        let mut bytes = [0u8; ROW_BYTES];
-        for row in &self.rows {
-            encode(row, &mut bytes);
-            out.write_all(&bytes)?;
-        }
-        out.flush()?;
-        spill.note_spilled((self.rows.len() * ROW_BYTES) as u64);
-        Ok(())
+        self.0.is_empty()
     }
 
     /// Hands every row to `f` in completion order (a stable sort of the arrival order by
     /// `complete_ns`). A failed read stops the walk and is noted in the spill.
-    pub fn drain_in_completion_order(mut self, mut f: impl FnMut(SpooledRow)) {
-        sort_by_completion(&mut self.rows);
-        if self.runs.iter().all(|&n| n == 0) {
-            self.rows.into_iter().for_each(f);
-            return;
-        }
-        let spill = self.spill.clone();
-        let note = |e: std::io::Error| {
-            if let Some(spill) = &spill {
-                spill.note_error(format!("cannot read sample rows back: {e}"));
+    pub fn drain_in_completion_order(self, mut f: impl FnMut(SpooledRow)) {
+        self.0.drain_sorted(|bytes| {
+            if let Ok(packed) = <&[u8; ROW_BYTES]>::try_from(bytes) {
+                f(decode(packed));
             }
-        };
-        let mut readers = match self.readers() {
-            Ok(r) => r,
-            Err(e) => return note(e),
-        };
-        let tail = readers.len();
-        let mut tail_rows = std::mem::take(&mut self.rows).into_iter().peekable();
-        // (Reverse of (complete_ns, run)): the earliest stamp, then the earliest run, first.
-        let mut heap = BinaryHeap::new();
-        for (run, reader) in readers.iter_mut().enumerate() {
-            match reader.next() {
-                Ok(Some(row)) => {
-                    heap.push(std::cmp::Reverse((row.row.complete_ns, run, Held(row))))
-                }
-                Ok(None) => {}
-                Err(e) => return note(e),
-            }
-        }
-        if let Some(row) = tail_rows.next() {
-            heap.push(std::cmp::Reverse((row.row.complete_ns, tail, Held(row))));
-        }
-        while let Some(std::cmp::Reverse((_, run, Held(row)))) = heap.pop() {
-            f(row);
-            let next = if run == tail { Ok(tail_rows.next()) } else { readers[run].next() };
-            match next {
-                Ok(Some(row)) => {
-                    heap.push(std::cmp::Reverse((row.row.complete_ns, run, Held(row))))
-                }
-                Ok(None) => {}
-                Err(e) => return note(e),
-            }
-        }
+        });
     }
-
-    fn readers(&self) -> std::io::Result<Vec<RunReader>> {
-        let Some(file) = &self.file else { return Ok(Vec::new()) };
-        let mut offset = 0u64;
-        let mut readers = Vec::with_capacity(self.runs.len());
-        for &rows in self.runs.iter().filter(|&&n| n > 0) {
-            let bytes = (rows * ROW_BYTES) as u64;
-            let part = PartReader { file: file.try_clone()?, at: offset, end: offset + bytes };
-            readers.push(RunReader { inner: BufReader::with_capacity(1 << 16, part) });
-            offset += bytes;
-        }
-        Ok(readers)
-    }
-}
-
-/// A row in the merge heap, compared by nothing (the stamp and run before it decide).
-#[derive(Debug)]
-struct Held(SpooledRow);
-
-impl PartialEq for Held {
-    fn eq(&self, _: &Self) -> bool {
-        true
-    }
-}
-impl Eq for Held {}
-impl PartialOrd for Held {
-    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
-        Some(self.cmp(other))
-    }
-}
-impl Ord for Held {
-    fn cmp(&self, _: &Self) -> std::cmp::Ordering {
-        std::cmp::Ordering::Equal
-    }
-}
-
-/// One run's bytes of the file, read at its own offset (cloned handles share one offset).
-struct PartReader {
-    file: File,
-    at: u64,
-    end: u64,
-}
-
-impl Read for PartReader {
-    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
-        use std::os::unix::fs::FileExt;
-        let n = buf.len().min((self.end - self.at) as usize);
-        let read = self.file.read_at(&mut buf[..n], self.at)?;
-        self.at += read as u64;
-        Ok(read)
-    }
-}
-
-struct RunReader {
-    inner: BufReader<PartReader>,
-}
-
-impl RunReader {
-    fn next(&mut self) -> std::io::Result<Option<SpooledRow>> {
-        let mut bytes = [0u8; ROW_BYTES];
-        match self.inner.read_exact(&mut bytes) {
-            Ok(()) => Ok(Some(decode(&bytes))),
-            Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => Ok(None),
-            Err(e) => Err(e),
-        }
-    }
-}
-
-fn sort_by_completion(rows: &mut [SpooledRow]) {
-    rows.sort_by_key(|r| r.row.complete_ns);
 }
 
 fn encode(r: &SpooledRow, out: &mut [u8; ROW_BYTES]) {
@@ -334,7 +176,7 @@ mod tests {
 
     fn rows() -> Vec<SpooledRow> {
         // Stamps out of arrival order, with many ties.
-        (0..10_000u64).map(|i| row(i, (i * 7919) % 1_013)).collect()
+        (0..40_000u64).map(|i| row(i, (i * 7919) % 1_013)).collect()
     }
 
     fn drained(spool: RowSpool) -> Vec<SpooledRow> {
@@ -347,15 +189,15 @@ mod tests {
     fn a_spilled_spool_gives_the_in_memory_stable_order_exactly() {
         let mut expected = rows();
         expected.sort_by_key(|r| r.row.complete_ns);
-        let mut memory = RowSpool::new(None, 100, 0);
+        let mut memory = RowSpool::new(None, 0);
         rows().into_iter().for_each(|r| _ = memory.push(r));
         assert_eq!(drained(memory), expected);
         let dir = std::env::temp_dir().join(format!("loadgen-spool-{}", std::process::id()));
         let spill = Spill::new(&dir, 0).unwrap();
-        let mut spilled = RowSpool::new(Some(spill.clone()), 333, 0);
+        let mut spilled = RowSpool::new(Some(spill.clone()), 0);
         rows().into_iter().for_each(|r| _ = spilled.push(r));
-        assert!(spilled.runs.len() >= 29, "it wrote runs: {:?}", spilled.runs.len());
-        assert_eq!(spilled.len(), 10_000);
+        assert!(spilled.0.runs_written() >= 30, "it wrote runs: {}", spilled.0.runs_written());
+        assert_eq!(spilled.len(), 40_000);
         assert_eq!(drained(spilled), expected);
         assert_eq!(spill.error(), None);
     }

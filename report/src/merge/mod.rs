@@ -106,8 +106,10 @@ pub fn write_merged_inputs(
     }
     rows.sort_unstable();
     let idx_path = out.join("sample_idx_map.json");
-    write_atomic_with(&idx_path, |w| crate::write_sample_idx_map(w, &rows, true, &[]))
-        .map_err(|e| write_error(&idx_path, &e))?;
+    write_atomic_with(&idx_path, |w| {
+        crate::write_sample_idx_map(w, Some(crate::slice_rows(&rows)), &[])
+    })
+    .map_err(|e| write_error(&idx_path, &e))?;
     let first = &shards[order[0]].run;
     let mut config = first.config_yaml.clone();
     if let Some(map) = config.as_mapping_mut() {

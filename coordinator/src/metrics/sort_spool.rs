@@ -1,0 +1,356 @@
+//! A stable external sort of fixed-size records, in bounded memory: records are kept as bytes in
+//! arrival order; past the spill's budget a run of them is written to an unlinked file in key
+//! order, and the end merges the runs (an earlier run first on equal keys, so the order is
+//! exactly a stable sort of the arrival order by key). Without a spill it is an in-memory stable
+//! sort. The sample rows (`spool::RowSpool`), `sample_idx_map.json`'s issue order and the peak of
+//! requests in flight go through it.
+
+use std::collections::BinaryHeap;
+use std::fs::File;
+use std::io::{BufReader, Read, Seek, SeekFrom, Write};
+use std::sync::Arc;
+
+use super::column::Spill;
+
+/// A record's sort key, read from its bytes.
+pub type KeyFn = fn(&[u8]) -> (u64, u64);
+
+/// Records a spilled run holds: an eighth of the budget, 1,024 to 65,536 records.
+pub fn run_records(spill: Option<&Spill>, record_bytes: usize) -> usize {
+    let records = spill.map_or(1 << 16, |s| s.budget_bytes() / 8 / record_bytes.max(1) as u64);
+    records.clamp(1 << 10, 1 << 16) as usize
+}
+
+/// Records between two counts of the spool's memory against the budget.
+const COUNT_EVERY: usize = 1 << 12;
+
+/// Records of `record_bytes` each, sorted stably by `key` at the end.
+#[derive(Debug)]
+pub struct SortSpool {
+    name: &'static str,
+    record_bytes: usize,
+    key: KeyFn,
+    /// The records in memory, in arrival order, back to back.
+    bytes: Vec<u8>,
+    /// Bytes of `bytes` counted against the spill's budget.
+    counted_bytes: u64,
+    /// Records a run holds before the spool may write it.
+    run_records: usize,
+    /// Record count of each run in the file, in order.
+    runs: Vec<usize>,
+    file: Option<File>,
+    spill: Option<Arc<Spill>>,
+}
+
+impl SortSpool {
+    /// A spool named `name` (its file's name) of records `record_bytes` long, sorted by `key`,
+    /// writing runs of at least `run_records` into `spill` once its budget is spent, with room
+    /// for `capacity` records in memory.
+    pub fn new(
+        (name, record_bytes, key): (&'static str, usize, KeyFn),
+        spill: Option<Arc<Spill>>,
+        run_records: usize,
+        capacity: usize,
+    ) -> SortSpool {
+        let capacity = if spill.is_some() { capacity.min(run_records) } else { capacity };
+        SortSpool {
+            name,
+            record_bytes,
+            key,
+            bytes: Vec::with_capacity(capacity.saturating_mul(record_bytes)),
+            counted_bytes: 0,
+            run_records: run_records.max(1),
+            runs: Vec::new(),
+            file: None,
+            spill,
+        }
+    }
+
+    fn in_memory(&self) -> usize {
+        self.bytes.len() / self.record_bytes
+    }
+
+    /// Appends a record (`record_bytes` long); returns its slot among the records in memory
+    /// (valid until the next run is written: a caller that changes records later uses a spool
+    /// without spill).
+    pub fn push(&mut self, record: &[u8]) -> usize {
+        let n = self.in_memory();
+        if n % self.run_records.min(COUNT_EVERY) == 0 {
+            self.count_resident();
+            if n >= self.run_records && self.spill.as_ref().is_some_and(|s| s.over_budget()) {
+                self.write_run();
+            }
+        }
+        self.bytes.extend_from_slice(record);
+        self.in_memory() - 1
+    }
+
+    /// The record in memory at `slot`, to change in place.
+    pub fn record_mut(&mut self, slot: usize) -> Option<&mut [u8]> {
+        let at = slot.checked_mul(self.record_bytes)?;
+        self.bytes.get_mut(at..at + self.record_bytes)
+    }
+
+    /// Records held, in memory and in the file.
+    pub fn len(&self) -> usize {
+        self.in_memory() + self.runs.iter().sum::<usize>()
+    }
+
+    /// True without records.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The spill its runs go to, if any.
+    pub fn spill(&self) -> Option<&Arc<Spill>> {
+        self.spill.as_ref()
+    }
+
+    /// Runs written to the file so far.
+    pub fn runs_written(&self) -> usize {
+        self.runs.iter().filter(|&&n| n > 0).count()
+    }
+
+    fn count_resident(&mut self) {
+        let Some(spill) = &self.spill else { return };
+        let bytes = self.bytes.capacity() as u64;
+        spill.add_resident(bytes.saturating_sub(self.counted_bytes));
+        self.counted_bytes = self.counted_bytes.max(bytes);
+    }
+
+    fn uncount_resident(&mut self) {
+        if let Some(spill) = &self.spill {
+            spill.sub_resident(self.counted_bytes);
+        }
+        self.counted_bytes = 0;
+    }
+
+    /// The in-memory records' positions sorted stably by key.
+    fn order(&self) -> Vec<u32> {
+        let (key, size) = (self.key, self.record_bytes);
+        let mut order: Vec<u32> = (0..self.in_memory() as u32).collect();
+        order.sort_by_key(|&i| key(&self.bytes[i as usize * size..(i as usize + 1) * size]));
+        order
+    }
+
+    fn record(&self, i: u32) -> &[u8] {
+        let at = i as usize * self.record_bytes;
+        &self.bytes[at..at + self.record_bytes]
+    }
+
+    fn write_run(&mut self) {
+        let Some(spill) = self.spill.clone() else { return };
+        match self.append(&spill) {
+            Ok(()) => {
+                self.runs.push(self.in_memory());
+                self.uncount_resident();
+                self.bytes = Vec::with_capacity(self.run_records * self.record_bytes);
+            }
+            Err(e) => {
+                let dir = spill.dir().display();
+                spill.note_error(format!("cannot write {} to {dir}: {e}", self.name));
+                // Kept in memory from now on (in arrival order, so the merge stays exact).
+                self.uncount_resident();
+                self.spill = None;
+                self.runs.push(0);
+            }
+        }
+    }
+
+    fn append(&mut self, spill: &Spill) -> std::io::Result<()> {
+        if self.file.is_none() {
+            self.file = Some(spill.file(self.name)?);
+        }
+        let order = self.order();
+        let Some(file) = self.file.as_mut() else { return Ok(()) };
+        file.seek(SeekFrom::End(0))?;
+        let mut out = std::io::BufWriter::with_capacity(1 << 20, &*file);
+        for &i in &order {
+            let at = i as usize * self.record_bytes;
+            out.write_all(&self.bytes[at..at + self.record_bytes])?;
+        }
+        out.flush()?;
+        spill.note_spilled((order.len() * self.record_bytes) as u64);
+        Ok(())
+    }
+
+    /// Hands every record to `f` in key order (a stable sort of the arrival order). A failed
+    /// read stops the walk and is noted in the spill.
+    pub fn drain_sorted(mut self, mut f: impl FnMut(&[u8])) {
+        let order = self.order();
+        if self.runs_written() == 0 {
+            order.iter().for_each(|&i| f(self.record(i)));
+            return;
+        }
+        if let Err(e) = self.merge(&order, &mut f) {
+            if let Some(spill) = &self.spill {
+                spill.note_error(format!("cannot read {} back: {e}", self.name));
+            }
+        }
+        self.uncount_resident();
+    }
+
+    /// Merges the file's runs and the in-memory records (`order`), the earliest key first and,
+    /// on equal keys, the earliest run.
+    fn merge(&self, order: &[u32], f: &mut impl FnMut(&[u8])) -> std::io::Result<()> {
+        let mut readers = self.readers()?;
+        let tail = readers.len();
+        let mut tail_at = 0;
+        let mut heap = BinaryHeap::new();
+        for (run, reader) in readers.iter_mut().enumerate() {
+            if reader.advance()? {
+                heap.push(std::cmp::Reverse(((self.key)(&reader.current), run)));
+            }
+        }
+        if let Some(&i) = order.first() {
+            heap.push(std::cmp::Reverse(((self.key)(self.record(i)), tail)));
+        }
+        while let Some(std::cmp::Reverse((_, run))) = heap.pop() {
+            let next = if run == tail {
+                f(self.record(order[tail_at]));
+                tail_at += 1;
+                order.get(tail_at).map(|&i| (self.key)(self.record(i)))
+            } else {
+                let reader = &mut readers[run];
+                f(&reader.current);
+                reader.advance()?.then(|| (self.key)(&reader.current))
+            };
+            if let Some(key) = next {
+                heap.push(std::cmp::Reverse((key, run)));
+            }
+        }
+        Ok(())
+    }
+
+    fn readers(&self) -> std::io::Result<Vec<RunReader>> {
+        let Some(file) = &self.file else { return Ok(Vec::new()) };
+        let mut offset = 0u64;
+        let mut readers = Vec::with_capacity(self.runs.len());
+        for &records in self.runs.iter().filter(|&&n| n > 0) {
+            let bytes = (records * self.record_bytes) as u64;
+            let part = PartReader { file: file.try_clone()?, at: offset, end: offset + bytes };
+            readers.push(RunReader {
+                inner: BufReader::with_capacity(1 << 16, part),
+                current: vec![0; self.record_bytes],
+            });
+            offset += bytes;
+        }
+        Ok(readers)
+    }
+}
+
+impl Drop for SortSpool {
+    fn drop(&mut self) {
+        self.uncount_resident();
+    }
+}
+
+/// One run's bytes of the file, read at its own offset (cloned handles share one offset).
+struct PartReader {
+    file: File,
+    at: u64,
+    end: u64,
+}
+
+impl Read for PartReader {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        use std::os::unix::fs::FileExt;
+        let n = buf.len().min((self.end - self.at) as usize);
+        let read = self.file.read_at(&mut buf[..n], self.at)?;
+        self.at += read as u64;
+        Ok(read)
+    }
+}
+
+struct RunReader {
+    inner: BufReader<PartReader>,
+    current: Vec<u8>,
+}
+
+impl RunReader {
+    /// Reads the run's next record into `current`; false at its end.
+    fn advance(&mut self) -> std::io::Result<bool> {
+        match self.inner.read_exact(&mut self.current) {
+            Ok(()) => Ok(true),
+            Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => Ok(false),
+            Err(e) => Err(e),
+        }
+    }
+}
+
+/// Pairs of u64 keys with a u32, sorted by the keys: `(issued_ns, sample id, dataset row)` for
+/// `sample_idx_map.json`'s issue order; `(instant, step, 0)` for the peak in flight.
+#[derive(Debug)]
+pub struct TupleSpool(SortSpool);
+
+const TUPLE_BYTES: usize = 20;
+
+fn tuple_key(b: &[u8]) -> (u64, u64) {
+    let (k1, k2, _) = tuple(b);
+    (k1, k2)
+}
+
+fn tuple(b: &[u8]) -> (u64, u64, u32) {
+    let word = |at: usize| u64::from_le_bytes(b[at..at + 8].try_into().unwrap_or_default());
+    (word(0), word(8), u32::from_le_bytes(b[16..20].try_into().unwrap_or_default()))
+}
+
+impl TupleSpool {
+    /// An empty spool of tuples named `name`, spilling into `spill` past its budget.
+    pub fn new(name: &'static str, spill: Option<Arc<Spill>>) -> TupleSpool {
+        let run = run_records(spill.as_deref(), TUPLE_BYTES);
+        TupleSpool(SortSpool::new((name, TUPLE_BYTES, tuple_key), spill, run, 0))
+    }
+
+    /// Appends a tuple.
+    pub fn push(&mut self, (k1, k2, v): (u64, u64, u32)) {
+        let mut b = [0u8; TUPLE_BYTES];
+        b[..8].copy_from_slice(&k1.to_le_bytes());
+        b[8..16].copy_from_slice(&k2.to_le_bytes());
+        b[16..].copy_from_slice(&v.to_le_bytes());
+        self.0.push(&b);
+    }
+
+    /// Tuples held.
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    /// True without tuples.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// Hands every tuple to `f` in key order.
+    pub fn drain_sorted(self, mut f: impl FnMut((u64, u64, u32))) {
+        self.0.drain_sorted(|b| f(tuple(b)));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn spilled_tuples_come_back_in_the_in_memory_stable_order() {
+        let tuples: Vec<(u64, u64, u32)> =
+            (0..20_000u64).map(|i| ((i * 7919) % 997, i % 3, i as u32)).collect();
+        let drained = |spill: Option<Arc<Spill>>| {
+            let mut spool = TupleSpool::new("t", spill);
+            tuples.iter().for_each(|&t| spool.push(t));
+            let mut out = Vec::new();
+            spool.drain_sorted(|t| out.push(t));
+            out
+        };
+        let mut expected = tuples.clone();
+        expected.sort_by_key(|&(a, b, _)| (a, b));
+        assert_eq!(drained(None), expected);
+        let dir = std::env::temp_dir().join(format!("loadgen-tuples-{}", std::process::id()));
+        let spill = Spill::new(&dir, 0).unwrap();
+        let mut spool = TupleSpool::new("t", Some(spill.clone()));
+        tuples.iter().for_each(|&t| spool.push(t));
+        assert!(spool.0.runs_written() >= 4, "runs: {}", spool.0.runs_written());
+        assert_eq!(drained(Some(spill.clone())), expected);
+        assert_eq!(spill.error(), None);
+    }
+}
