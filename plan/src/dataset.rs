@@ -25,7 +25,7 @@ use serde_json::Value;
 
 use crate::error::AppError;
 
-use file::{load_file_dataset, read_records};
+use file::load_file_dataset;
 pub use mapping::string_bytes;
 pub use open::utf8_text;
 pub use spec::*;
@@ -104,7 +104,7 @@ pub fn read_column(spec: &DatasetSpec, column: &str) -> Result<Vec<Option<Value>
     }
     let limit = spec.samples.map_or(usize::MAX, |n| usize::try_from(n).unwrap_or(usize::MAX));
     let source = spec.parser.as_ref().and_then(|p| p.other.get(column)).map_or(column, |s| s);
-    let records = read_records(spec, limit)?;
+    let records = file::read_records_keeping(spec, limit, Some(&[source].into()))?;
     Ok(records.into_iter().map(|mut r| r.remove(source)).collect())
 }
 

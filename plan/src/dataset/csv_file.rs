@@ -78,16 +78,18 @@ impl CsvFile {
     }
 }
 
-/// Every column of the first `limit` records (the raw records of `file::read_records`).
+/// The first `limit` records, with the columns in `keep` (all without it): the raw records of
+/// `file::read_records`.
 pub(super) fn csv_records(
     spec: &DatasetSpec,
     limit: usize,
+    keep: Option<&HashSet<&str>>,
 ) -> Result<Vec<Map<String, Value>>, AppError> {
     let mut file = CsvFile::open(spec)?;
     let mut record = csv::StringRecord::new();
     let mut out = Vec::new();
     while out.len() < limit && file.next_record(&mut record)? {
-        out.push(file.to_map(&record, None));
+        out.push(file.to_map(&record, keep));
     }
     Ok(out)
 }

@@ -39,13 +39,26 @@ pub(super) fn read_records(
     spec: &DatasetSpec,
     limit: usize,
 ) -> Result<Vec<Map<String, Value>>, AppError> {
+    read_records_keeping(spec, limit, None)
+}
+
+/// `read_records`, each record holding only the columns in `keep` (all without it): JSON
+/// Lines, JSON and CSV hold no other column past its own record.
+pub(super) fn read_records_keeping(
+    spec: &DatasetSpec,
+    limit: usize,
+    keep: Option<&HashSet<&str>>,
+) -> Result<Vec<Map<String, Value>>, AppError> {
+    let kept = |name: &str| keep.is_none_or(|keep| keep.contains(name));
     let mut records = match detect_format(spec)? {
         Format::Jsonl => {
             let mut out = Vec::new();
             for_each_line(spec, limit, |line_no, line| {
-                let rec: Map<String, Value> = serde_json::from_str(line).map_err(|e| {
+                let mut rec: Map<String, Value> = serde_json::from_str(line).map_err(|e| {
                     AppError::Input(format!("dataset {} line {line_no}: {e}", spec.path))
                 })?;
+                column_names::check_column_count(&spec.path, rec.len())?;
+                rec.retain(|name, _| kept(name));
                 out.push(rec);
                 Ok(())
             })?;
@@ -53,19 +66,21 @@ pub(super) fn read_records(
         }
         Format::Json => {
             let mut out = Vec::new();
-            json_file::for_each_record(spec, limit, Keep::All, &mut |_, record| {
+            let columns = keep.map_or(Keep::All, Keep::Columns);
+            json_file::for_each_record(spec, limit, columns, &mut |_, record| {
                 out.push(record);
                 Ok(())
             })?;
             out
         }
-        Format::Csv => csv_file::csv_records(spec, limit)?,
+        Format::Csv => csv_file::csv_records(spec, limit, keep)?,
         Format::Parquet => parquet_file::parquet_records(spec, limit)?,
         Format::Arrow => arrow_folder::arrow_records(spec, limit)?,
     };
     records.truncate(limit);
-    for record in &records {
+    for record in &mut records {
         column_names::check_column_count(&spec.path, record.len())?;
+        record.retain(|name, _| kept(name));
     }
     Ok(records)
 }
