@@ -27,6 +27,12 @@ pub struct ShardFile {
     pub sample_ids: SampleIds,
     pub seeds: ShardSeeds,
     pub clock: ShardClock,
+    /// An agentic run's conversation instances: this shard's (every `count`-th of the plan's
+    /// from `index`) and the whole plan's; absent from other runs' files.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub conversations: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub plan_conversations: Option<u64>,
 }
 
 /// Local sample id → global: a warm-up id `w` (below `local_first`) is `w * stride +
@@ -150,6 +156,8 @@ pub fn shard_file(
             start_at_unix_ns: plan.start_at_unix_ns,
             start_offset_ns: clock.start_offset_ns,
         },
+        conversations: plan.agentic.as_ref().map(|a| a.instances.len() as u64),
+        plan_conversations: plan.agentic.as_ref().map(|a| a.plan_conversations),
     })
 }
 

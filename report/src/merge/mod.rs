@@ -84,6 +84,7 @@ pub fn write_merged_inputs(
             ids: shards[i].file.sample_ids,
             samples: shards[i].file.samples,
             tracking_start_ns: shards[i].file.clock.tracking_start_ns,
+            agentic: shards[i].file.conversations.is_some(),
         })
         .collect();
     let events = out.join("events.jsonl");
@@ -102,7 +103,14 @@ pub fn write_merged_inputs(
     for &i in order {
         let ids = shards[i].file.sample_ids;
         let index = shards[i].run.sample_index();
-        rows.extend(index.into_iter().map(|(uuid, row)| (ids.global_id(uuid as u64), row)));
+        // An agentic shard's rows are its own conversations' turns (sample s is row s): they
+        // take the ids' numbering, so no two shards' turns share a row.
+        let agentic = shards[i].file.conversations.is_some();
+        let row_of = |row: u32| match agentic {
+            true => u32::try_from(ids.global_id(u64::from(row))).unwrap_or(u32::MAX),
+            false => row,
+        };
+        rows.extend(index.into_iter().map(|(uuid, row)| (ids.global_id(uuid as u64), row_of(row))));
     }
     rows.sort_unstable();
     let idx_path = out.join("sample_idx_map.json");
