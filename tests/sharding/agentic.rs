@@ -12,7 +12,9 @@ use loadgen_stubs::{PrefixCacheConfig, StubKind};
 use serde_json::Value;
 
 use crate::run::agentic_window::{total_issued, Window};
-use crate::support::{assets, bin, read_json, report_dir, run, show, stub, summary, tmp_dir};
+use crate::support::{
+    assets, bin, idx_map, read_json, report_dir, run, show, stub, summary, tmp_dir,
+};
 
 /// 12 trajectories of the fixture's c1, c2, c3 (3, 2, 1 client turns: 24 turns), 2 at a
 /// time, against `url`.
@@ -62,8 +64,10 @@ fn by_turn(s: &Value) -> BTreeMap<u64, u64> {
     list.iter().map(|t| (t["turn"].as_u64().unwrap(), t["n_issued"].as_u64().unwrap())).collect()
 }
 
-#[test]
-fn two_agentic_shards_merge_into_the_single_host_runs_conversations() {
+/// Runs the plan on one host, then as two shards started together (the second from Slurm's
+/// variables), and merges them; returns the single run's, the shards' and the merged
+/// directories.
+fn single_shards_and_merged() -> (PathBuf, Vec<PathBuf>, PathBuf) {
     let server = stub(StubKind::Variable, |c| {
         c.variable.first_chunk_latency_s = 0.001;
         c.variable.output_len_mean = 8.0;
@@ -92,7 +96,11 @@ fn two_agentic_shards_merge_into_the_single_host_runs_conversations() {
     show(&out);
     server.stop();
     assert_eq!(out.status.code(), Some(0), "the merge succeeds");
-    // Each shard ran every other conversation, whole, under the single run's ids, one at a time.
+    (single, dirs, merged)
+}
+
+/// Each shard ran every other conversation, whole, under the single run's ids.
+fn check_shard_files(dirs: &[PathBuf]) {
     for (i, dir) in dirs.iter().enumerate() {
         let file = read_json(&dir.join("shard.json"));
         assert_eq!(
@@ -100,6 +108,7 @@ fn two_agentic_shards_merge_into_the_single_host_runs_conversations() {
             (Some(6), Some(12))
         );
         assert_eq!(file["plan_samples"].as_u64(), Some(24));
+        assert_eq!(file["conversation_turns"], serde_json::json!([3, 2, 1]));
         let (_, ids) = all_turns(&Window::read(dir));
         let want: BTreeSet<String> = (0..12)
             .filter(|k| k % 2 == i)
@@ -110,10 +119,22 @@ fn two_agentic_shards_merge_into_the_single_host_runs_conversations() {
             .collect();
         assert_eq!(ids, want, "shard {i}'s conversations");
     }
-    // The merged log holds the single run's turns, conversation by conversation.
+}
+
+#[test]
+fn two_agentic_shards_merge_into_the_single_host_runs_conversations() {
+    let (single, dirs, merged) = single_shards_and_merged();
+    check_shard_files(&dirs);
+    // The merged log holds the single run's turns, conversation by conversation, each under
+    // the single run's sample id and dataset row.
     let (one, many) = (Window::read(&single), Window::read(&merged));
     assert_eq!(all_turns(&many), all_turns(&one), "the same turns of the same conversations");
     assert_eq!((total_issued(&single), total_issued(&merged)), (24, 24));
+    assert_eq!(idx_map(&merged), idx_map(&single), "the single run's samples, id for id");
+    let by_id = |w: &Window| -> Vec<(String, u64)> {
+        w.turns.iter().map(|t| (t.conversation.clone(), t.turn)).collect()
+    };
+    assert_eq!(by_id(&many), by_id(&one), "each id is the same conversation's same turn");
     // One conversation at a time per shard: each shard's window closed at its last finish, so
     // every turn is tracked, shard by shard and merged, and the merged per-turn counts and
     // conversations are the single run's every turn and conversation.

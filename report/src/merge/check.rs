@@ -161,6 +161,7 @@ mod tests {
             },
             conversations: None,
             plan_conversations: None,
+            conversation_turns: None,
         }
     }
 

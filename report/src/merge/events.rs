@@ -25,9 +25,18 @@ pub struct ShardLog {
     /// An agentic run's log: its `session.stop_performance_tracking` line closes its tracking
     /// window mid-run, so the merged log keeps the latest shard's at its time (`latest_stop`).
     pub agentic: bool,
+    /// An agentic shard's single-host id of each local id (`ShardFile::agentic_ids`); `None`
+    /// maps by `ids`.
+    pub agentic_ids: Option<std::sync::Arc<Vec<u64>>>,
 }
 
 impl ShardLog {
+    /// The single-host run's id of local sample `local`.
+    pub fn global_id(&self, local: u64) -> u64 {
+        let mapped = self.agentic_ids.as_ref().and_then(|m| m.get(local as usize).copied());
+        mapped.unwrap_or_else(|| self.ids.global_id(local))
+    }
+
     /// A line's checks against shard.json: its sample id in the shard's range, its tracking
     /// start at the clock's. `Err` says why (the caller names the file and line).
     fn check(&self, head: &Head, line: &[u8]) -> Result<(), String> {
@@ -116,7 +125,7 @@ fn rewrite(line: &[u8], head: &Head, log: &ShardLog, out: &mut Vec<u8>) -> Resul
     let _ = write!(out, "{}", head.timestamp_ns.saturating_add(log.shift_ns));
     out.extend_from_slice(&line[head.timestamp.end..head.uuid.start]);
     if let Some(local) = local_id(&line[head.uuid.clone()])? {
-        let _ = write!(out, "{:032x}", log.ids.global_id(local));
+        let _ = write!(out, "{:032x}", log.global_id(local));
     }
     out.extend_from_slice(&line[head.uuid.end..]);
     out.push(b'\n');
@@ -284,7 +293,8 @@ mod tests {
     fn log(shift_ns: u64, offset: u64) -> ShardLog {
         let ids = SampleIds { local_first: 0, global_first: 0, stride: 2, offset };
         let path = PathBuf::from("x");
-        ShardLog { path, shift_ns, ids, samples: 100, tracking_start_ns: 0, agentic: false }
+        let (agentic, agentic_ids) = (false, None);
+        ShardLog { path, shift_ns, ids, samples: 100, tracking_start_ns: 0, agentic, agentic_ids }
     }
 
     fn line(kind: &str, ts: u64, uuid: &str) -> String {

@@ -113,6 +113,10 @@ fn check_shares(v: &ShardView<'_>) -> Result<(), AppError> {
             return Err(refuse(v.dir, "conversations", format!("{:?}", f.conversations), why));
         }
     };
+    if let Some(Err(why)) = f.agentic_ids() {
+        let shown = format!("{:?}", f.conversation_turns);
+        return Err(refuse(v.dir, "conversation_turns", shown, &why));
+    }
     if let Some((mine, plan)) = agentic {
         let share = sample_share(plan, shard);
         if mine != share {
