@@ -516,6 +516,9 @@ fn sample_table(
     let waits = client_waits_in_issue_order(&rows, &agg.sample_rows, issue_lags);
     let issued_ns: Vec<u64> = rows.iter().map(|r| r.issued_ns).collect();
     agg.sample_rows = in_issue_order(&agg.sample_rows, &issued_ns);
+    // An agentic run's turns issued after its tracking window closed follow in issue order.
+    agg.untracked_sample_rows.sort_unstable_by_key(|&(_, _, issued_ns)| issued_ns);
+    agg.sample_rows.extend(agg.untracked_sample_rows.iter().map(|&(id, row, _)| (id, row)));
     let mut order: Vec<u32> = (0..rows.len() as u32).collect();
     order.sort_by_key(|&i| rows[i as usize].complete_ns);
     let mut table = SampleTable::with_capacity(rows.len());

@@ -11,7 +11,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use loadgen_stubs::{PrefixCacheConfig, StubKind};
 use serde_json::Value;
 
-use crate::run::agentic_window::{total_issued, Window};
+use crate::run::agentic_window::{check_window_figures, total_issued, Window};
 use crate::support::{
     assets, bin, idx_map, read_json, report_dir, run, show, stub, summary, tmp_dir,
 };
@@ -150,4 +150,6 @@ fn two_agentic_shards_merge_into_the_single_host_runs_conversations() {
     let issued: u64 = shards.iter().map(|s| s["n_samples_issued"].as_u64().unwrap()).sum();
     assert_eq!(issued, 24);
     assert_eq!(by_turn(&m).values().sum::<u64>(), many.tracked().count() as u64);
+    // The merged report is what `report OUT` rebuilds from the merged log, turn by turn.
+    check_window_figures(&merged, &many, 24);
 }

@@ -127,6 +127,7 @@ impl State {
             sample_rows: self.sample_rows,
             reaped: self.reaped,
             unrecorded_turns: self.unrecorded_turns,
+            untracked_sample_rows: self.untracked_sample_rows,
         }
     }
 

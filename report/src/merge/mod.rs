@@ -126,7 +126,9 @@ pub fn write_merged_inputs(
     if let Some(map) = config.as_mapping_mut() {
         map.insert("report_dir".into(), out.display().to_string().into());
     }
+    // Quoted as a run writes its config.yaml (`streaming: 'on'`), so `report OUT` reads it.
     let text = serde_yaml_ng::to_string(&config)
+        .map(|t| loadgen_plan::yaml::quote_yaml11_bools(&t))
         .map_err(|e| AppError::Execution(format!("cannot write the merged config.yaml: {e}")))?;
     let config_path = out.join("config.yaml");
     write_atomic(&config_path, text.as_bytes()).map_err(|e| write_error(&config_path, &e))
