@@ -434,7 +434,7 @@ fn finish_run(
     let summary = result_summary(&snapshot, &info);
     let dir = &plan.report_dir;
     let written = (&snapshot, &summary, &info);
-    let rows = perf_rows(sample_rows, plan.audit_row);
+    let rows = perf_rows(sample_rows, std::mem::take(&mut agg.untracked_sample_rows), plan);
     let mut unwritten = write_all_files(plan, out_dir, written, (&agg, rows), &output.phases);
     if let Some(record) = &info.profiling {
         profiling::write_profiling_json(out_dir, record);
@@ -543,13 +543,22 @@ fn sample_table(
     (table, waits, in_issue_order)
 }
 
-/// The performance samples of sample_idx_map.json, in issue order. The audit phase's dataset is
-/// its one row (`audit.sample_index`): the map names the dataset row it is, as the reference's
-/// does.
-fn perf_rows(in_issue_order: TupleSpool, audit_row: Option<u64>) -> PerfRows<'static> {
-    let audit_row = audit_row.and_then(|r| u32::try_from(r).ok());
+/// The performance samples of sample_idx_map.json, in issue order; an agentic run's turns
+/// issued after its tracking window closed follow, in issue order too (`untracked`). The audit
+/// phase's dataset is its one row (`audit.sample_index`): the map names the dataset row it is,
+/// as the reference's does.
+fn perf_rows(
+    in_issue_order: TupleSpool,
+    mut untracked: Vec<(u64, u32, u64)>,
+    plan: &Plan,
+) -> PerfRows<'static> {
+    let audit_row = plan.audit_row.and_then(|r| u32::try_from(r).ok());
+    untracked.sort_unstable_by_key(|&(_, _, issued_ns)| issued_ns);
     Box::new(move |f| {
-        in_issue_order.drain_sorted(|(_, sample_id, row)| f(sample_id, audit_row.unwrap_or(row)))
+        in_issue_order.drain_sorted(|(_, sample_id, row)| f(sample_id, audit_row.unwrap_or(row)));
+        untracked
+            .into_iter()
+            .for_each(|(sample_id, row, _)| f(sample_id, audit_row.unwrap_or(row)));
     })
 }
 

@@ -21,7 +21,7 @@ mod run {
     mod agentic_edges;
     mod agentic_reference;
     mod agentic_turns;
-    mod agentic_window;
+    pub(crate) mod agentic_window;
     mod chunk_timing;
     mod e2e;
     mod event_order;
@@ -49,6 +49,7 @@ mod endpoints {
 
 /// One benchmark over several processes or hosts: shards, `merge`, Slurm and namespaces.
 mod sharding {
+    mod agentic;
     mod merge;
     mod scale_out;
     mod shards;

@@ -27,6 +27,48 @@ pub struct ShardFile {
     pub sample_ids: SampleIds,
     pub seeds: ShardSeeds,
     pub clock: ShardClock,
+    /// An agentic run's conversation instances: this shard's (every `count`-th of the plan's
+    /// from `index`) and the whole plan's; absent from other runs' files.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub conversations: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub plan_conversations: Option<u64>,
+    /// An agentic run's dataset conversations' client turns, in dataset order: instance k
+    /// runs conversation k mod their count, so they place each of this shard's turns at its
+    /// single-host id (`ShardFile::agentic_ids`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub conversation_turns: Option<Vec<u64>>,
+}
+
+impl ShardFile {
+    /// An agentic shard's local sample id → the single-host run's, where sample s is the
+    /// single-host row s: the instances lie turn after turn in their order, this shard's
+    /// every `count`-th from `index`. `None` for another run, or when the file's conversations
+    /// do not add up (`Err` then says how).
+    pub fn agentic_ids(&self) -> Option<Result<Vec<u64>, String>> {
+        let turns = self.conversation_turns.as_ref()?;
+        let instances = self.plan_conversations?;
+        if turns.is_empty() || turns.contains(&0) {
+            return Some(Err("a conversation without a client turn".into()));
+        }
+        let turns_of = |k: u64| turns[(k % turns.len() as u64) as usize];
+        let plan: u64 = (0..instances).map(turns_of).sum();
+        if plan != self.plan_samples {
+            return Some(Err(format!("its conversations make {plan} turns, not plan_samples")));
+        }
+        let mut ids = Vec::with_capacity(usize::try_from(self.samples).unwrap_or(0));
+        let mut first = 0u64;
+        for k in 0..instances {
+            if k % u64::from(self.count) == u64::from(self.index) {
+                ids.extend(first..first + turns_of(k));
+            }
+            first += turns_of(k);
+        }
+        if ids.len() as u64 != self.samples {
+            return Some(Err(format!("its conversations make {} turns here", ids.len())));
+        }
+        Some(Ok(ids))
+    }
 }
 
 /// Local sample id → global: a warm-up id `w` (below `local_first`) is `w * stride +
@@ -150,6 +192,12 @@ pub fn shard_file(
             start_at_unix_ns: plan.start_at_unix_ns,
             start_offset_ns: clock.start_offset_ns,
         },
+        conversations: plan.agentic.as_ref().map(|a| a.instances.len() as u64),
+        plan_conversations: plan.agentic.as_ref().map(|a| a.plan_conversations),
+        conversation_turns: plan
+            .agentic
+            .as_ref()
+            .map(|a| a.source.conversations.iter().map(|c| c.turns.len() as u64).collect()),
     })
 }
 
@@ -172,6 +220,35 @@ pub fn late_start_warning(start_offset_ns: Option<i64>) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_agentic_shard_s_turns_map_onto_the_single_host_rows_of_its_conversations() {
+        // Conversations of 3, 2 and 1 client turns, 5 instances (rows 0-2, 3-4, 5, 6-8, 9-10)
+        // over 2 shards: shard 0 runs instances 0, 2, 4; shard 1 instances 1, 3.
+        let file = |index: u32, samples: u64| {
+            let json = serde_json::json!({
+                "format": 1, "index": index, "count": 2, "origin": "--shard",
+                "plan_hash": "00000000000000aa", "plan_samples": 11, "plan_warmup_samples": 0,
+                "samples": samples, "warmup_samples": 0,
+                "sample_ids": {"local_first": 0, "global_first": 0, "stride": 2, "offset": index},
+                "seeds": {"scheduler_random_seed": 1, "shard_scheduler_seed": null,
+                    "dataloader_random_seed": 1, "warmup_random_seed": 1,
+                    "shard_warmup_seed": null},
+                "clock": {"wall_at_monotonic_zero_ns": 0, "anchor_uncertainty_ns": 0,
+                    "tracking_start_ns": 0, "tracking_start_unix_ns": 0,
+                    "start_at_unix_ns": null, "start_offset_ns": null},
+                "conversations": 3 - index, "plan_conversations": 5,
+                "conversation_turns": [3, 2, 1],
+            });
+            serde_json::from_value::<ShardFile>(json).expect("a shard file")
+        };
+        assert_eq!(file(0, 6).agentic_ids(), Some(Ok(vec![0, 1, 2, 5, 9, 10])));
+        assert_eq!(file(1, 5).agentic_ids(), Some(Ok(vec![3, 4, 6, 7, 8])));
+        assert!(file(1, 4).agentic_ids().is_some_and(|r| r.is_err()), "a damaged count");
+        let mut other = file(0, 6);
+        other.conversation_turns = None;
+        assert_eq!(other.agentic_ids(), None, "not an agentic shard");
+    }
 
     #[test]
     fn local_ids_of_every_shard_map_onto_the_single_host_ids_once_each() {

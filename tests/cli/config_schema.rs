@@ -73,8 +73,16 @@ fn fixtures_whose_features_exist_run_on_the_null_endpoint() {
         let out = in_configs(&["benchmark", "from-config", "-c", name, "--report-dir", &dir_arg]);
         assert_eq!(out.status.code(), Some(0), "{name}: {}", stderr(&out));
         let s = summary(&dir);
-        assert_eq!(s["n_samples_issued"].as_u64(), Some(samples), "{name}");
-        assert_eq!(s["n_samples_completed"].as_u64(), Some(samples), "{name}");
+        let issued = s["n_samples_issued"].as_u64();
+        if name == "agentic_run.yaml" {
+            // The turns issued after the tracking window closed are untracked: the total
+            // counts every turn (docs/CLI.md, Agentic runs).
+            assert_eq!(crate::run::agentic_window::total_issued(&dir), samples, "{name}");
+            assert!(issued.is_some_and(|n| n > 0 && n <= samples), "{name}: {issued:?}");
+        } else {
+            assert_eq!(issued, Some(samples), "{name}");
+        }
+        assert_eq!(s["n_samples_completed"].as_u64(), issued, "{name}");
         let _ = std::fs::remove_dir_all(&dir);
     }
 }

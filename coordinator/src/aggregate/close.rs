@@ -126,6 +126,7 @@ impl State {
             timed_out,
             reaped: self.reaped,
             unrecorded_turns: self.unrecorded_turns,
+            untracked_sample_rows: self.untracked_sample_rows,
         }
     }
 

@@ -174,6 +174,7 @@ impl State {
         }
         if late {
             // A turn issued after the tracking window closed: logged in full, never measured.
+            self.untracked_sample_rows.push((h.sample_id, h.row, h.issued_ns));
             self.log_record(rec, failed, &output_text(rec.output), None);
             return;
         }

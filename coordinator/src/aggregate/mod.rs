@@ -116,6 +116,10 @@ pub struct AggregatorOutput {
     /// An agentic run's tracked turns that have no row: abandoned at the run's end, or lost
     /// with their worker (`worker_died`); empty in every other run.
     pub unrecorded_turns: Vec<UnrecordedTurn>,
+    /// (sample id, dataset row, issue stamp) of an agentic run's turns completed outside its
+    /// tracking window: in `sample_idx_map.json` after the tracked ones (they were issued
+    /// after every tracked turn), as the reference maps every issued sample; no rows.
+    pub untracked_sample_rows: Vec<(u64, u32, u64)>,
 }
 
 /// A tracked turn of an agentic run without a row in the table, so the report still counts it
@@ -149,6 +153,7 @@ struct State {
     window: TrackingWindow,
     /// Performance-phase samples read after the window closed and issued after it: untracked.
     late: IdSet,
+    untracked_sample_rows: Vec<(u64, u32, u64)>,
     rows: RowSpool,
     chunk_delta_ns: Column<u64>,
     /// The record being ingested's gaps between chunks (logged, then added to the column).
@@ -288,6 +293,7 @@ impl State {
                     TrackingWindow::new(c.window_finish)
                 }),
             late: IdSet::default(),
+            untracked_sample_rows: Vec::new(),
             input_shared: input.shared,
             rows: RowSpool::new(
                 input.spill.clone().filter(|_| !live_tokens),

@@ -48,6 +48,10 @@ pub struct AgenticPlan {
     /// `turn_timeout_s` in ns: a turn past it fails (kind `timeout`) and its conversation's
     /// later turns with it.
     pub turn_timeout_ns: u64,
+    /// The whole plan's conversation instances and their client turns: a shard runs every
+    /// N-th instance from its index (`instances`), these are all of them.
+    pub plan_conversations: u64,
+    pub plan_turns: u64,
 }
 
 /// The performance dataset's `agentic_inference` block and entry, when it has one.
@@ -62,6 +66,7 @@ pub(super) fn resolve_agentic(
     spec: &DatasetSpec,
     settings: &AgenticInference,
     request: &RequestOptions,
+    shard: Option<(u32, u32)>,
 ) -> Result<(Dataset, AgenticPlan), AppError> {
     if let Some(n) = spec.samples {
         return Err(AppError::Input(format!(
@@ -79,7 +84,10 @@ pub(super) fn resolve_agentic(
         })?;
     }
     let count = settings.num_trajectories_to_issue.unwrap_or(source.conversations.len() as u64);
-    let instances = instances(source.conversations.len(), count);
+    let all = instances(source.conversations.len(), count);
+    let turns_of = |i: &Instance| source.conversations[i.source as usize].turns.len() as u64;
+    let plan_turns: u64 = all.iter().map(turns_of).sum();
+    let instances = shard_instances(&all, shard)?;
     let row_turns = row_turns(&source, &instances)?;
     let mut rows = Vec::with_capacity(row_turns.len());
     for &(instance, turn) in &row_turns {
@@ -106,6 +114,8 @@ pub(super) fn resolve_agentic(
         row_turns,
         instances,
         source,
+        plan_conversations: count,
+        plan_turns,
     };
     Ok((Dataset { name: spec.display_name(), rows }, plan))
 }
@@ -146,6 +156,29 @@ pub(super) fn turn_timeout(request_timeout_ns: u64, agentic: Option<&AgenticPlan
 pub fn instances(conversations: usize, count: u64) -> Vec<Instance> {
     let n = conversations.max(1) as u64;
     (0..count).map(|k| Instance { source: (k % n) as u32, repeat: k / n + 1 }).collect()
+}
+
+/// Shard `(index, count)`'s instances: every count-th of the plan's from its index, each
+/// conversation wholly in one shard and named as the single-host run names it. A shard left
+/// without a conversation is refused.
+pub fn shard_instances(
+    all: &[Instance],
+    shard: Option<(u32, u32)>,
+) -> Result<Vec<Instance>, AppError> {
+    let Some((index, count)) = shard else { return Ok(all.to_vec()) };
+    let mine: Vec<Instance> =
+        all.iter().skip(index as usize).step_by(count as usize).copied().collect();
+    if mine.is_empty() {
+        return Err(AppError::Input(format!(
+            "agentic_inference: {} trajectories over {} shards leave shard {} without a \
+             conversation; give num_trajectories_to_issue of at least {} or fewer shards",
+            all.len(),
+            count,
+            index,
+            count
+        )));
+    }
+    Ok(mine)
 }
 
 /// The reference's logical id of an instance: the dataset's id on the first pass, then

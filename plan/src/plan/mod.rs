@@ -263,7 +263,7 @@ pub fn resolve_plan(
     let token_count_source = resolve_token_source(&config, api_name, request.streaming, notes)?;
     check_extra_body_n(&request.extra, token_count_source)?;
     let (dataset, dataset_is_synthetic, agentic) =
-        performance_dataset(&mut config, &request, verbose, notes)?;
+        performance_dataset(&mut config, &request, (verbose, shard.as_ref()), notes)?;
     check_rows_n(&dataset, token_count_source)?;
     notes.extend(unsent_columns_note(&dataset, request.api));
     let tokenizer = resolve_tokenizer(&config, &request.model, verbose, notes)?;
@@ -278,9 +278,9 @@ pub fn resolve_plan(
         check_extra_body_n(&d.request.extra, token_count_source)?;
     }
     let accuracy_only = accuracy.mode == TestMode::Acc;
-    let counted = performance_samples(&config, &dataset, agentic.is_some(), accuracy_only);
+    let (counted, plan_n) = performance_samples(&config, &dataset, agentic.as_ref(), accuracy_only);
     if let Some((s, _)) = &shard {
-        check_shard_plan(*s, counted.n, shard_refusals(&config, &accuracy, endpoints.len()))?;
+        check_shard_plan(*s, plan_n, shard_refusals(&config, &accuracy, endpoints.len()))?;
     }
     let warmup = if accuracy_only {
         accuracy_only_warmup(&config.settings.warmup)
@@ -293,7 +293,7 @@ pub fn resolve_plan(
     let request_timeout_ns =
         agentic::turn_timeout(resolve_request_timeout(config.timeout)?, agentic.as_ref());
     let seeds = (config.settings.runtime.scheduler_random_seed, warmup.random_seed);
-    let samples = (counted.n, warmup.samples);
+    let samples = (plan_n, warmup.samples);
     let shard = shard.map(|f| shard_plan(f, &config_yaml, samples, seeds, load_pattern));
     Ok(Plan {
         load_pattern,
@@ -304,7 +304,7 @@ pub fn resolve_plan(
         slo: slo::resolve_slo(config.settings.slo.as_deref(), request.streaming)?,
         request,
         row_output_tokens: draw_output_tokens(&config, dataset.rows.len())?,
-        num_samples: shard.as_ref().map_or(counted.n, |s| sample_share(counted.n, s.shard)),
+        num_samples: shard_samples(counted.n, shard.as_ref(), agentic.is_some()),
         sample_count: counted,
         max_duration_ms: check_durations(&config.settings.runtime)?,
         drain_timeout_ms,
@@ -365,6 +365,16 @@ fn accuracy_only_warmup(w: &crate::yaml::WarmupConfig) -> Warmup {
     }
 }
 
+/// The performance samples this host issues of the plan's `n`: a shard's share, but an
+/// agentic shard's dataset already holds only its conversations' turns, every one of which it
+/// runs (`plan_samples` is then `AgenticPlan::plan_turns`).
+fn shard_samples(n: u64, shard: Option<&ShardPlan>, agentic: bool) -> u64 {
+    match shard {
+        Some(sp) if !agentic => sample_share(n, sp.shard),
+        _ => n,
+    }
+}
+
 /// What a shard of this plan must not have: accuracy phases, no event log, several endpoints.
 fn shard_refusals(config: &Config, accuracy: &AccuracyPlan, endpoints: usize) -> ShardRefusals {
     ShardRefusals {
@@ -380,12 +390,13 @@ fn shard_refusals(config: &Config, accuracy: &AccuracyPlan, endpoints: usize) ->
 fn performance_dataset(
     config: &mut Config,
     request: &RequestOptions,
-    verbose: u8,
+    (verbose, shard): (u8, Option<&ShardOrigin>),
     notes: &mut Vec<String>,
 ) -> Result<(Dataset, bool, Option<AgenticPlan>), AppError> {
     match agentic::agentic_spec(config) {
         Some((spec, settings)) if config.test_mode != Some(TestMode::Acc) => {
-            let (dataset, plan) = agentic::resolve_agentic(spec, settings, request)?;
+            let shard = shard.map(|(s, _)| (s.index, s.count));
+            let (dataset, plan) = agentic::resolve_agentic(spec, settings, request, shard)?;
             agentic::check_agentic_run(config, notes)?;
             Ok((dataset, false, Some(plan)))
         }
@@ -399,27 +410,30 @@ fn performance_dataset(
 
 /// The performance phase's samples of the whole plan (a shard issues its share): an agentic
 /// run's every turn of every instance (the reference stops it by its trajectories, never by a
-/// sample count).
+/// sample count). With them, the whole plan's samples: an agentic shard's dataset holds only
+/// its own conversations' turns (`AgenticPlan::plan_turns` are all of them).
 fn performance_samples(
     config: &Config,
     dataset: &Dataset,
-    agentic: bool,
+    agentic: Option<&AgenticPlan>,
     acc_only: bool,
-) -> SampleCount {
+) -> (SampleCount, u64) {
     let rows = dataset.rows.len() as u64;
     if acc_only {
-        return SampleCount { n: 0, dataset_rows: rows, sizing: Sizing::AccuracyOnly };
+        return (SampleCount { n: 0, dataset_rows: rows, sizing: Sizing::AccuracyOnly }, 0);
     }
-    if agentic {
-        return SampleCount { n: rows, dataset_rows: rows, sizing: Sizing::AllTurns };
+    if let Some(a) = agentic {
+        let count = SampleCount { n: rows, dataset_rows: rows, sizing: Sizing::AllTurns };
+        return (count, a.plan_turns);
     }
     let runtime = &config.settings.runtime;
-    sample_count(
+    let count = sample_count(
         runtime.n_samples_to_issue,
         runtime.min_duration_ms,
         config.settings.load_pattern.target_qps,
         rows,
-    )
+    );
+    (count, count.n)
 }
 
 /// Writes the values resolved from defaults back into the config, so `config.yaml` shows

@@ -410,13 +410,19 @@ pub fn shard_pattern(pattern: LoadPattern, s: Shard) -> Result<LoadPattern, AppE
             }
             Ok(LoadPattern::Concurrency { n: share })
         }
-        // Conversations are not split over hosts: each shard would need its share of them
-        // and of their ids, which `merge` does not join yet.
-        LoadPattern::Agentic { .. } => Err(AppError::Input(
-            "an agentic_inference run cannot be sharded yet (--shard, Slurm or an Indexed \
-             Job); run it on one host"
-                .into(),
-        )),
+        // Each shard runs its conversations (every N-th), its share of the places.
+        LoadPattern::Agentic { n } => {
+            let share = sample_share(n, s);
+            if share == 0 {
+                return Err(AppError::Input(format!(
+                    "target_concurrency {n} over {} shards leaves shard {} without a \
+                     conversation place; give a target_concurrency of at least {} or fewer \
+                     shards",
+                    s.count, s.index, s.count
+                )));
+            }
+            Ok(LoadPattern::Agentic { n: share })
+        }
     }
 }
 
@@ -641,6 +647,26 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn an_agentic_plan_splits_its_conversations_whole_and_strided() {
+        use crate::plan::agentic::{instances, shard_instances};
+        let all = instances(3, 8);
+        let shard = |index| shard_instances(&all, Some((index, 3))).unwrap();
+        let sources = |index| shard(index).iter().map(|i| (i.source, i.repeat)).collect::<Vec<_>>();
+        assert_eq!(sources(0), [(0, 1), (0, 2), (0, 3)], "instances 0, 3, 6");
+        assert_eq!(sources(1), [(1, 1), (1, 2), (1, 3)], "instances 1, 4, 7");
+        assert_eq!(sources(2), [(2, 1), (2, 2)], "instances 2, 5");
+        assert_eq!(shard_instances(&all, None).unwrap(), all);
+        let err = shard_instances(&all[..2], Some((2, 3))).unwrap_err();
+        assert!(err.to_string().contains("without a conversation"), "{err}");
+        let places =
+            |n, index| shard_pattern(LoadPattern::Agentic { n }, Shard { index, count: 2 });
+        assert_eq!(places(5, 0).unwrap(), LoadPattern::Agentic { n: 3 });
+        assert_eq!(places(5, 1).unwrap(), LoadPattern::Agentic { n: 2 });
+        let err = places(1, 1).unwrap_err().to_string();
+        assert!(err.contains("target_concurrency 1 over 2 shards"), "{err}");
     }
 
     #[test]

@@ -159,6 +159,9 @@ mod tests {
                 start_at_unix_ns: None,
                 start_offset_ns: None,
             },
+            conversations: None,
+            plan_conversations: None,
+            conversation_turns: None,
         }
     }
 

@@ -22,9 +22,21 @@ pub struct ShardLog {
     pub ids: SampleIds,
     pub samples: u64,
     pub tracking_start_ns: u64,
+    /// An agentic run's log: its `session.stop_performance_tracking` line closes its tracking
+    /// window mid-run, so the merged log keeps the latest shard's at its time (`latest_stop`).
+    pub agentic: bool,
+    /// An agentic shard's single-host id of each local id (`ShardFile::agentic_ids`); `None`
+    /// maps by `ids`.
+    pub agentic_ids: Option<std::sync::Arc<Vec<u64>>>,
 }
 
 impl ShardLog {
+    /// The single-host run's id of local sample `local`.
+    pub fn global_id(&self, local: u64) -> u64 {
+        let mapped = self.agentic_ids.as_ref().and_then(|m| m.get(local as usize).copied());
+        mapped.unwrap_or_else(|| self.ids.global_id(local))
+    }
+
     /// A line's checks against shard.json: its sample id in the shard's range, its tracking
     /// start at the clock's. `Err` says why (the caller names the file and line).
     fn check(&self, head: &Head, line: &[u8]) -> Result<(), String> {
@@ -113,7 +125,7 @@ fn rewrite(line: &[u8], head: &Head, log: &ShardLog, out: &mut Vec<u8>) -> Resul
     let _ = write!(out, "{}", head.timestamp_ns.saturating_add(log.shift_ns));
     out.extend_from_slice(&line[head.timestamp.end..head.uuid.start]);
     if let Some(local) = local_id(&line[head.uuid.clone()])? {
-        let _ = write!(out, "{:032x}", log.ids.global_id(local));
+        let _ = write!(out, "{:032x}", log.global_id(local));
     }
     out.extend_from_slice(&line[head.uuid.end..]);
     out.push(b'\n');
@@ -184,13 +196,16 @@ pub fn merge_events(logs: &[ShardLog], out: &mut dyn Write) -> Result<u64, Strin
     let mut first_marks: Vec<Vec<u8>> = Vec::new();
     let mut last_marks: Vec<(u64, Vec<u8>)> = Vec::new();
     let mut lines = 0u64;
+    let mut stop = if logs.iter().any(|l| l.agentic) { latest_stop(logs)? } else { None };
     while let Some(Reverse((ts, i))) = heap.pop() {
         let head = heads[i].take().ok_or("a merge cursor lost its line")?;
         let line = &cursors[i].line;
         buf.clear();
         rewrite(line, &head, &logs[i], &mut buf)?;
         let event_type = &line[head.event_type.clone()];
+        lines += write_stop_before(&mut stop, ts, out)?;
         match session_rule(event_type) {
+            _ if event_type == STOP && logs[i].agentic => {}
             Some(true) if first_marks.iter().any(|m| m == event_type) => {}
             Some(true) => {
                 first_marks.push(event_type.to_vec());
@@ -208,12 +223,55 @@ pub fn merge_events(logs: &[ShardLog], out: &mut dyn Write) -> Result<u64, Strin
             heap.push(Reverse((ts, i)));
         }
     }
+    lines += write_stop_before(&mut stop, u64::MAX, out)?;
     last_marks.sort_by_key(|(ts, _)| *ts);
     for (_, line) in &last_marks {
         out.write_all(line).map_err(|e| e.to_string())?;
         lines += 1;
     }
     Ok(lines)
+}
+
+const STOP: &[u8] = b"session.stop_performance_tracking";
+
+/// The merged window of agentic shards: the latest of their `session.stop_performance_tracking`
+/// lines on the common timeline, rewritten, and its time. Each shard closed its own window at
+/// its own first finish with no conversation left; the merged log keeps one stop line, at the
+/// latest, so every turn a shard tracked is tracked in the merge (docs/CLI.md, sharding).
+fn latest_stop(logs: &[ShardLog]) -> Result<Option<(u64, Vec<u8>)>, String> {
+    let mut latest: Option<(u64, Vec<u8>)> = None;
+    for log in logs {
+        let file = std::fs::File::open(&log.path)
+            .map_err(|e| format!("cannot read {}: {e}", log.path.display()))?;
+        let reader = std::io::BufReader::with_capacity(1 << 20, file);
+        for line in reader.split(b'\n') {
+            let line = line.map_err(|e| format!("{}: {e}", log.path.display()))?;
+            let Some(head) = parse_head(&line).filter(|h| &line[h.event_type.clone()] == STOP)
+            else {
+                continue;
+            };
+            let ts = head.timestamp_ns.saturating_add(log.shift_ns);
+            if latest.as_ref().is_none_or(|(t, _)| ts > *t) {
+                let mut out = Vec::new();
+                rewrite(&line, &head, log, &mut out)?;
+                latest = Some((ts, out));
+            }
+        }
+    }
+    Ok(latest)
+}
+
+/// Writes the merged stop line once the merge reaches a line stamped after it; returns the
+/// lines written (0 or 1).
+fn write_stop_before(
+    stop: &mut Option<(u64, Vec<u8>)>,
+    ts: u64,
+    out: &mut dyn Write,
+) -> Result<u64, String> {
+    match stop.take_if(|(at, _)| *at < ts) {
+        Some((_, line)) => out.write_all(&line).map(|()| 1).map_err(|e| e.to_string()),
+        None => Ok(0),
+    }
 }
 
 /// Keeps the latest line of each closing session mark.
@@ -234,7 +292,9 @@ mod tests {
 
     fn log(shift_ns: u64, offset: u64) -> ShardLog {
         let ids = SampleIds { local_first: 0, global_first: 0, stride: 2, offset };
-        ShardLog { path: PathBuf::from("x"), shift_ns, ids, samples: 100, tracking_start_ns: 0 }
+        let path = PathBuf::from("x");
+        let (agentic, agentic_ids) = (false, None);
+        ShardLog { path, shift_ns, ids, samples: 100, tracking_start_ns: 0, agentic, agentic_ids }
     }
 
     fn line(kind: &str, ts: u64, uuid: &str) -> String {
@@ -296,6 +356,59 @@ mod tests {
         std::fs::write(dir.join("a"), "{\"event_type\":\"x\"").unwrap();
         let err = merge_events(&logs, &mut Vec::new()).unwrap_err();
         assert!(err.contains("a line 1") && err.contains("truncated"), "{err}");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn agentic_logs_keep_the_latest_stop_of_tracking_at_its_time() {
+        let dir = std::env::temp_dir()
+            .join(format!("llm-loadgen-merge-agentic-stop-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let id = |n: u64| format!("{n:032x}");
+        let a = [
+            ("session.start_performance_tracking", 0, String::new()),
+            ("sample.issued", 10, id(0)),
+            ("session.stop_performance_tracking", 20, String::new()),
+            ("sample.issued", 30, id(1)),
+        ];
+        let b = [
+            ("session.start_performance_tracking", 0, String::new()),
+            ("sample.issued", 12, id(0)),
+            ("sample.issued", 24, id(1)),
+            ("session.stop_performance_tracking", 25, String::new()),
+            ("sample.issued", 40, id(2)),
+        ];
+        let write = |name: &str, lines: &[(&str, u64, String)]| {
+            let path = dir.join(name);
+            let text: String = lines.iter().map(|(k, ts, uuid)| line(k, *ts, uuid)).collect();
+            std::fs::write(&path, text).unwrap();
+            path
+        };
+        let logs = [
+            ShardLog { path: write("a", &a), agentic: true, ..log(0, 0) },
+            ShardLog { path: write("b", &b), agentic: true, ..log(0, 1) },
+        ];
+        let mut out = Vec::new();
+        merge_events(&logs, &mut out).unwrap();
+        let got: Vec<(String, u64)> = String::from_utf8(out)
+            .unwrap()
+            .lines()
+            .map(|l| {
+                let h = parse_head(l.as_bytes()).unwrap();
+                (l[h.event_type].to_string(), h.timestamp_ns)
+            })
+            .collect();
+        let want = [
+            ("session.start_performance_tracking", 0),
+            ("sample.issued", 10),
+            ("sample.issued", 12),
+            ("sample.issued", 24),
+            ("session.stop_performance_tracking", 25),
+            ("sample.issued", 30),
+            ("sample.issued", 40),
+        ];
+        let want: Vec<(String, u64)> = want.iter().map(|(k, t)| (k.to_string(), *t)).collect();
+        assert_eq!(got, want, "one stop line, the latest shard's, in time order");
         let _ = std::fs::remove_dir_all(&dir);
     }
 

@@ -80,6 +80,22 @@ pub fn check_derived(shards: &[ShardView<'_>]) -> Result<(), AppError> {
         check_seeds(v, first)?;
         check_clock(v)?;
     }
+    check_agentic_turns(shards)
+}
+
+/// An agentic plan's shards: their turns add up to the plan's, once every shard is there
+/// (each shard's own turns follow from its conversations, which `check_shares` checks).
+fn check_agentic_turns(shards: &[ShardView<'_>]) -> Result<(), AppError> {
+    let first = shards[0].file;
+    if first.plan_conversations.is_none() || shards.len() != first.count as usize {
+        return Ok(());
+    }
+    let turns: u64 = shards.iter().map(|v| v.file.samples).sum();
+    if turns != first.plan_samples {
+        let why =
+            format!("the {} shards' samples add up to {turns}, not the plan's turns", shards.len());
+        return Err(refuse(shards[0].dir, "plan_samples", first.plan_samples, &why));
+    }
     Ok(())
 }
 
@@ -87,12 +103,36 @@ pub fn check_derived(shards: &[ShardView<'_>]) -> Result<(), AppError> {
 fn check_shares(v: &ShardView<'_>) -> Result<(), AppError> {
     let f = v.file;
     let shard = Shard { index: f.index, count: f.count };
+    // An agentic shard runs every N-th conversation, each with all its turns: its share is
+    // one of conversations, and its samples are those conversations' turns.
+    let agentic = match (f.conversations, f.plan_conversations) {
+        (Some(mine), Some(plan)) => Some((mine, plan)),
+        (None, None) => None,
+        _ => {
+            let why = "conversations and plan_conversations come together";
+            return Err(refuse(v.dir, "conversations", format!("{:?}", f.conversations), why));
+        }
+    };
+    if let Some(Err(why)) = f.agentic_ids() {
+        let shown = format!("{:?}", f.conversation_turns);
+        return Err(refuse(v.dir, "conversation_turns", shown, &why));
+    }
+    if let Some((mine, plan)) = agentic {
+        let share = sample_share(plan, shard);
+        if mine != share {
+            let why = format!(
+                "shard {}/{}'s share of plan_conversations {plan} is {share}",
+                f.index, f.count
+            );
+            return Err(refuse(v.dir, "conversations", mine, &why));
+        }
+    }
     for (field, value, plan, plan_field) in [
         ("samples", f.samples, f.plan_samples, "plan_samples"),
         ("warmup_samples", f.warmup_samples, f.plan_warmup_samples, "plan_warmup_samples"),
     ] {
         let share = sample_share(plan, shard);
-        if value != share {
+        if value != share && !(agentic.is_some() && field == "samples") {
             let why =
                 format!("shard {}/{}'s share of {plan_field} {plan} is {share}", f.index, f.count);
             return Err(refuse(v.dir, field, value, &why));

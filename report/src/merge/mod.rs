@@ -76,16 +76,24 @@ pub fn write_merged_inputs(
     timeline: &Timeline,
     out: &Path,
 ) -> Result<(), AppError> {
-    let logs: Vec<ShardLog> = order
-        .iter()
-        .map(|&i| ShardLog {
+    let mut logs: Vec<ShardLog> = Vec::with_capacity(order.len());
+    for &i in order {
+        let file = &shards[i].file;
+        let agentic_ids = match file.agentic_ids() {
+            Some(Ok(ids)) => Some(std::sync::Arc::new(ids)),
+            Some(Err(why)) => return Err(AppError::Input(format!("shard {}: {why}", file.index))),
+            None => None,
+        };
+        logs.push(ShardLog {
             path: shards[i].run.dir.join("events.jsonl"),
             shift_ns: timeline.shifts_ns[i],
-            ids: shards[i].file.sample_ids,
-            samples: shards[i].file.samples,
-            tracking_start_ns: shards[i].file.clock.tracking_start_ns,
-        })
-        .collect();
+            ids: file.sample_ids,
+            samples: file.samples,
+            tracking_start_ns: file.clock.tracking_start_ns,
+            agentic: file.conversations.is_some(),
+            agentic_ids,
+        });
+    }
     let events = out.join("events.jsonl");
     let mut merge_error = None;
     let written = write_atomic_with(&events, |w| {
@@ -99,10 +107,15 @@ pub fn write_merged_inputs(
     }
     written.map_err(|e| write_error(&events, &e))?;
     let mut rows: Vec<(u64, u32)> = Vec::new();
-    for &i in order {
-        let ids = shards[i].file.sample_ids;
+    for (log, &i) in logs.iter().zip(order) {
         let index = shards[i].run.sample_index();
-        rows.extend(index.into_iter().map(|(uuid, row)| (ids.global_id(uuid as u64), row)));
+        // An agentic shard's rows are its own conversations' turns (sample s is row s, as on
+        // one host): they take the single-host rows with the ids.
+        let row_of = |row: u32| match log.agentic {
+            true => u32::try_from(log.global_id(u64::from(row))).unwrap_or(u32::MAX),
+            false => row,
+        };
+        rows.extend(index.into_iter().map(|(uuid, row)| (log.global_id(uuid as u64), row_of(row))));
     }
     rows.sort_unstable();
     let idx_path = out.join("sample_idx_map.json");
@@ -115,7 +128,9 @@ pub fn write_merged_inputs(
     if let Some(map) = config.as_mapping_mut() {
         map.insert("report_dir".into(), out.display().to_string().into());
     }
+    // Quoted as a run writes its config.yaml (`streaming: 'on'`), so `report OUT` reads it.
     let text = serde_yaml_ng::to_string(&config)
+        .map(|t| loadgen_plan::yaml::quote_yaml11_bools(&t))
         .map_err(|e| AppError::Execution(format!("cannot write the merged config.yaml: {e}")))?;
     let config_path = out.join("config.yaml");
     write_atomic(&config_path, text.as_bytes()).map_err(|e| write_error(&config_path, &e))
