@@ -8,11 +8,9 @@ use serde::ser::{SerializeMap, SerializeStruct};
 use serde::{Serialize, Serializer};
 
 use super::basis::{basis_key, TokenCountSource};
-use super::column::Column;
-use super::select::{float_column_stat, int_column_stat, spilled_int_stat};
 use super::series::{Num, SeriesStat};
 use super::table::{FinishKind, RunCounters, SampleTable};
-use super::tokens::{client_tokens, server_tokens, OslPaired, TokenSeries, UsageTally};
+use super::tokens::{server_usage, OslPaired, UsageTally};
 
 /// How the run ended, for the snapshot's `state` and the report's completeness.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -81,29 +79,10 @@ pub struct Snapshot {
     pub osl_paired: OslPaired,
 }
 
-/// Base names of the basis-dependent series, in the reference's order.
-pub const ISL: &str = "isl";
-/// Output sequence length series.
-pub const OSL: &str = "osl";
-/// Time per output token series.
-pub const TPOT_NS: &str = "tpot_ns";
-/// The gaps between consecutive content chunks (the reference's name; its ITL).
-pub const CHUNK_DELTA_NS: &str = "chunk_delta_ns";
-/// Content chunks per streamed sample (an addition).
-pub const CHUNKS_PER_SAMPLE: &str = "chunks_per_sample";
-/// Output tokens per content chunk, per basis (an addition).
-pub const TOKENS_PER_CHUNK: &str = "tokens_per_chunk";
 /// Streamed samples of two or more chunks that all came in one socket read (an addition).
 pub const N_STREAMS_IN_ONE_READ: &str = "n_streams_in_one_read";
 /// Streamed samples of two or more chunks (an addition; the base of the one-read count).
 pub const N_STREAMS_MULTI_CHUNK: &str = "n_streams_multi_chunk";
-/// Each written sample's wait inside the client between its issue stamp and its request's
-/// write (an addition; `SampleRow::client_wait_ns`).
-pub const CLIENT_WAIT_NS: &str = "client_wait_ns";
-/// Latency measured from the request's write instead of the issue stamp (an addition).
-pub const LATENCY_FROM_WRITE_NS: &str = "latency_from_write_ns";
-/// TTFT measured from the request's write instead of the issue stamp (an addition).
-pub const TTFT_FROM_WRITE_NS: &str = "ttft_from_write_ns";
 
 impl Snapshot {
     /// The series called `name`, if registered.
@@ -141,43 +120,11 @@ pub fn final_snapshot(
     opts: &MetricsOptions,
     state: RunState,
 ) -> Snapshot {
-    let client = client_tokens(table, opts.streaming, opts.has_tokenizer);
-    let (server, usage, osl_paired) = server_tokens(table, opts.streaming);
-    let (primary_tokens, other_tokens) = match opts.primary {
-        TokenCountSource::Client => (client, server),
-        TokenCountSource::Server => (server, client),
-    };
-    let other = opts.primary.other();
-    let es = opts.early_stopping;
-
-    let mut jobs = Vec::with_capacity(12);
-    jobs.push(Job::ints("sample_latency_ns", latency_ns(table), es));
-    let TokenSeries { isl, osl, tpot_ns, tokens_per_chunk } = primary_tokens;
-    jobs.push(Job::ints(ISL, isl, false));
-    jobs.push(Job::ints(OSL, osl, false));
-    if opts.streaming {
-        jobs.push(Job::ints("ttft_ns", ttft_ns(table), es));
-        jobs.push(Job::table_ints(CHUNK_DELTA_NS, &table.chunk_delta_ns));
-        jobs.push(Job::floats(TPOT_NS, tpot_ns, es));
-    }
-    let other_tpc = other_tokens.tokens_per_chunk;
-    let TokenSeries { isl: isl_o, osl: osl_o, tpot_ns: tpot_o, .. } = other_tokens;
-    let name = |base: &str| basis_key(base, other, opts.primary);
-    jobs.push(Job::ints(&name(ISL), isl_o, false));
-    jobs.push(Job::ints(&name(OSL), osl_o, false));
-    if opts.streaming {
-        jobs.push(Job::floats(&name(TPOT_NS), tpot_o, false));
-        jobs.push(Job::ints(CHUNKS_PER_SAMPLE, chunks_per_sample(table), false));
-        jobs.push(Job::floats(TOKENS_PER_CHUNK, tokens_per_chunk, false));
-        jobs.push(Job::floats(&name(TOKENS_PER_CHUNK), other_tpc, false));
-    }
-    let (waits, latencies, ttfts) = from_write_ns(table);
-    jobs.push(Job::ints(CLIENT_WAIT_NS, waits, false));
-    jobs.push(Job::ints(LATENCY_FROM_WRITE_NS, latencies, false));
-    if opts.streaming {
-        jobs.push(Job::ints(TTFT_FROM_WRITE_NS, ttfts, false));
-    }
-    let series = run_jobs(jobs);
+    let (usage, osl_paired) = server_usage(table);
+    let series = jobs::series(
+        table,
+        (opts.streaming, opts.early_stopping, opts.primary, opts.has_tokenizer),
+    );
 
     let mut list = reference_counters(table, counters);
     list.extend(added_counters(counters, &usage, &osl_paired, opts.primary));
@@ -196,134 +143,6 @@ pub fn final_snapshot(
         usage,
         osl_paired,
     }
-}
-
-/// One series to compute: its name, raw values and whether it gets early stopping.
-enum Job<'a> {
-    Ints(String, Column<u64>, bool),
-    /// Integer values the table holds (sorted, when in memory): read in place, never copied.
-    TableInts(String, &'a Column<u64>),
-    Floats(String, Column<f64>, bool),
-}
-
-impl<'a> Job<'a> {
-    fn table_ints(name: &str, values: &'a Column<u64>) -> Job<'a> {
-        Job::TableInts(name.to_string(), values)
-    }
-
-    fn ints(name: &str, values: Column<u64>, es: bool) -> Job<'a> {
-        Job::Ints(name.to_string(), values, es)
-    }
-
-    fn floats(name: &str, values: Column<f64>, es: bool) -> Job<'a> {
-        Job::Floats(name.to_string(), values, es)
-    }
-
-    fn run(self) -> SeriesStat {
-        match self {
-            Job::Ints(name, mut values, es) => int_column_stat(&name, &mut values, es),
-            Job::TableInts(name, values) => match values.as_slice() {
-                Some(v) if v.is_sorted() => SeriesStat::from_sorted_ints(&name, v, false),
-                Some(v) => SeriesStat::from_ints(&name, &mut v.to_vec(), false),
-                None => spilled_int_stat(&name, values, false),
-            },
-            Job::Floats(name, mut values, es) => float_column_stat(&name, &mut values, es),
-        }
-    }
-}
-
-/// Computes the series on up to one thread per core (the run is over, the cores are
-/// idle), keeping the registration order.
-fn run_jobs(jobs: Vec<Job<'_>>) -> Vec<SeriesStat> {
-    let threads = std::thread::available_parallelism().map_or(1, |n| n.get()).min(jobs.len());
-    if threads <= 1 {
-        return jobs.into_iter().map(Job::run).collect();
-    }
-    // Popped from the back, so the series start in registration order.
-    let queue = std::sync::Mutex::new(jobs.into_iter().enumerate().rev().collect::<Vec<_>>());
-    let mut done: Vec<(usize, SeriesStat)> = std::thread::scope(|scope| {
-        let workers: Vec<_> = (0..threads)
-            .map(|_| {
-                scope.spawn(|| {
-                    let mut out = Vec::new();
-                    loop {
-                        let next = queue.lock().unwrap_or_else(|e| e.into_inner()).pop();
-                        let Some((index, job)) = next else { break };
-                        out.push((index, job.run()));
-                    }
-                    out
-                })
-            })
-            .collect();
-        workers
-            .into_iter()
-            .flat_map(|w| w.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic)))
-            .collect()
-    });
-    done.sort_unstable_by_key(|(index, _)| *index);
-    done.into_iter().map(|(_, stat)| stat).collect()
-}
-
-/// A new series column spilling as `table`'s do.
-fn series_of(table: &SampleTable, name: &'static str) -> Column<u64> {
-    Column::new(name, table.spill().cloned())
-}
-
-/// Each row's latency (complete − issued; a failure's is its time to error), in table order:
-/// the `sample_latency_ns` series' values.
-pub fn latency_ns(table: &SampleTable) -> Column<u64> {
-    let mut out = series_of(table, "latency_ns");
-    table.for_each_chunk(|t| {
-        for (&issued, &end) in t.issued_ns.iter().zip(t.complete_ns) {
-            out.push_spilling(end.saturating_sub(issued));
-        }
-    });
-    out
-}
-
-/// The TTFT (first chunk − issued) of each row that got a first chunk, in table order: the
-/// `ttft_ns` series' values.
-pub fn ttft_ns(table: &SampleTable) -> Column<u64> {
-    let mut out = series_of(table, "ttft_ns");
-    table.for_each_chunk(|t| {
-        for (&issued, &first) in t.issued_ns.iter().zip(t.first_chunk_ns) {
-            if first != u64::MAX {
-                out.push_spilling(first.saturating_sub(issued));
-            }
-        }
-    });
-    out
-}
-
-/// Of every sample whose request was written: its client wait, its latency from the write
-/// and (streamed, with a first chunk) its TTFT from the write.
-fn from_write_ns(table: &SampleTable) -> (Column<u64>, Column<u64>, Column<u64>) {
-    let (mut waits, mut latencies) = (series_of(table, "wait"), series_of(table, "from_write"));
-    let mut ttfts = series_of(table, "ttft_from_write");
-    table.for_each_chunk(|t| {
-        for (i, &wait) in t.client_wait_ns.iter().enumerate() {
-            if wait == u64::MAX {
-                continue;
-            }
-            let sent = t.issued_ns[i].saturating_add(wait);
-            waits.push_spilling(wait);
-            latencies.push_spilling(t.complete_ns[i].saturating_sub(sent));
-            let first = t.first_chunk_ns[i];
-            if first != u64::MAX {
-                ttfts.push_spilling(first.saturating_sub(sent));
-            }
-        }
-    });
-    (waits, latencies, ttfts)
-}
-
-/// Each streamed sample's content chunk count (samples without a content chunk have none).
-fn chunks_per_sample(table: &SampleTable) -> Column<u64> {
-    let mut out = series_of(table, "chunks_per_sample");
-    table.for_each_chunk(|t| {
-        t.n_chunks.iter().filter(|&&n| n != u32::MAX).for_each(|&n| out.push_spilling(u64::from(n)))
-    });
-    out
 }
 
 /// Samples of two or more chunks, and those of them whose chunks all came in one socket read:
@@ -455,7 +274,13 @@ impl Serialize for Snapshot {
     }
 }
 
+mod jobs;
 mod load;
+
+pub use jobs::{
+    latency_ns, ttft_ns, CHUNKS_PER_SAMPLE, CHUNK_DELTA_NS, CLIENT_WAIT_NS, ISL,
+    LATENCY_FROM_WRITE_NS, OSL, TOKENS_PER_CHUNK, TPOT_NS, TTFT_FROM_WRITE_NS,
+};
 
 pub use load::{snapshot_from_json, SnapshotError};
 

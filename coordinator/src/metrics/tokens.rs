@@ -154,14 +154,47 @@ pub fn server_tokens(table: &SampleTable, streaming: bool) -> (TokenSeries, Usag
     let mut out = TokenSeries::for_table(table);
     let mut tally = UsageTally::default();
     let mut paired = OslPaired::default();
-    table.for_each_chunk(|t| server_rows(&t, streaming, (&mut out, &mut tally, &mut paired)));
+    table.for_each_chunk(|t| server_rows(&t, streaming, (Some(&mut out), &mut tally, &mut paired)));
     (out, tally, paired)
+}
+
+/// A usable sample's server ISL, OSL, tokens per chunk and (streamed) TPOT.
+fn server_series(
+    t: &Rows<'_>,
+    i: usize,
+    streaming: bool,
+    (prompt, completion): (u32, u32),
+    out: &mut TokenSeries,
+) {
+    if prompt >= 1 {
+        out.isl.push_spilling(u64::from(prompt));
+    }
+    if completion >= 1 {
+        out.osl.push_spilling(u64::from(completion));
+    }
+    if let Some(ratio) = tokens_per_chunk(completion, t.n_chunks[i]) {
+        out.tokens_per_chunk.push_spilling(ratio);
+    }
+    let first = t.first_chunk_ns[i];
+    if streaming && first != u64::MAX {
+        let span = t.complete_ns[i].saturating_sub(first);
+        if let Some(tpot) = tpot_server_ns(span, completion) {
+            out.tpot_ns.push_spilling(tpot);
+        }
+    }
+}
+
+/// The successful samples' usage classification and the OSL pairing, without the series.
+pub fn server_usage(table: &SampleTable) -> (UsageTally, OslPaired) {
+    let (mut tally, mut paired) = (UsageTally::default(), OslPaired::default());
+    table.for_each_chunk(|t| server_rows(&t, false, (None, &mut tally, &mut paired)));
+    (tally, paired)
 }
 
 fn server_rows(
     t: &Rows<'_>,
     streaming: bool,
-    (out, tally, paired): (&mut TokenSeries, &mut UsageTally, &mut OslPaired),
+    (mut out, tally, paired): (Option<&mut TokenSeries>, &mut UsageTally, &mut OslPaired),
 ) {
     for i in 0..t.len() {
         let flags = t.flags[i];
@@ -183,26 +216,13 @@ fn server_rows(
                 }
             };
         tally.usable += 1;
-        if prompt >= 1 {
-            out.isl.push_spilling(u64::from(prompt));
-        }
-        if completion >= 1 {
-            out.osl.push_spilling(u64::from(completion));
-        }
-        if let Some(ratio) = tokens_per_chunk(completion, t.n_chunks[i]) {
-            out.tokens_per_chunk.push_spilling(ratio);
-        }
         if t.osl_client[i] != NONE {
             paired.count += 1;
             paired.client_total += u64::from(t.osl_client[i]);
             paired.server_total += u64::from(completion);
         }
-        let first = t.first_chunk_ns[i];
-        if streaming && first != u64::MAX {
-            let span = t.complete_ns[i].saturating_sub(first);
-            if let Some(tpot) = tpot_server_ns(span, completion) {
-                out.tpot_ns.push_spilling(tpot);
-            }
+        if let Some(out) = out.as_deref_mut() {
+            server_series(t, i, streaming, (prompt, completion), out);
         }
     }
 }
