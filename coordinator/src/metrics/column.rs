@@ -18,11 +18,12 @@ use std::sync::{Arc, Mutex};
 /// Values per chunk: what a column writes or reads back at once (512 KiB of u64).
 pub const CHUNK_VALUES: usize = 1 << 16;
 
-/// Bytes a tracked sample may need in the spill's files: its spooled row (76), its table row
-/// (64, 68 in an agentic run) and the series the report derives from them (up to 16 of 8
-/// bytes), less what the budget keeps in memory. A streamed sample's chunk gaps add 8 bytes a
-/// chunk.
-pub const DISK_BYTES_PER_SAMPLE: u64 = 76 + 68 + 16 * 8;
+/// Bytes a sample may need in the spill's files at the run's peak: its issue log entry (12),
+/// its spooled row (76) and its table row (64, 68 in an agentic run), less what the budget
+/// keeps in memory. The report's series come after the spool is gone, a group at a time (up
+/// to 32 bytes a sample a thread), and so do sample_idx_map.json's order (20) and the peak in
+/// flight (40). A streamed sample's chunk gaps add 8 bytes a chunk.
+pub const DISK_BYTES_PER_SAMPLE: u64 = 12 + 76 + 68;
 
 /// Whether a filesystem with `free_bytes` holds a run of `samples` whose first `budget_bytes`
 /// stay in memory; the error names the numbers.
@@ -409,7 +410,7 @@ mod tests {
         assert_eq!(disk_check(1_000, 1_000 * per, 0), Ok(()), "it all fits in memory");
         assert_eq!(disk_check(1_000, 0, 1_000 * per), Ok(()));
         let why = disk_check(100_000_000, 256 << 20, 1 << 30).unwrap_err();
-        assert!(why.starts_with("100000000 samples need up to 25.08 GiB"), "{why}");
+        assert!(why.starts_with("100000000 samples need up to 14.28 GiB"), "{why}");
         assert!(
             why.ends_with("past the 0.25 GiB kept in memory) and only 1.00 GiB is free"),
             "{why}"
