@@ -297,6 +297,7 @@ fn run_with_endpoints(
     let spec = plan.run_spec(&endpoints, cpu_plan, &view_facts(), &mut notes);
     crate::commands::print_notes(&notes);
     let mut spec = spec?;
+    spec.spill = spill::run_spill(plan, dir.path())?;
     if plan.events {
         spec.events_file = Some(dir.create_fresh("events.jsonl").map_err(|e| {
             AppError::Setup(format!(
@@ -305,7 +306,6 @@ fn run_with_endpoints(
             ))
         })?);
     }
-    spec.spill = spill::run_spill(plan, dir.path())?;
     // The profiler's triggers: start when the performance phase starts, stop once the run's
     // phases are over (whether it ended well or not), as the reference's.
     let profiler = plan.profiling.as_ref().map(|p| {
@@ -525,7 +525,7 @@ fn sample_table(
     let spill = agg.chunk_delta_ns.spill_handle();
     let mut table = SampleTable::new(rows.len(), spill.clone());
     let mut waits = vec![None; issue_lags.lags_ns.len()];
-    let mut in_issue_order = TupleSpool::new("issue_order", spill);
+    let mut in_issue_order = TupleSpool::new("issue_order", spill).with_room(rows.len());
     rows.drain_in_completion_order(|r| {
         let at = r.sample_id.checked_sub(issue_lags.first_sample_id);
         if let Some(slot) = at.and_then(|i| waits.get_mut(i as usize)) {

@@ -60,7 +60,7 @@ pub fn wait_is_material(snap: &Snapshot) -> bool {
 pub fn peak_in_flight(table: &SampleTable) -> u64 {
     // (instant, 1 for a write and 0 for an answer): at one instant an answer frees its
     // connection before a write takes it. Sorted in bounded memory, as the table is kept.
-    let mut edges = TupleSpool::new("in_flight", table.spill().cloned());
+    let mut edges = TupleSpool::new("in_flight", table.spill().cloned()).with_room(table.len() * 2);
     table.for_each_row(|row| {
         if let Some(wait) = row.client_wait_ns {
             edges.push((row.issued_ns.saturating_add(wait), 1, 0));

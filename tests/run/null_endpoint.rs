@@ -146,3 +146,17 @@ fn a_streaming_run_without_a_tokenizer_writes_tpot_as_the_reference_does() {
     let json: serde_json::Value = serde_json::from_str(&summary).unwrap();
     assert_eq!(json["tpot"], serde_json::json!({}), "{summary}");
 }
+
+/// A run whose rows the spill directory's disk cannot hold is refused before it starts, naming
+/// the numbers and what to do, with no event log begun.
+#[test]
+fn a_run_the_spill_disk_cannot_hold_is_refused_before_it_starts() {
+    // A trillion samples need 145 TiB of spill: no test machine has it free.
+    let (out, dir) = null_run("null-spill-refused", &["--num-samples", "1000000000000"]);
+    assert_eq!(out.status.code(), Some(3), "a setup error");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("1000000000000 samples need up to"), "{stderr}");
+    assert!(stderr.contains("156 bytes a sample past the 0.25 GiB kept in memory"), "{stderr}");
+    assert!(stderr.contains("choose another --spill-dir"), "{stderr}");
+    assert!(!dir.join("events.jsonl").exists(), "nothing was started");
+}

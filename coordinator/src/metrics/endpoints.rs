@@ -29,12 +29,20 @@ impl EndpointStat {
     }
 }
 
+/// An endpoint's latency series: with room for every row when it is the run's only one.
+fn latency_column(table: &SampleTable, endpoints: usize) -> Column<u64> {
+    if endpoints == 1 {
+        table.series_column("endpoint_latency_ns")
+    } else {
+        Column::new("endpoint_latency_ns", table.spill().cloned())
+    }
+}
+
 /// One `EndpointStat` per endpoint of the run (`endpoints` of them); a row naming no endpoint of
 /// the run (`NO_ENDPOINT`) counts under none.
 pub fn endpoint_stats(table: &SampleTable, endpoints: usize) -> Vec<EndpointStat> {
-    let spill = table.spill().cloned();
     let mut latency: Vec<Column<u64>> =
-        (0..endpoints).map(|_| Column::new("endpoint_latency_ns", spill.clone())).collect();
+        (0..endpoints).map(|_| latency_column(table, endpoints)).collect();
     let mut stats: Vec<EndpointStat> = (0..endpoints)
         .map(|_| EndpointStat {
             n_samples: 0,

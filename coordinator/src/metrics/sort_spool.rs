@@ -125,12 +125,27 @@ impl SortSpool {
         self.counted_bytes = 0;
     }
 
-    /// The in-memory records' positions sorted stably by key.
+    /// The in-memory records' positions sorted stably by key: (key, position) pairs sorted
+    /// as plain values (sequential, cache-friendly), the position breaking ties.
     fn order(&self) -> Vec<u32> {
-        let (key, size) = (self.key, self.record_bytes);
-        let mut order: Vec<u32> = (0..self.in_memory() as u32).collect();
-        order.sort_by_key(|&i| key(&self.bytes[i as usize * size..(i as usize + 1) * size]));
-        order
+        // Rows arrive nearly in completion order, often exactly: then nothing moves.
+        let mut keys = self.bytes.chunks_exact(self.record_bytes).map(self.key);
+        let mut previous = keys.next();
+        if keys.all(|k| previous.replace(k).is_none_or(|p| p <= k)) {
+            return (0..self.in_memory() as u32).collect();
+        }
+        let keyed: Vec<(u64, u64, u32)> = self
+            .bytes
+            .chunks_exact(self.record_bytes)
+            .enumerate()
+            .map(|(i, record)| {
+                let (k1, k2) = (self.key)(record);
+                (k1, k2, i as u32)
+            })
+            .collect();
+        let mut keyed = keyed;
+        keyed.sort_unstable();
+        keyed.into_iter().map(|(_, _, i)| i).collect()
     }
 
     fn record(&self, i: u32) -> &[u8] {
@@ -278,10 +293,16 @@ impl RunReader {
     }
 }
 
-/// Pairs of u64 keys with a u32, sorted by the keys: `(issued_ns, sample id, dataset row)` for
-/// `sample_idx_map.json`'s issue order; `(instant, step, 0)` for the peak in flight.
+/// Pairs of u64 keys with a u32, sorted as tuples: `(issued_ns, sample id, dataset row)` for
+/// `sample_idx_map.json`'s issue order; `(instant, step, 0)` for the peak in flight. Held as
+/// plain tuples (sorted in place at the end) until the spill's budget is spent; past it each
+/// run of them is sorted and goes through a `SortSpool` to its file.
 #[derive(Debug)]
-pub struct TupleSpool(SortSpool);
+pub struct TupleSpool {
+    mem: Vec<(u64, u64, u32)>,
+    runs: SortSpool,
+    run: usize,
+}
 
 const TUPLE_BYTES: usize = 20;
 
@@ -295,35 +316,68 @@ fn tuple(b: &[u8]) -> (u64, u64, u32) {
     (word(0), word(8), u32::from_le_bytes(b[16..20].try_into().unwrap_or_default()))
 }
 
+fn tuple_bytes((k1, k2, v): (u64, u64, u32)) -> [u8; TUPLE_BYTES] {
+    let mut b = [0u8; TUPLE_BYTES];
+    b[..8].copy_from_slice(&k1.to_le_bytes());
+    b[8..16].copy_from_slice(&k2.to_le_bytes());
+    b[16..].copy_from_slice(&v.to_le_bytes());
+    b
+}
+
 impl TupleSpool {
     /// An empty spool of tuples named `name`, spilling into `spill` past its budget.
     pub fn new(name: &'static str, spill: Option<Arc<Spill>>) -> TupleSpool {
         let run = run_records(spill.as_deref(), TUPLE_BYTES);
-        TupleSpool(SortSpool::new((name, TUPLE_BYTES, tuple_key), spill, run, 0))
+        let runs = SortSpool::new((name, TUPLE_BYTES, tuple_key), spill, run, 0);
+        TupleSpool { mem: Vec::new(), runs, run }
+    }
+
+    /// Makes room for `n` tuples in memory when they fit the budget (or there is no spill).
+    pub fn with_room(mut self, n: usize) -> TupleSpool {
+        let bytes = (n * std::mem::size_of::<(u64, u64, u32)>()) as u64;
+        if self.runs.spill().is_none_or(|s| bytes <= s.budget_bytes()) {
+            self.mem.reserve_exact(n);
+        }
+        self
     }
 
     /// Appends a tuple.
-    pub fn push(&mut self, (k1, k2, v): (u64, u64, u32)) {
-        let mut b = [0u8; TUPLE_BYTES];
-        b[..8].copy_from_slice(&k1.to_le_bytes());
-        b[8..16].copy_from_slice(&k2.to_le_bytes());
-        b[16..].copy_from_slice(&v.to_le_bytes());
-        self.0.push(&b);
+    pub fn push(&mut self, tuple: (u64, u64, u32)) {
+        self.mem.push(tuple);
+        let full = self.mem.len() >= self.run && self.mem.len() % COUNT_EVERY == 0;
+        let bytes = (self.mem.capacity() * std::mem::size_of::<(u64, u64, u32)>()) as u64;
+        if full && self.runs.spill().is_some_and(|s| s.over_budget_with(bytes)) {
+            self.move_to_runs();
+        }
+    }
+
+    /// Sorts the tuples in memory and hands them to the run spool, which writes them.
+    fn move_to_runs(&mut self) {
+        self.mem.sort_unstable();
+        for t in std::mem::take(&mut self.mem) {
+            self.runs.push(&tuple_bytes(t));
+        }
     }
 
     /// Tuples held.
     pub fn len(&self) -> usize {
-        self.0.len()
+        self.mem.len() + self.runs.len()
     }
 
     /// True without tuples.
     pub fn is_empty(&self) -> bool {
-        self.0.is_empty()
+        self.len() == 0
     }
 
-    /// Hands every tuple to `f` in key order.
-    pub fn drain_sorted(self, mut f: impl FnMut((u64, u64, u32))) {
-        self.0.drain_sorted(|b| f(tuple(b)));
+    /// Hands every tuple to `f` in order.
+    pub fn drain_sorted(mut self, mut f: impl FnMut((u64, u64, u32))) {
+        if self.runs.is_empty() {
+            self.mem.sort_unstable();
+            self.mem.into_iter().for_each(f);
+            return;
+        }
+        self.move_to_runs();
+        self.runs.drain_sorted(|b| f(tuple(b)));
     }
 }
 
@@ -349,7 +403,7 @@ mod tests {
         let spill = Spill::new(&dir, 0).unwrap();
         let mut spool = TupleSpool::new("t", Some(spill.clone()));
         tuples.iter().for_each(|&t| spool.push(t));
-        assert!(spool.0.runs_written() >= 4, "runs: {}", spool.0.runs_written());
+        assert!(spool.runs.runs_written() >= 4, "runs: {}", spool.runs.runs_written());
         assert_eq!(drained(Some(spill.clone())), expected);
         assert_eq!(spill.error(), None);
     }

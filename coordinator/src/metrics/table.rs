@@ -85,7 +85,7 @@ impl FinishKind {
 
 use std::sync::Arc;
 
-use super::column::{Column, Spill, CHUNK_VALUES};
+use super::column::{Column, Plain, Spill, CHUNK_VALUES};
 
 const FINISH_NONE: u8 = u8::MAX;
 const NS_NONE: u64 = u64::MAX;
@@ -170,7 +170,9 @@ macro_rules! table_columns {
             /// An empty table whose columns spill into `spill` past its budget (in memory
             /// without one), with room for `n` rows in memory.
             pub fn new(n: usize, spill: Option<Arc<Spill>>) -> Self {
-                let n = if spill.is_some() { n.min(CHUNK_VALUES) } else { n };
+                // Room for every row when they fit the budget (64 bytes a row), else a chunk.
+                let fits = spill.as_ref().is_none_or(|s| (n as u64) * 64 <= s.budget_bytes());
+                let n = if fits { n } else { n.min(CHUNK_VALUES) };
                 SampleTable {
                     $($name: {
                         let mut c = Column::new(stringify!($name), spill.clone());
@@ -384,6 +386,16 @@ impl SampleTable {
     /// The spill its columns use, if any.
     pub fn spill(&self) -> Option<&Arc<Spill>> {
         self.spill.as_ref()
+    }
+
+    /// A column for a series derived from this table, spilling as its columns do, with room for
+    /// a value a row when the table is in memory (no growth by copies on the common path).
+    pub fn series_column<T: Plain>(&self, name: &'static str) -> Column<T> {
+        let mut column = Column::new(name, self.spill.clone());
+        if !self.issued_ns.spilled() {
+            column.reserve(self.len());
+        }
+        column
     }
 
     /// Hands every row to `f` in table order, a run of rows at a time (from the files first,

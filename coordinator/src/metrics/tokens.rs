@@ -24,12 +24,11 @@ pub struct TokenSeries {
 impl TokenSeries {
     /// Empty series that spill as `table`'s columns do.
     fn for_table(table: &SampleTable) -> TokenSeries {
-        let spill = table.spill().cloned();
         TokenSeries {
-            isl: Column::new("isl", spill.clone()),
-            osl: Column::new("osl", spill.clone()),
-            tpot_ns: Column::new("tpot_ns", spill.clone()),
-            tokens_per_chunk: Column::new("tokens_per_chunk", spill),
+            isl: table.series_column("isl"),
+            osl: table.series_column("osl"),
+            tpot_ns: table.series_column("tpot_ns"),
+            tokens_per_chunk: table.series_column("tokens_per_chunk"),
         }
     }
 }

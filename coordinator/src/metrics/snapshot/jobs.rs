@@ -50,7 +50,7 @@ pub const TTFT_FROM_WRITE_NS: &str = "ttft_from_write_ns";
 
 /// A new series column spilling as `table`'s do.
 fn series_of(table: &SampleTable, name: &'static str) -> Column<u64> {
-    Column::new(name, table.spill().cloned())
+    table.series_column(name)
 }
 
 /// Each row's latency (complete − issued; a failure's is its time to error), in table order:
