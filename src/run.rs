@@ -421,8 +421,7 @@ fn finish_run(
     let turns_left = &agg.unrecorded_turns;
     info.agentic =
         loadgen_report::agentic::agentic_of_run(&table, conversations, turns_left, &opts);
-    info.issue_lag = issue_lag(plan, &output.issue_lags, &waits);
-    drop(waits);
+    info.issue_lag = issue_lag(plan, &output.issue_lags, waits);
     info.client_wait = Some(client_wait_info(plan, &snapshot, &table));
     info.goodput = goodput_of_run(&table, &plan.slo, primary, opts.has_tokenizer);
     for warning in run_warnings(&snapshot, &info) {
@@ -510,8 +509,9 @@ fn capped_note(plan: &Plan, abandoned: u64) -> String {
     )
 }
 
-/// The run's rows as the metrics' table (spilling as the run's rows did), each sample's client
-/// wait in issue order, and the `(sample id, dataset row)` pairs in issue order. The rows go
+/// The run's rows as the metrics' table (spilling as the run's rows did), the Poisson samples'
+/// client waits (`(sample id, wait, 0)`, for the issue lags), and the `(sample id, dataset row)`
+/// pairs in issue order. The rows go
 /// in completion order (ties in arrival order), the order of events.jsonl's `sample.complete`
 /// lines, so `report DIR` sums the float series (TPOT) in the same order and rebuilds them
 /// exactly. An agentic run's table names each row's dataset row (its conversation and turn).
@@ -519,17 +519,18 @@ fn sample_table(
     agg: &mut loadgen_coordinator::aggregate::AggregatorOutput,
     issue_lags: &loadgen_coordinator::schedule::IssueLags,
     plan: &Plan,
-) -> (SampleTable, Vec<Option<u64>>, TupleSpool) {
+) -> (SampleTable, TupleSpool, TupleSpool) {
     let rows = std::mem::replace(&mut agg.rows, RowSpool::new(None, 0));
     let agentic = plan.agentic.is_some();
     let spill = agg.chunk_delta_ns.spill_handle();
     let mut table = SampleTable::new(rows.len(), spill.clone());
-    let mut waits = vec![None; issue_lags.lags_ns.len()];
+    let lagged =
+        issue_lags.first_sample_id..issue_lags.first_sample_id + issue_lags.lags_ns.len() as u64;
+    let mut waits = TupleSpool::new("client_waits", spill.clone());
     let mut in_issue_order = TupleSpool::new("issue_order", spill).with_room(rows.len());
     rows.drain_in_completion_order(|r| {
-        let at = r.sample_id.checked_sub(issue_lags.first_sample_id);
-        if let Some(slot) = at.and_then(|i| waits.get_mut(i as usize)) {
-            *slot = r.row.client_wait_ns;
+        if let (true, Some(wait)) = (lagged.contains(&r.sample_id), r.row.client_wait_ns) {
+            waits.push((r.sample_id, wait, 0));
         }
         in_issue_order.push((r.row.issued_ns, r.sample_id, r.dataset_row));
         if agentic {

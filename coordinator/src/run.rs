@@ -379,7 +379,7 @@ fn issue_and_drain<W>(
     }
     *clock = tracking_clock(spec.start_at_unix_ns);
     let _ = st.control.send(Control::Tracking { tracking_start_ns: clock.tracking_start_ns });
-    let mut issue_lags = IssueLags::default();
+    let mut issue_lags = IssueLags::with_spill(spec.spill.clone());
     // One generator for the performance phase's Poisson gaps and the accuracy phases', which
     // continue it, as the reference's phases share its `rng_sched`.
     let mut gaps = gap_generator(&spec.pattern);

@@ -328,14 +328,23 @@ impl Issuer {
 /// Issue lags (issued − scheduled) of an open-loop run, in ns, one per issued sample, in issue
 /// order from sample `first_sample_id`: how late the scheduler handed each sample over. The
 /// report adds each sample's client wait (issued → written) to it.
-#[derive(Debug, Default, Clone)]
+#[derive(Debug, Default)]
 pub struct IssueLags {
-    pub lags_ns: Vec<u64>,
+    /// In memory up to the run's spill budget, in a file past it (`with_spill`).
+    pub lags_ns: crate::metrics::column::Column<u64>,
     /// The sample id of `lags_ns[0]`.
     pub first_sample_id: u64,
     /// CLOCK_MONOTONIC ns of the first scheduled issue and of the last actual issue.
     pub first_scheduled_ns: u64,
     pub last_issued_ns: u64,
+}
+
+impl IssueLags {
+    /// No lags yet; they go to `spill`'s files past its budget.
+    pub fn with_spill(spill: Option<std::sync::Arc<crate::metrics::column::Spill>>) -> IssueLags {
+        let lags_ns = crate::metrics::column::Column::new("issue_lags", spill);
+        IssueLags { lags_ns, ..IssueLags::default() }
+    }
 }
 
 /// A phase's Poisson schedule: offsets from the phase's start, summed whole-nanosecond gaps
@@ -458,7 +467,7 @@ fn issue_each(
                         lags.first_scheduled_ns = scheduled_ns;
                         lags.first_sample_id = first_sample_id + i;
                     }
-                    lags.lags_ns.push(issued_ns.saturating_sub(scheduled_ns));
+                    lags.lags_ns.push_spilling(issued_ns.saturating_sub(scheduled_ns));
                     issuer.shared.issue_lag.record(issued_ns.saturating_sub(scheduled_ns));
                     lags.last_issued_ns = issued_ns;
                 }

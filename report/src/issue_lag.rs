@@ -1,6 +1,9 @@
 //! The issue lag of a Poisson run: how late each sample's request was written against its
 //! schedule, in summary form, and the warning when the client could not keep up.
 
+use loadgen_coordinator::metrics::column::Column;
+use loadgen_coordinator::metrics::select::values_at_ranks;
+use loadgen_coordinator::metrics::sort_spool::TupleSpool;
 use loadgen_coordinator::schedule::IssueLags;
 use loadgen_coordinator::LoadPattern;
 
@@ -50,48 +53,49 @@ impl IssueLag {
     }
 }
 
-/// Each Poisson sample's client wait (issued → written), in the order of `lags` (`None`: never
-/// written, or not a Poisson run).
-pub fn client_waits_in_issue_order(
-    rows: &[loadgen_coordinator::metrics::SampleRow],
-    sample_rows: &[(u64, u32)],
-    lags: &IssueLags,
-) -> Vec<Option<u64>> {
-    let mut waits = vec![None; lags.lags_ns.len()];
-    for (row, &(sample_id, _)) in rows.iter().zip(sample_rows) {
-        let at = sample_id.checked_sub(lags.first_sample_id).map(|i| i as usize);
-        if let Some(slot) = at.and_then(|i| waits.get_mut(i)) {
-            *slot = row.client_wait_ns;
-        }
-    }
-    waits
-}
-
 /// The issue-lag summary of a Poisson run: lower-method percentiles over the exact lags, each
 /// from the schedule to the request's write (the scheduler's lateness plus the sample's client
-/// wait, `waits`, in the lags' order).
-pub fn issue_lag(plan: &Plan, lags: &IssueLags, waits: &[Option<u64>]) -> Option<IssueLag> {
+/// wait: `waits` holds `(sample id, wait, 0)` of the written samples, in any order). In bounded
+/// memory: the waits are sorted by sample id as the lags are, the totals go to a column, and the
+/// percentiles are selected from it (`values_at_ranks`).
+pub fn issue_lag(plan: &Plan, lags: &IssueLags, waits: TupleSpool) -> Option<IssueLag> {
     let LoadPattern::Poisson { target_qps, .. } = plan.load_pattern else { return None };
+    lag_summary(target_qps, lags, waits)
+}
+
+fn lag_summary(target_qps: f64, lags: &IssueLags, waits: TupleSpool) -> Option<IssueLag> {
     if lags.lags_ns.is_empty() {
         return None;
     }
-    let mut sorted: Vec<u64> = lags
-        .lags_ns
-        .iter()
-        .zip(waits.iter().chain(std::iter::repeat(&None)))
-        .map(|(&lag, wait)| lag.saturating_add(wait.unwrap_or(0)))
-        .collect();
-    sorted.sort_unstable();
-    let at = |p: f64| sorted[((sorted.len() - 1) as f64 * p / 100.0).floor() as usize];
+    let mut totals = Column::new("issue_lag_totals", lags.lags_ns.spill_handle());
+    let mut lag_values = lags.lags_ns.values();
+    let mut next_id = lags.first_sample_id;
+    let mut take_lags_until = |id: u64, wait: u64, totals: &mut Column<u64>| {
+        while next_id < id {
+            let Some(lag) = lag_values.next() else { return };
+            totals.push_spilling(lag);
+            next_id += 1;
+        }
+        if next_id == id {
+            if let Some(lag) = lag_values.next() {
+                totals.push_spilling(lag.saturating_add(wait));
+                next_id += 1;
+            }
+        }
+    };
+    waits.drain_sorted(|(id, wait, _)| take_lags_until(id, wait, &mut totals));
+    take_lags_until(u64::MAX, 0, &mut totals);
+    let n = totals.len() as u64;
+    let rank = |p: f64| ((n - 1) as f64 * p / 100.0).floor() as u64;
+    let picked = values_at_ranks(&mut totals, &[rank(50.0), rank(99.0), n - 1]);
     let window_s = lags.last_issued_ns.saturating_sub(lags.first_scheduled_ns) as f64 / 1e9;
-    let n = sorted.len() as u64;
     // n samples span n - 1 gaps; the first is issued at the window's start.
     let achieved_qps = if window_s > 0.0 { (n - 1) as f64 / window_s } else { target_qps };
     Some(IssueLag {
         n,
-        p50_ns: at(50.0),
-        p99_ns: at(99.0),
-        max_ns: sorted[sorted.len() - 1],
+        p50_ns: picked[0],
+        p99_ns: picked[1],
+        max_ns: picked[2],
         target_qps,
         achieved_qps,
     })
@@ -99,7 +103,37 @@ pub fn issue_lag(plan: &Plan, lags: &IssueLags, waits: &[Option<u64>]) -> Option
 
 #[cfg(test)]
 mod tests {
-    use super::IssueLag;
+    use super::*;
+    use loadgen_coordinator::metrics::column::Spill;
+
+    /// Lags of ids 10.., waits of some of them (out of order), in memory and in files: the
+    /// summary is the sorted totals' lower-method values either way.
+    #[test]
+    fn the_lag_summary_is_exact_in_memory_and_in_files() {
+        let n = 200_000u64;
+        let lag_of = |i: u64| (i * 7919) % 100_003;
+        let wait_of = |i: u64| (i % 3 == 0).then(|| (i * 31) % 5_000);
+        let mut expected: Vec<u64> = (0..n).map(|i| lag_of(i) + wait_of(i).unwrap_or(0)).collect();
+        expected.sort_unstable();
+        let at = |p: f64| expected[((n - 1) as f64 * p / 100.0).floor() as usize];
+        let dir = std::env::temp_dir().join(format!("loadgen-issue-lag-{}", std::process::id()));
+        for spill in [None, Some(Spill::new(&dir, 0).unwrap())] {
+            let mut lags = IssueLags::with_spill(spill.clone());
+            lags.first_sample_id = 10;
+            (0..n).for_each(|i| lags.lags_ns.push_spilling(lag_of(i)));
+            let mut waits = TupleSpool::new("w", spill.clone());
+            for i in (0..n).rev() {
+                if let Some(w) = wait_of(i) {
+                    waits.push((10 + i, w, 0));
+                }
+            }
+            let summary = lag_summary(100.0, &lags, waits).unwrap();
+            assert_eq!(summary.n, n);
+            assert_eq!((summary.p50_ns, summary.p99_ns), (at(50.0), at(99.0)));
+            assert_eq!(summary.max_ns, expected[(n - 1) as usize]);
+            assert_eq!(lags.lags_ns.spilled(), spill.is_some());
+        }
+    }
 
     fn lag(target_qps: f64, achieved_qps: f64, p99_ms: f64) -> IssueLag {
         let p99_ns = (p99_ms * 1e6) as u64;

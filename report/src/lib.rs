@@ -35,7 +35,7 @@ mod tests;
 pub use client_wait::{client_wait_info, client_wait_warning, lag_is_the_wait, ClientWaitInfo};
 pub use dir::{open_existing, read_existing, ReportDir};
 pub use files::{unwritten_message, write_accuracy, write_all_files, write_shard};
-pub use issue_lag::{client_waits_in_issue_order, issue_lag, IssueLag};
+pub use issue_lag::{issue_lag, IssueLag};
 pub use reserve::{report_reserve_bytes, SpaceReserve};
 pub use run_info::{
     add_failures, incomplete_reason, run_info, run_warnings, ClientTokenCounting, EndpointInfo,

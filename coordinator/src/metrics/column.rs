@@ -359,11 +359,42 @@ impl<T: Plain> Column<T> {
         &self.mem
     }
 
+    /// Every value in order, read a chunk at a time (a failed read ends it early, noted in the
+    /// spill as `for_each_chunk` notes it).
+    pub fn values(&self) -> impl Iterator<Item = T> + '_ {
+        let mut buf: Vec<T> = Vec::new();
+        let (mut at, mut i) = (0usize, 0usize);
+        std::iter::from_fn(move || {
+            if i == buf.len() {
+                let n = CHUNK_VALUES.min(self.len().saturating_sub(at));
+                if n == 0 {
+                    return None;
+                }
+                if let Err(e) = self.read_into(at, n, &mut buf) {
+                    if let Some(spill) = &self.spill {
+                        spill.note_error(format!("cannot read column {} back: {e}", self.name));
+                    }
+                    return None;
+                }
+                at += n;
+                i = 0;
+            }
+            i += 1;
+            buf.get(i - 1).copied()
+        })
+    }
+
     /// Every value, collected in memory (tests and small columns).
     pub fn to_vec(&self) -> Vec<T> {
         let mut out = Vec::with_capacity(self.len());
         self.for_each_chunk(|chunk| out.extend_from_slice(chunk));
         out
+    }
+}
+
+impl<T: Plain> Default for Column<T> {
+    fn default() -> Self {
+        Column::new("column", None)
     }
 }
 

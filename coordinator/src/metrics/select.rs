@@ -70,6 +70,19 @@ pub fn float_column_stat(name: &str, column: &mut Column<f64>, early_stopping: b
     SeriesStat::from_float_rollups(name, column.len() as u64, (total, sum_sq), picked)
 }
 
+/// The values at `ranks` (0-based positions in ascending order) of an integer column: sorted in
+/// place when it is all in memory, selected where it lies otherwise.
+pub fn values_at_ranks(column: &mut Column<u64>, ranks: &[u64]) -> Vec<u64> {
+    if let Some(values) = column.as_mut_slice() {
+        super::series::sort_u64(values);
+        return ranks.iter().map(|&r| values[r as usize]).collect();
+    }
+    let (mut min, mut max) = (u64::MAX, 0);
+    column.for_each_chunk(|c| c.iter().for_each(|&v| (min, max) = (min.min(v), max.max(v))));
+    let mut walk = |f: &mut dyn FnMut(u64)| column.for_each_chunk(|c| c.iter().for_each(|&v| f(v)));
+    select_ranks(&mut walk, min, max, ranks)
+}
+
 fn pick(
     n: usize,
     min: u64,
