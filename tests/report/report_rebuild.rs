@@ -658,7 +658,7 @@ fn a_run_that_spilled_its_rows_to_files_rebuilds_byte_for_byte() {
         "--report-dir",
         &dir_text,
     ];
-    let out = run(&args);
+    let out = run(args);
     assert_eq!(out.status.code(), Some(0), "the run succeeds");
     let stderr = String::from_utf8_lossy(&out.stderr);
     let line = stderr.lines().find(|l| l.starts_with("per-sample rows written to"));

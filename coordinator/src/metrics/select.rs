@@ -15,6 +15,9 @@ use super::early_stop;
 use super::series::{Num, Picked, SeriesStat, EARLY_STOPPING_COUNT};
 use super::stats::{self, HISTOGRAM_BUCKET_COUNT, PERCENTILE_GRID};
 
+/// A walk over a column's values: calls its argument with each one.
+pub(crate) type Walk<'a> = dyn FnMut(&mut dyn FnMut(u64)) + 'a;
+
 /// Bits a selection pass fixes.
 const DIGIT_BITS: u32 = 16;
 
@@ -132,12 +135,7 @@ fn pick(
 
 /// The values at `ranks` (0-based positions in ascending order) of the keys `walk` yields, all
 /// in `[min, max]`; one walk per 16 bits below the bits `min` and `max` share.
-pub(crate) fn select_ranks(
-    walk: &mut dyn FnMut(&mut dyn FnMut(u64)),
-    min: u64,
-    max: u64,
-    ranks: &[u64],
-) -> Vec<u64> {
+pub(crate) fn select_ranks(walk: &mut Walk<'_>, min: u64, max: u64, ranks: &[u64]) -> Vec<u64> {
     let mut bits = (min ^ max).leading_zeros();
     // (known high bits of the value, its rank among the values sharing them)
     let mut targets: Vec<(u64, u64)> = ranks.iter().map(|&r| (high_bits(min, bits), r)).collect();
