@@ -6,6 +6,8 @@
 //! reports it as `client_wait`, with `ttft_from_write` and `latency_from_write` beside, and
 //! this module says when it is large enough that the headline describes the client.
 
+use loadgen_coordinator::metrics::column::Column;
+use loadgen_coordinator::metrics::series::sort_u64;
 use loadgen_coordinator::metrics::snapshot::CLIENT_WAIT_NS;
 use loadgen_coordinator::metrics::sort_spool::TupleSpool;
 use loadgen_coordinator::metrics::{SampleTable, SeriesStat, Snapshot};
@@ -58,20 +60,30 @@ pub fn wait_is_material(snap: &Snapshot) -> bool {
 /// The most requests written and not yet answered at one time: each written sample holds a
 /// connection from its write (issue stamp + client wait) to its completion.
 pub fn peak_in_flight(table: &SampleTable) -> u64 {
-    // (instant, 1 for a write and 0 for an answer): at one instant an answer frees its
-    // connection before a write takes it. Sorted in bounded memory, as the table is kept.
-    let mut edges = TupleSpool::new("in_flight", table.spill().cloned()).with_room(table.len() * 2);
+    // Each edge one value, `instant << 1 | write` (1 for a write, 0 for an answer): at one
+    // instant an answer frees its connection before a write takes it. In memory they are
+    // radix-sorted in place; past the budget they go through a TupleSpool.
+    let mut edges: Column<u64> = table.series_column("in_flight");
+    edges.reserve(table.len());
     table.for_each_row(|row| {
         if let Some(wait) = row.client_wait_ns {
-            edges.push((row.issued_ns.saturating_add(wait), 1, 0));
-            edges.push((row.complete_ns, 0, 0));
+            edges.push_spilling(row.issued_ns.saturating_add(wait) << 1 | 1);
+            edges.push_spilling(row.complete_ns << 1);
         }
     });
     let (mut now, mut peak) = (0i64, 0i64);
-    edges.drain_sorted(|(_, write, _)| {
-        now += if write == 1 { 1 } else { -1 };
+    let mut step = |edge: u64| {
+        now += if edge & 1 == 1 { 1 } else { -1 };
         peak = peak.max(now);
-    });
+    };
+    if let Some(values) = edges.as_mut_slice() {
+        sort_u64(values);
+        values.iter().for_each(|&e| step(e));
+    } else {
+        let mut sorted = TupleSpool::new("in_flight", table.spill().cloned());
+        edges.values().for_each(|e| sorted.push((e, 0, 0)));
+        sorted.drain_sorted(|(e, _, _)| step(e));
+    }
     peak as u64
 }
 
@@ -150,6 +162,45 @@ fn cause(pattern: &str, pool: Option<&ClientWaitInfo>) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The same rows in memory and in files (a zero budget) give the same peak, and it is the
+    /// brute-force count of overlapping write→answer spans.
+    #[test]
+    fn the_peak_in_flight_is_the_same_in_memory_and_in_files() {
+        use loadgen_coordinator::metrics::column::Spill;
+        use loadgen_coordinator::metrics::SampleRow;
+        let rows: Vec<SampleRow> = (0..140_000u64)
+            .map(|i| SampleRow {
+                issued_ns: i * 10,
+                complete_ns: i * 10 + 5 + (i * 7919) % 400,
+                client_wait_ns: (i % 5 != 0).then_some(i % 3),
+                ..SampleRow::default()
+            })
+            .collect();
+        let dir = std::env::temp_dir().join(format!("loadgen-peak-{}", std::process::id()));
+        let spill = Spill::new(&dir, 0).unwrap();
+        let mut memory = SampleTable::with_capacity(rows.len());
+        let mut spilled = SampleTable::new(rows.len(), Some(spill.clone()));
+        rows.iter().for_each(|r| (memory.push(r), spilled.push(r)).1);
+        let peak = peak_in_flight(&memory);
+        assert_eq!(peak_in_flight(&spilled), peak);
+        assert!(spill.spilled_bytes() > 0, "the table went to files");
+        // The sweep the binary did before: (instant, -1 | +1) pairs sorted as tuples.
+        let mut edges: Vec<(u64, i8)> = Vec::new();
+        for r in &rows {
+            if let Some(w) = r.client_wait_ns {
+                edges.extend([(r.issued_ns + w, 1), (r.complete_ns, -1)]);
+            }
+        }
+        edges.sort_unstable();
+        let mut now = 0i64;
+        let swept = edges.iter().map(|&(_, step)| {
+            now += i64::from(step);
+            now
+        });
+        assert_eq!(peak as i64, swept.max().unwrap_or(0));
+        assert!(peak > 1, "spans overlap: {peak}");
+    }
 
     #[test]
     fn a_wait_is_material_only_above_a_millisecond_and_a_percent_of_latency() {
