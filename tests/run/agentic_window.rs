@@ -5,7 +5,7 @@
 //! tracked figures. The tests recompute the window's figures from events.jsonl.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use loadgen_stubs::{PrefixCacheConfig, StubKind};
 use serde_json::Value;
@@ -150,6 +150,32 @@ pub(crate) fn check_window_figures(dir: &Path, window: &Window, total: u64) {
     }
 }
 
+/// A YAML plan of 12 trajectories of the fixture's conversations (24 turns) against `url`,
+/// reporting into `dir`, on `workers` workers with `concurrency` conversations at a time and,
+/// when `tool_delay`, the dataset's tool delays waited out. Written as `<name>.yaml`.
+pub(crate) fn agentic_plan(
+    name: &str,
+    url: &str,
+    dir: &Path,
+    (workers, concurrency, tool_delay): (u32, u32, bool),
+) -> PathBuf {
+    let dataset = assets().join("datasets/agentic_small.jsonl");
+    let path = tmp_dir().join(format!("{name}.yaml"));
+    let text = format!(
+        "type: online\nmodel_params:\n  name: test-model\n  streaming: \"on\"\n  \
+         max_new_tokens: 8\ndatasets:\n  - name: agentic\n    path: {}\n    \
+         agentic_inference:\n      inject_tool_delay: {tool_delay}\n      \
+         num_trajectories_to_issue: 12\nsettings:\n  warmup:\n    \
+         enabled: false\n  client:\n    num_workers: {workers}\n  load_pattern:\n    \
+         type: agentic_inference\n    target_concurrency: {concurrency}\nendpoint_config:\n  \
+         endpoints: [\"{url}\"]\nreport_dir: {}\n",
+        dataset.display(),
+        dir.display()
+    );
+    std::fs::write(&path, text).expect("the config is written");
+    path
+}
+
 #[test]
 fn tracking_stops_at_the_first_finish_that_finds_no_conversation_left_to_start() {
     let server = stub(StubKind::Variable, |c| {
@@ -162,20 +188,7 @@ fn tracking_stops_at_the_first_finish_that_finds_no_conversation_left_to_start()
     // waiting when the other two last conversations finish and close the window: its turns
     // 3 and 5 are untracked.
     let dir = report_dir("window");
-    let dataset = assets().join("datasets/agentic_small.jsonl").display().to_string();
-    let config = tmp_dir().join("window.yaml");
-    let text = format!(
-        "type: online\nmodel_params:\n  name: test-model\n  streaming: \"on\"\n  \
-         max_new_tokens: 8\ndatasets:\n  - name: agentic\n    path: {dataset}\n    \
-         agentic_inference:\n      inject_tool_delay: true\n      \
-         num_trajectories_to_issue: 12\nsettings:\n  warmup:\n    \
-         enabled: false\n  client:\n    num_workers: 2\n  load_pattern:\n    \
-         type: agentic_inference\n    target_concurrency: 3\nendpoint_config:\n  \
-         endpoints: [\"{}\"]\nreport_dir: {}\n",
-        server.url(),
-        dir.display()
-    );
-    std::fs::write(&config, text).expect("the config is written");
+    let config = agentic_plan("window", &server.url(), &dir, (2, 3, true));
     let out = run(["benchmark", "from-config", "--config", &config.display().to_string()]);
     server.stop();
     assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));

@@ -11,28 +11,13 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use loadgen_stubs::{PrefixCacheConfig, StubKind};
 use serde_json::Value;
 
-use crate::run::agentic_window::{check_window_figures, total_issued, Window};
-use crate::support::{
-    assets, bin, idx_map, read_json, report_dir, run, show, stub, summary, tmp_dir,
-};
+use crate::run::agentic_window::{agentic_plan, check_window_figures, total_issued, Window};
+use crate::support::{bin, idx_map, read_json, report_dir, run, show, stub, summary};
 
 /// 12 trajectories of the fixture's c1, c2, c3 (3, 2, 1 client turns: 24 turns), 2 at a
 /// time, against `url`.
 fn plan(name: &str, url: &str, dir: &Path) -> String {
-    let path = tmp_dir().join(format!("{name}.yaml"));
-    let dataset = assets().join("datasets/agentic_small.jsonl");
-    let text = format!(
-        "type: online\nmodel_params:\n  name: test-model\n  streaming: \"on\"\n  \
-         max_new_tokens: 8\ndatasets:\n  - name: agentic\n    path: {}\n    \
-         agentic_inference:\n      num_trajectories_to_issue: 12\nsettings:\n  warmup:\n    \
-         enabled: false\n  client:\n    num_workers: 1\n  load_pattern:\n    \
-         type: agentic_inference\n    target_concurrency: 2\nendpoint_config:\n  \
-         endpoints: [\"{url}\"]\nreport_dir: {}\n",
-        dataset.display(),
-        dir.display()
-    );
-    std::fs::write(&path, text).expect("the config is written");
-    path.display().to_string()
+    agentic_plan(name, url, dir, (1, 2, false)).display().to_string()
 }
 
 fn spawn_shard(config: &str, i: u32, slurm: bool, start_at: &str) -> Child {

@@ -297,6 +297,20 @@ mod tests {
         ShardLog { path, shift_ns, ids, samples: 100, tracking_start_ns: 0, agentic, agentic_ids }
     }
 
+    /// Each merged line's event type and timestamp.
+    fn kinds_and_times(out: Vec<u8>) -> Vec<(String, u64)> {
+        let text = String::from_utf8(out).unwrap();
+        let head = |l: &str| {
+            let h = parse_head(l.as_bytes()).unwrap();
+            (l[h.event_type].to_string(), h.timestamp_ns)
+        };
+        text.lines().map(head).collect()
+    }
+
+    fn owned(pairs: &[(&str, u64)]) -> Vec<(String, u64)> {
+        pairs.iter().map(|(k, t)| (k.to_string(), *t)).collect()
+    }
+
     fn line(kind: &str, ts: u64, uuid: &str) -> String {
         format!("{{\"event_type\":\"{kind}\",\"timestamp_ns\":{ts},\"sample_uuid\":\"{uuid}\",\"data\":null}}\n")
     }
@@ -336,14 +350,7 @@ mod tests {
         ];
         let mut out = Vec::new();
         assert_eq!(merge_events(&logs, &mut out).unwrap(), 5);
-        let got: Vec<(String, u64)> = String::from_utf8(out)
-            .unwrap()
-            .lines()
-            .map(|l| {
-                let h = parse_head(l.as_bytes()).unwrap();
-                (l[h.event_type].to_string(), h.timestamp_ns)
-            })
-            .collect();
+        let got = kinds_and_times(out);
         let want = [
             ("session.started", 1),
             ("sample.issued", 10),
@@ -351,7 +358,7 @@ mod tests {
             ("sample.issued", 115),
             ("session.ended", 150),
         ];
-        let want: Vec<(String, u64)> = want.iter().map(|(k, t)| (k.to_string(), *t)).collect();
+        let want = owned(&want);
         assert_eq!(got, want, "the first start, the lines by shifted time, the last end");
         std::fs::write(dir.join("a"), "{\"event_type\":\"x\"").unwrap();
         let err = merge_events(&logs, &mut Vec::new()).unwrap_err();
@@ -390,14 +397,7 @@ mod tests {
         ];
         let mut out = Vec::new();
         merge_events(&logs, &mut out).unwrap();
-        let got: Vec<(String, u64)> = String::from_utf8(out)
-            .unwrap()
-            .lines()
-            .map(|l| {
-                let h = parse_head(l.as_bytes()).unwrap();
-                (l[h.event_type].to_string(), h.timestamp_ns)
-            })
-            .collect();
+        let got = kinds_and_times(out);
         let want = [
             ("session.start_performance_tracking", 0),
             ("sample.issued", 10),
@@ -407,7 +407,7 @@ mod tests {
             ("sample.issued", 30),
             ("sample.issued", 40),
         ];
-        let want: Vec<(String, u64)> = want.iter().map(|(k, t)| (k.to_string(), *t)).collect();
+        let want = owned(&want);
         assert_eq!(got, want, "one stop line, the latest shard's, in time order");
         let _ = std::fs::remove_dir_all(&dir);
     }
