@@ -413,7 +413,7 @@ fn finish_run(
     let incomplete_reason = incomplete_reason(&agg, output.drain_timed_out, capped);
     let state = run_state(interrupted, incomplete_reason.is_some());
     let snapshot = final_snapshot(&table, &agg.counters, &opts, state);
-    spill::print_spill(plan, table.spill());
+    let spill_error = spill::check_spill(plan, table.spill());
     let mut info = run_info(plan, embedded, interrupted, incomplete_reason, agg.counters.abandoned);
     // The binary's commit (build.rs); the report crate is built without it.
     info.git_sha = option_env!("LLM_LOADGEN_GIT_SHA").map(str::to_string);
@@ -451,7 +451,7 @@ fn finish_run(
     // is left of the run.
     let console = console_text(plan, (&summary, &info), block.as_deref(), capped);
     print_console_and_json(&redact(&console), &summary, dir)?;
-    let unwritten_error = unwritten_message(dir, &unwritten);
+    let unwritten_error = unwritten_message(dir, &unwritten).or(spill_error);
     if interrupted {
         if let Some(msg) = &unwritten_error {
             eprintln!("error: {}", redact(msg));

@@ -45,15 +45,19 @@ pub fn run_spill(
     Ok(Some(spill))
 }
 
-/// A spill's failure, as a warning (its rows stayed in memory, so nothing measured is lost),
-/// and with `-v` how much it wrote.
-pub fn print_spill(plan: &Plan, spill: Option<&Arc<Spill>>) {
-    let Some(spill) = spill else { return };
-    if let Some(why) = spill.error() {
-        eprintln!("warning: {why}");
-    }
+/// With `-v`, how much the spill wrote; a failed write as a warning (its rows stayed in memory,
+/// so nothing measured is lost). A failed read is returned: the figures miss values, and the
+/// run ends with the execution error's code once its files are written.
+pub fn check_spill(plan: &Plan, spill: Option<&Arc<Spill>>) -> Option<String> {
+    let spill = spill?;
     if plan.verbose > 0 {
         let mib = spill.spilled_bytes() as f64 / f64::from(1u32 << 20);
         eprintln!("per-sample rows written to {}: {mib:.1} MiB", spill.dir().display());
     }
+    let why = spill.error()?;
+    if spill.read_failed() {
+        return Some(format!("{why}: the report's figures miss those samples"));
+    }
+    eprintln!("warning: {why}");
+    None
 }

@@ -78,6 +78,8 @@ pub struct Spill {
     spilled_bytes: AtomicU64,
     /// The first write or read that failed: the run reports it instead of its figures.
     error: Mutex<Option<String>>,
+    /// Some value could not be read back: the figures miss it.
+    read_failed: std::sync::atomic::AtomicBool,
 }
 
 impl Spill {
@@ -91,6 +93,7 @@ impl Spill {
             resident_bytes: AtomicU64::new(0),
             spilled_bytes: AtomicU64::new(0),
             error: Mutex::new(None),
+            read_failed: std::sync::atomic::AtomicBool::new(false),
         }))
     }
 
@@ -134,6 +137,18 @@ impl Spill {
 
     pub(crate) fn note_spilled(&self, bytes: u64) {
         self.spilled_bytes.fetch_add(bytes, Ordering::Relaxed);
+    }
+
+    /// A failed read: the figures computed from the files miss values (`read_failed`).
+    pub(crate) fn note_read_error(&self, what: String) {
+        self.read_failed.store(true, Ordering::Relaxed);
+        self.note_error(what);
+    }
+
+    /// Whether some value could not be read back, so the figures miss it; a failed write only
+    /// kept its values in memory.
+    pub fn read_failed(&self) -> bool {
+        self.read_failed.load(Ordering::Relaxed)
     }
 
     pub(crate) fn note_error(&self, what: String) {
@@ -310,10 +325,7 @@ impl<T: Plain> Column<T> {
         let mut at = 0;
         while at < self.on_disk {
             let n = CHUNK_VALUES.min(self.on_disk - at);
-            if let Err(e) = self.read_into(at, n, &mut values) {
-                if let Some(spill) = &self.spill {
-                    spill.note_error(format!("cannot read column {} back: {e}", self.name));
-                }
+            if !self.read_noted(at, n, &mut values) {
                 return;
             }
             f(&values);
@@ -322,6 +334,15 @@ impl<T: Plain> Column<T> {
         if !self.mem.is_empty() {
             f(&self.mem);
         }
+    }
+
+    /// `read_into`, a failure noted in the spill (which the run reports); false on one.
+    fn read_noted(&self, at: usize, n: usize, values: &mut Vec<T>) -> bool {
+        let read = self.read_into(at, n, values);
+        if let (Err(e), Some(spill)) = (&read, &self.spill) {
+            spill.note_read_error(format!("cannot read column {} back: {e}", self.name));
+        }
+        read.is_ok()
     }
 
     /// Values `[at, at + n)` into `values`, from the file and from memory as they lie.
@@ -370,10 +391,7 @@ impl<T: Plain> Column<T> {
                 if n == 0 {
                     return None;
                 }
-                if let Err(e) = self.read_into(at, n, &mut buf) {
-                    if let Some(spill) = &self.spill {
-                        spill.note_error(format!("cannot read column {} back: {e}", self.name));
-                    }
+                if !self.read_noted(at, n, &mut buf) {
                     return None;
                 }
                 at += n;
@@ -446,6 +464,18 @@ mod tests {
             why.ends_with("past the 0.25 GiB kept in memory) and only 1.00 GiB is free"),
             "{why}"
         );
+    }
+
+    #[test]
+    fn a_value_that_cannot_be_read_back_is_a_read_failure_not_a_silent_gap() {
+        let spill = Spill::new(&temp_dir("cut"), 0).unwrap();
+        let mut column: Column<u64> = Column::new("cut", Some(spill.clone()));
+        (0..CHUNK_VALUES as u64 * 2).for_each(|v| column.push_spilling(v));
+        assert!(!spill.read_failed());
+        column.file.as_ref().unwrap().set_len(8).unwrap();
+        assert!(column.to_vec().len() < CHUNK_VALUES * 2, "the walk stopped");
+        assert!(spill.read_failed());
+        assert!(spill.error().unwrap().contains("cannot read column cut back"));
     }
 
     #[test]

@@ -199,7 +199,7 @@ impl SortSpool {
         }
         if let Err(e) = self.merge(&order, &mut f) {
             if let Some(spill) = &self.spill {
-                spill.note_error(format!("cannot read {} back: {e}", self.name));
+                spill.note_read_error(format!("cannot read {} back: {e}", self.name));
             }
         }
         self.uncount_resident();

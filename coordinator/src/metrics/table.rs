@@ -407,10 +407,7 @@ impl SampleTable {
         let mut at = 0;
         while at < on_disk {
             let n = CHUNK_VALUES.min(on_disk - at);
-            if let Err(e) = self.read_rows(at, n, &mut buf) {
-                if let Some(spill) = &self.spill {
-                    spill.note_error(format!("cannot read the sample table back: {e}"));
-                }
+            if !self.read_rows_noted(at, n, &mut buf) {
                 return;
             }
             f(buf.rows());
@@ -434,15 +431,20 @@ impl SampleTable {
             return self.rows_in_memory().row(i - on_disk);
         }
         let mut buf = RowsBuf::default();
-        match self.read_rows(i, 1, &mut buf) {
-            Ok(()) => buf.rows().row(0),
-            Err(e) => {
-                if let Some(spill) = &self.spill {
-                    spill.note_error(format!("cannot read the sample table back: {e}"));
-                }
-                SampleRow::default()
-            }
+        if self.read_rows_noted(i, 1, &mut buf) {
+            buf.rows().row(0)
+        } else {
+            SampleRow::default()
         }
+    }
+
+    /// `read_rows`, a failure noted in the spill (which the run reports); false on one.
+    fn read_rows_noted(&self, at: usize, n: usize, buf: &mut RowsBuf) -> bool {
+        let read = self.read_rows(at, n, buf);
+        if let (Err(e), Some(spill)) = (&read, &self.spill) {
+            spill.note_read_error(format!("cannot read the sample table back: {e}"));
+        }
+        read.is_ok()
     }
 }
 
