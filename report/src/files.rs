@@ -22,13 +22,13 @@ pub fn write_all_files(
     phases: &[PhaseOutcome],
 ) -> Vec<(&'static str, String)> {
     let mut unwritten: Vec<(&'static str, String)> = Vec::new();
-    if let Some(err) = &agg.events_error {
+    if let Some(err) = agg.events.error() {
         let why = if err.contains("(os error 28)") {
             "no space left on device".to_string()
         } else if err.contains("(os error 27)") {
             "file too large (the file-size limit, ulimit -f)".to_string()
         } else {
-            err.clone()
+            err.to_string()
         };
         unwritten.push(("events.jsonl", why));
     }

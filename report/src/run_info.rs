@@ -199,7 +199,7 @@ pub fn add_failures(info: &mut RunInfo, agg: &AggregatorOutput) {
     info.requests_resent = agg.counters.requests_resent;
     // Failed records of tracked samples get `error` lines; a dead worker's lost samples
     // get none, so point to events.jsonl only when a record-borne failure was tracked.
-    info.events_has_errors = agg.events_error.is_none()
+    info.events_has_errors = agg.events.error().is_none()
         && agg.counters.tracked_samples_failed > 0
         && agg.failures.iter().any(|f| f.kind != "worker_died");
 }

@@ -1,7 +1,7 @@
 //! `sample_idx_map.json`: which dataset row each sample sent, by phase, in the order and
 //! layout the reference writes it.
 
-use loadgen_coordinator::aggregate::events::sample_uuid;
+use loadgen_coordinator::aggregate::events::{push_u64, push_uuid};
 use loadgen_coordinator::run::PhaseOutcome;
 
 use loadgen_plan::plan::Plan;
@@ -40,18 +40,20 @@ pub fn slice_rows(rows: &[(u64, u32)]) -> PerfRows<'_> {
     Box::new(move |f| rows.iter().for_each(|&(id, row)| f(id, row)))
 }
 
-/// Writes the map's phases one entry at a time, keeping the first write error.
+/// Writes the map's phases one entry at a time, keeping the first write error. Entries are
+/// formatted into a reused buffer (a map has one a sample: millions at the end of a run).
 struct PhaseWriter<'a> {
     out: &'a mut dyn std::io::Write,
+    line: Vec<u8>,
     first_phase: bool,
     entries: u64,
     error: Option<std::io::Error>,
 }
 
 impl PhaseWriter<'_> {
-    fn write(&mut self, text: std::fmt::Arguments<'_>) {
+    fn write(&mut self, text: &[u8]) {
         if self.error.is_none() {
-            self.error = self.out.write_fmt(text).err();
+            self.error = self.out.write_all(text).err();
         }
     }
 
@@ -60,18 +62,27 @@ impl PhaseWriter<'_> {
         self.first_phase = false;
         self.entries = 0;
         let name = serde_json::to_string(name).unwrap_or_default();
-        self.write(format_args!("{sep}\n  {name}: {{"));
+        self.write(format!("{sep}\n  {name}: {{").as_bytes());
     }
 
     fn entry(&mut self, sample_id: u64, row: u64) {
-        let sep = if self.entries > 0 { "," } else { "" };
+        let mut line = std::mem::take(&mut self.line);
+        line.clear();
+        if self.entries > 0 {
+            line.push(b',');
+        }
         self.entries += 1;
-        self.write(format_args!("{sep}\n    \"{}\": {row}", sample_uuid(sample_id)));
+        line.extend_from_slice(b"\n    \"");
+        push_uuid(&mut line, sample_id);
+        line.extend_from_slice(b"\": ");
+        push_u64(&mut line, row);
+        self.write(&line);
+        self.line = line;
     }
 
     fn end(&mut self) {
-        let close = if self.entries > 0 { "\n  }" } else { "}" };
-        self.write(format_args!("{close}"));
+        let close: &[u8] = if self.entries > 0 { b"\n  }" } else { b"}" };
+        self.write(close);
     }
 }
 
@@ -83,8 +94,8 @@ pub fn write_sample_idx_map(
     perf_rows: Option<PerfRows<'_>>,
     phases: &[IdxPhase],
 ) -> std::io::Result<()> {
-    let mut w = PhaseWriter { out, first_phase: true, entries: 0, error: None };
-    w.write(format_args!("{{"));
+    let mut w = PhaseWriter { out, line: Vec::new(), first_phase: true, entries: 0, error: None };
+    w.write(b"{");
     if let Some(rows) = perf_rows {
         w.begin("performance");
         rows(&mut |id, row| w.entry(id, u64::from(row)));
@@ -95,14 +106,15 @@ pub fn write_sample_idx_map(
         (0..p.issued).for_each(|k| w.entry(p.first_sample_id + k, k % p.unit_rows.max(1)));
         w.end();
     }
-    let close = if w.first_phase { "}" } else { "\n}" };
-    w.write(format_args!("{close}"));
+    let close: &[u8] = if w.first_phase { b"}" } else { b"\n}" };
+    w.write(close);
     w.error.map_or(Ok(()), Err)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use loadgen_coordinator::aggregate::events::sample_uuid;
 
     #[test]
     fn sample_idx_map_is_indented_as_the_reference_writes_it() {

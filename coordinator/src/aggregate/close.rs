@@ -114,7 +114,7 @@ impl State {
         self.events.session("session.ended", ended_ns);
         self.counters.session_end_ns = ended_ns;
         self.apply_settlement(&settlement);
-        let events_error = self.events.finish().err().map(|e| e.to_string());
+        let events = self.events.close();
         AggregatorOutput {
             rows: self.rows,
             chunk_delta_ns: self.chunk_delta_ns,
@@ -122,7 +122,7 @@ impl State {
             failures: self.failures,
             dead_workers: self.dead_workers,
             warnings: self.warnings,
-            events_error,
+            events,
             timed_out,
             reaped: self.reaped,
             unrecorded_turns: self.unrecorded_turns,

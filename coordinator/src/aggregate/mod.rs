@@ -108,7 +108,9 @@ pub struct AggregatorOutput {
     pub failures: Vec<FailureSummary>,
     pub dead_workers: Vec<(u16, String)>,
     pub warnings: Vec<String>,
-    pub events_error: Option<String>,
+    /// events.jsonl, finished and synced on a thread of its own: its outcome is waited for by
+    /// the first reader of `EventsClosing::error`.
+    pub events: events::EventsClosing,
     /// Some worker had not ended by the finish deadline and was killed.
     pub timed_out: bool,
     /// Workers the aggregator already reaped: their pids may belong to others by now.

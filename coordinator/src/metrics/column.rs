@@ -117,6 +117,12 @@ impl Spill {
         self.error.lock().map_or(None, |e| e.clone())
     }
 
+    /// Bytes counted in memory now.
+    #[cfg(test)]
+    pub(crate) fn resident_bytes(&self) -> u64 {
+        self.resident_bytes.load(Ordering::Relaxed)
+    }
+
     pub(crate) fn over_budget(&self) -> bool {
         self.over_budget_with(0)
     }

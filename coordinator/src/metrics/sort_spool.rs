@@ -21,7 +21,7 @@ pub fn run_records(spill: Option<&Spill>, record_bytes: usize) -> usize {
     records.clamp(1 << 10, 1 << 16) as usize
 }
 
-/// Records between two counts of the spool's memory against the budget.
+/// Records between two checks of the spool's memory against the budget.
 const COUNT_EVERY: usize = 1 << 12;
 
 /// Records of `record_bytes` each, sorted stably by `key` at the end.
@@ -30,8 +30,8 @@ pub struct SortSpool {
     name: &'static str,
     record_bytes: usize,
     key: KeyFn,
-    /// The records in memory, in arrival order, back to back.
-    bytes: Vec<u8>,
+    /// The records in memory, in arrival order.
+    mem: Blocks,
     /// Bytes of `bytes` counted against the spill's budget.
     counted_bytes: u64,
     /// Records a run holds before the spool may write it.
@@ -52,14 +52,14 @@ impl SortSpool {
         run_records: usize,
         capacity: usize,
     ) -> SortSpool {
-        let capacity = if spill.is_some() { capacity.min(run_records) } else { capacity };
+        let run_records = run_records.max(1);
         SortSpool {
             name,
             record_bytes,
             key,
-            bytes: Vec::with_capacity(capacity.saturating_mul(record_bytes)),
+            mem: Blocks::new(record_bytes, run_records, capacity),
             counted_bytes: 0,
-            run_records: run_records.max(1),
+            run_records,
             runs: Vec::new(),
             file: None,
             spill,
@@ -67,7 +67,7 @@ impl SortSpool {
     }
 
     fn in_memory(&self) -> usize {
-        self.bytes.len() / self.record_bytes
+        self.mem.len
     }
 
     /// Appends a record (`record_bytes` long); returns its slot among the records in memory
@@ -75,20 +75,21 @@ impl SortSpool {
     /// without spill).
     pub fn push(&mut self, record: &[u8]) -> usize {
         let n = self.in_memory();
-        if n % self.run_records.min(COUNT_EVERY) == 0 {
-            self.count_resident();
-            if n >= self.run_records && self.spill.as_ref().is_some_and(|s| s.over_budget()) {
-                self.write_run();
-            }
+        let over = |s: &Arc<Spill>| s.over_budget();
+        if n % self.run_records.min(COUNT_EVERY) == 0
+            && n >= self.run_records
+            && self.spill.as_ref().is_some_and(over)
+        {
+            self.write_run();
         }
-        self.bytes.extend_from_slice(record);
+        let allocated = self.mem.push(record);
+        self.count_resident(allocated);
         self.in_memory() - 1
     }
 
     /// The record in memory at `slot`, to change in place.
     pub fn record_mut(&mut self, slot: usize) -> Option<&mut [u8]> {
-        let at = slot.checked_mul(self.record_bytes)?;
-        self.bytes.get_mut(at..at + self.record_bytes)
+        self.mem.get_mut(slot)
     }
 
     /// Records held, in memory and in the file.
@@ -111,11 +112,22 @@ impl SortSpool {
         self.runs.iter().filter(|&&n| n > 0).count()
     }
 
-    fn count_resident(&mut self) {
+    fn count_resident(&mut self, bytes: u64) {
         let Some(spill) = &self.spill else { return };
-        let bytes = self.bytes.capacity() as u64;
-        spill.add_resident(bytes.saturating_sub(self.counted_bytes));
-        self.counted_bytes = self.counted_bytes.max(bytes);
+        if bytes > 0 {
+            spill.add_resident(bytes);
+            self.counted_bytes += bytes;
+        }
+    }
+
+    /// Frees the block of record `i` once the drain has handed out every record in it.
+    fn release(&mut self, i: u32, left: &mut [u32]) {
+        let freed = self.mem.release(i as usize, left);
+        if let (Some(spill), true) = (&self.spill, freed > 0) {
+            let counted = freed.min(self.counted_bytes);
+            spill.sub_resident(counted);
+            self.counted_bytes -= counted;
+        }
     }
 
     fn uncount_resident(&mut self) {
@@ -129,14 +141,14 @@ impl SortSpool {
     /// as plain values (sequential, cache-friendly), the position breaking ties.
     fn order(&self) -> Vec<u32> {
         // Rows arrive nearly in completion order, often exactly: then nothing moves.
-        let mut keys = self.bytes.chunks_exact(self.record_bytes).map(self.key);
+        let mut keys = self.mem.iter().map(self.key);
         let mut previous = keys.next();
         if keys.all(|k| previous.replace(k).is_none_or(|p| p <= k)) {
             return (0..self.in_memory() as u32).collect();
         }
         let keyed: Vec<(u64, u64, u32)> = self
-            .bytes
-            .chunks_exact(self.record_bytes)
+            .mem
+            .iter()
             .enumerate()
             .map(|(i, record)| {
                 let (k1, k2) = (self.key)(record);
@@ -149,8 +161,7 @@ impl SortSpool {
     }
 
     fn record(&self, i: u32) -> &[u8] {
-        let at = i as usize * self.record_bytes;
-        &self.bytes[at..at + self.record_bytes]
+        self.mem.get(i as usize)
     }
 
     fn write_run(&mut self) {
@@ -159,7 +170,7 @@ impl SortSpool {
             Ok(()) => {
                 self.runs.push(self.in_memory());
                 self.uncount_resident();
-                self.bytes = Vec::with_capacity(self.run_records * self.record_bytes);
+                self.mem.clear();
             }
             Err(e) => {
                 let dir = spill.dir().display();
@@ -181,20 +192,25 @@ impl SortSpool {
         file.seek(SeekFrom::End(0))?;
         let mut out = std::io::BufWriter::with_capacity(1 << 20, &*file);
         for &i in &order {
-            let at = i as usize * self.record_bytes;
-            out.write_all(&self.bytes[at..at + self.record_bytes])?;
+            out.write_all(self.mem.get(i as usize))?;
         }
         out.flush()?;
         spill.note_spilled((order.len() * self.record_bytes) as u64);
         Ok(())
     }
 
-    /// Hands every record to `f` in key order (a stable sort of the arrival order). A failed
-    /// read stops the walk and is noted in the spill.
+    /// Hands every record to `f` in key order (a stable sort of the arrival order), freeing
+    /// each block of records in memory once all of its records are handed out (what `f` builds
+    /// from them then takes their place in the budget). A failed read stops the walk and is
+    /// noted in the spill.
     pub fn drain_sorted(mut self, mut f: impl FnMut(&[u8])) {
         let order = self.order();
         if self.runs_written() == 0 {
-            order.iter().for_each(|&i| f(self.record(i)));
+            let mut left = self.mem.records_per_block();
+            for &i in &order {
+                f(self.record(i));
+                self.release(i, &mut left);
+            }
             return;
         }
         if let Err(e) = self.merge(&order, &mut f) {
@@ -207,8 +223,9 @@ impl SortSpool {
 
     /// Merges the file's runs and the in-memory records (`order`), the earliest key first and,
     /// on equal keys, the earliest run.
-    fn merge(&self, order: &[u32], f: &mut impl FnMut(&[u8])) -> std::io::Result<()> {
+    fn merge(&mut self, order: &[u32], f: &mut impl FnMut(&[u8])) -> std::io::Result<()> {
         let mut readers = self.readers()?;
+        let mut left = self.mem.records_per_block();
         let tail = readers.len();
         let mut tail_at = 0;
         let mut heap = BinaryHeap::new();
@@ -223,6 +240,7 @@ impl SortSpool {
         while let Some(std::cmp::Reverse((_, run))) = heap.pop() {
             let next = if run == tail {
                 f(self.record(order[tail_at]));
+                self.release(order[tail_at], &mut left);
                 tail_at += 1;
                 order.get(tail_at).map(|&i| (self.key)(self.record(i)))
             } else {
@@ -251,6 +269,82 @@ impl SortSpool {
             offset += bytes;
         }
         Ok(readers)
+    }
+}
+
+/// Records in memory, in arrival order, in blocks of a run's records: the spool grows by
+/// whole blocks (no copy of what it holds) and the drain frees each block once it has handed
+/// out all of its records.
+#[derive(Debug)]
+struct Blocks {
+    record_bytes: usize,
+    block_records: usize,
+    blocks: Vec<Vec<u8>>,
+    len: usize,
+}
+
+impl Blocks {
+    /// Room for the list of blocks that `capacity` records take.
+    fn new(record_bytes: usize, block_records: usize, capacity: usize) -> Blocks {
+        let blocks = Vec::with_capacity(capacity.div_ceil(block_records));
+        Blocks { record_bytes, block_records, blocks, len: 0 }
+    }
+
+    /// Appends a record; the bytes of the block it allocated for it, if it did.
+    fn push(&mut self, record: &[u8]) -> u64 {
+        let block_bytes = self.block_records * self.record_bytes;
+        self.len += 1;
+        match self.blocks.last_mut() {
+            Some(last) if last.len() < block_bytes => {
+                last.extend_from_slice(record);
+                0
+            }
+            _ => {
+                let mut block = Vec::with_capacity(block_bytes);
+                block.extend_from_slice(record);
+                self.blocks.push(block);
+                block_bytes as u64
+            }
+        }
+    }
+
+    fn at(&self, i: usize) -> (usize, usize) {
+        (i / self.block_records, (i % self.block_records) * self.record_bytes)
+    }
+
+    fn get(&self, i: usize) -> &[u8] {
+        let (block, at) = self.at(i);
+        &self.blocks[block][at..at + self.record_bytes]
+    }
+
+    fn get_mut(&mut self, i: usize) -> Option<&mut [u8]> {
+        let (block, at) = self.at(i);
+        self.blocks.get_mut(block)?.get_mut(at..at + self.record_bytes)
+    }
+
+    fn iter(&self) -> impl Iterator<Item = &[u8]> + '_ {
+        self.blocks.iter().flat_map(|b| b.chunks_exact(self.record_bytes))
+    }
+
+    /// How many records each block holds, for `release`.
+    fn records_per_block(&self) -> Vec<u32> {
+        self.blocks.iter().map(|b| (b.len() / self.record_bytes) as u32).collect()
+    }
+
+    /// Counts record `i` handed out; frees its block when it was the block's last. Returns the
+    /// bytes freed.
+    fn release(&mut self, i: usize, left: &mut [u32]) -> u64 {
+        let block = i / self.block_records;
+        left[block] -= 1;
+        if left[block] > 0 {
+            return 0;
+        }
+        std::mem::take(&mut self.blocks[block]).capacity() as u64
+    }
+
+    fn clear(&mut self) {
+        self.blocks.clear();
+        self.len = 0;
     }
 }
 
@@ -406,5 +500,27 @@ mod tests {
         assert!(spool.runs.runs_written() >= 4, "runs: {}", spool.runs.runs_written());
         assert_eq!(drained(Some(spill.clone())), expected);
         assert_eq!(spill.error(), None);
+    }
+
+    #[test]
+    fn the_drain_frees_its_blocks_as_it_hands_them_out() {
+        let dir = std::env::temp_dir().join(format!("loadgen-blocks-{}", std::process::id()));
+        let spill = Spill::new(&dir, u64::MAX).unwrap();
+        let mut spool = SortSpool::new(("b", 8, |b| (b[0].into(), 0)), Some(spill.clone()), 64, 0);
+        // Keys out of order within each block of 64 records, in order across blocks.
+        (0..64 * 10u64).for_each(|i| {
+            _ = spool.push(&((i / 64) as u8 * 16 + (i % 7) as u8).to_le_bytes().repeat(8)[..8])
+        });
+        assert_eq!(spill.resident_bytes(), 64 * 10 * 8, "ten blocks counted");
+        let (mut handed, mut peak_after_first_block) = (0u64, 0u64);
+        spool.drain_sorted(|_| {
+            handed += 1;
+            if handed == 65 {
+                peak_after_first_block = spill.resident_bytes();
+            }
+        });
+        assert_eq!(handed, 640);
+        assert_eq!(peak_after_first_block, 64 * 9 * 8, "the first block was freed");
+        assert_eq!(spill.resident_bytes(), 0);
     }
 }

@@ -235,20 +235,77 @@ impl EventLog {
         }));
     }
 
-    /// Writes everything and waits for the formatter threads; the first write error, if any.
-    pub fn finish(mut self) -> io::Result<()> {
-        if let Some(formatters) = &mut self.formatters {
-            let out = &mut self.out;
-            self.order.flush(|bucket| take_bucket(out, bucket, formatters));
-            if !out.is_empty() {
-                let last = std::mem::take(out);
-                formatters.ship(last);
-            }
+    /// Ships what is left, waits for the formatter threads to write it, and syncs the file on a
+    /// thread of its own: the run's end computes its figures meanwhile (syncing a gigabyte of
+    /// events takes longer than the figures of the samples in it). The outcome is read with
+    /// `EventsClosing::error`.
+    pub fn close(self) -> EventsClosing {
+        let Some(mut formatters) = self.ship_rest() else { return EventsClosing::done(Ok(())) };
+        let file = match formatters.join() {
+            Ok(file) => file,
+            Err(e) => return EventsClosing::done(Err(e)),
+        };
+        let Ok(for_thread) = file.try_clone() else { return EventsClosing::done(file.sync_all()) };
+        let syncer = std::thread::Builder::new().name("events-sync".into());
+        match syncer.spawn(move || for_thread.sync_all()) {
+            Ok(handle) => EventsClosing::syncing(handle),
+            Err(_) => EventsClosing::done(file.sync_all()),
         }
-        match self.formatters.take() {
-            Some(mut formatters) => formatters.finish(),
-            None => Ok(()),
+    }
+
+    fn ship_rest(mut self) -> Option<Formatters> {
+        let formatters = self.formatters.as_mut()?;
+        let out = &mut self.out;
+        self.order.flush(|bucket| take_bucket(out, bucket, formatters));
+        if !out.is_empty() {
+            let last = std::mem::take(out);
+            formatters.ship(last);
         }
+        self.formatters.take()
+    }
+}
+
+/// events.jsonl written and being synced on a thread of its own (`EventLog::close`); its
+/// outcome is waited for by the first reader, and when dropped.
+#[derive(Debug, Default)]
+pub struct EventsClosing {
+    handle: std::sync::Mutex<Option<std::thread::JoinHandle<io::Result<()>>>>,
+    error: std::sync::OnceLock<Option<String>>,
+}
+
+impl EventsClosing {
+    fn done(outcome: io::Result<()>) -> EventsClosing {
+        let closing = EventsClosing::default();
+        let _ = closing.error.set(outcome.err().map(|e| e.to_string()));
+        closing
+    }
+
+    fn syncing(handle: std::thread::JoinHandle<io::Result<()>>) -> EventsClosing {
+        EventsClosing {
+            handle: std::sync::Mutex::new(Some(handle)),
+            error: std::sync::OnceLock::new(),
+        }
+    }
+
+    /// Waits until every line is written and the file synced; the first write error, if any.
+    pub fn error(&self) -> Option<&str> {
+        self.error
+            .get_or_init(|| {
+                let handle = self.handle.lock().unwrap_or_else(|e| e.into_inner()).take();
+                let outcome = match handle.map(std::thread::JoinHandle::join) {
+                    Some(Ok(outcome)) => outcome,
+                    Some(Err(_)) => Err(io::Error::other("the events sync thread panicked")),
+                    None => Ok(()),
+                };
+                outcome.err().map(|e| e.to_string())
+            })
+            .as_deref()
+    }
+}
+
+impl Drop for EventsClosing {
+    fn drop(&mut self) {
+        self.error();
     }
 }
 
@@ -325,7 +382,7 @@ mod tests {
         let path = dir.join(format!("{}.jsonl", next_file_number()));
         let mut ev = EventLog::create(&path, spec).unwrap();
         log(&mut ev);
-        ev.finish().unwrap();
+        assert_eq!(ev.close().error(), None);
         let text = std::fs::read_to_string(&path).unwrap();
         std::fs::remove_file(&path).unwrap();
         text

@@ -90,8 +90,9 @@ impl Formatters {
         next
     }
 
-    /// Waits for every batch to be written, then syncs the file. The first write error, if any.
-    pub fn finish(&mut self) -> io::Result<()> {
+    /// Waits for every batch to be written; a handle on the file, to sync, unless a write failed
+    /// (the first write error).
+    pub fn join(&mut self) -> io::Result<File> {
         self.batches.take();
         let mut panicked = false;
         for handle in self.threads.drain(..) {
@@ -103,7 +104,7 @@ impl Formatters {
         let mut turn = self.turn.0.lock().unwrap_or_else(|e| e.into_inner());
         match turn.error.take() {
             Some(e) => Err(e),
-            None => turn.file.sync_all(),
+            None => turn.file.try_clone(),
         }
     }
 }
