@@ -296,7 +296,7 @@ impl State {
             late: IdSet::default(),
             untracked_sample_rows: Vec::new(),
             input_shared: input.shared,
-            rows: RowSpool::new(
+            rows: RowSpool::with_patches(
                 input.spill.clone(),
                 input.expected_samples.min(1 << 24) as usize,
                 live_tokens,

@@ -87,9 +87,14 @@ fn patch_key(b: &[u8]) -> (u64, u64) {
 
 impl RowSpool {
     /// A spool that writes runs of rows into `spill` once its budget is spent (never without a
-    /// spill), with room for `capacity` rows in memory. `patchable`: rows get client token
-    /// counts after they arrive (`set_client_tokens`), so they carry their arrival index.
-    pub fn new(spill: Option<Arc<Spill>>, capacity: usize, patchable: bool) -> RowSpool {
+    /// spill), with room for `capacity` rows in memory.
+    pub fn new(spill: Option<Arc<Spill>>, capacity: usize) -> RowSpool {
+        RowSpool::with_patches(spill, capacity, false)
+    }
+
+    /// The same, and when `patchable` the rows get client token counts after they arrive
+    /// (`set_client_tokens`), so they carry their arrival index.
+    pub fn with_patches(spill: Option<Arc<Spill>>, capacity: usize, patchable: bool) -> RowSpool {
         let (bytes, key): (usize, super::sort_spool::KeyFn) =
             if patchable { (INDEXED_ROW_BYTES, indexed_key) } else { (ROW_BYTES, completion_key) };
         let run = run_records(spill.as_deref(), bytes);
@@ -388,12 +393,12 @@ mod tests {
     fn a_spilled_spool_gives_the_in_memory_stable_order_exactly() {
         let mut expected = rows();
         expected.sort_by_key(|r| r.row.complete_ns);
-        let mut memory = RowSpool::new(None, 0, false);
+        let mut memory = RowSpool::new(None, 0);
         rows().into_iter().for_each(|r| _ = memory.push(r));
         assert_eq!(drained(memory), expected);
         let dir = std::env::temp_dir().join(format!("loadgen-spool-{}", std::process::id()));
         let spill = Spill::new(&dir, 0).unwrap();
-        let mut spilled = RowSpool::new(Some(spill.clone()), 0, false);
+        let mut spilled = RowSpool::new(Some(spill.clone()), 0);
         rows().into_iter().for_each(|r| _ = spilled.push(r));
         assert!(
             spilled.rows.runs_written() >= 30,
@@ -422,7 +427,7 @@ mod tests {
     fn patched(spill: Option<Arc<Spill>>) -> RowSpool {
         let lag = |i: u64| (i * 7) % 5_000;
         let rows = rows();
-        let mut spool = RowSpool::new(spill, 0, true);
+        let mut spool = RowSpool::with_patches(spill, 0, true);
         let mut due: std::collections::BTreeMap<u64, Vec<u64>> = Default::default();
         let set = |spool: &mut RowSpool, i: u64| {
             let complete_ns = rows[i as usize].row.complete_ns;
@@ -468,7 +473,7 @@ mod tests {
 
     #[test]
     fn a_count_for_no_row_is_refused() {
-        let mut spool = RowSpool::new(None, 0, true);
+        let mut spool = RowSpool::with_patches(None, 0, true);
         let tokens = ClientTokens { osl: Some(1), tpot_tokens: None };
         assert!(!spool.set_client_tokens(0, 5, tokens), "no row yet");
         spool.push(row(0, 5));
