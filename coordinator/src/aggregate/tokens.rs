@@ -37,6 +37,11 @@ const DRAIN_POLL: Duration = Duration::from_millis(100);
 /// in the queue already (the threads are behind).
 const LIVE_BACKLOG_BATCHES: usize = 32;
 
+/// The queue's batches may take this share of the spill's budget at most: the rest stays for
+/// the rows, which then get their counts in place at the end instead of as patches (and the
+/// memory the batches leave behind when counted is not taken again by the patches).
+const QUEUE_BUDGET_SHARE: u64 = 4;
+
 /// How the pool counts: its threads, where they run, and how long the end-of-run drain may take.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TokenPoolPlan {
@@ -186,13 +191,15 @@ impl TokenPool {
         }
     }
 
-    /// Parks a batch that would wait once the spill's budget is spent; hands back the ones to
-    /// queue.
+    /// Parks a batch that would wait once the spill's budget is spent, or the queue's share of
+    /// it; hands back the ones to queue.
     fn park_if_waiting(&mut self, batch: TokenBatch) -> Option<TokenBatch> {
         let Some(spill) = &self.spill else { return Some(batch) };
         let backlog = self.jobs.as_ref().map_or(0, Sender::len);
         let waits = self.deferred() || backlog >= LIVE_BACKLOG_BATCHES;
-        if !waits || !spill.over_budget_with(batch.heap_bytes() as u64) {
+        let bytes = batch.heap_bytes() as u64;
+        let share_spent = self.queued_bytes + bytes > spill.budget_bytes() / QUEUE_BUDGET_SHARE;
+        if !waits || !(share_spent || spill.over_budget_with(bytes)) {
             return Some(batch);
         }
         self.parked.park(spill, batch).err()
