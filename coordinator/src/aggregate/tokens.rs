@@ -623,6 +623,34 @@ mod tests {
         assert!(got.iter().enumerate().all(|(i, r)| r.row == at(i)), "each job once");
     }
 
+    /// Parked batches go back to the live threads while the run goes on, once they catch up.
+    #[test]
+    fn live_threads_get_the_parked_batches_before_the_end() {
+        let gate = Arc::new(std::sync::Mutex::new(()));
+        let held = gate.lock().unwrap();
+        let g = gate.clone();
+        let blocked: TokenCounter = Arc::new(move |s: &str| {
+            let _wait = g.lock().unwrap();
+            Ok(s.len() as u32)
+        });
+        let pool = TokenPool::start(blocked, plan(1, 1)).unwrap();
+        let mut pool = pool.spill_into(Some(spill("live-refill", 0)));
+        let jobs = TOKEN_BATCH_JOBS * (LIVE_BACKLOG_BATCHES + 8);
+        submit_outputs(&mut pool, jobs);
+        assert!(!pool.parked.is_empty());
+        drop(held);
+        let deadline = Instant::now() + Duration::from_secs(60);
+        let mut counted = 0;
+        while counted < jobs && Instant::now() < deadline {
+            pool.flush_if_stale();
+            counted += pool.try_results().count();
+            std::thread::yield_now();
+        }
+        assert_eq!(counted, jobs, "every parked job was counted before finish");
+        assert!(pool.parked.is_empty());
+        assert_eq!(pool.pending, 0);
+    }
+
     #[test]
     fn a_drain_timeout_leaves_parked_jobs_pending() {
         let slow: TokenCounter = Arc::new(|s: &str| {
