@@ -70,6 +70,7 @@ mod datasets {
     mod files;
     mod predefined;
     mod tokenizer_load;
+    mod tokenizer_spill;
 }
 
 /// The code and its map stay in shape: function lengths, `unsafe`, import circles,

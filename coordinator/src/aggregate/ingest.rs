@@ -7,10 +7,10 @@ use std::sync::atomic::Ordering;
 use loadgen_wire::{ChunkTiming, FailureKind, FinishReason, RecordHeader, RecordView, WorkerEvent};
 
 use super::events::{ChunkLine, CompleteEvent};
-use super::tokens::TokenResult;
+use super::tokens::{RowKey, TokenResult};
 use super::{CancelledSample, Control, FailureSummary, State};
 use crate::live::Completion;
-use crate::metrics::spool::SpooledRow;
+use crate::metrics::spool::{ClientTokens, SpooledRow};
 use crate::metrics::usage::{classify_usage, UsageClass};
 use crate::metrics::{FinishKind, SampleRow};
 use crate::settle::{AbandonCause, WorkerFate};
@@ -298,12 +298,13 @@ impl State {
             chunk_reads: chunks.map(|t| t.chunk_reads),
             client_wait_ns: h.client_wait_ns(),
         };
-        let slot = self.rows.push(SpooledRow { row, sample_id: h.sample_id, dataset_row: h.row });
+        let index = self.rows.push(SpooledRow { row, sample_id: h.sample_id, dataset_row: h.row });
         if let Some(pool) = &mut self.tokens {
             if !failed && !output.is_empty() {
                 let tpot_from = (first_chunk_ns.is_some() && first_chunk_len < output.len())
                     .then_some(first_chunk_len);
-                pool.submit(slot, &output, tpot_from);
+                let key = RowKey { index, complete_ns: h.complete_ns, first_chunk_ns };
+                pool.submit(key, &output, tpot_from);
             }
         }
     }
@@ -354,18 +355,15 @@ impl State {
         }
     }
 
+    /// A counted output's figures: on its row (in place, or as a patch once the row is in a
+    /// file) and in the live view.
     fn apply_token_result(&mut self, r: TokenResult) {
-        let mut span = None;
-        let updated = self.rows.update(r.slot, |row| {
-            if let Ok(n) = r.osl {
-                row.osl_client = Some(n);
-            }
-            row.tpot_tokens_client = r.tpot_tokens;
-            span = row.first_chunk_ns.map(|first| row.complete_ns.saturating_sub(first));
-        });
-        if !updated {
+        let key = r.row;
+        let tokens = ClientTokens { osl: r.osl.as_ref().ok().copied(), tpot_tokens: r.tpot_tokens };
+        if !self.rows.set_client_tokens(key.index, key.complete_ns, tokens) {
             return;
         }
+        let span = key.first_chunk_ns.map(|first| key.complete_ns.saturating_sub(first));
         match r.osl {
             Ok(osl) => self.live.record_client_tokens(osl, span.zip(r.tpot_tokens)),
             Err(_) => self.counters.n_tokenizer_errors += 1,

@@ -4,6 +4,7 @@
 mod close;
 pub mod events;
 mod ingest;
+mod token_batch;
 pub mod tokens;
 
 use std::sync::Arc;
@@ -281,8 +282,8 @@ pub fn run(mut input: AggregatorInput) -> AggregatorOutput {
 impl State {
     fn new(input: AggregatorInput, workers: usize, live: LiveStats) -> State {
         let expected = input.warmup_samples.saturating_add(input.expected_samples);
-        // Token counts patch rows by their slot, so a run that counts them keeps its rows in
-        // memory (its outputs waiting to be counted are in memory too).
+        // Token counts come after their rows: the rows carry their arrival index so a count
+        // can patch one already in a file.
         let live_tokens = input.tokens.is_some();
         State {
             agentic: input.shared.conversations.is_some(),
@@ -297,9 +298,10 @@ impl State {
             late: IdSet::default(),
             untracked_sample_rows: Vec::new(),
             input_shared: input.shared,
-            rows: RowSpool::new(
-                input.spill.clone().filter(|_| !live_tokens),
+            rows: RowSpool::with_patches(
+                input.spill.clone(),
                 input.expected_samples.min(1 << 24) as usize,
+                live_tokens,
             ),
             chunk_delta_ns: Column::new("chunk_delta_ns", input.spill.clone()),
             gaps_ns: Vec::new(),
@@ -308,7 +310,7 @@ impl State {
             dead_workers: Vec::new(),
             warnings: Vec::new(),
             events: input.events,
-            tokens: input.tokens,
+            tokens: input.tokens.map(|pool| pool.spill_into(input.spill.clone())),
             isl_client: input.isl_client,
             streaming: input.streaming,
             warmup_samples: input.warmup_samples,

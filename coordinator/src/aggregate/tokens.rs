@@ -1,13 +1,16 @@
 //! The client-basis tokenizer pool: counts output tokens off the aggregator thread, live on
 //! threads of their own or after the last sample, and never makes the aggregator wait.
 //!
-//! The aggregator copies each output into an open `TokenBatch` (one text buffer, 16 bytes of
-//! bookkeeping a job) and hands full batches to an unbounded channel: submitting never blocks,
-//! so counting can never hold back the records, the workers or the measured rate. What is not
-//! counted yet costs its text plus `TokenBatch::JOB_BYTES`. Live threads (the plan's
-//! `metrics_tokenizer_workers`, on cores the load does not use) count while the run goes on;
-//! after the last sample `TokenPool::finish` adds a drain pool sized to the machine and waits,
-//! up to the drain timeout, for the rest.
+//! The aggregator copies each output into an open `TokenBatch` (one text buffer, 32 bytes of
+//! bookkeeping a job: the text's place and the row it counts for) and hands full batches to an
+//! unbounded channel: submitting never blocks, so counting can never hold back the records, the
+//! workers or the measured rate. What is not counted yet costs its text plus
+//! `TokenBatch::JOB_BYTES`, counted against the run's spill budget; past it the full batches
+//! that would wait (all of them when counting is deferred, the ones behind a long queue when
+//! live) go to a file instead (`ParkedBatches`), read back a batch at a time as threads are
+//! free. Live threads (the plan's `metrics_tokenizer_workers`, on cores the load does not use)
+//! count while the run goes on; after the last sample `TokenPool::finish` adds a drain pool
+//! sized to the machine and waits, up to the drain timeout, for the rest.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -16,19 +19,28 @@ use std::time::{Duration, Instant};
 
 use crossbeam_channel::{unbounded, Receiver, RecvTimeoutError, Sender};
 
+use super::token_batch::ParkedBatches;
+pub use super::token_batch::{RowKey, TokenBatch, TOKEN_BATCH_JOBS, TOKEN_BATCH_TEXT_BYTES};
+use crate::metrics::column::Spill;
+
 /// Counts the tokens of a text under the run's client tokenizer.
 pub type TokenCounter = Arc<dyn Fn(&str) -> Result<u32, String> + Send + Sync>;
 
-/// A batch goes to the pool once it holds this many jobs…
-pub const TOKEN_BATCH_JOBS: usize = 1024;
-/// …or this many bytes of text.
-pub const TOKEN_BATCH_TEXT_BYTES: usize = 128 << 10;
 /// A partly filled batch goes to live threads once it is this old, so live counts stay live
 /// in a slow run.
 pub const TOKEN_BATCH_MAX_AGE: Duration = Duration::from_millis(50);
 
 /// How often the end-of-run drain looks whether its threads are still alive.
 const DRAIN_POLL: Duration = Duration::from_millis(100);
+
+/// Past the spill's budget, live counting parks a full batch in the file when this many wait
+/// in the queue already (the threads are behind).
+const LIVE_BACKLOG_BATCHES: usize = 32;
+
+/// The queue's batches may take this share of the spill's budget at most: the rest stays for
+/// the rows, which then get their counts in place at the end instead of as patches (and the
+/// memory the batches leave behind when counted is not taken again by the patches).
+const QUEUE_BUDGET_SHARE: u64 = 4;
 
 /// How the pool counts: its threads, where they run, and how long the end-of-run drain may take.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -45,78 +57,18 @@ pub struct TokenPoolPlan {
     pub drain_timeout: Option<Duration>,
 }
 
-/// Where a job's text lies in its batch: 16 bytes a job.
-#[derive(Debug, Clone, Copy)]
-struct JobSpan {
-    slot: u64,
-    /// End of the text in the batch's buffer (its start is the previous job's end).
-    end_bytes: u32,
-    /// Byte offset, from the job's start, of the text after the first chunk (TPOT);
-    /// `NO_TPOT` = no TPOT for this sample.
-    tpot_from_bytes: u32,
-}
-
-const NO_TPOT: u32 = u32::MAX;
-
-/// Outputs to count, gathered so that a send and an allocation serve many samples.
-#[derive(Debug, Default)]
-pub struct TokenBatch {
-    text: String,
-    jobs: Vec<JobSpan>,
-}
-
-impl TokenBatch {
-    /// Bookkeeping bytes per job beside its text.
-    pub const JOB_BYTES: usize = std::mem::size_of::<JobSpan>();
-
-    fn with_capacity() -> TokenBatch {
-        TokenBatch {
-            text: String::with_capacity(TOKEN_BATCH_TEXT_BYTES),
-            jobs: Vec::with_capacity(TOKEN_BATCH_JOBS),
-        }
-    }
-
-    fn len(&self) -> usize {
-        self.jobs.len()
-    }
-
-    fn is_full(&self) -> bool {
-        self.jobs.len() >= TOKEN_BATCH_JOBS || self.text.len() >= TOKEN_BATCH_TEXT_BYTES
-    }
-
-    /// Heap bytes this batch holds (what a pending job costs, measured by the tests).
-    pub fn heap_bytes(&self) -> usize {
-        self.text.capacity() + self.jobs.capacity() * Self::JOB_BYTES
-    }
-
-    /// Appends one output; `false` when it cannot be addressed in this batch (over 4 GiB).
-    fn push(&mut self, slot: u64, output: &str, tpot_from: Option<usize>) -> bool {
-        let Ok(end_bytes) = u32::try_from(self.text.len() + output.len()) else { return false };
-        let tpot_from_bytes = tpot_from.and_then(|f| u32::try_from(f).ok()).unwrap_or(NO_TPOT);
-        self.text.push_str(output);
-        self.jobs.push(JobSpan { slot, end_bytes, tpot_from_bytes });
-        true
-    }
-
-    /// Each job's slot, whole text and TPOT offset.
-    fn iter(&self) -> impl Iterator<Item = (u64, &str, Option<usize>)> + '_ {
-        let mut start = 0usize;
-        self.jobs.iter().map(move |job| {
-            let end = job.end_bytes as usize;
-            let text = &self.text[start..end];
-            start = end;
-            let tpot = (job.tpot_from_bytes != NO_TPOT).then_some(job.tpot_from_bytes as usize);
-            (job.slot, text, tpot)
-        })
-    }
-}
-
 /// A counted output.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TokenResult {
-    pub slot: usize,
+    pub row: RowKey,
     pub osl: Result<u32, String>,
     pub tpot_tokens: Option<u32>,
+}
+
+/// A batch's counts, and the memory the batch held while it waited.
+struct Counted {
+    results: Vec<TokenResult>,
+    batch_bytes: u64,
 }
 
 /// What a counting thread needs.
@@ -124,7 +76,7 @@ pub struct TokenResult {
 struct Crew {
     counter: TokenCounter,
     jobs: Receiver<TokenBatch>,
-    results: Sender<Vec<TokenResult>>,
+    results: Sender<Counted>,
     cancel: Arc<AtomicBool>,
 }
 
@@ -134,17 +86,22 @@ pub struct TokenPool {
     open: TokenBatch,
     opened_at: Instant,
     jobs: Option<Sender<TokenBatch>>,
-    results: Receiver<Vec<TokenResult>>,
+    results: Receiver<Counted>,
     threads: Vec<JoinHandle<()>>,
-    /// Jobs submitted and not yet counted (the open batch's included).
+    /// Jobs submitted and not yet counted (the open batch's and the parked ones included).
     pub pending: u64,
+    /// The run's spill: the queue's batches count against its budget, and past it they park.
+    spill: Option<Arc<Spill>>,
+    /// Bytes of the queued batches counted against the spill's budget.
+    queued_bytes: u64,
+    parked: ParkedBatches,
 }
 
 impl TokenPool {
     /// Starts the plan's live threads (none when counting is deferred to the end of the run).
     pub fn start(counter: TokenCounter, plan: TokenPoolPlan) -> std::io::Result<TokenPool> {
         let (job_tx, job_rx) = unbounded::<TokenBatch>();
-        let (result_tx, result_rx) = unbounded::<Vec<TokenResult>>();
+        let (result_tx, result_rx) = unbounded::<Counted>();
         let crew = Crew {
             counter,
             jobs: job_rx,
@@ -159,11 +116,21 @@ impl TokenPool {
             results: result_rx,
             threads: Vec::new(),
             pending: 0,
+            spill: None,
+            queued_bytes: 0,
+            parked: ParkedBatches::default(),
             plan,
         };
         let cores = pool.plan.live_cores.clone();
         pool.spawn(pool.plan.live_threads, &cores, "tokenizer")?;
         Ok(pool)
+    }
+
+    /// Counts the queued batches against `spill`'s budget and, past it, parks the waiting ones
+    /// in its directory; `None` keeps everything in memory. Set before the first output.
+    pub fn spill_into(mut self, spill: Option<Arc<Spill>>) -> TokenPool {
+        self.spill = spill;
+        self
     }
 
     /// Whether counting waits for the end of the run.
@@ -190,19 +157,19 @@ impl TokenPool {
         Ok(())
     }
 
-    /// Queues one output for counting. Never blocks: the batch is buffered until a thread
-    /// takes it.
-    pub fn submit(&mut self, slot: usize, output: &str, tpot_from: Option<usize>) {
+    /// Queues one output for counting, for the row `row` names. Never blocks: the batch is
+    /// buffered (in memory or parked in the spill's file) until a thread takes it.
+    pub fn submit(&mut self, row: RowKey, output: &str, tpot_from: Option<usize>) {
         if self.jobs.is_none() {
             return;
         }
         if self.open.len() == 0 {
             self.opened_at = Instant::now();
         }
-        if !self.open.push(slot as u64, output, tpot_from) {
+        if !self.open.push(row, output, tpot_from) {
             // An output past what one batch addresses goes alone into its own batch.
             self.send_open();
-            if !self.open.push(slot as u64, output, tpot_from) {
+            if !self.open.push(row, output, tpot_from) {
                 return;
             }
         }
@@ -218,38 +185,96 @@ impl TokenPool {
         }
         let mut batch = std::mem::replace(&mut self.open, TokenBatch::with_capacity());
         // Deferred batches wait until the end of the run: keep only what they use.
-        batch.text.shrink_to_fit();
-        batch.jobs.shrink_to_fit();
-        if let Some(jobs) = &self.jobs {
-            // The receiver lives in `crew` as long as the pool: a send cannot fail.
-            let _ = jobs.send(batch);
+        batch.shrink();
+        if let Some(batch) = self.park_if_waiting(batch) {
+            self.send(batch);
         }
     }
 
-    /// Hands a partly filled batch to the live threads once it is `TOKEN_BATCH_MAX_AGE` old.
+    /// Parks a batch that would wait once the spill's budget is spent, or the queue's share of
+    /// it; hands back the ones to queue.
+    fn park_if_waiting(&mut self, batch: TokenBatch) -> Option<TokenBatch> {
+        let Some(spill) = &self.spill else { return Some(batch) };
+        let backlog = self.jobs.as_ref().map_or(0, Sender::len);
+        let waits = self.deferred() || backlog >= LIVE_BACKLOG_BATCHES;
+        let bytes = batch.heap_bytes() as u64;
+        let share_spent = self.queued_bytes + bytes > spill.budget_bytes() / QUEUE_BUDGET_SHARE;
+        if !waits || !(share_spent || spill.over_budget_with(bytes)) {
+            return Some(batch);
+        }
+        self.parked.park(spill, batch).err()
+    }
+
+    fn send(&mut self, batch: TokenBatch) {
+        let Some(jobs) = &self.jobs else { return };
+        if let Some(spill) = &self.spill {
+            let bytes = batch.heap_bytes() as u64;
+            spill.add_resident(bytes);
+            self.queued_bytes += bytes;
+        }
+        // The receiver lives in `crew` as long as the pool: a send cannot fail.
+        let _ = jobs.send(batch);
+    }
+
+    /// Moves parked batches to the queue while it holds fewer than `target`; once none is
+    /// parked, closes the queue when `close` (the end of the run: threads stop when it is
+    /// empty).
+    fn feed(&mut self, target: usize, close: bool) {
+        while let Some(jobs) = &self.jobs {
+            if self.parked.is_empty() {
+                if close {
+                    self.jobs.take();
+                }
+                return;
+            }
+            if jobs.len() >= target {
+                return;
+            }
+            let batch = self.spill.clone().and_then(|s| self.parked.unpark(&s));
+            if let Some(batch) = batch {
+                self.send(batch);
+            }
+        }
+    }
+
+    /// Hands a partly filled batch to the live threads once it is `TOKEN_BATCH_MAX_AGE` old,
+    /// and parked batches once the queue runs short.
     pub fn flush_if_stale(&mut self) {
-        if !self.deferred()
-            && self.open.len() > 0
-            && self.opened_at.elapsed() >= TOKEN_BATCH_MAX_AGE
-        {
+        if self.deferred() {
+            return;
+        }
+        if self.open.len() > 0 && self.opened_at.elapsed() >= TOKEN_BATCH_MAX_AGE {
             self.send_open();
         }
+        self.feed(self.plan.live_threads, false);
     }
 
     /// Results ready now, without waiting.
     pub fn try_results(&mut self) -> impl Iterator<Item = TokenResult> + '_ {
-        let batches: Vec<Vec<TokenResult>> = self.results.try_iter().collect();
-        self.pending -= batches.iter().map(|b| b.len() as u64).sum::<u64>();
-        batches.into_iter().flatten()
+        let batches: Vec<Counted> = self.results.try_iter().collect();
+        batches.iter().for_each(|b| self.note_counted(b));
+        batches.into_iter().flat_map(|b| b.results)
+    }
+
+    fn note_counted(&mut self, counted: &Counted) {
+        self.pending -= counted.results.len() as u64;
+        self.uncount(counted.batch_bytes);
+    }
+
+    fn uncount(&mut self, bytes: u64) {
+        let bytes = bytes.min(self.queued_bytes);
+        if let Some(spill) = &self.spill {
+            spill.sub_resident(bytes);
+        }
+        self.queued_bytes -= bytes;
     }
 
     /// After the last sample: sends what is buffered, starts the drain threads and hands every
     /// result to `apply` until all are counted or `limit` passes (`None`: no limit; see
-    /// `drain_limit`). Returns the jobs left uncounted.
+    /// `drain_limit`). Parked batches are read back a few at a time, as the threads take them.
+    /// Returns the jobs left uncounted.
     pub fn finish(&mut self, limit: Option<Duration>, mut apply: impl FnMut(TokenResult)) -> u64 {
         self.send_open();
-        // No more jobs: the threads end when the queue is empty.
-        self.jobs.take();
         let extra = self.plan.drain_threads.max(1).saturating_sub(self.threads.len());
         let cores = drain_core_order(&self.plan);
         if let Err(e) = self.spawn(extra, &cores, "tokenizer-drain") {
@@ -257,6 +282,9 @@ impl TokenPool {
                 eprintln!("warning: cannot start a tokenizer drain thread: {e}");
             }
         }
+        // Two batches a thread keep every thread busy while the rest stays in the file.
+        let queued = 2 * self.threads.len().max(1);
+        self.feed(queued, true);
         let deadline = limit.map(|t| Instant::now() + t);
         // A thread that died (a tokenizer panic) ends the wait too, even without a timeout.
         while self.pending > 0 && self.threads.iter().any(|t| !t.is_finished()) {
@@ -265,9 +293,10 @@ impl TokenPool {
                 None => DRAIN_POLL,
             };
             match self.results.recv_timeout(wait) {
-                Ok(batch) => {
-                    self.pending -= batch.len() as u64;
-                    batch.into_iter().for_each(&mut apply);
+                Ok(counted) => {
+                    self.note_counted(&counted);
+                    counted.results.into_iter().for_each(&mut apply);
+                    self.feed(queued, true);
                 }
                 Err(RecvTimeoutError::Timeout) if deadline.is_none_or(|d| Instant::now() < d) => {}
                 Err(_) => break,
@@ -292,6 +321,9 @@ impl TokenPool {
         for handle in self.threads.drain(..) {
             let _ = handle.join();
         }
+        // The batches never counted are gone with the queue.
+        while self.crew.jobs.try_recv().is_ok() {}
+        self.uncount(self.queued_bytes);
     }
 }
 
@@ -330,14 +362,16 @@ pub fn drain_limit(timeout: Option<Duration>, interrupted: bool) -> Option<Durat
 fn count_batches(crew: &Crew) {
     while let Ok(batch) = crew.jobs.recv() {
         let mut out = Vec::with_capacity(batch.len());
-        for (slot, text, tpot_from) in batch.iter() {
+        for (row, text, tpot_from) in batch.iter() {
             if crew.cancel.load(Ordering::Acquire) {
                 break;
             }
-            out.push(count_job(&crew.counter, slot as usize, text, tpot_from));
+            out.push(count_job(&crew.counter, row, text, tpot_from));
         }
         let cancelled = out.len() < batch.len();
-        if crew.results.send(out).is_err() || cancelled {
+        let counted = Counted { results: out, batch_bytes: batch.heap_bytes() as u64 };
+        drop(batch);
+        if crew.results.send(counted).is_err() || cancelled {
             return;
         }
     }
@@ -345,7 +379,7 @@ fn count_batches(crew: &Crew) {
 
 fn count_job(
     counter: &TokenCounter,
-    slot: usize,
+    row: RowKey,
     text: &str,
     tpot_from: Option<usize>,
 ) -> TokenResult {
@@ -354,7 +388,7 @@ fn count_job(
         Some(from) if from < text.len() => text.get(from..).and_then(|t| counter(t).ok()),
         _ => None,
     };
-    TokenResult { slot, osl, tpot_tokens }
+    TokenResult { row, osl, tpot_tokens }
 }
 
 #[cfg(test)]
@@ -375,10 +409,14 @@ mod tests {
         }
     }
 
+    fn at(i: usize) -> RowKey {
+        RowKey { index: i as u64, complete_ns: 10 * i as u64, first_chunk_ns: Some(i as u64 + 1) }
+    }
+
     fn finish_sorted(pool: &mut TokenPool) -> (Vec<TokenResult>, u64) {
         let mut got = Vec::new();
         let left = pool.finish(pool.drain_limit(false), |r| got.push(r));
-        got.sort_by_key(|r| r.slot);
+        got.sort_by_key(|r| r.row.index);
         (got, left)
     }
 
@@ -386,13 +424,14 @@ mod tests {
     fn counts_whole_output_and_the_text_after_the_first_chunk() {
         for live in [0, 2] {
             let mut pool = TokenPool::start(chars(), plan(live, 2)).unwrap();
-            pool.submit(3, "hello world", Some(5));
-            pool.submit(4, "abc", Some(3));
-            pool.submit(5, "héllo", None);
+            pool.submit(at(3), "hello world", Some(5));
+            pool.submit(at(4), "abc", Some(3));
+            pool.submit(at(5), "héllo", None);
             let (got, left) = finish_sorted(&mut pool);
             assert_eq!(left, 0);
             assert_eq!(got.len(), 3, "live {live}");
-            assert_eq!((got[0].slot, got[0].osl.clone(), got[0].tpot_tokens), (3, Ok(11), Some(6)));
+            let first = (got[0].row.index, got[0].osl.clone(), got[0].tpot_tokens);
+            assert_eq!(first, (3, Ok(11), Some(6)));
             assert_eq!(got[1].tpot_tokens, None, "nothing after the first chunk: no TPOT");
             assert_eq!((got[2].osl.clone(), got[2].tpot_tokens), (Ok(5), None));
         }
@@ -415,7 +454,7 @@ mod tests {
         let (done_tx, done_rx) = crossbeam_channel::bounded(1);
         let submitter = std::thread::spawn(move || {
             for slot in 0..jobs {
-                pool.submit(slot, "some output text of a sample", None);
+                pool.submit(at(slot), "some output text of a sample", None);
             }
             let _ = done_tx.send(());
             pool
@@ -428,7 +467,7 @@ mod tests {
         let (got, left) = finish_sorted(&mut pool);
         assert_eq!(left, 0);
         assert_eq!(got.len(), jobs);
-        assert!(got.iter().enumerate().all(|(i, r)| r.slot == i && r.osl == Ok(28)));
+        assert!(got.iter().enumerate().all(|(i, r)| r.row == at(i) && r.osl == Ok(28)));
     }
 
     #[test]
@@ -436,7 +475,7 @@ mod tests {
         let mut pool = TokenPool::start(chars(), plan(0, 3)).unwrap();
         assert!(pool.deferred());
         for slot in 0..(TOKEN_BATCH_JOBS * 3 + 7) {
-            pool.submit(slot, "abcd", Some(1));
+            pool.submit(at(slot), "abcd", Some(1));
         }
         pool.flush_if_stale();
         assert_eq!(pool.try_results().count(), 0, "no thread counts before the end");
@@ -449,7 +488,7 @@ mod tests {
     #[test]
     fn live_threads_count_before_the_end_of_the_run() {
         let mut pool = TokenPool::start(chars(), plan(1, 1)).unwrap();
-        pool.submit(0, "abc", None);
+        pool.submit(at(0), "abc", None);
         let deadline = Instant::now() + Duration::from_secs(30);
         let mut got = Vec::new();
         while got.is_empty() && Instant::now() < deadline {
@@ -471,7 +510,7 @@ mod tests {
         p.drain_timeout = Some(Duration::from_millis(100));
         let mut pool = TokenPool::start(slow, p).unwrap();
         for slot in 0..500 {
-            pool.submit(slot, "x", None);
+            pool.submit(at(slot), "x", None);
         }
         let started = Instant::now();
         let (got, left) = finish_sorted(&mut pool);
@@ -511,17 +550,135 @@ mod tests {
         assert!(drain_core_order(&p).is_empty(), "unpinned stays unpinned");
     }
 
-    #[test]
-    fn a_pending_job_costs_its_text_and_sixteen_bytes() {
-        assert_eq!(TokenBatch::JOB_BYTES, 16);
-        let mut b = TokenBatch::with_capacity();
-        let text = "x".repeat(160);
-        while !b.is_full() {
-            assert!(b.push(b.len() as u64, &text, Some(10)));
+    fn spill(name: &str, budget_bytes: u64) -> Arc<Spill> {
+        let dir = std::env::temp_dir().join(format!("loadgen-{name}-{}", std::process::id()));
+        Spill::new(&dir, budget_bytes).unwrap()
+    }
+
+    /// Outputs of varied lengths, some with a TPOT part, over `jobs` rows.
+    fn submit_outputs(pool: &mut TokenPool, jobs: usize) {
+        for i in 0..jobs {
+            let text = "ab é".repeat(1 + i % 13);
+            pool.submit(at(i), &text, (i % 3 > 0).then_some(i % 5));
         }
-        b.text.shrink_to_fit();
-        b.jobs.shrink_to_fit();
-        let per_job = b.heap_bytes() as f64 / b.len() as f64;
-        assert!((per_job - 176.0).abs() < 1.0, "{per_job} bytes a job");
+    }
+
+    #[test]
+    fn parked_jobs_are_counted_once_each_as_the_unparked_are() {
+        let jobs = TOKEN_BATCH_JOBS * 9 + 5;
+        let mut memory = TokenPool::start(chars(), plan(0, 3)).unwrap();
+        submit_outputs(&mut memory, jobs);
+        let (expected, left) = finish_sorted(&mut memory);
+        assert_eq!((expected.len(), left), (jobs, 0));
+        let spill = spill("parked", 0);
+        let pool = TokenPool::start(chars(), plan(0, 3)).unwrap();
+        let mut pool = pool.spill_into(Some(spill.clone()));
+        submit_outputs(&mut pool, jobs);
+        assert!(!pool.parked.is_empty(), "past the budget the batches park");
+        assert_eq!(pool.queued_bytes, 0, "none waits in memory");
+        assert!(spill.spilled_bytes() > 0);
+        let (got, left) = finish_sorted(&mut pool);
+        assert_eq!(left, 0);
+        assert_eq!(pool.pending, 0);
+        assert_eq!(got, expected, "every job counted once, as in memory");
+        assert_eq!(spill.error(), None);
+    }
+
+    #[test]
+    fn under_the_budget_queued_batches_count_against_it() {
+        let spill = spill("queued", 1 << 30);
+        let pool = TokenPool::start(chars(), plan(0, 1)).unwrap();
+        let mut pool = pool.spill_into(Some(spill.clone()));
+        submit_outputs(&mut pool, TOKEN_BATCH_JOBS * 2);
+        assert!(pool.parked.is_empty(), "within the budget nothing parks");
+        assert!(pool.queued_bytes > 0);
+        assert!(spill.over_budget_with((1 << 30) - pool.queued_bytes + 1));
+        let (got, left) = finish_sorted(&mut pool);
+        assert_eq!((got.len(), left), (TOKEN_BATCH_JOBS * 2, 0));
+        assert_eq!(pool.queued_bytes, 0);
+        assert!(!spill.over_budget_with(1 << 30), "the counted batches left the budget");
+    }
+
+    /// Live threads that cannot keep up: past the budget the batches behind a long queue park,
+    /// and the end counts them all.
+    #[test]
+    fn a_long_live_queue_parks_and_every_job_is_counted() {
+        let gate = Arc::new(std::sync::Mutex::new(()));
+        let held = gate.lock().unwrap();
+        let g = gate.clone();
+        let blocked: TokenCounter = Arc::new(move |s: &str| {
+            let _wait = g.lock().unwrap();
+            Ok(s.chars().count() as u32)
+        });
+        let spill = spill("live-parked", 0);
+        let pool = TokenPool::start(blocked, plan(1, 2)).unwrap();
+        let mut pool = pool.spill_into(Some(spill.clone()));
+        let jobs = TOKEN_BATCH_JOBS * (LIVE_BACKLOG_BATCHES + 20);
+        submit_outputs(&mut pool, jobs);
+        assert!(!pool.parked.is_empty(), "the batches behind the queue park");
+        drop(held);
+        let (got, left) = finish_sorted(&mut pool);
+        assert_eq!(left, 0);
+        assert_eq!(got.len(), jobs);
+        assert!(got.iter().enumerate().all(|(i, r)| r.row == at(i)), "each job once");
+    }
+
+    /// Parked batches go back to the live threads while the run goes on, once they catch up.
+    #[test]
+    fn live_threads_get_the_parked_batches_before_the_end() {
+        let gate = Arc::new(std::sync::Mutex::new(()));
+        let held = gate.lock().unwrap();
+        let g = gate.clone();
+        let blocked: TokenCounter = Arc::new(move |s: &str| {
+            let _wait = g.lock().unwrap();
+            Ok(s.len() as u32)
+        });
+        let pool = TokenPool::start(blocked, plan(1, 1)).unwrap();
+        let mut pool = pool.spill_into(Some(spill("live-refill", 0)));
+        let jobs = TOKEN_BATCH_JOBS * (LIVE_BACKLOG_BATCHES + 8);
+        submit_outputs(&mut pool, jobs);
+        assert!(!pool.parked.is_empty());
+        drop(held);
+        let deadline = Instant::now() + Duration::from_secs(60);
+        let mut counted = 0;
+        while counted < jobs && Instant::now() < deadline {
+            pool.flush_if_stale();
+            counted += pool.try_results().count();
+            std::thread::yield_now();
+        }
+        assert_eq!(counted, jobs, "every parked job was counted before finish");
+        assert!(pool.parked.is_empty());
+        assert_eq!(pool.pending, 0);
+    }
+
+    #[test]
+    fn a_drain_timeout_leaves_parked_jobs_pending() {
+        let slow: TokenCounter = Arc::new(|s: &str| {
+            std::thread::park_timeout(Duration::from_millis(1));
+            Ok(s.len() as u32)
+        });
+        let mut p = plan(0, 1);
+        p.drain_timeout = Some(Duration::from_millis(100));
+        let pool = TokenPool::start(slow, p).unwrap();
+        let mut pool = pool.spill_into(Some(spill("parked-timeout", 0)));
+        let jobs = TOKEN_BATCH_JOBS * 8;
+        submit_outputs(&mut pool, jobs);
+        let (got, left) = finish_sorted(&mut pool);
+        assert!(left > TOKEN_BATCH_JOBS as u64, "parked jobs never read stay pending: {left}");
+        assert_eq!(got.len() as u64 + left, jobs as u64, "every job is counted or pending");
+    }
+
+    #[test]
+    fn parked_jobs_that_cannot_be_read_back_stay_pending() {
+        let spill = spill("parked-unread", 0);
+        let pool = TokenPool::start(chars(), plan(0, 2)).unwrap();
+        let mut pool = pool.spill_into(Some(spill.clone()));
+        let jobs = TOKEN_BATCH_JOBS * 4;
+        submit_outputs(&mut pool, jobs);
+        pool.parked.break_file_for_test();
+        let (got, left) = finish_sorted(&mut pool);
+        assert_eq!(got.len() as u64 + left, jobs as u64);
+        assert!(left >= TOKEN_BATCH_JOBS as u64, "{left}");
+        assert!(spill.read_failed(), "the failed read is the run's error");
     }
 }

@@ -3,8 +3,17 @@
 //! written to a file, and the end merges the runs (earlier runs first on equal stamps). The
 //! order is exactly a stable sort of the arrival order by `complete_ns`, as the in-memory path
 //! gives it, which is the order of events.jsonl's `sample.complete` lines.
+//!
+//! A run with a client tokenizer gets its token counts after its rows, maybe after a row went to
+//! a file: its rows carry their arrival index, so that `(complete_ns, arrival index)` names
+//! each row and is its sort key (the same stable order). A count for a row still in memory
+//! changes it in place; one for a row in a file becomes a patch in a second spool under the
+//! same key, and the drain joins the two sorted streams, so the rows handed over are the ones
+//! patched in place would be.
 
 use std::sync::Arc;
+
+use crossbeam_channel::{bounded, Receiver, Sender};
 
 use super::column::Spill;
 use super::sort_spool::{run_records, SortSpool};
@@ -18,69 +27,264 @@ pub struct SpooledRow {
     pub dataset_row: u32,
 }
 
+/// A row's client-basis token counts, which come after it: the output's token count (`None`:
+/// not counted, a tokenizer error) and the tokens after its first chunk (TPOT's).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct ClientTokens {
+    pub osl: Option<u32>,
+    pub tpot_tokens: Option<u32>,
+}
+
+impl ClientTokens {
+    /// Sets the row's client counts: its OSL when counted, its TPOT tokens always.
+    pub fn apply(self, row: &mut SampleRow) {
+        if let Some(n) = self.osl {
+            row.osl_client = Some(n);
+        }
+        row.tpot_tokens_client = self.tpot_tokens;
+    }
+}
+
 const ROW_BYTES: usize = 8 * 5 + 4 * 8 + 4;
+/// A row with its arrival index after it (a spool whose rows get counts later).
+const INDEXED_ROW_BYTES: usize = ROW_BYTES + 8;
+/// A patch: the row's key (complete_ns, arrival index), its OSL and its TPOT tokens.
+const PATCH_BYTES: usize = 8 + 8 + 4 + 4;
+/// Patches handed from the patch spool's drain to the row drain at once.
+const PATCH_BLOCK: usize = 4096;
 const NONE_U64: u64 = u64::MAX;
 const NONE_U32: u32 = u32::MAX;
 
 /// Rows in arrival order, handed over in completion order (a `SortSpool` of encoded rows keyed
-/// by `complete_ns`).
+/// by `complete_ns`, and by the arrival index too when rows carry it).
 #[derive(Debug)]
-pub struct RowSpool(SortSpool);
+pub struct RowSpool {
+    rows: SortSpool,
+    /// Whether rows carry their arrival index (and so may be patched after they went to a file).
+    indexed: bool,
+    /// Rows pushed so far: the next row's arrival index.
+    pushed: u64,
+    /// Arrival index of the first row in memory: the ones before it are in the file's runs.
+    first_in_memory: u64,
+    /// Counts for rows already in the file, keyed as the rows (made on the first).
+    patches: Option<SortSpool>,
+}
 
 fn completion_key(b: &[u8]) -> (u64, u64) {
     (u64::from_le_bytes(b[16..24].try_into().unwrap_or_default()), 0)
+}
+
+/// An indexed row's key, and a patch's: `(complete_ns, arrival index)`.
+fn indexed_key(b: &[u8]) -> (u64, u64) {
+    let index = u64::from_le_bytes(b[ROW_BYTES..INDEXED_ROW_BYTES].try_into().unwrap_or_default());
+    (completion_key(b).0, index)
+}
+
+fn patch_key(b: &[u8]) -> (u64, u64) {
+    let word = |at: usize| u64::from_le_bytes(b[at..at + 8].try_into().unwrap_or_default());
+    (word(0), word(8))
 }
 
 impl RowSpool {
     /// A spool that writes runs of rows into `spill` once its budget is spent (never without a
     /// spill), with room for `capacity` rows in memory.
     pub fn new(spill: Option<Arc<Spill>>, capacity: usize) -> RowSpool {
-        let run = run_records(spill.as_deref(), ROW_BYTES);
-        RowSpool(SortSpool::new(("rows", ROW_BYTES, completion_key), spill, run, capacity))
+        RowSpool::with_patches(spill, capacity, false)
     }
 
-    /// Appends a row; returns its slot among the rows in memory (valid until the next run is
-    /// written: callers that patch rows later, a live tokenizer's, use a spool without spill).
-    pub fn push(&mut self, row: SpooledRow) -> usize {
-        let mut packed = [0u8; ROW_BYTES];
-        encode(&row, &mut packed);
-        self.0.push(&packed)
+    /// The same, and when `patchable` the rows get client token counts after they arrive
+    /// (`set_client_tokens`), so they carry their arrival index.
+    pub fn with_patches(spill: Option<Arc<Spill>>, capacity: usize, patchable: bool) -> RowSpool {
+        let (bytes, key): (usize, super::sort_spool::KeyFn) =
+            if patchable { (INDEXED_ROW_BYTES, indexed_key) } else { (ROW_BYTES, completion_key) };
+        let run = run_records(spill.as_deref(), bytes);
+        RowSpool {
+            rows: SortSpool::new(("rows", bytes, key), spill, run, capacity),
+            indexed: patchable,
+            pushed: 0,
+            first_in_memory: 0,
+            patches: None,
+        }
     }
 
-    /// Changes the row in memory at `slot` (a live tokenizer's counts); false without one.
-    pub fn update(&mut self, slot: usize, f: impl FnOnce(&mut SampleRow)) -> bool {
-        let Some(bytes) = self.0.record_mut(slot) else { return false };
-        let Ok(packed) = <&mut [u8; ROW_BYTES]>::try_from(bytes) else { return false };
+    /// Appends a row; returns its arrival index (what `set_client_tokens` names it by).
+    pub fn push(&mut self, row: SpooledRow) -> u64 {
+        let index = self.pushed;
+        let mut packed = [0u8; INDEXED_ROW_BYTES];
+        let (head, tail) = packed.split_at_mut(ROW_BYTES);
+        if let Ok(head) = <&mut [u8; ROW_BYTES]>::try_from(head) {
+            encode(&row, head);
+        }
+        tail.copy_from_slice(&index.to_le_bytes());
+        let bytes = if self.indexed { &packed[..] } else { &packed[..ROW_BYTES] };
+        let slot = self.rows.push(bytes);
+        // The slot counts from the first row in memory, which a run just written moves on.
+        self.first_in_memory = index - slot as u64;
+        self.pushed += 1;
+        index
+    }
+
+    /// Sets the client counts of the row that arrived `index`-th and completed at
+    /// `complete_ns`: in place while it is in memory, as a patch the drain applies once it is
+    /// in the file. False when no such row can be patched (a bad index, or a row in the file
+    /// of a spool that is not patchable).
+    pub fn set_client_tokens(
+        &mut self,
+        index: u64,
+        complete_ns: u64,
+        tokens: ClientTokens,
+    ) -> bool {
+        if index >= self.pushed {
+            return false;
+        }
+        if index >= self.first_in_memory {
+            return self.patch_in_memory(index, complete_ns, tokens);
+        }
+        if !self.indexed {
+            return false;
+        }
+        let patches = self.patches.get_or_insert_with(|| {
+            let spill = self.rows.spill().cloned();
+            let run = run_records(spill.as_deref(), PATCH_BYTES);
+            SortSpool::new(("token_patches", PATCH_BYTES, patch_key), spill, run, 0)
+        });
+        patches.push(&patch_bytes(complete_ns, index, tokens));
+        true
+    }
+
+    fn patch_in_memory(&mut self, index: u64, complete_ns: u64, tokens: ClientTokens) -> bool {
+        let slot = (index - self.first_in_memory) as usize;
+        let indexed = self.indexed;
+        let Some(bytes) = self.rows.record_mut(slot) else { return false };
+        if indexed && indexed_key(bytes) != (complete_ns, index) {
+            return false;
+        }
+        let Ok(packed) = <&mut [u8; ROW_BYTES]>::try_from(&mut bytes[..ROW_BYTES]) else {
+            return false;
+        };
         let mut row = decode(packed);
-        f(&mut row.row);
+        tokens.apply(&mut row.row);
         encode(&row, packed);
         true
     }
 
     /// The spill its runs go to, if any.
     pub fn spill(&self) -> Option<&Arc<Spill>> {
-        self.0.spill()
+        self.rows.spill()
     }
 
     /// Rows held, in memory and in the file.
     pub fn len(&self) -> usize {
-        self.0.len()
+        self.rows.len()
     }
 
     /// True without rows.
     pub fn is_empty(&self) -> bool {
-        self.0.is_empty()
+        self.rows.is_empty()
     }
 
     /// Hands every row to `f` in completion order (a stable sort of the arrival order by
-    /// `complete_ns`). A failed read stops the walk and is noted in the spill.
+    /// `complete_ns`), with the patches of the rows that went to the file applied. A failed
+    /// read stops the walk and is noted in the spill.
     pub fn drain_in_completion_order(self, mut f: impl FnMut(SpooledRow)) {
-        self.0.drain_sorted(|bytes| {
-            if let Ok(packed) = <&[u8; ROW_BYTES]>::try_from(bytes) {
-                f(decode(packed));
+        let RowSpool { rows, patches, .. } = self;
+        let row_of = |b: &[u8]| <&[u8; ROW_BYTES]>::try_from(&b[..ROW_BYTES]).ok().map(decode);
+        let Some(patches) = patches else {
+            rows.drain_sorted(|b| row_of(b).into_iter().for_each(&mut f));
+            return;
+        };
+        // The patches stream from a thread of their own, a block at a time, so both sorted
+        // streams are read in bounded memory and joined here.
+        std::thread::scope(|scope| {
+            let (tx, rx) = bounded::<Vec<(u64, u64, ClientTokens)>>(4);
+            let sender = std::thread::Builder::new()
+                .name("row-patches".into())
+                .spawn_scoped(scope, move || send_patches(patches, &tx));
+            if let Err(e) = sender {
+                if let Some(spill) = rows.spill() {
+                    spill.note_read_error(format!("cannot start the row patches' reader: {e}"));
+                }
             }
+            let mut join = PatchJoin { rx, block: Vec::new(), at: 0 };
+            rows.drain_sorted(|b| {
+                if let Some(mut row) = row_of(b) {
+                    if let Some(tokens) = join.take(indexed_key(b)) {
+                        tokens.apply(&mut row.row);
+                    }
+                    f(row);
+                }
+            });
+            // Dropping the receiver ends a reader that still has patches to send.
+            drop(join);
         });
     }
+}
+
+/// Drains the patch spool in key order into `tx`, a block at a time, until the joiner stops.
+fn send_patches(patches: SortSpool, tx: &Sender<Vec<(u64, u64, ClientTokens)>>) {
+    let mut block = Vec::with_capacity(PATCH_BLOCK);
+    let mut open = true;
+    patches.drain_sorted(|b| {
+        if !open {
+            return;
+        }
+        block.push(patch_of(b));
+        if block.len() == PATCH_BLOCK {
+            open = tx.send(std::mem::replace(&mut block, Vec::with_capacity(PATCH_BLOCK))).is_ok();
+        }
+    });
+    if open && !block.is_empty() {
+        let _ = tx.send(block);
+    }
+}
+
+/// The patch stream's read side: the block being read and its position.
+struct PatchJoin {
+    rx: Receiver<Vec<(u64, u64, ClientTokens)>>,
+    block: Vec<(u64, u64, ClientTokens)>,
+    at: usize,
+}
+
+impl PatchJoin {
+    /// The patch of the row keyed `key`, if any. Rows come in key order, and so do patches:
+    /// the ones before `key` have no row (none is expected) and are passed over.
+    fn take(&mut self, key: (u64, u64)) -> Option<ClientTokens> {
+        loop {
+            if self.at == self.block.len() {
+                self.block = self.rx.recv().ok()?;
+                self.at = 0;
+                continue;
+            }
+            let (complete_ns, index, tokens) = self.block[self.at];
+            match (complete_ns, index).cmp(&key) {
+                std::cmp::Ordering::Greater => return None,
+                std::cmp::Ordering::Equal => {
+                    self.at += 1;
+                    return Some(tokens);
+                }
+                std::cmp::Ordering::Less => {
+                    debug_assert!(false, "a patch without its row: {:?}", (complete_ns, index));
+                    self.at += 1;
+                }
+            }
+        }
+    }
+}
+
+fn patch_bytes(complete_ns: u64, index: u64, tokens: ClientTokens) -> [u8; PATCH_BYTES] {
+    let mut b = [0u8; PATCH_BYTES];
+    b[..8].copy_from_slice(&complete_ns.to_le_bytes());
+    b[8..16].copy_from_slice(&index.to_le_bytes());
+    b[16..20].copy_from_slice(&tokens.osl.unwrap_or(NONE_U32).to_le_bytes());
+    b[20..24].copy_from_slice(&tokens.tpot_tokens.unwrap_or(NONE_U32).to_le_bytes());
+    b
+}
+
+fn patch_of(b: &[u8]) -> (u64, u64, ClientTokens) {
+    let (complete_ns, index) = patch_key(b);
+    let word = |at: usize| u32::from_le_bytes(b[at..at + 4].try_into().unwrap_or_default());
+    let some = |v: u32| (v != NONE_U32).then_some(v);
+    (complete_ns, index, ClientTokens { osl: some(word(16)), tpot_tokens: some(word(20)) })
 }
 
 fn encode(r: &SpooledRow, out: &mut [u8; ROW_BYTES]) {
@@ -196,10 +400,85 @@ mod tests {
         let spill = Spill::new(&dir, 0).unwrap();
         let mut spilled = RowSpool::new(Some(spill.clone()), 0);
         rows().into_iter().for_each(|r| _ = spilled.push(r));
-        assert!(spilled.0.runs_written() >= 30, "it wrote runs: {}", spilled.0.runs_written());
+        assert!(
+            spilled.rows.runs_written() >= 30,
+            "it wrote runs: {}",
+            spilled.rows.runs_written()
+        );
         assert_eq!(spilled.len(), 40_000);
         assert_eq!(drained(spilled), expected);
         assert_eq!(spill.error(), None);
+    }
+
+    /// The counts of a row, out of arrival order: some rows get none, some a tokenizer error.
+    fn tokens_of(i: u64) -> Option<ClientTokens> {
+        match i % 11 {
+            0 => None,
+            1 => Some(ClientTokens { osl: None, tpot_tokens: None }),
+            k => Some(ClientTokens {
+                osl: Some(i as u32 % 997),
+                tpot_tokens: (k > 4).then_some(k as u32),
+            }),
+        }
+    }
+
+    /// Pushes `rows()` and sets the counts of row `i` once row `i + lag(i)` has arrived (the
+    /// tokenizer's results come late and out of order); the rest at the end.
+    fn patched(spill: Option<Arc<Spill>>) -> RowSpool {
+        let lag = |i: u64| (i * 7) % 5_000;
+        let rows = rows();
+        let mut spool = RowSpool::with_patches(spill, 0, true);
+        let mut due: std::collections::BTreeMap<u64, Vec<u64>> = Default::default();
+        let set = |spool: &mut RowSpool, i: u64| {
+            let complete_ns = rows[i as usize].row.complete_ns;
+            if let Some(t) = tokens_of(i) {
+                assert!(spool.set_client_tokens(i, complete_ns, t), "row {i}");
+            }
+        };
+        for (i, r) in rows.iter().enumerate() {
+            assert_eq!(spool.push(*r), i as u64);
+            due.entry(i as u64 + lag(i as u64)).or_default().push(i as u64);
+            for j in due.remove(&(i as u64)).unwrap_or_default() {
+                set(&mut spool, j);
+            }
+        }
+        for j in due.into_values().flatten() {
+            set(&mut spool, j);
+        }
+        spool
+    }
+
+    #[test]
+    fn counts_for_spilled_rows_drain_as_the_in_memory_patches_do() {
+        let mut expected = rows();
+        for (i, r) in expected.iter_mut().enumerate() {
+            if let Some(t) = tokens_of(i as u64) {
+                t.apply(&mut r.row);
+            }
+        }
+        expected.sort_by_key(|r| r.row.complete_ns);
+        let memory = patched(None);
+        assert!(memory.patches.is_none(), "all rows in memory: patched in place");
+        assert_eq!(drained(memory), expected);
+        let dir = std::env::temp_dir().join(format!("loadgen-patch-{}", std::process::id()));
+        let spill = Spill::new(&dir, 0).unwrap();
+        let spilled = patched(Some(spill.clone()));
+        assert!(spilled.rows.runs_written() >= 30, "runs: {}", spilled.rows.runs_written());
+        let patches = spilled.patches.as_ref().map_or(0, |p| p.len());
+        assert!(patches > 20_000, "most counts came after their row went to a file: {patches}");
+        assert!(spilled.patches.as_ref().is_some_and(|p| p.runs_written() > 1));
+        assert_eq!(drained(spilled), expected);
+        assert_eq!(spill.error(), None);
+    }
+
+    #[test]
+    fn a_count_for_no_row_is_refused() {
+        let mut spool = RowSpool::with_patches(None, 0, true);
+        let tokens = ClientTokens { osl: Some(1), tpot_tokens: None };
+        assert!(!spool.set_client_tokens(0, 5, tokens), "no row yet");
+        spool.push(row(0, 5));
+        assert!(!spool.set_client_tokens(0, 6, tokens), "another completion stamp");
+        assert!(spool.set_client_tokens(0, 5, tokens));
     }
 
     #[test]
