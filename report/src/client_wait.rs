@@ -9,7 +9,7 @@
 use loadgen_coordinator::metrics::column::Column;
 use loadgen_coordinator::metrics::series::sort_u64;
 use loadgen_coordinator::metrics::snapshot::CLIENT_WAIT_NS;
-use loadgen_coordinator::metrics::sort_spool::TupleSpool;
+use loadgen_coordinator::metrics::sort_spool::walk_sorted_u64;
 use loadgen_coordinator::metrics::{SampleTable, SeriesStat, Snapshot};
 
 use loadgen_plan::plan::Plan;
@@ -62,7 +62,7 @@ pub fn wait_is_material(snap: &Snapshot) -> bool {
 pub fn peak_in_flight(table: &SampleTable) -> u64 {
     // Each edge one value, `instant << 1 | write` (1 for a write, 0 for an answer): at one
     // instant an answer frees its connection before a write takes it. In memory they are
-    // radix-sorted in place; past the budget they go through a TupleSpool.
+    // radix-sorted in place; past the budget in runs, merged (`walk_sorted_u64`).
     let mut edges: Column<u64> = table.series_column("in_flight");
     edges.reserve(table.len());
     table.for_each_row(|row| {
@@ -79,10 +79,8 @@ pub fn peak_in_flight(table: &SampleTable) -> u64 {
     if let Some(values) = edges.as_mut_slice() {
         sort_u64(values);
         values.iter().for_each(|&e| step(e));
-    } else {
-        let mut sorted = TupleSpool::new("in_flight", table.spill().cloned());
-        edges.values().for_each(|e| sorted.push((e, 0, 0)));
-        sorted.drain_sorted(|(e, _, _)| step(e));
+    } else if let Some(spill) = table.spill() {
+        walk_sorted_u64("in_flight", edges.values(), spill, step);
     }
     peak as u64
 }

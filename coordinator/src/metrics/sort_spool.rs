@@ -387,6 +387,111 @@ impl RunReader {
     }
 }
 
+/// Hands `values` to `f` in ascending order, in bounded memory: runs of them as large as an
+/// eighth of the spill's budget are radix-sorted in memory and, past the first, written to an
+/// unlinked file as plain words, merged at the end (a spilled table's peak in flight). A failed
+/// write or read stops the walk and is noted in the spill.
+pub fn walk_sorted_u64(
+    name: &'static str,
+    values: impl Iterator<Item = u64>,
+    spill: &Arc<Spill>,
+    mut f: impl FnMut(u64),
+) {
+    let mut run_values = (spill.budget_bytes() / 8 / 8).max(1 << 16) as usize;
+    let mut run: Vec<u64> = Vec::with_capacity(run_values);
+    let (mut file, mut runs): (Option<File>, Vec<u64>) = (None, Vec::new());
+    for v in values {
+        run.push(v);
+        if run.len() == run_values {
+            match write_u64_run(name, spill, &mut file, &mut run) {
+                Ok(()) => runs.push(run_values as u64),
+                Err(e) => {
+                    let dir = spill.dir().display();
+                    spill.note_error(format!("cannot write {name} to {dir}: {e}"));
+                    // Kept in memory from now on; the runs written are still merged.
+                    run_values = usize::MAX;
+                }
+            }
+        }
+    }
+    super::series::sort_u64(&mut run);
+    let Some(file) = file else { return run.into_iter().for_each(f) };
+    if let Err(e) = merge_u64_runs(&file, &runs, &run, &mut f) {
+        spill.note_read_error(format!("cannot read {name} back: {e}"));
+    }
+}
+
+fn write_u64_run(
+    name: &'static str,
+    spill: &Spill,
+    file: &mut Option<File>,
+    run: &mut Vec<u64>,
+) -> std::io::Result<()> {
+    super::series::sort_u64(run);
+    if file.is_none() {
+        *file = Some(spill.file(name)?);
+    }
+    let Some(file) = file.as_mut() else { return Ok(()) };
+    file.seek(SeekFrom::End(0))?;
+    let mut out = std::io::BufWriter::with_capacity(1 << 20, &*file);
+    for v in run.iter() {
+        out.write_all(&v.to_le_bytes())?;
+    }
+    out.flush()?;
+    spill.note_spilled((run.len() * 8) as u64);
+    run.clear();
+    Ok(())
+}
+
+/// Merges the file's sorted runs (`runs`: their lengths) and the sorted `tail`.
+fn merge_u64_runs(
+    file: &File,
+    runs: &[u64],
+    tail: &[u64],
+    f: &mut impl FnMut(u64),
+) -> std::io::Result<()> {
+    let mut readers = Vec::with_capacity(runs.len());
+    let mut offset = 0u64;
+    for &n in runs {
+        let part = PartReader { file: file.try_clone()?, at: offset, end: offset + n * 8 };
+        readers.push(BufReader::with_capacity(1 << 16, part));
+        offset += n * 8;
+    }
+    let next = |r: &mut BufReader<PartReader>| -> std::io::Result<Option<u64>> {
+        let mut word = [0u8; 8];
+        match r.read_exact(&mut word) {
+            Ok(()) => Ok(Some(u64::from_le_bytes(word))),
+            Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => Ok(None),
+            Err(e) => Err(e),
+        }
+    };
+    let mut heap = BinaryHeap::new();
+    for (i, r) in readers.iter_mut().enumerate() {
+        if let Some(v) = next(r)? {
+            heap.push(std::cmp::Reverse((v, i)));
+        }
+    }
+    let mut tail = tail.iter().copied().peekable();
+    loop {
+        let from_runs = match (heap.peek(), tail.peek()) {
+            (Some(std::cmp::Reverse((v, _))), Some(t)) => v <= t,
+            (Some(_), None) => true,
+            (None, Some(_)) => false,
+            (None, None) => break,
+        };
+        if from_runs {
+            let Some(std::cmp::Reverse((v, i))) = heap.pop() else { break };
+            f(v);
+            if let Some(v) = next(&mut readers[i])? {
+                heap.push(std::cmp::Reverse((v, i)));
+            }
+        } else if let Some(t) = tail.next() {
+            f(t);
+        }
+    }
+    Ok(())
+}
+
 /// Pairs of u64 keys with a u32, sorted as tuples: `(issued_ns, sample id, dataset row)` for
 /// `sample_idx_map.json`'s issue order; `(instant, step, 0)` for the peak in flight. Held as
 /// plain tuples (sorted in place at the end) until the spill's budget is spent; past it each
@@ -522,5 +627,19 @@ mod tests {
         assert_eq!(handed, 640);
         assert_eq!(peak_after_first_block, 64 * 9 * 8, "the first block was freed");
         assert_eq!(spill.resident_bytes(), 0);
+    }
+
+    #[test]
+    fn spilled_words_come_back_sorted() {
+        let values: Vec<u64> = (0..300_000u64).map(|i| (i * 7919) % 100_003 << 1 | i & 1).collect();
+        let dir = std::env::temp_dir().join(format!("loadgen-words-{}", std::process::id()));
+        let spill = Spill::new(&dir, 0).unwrap();
+        let mut got = Vec::new();
+        walk_sorted_u64("w", values.iter().copied(), &spill, |v| got.push(v));
+        let mut expected = values;
+        expected.sort_unstable();
+        assert_eq!(got, expected);
+        assert!(spill.spilled_bytes() > 0, "runs went to the file");
+        assert_eq!(spill.error(), None);
     }
 }
