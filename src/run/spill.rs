@@ -2,7 +2,9 @@
 
 use std::sync::Arc;
 
-use loadgen_coordinator::metrics::column::{disk_check, Spill};
+use loadgen_coordinator::metrics::column::{
+    disk_check, Spill, DISK_BYTES_PER_SAMPLE, TOKENIZER_DISK_BYTES_PER_SAMPLE,
+};
 
 use crate::plan::Plan;
 use loadgen_plan::error::AppError;
@@ -27,7 +29,9 @@ pub fn run_spill(
     })?;
     let free_bytes = stat.blocks_available() as u64 * stat.fragment_size() as u64;
     let samples = plan.num_samples.saturating_add(plan.warmup.samples);
-    if let Err(why) = disk_check(samples, spill.budget_bytes(), free_bytes) {
+    let tokenizer = if plan.tokenizer.is_some() { TOKENIZER_DISK_BYTES_PER_SAMPLE } else { 0 };
+    let per_sample = DISK_BYTES_PER_SAMPLE + tokenizer;
+    if let Err(why) = disk_check((samples, per_sample), spill.budget_bytes(), free_bytes) {
         let what = format!(
             "{why} in --spill-dir {}: free space there, choose another --spill-dir, or raise \
              --spill-budget-mib to keep more in memory",

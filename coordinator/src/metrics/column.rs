@@ -25,16 +25,25 @@ pub const CHUNK_VALUES: usize = 1 << 16;
 /// flight (40). A streamed sample's chunk gaps add 8 bytes a chunk.
 pub const DISK_BYTES_PER_SAMPLE: u64 = 12 + 76 + 68;
 
+/// What a client tokenizer adds a sample: the row's arrival index (8), its count's patch (24)
+/// and its counting job (32); the output text that waits beside the job is not known before
+/// the run.
+pub const TOKENIZER_DISK_BYTES_PER_SAMPLE: u64 = 8 + 24 + 32;
+
 /// Whether a filesystem with `free_bytes` holds a run of `samples` whose first `budget_bytes`
 /// stay in memory; the error names the numbers.
-pub fn disk_check(samples: u64, budget_bytes: u64, free_bytes: u64) -> Result<(), String> {
-    let need = samples.saturating_mul(DISK_BYTES_PER_SAMPLE).saturating_sub(budget_bytes);
+pub fn disk_check(
+    (samples, per_sample): (u64, u64),
+    budget_bytes: u64,
+    free_bytes: u64,
+) -> Result<(), String> {
+    let need = samples.saturating_mul(per_sample).saturating_sub(budget_bytes);
     if need <= free_bytes {
         return Ok(());
     }
     let gib = |b: u64| b as f64 / f64::from(1u32 << 30);
     Err(format!(
-        "{samples} samples need up to {:.2} GiB of files ({DISK_BYTES_PER_SAMPLE} bytes a sample \
+        "{samples} samples need up to {:.2} GiB of files ({per_sample} bytes a sample \
          past the {:.2} GiB kept in memory) and only {:.2} GiB is free",
         gib(need),
         gib(budget_bytes),
@@ -462,9 +471,14 @@ mod tests {
     #[test]
     fn a_run_the_disk_cannot_hold_is_refused_with_its_numbers() {
         let per = DISK_BYTES_PER_SAMPLE;
-        assert_eq!(disk_check(1_000, 1_000 * per, 0), Ok(()), "it all fits in memory");
-        assert_eq!(disk_check(1_000, 0, 1_000 * per), Ok(()));
-        let why = disk_check(100_000_000, 256 << 20, 1 << 30).unwrap_err();
+        assert_eq!(disk_check((1_000, per), 1_000 * per, 0), Ok(()), "it all fits in memory");
+        assert_eq!(disk_check((1_000, per), 0, 1_000 * per), Ok(()));
+        let with_tokenizer = per + TOKENIZER_DISK_BYTES_PER_SAMPLE;
+        assert!(
+            disk_check((1_000, with_tokenizer), 0, 1_000 * per).is_err(),
+            "a tokenizer's share"
+        );
+        let why = disk_check((100_000_000, per), 256 << 20, 1 << 30).unwrap_err();
         assert!(why.starts_with("100000000 samples need up to 14.28 GiB"), "{why}");
         assert!(
             why.ends_with("past the 0.25 GiB kept in memory) and only 1.00 GiB is free"),

@@ -631,7 +631,8 @@ mod tests {
 
     #[test]
     fn spilled_words_come_back_sorted() {
-        let values: Vec<u64> = (0..300_000u64).map(|i| (i * 7919) % 100_003 << 1 | i & 1).collect();
+        let values: Vec<u64> =
+            (0..300_000u64).map(|i| ((i * 7919) % 100_003) << 1 | (i & 1)).collect();
         let dir = std::env::temp_dir().join(format!("loadgen-words-{}", std::process::id()));
         let spill = Spill::new(&dir, 0).unwrap();
         let mut got = Vec::new();
