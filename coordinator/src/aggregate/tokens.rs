@@ -413,6 +413,30 @@ mod tests {
         RowKey { index: i as u64, complete_ns: 10 * i as u64, first_chunk_ns: Some(i as u64 + 1) }
     }
 
+    /// A deferred pool of one drain thread whose counter takes `per_job` a job, and whose drain
+    /// may take 100 ms.
+    fn slow_pool(per_job: Duration) -> TokenPool {
+        let slow: TokenCounter = Arc::new(move |s: &str| {
+            std::thread::park_timeout(per_job);
+            Ok(s.len() as u32)
+        });
+        let mut p = plan(0, 1);
+        p.drain_timeout = Some(Duration::from_millis(100));
+        TokenPool::start(slow, p).unwrap()
+    }
+
+    /// Polls a live pool as the aggregator does until `jobs` results came (60 s at most).
+    fn live_results(pool: &mut TokenPool, jobs: usize) -> Vec<TokenResult> {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        let mut got = Vec::new();
+        while got.len() < jobs && Instant::now() < deadline {
+            pool.flush_if_stale();
+            got.extend(pool.try_results());
+            std::thread::yield_now();
+        }
+        got
+    }
+
     fn finish_sorted(pool: &mut TokenPool) -> (Vec<TokenResult>, u64) {
         let mut got = Vec::new();
         let left = pool.finish(pool.drain_limit(false), |r| got.push(r));
@@ -489,26 +513,14 @@ mod tests {
     fn live_threads_count_before_the_end_of_the_run() {
         let mut pool = TokenPool::start(chars(), plan(1, 1)).unwrap();
         pool.submit(at(0), "abc", None);
-        let deadline = Instant::now() + Duration::from_secs(30);
-        let mut got = Vec::new();
-        while got.is_empty() && Instant::now() < deadline {
-            pool.flush_if_stale();
-            got.extend(pool.try_results());
-            std::thread::yield_now();
-        }
+        let got = live_results(&mut pool, 1);
         assert_eq!(got.len(), 1, "a partial batch reaches the live thread once stale");
         assert_eq!(pool.pending, 0);
     }
 
     #[test]
     fn drain_timeout_leaves_the_uncounted_jobs_pending() {
-        let slow: TokenCounter = Arc::new(|s: &str| {
-            std::thread::park_timeout(Duration::from_millis(20));
-            Ok(s.len() as u32)
-        });
-        let mut p = plan(0, 1);
-        p.drain_timeout = Some(Duration::from_millis(100));
-        let mut pool = TokenPool::start(slow, p).unwrap();
+        let mut pool = slow_pool(Duration::from_millis(20));
         for slot in 0..500 {
             pool.submit(at(slot), "x", None);
         }
@@ -639,13 +651,7 @@ mod tests {
         submit_outputs(&mut pool, jobs);
         assert!(!pool.parked.is_empty());
         drop(held);
-        let deadline = Instant::now() + Duration::from_secs(60);
-        let mut counted = 0;
-        while counted < jobs && Instant::now() < deadline {
-            pool.flush_if_stale();
-            counted += pool.try_results().count();
-            std::thread::yield_now();
-        }
+        let counted = live_results(&mut pool, jobs).len();
         assert_eq!(counted, jobs, "every parked job was counted before finish");
         assert!(pool.parked.is_empty());
         assert_eq!(pool.pending, 0);
@@ -653,13 +659,7 @@ mod tests {
 
     #[test]
     fn a_drain_timeout_leaves_parked_jobs_pending() {
-        let slow: TokenCounter = Arc::new(|s: &str| {
-            std::thread::park_timeout(Duration::from_millis(1));
-            Ok(s.len() as u32)
-        });
-        let mut p = plan(0, 1);
-        p.drain_timeout = Some(Duration::from_millis(100));
-        let pool = TokenPool::start(slow, p).unwrap();
+        let pool = slow_pool(Duration::from_millis(1));
         let mut pool = pool.spill_into(Some(spill("parked-timeout", 0)));
         let jobs = TOKEN_BATCH_JOBS * 8;
         submit_outputs(&mut pool, jobs);
